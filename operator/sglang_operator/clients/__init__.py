@@ -1,0 +1,1 @@
+"""Clients of the outside world: the Kubernetes API and SGLang's HTTP endpoints."""

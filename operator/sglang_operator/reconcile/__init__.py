@@ -1,0 +1,1 @@
+"""Pure reconcile decisions: Kubernetes objects and SGLang readings in, status and actions out."""

@@ -1,0 +1,65 @@
+"""Kubernetes conditions in the ``metav1.Condition`` shape, merged the way controllers do.
+
+A condition is a dict ``{type, status, reason, message, lastTransitionTime, observedGeneration}``
+(``k8s.io/apimachinery/pkg/apis/meta/v1`` ``Condition``). ``lastTransitionTime`` changes only when
+``status`` changes, so re-writing the same verdict never churns the object.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any, Literal
+
+Status = Literal["True", "False", "Unknown"]
+Condition = dict[str, Any]
+
+
+def rfc3339(now: dt.datetime) -> str:
+    """``now`` as the RFC 3339 UTC timestamp Kubernetes writes (seconds precision)."""
+    return now.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(
+    type_: str, status: Status, reason: str, message: str, generation: int, now: dt.datetime
+) -> Condition:
+    """A new condition; ``reason`` is CamelCase as the API conventions ask."""
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+        "lastTransitionTime": rfc3339(now),
+    }
+
+
+def merge(old: Iterable[Condition], new: Iterable[Condition]) -> list[Condition]:
+    """Conditions ``old`` updated by ``new``, sorted by type.
+
+    A condition in ``new`` replaces the one of the same type, but keeps the old
+    ``lastTransitionTime`` when its ``status`` did not change. Types only in ``old`` stay.
+    """
+    by_type = {c["type"]: dict(c) for c in old}
+    for c in new:
+        prev = by_type.get(c["type"])
+        merged = dict(c)
+        if prev is not None and prev.get("status") == c["status"] and prev.get("lastTransitionTime"):
+            merged["lastTransitionTime"] = prev["lastTransitionTime"]
+        by_type[c["type"]] = merged
+    return [by_type[t] for t in sorted(by_type)]
+
+
+def find(conditions: Iterable[Condition], type_: str) -> Condition | None:
+    """The condition of ``type_``, or None."""
+    return next((c for c in conditions if c.get("type") == type_), None)
+
+
+def same(a: Iterable[Condition], b: Iterable[Condition]) -> bool:
+    """Whether two condition lists say the same thing (timestamps aside)."""
+    def key(cs: Iterable[Condition]) -> list[tuple[Any, ...]]:
+        return sorted(
+            (c.get("type"), c.get("status"), c.get("reason"), c.get("message"), c.get("observedGeneration"))
+            for c in cs
+        )
+    return key(a) == key(b)

@@ -1,0 +1,68 @@
+"""Compare what SGLang really runs (its ``/server_info``) with what the spec asked for.
+
+Facts (``../shared/sglang`` §1a, §4): ``/server_info`` (``/get_server_info`` before it) returns the
+resolved ``ServerArgs`` (``python/sglang/srt/server_args.py``) plus ``internal_states``, one dict per DP
+rank with ``avg_spec_accept_length`` and, on recent releases, ``effective_max_running_requests_per_dp``.
+SGLang rewrites ``NEXTN`` to ``EAGLE`` (``_handle_speculative_decoding``), so those two are the same
+algorithm here, and with ``eagle_topk == 1`` it silently forces ``num_draft_tokens = num_steps + 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+#: status key (camelCase) -> SGLang ``ServerArgs`` field.
+FIELDS: dict[str, str] = {
+    "algorithm": "speculative_algorithm",
+    "numSteps": "speculative_num_steps",
+    "eagleTopk": "speculative_eagle_topk",
+    "numDraftTokens": "speculative_num_draft_tokens",
+    "maxRunningRequests": "max_running_requests",
+    "memFractionStatic": "mem_fraction_static",
+    "contextLength": "context_length",
+}
+_SAME_ALGORITHM = {"NEXTN": "EAGLE"}
+
+
+def effective_settings(server_info: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings SGLang resolved, keyed as in :data:`FIELDS`, from a ``/server_info`` body.
+
+    ``max_running_requests`` prefers ``internal_states[0].effective_max_running_requests_per_dp``
+    (what the scheduler really uses) over the server arg. Missing keys are left out.
+    """
+    out: dict[str, Any] = {}
+    for key, arg in FIELDS.items():
+        if server_info.get(arg) is not None:
+            out[key] = server_info[arg]
+    states = server_info.get("internal_states") or []
+    if states and isinstance(states[0], Mapping):
+        eff = states[0].get("effective_max_running_requests_per_dp")
+        if eff is not None:
+            out["maxRunningRequests"] = eff
+        if "avg_spec_accept_length" in states[0]:
+            out["avgSpecAcceptLength"] = states[0]["avg_spec_accept_length"]
+    return out
+
+
+def _norm(key: str, value: Any) -> Any:
+    if key == "algorithm" and isinstance(value, str):
+        return _SAME_ALGORITHM.get(value.upper(), value.upper())
+    if isinstance(value, float):
+        return round(value, 6)
+    return value
+
+
+def differences(requested: Mapping[str, Any], effective: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences, e.g. ``numDraftTokens: spec 4, SGLang 2``.
+
+    Only keys present in ``requested`` (what the spec set or the operator derived) are compared;
+    a key SGLang did not report is not a difference.
+    """
+    diffs = []
+    for key, want in requested.items():
+        if key not in FIELDS or want is None or key not in effective:
+            continue
+        if _norm(key, want) != _norm(key, effective[key]):
+            diffs.append(f"{key}: spec {want}, SGLang {effective[key]}")
+    return diffs

@@ -1,0 +1,55 @@
+"""Run the operator: ``kopf.run`` with settings fit for SGLang servers.
+
+Settings: server-side apply everywhere, kopf's progress kept in annotations (no ``status.kopf``
+clutter in ``kubectl get -o yaml``), events posted at Info level and above, a liveness endpoint
+for the Deployment's livenessProbe, and namespace scoping (``--namespace`` repeated) or clusterwide.
+Peering is off (``standalone``) unless a peering name is given: only one operator replica should be
+active, which the Helm chart ensures with ``replicas: 1`` and ``strategy: Recreate``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import kopf
+
+
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """kopf startup hook: persistence, posting, watching and batching settings."""
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="sglang-operator.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="sglang-operator.io", key="last-handled-configuration",
+    )
+    settings.persistence.finalizer = "sglang-operator.io/finalizer"
+    settings.posting.level = logging.INFO
+    settings.watching.server_timeout = 270
+    settings.watching.client_timeout = 300
+    settings.batching.worker_limit = 64
+    settings.execution.max_workers = 16
+
+
+def run(
+    namespaces: Sequence[str] = (),
+    liveness: str | None = "http://0.0.0.0:8080/healthz",
+    peering: str | None = None,
+    verbose: bool = False,
+) -> None:
+    """Block running the operator until SIGINT/SIGTERM.
+
+    ``namespaces`` empty means clusterwide. ``liveness`` is the URL kopf serves its health on.
+    """
+    from sglang_operator import handlers  # registers the handlers
+
+    kopf.on.startup()(configure)
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    assert handlers.__name__
+    kopf.run(
+        clusterwide=not namespaces,
+        namespaces=list(namespaces),
+        standalone=peering is None,
+        peering_name=peering,
+        liveness_endpoint=liveness,
+    )
