@@ -5,7 +5,7 @@ import datetime as dt
 from sglang_operator.reconcile.conditions import find, merge
 from sglang_operator.reconcile.pods import pod_health
 
-NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 REV = "abc123"
 
 

@@ -17,7 +17,7 @@ Condition = dict[str, Any]
 
 def rfc3339(now: dt.datetime) -> str:
     """``now`` as the RFC 3339 UTC timestamp Kubernetes writes (seconds precision)."""
-    return now.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def condition(
