@@ -28,18 +28,22 @@ def client() -> AsyncClient:
     return _client
 
 
+def _as_dict(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = obj.to_dict()
+    return out
+
+
 async def apply(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """Server-side apply ``manifest`` (force: the operator owns the fields it renders); return the
     object as stored. An unchanged manifest is a no-op for the API server (resourceVersion kept)."""
     obj = codecs.from_dict(dict(manifest))
     result = await client().apply(obj, field_manager=FIELD_MANAGER, force=True)
-    out: dict[str, Any] = result.to_dict()
-    return out
+    return _as_dict(result)
 
 
 async def list_pods(namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
     """Pods in ``namespace`` carrying all ``labels``."""
-    return [p.to_dict() async for p in client().list(Pod, namespace=namespace, labels=dict(labels))]
+    return [_as_dict(p) async for p in client().list(Pod, namespace=namespace, labels=dict(labels))]
 
 
 async def get_deployment(namespace: str, name: str) -> dict[str, Any] | None:
@@ -52,5 +56,4 @@ async def get_deployment(namespace: str, name: str) -> dict[str, Any] | None:
         if exc.status.code == 404:
             return None
         raise
-    out: dict[str, Any] = dep.to_dict()
-    return out
+    return _as_dict(dep)
