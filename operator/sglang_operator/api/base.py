@@ -1,0 +1,125 @@
+"""Shared pieces of the SGLangServer API: the camelCase base model, CEL rules and Kubernetes value types.
+
+Every cross-field rule is declared once as a :class:`CelRule`: the CRD generator (``api/crd.py``) emits it as an
+``x-kubernetes-validations`` entry, and the pydantic model checks the same rule in Python with the same message,
+so ``sglang-operator render`` and the API server refuse the same specs with the same words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema, model_validator
+from pydantic.alias_generators import to_camel
+
+GROUP = "sglang-operator.io"
+"""API group of the SGLangServer resource (project-owned)."""
+VERSION = "v1alpha1"
+KIND = "SGLangServer"
+PLURAL = "sglangservers"
+SINGULAR = "sglangserver"
+SHORT_NAMES = ("sgls",)
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+@dataclass(frozen=True)
+class CelRule:
+    """One cross-field rule, as CEL for the API server and as a Python predicate for offline validation.
+
+    ``rule`` is evaluated with ``self`` bound to the object the rule is attached to; ``check`` gets the parsed
+    pydantic model and returns True when the object is valid. ``field_path`` is relative to that object
+    (e.g. ``.numDraftTokens``) and is what the API server reports as the failing field.
+    """
+
+    rule: str
+    message: str
+    check: Callable[[Any], bool]
+    field_path: str | None = None
+
+    def to_schema(self) -> dict[str, str]:
+        """The ``x-kubernetes-validations`` entry: ``{rule, message[, fieldPath]}``."""
+        out = {"rule": self.rule, "message": self.message}
+        if self.field_path:
+            out["fieldPath"] = self.field_path
+        return out
+
+
+def _add_cel(schema: dict[str, Any], cls: type[Any]) -> None:
+    rules: tuple[CelRule, ...] = getattr(cls, "cel_rules", ())
+    if rules:
+        schema["x-kubernetes-validations"] = [r.to_schema() for r in rules]
+
+
+class ApiModel(BaseModel):
+    """Base of the spec models: camelCase aliases, unknown fields refused, attribute docstrings as descriptions."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+        json_schema_extra=_add_cel,
+    )
+    cel_rules: ClassVar[tuple[CelRule, ...]] = ()
+
+    @model_validator(mode="after")
+    def _check_cel_rules(self) -> ApiModel:
+        for rule in type(self).cel_rules:
+            if not rule.check(self):
+                raise ValueError(rule.message)
+        return self
+
+    def dump(self) -> dict[str, Any]:
+        """The object as Kubernetes YAML would hold it: camelCase keys, unset optional fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class StatusModel(ApiModel):
+    """Base of the status models: like :class:`ApiModel`, but unknown fields are ignored (forward compatible)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+# --- Kubernetes value types -------------------------------------------------------------------------------
+
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+
+
+def _quantity_to_str(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+Quantity = Annotated[
+    str,
+    BeforeValidator(_quantity_to_str),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY_PATTERN,
+            "x-kubernetes-int-or-string": True,
+        }
+    ),
+]
+"""A Kubernetes resource quantity (``8``, ``64Gi``, ``500m``); YAML integers are accepted and kept as strings."""
+
+FreeForm = Annotated[
+    dict[str, Any],
+    WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
+]
+"""A Kubernetes object passed through unchanged (affinity, securityContext, a volume, ...)."""
+
+FreeFormList = Annotated[
+    list[dict[str, Any]],
+    WithJsonSchema(
+        {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    ),
+]
+"""A list of Kubernetes objects passed through unchanged (tolerations, volumes, env vars, ...)."""

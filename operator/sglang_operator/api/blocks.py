@@ -1,0 +1,222 @@
+"""The typed blocks of ``SGLangServer.spec`` (``sglang``, ``model``, ``parallelism``, ``speculative``, ``memory``).
+
+Field names are camelCase in YAML; each maps to one SGLang launch flag, named in its description with the
+flag of SGLang 0.5.23 (``python/sglang/srt/arg_groups/fields/*.py``) and, where it was renamed, of 0.5.10
+(``python/sglang/srt/server_args.py``). Unset optional fields are not rendered: SGLang's own automatic value
+applies.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field
+
+from sglang_operator.api.base import ApiModel, CelRule, Quantity
+
+
+class PullPolicy(StrEnum):
+    """Kubernetes ``imagePullPolicy``."""
+
+    ALWAYS = "Always"
+    IF_NOT_PRESENT = "IfNotPresent"
+    NEVER = "Never"
+
+
+class SGLangImage(ApiModel):
+    """Which SGLang release runs, and from which container image."""
+
+    image: Annotated[str, Field(min_length=1)]
+    """Container image running SGLang, e.g. ``lmsysorg/sglang:v0.5.10-cu129``."""
+    version: Annotated[str | None, Field(pattern=r"^v?[0-9]+\.[0-9]+\.[0-9]+$")] = None
+    """SGLang release the image runs (e.g. ``0.5.10``); parsed from the image tag when absent. Rendering uses
+    that release's flag names, entry point and probe endpoint."""
+    image_pull_policy: PullPolicy = PullPolicy.IF_NOT_PRESENT
+    """Kubernetes imagePullPolicy of the SGLang container."""
+
+
+class SecretKeyRef(ApiModel):
+    """A key of a Secret in the SGLangServer's namespace."""
+
+    name: Annotated[str, Field(min_length=1)]
+    """Secret name."""
+    key: Annotated[str, Field(min_length=1)] = "token"
+    """Key inside the Secret."""
+
+
+class PVCSource(ApiModel):
+    """An existing PersistentVolumeClaim (never deleted by the operator)."""
+
+    claim_name: Annotated[str, Field(min_length=1)]
+    """Name of the PersistentVolumeClaim."""
+    read_only: bool = False
+    """Mount read-only (the weights must then already be downloaded)."""
+
+
+class EmptyDirSource(ApiModel):
+    """A per-pod scratch directory: the weights are downloaded at every pod start."""
+
+    size_limit: Quantity | None = None
+    """sizeLimit of the emptyDir, e.g. ``120Gi``."""
+
+
+class ModelCache(ApiModel):
+    """Where model weights are cached. Exactly one of pvc, hostPath and emptyDir."""
+
+    cel_rules = (
+        CelRule(
+            "[has(self.pvc), has(self.hostPath), has(self.emptyDir)].filter(x, x).size() == 1",
+            "spec.model.cache needs exactly one of pvc, hostPath, emptyDir",
+            lambda m: [m.pvc, m.host_path, m.empty_dir].count(None) == 2,
+        ),
+    )
+    pvc: PVCSource | None = None
+    """Mount an existing PersistentVolumeClaim."""
+    host_path: Annotated[str | None, Field(pattern=r"^/")] = None
+    """Mount a directory of the node (absolute path), e.g. ``/data/hf-cache``."""
+    empty_dir: EmptyDirSource | None = None
+    """Use an emptyDir volume."""
+    mount_path: Annotated[str, Field(pattern=r"^/")] = "/root/.cache/huggingface"
+    """Where the cache is mounted in the container; ``HF_HOME`` is set to it."""
+
+
+class ModelSpec(ApiModel):
+    """The model SGLang serves."""
+
+    path: Annotated[str, Field(min_length=1)]
+    """Hugging Face model id or local path (``--model-path``)."""
+    served_model_name: str | None = None
+    """Model name in the OpenAI API and the metrics' ``model_name`` label (``--served-model-name``); may not
+    contain ``:`` (SGLang reserves it for LoRA adapters). Defaults to the path."""
+    revision: str | None = None
+    """Model revision: branch, tag or commit (``--revision``)."""
+    trust_remote_code: bool = False
+    """Allow the model repository's custom code (``--trust-remote-code``)."""
+    cache: ModelCache | None = None
+    """Weights cache volume; none means the container's own filesystem."""
+    token_secret_ref: SecretKeyRef | None = None
+    """Hugging Face token, exposed as ``HF_TOKEN``."""
+
+    cel_rules = (
+        CelRule(
+            "!has(self.servedModelName) || !self.servedModelName.contains(':')",
+            "spec.model.servedModelName may not contain ':' (SGLang reserves it for LoRA adapters)",
+            lambda m: m.served_model_name is None or ":" not in m.served_model_name,
+            ".servedModelName",
+        ),
+    )
+
+
+class Parallelism(ApiModel):
+    """How the model is split over GPUs."""
+
+    tensor: Annotated[int, Field(ge=1, le=64)] = 1
+    """Tensor parallel size (``--tp-size``)."""
+    data: Annotated[int, Field(ge=1, le=64)] = 1
+    """Data parallel size (``--dp-size``): copies of the model inside one pod."""
+    nodes: Annotated[int, Field(ge=1)] = 1
+    """Number of nodes (``--nnodes``). Only 1 is supported yet."""
+
+    cel_rules = (
+        CelRule(
+            "!has(self.nodes) || self.nodes <= 1",
+            "spec.parallelism.nodes > 1 (multi-node) is not supported yet",
+            lambda m: m.nodes <= 1,
+            ".nodes",
+        ),
+    )
+
+
+class SpeculativeAlgorithm(StrEnum):
+    """Speculative decoding algorithms SGLang accepts at every supported release
+    (0.5.10 argparse choices in ``python/sglang/srt/server_args.py``)."""
+
+    NEXTN = "NEXTN"
+    EAGLE = "EAGLE"
+    EAGLE3 = "EAGLE3"
+    STANDALONE = "STANDALONE"
+    NGRAM = "NGRAM"
+
+
+class Speculative(ApiModel):
+    """Speculative decoding (MTP / NEXTN, EAGLE, ...). The operator always renders all three of
+    ``--speculative-num-steps``, ``--speculative-eagle-topk`` and ``--speculative-num-draft-tokens``: SGLang
+    crashes on partial sets and silently rewrites some combinations."""
+
+    algorithm: SpeculativeAlgorithm
+    """``--speculative-algorithm``. SGLang reports NEXTN as EAGLE in ``/server_info``."""
+    num_steps: Annotated[int, Field(ge=1, le=16)] = 3
+    """``--speculative-num-steps``: draft steps per verify. 3 is SGLang's automatic choice for most models."""
+    eagle_topk: Annotated[int, Field(ge=1, le=16)] = 1
+    """``--speculative-eagle-topk``: branches per draft step. 1 is SGLang's automatic choice for most models."""
+    num_draft_tokens: Annotated[int | None, Field(ge=2, le=256)] = None
+    """``--speculative-num-draft-tokens``. Derived when absent: numSteps + 1 when eagleTopk is 1 (SGLang
+    forces that value), 12 for NGRAM; required when eagleTopk > 1."""
+    draft_model_path: str | None = None
+    """``--speculative-draft-model-path``: draft model (EAGLE3, STANDALONE; EAGLE with a separate draft). MTP
+    models (NEXTN, or EAGLE on an MTP model) use their own head and need none."""
+    spec_v2: bool = False
+    """Set ``SGLANG_ENABLE_SPEC_V2=1`` (overlap scheduler for speculative decoding) on releases where the
+    variable means something (≤ 0.5.13); needs eagleTopk 1."""
+
+    cel_rules = (
+        CelRule(
+            "self.eagleTopk != 1 || !has(self.numDraftTokens) || self.numDraftTokens == self.numSteps + 1",
+            "spec.speculative.numDraftTokens must equal numSteps + 1 when eagleTopk is 1 (SGLang would silently "
+            "change it); omit it to have it derived",
+            lambda m: m.eagle_topk != 1 or m.num_draft_tokens in (None, m.num_steps + 1),
+            ".numDraftTokens",
+        ),
+        CelRule(
+            "self.eagleTopk == 1 || self.algorithm == 'NGRAM' || has(self.numDraftTokens)",
+            "spec.speculative.numDraftTokens is required when eagleTopk > 1",
+            lambda m: m.eagle_topk == 1 or m.algorithm is SpeculativeAlgorithm.NGRAM
+            or m.num_draft_tokens is not None,
+            ".numDraftTokens",
+        ),
+        CelRule(
+            "!has(self.specV2) || !self.specV2 || self.eagleTopk == 1",
+            "spec.speculative.specV2 needs eagleTopk 1 (SGLang: Spec v2 currently only supports topk = 1)",
+            lambda m: not m.spec_v2 or m.eagle_topk == 1,
+            ".specV2",
+        ),
+    )
+
+
+class MambaStrategy(StrEnum):
+    """Mamba radix cache strategy (union over supported releases; ``extra_buffer_lazy`` is 0.5.2x only)."""
+
+    AUTO = "auto"
+    NO_BUFFER = "no_buffer"
+    EXTRA_BUFFER = "extra_buffer"
+    EXTRA_BUFFER_LAZY = "extra_buffer_lazy"
+
+
+class Memory(ApiModel):
+    """Memory and batching limits. Unset fields keep SGLang's automatic values."""
+
+    mem_fraction_static: Annotated[float | None, Field(gt=0, lt=1)] = None
+    """``--mem-fraction-static``: fraction of GPU memory for weights and KV cache, in (0, 1)."""
+    context_length: Annotated[int | None, Field(ge=1)] = None
+    """``--context-length`` in tokens; default from the model's config.json."""
+    max_running_requests: Annotated[int | None, Field(ge=1)] = None
+    """``--max-running-requests``. Unset under speculative decoding, SGLang silently uses 48."""
+    max_total_tokens: Annotated[int | None, Field(ge=1)] = None
+    """``--max-total-tokens``: KV cache pool size in tokens."""
+    chunked_prefill_size: int | None = None
+    """``--chunked-prefill-size`` in tokens; -1 disables chunked prefill."""
+    mamba_full_memory_ratio: Annotated[float | None, Field(gt=0)] = None
+    """``--mamba-full-memory-ratio``: mamba state memory relative to full-attention KV memory (hybrid models)."""
+    mamba_scheduler_strategy: MambaStrategy | None = None
+    """Mamba radix cache strategy: ``--mamba-scheduler-strategy`` up to 0.5.19, ``--mamba-radix-cache-strategy``
+    from 0.5.20 (the operator renders the target release's name)."""
+
+    cel_rules = (
+        CelRule(
+            "!has(self.chunkedPrefillSize) || self.chunkedPrefillSize == -1 || self.chunkedPrefillSize >= 1",
+            "spec.memory.chunkedPrefillSize must be -1 (disabled) or a positive number of tokens",
+            lambda m: m.chunked_prefill_size is None or m.chunked_prefill_size == -1 or m.chunked_prefill_size >= 1,
+            ".chunkedPrefillSize",
+        ),
+    )

@@ -1,0 +1,70 @@
+"""The ``SGLangServer`` custom resource as a whole (apiVersion, kind, metadata, spec, status)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from sglang_operator.api.base import ApiModel, FreeForm
+from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.api.status import SGLangServerStatus
+
+
+class SGLangServer(ApiModel):
+    """An SGLangServer object; ``metadata`` is kept as the raw Kubernetes ObjectMeta dict."""
+
+    api_version: Literal["sglang-operator.io/v1alpha1"] = "sglang-operator.io/v1alpha1"
+    kind: Literal["SGLangServer"] = "SGLangServer"
+    metadata: FreeForm = Field(default_factory=dict)
+    spec: SGLangServerSpec
+    status: SGLangServerStatus | None = None
+
+    @property
+    def name(self) -> str:
+        """metadata.name (raises KeyError when absent)."""
+        return str(self.metadata["name"])
+
+    @property
+    def namespace(self) -> str:
+        """metadata.namespace, ``default`` when absent."""
+        return str(self.metadata.get("namespace") or "default")
+
+
+class SpecError(ValueError):
+    """An SGLangServer body that does not parse; ``messages`` are ``path: message`` strings."""
+
+    def __init__(self, messages: list[str]) -> None:
+        super().__init__("; ".join(messages))
+        self.messages = messages
+
+
+def error_messages(err: ValidationError, prefix: str = "") -> list[str]:
+    """pydantic errors as ``spec.a.b: message`` strings (camelCase paths as in YAML)."""
+    out = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        # cross-field rules already name their field (``spec.model.servedModelName ...``)
+        out.append(f"{loc}: {msg}" if loc and not msg.startswith("spec.") else msg)
+    return out
+
+
+def parse(body: Mapping[str, Any]) -> SGLangServer:
+    """Parse a whole SGLangServer (as from ``kubectl get -o json`` or a kopf body).
+
+    Raises :class:`SpecError` with every problem found by the schema and the cross-field rules.
+    """
+    try:
+        return SGLangServer.model_validate(dict(body))
+    except ValidationError as err:
+        raise SpecError(error_messages(err)) from None
+
+
+def parse_spec(spec: Mapping[str, Any]) -> SGLangServerSpec:
+    """Parse ``spec`` alone; raises :class:`SpecError` with ``spec.``-prefixed messages."""
+    try:
+        return SGLangServerSpec.model_validate(dict(spec))
+    except ValidationError as err:
+        raise SpecError(error_messages(err, "spec")) from None

@@ -1,0 +1,184 @@
+"""``SGLangServer.status``: what the operator observed and decided.
+
+Written only by the operator (status subresource). Conditions use the ``metav1.Condition`` shape
+(``k8s.io/apimachinery/pkg/apis/meta/v1/types.go``); ``sglang_operator.reconcile.conditions`` builds and
+merges them. ``effective`` holds what SGLang reports it runs (``GET /server_info``, keys as
+``sglang_operator.reconcile.effective.FIELDS``); ``revisions`` is the ledger the rollback controller uses.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from sglang_operator.api.base import FreeForm, StatusModel
+
+
+class ConditionType(StrEnum):
+    """Condition types the operator writes."""
+
+    READY = "Ready"
+    """All requested pods are Ready (SGLang answers on its readiness endpoint)."""
+    PROGRESSING = "Progressing"
+    """A new revision is rolling out, or pods are starting."""
+    DEGRADED = "Degraded"
+    """Pods fail (Unschedulable, CrashLoopBackOff with the termination message) or a revision regressed."""
+    SPEC_VALID = "SpecValid"
+    """The spec is valid for the target SGLang release. False: nothing is applied; the message says why.
+    True with reason ``ValidWithWarnings``: the message lists the warnings (e.g. maxRunningRequests unset
+    under speculative decoding)."""
+    SETTINGS_DIFFER = "SettingsDiffer"
+    """True when SGLang resolved other settings than the spec asked for (message: ``key: spec X, SGLang Y``;
+    NEXTN reported as EAGLE is not a difference)."""
+    ROLLED_BACK = "RolledBack"
+    """True after the operator rolled back to an earlier revision (message: from, to, why)."""
+
+
+class Phase(StrEnum):
+    """Documented values of ``status.phase`` (not enforced by the schema)."""
+
+    PENDING = "Pending"
+    PROGRESSING = "Progressing"
+    READY = "Ready"
+    DEGRADED = "Degraded"
+    STOPPED = "Stopped"
+    INVALID = "Invalid"
+    ROLLING_BACK = "RollingBack"
+
+
+class Condition(StatusModel):
+    """A ``metav1.Condition``."""
+
+    type: str
+    """Condition type, one of ConditionType."""
+    status: Annotated[str, Field(json_schema_extra={"enum": ["True", "False", "Unknown"]})]
+    """True, False or Unknown."""
+    reason: str = ""
+    """CamelCase reason, e.g. ``Unschedulable``, ``CrashLoopBackOff``, ``AllReplicasReady``."""
+    message: str = ""
+    """Human-readable details."""
+    last_transition_time: str | None = None
+    """When status last changed (RFC 3339)."""
+    observed_generation: int | None = None
+    """metadata.generation the condition was computed for."""
+
+
+class EffectiveSettings(StatusModel):
+    """Settings SGLang reports it runs with (``GET /server_info``), read once the server is Ready."""
+
+    algorithm: str | None = None
+    """Resolved ``speculative_algorithm`` (SGLang reports NEXTN as EAGLE)."""
+    num_steps: int | None = None
+    """Resolved ``speculative_num_steps``."""
+    eagle_topk: int | None = None
+    """Resolved ``speculative_eagle_topk``."""
+    num_draft_tokens: int | None = None
+    """Resolved ``speculative_num_draft_tokens``."""
+    max_running_requests: int | None = None
+    """Effective max running requests (``internal_states[0].effective_max_running_requests_per_dp`` when
+    reported, else ``max_running_requests``)."""
+    mem_fraction_static: float | None = None
+    """Resolved ``mem_fraction_static``."""
+    context_length: int | None = None
+    """Resolved ``context_length`` in tokens."""
+    avg_spec_accept_length: float | None = None
+    """``internal_states[0].avg_spec_accept_length``: cumulative mean acceptance length since start."""
+    observed_at: str | None = None
+    """When it was read (RFC 3339)."""
+
+
+class Verdict(StrEnum):
+    """Judgement of a revision by the rollback controller."""
+
+    MEASURING = "Measuring"
+    GOOD = "Good"
+    REGRESSED = "Regressed"
+    ROLLED_BACK = "RolledBack"
+    SUPERSEDED = "Superseded"
+
+
+class RevisionRecord(StatusModel):
+    """One entry of the revision ledger: a rendered pod template and how it performed."""
+
+    revision: str
+    """Revision hash (pod template hash, label ``sglang-operator.io/revision``)."""
+    generation: int | None = None
+    """metadata.generation that produced it."""
+    created_at: str | None = None
+    """When the revision was first applied (RFC 3339)."""
+    command: str | None = None
+    """The rendered SGLang command line."""
+    summary: dict[str, str] = Field(default_factory=dict)
+    """Key settings for humans, e.g. ``{"image": ..., "tp": "2", "algorithm": "NEXTN", "numSteps": "3"}``."""
+    spec: FreeForm | None = None
+    """Snapshot of the spec that produced the revision (what a rollback restores)."""
+    tokens_per_second: float | None = None
+    """Measured decode throughput, tok/s (mean over the window)."""
+    accept_length: float | None = None
+    """Measured mean acceptance length."""
+    samples: int | None = None
+    """Samples behind the measurement."""
+    verdict: Annotated[str, Field(json_schema_extra={"enum": [v.value for v in Verdict]})] = "Measuring"
+    """Measuring, Good, Regressed, RolledBack or Superseded."""
+    reason: str | None = None
+    """Why the verdict, e.g. ``tok/s 35.8 < 0.85 × 52.0``."""
+    judged_at: str | None = None
+    """When the verdict was given (RFC 3339)."""
+
+
+class RollbackEvent(StatusModel):
+    """The last automatic rollback."""
+
+    from_revision: str
+    """Regressed revision."""
+    to_revision: str
+    """Revision restored."""
+    reason: str = ""
+    """Why."""
+    at: str | None = None
+    """When (RFC 3339)."""
+
+
+class SGLangServerStatus(StatusModel):
+    """Observed state of an SGLang server."""
+
+    observed_generation: int | None = None
+    """metadata.generation last reconciled."""
+    phase: str | None = None
+    """Pending, Progressing, Ready, Degraded, Stopped, Invalid or RollingBack."""
+    conditions: list[Condition] = Field(default_factory=list)
+    """Conditions in metav1 shape: Ready, Progressing, Degraded, SpecValid, SettingsDiffer, RolledBack."""
+    replicas: int | None = None
+    """Pods existing (scale subresource statusReplicasPath)."""
+    ready_replicas: int | None = None
+    """Pods Ready."""
+    selector: str | None = None
+    """Label selector of the pods as a string (scale subresource labelSelectorPath)."""
+    revision: str | None = None
+    """Current revision hash of the rendered pod template."""
+    sglang_version: str | None = None
+    """SGLang release the command line was rendered for."""
+    command: str | None = None
+    """The rendered SGLang command line (entry point + flags; secrets appear as ``$(VAR)``)."""
+    num_draft_tokens: int | None = None
+    """``--speculative-num-draft-tokens`` as rendered (explicit or derived)."""
+    effective: EffectiveSettings | None = None
+    """What SGLang reports it runs."""
+    accept_length: float | None = None
+    """Latest acceptance length (``sglang:spec_accept_length``)."""
+    accept_rate: float | None = None
+    """Latest acceptance rate (``sglang:spec_accept_rate``; its formula differs between releases)."""
+    tokens_per_second: float | None = None
+    """Latest decode throughput in tok/s (``sglang:gen_throughput``)."""
+    metrics_updated_at: str | None = None
+    """When the metrics above were scraped (RFC 3339)."""
+    revisions: list[RevisionRecord] = Field(default_factory=list)
+    """Revision ledger, newest last, at most spec.rollback.historyLimit entries."""
+    last_rollback: RollbackEvent | None = None
+    """The last automatic rollback."""
+
+    def dump(self) -> dict[str, Any]:
+        """camelCase dict for a status patch, unset fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
