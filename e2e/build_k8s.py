@@ -97,7 +97,7 @@ def unpublished(modules: list[str], tag: str) -> list[str]:
     return missing
 
 
-def render_gomod(version: str, gomod: str, skip: list[str] = []) -> str:
+def render_gomod(version: str, gomod: str, skip: tuple[str, ...] = ()) -> str:
     """The wrapper module's go.mod for ``version`` (``vMAJOR.MINOR.PATCH``), leaving out ``skip``."""
     tag = "v0." + version.removeprefix("v1.")
     go_line = _GO.search(gomod)
@@ -148,7 +148,7 @@ def generate(version: str, module_dir: Path) -> None:
         )
     for m in missing:
         log(f"note: {m} (replace-only, not required) is not published at {tag}; left out")
-    (module_dir / "go.mod").write_text(render_gomod(version, gomod, missing))
+    (module_dir / "go.mod").write_text(render_gomod(version, gomod, tuple(missing)))
     (module_dir / "go.sum").unlink(missing_ok=True)
     log("go mod tidy (downloads the module graph)")
     _go("mod", "tidy", cwd=module_dir)
@@ -170,7 +170,7 @@ def source_hash(module_dir: Path) -> str:
 
 def ldflags(version: str) -> str:
     major, minor = version.removeprefix("v").split(".")[:2]
-    date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     values = {
         "gitVersion": version, "gitMajor": major, "gitMinor": minor,
         "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
@@ -214,10 +214,10 @@ def build(version: str | None = None, force: bool = False) -> Path:
     env = {**os.environ, "GOWORK": "off", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
     proc = subprocess.Popen(cmd, cwd=src, env=env, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
-    count, tail = 0, []
+    count, tail = 0, list[str]()
     for line in proc.stderr:
         count += 1
-        tail = (tail + [line.rstrip()])[-40:]
+        tail = [*tail, line.rstrip()][-40:]
         if count % 200 == 0:
             log(f"compiled {count} packages, {time.monotonic() - start:.0f} s")
     if proc.wait() != 0 or not _have_all(bindir):

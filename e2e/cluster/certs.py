@@ -1,0 +1,105 @@
+"""Certificates and keys for the local control plane, made with the ``cryptography`` package.
+
+One self-signed CA signs the kube-apiserver serving certificate and the admin client certificate
+(``CN=admin, O=system:masters``); a separate EC P-256 key pair signs service-account tokens
+(``--service-account-signing-key-file`` / ``--service-account-key-file``). All keys are EC P-256:
+fast to generate and accepted by every component.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+_VALID = dt.timedelta(days=30)
+
+
+@dataclass(frozen=True)
+class PKI:
+    """Paths of the PEM files written by :func:`make_pki`."""
+
+    ca_crt: Path
+    ca_key: Path
+    serving_crt: Path
+    serving_key: Path
+    admin_crt: Path
+    admin_key: Path
+    sa_key: Path
+    sa_pub: Path
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+    path.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    path.chmod(0o600)
+
+
+def _name(cn: str, org: str | None = None) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    if org:
+        attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+    return x509.Name(attrs)
+
+
+def _cert(subject: x509.Name, pub: ec.EllipticCurvePublicKey, issuer: x509.Name,
+          signer: ec.EllipticCurvePrivateKey) -> x509.CertificateBuilder:
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(pub)
+            .serial_number(x509.random_serial_number()).not_valid_before(now)
+            .not_valid_after(now + _VALID))
+
+
+def make_pki(directory: Path, ips: list[str], dns: list[str]) -> PKI:
+    """Write a CA, a serving certificate for ``ips``/``dns``, an admin client certificate and the
+    service-account key pair into ``directory``; return their paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = _key()
+    ca_name = _name("sglang-operator-e2e-ca")
+    ca = (_cert(ca_name, ca_key.public_key(), ca_name, ca_key)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False),
+                         critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    pki = PKI(*(directory / n for n in ("ca.crt", "ca.key", "apiserver.crt", "apiserver.key",
+                                         "admin.crt", "admin.key", "sa.key", "sa.pub")))
+    pki.ca_crt.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    _write_key(pki.ca_key, ca_key)
+
+    leaf_usage = x509.KeyUsage(True, False, True, False, False, False, False, False, False)
+    srv_key = _key()
+    sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+    sans += [x509.DNSName(d) for d in dns]
+    srv = (_cert(_name("kube-apiserver"), srv_key.public_key(), ca_name, ca_key)
+           .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+           .add_extension(leaf_usage, critical=True)
+           .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+           .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+           .sign(ca_key, hashes.SHA256()))
+    pki.serving_crt.write_bytes(srv.public_bytes(serialization.Encoding.PEM))
+    _write_key(pki.serving_key, srv_key)
+
+    adm_key = _key()
+    adm = (_cert(_name("admin", "system:masters"), adm_key.public_key(), ca_name, ca_key)
+           .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+           .add_extension(leaf_usage, critical=True)
+           .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+           .sign(ca_key, hashes.SHA256()))
+    pki.admin_crt.write_bytes(adm.public_bytes(serialization.Encoding.PEM))
+    _write_key(pki.admin_key, adm_key)
+
+    sa = _key()
+    _write_key(pki.sa_key, sa)
+    pki.sa_pub.write_bytes(sa.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    return pki

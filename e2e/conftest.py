@@ -1,0 +1,135 @@
+"""pytest fixtures for tests against a real Kubernetes API.
+
+- ``k8s_cluster`` (session): the local control plane from ``e2e.cluster`` (binaries from
+  ``python -m e2e.build_k8s``, found in its cache or ``KUBEBUILDER_ASSETS``; missing binaries FAIL the
+  fixture), or, with ``E2E_USE_EXISTING_CLUSTER=1``, the cluster ``KUBECONFIG`` points at (kind, ...).
+  Sets ``KUBECONFIG`` for the session.
+- ``namespace``: a fresh namespace per test (its ``default`` ServiceAccount exists), deleted after.
+
+Markers: ``cluster`` (every test here), ``local_cluster`` (tests that need the local control plane
+and its fake kubelet: image mapping, PIDs; deselect them elsewhere with ``-m "not local_cluster"``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from e2e.build_k8s import BINARIES, cache_root, committed_version
+from e2e.cluster import Cluster, NodeOptions
+
+T = TypeVar("T")
+_startup: list[str] = []
+
+
+@dataclass
+class K8sCluster:
+    """A cluster under test: ``kubeconfig`` path, ``kubectl`` path, and the local ``Cluster``
+    (``None`` for an existing cluster)."""
+
+    kubeconfig: Path
+    kubectl: Path
+    local: Cluster | None
+
+    def run(self, *args: str, input: str | None = None, check: bool = True,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """Run kubectl with this cluster's kubeconfig; raise AssertionError (with stderr) on failure
+        when ``check``."""
+        proc = subprocess.run([str(self.kubectl), f"--kubeconfig={self.kubeconfig}", *args], input=input,
+                              capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+        return proc
+
+    def get(self, *args: str) -> Any:
+        """``kubectl get ARGS -o json``, parsed."""
+        return json.loads(self.run("get", *args, "-o", "json").stdout)
+
+    def apply(self, obj: dict[str, Any], namespace: str | None = None) -> None:
+        ns = [f"--namespace={namespace}"] if namespace else []
+        self.run("apply", *ns, "-f", "-", input=json.dumps(obj))
+
+
+def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 60, interval: float = 0.5) -> T:
+    """Call ``fn`` until it returns something truthy; fail with ``what`` and the last value."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+def local_bin_dir() -> Path:
+    """The directory with every control-plane binary; pytest.fail()s with the build command if none."""
+    candidates = []
+    if os.environ.get("KUBEBUILDER_ASSETS"):
+        candidates.append(Path(os.environ["KUBEBUILDER_ASSETS"]))
+    candidates.append(cache_root() / f"k8s-{committed_version()}" / "bin")
+    for d in candidates:
+        if all((d / b).is_file() for b in BINARIES):
+            return d
+    pytest.fail(f"Kubernetes binaries not found in {', '.join(map(str, candidates))}: "
+                "run `python -m e2e.build_k8s` first (cold build: 20-30 min)", pytrace=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "local_cluster: needs the local control plane and its fake kubelet (images.yaml, PIDs)")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in _startup:
+        terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster() -> Iterator[K8sCluster]:
+    old = os.environ.get("KUBECONFIG")
+    if os.environ.get("E2E_USE_EXISTING_CLUSTER") == "1":
+        if not old:
+            pytest.fail("E2E_USE_EXISTING_CLUSTER=1 needs KUBECONFIG", pytrace=False)
+        kubectl = os.environ.get("E2E_KUBECTL") or shutil.which("kubectl")
+        if not kubectl:
+            pytest.fail("E2E_USE_EXISTING_CLUSTER=1: no kubectl on PATH (or set E2E_KUBECTL)", pytrace=False)
+        yield K8sCluster(Path(old), Path(kubectl), None)
+        return
+    cluster = Cluster(local_bin_dir(), NodeOptions(backoff_base=2.0))
+    cluster.start()
+    _startup.append(f"local cluster: start-to-ready {cluster.startup_seconds:.1f} s "
+                    f"({cluster.nodes.count} fake GPU nodes); logs in {cluster.workdir}/logs")
+    os.environ["KUBECONFIG"] = str(cluster.kubeconfig)
+    try:
+        yield K8sCluster(cluster.kubeconfig, cluster.kubectl, cluster)
+    finally:
+        if old is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = old
+        cluster.stop()
+
+
+@pytest.fixture
+def namespace(k8s_cluster: K8sCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    base = request.node.name.lower().replace("_", "-").removeprefix("test-")
+    name = f"e2e-{''.join(c for c in base if c.isalnum() or c == '-')[:40].strip('-')}-{uuid.uuid4().hex[:5]}"
+    k8s_cluster.run("create", "namespace", name)
+    wait_for(f"ServiceAccount default in {name}",
+             lambda: k8s_cluster.run("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+             timeout=30, interval=0.2)
+    try:
+        yield name
+    finally:
+        k8s_cluster.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)

@@ -1,0 +1,151 @@
+"""The image → local command mapping (``e2e/images.yaml``) and the container's environment.
+
+:func:`launch_spec` turns a container of a pod into the argv, env and cwd of a local process, as a
+container runtime would: env from ``value`` / ``valueFrom`` (secretKeyRef, configMapKeyRef, fieldRef)
+/ ``envFrom``, ``$(VAR)`` expansion in command/args/env, then the mapping's own env.
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.kubelet.rest import JSON, ApiError, Rest
+
+REPO = Path(__file__).resolve().parents[2]
+_VERSION = re.compile(r"(\d+\.\d+\.\d+)")
+_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.\-]*)\)")
+
+
+@dataclass(frozen=True)
+class ImageRule:
+    match: str
+    command: list[str]
+    append_container_argv: bool
+    env: dict[str, str]
+
+
+def load_rules(path: Path) -> list[ImageRule]:
+    """Parse ``images.yaml``; raises ValueError on a malformed entry."""
+    data = yaml.safe_load(path.read_text())
+    rules = []
+    for i, e in enumerate(data.get("images", [])):
+        if not isinstance(e.get("match"), str) or not isinstance(e.get("command"), list):
+            raise ValueError(f"{path}: images[{i}] needs `match` (string) and `command` (list)")
+        rules.append(ImageRule(e["match"], [str(a) for a in e["command"]],
+                               bool(e.get("append_container_argv", False)),
+                               {str(k): str(v) for k, v in (e.get("env") or {}).items()}))
+    return rules
+
+
+def image_version(image: str) -> str:
+    """The X.Y.Z version in an image tag (``lmsysorg/sglang:v0.5.10-cu129`` → ``0.5.10``), or ""."""
+    tag = image.rsplit("/", 1)[-1].partition(":")[2].partition("@")[0]
+    m = _VERSION.search(tag)
+    return m.group(1) if m else ""
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes ``$(VAR)`` expansion: defined variables are replaced, ``$$`` becomes ``$``,
+    undefined references stay as written."""
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+    return _VAR.sub(sub, text)
+
+
+def _field(pod: JSON, path: str) -> str:
+    meta = pod["metadata"]
+    simple = {"metadata.name": meta.get("name"), "metadata.namespace": meta.get("namespace"),
+              "metadata.uid": meta.get("uid"), "spec.nodeName": pod["spec"].get("nodeName"),
+              "spec.serviceAccountName": pod["spec"].get("serviceAccountName"),
+              "status.podIP": pod.get("status", {}).get("podIP"),
+              "status.hostIP": pod.get("status", {}).get("hostIP")}
+    if path in simple:
+        return str(simple[path] or "")
+    m = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
+    if m:
+        return str(meta.get(m.group(1), {}).get(m.group(2), ""))
+    return ""
+
+
+def _ref_data(rest: Rest, ns: str, kind: str, name: str) -> dict[str, str]:
+    plural = "secrets" if kind == "secret" else "configmaps"
+    obj = rest.get(f"/api/v1/namespaces/{ns}/{plural}/{name}")
+    if kind == "secret":
+        return {k: base64.b64decode(v).decode(errors="replace") for k, v in (obj.get("data") or {}).items()}
+    return dict(obj.get("data") or {})
+
+
+def container_env(rest: Rest, pod: JSON, container: JSON) -> dict[str, str]:
+    """The container's environment; raises ApiError when a non-optional reference is missing."""
+    ns = pod["metadata"]["namespace"]
+    env: dict[str, str] = {}
+    for src in container.get("envFrom") or []:
+        for kind, key in (("configmap", "configMapRef"), ("secret", "secretRef")):
+            if key in src:
+                try:
+                    data = _ref_data(rest, ns, kind, src[key]["name"])
+                except ApiError:
+                    if src[key].get("optional"):
+                        continue
+                    raise
+                env.update({src.get("prefix", "") + k: v for k, v in data.items()})
+    for e in container.get("env") or []:
+        if "value" in e or "valueFrom" not in e:
+            env[e["name"]] = expand(str(e.get("value", "")), env)
+            continue
+        vf: dict[str, Any] = e["valueFrom"]
+        if "fieldRef" in vf:
+            env[e["name"]] = _field(pod, vf["fieldRef"]["fieldPath"])
+        for kind, key in (("configmap", "configMapKeyRef"), ("secret", "secretKeyRef")):
+            if key in vf:
+                ref = vf[key]
+                try:
+                    env[e["name"]] = _ref_data(rest, ns, kind, ref["name"])[ref["key"]]
+                except (ApiError, KeyError):
+                    if not ref.get("optional"):
+                        raise
+    return env
+
+
+def _resolve(argv0: str) -> str:
+    if "/" in argv0:
+        return argv0
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return shutil.which(argv0, path=path) or argv0
+
+
+def launch_spec(rules: list[ImageRule], pod: JSON, container: JSON, env: dict[str, str],
+                pod_ip: str, gpu_product: str) -> tuple[list[str], dict[str, str]]:
+    """argv and full environment for ``container``; raises LookupError if no rule matches."""
+    image = container.get("image", "")
+    rule = next((r for r in rules if fnmatch.fnmatchcase(image, r.match)), None)
+    if rule is None:
+        raise LookupError(f"no entry in images.yaml matches image {image!r}")
+    ports = ",".join(str(p["containerPort"]) for p in container.get("ports") or []
+                     if p.get("protocol", "TCP") == "TCP")
+    values = {"python": sys.executable, "pod_ip": pod_ip, "ports": ports,
+              "gpu_product": gpu_product, "image_version": image_version(image)}
+    argv = [a.format_map(values) for a in rule.command]
+    argv[0] = _resolve(argv[0])
+    if rule.append_container_argv:
+        argv += [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
+    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/"),
+            "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8",
+            "HOSTNAME": pod["metadata"]["name"]}
+    for k in ("E2E_CLUSTER_ID", "XDG_CACHE_HOME", "HF_HOME"):
+        if k in os.environ:
+            base[k] = os.environ[k]
+    full = {**base, **env, **{k: v.format_map(values) for k, v in rule.env.items()}}
+    return argv, full

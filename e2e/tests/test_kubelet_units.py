@@ -1,0 +1,78 @@
+"""Pieces of the launcher and the fake kubelet that need no API server."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from e2e.cluster import Cluster, ClusterError
+from e2e.kubelet.container import ContainerRunner
+from e2e.kubelet.images import expand, image_version, launch_spec, load_rules
+from e2e.kubelet.kubelet import IPAllocator
+
+RULES = load_rules(Path(__file__).resolve().parents[1] / "images.yaml")
+POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}, "spec": {"nodeName": "gpu-node-1"}}
+
+
+def test_missing_binaries_fail_with_the_build_command(tmp_path: Path) -> None:
+    with pytest.raises(ClusterError, match=r"run `python -m e2e\.build_k8s`"):
+        Cluster(tmp_path / "no-bin").start()
+
+
+@pytest.mark.parametrize(("image", "version"), [
+    ("lmsysorg/sglang:v0.5.10-cu129", "0.5.10"), ("lmsysorg/sglang:v0.5.23", "0.5.23"),
+    ("registry.local:5000/lmsysorg/sglang:latest", ""), ("lmsysorg/sglang", "")])
+def test_image_version_from_tag(image: str, version: str) -> None:
+    assert image_version(image) == version
+
+
+def test_var_expansion_follows_kubernetes_rules() -> None:
+    env = {"A": "x"}
+    assert expand("$(A)-$(B)-$$(A)", env) == "x-$(B)-$(A)"
+
+
+def test_sglang_image_runs_the_simulator_with_container_argv_and_env() -> None:
+    c = {"name": "sglang", "image": "lmsysorg/sglang:v0.5.10-cu129",
+         "command": ["python3", "-m", "sglang.launch_server"],
+         "args": ["--model-path", "$(MODEL)", "--port", "30000"], "ports": [{"containerPort": 30000}]}
+    argv, env = launch_spec(RULES, POD, c, {"MODEL": "m"}, "127.1.0.9", "NVIDIA-RTX-A6000")
+    assert Path(argv[0]).name == "sglang-sim"
+    assert argv[1:] == ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--port", "30000"]
+    assert env["SGLANG_SIM_HOST"] == "127.1.0.9" and env["SGLANG_SIM_GPU"] == "NVIDIA-RTX-A6000"
+    assert env["SGLANG_SIM_VERSION"] == "0.5.10" and env["MODEL"] == "m"
+
+
+def test_unknown_image_gets_the_idle_placeholder_on_its_ports() -> None:
+    c = {"name": "x", "image": "quay.io/some/thing:1", "ports": [{"containerPort": 81}, {"containerPort": 82}]}
+    argv, _ = launch_spec(RULES, POD, c, {}, "127.1.0.3", "")
+    assert argv[:3] == [sys.executable, "-m", "e2e.kubelet.echo"]
+    assert "--idle" in argv and argv[argv.index("--ports") + 1] == "81,82"
+
+
+def test_ip_allocator_never_hands_out_an_address_twice() -> None:
+    ips = IPAllocator()
+    first = [ips.allocate() for _ in range(100)]
+    assert len(set(first)) == 100 and all(ip.startswith("127.1.") for ip in first)
+    ips.release(first[0])
+    assert ips.allocate() not in first  # round-robin: a released address is not reused at once
+
+
+def test_container_restarts_with_back_off_and_log_tail(tmp_path: Path) -> None:
+    r = ContainerRunner({"name": "c", "terminationMessagePolicy": "FallbackToLogsOnError"}, tmp_path,
+                        "Always", backoff_base=0.3)
+    argv = [sys.executable, "-c", "print('boom'); raise SystemExit(7)"]
+    delays = []
+    for _ in range(3):
+        r.start(argv, {}, tmp_path)
+        assert r.proc is not None
+        r.proc.wait(10)
+        assert r.poll("p_ns(u)")
+        delays.append(r.next_start - time.monotonic())
+        assert r.state["waiting"]["reason"] == "CrashLoopBackOff"
+        assert r.last_state["terminated"]["exitCode"] == 7
+        assert r.last_state["terminated"]["message"].endswith("boom")
+    assert r.restart_count == 2
+    assert delays[0] <= 0 < delays[1] <= 0.3 < delays[2] <= 0.6
