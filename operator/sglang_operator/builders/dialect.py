@@ -1,0 +1,126 @@
+"""The SGLang facts the builders use, read from the SGLang data layer (:mod:`sglang_operator.sglang`).
+
+This module is the builders' only door to that layer: version resolution (``sglang.versions``), a release's
+dialect (flag spellings, entry point, probe endpoint, meaning of ``SGLANG_ENABLE_SPEC_V2``), flag-table
+lookups (``sglang.flags``) and the SGLang-compatible argument resolution (``sglang.args``). No flag table is
+kept here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_operator.api.blocks import SGLangImage
+from sglang_operator.sglang import flags as _flags
+from sglang_operator.sglang import versions as _versions
+
+SGLangVersion = _versions.SGLangVersion
+
+
+class VersionError(ValueError):
+    """The SGLang release of a spec is unknown or unsupported (reported as SpecValid=False)."""
+
+
+def resolve_version(sglang: SGLangImage) -> SGLangVersion:
+    """The SGLang release a spec targets: ``spec.sglang.version`` or, when absent, parsed from the image tag.
+
+    Raises :class:`VersionError` (message naming ``spec.sglang``) when neither gives a supported release.
+    """
+    where = "spec.sglang.version" if sglang.version else "spec.sglang.image"
+    try:
+        version = _versions.parse_version(sglang.version) if sglang.version else _versions.parse_image_tag(sglang.image)
+        _versions.nearest_supported(version)
+    except _versions.SGLangVersionError as err:
+        raise VersionError(f"{where}: {err}") from None
+    if sglang.version:
+        try:
+            tagged = _versions.parse_image_tag(sglang.image)
+        except _versions.SGLangVersionError:
+            return version  # a tag without a version (``latest``, a digest): trust spec.sglang.version
+        if tagged != version:
+            raise VersionError(
+                f"spec.sglang.version: {version} contradicts the image tag of {sglang.image} ({tagged}); "
+                "the command line would be rendered for the wrong release"
+            )
+    return version
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What rendering needs to know about one release (a view of :class:`sglang.versions.Dialect`).
+
+    ``spec_v2_env``: whether the release reads ``SGLANG_ENABLE_SPEC_V2`` (≤ 0.5.13); ``spec_v2_default``: its
+    value when unset. ``table``: the flag table standing for the release.
+    """
+
+    version: SGLangVersion
+    table: SGLangVersion
+    entry_point: tuple[str, ...]
+    readiness_path: str
+    liveness_path: str
+    spec_v2_env: bool
+    spec_v2_default: bool
+    renamed: dict[str, tuple[str, ...]]
+
+    def flag(self, name: str) -> str:
+        """The release's spelling of launch flag ``name`` (``--mamba-scheduler-strategy`` →
+        ``--mamba-radix-cache-strategy`` on 0.5.20+)."""
+        return self.renamed.get(name, (name,))[0]
+
+
+def dialect(version: SGLangVersion) -> Dialect:
+    """The :class:`Dialect` of ``version``; raises :class:`VersionError` when unsupported."""
+    try:
+        d = _versions.dialect(version)
+    except _versions.SGLangVersionError as err:
+        raise VersionError(f"spec.sglang: {err}") from None
+    return Dialect(
+        version=version,
+        table=d.table,
+        entry_point=tuple(d.entry_point),
+        readiness_path=d.readiness_path,
+        liveness_path=d.liveness_path,
+        spec_v2_env=d.spec_v2 in (_versions.SpecV2.OPT_IN, _versions.SpecV2.DEFAULT_ON),
+        spec_v2_default=d.spec_v2_default,
+        renamed=dict(d.renamed_flags),
+    )
+
+
+@dataclass(frozen=True)
+class FlagInfo:
+    """One launch option of a release: every spelling, dest, choices and whether it takes a value."""
+
+    options: tuple[str, ...]
+    dest: str
+    choices: tuple[str, ...] | None
+    takes_value: bool
+
+
+def lookup_flag(version: SGLangVersion, name: str) -> FlagInfo | None:
+    """The option spelled exactly ``name`` in ``version``'s flag table (no abbreviation), or None."""
+    f = _flags.load_table(version).get(name)
+    if f is None:
+        return None
+    choices = tuple(str(c) for c in f.choices) if f.choices else None
+    return FlagInfo(tuple(f.options), f.dest, choices, f.takes_value)
+
+
+class SGLangArgError(ValueError):
+    """SGLang would refuse the command line; the message is SGLang's own."""
+
+
+def resolve_args(version: SGLangVersion, argv: list[str], env: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """Parse and resolve ``argv`` (flags only, no entry point) as ``version``'s ``launch_server`` would
+    (:func:`sglang_operator.sglang.args.resolve_server_args`).
+
+    Returns (resolved server args keyed by SGLang's dest names, SGLang's warnings); raises
+    :class:`SGLangArgError`.
+    """
+    from sglang_operator.sglang import args as _args
+
+    try:
+        resolved = _args.resolve_server_args(argv, version, env)
+    except _args.SGLangArgError as err:
+        raise SGLangArgError(str(err)) from None
+    return dict(resolved.args), list(resolved.warnings)

@@ -1,0 +1,168 @@
+"""SGLangServer → Deployment and Service dicts (``apps/v1`` / ``v1``), pure.
+
+The Deployment uses strategy Recreate (two copies of a large model do not fit the GPUs), requests and limits
+``nvidia.com/gpu``, a memory-backed ``/dev/shm``, a named container port ``http``, a startup budget fit for
+loading tens of GB (startupProbe every 10 s, 180 failures = 30 min), readiness on the release's readiness
+endpoint (``/ready`` from 0.5.20, else ``/health_generate``; ``python/sglang/srt/entrypoints/http_server.py``),
+liveness on ``/health``, and ``terminationMessagePolicy: FallbackToLogsOnError`` so a crash's log tail shows in
+the pod status. Owner references are added by the caller (:func:`sglang_operator.builders.owner.adopt`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.builders.command import RenderedCommand
+from sglang_operator.builders.labels import (
+    COMMAND_ANNOTATION,
+    REVISION_LABEL,
+    VERSION_ANNOTATION,
+    common_labels,
+    revision_hash,
+    selector_labels,
+)
+
+CONTAINER = "sglang"
+PORT_NAME = "http"
+GPU_RESOURCE = "nvidia.com/gpu"
+STARTUP_PERIOD_SECONDS = 10
+STARTUP_FAILURE_THRESHOLD = 180
+"""Start-up budget: 10 s × 180 = 30 min for downloading and loading weights and capturing CUDA graphs."""
+PROGRESS_DEADLINE_SECONDS = STARTUP_PERIOD_SECONDS * STARTUP_FAILURE_THRESHOLD + 600
+LIVENESS_PATH = "/health"
+HEALTH_TIMEOUT_SECONDS = 30
+"""``/health`` and ``/health_generate`` run a 1-token generation and may take up to 20 s
+(``SGLANG_HEALTH_CHECK_TIMEOUT``) before answering 503."""
+
+
+def _probe(path: str, period: int, failures: int, timeout: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": PORT_NAME},
+        "periodSeconds": period,
+        "failureThreshold": failures,
+        "timeoutSeconds": timeout,
+    }
+
+
+def _resources(spec: SGLangServerSpec) -> dict[str, Any]:
+    amounts: dict[str, str] = {}
+    if spec.gpus > 0:
+        amounts[GPU_RESOURCE] = str(spec.gpus)
+    if spec.resources.cpu:
+        amounts["cpu"] = spec.resources.cpu
+    if spec.resources.memory:
+        amounts["memory"] = spec.resources.memory
+    return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
+
+
+def _volumes(spec: SGLangServerSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.resources.shm_size}}
+    ]
+    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    cache = spec.model.cache
+    if cache is not None:
+        source: dict[str, Any]
+        if cache.pvc is not None:
+            source = {"persistentVolumeClaim": {"claimName": cache.pvc.claim_name, "readOnly": cache.pvc.read_only}}
+        elif cache.host_path is not None:
+            source = {"hostPath": {"path": cache.host_path, "type": "DirectoryOrCreate"}}
+        else:
+            size = cache.empty_dir.size_limit if cache.empty_dir else None
+            source = {"emptyDir": {"sizeLimit": size} if size else {}}
+        volumes.append({"name": "model-cache", **source})
+        mounts.append({"name": "model-cache", "mountPath": cache.mount_path})
+    return volumes + list(spec.volumes), mounts + list(spec.volume_mounts)
+
+
+def pod_template(name: str, spec: SGLangServerSpec, cmd: RenderedCommand) -> dict[str, Any]:
+    """The pod template without the revision label (what the revision hash is computed over)."""
+    d = cmd.dialect
+    ready_timeout = 5 if d.readiness_path == "/ready" else HEALTH_TIMEOUT_SECONDS
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": spec.sglang.image,
+        "imagePullPolicy": spec.sglang.image_pull_policy.value,
+        "command": list(cmd.command),
+        "args": list(cmd.args),
+        "ports": [{"name": PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}],
+        "resources": _resources(spec),
+        "startupProbe": _probe(d.readiness_path, STARTUP_PERIOD_SECONDS, STARTUP_FAILURE_THRESHOLD, ready_timeout),
+        "readinessProbe": _probe(d.readiness_path, 10, 3, ready_timeout),
+        "livenessProbe": _probe(LIVENESS_PATH, 30, 5, HEALTH_TIMEOUT_SECONDS),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    env = [*cmd.env, *spec.env]
+    if env:
+        container["env"] = env
+    volumes, mounts = _volumes(spec)
+    container["volumeMounts"] = mounts
+    if spec.security_context:
+        container["securityContext"] = spec.security_context
+    pod: dict[str, Any] = {
+        "containers": [container],
+        "volumes": volumes,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 60,
+    }
+    optional: dict[str, Any] = {
+        "nodeSelector": spec.node_selector,
+        "tolerations": spec.tolerations,
+        "affinity": spec.affinity,
+        "runtimeClassName": spec.runtime_class_name,
+        "priorityClassName": spec.priority_class_name,
+        "serviceAccountName": spec.service_account_name,
+        "imagePullSecrets": [{"name": s.name} for s in spec.image_pull_secrets],
+    }
+    pod.update({k: v for k, v in optional.items() if v})
+    labels = {**spec.pod_labels, **common_labels(name, str(cmd.version))}
+    annotations = {**spec.pod_annotations, VERSION_ANNOTATION: str(cmd.version)}
+    return {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod}
+
+
+def deployment(name: str, namespace: str, spec: SGLangServerSpec, cmd: RenderedCommand) -> dict[str, Any]:
+    """The Deployment of SGLangServer ``name``; its pod template carries label ``sglang-operator.io/revision``.
+
+    ``metadata.annotations`` hold the revision, the SGLang release and the rendered command line.
+    """
+    template = pod_template(name, spec, cmd)
+    revision = revision_hash(template)
+    template["metadata"]["labels"][REVISION_LABEL] = revision
+    template["metadata"]["annotations"][REVISION_LABEL] = revision
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {**common_labels(name, str(cmd.version)), REVISION_LABEL: revision},
+            "annotations": {
+                REVISION_LABEL: revision,
+                VERSION_ANNOTATION: str(cmd.version),
+                COMMAND_ANNOTATION: cmd.command_line,
+            },
+        },
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": {"matchLabels": selector_labels(name)},
+            "strategy": {"type": "Recreate"},
+            "revisionHistoryLimit": 3,
+            "progressDeadlineSeconds": PROGRESS_DEADLINE_SECONDS,
+            "template": template,
+        },
+    }
+
+
+def service(name: str, namespace: str, spec: SGLangServerSpec, sglang_version: str) -> dict[str, Any]:
+    """The Service of SGLangServer ``name``: port ``http`` → the pods' named port ``http``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": common_labels(name, sglang_version)},
+        "spec": {
+            "type": spec.service_type.value,
+            "selector": selector_labels(name),
+            "ports": [{"name": PORT_NAME, "port": spec.port, "targetPort": PORT_NAME, "protocol": "TCP"}],
+        },
+    }
