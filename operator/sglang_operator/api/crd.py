@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from sglang_operator.api.base import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION
+from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus
 
@@ -122,6 +123,7 @@ def crd() -> dict[str, Any]:
             "spec": spec,
             "status": status,
         },
+        "x-kubernetes-validations": [r.to_schema() for r in SGLangServer.cel_rules],
     }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from sglang_operator.api.base import ApiModel, FreeForm
+from sglang_operator.api.base import ApiModel, CelRule, FreeForm
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus
+
+_DNS_1035 = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 class SGLangServer(ApiModel):
@@ -20,6 +23,15 @@ class SGLangServer(ApiModel):
     metadata: FreeForm = Field(default_factory=dict)
     spec: SGLangServerSpec
     status: SGLangServerStatus | None = None
+
+    cel_rules = (
+        CelRule(
+            "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 63",
+            "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter, "
+            "at most 63 characters): it names the Service",
+            lambda m: "name" not in m.metadata or bool(_DNS_1035.fullmatch(str(m.metadata["name"]))),
+        ),
+    )
 
     @property
     def name(self) -> str:

@@ -25,6 +25,7 @@ from sglang_operator.builders.workload import deployment, service
 
 __all__ = [
     "FIELD_MANAGER",
+    "InvalidSpec",
     "REVISION_LABEL",
     "Rendered",
     "RenderedCommand",
