@@ -154,14 +154,20 @@ class Dialect:
     def spec_v2_enabled(self, env_value: str | None) -> bool:
         """Whether spec V2 is on given ``SGLANG_ENABLE_SPEC_V2`` (``None`` = unset).
 
-        ``EnvBool`` parsing (``sglang/srt/environ.py``): "1", "true", "yes", "y", "on" (any case) are true.
-        From 0.5.14 the V2 worker is always used and the variable has no effect.
+        ``EnvBool.parse`` (``sglang/srt/environ.py``): "true"/"1"/"yes"/"y" → on, "false"/"0"/"no"/"n" →
+        off (any case); any other value warns and falls back to the release default. From 0.5.14 the
+        V2 worker is always used and the variable has no effect.
         """
         if self.spec_v2 in (SpecV2.REMOVED_WARNS, SpecV2.IGNORED):
             return True
-        if env_value is None or env_value == "":
+        if env_value is None:
             return self.spec_v2_default
-        return env_value.strip().lower() in ("1", "true", "yes", "y", "on")
+        value = env_value.lower()
+        if value in ("true", "1", "yes", "y"):
+            return True
+        if value in ("false", "0", "no", "n"):
+            return False
+        return self.spec_v2_default
 
     def flag_for(self, flag: str) -> tuple[str, ...]:
         """The flag(s) this release uses for ``flag`` (a 0.5.10-era name is mapped to its 0.5.20+ names)."""
