@@ -1,0 +1,51 @@
+"""``sglang-sim`` entry point (console script ``sglang_operator.sim.__main__:main``).
+
+Usage: ``sglang-sim [python -m sglang.launch_server | sglang serve] ARGS [--sim-* options]``.
+Exit status: 0 after SIGTERM/SIGINT; 2 for argparse-level errors (unknown/renamed flag, bad value) and bad
+``--sim-*`` options; 1 for errors SGLang raises during resolution or start-up (speculative/mamba rules,
+out of memory), each with SGLang's message on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+from sglang_operator.sim.cli import SimUsageError, parse_command
+from sglang_operator.sim.facts import SimArgError, resolve, version_facts
+from sglang_operator.sim.launch import launch
+from sglang_operator.sim.logfmt import SimLogger
+
+LEGACY_WARNING = (
+    "{path}:{line}: UserWarning: 'python -m sglang.launch_server' is still supported, but 'sglang serve' is the "
+    "recommended entrypoint.\n  Example: sglang serve --model-path <model> [options]\n  warnings.warn("
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the simulator; returns the process exit status."""
+    env = dict(os.environ)
+    try:
+        cmd = parse_command(sys.argv[1:] if argv is None else argv, env)
+        facts = version_facts(cmd.options.get("sglang_version"))
+    except (SimUsageError, SimArgError) as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    if cmd.legacy_entry:
+        print(LEGACY_WARNING.format(path="/sgl-workspace/sglang/python/sglang/launch_server.py", line=57),
+              file=sys.stderr)
+    try:
+        resolved = resolve(cmd.argv, facts, env)
+    except SimArgError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
+    logger = SimLogger(log_ms=env.get("SGLANG_LOG_MS") in ("1", "true"))
+    try:
+        return asyncio.run(launch(cmd, facts, resolved, env, logger))
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Start-up of ``sglang-sim``: the same phases and log lines as SGLang's ``launch_server``.
+
+Order (``python/sglang/srt/entrypoints/http_server.py:launch_server``, ``engine.py``, ``model_runner.py``,
+``model_runner_kv_cache_mixin.py``, ``scheduler.py``): ``server_args=ServerArgs(...)``; per TP rank ``Load weight
+begin`` … (``--sim-load-seconds``) … ``Load weight end. elapsed=… s, type=<Arch>, avail mem=… GB, mem usage=… GB.``
+(then the draft model, ``type=<Arch>MTP`` for NEXTN); memory pools (or SGLang's out-of-memory error and exit 1);
+``max_total_num_tokens=…`` line; only then does the HTTP port open (so probes get "connection refused" while
+weights load, as with SGLang); warm-up (health endpoints 503); ``The server is fired up and ready to roll!``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from sglang_operator.sim import perf
+from sglang_operator.sim.cli import SimCommand
+from sglang_operator.sim.engine import Engine, EngineConfig, SimRequest
+from sglang_operator.sim.facts import Resolved, VersionFacts
+from sglang_operator.sim.faults import faults_from
+from sglang_operator.sim.logfmt import SimLogger, rank_prefix
+from sglang_operator.sim.memory import MemoryPlan, StartupError, plan_memory
+from sglang_operator.sim.metrics import MetricsContext
+from sglang_operator.sim.profiles import GPUProfile, ModelProfile, load_gpu_profile, load_model_profile
+from sglang_operator.sim.server import build_app, crash_watch
+from sglang_operator.sim.state import SimState
+
+
+def spec_shape(args: Mapping[str, Any]) -> perf.SpecShape | None:
+    """The resolved speculative shape, or ``None`` when ``speculative_algorithm`` is unset."""
+    if not args.get("speculative_algorithm"):
+        return None
+    steps = int(args.get("speculative_num_steps") or 3)
+    topk = int(args.get("speculative_eagle_topk") or 1)
+    ndt = int(args.get("speculative_num_draft_tokens") or steps + 1)
+    return perf.SpecShape(steps, topk, ndt)
+
+
+def _server_args_line(args: Mapping[str, Any]) -> str:
+    return "server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"
+
+
+def _log_loading(log: SimLogger, model: ModelProfile, gpu: GPUProfile, plan: MemoryPlan, tp: int,
+                 arch: str, draft_arch: str, shape: perf.SpecShape | None, load_s: float) -> None:
+    target_gib = model.weights_gib / tp
+    for rank in range(tp):
+        p = rank_prefix(tp, tp_rank=rank)
+        log.log(f"Load weight end. elapsed={load_s:.2f} s, type={arch}, avail mem={gpu.avail_gib - target_gib:.2f} GB, "
+                f"mem usage={target_gib:.2f} GB.", p)
+    if shape is not None:
+        draft_gib = model.draft_weights_gib / tp
+        for rank in range(tp):
+            p = rank_prefix(tp, tp_rank=rank)
+            log.log(f"Load weight begin. avail mem={gpu.avail_gib - target_gib:.2f} GB", p)
+            log.log(f"Load weight end. elapsed=0.35 s, type={draft_arch}, "
+                    f"avail mem={gpu.avail_gib - target_gib - draft_gib:.2f} GB, mem usage={draft_gib:.2f} GB.", p)
+    half = plan.kv_cache_gib / 2
+    p0 = rank_prefix(tp)
+    log.log(f"KV Cache is allocated. #tokens: {plan.max_total_num_tokens}, K size: {half:.2f} GB, "
+            f"V size: {half:.2f} GB", p0)
+    log.log(f"Memory pool end. avail mem={plan.avail_after_gib:.2f} GB", p0)
+
+
+async def launch(cmd: SimCommand, facts: VersionFacts, resolved: Resolved, env: Mapping[str, str],
+                 log: SimLogger) -> int:
+    """Run the simulated server until SIGTERM/SIGINT (returns 0) or a start-up failure (returns 1)."""
+    args = resolved.server_args
+    opts = cmd.options
+    tp = int(args.get("tp_size") or 1)
+    model = load_model_profile(str(args.get("model_path") or ""))
+    gpu = load_gpu_profile(opts.get("gpu"))
+    shape = spec_shape(args)
+    arch = resolved.architecture or model.architecture
+    for w in resolved.warnings:
+        log.log(w)
+    log.log(_server_args_line(args))
+    for rank in range(tp):
+        log.log(f"Load weight begin. avail mem={gpu.avail_gib:.2f} GB", rank_prefix(tp, tp_rank=rank))
+    t0 = time.monotonic()
+    load_s = float(opts["load_seconds"])
+    await asyncio.sleep(load_s)
+    try:
+        plan = plan_memory(model, gpu, args, shape, dict(env))
+    except StartupError as exc:
+        log.log(f"Scheduler hit an exception: Traceback (most recent call last):\n{exc}", rank_prefix(tp))
+        print(str(exc), file=sys.stderr)
+        return 1
+    _log_loading(log, model, gpu, plan, tp, arch, resolved.draft_architecture or model.draft_architecture, shape,
+                 load_s)
+    chunked = int(args.get("chunked_prefill_size") or 8192)
+    log.log(f"max_total_num_tokens={plan.max_total_num_tokens}, chunked_prefill_size={chunked}, "
+            f"max_prefill_tokens={int(args.get('max_prefill_tokens') or 16384)}, "
+            f"max_running_requests={plan.max_running_requests}, context_len={plan.context_len}, "
+            f"available_gpu_mem={plan.avail_after_gib:.2f} GB", rank_prefix(tp))
+    faults = faults_from(cmd.faults, dict(env))
+    engine = Engine(EngineConfig(
+        model=model, gpu=gpu, tp_size=tp, shape=shape, max_running_requests=plan.max_running_requests,
+        max_total_num_tokens=plan.max_total_num_tokens, decode_log_interval=int(args.get("decode_log_interval") or 40),
+        accept_rate_formula=facts.accept_rate_formula, log_prefix=rank_prefix(tp), seed=int(opts["seed"]),
+        time_scale=float(opts["time_scale"]), jitter=float(opts["jitter"]), chunked_prefill_size=max(chunked, 1)),
+        faults, log)
+    served = str(args.get("served_model_name") or args.get("model_path"))
+    startup = time.monotonic() - t0
+    ctx = MetricsContext(facts.table, served, model.hybrid_mamba, shape.num_steps if shape else 0,
+                         shape.num_draft_tokens if shape else 0, plan.max_total_num_tokens, plan.context_len,
+                         load_s, startup)
+    sim = SimState(facts, resolved, model, plan, engine, faults, log, ctx,
+                   " ".join((*cmd.entry, *cmd.argv)), startup_seconds=startup)
+    tasks = [asyncio.create_task(engine.run()), asyncio.create_task(crash_watch(sim)())]
+    runner = web.AppRunner(build_app(sim), access_log=None, handle_signals=False)
+    await runner.setup()
+    host = env.get("SGLANG_SIM_HOST") or str(args.get("host") or "127.0.0.1")
+    port = int(args.get("port") or 30000)
+    await web.TCPSite(runner, host, port, reuse_address=True).start()
+    log.log(f"Started server process [{os.getpid()}]")
+    log.log("Waiting for application startup.")
+    log.log("Application startup complete.")
+    log.log(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
+    warm = SimRequest("warmup", 4, 8, False)
+    engine.submit(warm)
+    await asyncio.sleep(float(opts["warmup_seconds"]))
+    while not warm.finished:
+        await asyncio.sleep(0.01)
+    sim.status = "Up"
+    log.log("The server is fired up and ready to roll!")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.log("sglang-sim: shutting down")
+    for t in tasks:
+        t.cancel()
+    await runner.cleanup()
+    return 0
