@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
 GROUP = "sglang-operator.io"
@@ -100,6 +100,7 @@ def _quantity_to_str(value: Any) -> Any:
 Quantity = Annotated[
     str,
     BeforeValidator(_quantity_to_str),
+    StringConstraints(pattern=QUANTITY_PATTERN),
     WithJsonSchema(
         {
             "anyOf": [{"type": "integer"}, {"type": "string"}],

@@ -58,7 +58,8 @@ class RollbackPolicy(ApiModel):
 
     cel_rules = (
         CelRule(
-            "self.windowSeconds >= 2 * self.probe.intervalSeconds || !self.probe.enabled",
+            "!has(self.windowSeconds) || !has(self.probe) || !has(self.probe.intervalSeconds) || "
+            "(has(self.probe.enabled) && !self.probe.enabled) || self.windowSeconds >= 2 * self.probe.intervalSeconds",
             "spec.rollback.windowSeconds must cover at least two probe intervals",
             lambda m: not m.probe.enabled or m.window_seconds >= 2 * m.probe.interval_seconds,
             ".windowSeconds",
