@@ -9,6 +9,7 @@ active, which the Helm chart ensures with ``replicas: 1`` and ``strategy: Recrea
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -40,12 +41,10 @@ def run(
 
     ``namespaces`` empty means clusterwide. ``liveness`` is the URL kopf serves its health on.
     """
-    from sglang_operator import handlers  # registers the handlers
-
+    importlib.import_module("sglang_operator.handlers")  # registers the handlers
     kopf.on.startup()(configure)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    assert handlers.__name__
     kopf.run(
         clusterwide=not namespaces,
         namespaces=list(namespaces),

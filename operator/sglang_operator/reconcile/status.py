@@ -1,0 +1,119 @@
+"""Pure status decisions for an SGLangServer: what to write after an apply, after a refused spec, and
+after observing pods, SGLang's ``/server_info`` and ``/metrics``.
+
+All functions take the current ``status`` (a camelCase dict as stored) and return the *new* values of the
+keys they own; :func:`changed` reduces that to a minimal patch, so an unchanged world writes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from sglang_operator.reconcile.conditions import Condition, condition, merge, rfc3339, same
+from sglang_operator.reconcile.pods import PodHealth
+
+SPEC_VALID = "SpecValid"
+SETTINGS_DIFFER = "SettingsDiffer"
+MESSAGE_LIMIT = 2048
+
+
+def changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of ``new`` whose value differs from ``old`` (conditions compared without timestamps)."""
+    out = {}
+    for key, value in new.items():
+        if key == "conditions" and same(old.get(key) or [], value or []):
+            continue
+        if old.get(key) != value:
+            out[key] = value
+    return out
+
+
+def invalid(status: Mapping[str, Any], errors: list[str], generation: int, now: dt.datetime) -> dict[str, Any]:
+    """Status after a refused spec: SpecValid=False with every error; nothing else changes, so the last
+    applied revision (if any) keeps running and keeps being reported. Phase ``Invalid`` only when nothing
+    was ever applied."""
+    msg = "; ".join(errors)[:MESSAGE_LIMIT]
+    conds = merge(status.get("conditions") or [], [condition(SPEC_VALID, "False", "InvalidSpec", msg, generation, now)])
+    out: dict[str, Any] = {"conditions": conds, "observedGeneration": generation}
+    if not status.get("revision"):
+        out["phase"] = "Invalid"
+    return out
+
+
+def ledger_entry(
+    revision: str, generation: int, command: str, summary: dict[str, str], spec: Mapping[str, Any], now: dt.datetime
+) -> dict[str, Any]:
+    """A new ``status.revisions[]`` record (verdict ``Measuring``)."""
+    return {
+        "revision": revision, "generation": generation, "createdAt": rfc3339(now), "command": command,
+        "summary": summary, "spec": dict(spec), "verdict": "Measuring",
+    }
+
+
+def applied(
+    status: Mapping[str, Any], rendered_status: Mapping[str, Any], warnings: list[str], entry: dict[str, Any],
+    generation: int, history_limit: int, now: dt.datetime,
+) -> dict[str, Any]:
+    """Status after the children were applied for ``rendered_status['revision']``.
+
+    SpecValid=True (reason ``ValidWithWarnings`` listing ``warnings`` when any). A revision not yet in the
+    ledger is appended (the previous newest becomes ``Superseded`` unless judged); the ledger keeps the newest
+    ``history_limit`` records. A new revision resets what was read from the old pods (effective settings,
+    metrics) and sets phase Progressing.
+    """
+    if warnings:
+        valid = condition(SPEC_VALID, "True", "ValidWithWarnings", "; ".join(warnings)[:MESSAGE_LIMIT], generation, now)
+    else:
+        valid = condition(SPEC_VALID, "True", "Valid", "spec is valid for its SGLang release", generation, now)
+    out: dict[str, Any] = dict(rendered_status)
+    out["observedGeneration"] = generation
+    ledger = [dict(r) for r in status.get("revisions") or []]
+    revision = rendered_status["revision"]
+    new_revision = revision != status.get("revision")
+    if not any(r.get("revision") == revision for r in ledger):
+        for r in ledger:
+            if r.get("verdict") == "Measuring":
+                r["verdict"] = "Superseded"
+        ledger.append(entry)
+    out["revisions"] = ledger[-history_limit:]
+    conds: list[Condition] = [valid]
+    if new_revision:
+        out |= {"phase": "Progressing", "effective": None, "acceptLength": None, "acceptRate": None,
+                "tokensPerSecond": None}
+        conds.append(condition("Progressing", "True", "NewRevision", f"rolling out revision {revision}",
+                               generation, now))
+    out["conditions"] = merge(status.get("conditions") or [], conds)
+    return out
+
+
+def observed(
+    status: Mapping[str, Any], health: PodHealth, generation: int, now: dt.datetime,
+    effective: Mapping[str, Any] | None = None, differences: list[str] | None = None,
+    metrics: Mapping[str, float | None] | None = None,
+) -> dict[str, Any]:
+    """Status after observing the pods (``health``) and, when Ready, SGLang's effective settings and metrics.
+
+    ``effective``: keys as ``reconcile.effective.FIELDS`` (+ ``avgSpecAcceptLength``), written once per
+    revision; ``differences`` gives condition SettingsDiffer (True with both values per key). ``metrics``:
+    ``acceptLength``, ``acceptRate``, ``tokensPerSecond`` (tok/s).
+    """
+    conds = list(health.conditions)
+    out: dict[str, Any] = {
+        "phase": health.phase, "replicas": health.replicas, "readyReplicas": health.ready_replicas,
+    }
+    if effective is not None:
+        out["effective"] = {**effective, "observedAt": rfc3339(now)}
+        if differences:
+            conds.append(condition(SETTINGS_DIFFER, "True", "SGLangResolvedOtherwise",
+                                   "; ".join(differences), generation, now))
+        else:
+            conds.append(condition(SETTINGS_DIFFER, "False", "AsRequested",
+                                   "SGLang runs the settings the spec asks for", generation, now))
+    fresh = {k: v for k, v in (metrics or {}).items() if v is not None}
+    if any(status.get(k) != v for k, v in fresh.items()):
+        out |= fresh
+        out["metricsUpdatedAt"] = rfc3339(now)
+    out["conditions"] = merge(status.get("conditions") or [], conds)
+    return out
