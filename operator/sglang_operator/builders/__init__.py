@@ -25,8 +25,8 @@ from sglang_operator.builders.workload import deployment, service
 
 __all__ = [
     "FIELD_MANAGER",
-    "InvalidSpec",
     "REVISION_LABEL",
+    "InvalidSpec",
     "Rendered",
     "RenderedCommand",
     "SpecCheck",

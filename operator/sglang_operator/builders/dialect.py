@@ -123,4 +123,4 @@ def resolve_args(version: SGLangVersion, argv: list[str], env: dict[str, str]) -
         resolved = _args.resolve_server_args(argv, version, env)
     except _args.SGLangArgError as err:
         raise SGLangArgError(str(err)) from None
-    return dict(resolved.args), list(resolved.warnings)
+    return dict(resolved.values), list(resolved.warnings)

@@ -1,0 +1,115 @@
+"""The generated CRD: committed copies are fresh, the schema is structural, rules and columns are there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sglang_operator.api import API_VERSION
+from sglang_operator.api.base import ApiModel
+from sglang_operator.api.crd import crd, crd_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _walk(node: Any, path: str = "") -> Any:
+    if isinstance(node, dict):
+        yield path, node
+        for key, sub in node.get("properties", {}).items():
+            yield from _walk(sub, f"{path}.{key}")
+        if "items" in node:
+            yield from _walk(node["items"], f"{path}[]")
+        if isinstance(node.get("additionalProperties"), dict):
+            yield from _walk(node["additionalProperties"], f"{path}{{}}")
+
+
+def _schema() -> dict[str, Any]:
+    schema: dict[str, Any] = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def test_committed_crd_is_fresh() -> None:
+    committed = (ROOT / "crds" / "sglangservers.yaml").read_text()
+    assert committed == crd_yaml(), "crds/ is stale: run `sglang-operator crd > crds/sglangservers.yaml`"
+
+
+def test_helm_chart_crd_is_fresh() -> None:
+    committed = (ROOT / "charts" / "sglang-operator" / "crds" / "sglangservers.yaml").read_text()
+    assert committed == crd_yaml(), "chart CRD is stale: copy crds/sglangservers.yaml into the chart"
+
+
+def test_schema_is_structural() -> None:
+    for path, node in _walk(_schema()):
+        assert "$ref" not in node and "title" not in node and "nullable" not in node, path
+        assert node.get("additionalProperties") is not False, path
+        if "anyOf" in node:
+            assert node.get("x-kubernetes-int-or-string") is True, path
+            assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}], path
+        else:
+            assert "type" in node, f"{path} has no type"
+        if isinstance(node.get("exclusiveMinimum"), bool) or isinstance(node.get("exclusiveMaximum"), bool):
+            assert "minimum" in node or "maximum" in node, path
+
+
+def test_spec_fields_are_described() -> None:
+    spec = _schema()["properties"]["spec"]
+    undocumented = [p for p, n in _walk(spec) if p and "description" not in n and not p.endswith(("[]", "{}"))]
+    assert undocumented == []
+
+
+def test_bounds_defaults_and_enums() -> None:
+    spec = _schema()["properties"]["spec"]["properties"]
+    mem = spec["memory"]["properties"]["memFractionStatic"]
+    assert (mem["minimum"], mem["exclusiveMinimum"], mem["maximum"], mem["exclusiveMaximum"]) == (0, True, 1, True)
+    spec_dec = spec["speculative"]["properties"]
+    assert spec_dec["algorithm"]["enum"] == ["NEXTN", "EAGLE", "EAGLE3", "STANDALONE", "NGRAM"]
+    assert spec_dec["numSteps"]["default"] == 3 and spec_dec["eagleTopk"]["default"] == 1
+    assert "default" not in spec_dec["numDraftTokens"]
+    assert spec["rollback"]["default"] == {} and spec["parallelism"]["default"] == {}
+    assert "default" not in spec["extraArgs"] and spec["extraArgs"]["maxItems"] == 128
+    assert spec["affinity"]["x-kubernetes-preserve-unknown-fields"] is True
+
+
+def test_every_python_rule_is_in_the_crd() -> None:
+    text = crd_yaml()
+    rules = [r for cls in _models(ApiModel) for r in cls.cel_rules]
+    assert len(rules) >= 10
+    doc = yaml.safe_load(text)
+    found = {v["rule"] for _, n in _walk(doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+             for v in n.get("x-kubernetes-validations", [])}
+    assert {r.rule for r in rules} <= found
+
+
+def _models(base: type) -> list[type[ApiModel]]:
+    out: list[type[ApiModel]] = []
+    for sub in base.__subclasses__():
+        out += [sub, *_models(sub)]
+    return out
+
+
+def test_names_subresources_and_columns() -> None:
+    c = crd()
+    assert c["metadata"]["name"] == "sglangservers.sglang-operator.io"
+    assert c["spec"]["names"]["shortNames"] == ["sgls"]
+    v = c["spec"]["versions"][0]
+    assert v["name"] == "v1alpha1" and f"{c['spec']['group']}/{v['name']}" == API_VERSION
+    assert v["subresources"]["scale"] == {"specReplicasPath": ".spec.replicas",
+                                          "statusReplicasPath": ".status.replicas",
+                                          "labelSelectorPath": ".status.selector"}
+    assert "status" in v["subresources"]
+    assert [col["name"] for col in v["additionalPrinterColumns"]] == [
+        "Ready", "Model", "TP", "Algorithm", "Steps", "DraftTokens", "AcceptLen", "Tok/s", "Revision", "Phase", "Age"]
+    status = v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    for col in v["additionalPrinterColumns"]:
+        parts = col["jsonPath"].split(".")
+        if parts[1] == "status" and "[" not in col["jsonPath"]:
+            assert parts[2] in status, col
+
+
+def test_model_api_version_literal_matches_constants() -> None:
+    from sglang_operator.api import SGLangServer
+
+    assert SGLangServer.model_fields["api_version"].default == API_VERSION
+    assert SGLangServer.model_fields["kind"].default == "SGLangServer"
