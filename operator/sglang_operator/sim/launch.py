@@ -11,11 +11,13 @@ weights load, as with SGLang); warm-up (health endpoints 503); ``The server is f
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -24,7 +26,7 @@ from sglang_operator.sim import perf
 from sglang_operator.sim.cli import SimCommand
 from sglang_operator.sim.engine import Engine, EngineConfig, SimRequest
 from sglang_operator.sim.facts import Resolved, VersionFacts
-from sglang_operator.sim.faults import faults_from
+from sglang_operator.sim.faults import Faults, faults_from
 from sglang_operator.sim.logfmt import SimLogger, rank_prefix
 from sglang_operator.sim.memory import MemoryPlan, StartupError, plan_memory
 from sglang_operator.sim.metrics import MetricsContext
@@ -68,50 +70,78 @@ def _log_loading(log: SimLogger, model: ModelProfile, gpu: GPUProfile, plan: Mem
     log.log(f"Memory pool end. avail mem={plan.avail_after_gib:.2f} GB", p0)
 
 
+@dataclass(frozen=True)
+class Built:
+    """The pieces :func:`build` makes from a resolved command line."""
+
+    model: ModelProfile
+    gpu: GPUProfile
+    shape: perf.SpecShape | None
+    plan: MemoryPlan
+    engine: Engine
+    metrics_ctx: MetricsContext
+
+
+def build(facts: VersionFacts, resolved: Resolved, options: Mapping[str, Any], env: Mapping[str, str],
+          log: SimLogger, faults: Faults | None = None) -> Built:
+    """Profiles, memory plan, engine and metrics context for a resolved command line (no I/O besides
+    reading the profiles). ``options`` are the ``--sim-*`` options (``gpu``, ``seed``, ``time_scale``,
+    ``jitter``, ``load_seconds``). Raises :class:`StartupError` when SGLang would die at start-up."""
+    args = resolved.server_args
+    tp = int(args.get("tp_size") or 1)
+    model = load_model_profile(str(args.get("model_path") or ""))
+    gpu = load_gpu_profile(options.get("gpu"))
+    shape = spec_shape(args)
+    plan = plan_memory(model, gpu, args, shape, dict(env))
+    chunked = int(args.get("chunked_prefill_size") or 8192)
+    engine = Engine(EngineConfig(
+        model=model, gpu=gpu, tp_size=tp, shape=shape, max_running_requests=plan.max_running_requests,
+        max_total_num_tokens=plan.max_total_num_tokens, decode_log_interval=int(args.get("decode_log_interval") or 40),
+        accept_rate_formula=facts.accept_rate_formula, log_prefix=rank_prefix(tp),
+        seed=int(options.get("seed", 0)), time_scale=float(options.get("time_scale", 1.0)),
+        jitter=float(options.get("jitter", 0.03)), chunked_prefill_size=max(chunked, 1)),
+        faults or Faults(), log)
+    served = str(args.get("served_model_name") or args.get("model_path"))
+    load_s = float(options.get("load_seconds", 0.0))
+    ctx = MetricsContext(facts.table, served, model.hybrid_mamba, shape.num_steps if shape else 0,
+                         shape.num_draft_tokens if shape else 0, plan.max_total_num_tokens, plan.context_len,
+                         load_s, load_s + 1.0)
+    return Built(model, gpu, shape, plan, engine, ctx)
+
+
 async def launch(cmd: SimCommand, facts: VersionFacts, resolved: Resolved, env: Mapping[str, str],
                  log: SimLogger) -> int:
     """Run the simulated server until SIGTERM/SIGINT (returns 0) or a start-up failure (returns 1)."""
     args = resolved.server_args
     opts = cmd.options
     tp = int(args.get("tp_size") or 1)
-    model = load_model_profile(str(args.get("model_path") or ""))
     gpu = load_gpu_profile(opts.get("gpu"))
-    shape = spec_shape(args)
-    arch = resolved.architecture or model.architecture
     for w in resolved.warnings:
         log.log(w)
     log.log(_server_args_line(args))
     for rank in range(tp):
         log.log(f"Load weight begin. avail mem={gpu.avail_gib:.2f} GB", rank_prefix(tp, tp_rank=rank))
     t0 = time.monotonic()
-    load_s = float(opts["load_seconds"])
-    await asyncio.sleep(load_s)
+    await asyncio.sleep(float(opts["load_seconds"]))
+    faults = faults_from(cmd.faults, dict(env))
     try:
-        plan = plan_memory(model, gpu, args, shape, dict(env))
+        b = build(facts, resolved, opts, env, log, faults)
     except StartupError as exc:
         log.log(f"Scheduler hit an exception: Traceback (most recent call last):\n{exc}", rank_prefix(tp))
         print(str(exc), file=sys.stderr)
         return 1
-    _log_loading(log, model, gpu, plan, tp, arch, resolved.draft_architecture or model.draft_architecture, shape,
-                 load_s)
-    chunked = int(args.get("chunked_prefill_size") or 8192)
-    log.log(f"max_total_num_tokens={plan.max_total_num_tokens}, chunked_prefill_size={chunked}, "
+    plan, engine = b.plan, b.engine
+    arch = resolved.architecture or b.model.architecture
+    _log_loading(log, b.model, gpu, plan, tp, arch, resolved.draft_architecture or b.model.draft_architecture,
+                 b.shape, float(opts["load_seconds"]))
+    log.log(f"max_total_num_tokens={plan.max_total_num_tokens}, "
+            f"chunked_prefill_size={engine.cfg.chunked_prefill_size}, "
             f"max_prefill_tokens={int(args.get('max_prefill_tokens') or 16384)}, "
             f"max_running_requests={plan.max_running_requests}, context_len={plan.context_len}, "
             f"available_gpu_mem={plan.avail_after_gib:.2f} GB", rank_prefix(tp))
-    faults = faults_from(cmd.faults, dict(env))
-    engine = Engine(EngineConfig(
-        model=model, gpu=gpu, tp_size=tp, shape=shape, max_running_requests=plan.max_running_requests,
-        max_total_num_tokens=plan.max_total_num_tokens, decode_log_interval=int(args.get("decode_log_interval") or 40),
-        accept_rate_formula=facts.accept_rate_formula, log_prefix=rank_prefix(tp), seed=int(opts["seed"]),
-        time_scale=float(opts["time_scale"]), jitter=float(opts["jitter"]), chunked_prefill_size=max(chunked, 1)),
-        faults, log)
-    served = str(args.get("served_model_name") or args.get("model_path"))
     startup = time.monotonic() - t0
-    ctx = MetricsContext(facts.table, served, model.hybrid_mamba, shape.num_steps if shape else 0,
-                         shape.num_draft_tokens if shape else 0, plan.max_total_num_tokens, plan.context_len,
-                         load_s, startup)
-    sim = SimState(facts, resolved, model, plan, engine, faults, log, ctx,
+    ctx = dataclasses.replace(b.metrics_ctx, startup_seconds=startup)
+    sim = SimState(facts, resolved, b.model, plan, engine, faults, log, ctx,
                    " ".join((*cmd.entry, *cmd.argv)), startup_seconds=startup)
     tasks = [asyncio.create_task(engine.run()), asyncio.create_task(crash_watch(sim)())]
     runner = web.AppRunner(build_app(sim), access_log=None, handle_signals=False)

@@ -167,7 +167,9 @@ def render(stats: Stats, ctx: MetricsContext) -> str:
                 merged.count += h.count
             raw = merged
         help_text = (spec.help or spec.family).replace("\\", "\\\\").replace("\n", "\\n")
-        out.append(f"# HELP {spec.family} {help_text}")
-        out.append(f"# TYPE {spec.family} {spec.type}")
+        # prometheus_client's classic exposition names counters with their ``_total`` suffix in HELP/TYPE.
+        header = spec.name if spec.type == "counter" else spec.family
+        out.append(f"# HELP {header} {help_text}")
+        out.append(f"# TYPE {header} {spec.type}")
         out.extend(_samples(spec, raw, base_labels(spec, ctx)))
     return "\n".join(out) + "\n"

@@ -5,7 +5,8 @@ deprecated ``/get_server_info`` (logs SGLang's deprecation warning), ``/model_in
 ``/v1/models``, ``/generate``, ``/v1/completions``, ``/v1/chat/completions``, ``/metrics`` (only with
 ``--enable-metrics``), ``/flush_cache``, and the simulator's ``/sim/admin/faults`` (GET/POST).
 While ``Starting`` (warm-up) the health endpoints answer 503. ``--api-key`` is enforced on everything but
-``/health*`` and ``/metrics*`` (``python/sglang/srt/utils/auth.py``: 401 ``{"error": "Unauthorized"}``).
+``/health*``, ``/metrics*`` and (0.5.20+) ``/ready*`` (``python/sglang/srt/utils/auth.py``: 401
+``{"error": "Unauthorized"}``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ async def faults_and_auth(request: web.Request, handler: Handler) -> web.StreamR
     if rate > 0 and sim.engine.rng.random() < rate:
         return openai_api.openai_error("Internal server error (injected by sglang-sim)", 500, "InternalServerError")
     key = sim.api_key
-    if key and request.method != "OPTIONS" and not path.startswith(UNAUTHENTICATED_PREFIXES):
+    open_prefixes = UNAUTHENTICATED_PREFIXES + (("/ready",) if sim.facts.has_ready else ())
+    if key and request.method != "OPTIONS" and not path.startswith(open_prefixes):
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), key.encode()):
             return web.json_response({"error": "Unauthorized"}, status=401)
