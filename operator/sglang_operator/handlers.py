@@ -107,8 +107,9 @@ async def _read_sglang(
     metrics: dict[str, float | None] = {}
     try:
         sample = await scrape_metrics(base_url)
-        metrics = {"acceptLength": sample.accept_length, "acceptRate": sample.accept_rate,
-                   "tokensPerSecond": sample.gen_throughput}
+        if sample.gen_throughput:  # an idle server reports 0 tok/s: keep the last measured figures
+            metrics = {"acceptLength": sample.accept_length, "acceptRate": sample.accept_rate,
+                       "tokensPerSecond": sample.gen_throughput}
     except ScrapeError as err:
         logger.info("metrics not scraped: %s", err)
     return effective, diffs, metrics

@@ -1,0 +1,75 @@
+"""Run ``sglang-operator run`` as a child process against a cluster (tests, demo).
+
+The process gets ``KUBECONFIG``, a free loopback liveness port and ``SGLANG_OPERATOR_STATUS_INTERVAL``;
+its log goes to a file. :meth:`OperatorProcess.stop` ends it (SIGINT, then SIGKILL) and leaves no
+process behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class OperatorProcess:
+    """One operator process; ``start()`` waits for kopf's liveness endpoint to answer."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, status_interval: float = 1.0) -> None:
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.status_interval = status_interval
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    def start(self, timeout: float = 60) -> None:
+        self.port = free_port()
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig),
+               "SGLANG_OPERATOR_STATUS_INTERVAL": str(self.status_interval)}
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sglang_operator.cli", "run", "--liveness",
+             f"http://127.0.0.1:{self.port}/healthz"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"operator exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError(f"operator not live after {timeout} s:\n{self.log_tail()}")
+
+    def stop(self, timeout: float = 15) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGINT)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
