@@ -11,6 +11,7 @@ weights load, as with SGLang); warm-up (health endpoints 503); ``The server is f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import signal
@@ -168,5 +169,6 @@ async def launch(cmd: SimCommand, facts: VersionFacts, resolved: Resolved, env: 
     log.log("sglang-sim: shutting down")
     for t in tasks:
         t.cancel()
-    await runner.cleanup()
+    with contextlib.suppress(TimeoutError):  # a hanging /metrics handler (fault) must not delay exit
+        await asyncio.wait_for(runner.cleanup(), timeout=2.0)
     return 0
