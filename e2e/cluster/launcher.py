@@ -13,6 +13,7 @@ import atexit
 import json
 import os
 import shutil
+import signal
 import ssl
 import sys
 import tempfile
@@ -79,11 +80,13 @@ class Cluster:
         return self.bin_dir / "kubectl"
 
     def _env(self) -> dict[str, str]:
-        return {**os.environ, MARKER: self.cluster_id, "KUBECONFIG": str(self.kubeconfig)}
+        path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+        return {**os.environ, MARKER: self.cluster_id, "KUBECONFIG": str(self.kubeconfig), "PYTHONPATH": path}
 
-    def _start(self, name: str, argv: list[str]) -> Component:
+    def _start(self, name: str, argv: list[str], death_signal: int = signal.SIGKILL) -> Component:
         assert self.workdir is not None
-        comp = Component(name, argv, self.workdir / "logs", self._env(), cwd=self.workdir)
+        comp = Component(name, argv, self.workdir / "logs", self._env(), cwd=self.workdir,
+                         death_signal=death_signal)
         self.components.append(comp)
         return comp
 
@@ -167,7 +170,7 @@ class Cluster:
             f"--nodes={n.count}", f"--gpus={n.gpus}", f"--gpu-product={n.gpu_product}",
             f"--cpu={n.cpu}", f"--memory={n.memory}", f"--backoff-base={n.backoff_base}",
             f"--images={self.images}", f"--workdir={wd / 'pods'}",
-        ])
+        ], death_signal=signal.SIGTERM)
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE  # KCM/scheduler serve self-signed certs on loopback

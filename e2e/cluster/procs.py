@@ -3,8 +3,9 @@ stop it (SIGTERM to the group, SIGKILL after a grace period), and find straggler
 
 Every process the cluster starts carries ``E2E_CLUSTER_ID=<id>`` in its environment (the fake
 kubelet passes it on to the pod processes it runs), so :func:`marked_pids` finds all of them through
-``/proc/<pid>/environ``, whatever their parent. Components also get ``PR_SET_PDEATHSIG`` = SIGTERM, so
-they stop even when the launcher itself is killed with SIGKILL.
+``/proc/<pid>/environ``, whatever their parent. Components also get ``PR_SET_PDEATHSIG`` (SIGKILL; the
+fake kubelet SIGTERM, so it stops its pod processes), so they stop even when the launcher itself is
+killed with SIGKILL (a SIGTERMed kube-apiserver whose etcd is gone may never exit).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ except (OSError, AttributeError):  # not Linux
     _prctl = None
 
 
-def _child_setup() -> None:
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+def _death_signal(sig: int) -> Callable[[], None]:
+    def setup() -> None:
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, sig)
+    return setup
 
 
 def free_port() -> int:
@@ -46,14 +49,15 @@ class Component:
     """One process of the control plane (etcd, kube-apiserver, ...), logging to ``<dir>/<name>.log``."""
 
     def __init__(self, name: str, argv: Sequence[str], log_dir: Path, env: dict[str, str],
-                 cwd: Path | None = None) -> None:
+                 cwd: Path | None = None, death_signal: int = signal.SIGKILL) -> None:
         self.name = name
         self.argv = list(argv)
         self.log_path = log_dir / f"{name}.log"
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, cwd=cwd, start_new_session=True, preexec_fn=_child_setup,
+            env=env, cwd=cwd, start_new_session=True,
+            preexec_fn=_death_signal(death_signal),
         )
         self.pid = self.proc.pid
 

@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workdir", type=Path, required=True, help="per-pod directories and container logs")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     a.workdir.mkdir(parents=True, exist_ok=True)
     nodes = [NodeSpec(f"{a.node_prefix}{i + 1}", f"127.0.1.{i + 1}", a.gpus, a.gpu_product, a.cpu, a.memory)
              for i in range(a.nodes)]

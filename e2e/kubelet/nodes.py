@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import threading
 from dataclasses import dataclass
 
@@ -13,6 +14,7 @@ from e2e.kubelet.rest import JSON, ApiError, Rest
 
 log = logging.getLogger("kubelet.nodes")
 KUBELET_VERSION = "v1.36.3-fake"
+NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
 def now() -> str:
@@ -64,7 +66,7 @@ def node_object(spec: NodeSpec) -> JSON:
                           {"type": "Hostname", "address": spec.name}],
             "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "containerRuntimeVersion": "fake://0.1",
                          "operatingSystem": "linux", "architecture": "amd64", "osImage": "fake",
-                         "kernelVersion": "", "kubeProxyVersion": "", "machineID": "",
+                         "kernelVersion": os.uname().release, "kubeProxyVersion": "", "machineID": "",
                          "systemUUID": "", "bootID": ""},
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
         },
@@ -72,15 +74,26 @@ def node_object(spec: NodeSpec) -> JSON:
 
 
 def register(rest: Rest, spec: NodeSpec) -> None:
-    """Create the Node (or replace the status of an existing one)."""
+    """Create the Node (or replace the status of an existing one), then lift the not-ready taint."""
     body = node_object(spec)
     try:
-        rest.create("/api/v1/nodes", body)
+        node = rest.create("/api/v1/nodes", body)
     except ApiError as exc:
         if exc.status != 409:
             raise
-        rest.merge_patch(f"/api/v1/nodes/{spec.name}", {"metadata": body["metadata"]})
+        node = rest.merge_patch(f"/api/v1/nodes/{spec.name}", {"metadata": body["metadata"]})
         rest.merge_patch(f"/api/v1/nodes/{spec.name}/status", {"status": body["status"]})
+    untaint(rest, node)
+
+
+def untaint(rest: Rest, node: JSON) -> None:
+    """Remove the ``node.kubernetes.io/not-ready``/``unreachable`` taints: the TaintNodesByCondition
+    admission plugin puts not-ready on every new Node and the node-lifecycle controller, which would
+    lift it once the node is Ready, does not run here. Other taints stay."""
+    taints = node.get("spec", {}).get("taints") or []
+    keep = [t for t in taints if t["key"] not in NOT_READY_TAINTS]
+    if len(keep) != len(taints):
+        rest.merge_patch(f"/api/v1/nodes/{node['metadata']['name']}", {"spec": {"taints": keep or None}})
 
 
 def _renew_lease(rest: Rest, name: str) -> None:
@@ -111,6 +124,7 @@ def heartbeat(rest: Rest, specs: list[NodeSpec], stop: threading.Event, interval
                         c.update(status="True", reason="KubeletReady", lastTransitionTime=ts)
                 rest.merge_patch(f"/api/v1/nodes/{spec.name}/status",
                                  {"status": {"conditions": conds or _conditions(ts)}})
+                untaint(rest, node)
             except ApiError as exc:
                 if exc.status == 404:
                     register(rest, spec)

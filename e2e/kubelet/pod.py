@@ -21,7 +21,7 @@ from e2e.kubelet.nodes import now
 from e2e.kubelet.rest import JSON, ApiError, Rest
 
 log = logging.getLogger("kubelet.pod")
-OUR_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready", "PodScheduled")
+OUR_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
 MAX_GRACE = 30.0
 
 
@@ -178,7 +178,8 @@ class PodWorker(threading.Thread):
             self._cond("PodReadyToStartContainers", True), self._cond("Initialized", True),
             self._cond("ContainersReady", all_ready, not_ready),
             self._cond("Ready", all_ready and gates_ok, not_ready or ("" if gates_ok else "ReadinessGatesNotReady")),
-            self._cond("PodScheduled", True), *foreign,
+            *([] if any(c["type"] == "PodScheduled" for c in foreign) else [self._cond("PodScheduled", True)]),
+            *foreign,
         ]
         host_ip = self.ctx.host_ip(pod["spec"]["nodeName"])
         return {"phase": phase, "conditions": conditions, "hostIP": host_ip, "hostIPs": [{"ip": host_ip}],
