@@ -143,6 +143,7 @@ class Cluster:
             f"--service-account-key-file={pki.sa_pub}",
             f"--service-account-signing-key-file={pki.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
+            "--kubelet-preferred-address-types=InternalIP",  # fake nodes: 127.0.1.N (kubectl logs)
             "--profiling=false", "--v=1",
         ])
         ctx = ssl.create_default_context(cafile=str(pki.ca_crt))

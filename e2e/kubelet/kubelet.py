@@ -9,12 +9,15 @@ import ipaddress
 import logging
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from e2e.kubelet.images import ImageRule
 from e2e.kubelet.nodes import NodeSpec, heartbeat, register
 from e2e.kubelet.pod import PodContext, PodWorker
 from e2e.kubelet.rest import JSON, ApiError, Rest
+from e2e.kubelet.server import serve
 
 log = logging.getLogger("kubelet")
 POD_CIDR = ipaddress.ip_network("127.1.0.0/16")
@@ -59,13 +62,25 @@ class Kubelet:
                               allocate_ip=ips.allocate, release_ip=ips.release)
 
     def run(self) -> None:
-        """Register nodes, start the heartbeat and the pod informer (daemon threads); return."""
+        """Serve container logs, register nodes, start the heartbeat and the pod informer (daemon
+        threads); return."""
+        port = serve([n.ip for n in self.nodes.values()], self._log_lookup, self.stop_event, self.ctx.workdir)
+        self.nodes = {k: replace(n, kubelet_port=port) for k, n in self.nodes.items()}
         for spec in self.nodes.values():
             register(self.rest, spec)
         threading.Thread(target=heartbeat, args=(self.rest, list(self.nodes.values()), self.stop_event),
                          name="heartbeat", daemon=True).start()
         threading.Thread(target=self._informer, name="informer", daemon=True).start()
         log.info("registered %s", ", ".join(self.nodes))
+
+    def _log_lookup(self, ns: str, pod: str, container: str) -> tuple[Path, Callable[[], bool]] | None:
+        for w in list(self.workers.values()):
+            meta = w.pod["metadata"]
+            if meta["namespace"] == ns and meta["name"] == pod:
+                for r in w.runners:
+                    if r.name == container:
+                        return r.log_path, w.is_alive
+        return None
 
     def shutdown(self) -> None:
         """Stop every pod's processes (short grace) and wait for the workers."""

@@ -38,6 +38,7 @@ class NodeSpec:
     cpu: str
     memory: str
     max_pods: int = 110
+    kubelet_port: int = 0  # the HTTPS port serving containerLogs (server.py)
 
 
 def _conditions(ts: str) -> list[JSON]:
@@ -68,7 +69,7 @@ def node_object(spec: NodeSpec) -> JSON:
                          "operatingSystem": "linux", "architecture": "amd64", "osImage": "fake",
                          "kernelVersion": os.uname().release, "kubeProxyVersion": "", "machineID": "",
                          "systemUUID": "", "bootID": ""},
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": spec.kubelet_port}},
         },
     }
 

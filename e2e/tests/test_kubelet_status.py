@@ -59,6 +59,8 @@ def test_crash_loop_back_off_with_termination_message(k8s_cluster: K8sCluster, n
     assert term["message"].splitlines()[-2:] == ["loading weights", "fatal: CUDA out of memory"]
     st = _status(k8s_cluster, namespace, "crashy")
     assert st["phase"] == "Running" and not is_ready({"status": st})
+    logs = k8s_cluster.run("logs", "crashy", "-n", namespace, "--tail=2").stdout  # via the API server
+    assert logs.splitlines() == ["loading weights", "fatal: CUDA out of memory"]
 
 
 def test_env_resolution_and_restart_policy_never(k8s_cluster: K8sCluster, namespace: str) -> None:
