@@ -53,12 +53,16 @@ def run(kubeconfig: Path, count: int, rate: float, namespace: str) -> None:
     stop = threading.Event()
 
     def watcher() -> None:
-        w = watch.Watch()
-        for ev in w.stream(apps.list_namespaced_deployment, namespace, timeout_seconds=600):
-            if ev["type"] == "ADDED":
-                seen.setdefault(ev["object"].metadata.name, time.monotonic())
-            if stop.is_set():
-                w.stop()
+        while not stop.is_set():  # a watch may be closed by the server: start a new one
+            w = watch.Watch()
+            try:
+                for ev in w.stream(apps.list_namespaced_deployment, namespace, timeout_seconds=60):
+                    if ev["type"] == "ADDED":
+                        seen.setdefault(ev["object"].metadata.name, time.monotonic())
+                    if stop.is_set():
+                        w.stop()
+            except Exception as exc:  # noqa: BLE001 - report and re-watch
+                print(f"watch ended: {type(exc).__name__}; re-watching", file=sys.stderr)
 
     thread = threading.Thread(target=watcher, daemon=True)
     thread.start()

@@ -92,6 +92,7 @@ def test_known_good_sample_runs_with_exactly_its_settings(
     k8s_cluster.apply(sample(), namespace)
     obj = wait_ready(k8s_cluster, namespace, "qwen36-27b")
     uid = obj["metadata"]["uid"]
+    assert not obj["metadata"].get("finalizers")  # deletion never waits for the operator
     dep = k8s_cluster.get("deployment", "qwen36-27b", "-n", namespace)
     svc = k8s_cluster.get("service", "qwen36-27b", "-n", namespace)
     for child in (dep, svc):
@@ -199,6 +200,9 @@ def test_unschedulable_pod_shows_the_schedulers_reason(
                      and cond(o, "Degraded").get("reason") == "Unschedulable" and o, timeout=60)
     assert "Insufficient nvidia.com/gpu" in cond(found, "Degraded")["message"]
     assert found["status"]["phase"] == "Degraded"
+    wait_for("a Warning event Unschedulable", lambda: any(
+        e["reason"] == "Unschedulable" and e["type"] == "Warning" for e in k8s_cluster.get(
+            "events", "-n", namespace, "--field-selector", "involvedObject.name=qwen36-27b")["items"]), timeout=15)
 
 
 def test_crashing_server_shows_crashloop_with_the_termination_message(

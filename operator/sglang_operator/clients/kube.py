@@ -57,3 +57,65 @@ async def get_deployment(namespace: str, name: str) -> dict[str, Any] | None:
             return None
         raise
     return _as_dict(dep)
+
+
+_RESOURCE: Any = None
+
+
+def _sglangserver() -> Any:
+    global _RESOURCE
+    if _RESOURCE is None:
+        from lightkube.generic_resource import create_namespaced_resource
+
+        from sglang_operator.api import GROUP, KIND, PLURAL, VERSION
+
+        _RESOURCE = create_namespaced_resource(GROUP, VERSION, KIND, PLURAL)
+    return _RESOURCE
+
+
+async def patch_status(namespace: str, name: str, resource_version: str | None, status: Mapping[str, Any]) -> bool:
+    """Merge-patch an SGLangServer's ``status`` subresource; with ``resource_version`` as a precondition.
+
+    Returns False when the object changed since (409 Conflict) or is gone (404); other errors raise.
+    """
+    from lightkube import ApiError
+    from lightkube.types import PatchType
+
+    body: dict[str, Any] = {"status": dict(status)}
+    if resource_version:
+        body["metadata"] = {"resourceVersion": resource_version}
+    try:
+        await client().patch(_sglangserver().Status, name, body, namespace=namespace, patch_type=PatchType.MERGE)
+    except ApiError as exc:
+        if exc.status.code in (404, 409):
+            return False
+        raise
+    return True
+
+
+async def post_event(obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+    """Post a ``v1`` Event about ``obj`` (the way kopf does: source component ``sglang-operator``).
+    Failures are logged, not raised: an event is informative only."""
+    import datetime as dt
+    import logging
+    import uuid
+
+    from lightkube import ApiError
+    from lightkube.resources.core_v1 import Event
+
+    meta = obj["metadata"]
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    event = {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": meta.get("namespace")},
+        "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": meta["name"],
+                           "namespace": meta.get("namespace"), "uid": meta.get("uid")},
+        "type": type_, "reason": reason, "message": message[:1024],
+        "source": {"component": FIELD_MANAGER}, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        "reportingComponent": FIELD_MANAGER, "reportingInstance": FIELD_MANAGER,
+    }
+    try:
+        ev: Any = Event.from_dict(event)
+        await client().create(ev)
+    except ApiError as exc:
+        logging.getLogger(__name__).warning("event %s not posted: %s", reason, exc)

@@ -1,0 +1,158 @@
+"""The status observer: one loop that, every ``interval`` seconds, observes every SGLangServer's pods and,
+once Ready, SGLang itself, and writes what changed into ``status``.
+
+Per server and tick: pods → Ready / Progressing / Degraded (:func:`reconcile.pods.pod_health`); when Ready,
+``/server_info`` once per revision → ``status.effective`` and ``SettingsDiffer``
+(:mod:`reconcile.effective`); ``/metrics`` → ``acceptLength``, ``acceptRate``, ``tokensPerSecond`` (tok/s).
+Status is patched with the object's ``resourceVersion`` as precondition, so a patch computed from a stale
+view is refused (409) and retried next tick rather than overwriting the reconcile handler's conditions.
+Scrape failures are counted (``sglang_operator_scrape_errors_total``) and logged; one server's failure never
+stops the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from typing import Any
+
+from sglang_operator import builders
+from sglang_operator.api.server import SpecError, parse
+from sglang_operator.clients import kube
+from sglang_operator.clients.sglang_http import ScrapeError, fetch_server_info, scrape_metrics
+from sglang_operator.reconcile import effective as eff
+from sglang_operator.reconcile import status as st
+from sglang_operator.reconcile.pods import pod_health
+from sglang_operator.sglang.versions import dialect, parse_version
+
+log = logging.getLogger("sglang_operator.observer")
+CONCURRENCY = 16
+
+
+def requested_settings(server_spec: Any, num_draft_tokens: int | None) -> dict[str, Any]:
+    """What the spec asks SGLang for, keyed as :data:`reconcile.effective.FIELDS` (unset keys left out)."""
+    out: dict[str, Any] = {}
+    spec_dec = server_spec.speculative
+    if spec_dec is not None:
+        out |= {"algorithm": spec_dec.algorithm.value, "numSteps": spec_dec.num_steps,
+                "eagleTopk": spec_dec.eagle_topk, "numDraftTokens": num_draft_tokens}
+    mem = server_spec.memory
+    for key, value in (("maxRunningRequests", mem.max_running_requests),
+                       ("memFractionStatic", mem.mem_fraction_static), ("contextLength", mem.context_length)):
+        if value is not None:
+            out[key] = value
+    return out
+
+
+async def read_sglang(
+    base_url: str, version: str, status: dict[str, Any], server_spec: Any
+) -> tuple[dict[str, Any] | None, list[str] | None, dict[str, float | None]]:
+    """(effective settings or None, differences or None, metrics) of a Ready server; failures logged."""
+    effective = diffs = None
+    if not status.get("effective"):
+        try:
+            path = dialect(parse_version(version)).server_info_path
+            effective = eff.effective_settings(await fetch_server_info(base_url, path))
+            diffs = eff.differences(requested_settings(server_spec, status.get("numDraftTokens")), effective)
+        except ScrapeError as err:
+            log.info("server info not read yet: %s", err)
+    metrics: dict[str, float | None] = {}
+    try:
+        sample = await scrape_metrics(base_url)
+        if sample.gen_throughput:  # an idle server reports 0 tok/s: keep the last measured figures
+            metrics = {"acceptLength": sample.accept_length, "acceptRate": sample.accept_rate,
+                       "tokensPerSecond": sample.gen_throughput}
+    except ScrapeError as err:
+        log.info("metrics not scraped from %s: %s", base_url, err)
+    return effective, diffs, metrics
+
+
+def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
+    return next((c for c in conditions if c.get("type") == "Degraded"), {})
+
+
+async def observe(body: dict[str, Any], now: dt.datetime) -> None:
+    """Observe one SGLangServer ``body`` and patch its status (nothing when nothing changed)."""
+    meta, status = body.get("metadata", {}), body.get("status") or {}
+    revision = status.get("revision")
+    if not revision or meta.get("deletionTimestamp"):
+        return
+    try:
+        server = parse(body)
+    except SpecError:
+        return
+    generation = int(meta.get("generation") or 0)
+    pods = await kube.list_pods(server.namespace, builders.selector_labels(server.name))
+    health = pod_health(pods, server.spec.replicas, revision, generation, now)
+    effective = diffs = None
+    metrics: dict[str, float | None] = {}
+    if health.phase == "Ready" and health.pod_ips:
+        base_url = f"http://{health.pod_ips[0]}:{server.spec.port}"
+        effective, diffs, metrics = await read_sglang(base_url, status.get("sglangVersion") or "", status,
+                                                      server.spec)
+    new = st.observed(status, health, generation, now, effective, diffs, metrics)
+    delta = st.changed(status, new)
+    if not delta:
+        return
+    if not await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"), delta):
+        return  # stale view: the next tick sees the new object
+    old_d, new_d = _degraded(status.get("conditions") or []), _degraded(new["conditions"])
+    if new_d.get("status") == "True" and old_d.get("reason") != new_d.get("reason"):
+        await kube.post_event(body, "Warning", new_d["reason"], new_d.get("message", ""))
+    if diffs:
+        await kube.post_event(body, "Warning", "SettingsDiffer", "; ".join(diffs))
+
+
+class Observer:
+    """Tracks SGLangServers (fed by a kopf event handler) and observes them all every ``interval`` s."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.servers: dict[tuple[str, str], dict[str, Any]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def track(self, event_type: str, body: dict[str, Any]) -> None:
+        """Record the latest ``body`` of a watch event (``DELETED`` forgets it)."""
+        meta = body.get("metadata", {})
+        key = (str(meta.get("namespace")), str(meta.get("name")))
+        if event_type == "DELETED":
+            self.servers.pop(key, None)
+        else:
+            self.servers[key] = body
+
+    def start(self) -> None:
+        """Start the loop on the running event loop."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="sglang-observer")
+
+    async def stop(self) -> None:
+        """Cancel the loop and wait for it."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def tick(self) -> None:
+        """Observe every tracked server once (at most :data:`CONCURRENCY` at a time)."""
+        sem = asyncio.Semaphore(CONCURRENCY)
+        now = dt.datetime.now(dt.UTC)
+
+        async def one(body: dict[str, Any]) -> None:
+            async with sem:
+                try:
+                    await observe(body, now)
+                except Exception:  # one server's failure must not stop the others
+                    log.exception("observing %s/%s failed", body["metadata"].get("namespace"),
+                                  body["metadata"].get("name"))
+
+        await asyncio.gather(*(one(b) for b in list(self.servers.values())))
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            await self.tick()
+            await asyncio.sleep(max(0.05, self.interval - (loop.time() - started)))
