@@ -53,10 +53,13 @@ def run(kubeconfig: Path, count: int, rate: float, namespace: str) -> None:
     stop = threading.Event()
 
     def watcher() -> None:
-        while not stop.is_set():  # a watch may be closed by the server: start a new one
+        rv = apps.list_namespaced_deployment(namespace).metadata.resource_version
+        while not stop.is_set():  # a watch may be closed by the server: resume from the last resourceVersion
             w = watch.Watch()
             try:
-                for ev in w.stream(apps.list_namespaced_deployment, namespace, timeout_seconds=60):
+                for ev in w.stream(apps.list_namespaced_deployment, namespace, timeout_seconds=60,
+                                   resource_version=rv):
+                    rv = ev["object"].metadata.resource_version
                     if ev["type"] == "ADDED":
                         seen.setdefault(ev["object"].metadata.name, time.monotonic())
                     if stop.is_set():
@@ -86,6 +89,8 @@ def run(kubeconfig: Path, count: int, rate: float, namespace: str) -> None:
     stop.set()
     lat = [(seen[n] - started[n]) * 1000 for n in started if n in seen]
     missing = count - len(lat)
+    if os.environ.get("BENCH_TRACE"):
+        print("latency by creation order (ms):", [round((seen[n] - started[n]) * 1000) for n in started if n in seen])
     print(f"created {count} SGLangServers at {rate}/s; Deployments seen: {len(lat)} (missing {missing})")
     if lat:
         print(f"apply -> Deployment created (ms): p50 {statistics.median(lat):.0f}  p90 {percentile(lat, .9):.0f}  "
@@ -105,7 +110,8 @@ def main() -> None:
         cluster = Cluster(build(), NodeOptions())
         cluster.start()
         kubeconfig = cluster.kubeconfig
-    op = OperatorProcess(kubeconfig, work / "operator.log", status_interval=30)
+    interval = float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5"))
+    op = OperatorProcess(kubeconfig, work / "operator.log", status_interval=interval)
     try:
         import subprocess
 

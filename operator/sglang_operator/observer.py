@@ -20,6 +20,7 @@ from typing import Any
 
 from sglang_operator import builders
 from sglang_operator.api.server import SpecError, parse
+from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
 from sglang_operator.clients import kube
 from sglang_operator.clients.sglang_http import ScrapeError, fetch_server_info, scrape_metrics
 from sglang_operator.reconcile import effective as eff
@@ -29,6 +30,8 @@ from sglang_operator.sglang.versions import dialect, parse_version
 
 log = logging.getLogger("sglang_operator.observer")
 CONCURRENCY = 16
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+MANAGED_PODS = {"app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/managed-by": MANAGED_BY}
 
 
 def requested_settings(server_spec: Any, num_draft_tokens: int | None) -> dict[str, Any]:
@@ -73,8 +76,11 @@ def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
     return next((c for c in conditions if c.get("type") == "Degraded"), {})
 
 
-async def observe(body: dict[str, Any], now: dt.datetime) -> None:
-    """Observe one SGLangServer ``body`` and patch its status (nothing when nothing changed)."""
+async def observe(body: dict[str, Any], now: dt.datetime, pods: list[dict[str, Any]] | None = None) -> None:
+    """Observe one SGLangServer ``body`` and patch its status (nothing when nothing changed).
+
+    ``pods``: its pods when the caller listed them already (one LIST per namespace and tick), else listed here.
+    """
     meta, status = body.get("metadata", {}), body.get("status") or {}
     revision = status.get("revision")
     if not revision or meta.get("deletionTimestamp"):
@@ -84,7 +90,8 @@ async def observe(body: dict[str, Any], now: dt.datetime) -> None:
     except SpecError:
         return
     generation = int(meta.get("generation") or 0)
-    pods = await kube.list_pods(server.namespace, builders.selector_labels(server.name))
+    if pods is None:
+        pods = await kube.list_pods(server.namespace, builders.selector_labels(server.name))
     health = pod_health(pods, server.spec.replicas, revision, generation, now)
     effective = diffs = None
     metrics: dict[str, float | None] = {}
@@ -139,16 +146,31 @@ class Observer:
         """Observe every tracked server once (at most :data:`CONCURRENCY` at a time)."""
         sem = asyncio.Semaphore(CONCURRENCY)
         now = dt.datetime.now(dt.UTC)
+        servers = list(self.servers.values())
+        by_ns: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for ns in {b["metadata"].get("namespace") or "default" for b in servers}:
+            try:
+                pods = await kube.list_pods(ns, MANAGED_PODS)
+            except Exception:
+                log.exception("listing pods in %s failed", ns)
+                continue
+            grouped = by_ns.setdefault(ns, {})
+            for pod in pods:
+                grouped.setdefault(pod["metadata"].get("labels", {}).get(INSTANCE_LABEL, ""), []).append(pod)
 
         async def one(body: dict[str, Any]) -> None:
+            meta = body["metadata"]
+            grouped = by_ns.get(meta.get("namespace") or "default")
+            if grouped is None:
+                return
             async with sem:
                 try:
-                    await observe(body, now)
+                    await observe(body, now, grouped.get(meta.get("name"), []))
                 except Exception:  # one server's failure must not stop the others
                     log.exception("observing %s/%s failed", body["metadata"].get("namespace"),
                                   body["metadata"].get("name"))
 
-        await asyncio.gather(*(one(b) for b in list(self.servers.values())))
+        await asyncio.gather(*(one(b) for b in servers))
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
