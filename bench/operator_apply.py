@@ -37,7 +37,7 @@ from sglang_operator.api import GROUP, PLURAL, VERSION  # noqa: E402
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -64,7 +64,7 @@ def run(kubeconfig: Path, count: int, rate: float, namespace: str) -> None:
                         seen.setdefault(ev["object"].metadata.name, time.monotonic())
                     if stop.is_set():
                         w.stop()
-            except Exception as exc:  # noqa: BLE001 - report and re-watch
+            except Exception as exc:
                 print(f"watch ended: {type(exc).__name__}; re-watching", file=sys.stderr)
 
     thread = threading.Thread(target=watcher, daemon=True)
