@@ -65,11 +65,15 @@ async def read_sglang(
     try:
         sample = await scrape_metrics(base_url)
         if sample.gen_throughput:  # an idle server reports 0 tok/s: keep the last measured figures
-            metrics = {"acceptLength": sample.accept_length, "acceptRate": sample.accept_rate,
-                       "tokensPerSecond": sample.gen_throughput}
+            metrics = {"acceptLength": _round(sample.accept_length, 3), "acceptRate": _round(sample.accept_rate, 3),
+                       "tokensPerSecond": _round(sample.gen_throughput, 1)}
     except ScrapeError as err:
         log.info("metrics not scraped from %s: %s", base_url, err)
     return effective, diffs, metrics
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
