@@ -232,3 +232,18 @@ def test_delete_removes_children_but_keeps_the_model_cache_pvc(
         k8s_cluster.run("get", kind, "qwen36-27b", "-n", namespace, check=False).returncode != 0
         for kind in ("deployment", "service")), timeout=60)
     assert k8s_cluster.get("pvc", "hf-cache", "-n", namespace)["metadata"]["name"] == "hf-cache"
+
+
+def test_settings_sglang_resolved_otherwise_are_named_in_a_condition(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    obj = sample()
+    obj["spec"]["memory"]["maxRunningRequests"] = 64  # more than the KV cache / mamba pool can hold
+    k8s_cluster.apply(obj, namespace)
+    ready = wait_ready(k8s_cluster, namespace, "qwen36-27b")
+    effective = ready["status"]["effective"]["maxRunningRequests"]
+    assert effective < 64
+    differ = cond(ready, "SettingsDiffer")
+    assert differ["status"] == "True" and differ["reason"] == "SGLangResolvedOtherwise"
+    assert f"maxRunningRequests: spec 64, SGLang {effective}" in differ["message"]
+    assert "algorithm" not in differ["message"]  # NEXTN reported as EAGLE is not a difference
