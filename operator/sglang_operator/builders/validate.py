@@ -113,7 +113,8 @@ def check(spec: SGLangServerSpec) -> SpecCheck:
     except SGLangArgError as err:
         out.errors.append(f"SGLang {cmd.version} refuses the command line: {err}")
         return out
-    out.warnings += [w for w in sglang_warnings if w not in out.warnings]
+    # SGLang's own start-up warnings, labelled so they are not mistaken for the operator's
+    out.warnings += [f"SGLang {cmd.version} will log: {w}" for w in dict.fromkeys(sglang_warnings)]
     return out
 
 
