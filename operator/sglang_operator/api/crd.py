@@ -94,6 +94,8 @@ def _col(name: str, path: str, type_: str, description: str, priority: int = 0) 
 
 PRINTER_COLUMNS = [
     _col("Ready", '.status.conditions[?(@.type=="Ready")].status', "string", "Ready condition"),
+    _col("SpecValid", '.status.conditions[?(@.type=="SpecValid")].status', "string",
+         "SpecValid condition: False when the latest spec was refused (the last valid revision keeps running)"),
     _col("Model", ".spec.model.path", "string", "Model path"),
     _col("TP", ".spec.parallelism.tensor", "integer", "Tensor parallel size"),
     _col("Algorithm", ".spec.speculative.algorithm", "string", "Speculative algorithm"),

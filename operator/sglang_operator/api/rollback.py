@@ -31,7 +31,9 @@ class ProbePolicy(ApiModel):
 
 
 class RollbackPolicy(ApiModel):
-    """When to judge a new revision regressed and return to the last good one."""
+    """When to judge a new revision regressed and return to the last good one. Not acted on yet: this release
+    records every revision in status.revisions (verdict Recorded) but neither judges nor rolls back; the
+    policy is defined now so the CRD stays stable when automatic rollback lands."""
 
     enabled: bool = True
     """Roll back automatically. When false, a regression is only reported (Degraded condition, event)."""

@@ -92,6 +92,9 @@ class EffectiveSettings(StatusModel):
 class Verdict(StrEnum):
     """Judgement of a revision by the rollback controller."""
 
+    RECORDED = "Recorded"
+    """Recorded in the ledger, not judged: this release of the operator does not yet measure revisions
+    against each other (``spec.rollback`` is defined, not acted on)."""
     MEASURING = "Measuring"
     GOOD = "Good"
     REGRESSED = "Regressed"
@@ -120,8 +123,8 @@ class RevisionRecord(StatusModel):
     """Measured mean acceptance length."""
     samples: int | None = None
     """Samples behind the measurement."""
-    verdict: Annotated[str, Field(json_schema_extra={"enum": [v.value for v in Verdict]})] = "Measuring"
-    """Measuring, Good, Regressed, RolledBack or Superseded."""
+    verdict: Annotated[str, Field(json_schema_extra={"enum": [v.value for v in Verdict]})] = "Recorded"
+    """Recorded, Measuring, Good, Regressed, RolledBack or Superseded."""
     reason: str | None = None
     """Why the verdict, e.g. ``tok/s 35.8 < 0.85 × 52.0``."""
     judged_at: str | None = None

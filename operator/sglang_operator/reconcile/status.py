@@ -45,10 +45,10 @@ def invalid(status: Mapping[str, Any], errors: list[str], generation: int, now: 
 def ledger_entry(
     revision: str, generation: int, command: str, summary: dict[str, str], spec: Mapping[str, Any], now: dt.datetime
 ) -> dict[str, Any]:
-    """A new ``status.revisions[]`` record (verdict ``Measuring``)."""
+    """A new ``status.revisions[]`` record (verdict ``Recorded``: not judged by this release)."""
     return {
         "revision": revision, "generation": generation, "createdAt": rfc3339(now), "command": command,
-        "summary": summary, "spec": dict(spec), "verdict": "Measuring",
+        "summary": summary, "spec": dict(spec), "verdict": "Recorded",
     }
 
 
@@ -59,7 +59,7 @@ def applied(
     """Status after the children were applied for ``rendered_status['revision']``.
 
     SpecValid=True (reason ``ValidWithWarnings`` listing ``warnings`` when any). A revision not yet in the
-    ledger is appended (the previous newest becomes ``Superseded`` unless judged); the ledger keeps the newest
+    ledger is appended (earlier unjudged ones become ``Superseded``); the ledger keeps the newest
     ``history_limit`` records. A new revision resets what was read from the old pods (effective settings,
     metrics) and sets phase Progressing.
     """
@@ -74,7 +74,7 @@ def applied(
     new_revision = revision != status.get("revision")
     if not any(r.get("revision") == revision for r in ledger):
         for r in ledger:
-            if r.get("verdict") == "Measuring":
+            if r.get("verdict") in ("Recorded", "Measuring"):
                 r["verdict"] = "Superseded"
         ledger.append(entry)
     out["revisions"] = ledger[-history_limit:]
