@@ -250,3 +250,22 @@ def test_settings_sglang_resolved_otherwise_are_named_in_a_condition(
     assert differ["status"] == "True" and differ["reason"] == "SGLangResolvedOtherwise"
     assert f"maxRunningRequests: spec 64, SGLang {effective}" in differ["message"]
     assert "algorithm" not in differ["message"]  # NEXTN reported as EAGLE is not a difference
+
+
+def test_a_deleted_child_is_re_applied(k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess) -> None:
+    obj = sample()
+    obj["spec"]["replicas"] = 0
+    k8s_cluster.apply(obj, namespace)
+    first = wait_for("Deployment and Service", lambda: all(
+        k8s_cluster.run("get", kind, "qwen36-27b", "-n", namespace, check=False).returncode == 0
+        for kind in ("deployment", "service")) and k8s_cluster.get("deployment", "qwen36-27b", "-n", namespace),
+        timeout=30)
+    k8s_cluster.run("delete", "deployment", "qwen36-27b", "-n", namespace, "--wait=true")
+    again = wait_for("the Deployment back", lambda: (r := k8s_cluster.run(
+        "get", "deployment", "qwen36-27b", "-n", namespace, "-o", "json", check=False)).returncode == 0
+        and json.loads(r.stdout), timeout=30)
+    assert again["metadata"]["uid"] != first["metadata"]["uid"]
+    assert again["spec"]["template"]["metadata"]["labels"]["sglang-operator.io/revision"] == \
+        first["spec"]["template"]["metadata"]["labels"]["sglang-operator.io/revision"]
+    events = k8s_cluster.get("events", "-n", namespace, "--field-selector", "involvedObject.name=qwen36-27b")
+    assert any(e["reason"] == "ChildRecreated" for e in events["items"])
