@@ -100,7 +100,8 @@ def test_names_subresources_and_columns() -> None:
                                           "labelSelectorPath": ".status.selector"}
     assert "status" in v["subresources"]
     assert [col["name"] for col in v["additionalPrinterColumns"]] == [
-        "Ready", "SpecValid", "Model", "TP", "Algorithm", "Steps", "DraftTokens", "AcceptLen", "Tok/s", "Revision", "Phase", "Age"]
+        "Ready", "SpecValid", "Model", "TP", "Algorithm", "Steps", "DraftTokens", "AcceptLen", "Tok/s", "Revision",
+        "Phase", "Age"]
     status = v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     for col in v["additionalPrinterColumns"]:
         parts = col["jsonPath"].split(".")

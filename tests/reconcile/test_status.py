@@ -1,0 +1,76 @@
+"""Pure status decisions: after an apply, after a refused spec, after observing pods and SGLang."""
+
+import datetime as dt
+
+from sglang_operator.reconcile.conditions import find
+from sglang_operator.reconcile.pods import pod_health
+from sglang_operator.reconcile.status import applied, changed, invalid, ledger_entry, observed
+
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+LATER = NOW + dt.timedelta(minutes=1)
+
+
+def render_status(rev: str) -> dict:
+    return {"revision": rev, "selector": "a=b", "sglangVersion": "0.5.10", "command": f"sglang serve # {rev}",
+            "numDraftTokens": 4}
+
+
+def entry(rev: str, gen: int) -> dict:
+    return ledger_entry(rev, gen, f"cmd {rev}", {"numSteps": "3"}, {"replicas": 1}, NOW)
+
+
+def test_first_apply_records_the_revision_and_is_progressing():
+    st = applied({}, render_status("r1"), [], entry("r1", 1), 1, 10, NOW)
+    assert st["phase"] == "Progressing" and st["observedGeneration"] == 1
+    assert [r["revision"] for r in st["revisions"]] == ["r1"] and st["revisions"][0]["verdict"] == "Recorded"
+    assert find(st["conditions"], "SpecValid")["reason"] == "Valid"
+
+
+def test_reapplying_the_same_revision_changes_nothing():
+    first = applied({}, render_status("r1"), [], entry("r1", 1), 1, 10, NOW)
+    again = applied(first, render_status("r1"), [], entry("r1", 1), 1, 10, LATER)
+    assert changed(first, again) == {}
+
+
+def test_new_revision_supersedes_and_resets_readings_and_history_is_bounded():
+    st: dict = {}
+    for i in range(1, 5):
+        st = {**st, **applied(st, render_status(f"r{i}"), [], entry(f"r{i}", i), i, 3, NOW)}
+    assert [r["revision"] for r in st["revisions"]] == ["r2", "r3", "r4"]
+    assert [r["verdict"] for r in st["revisions"]] == ["Superseded", "Superseded", "Recorded"]
+    assert st["effective"] is None and st["tokensPerSecond"] is None
+
+
+def test_warnings_go_to_spec_valid_message():
+    st = applied({}, render_status("r1"), ["maxRunningRequests unset"], entry("r1", 1), 1, 10, NOW)
+    cond = find(st["conditions"], "SpecValid")
+    assert (cond["status"], cond["reason"]) == ("True", "ValidWithWarnings")
+    assert "maxRunningRequests unset" in cond["message"]
+
+
+def test_invalid_spec_keeps_the_running_revision_and_only_says_why():
+    running = applied({}, render_status("r1"), [], entry("r1", 1), 1, 10, NOW)
+    bad = invalid(running, ["spec.extraArgs: --nope is not a flag of SGLang 0.5.10"], 2, LATER)
+    assert set(bad) == {"conditions", "observedGeneration"}  # revision, command, ledger untouched
+    assert find(bad["conditions"], "SpecValid")["status"] == "False"
+    assert invalid({}, ["x"], 1, NOW)["phase"] == "Invalid"  # nothing was ever applied
+
+
+def ready_pod(rev: str) -> dict:
+    return {"metadata": {"labels": {"sglang-operator.io/revision": rev}},
+            "status": {"podIP": "127.1.0.9", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_observed_writes_effective_settings_differences_and_metrics_once():
+    base = applied({}, render_status("r1"), [], entry("r1", 1), 1, 10, NOW)
+    health = pod_health([ready_pod("r1")], 1, "r1", 1, NOW)
+    new = observed(base, health, 1, NOW, {"numDraftTokens": 2}, ["numDraftTokens: spec 4, SGLang 2"],
+                   {"acceptLength": 1.75, "acceptRate": 0.75, "tokensPerSecond": 35.8})
+    assert new["phase"] == "Ready" and new["readyReplicas"] == 1
+    differ = find(new["conditions"], "SettingsDiffer")
+    assert differ["status"] == "True" and "spec 4, SGLang 2" in differ["message"]
+    assert new["tokensPerSecond"] == 35.8 and new["metricsUpdatedAt"] == "2026-11-30T12:00:00Z"
+    merged = {**base, **new}
+    same_again = observed(merged, pod_health([ready_pod("r1")], 1, "r1", 1, LATER), 1, LATER, None, None,
+                          {"acceptLength": 1.75, "acceptRate": 0.75, "tokensPerSecond": 35.8})
+    assert changed(merged, same_again) == {}  # same readings: no write at all

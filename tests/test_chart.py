@@ -1,0 +1,204 @@
+"""The Helm chart ``charts/sglang-operator`` rendered by a real helm (``python -m e2e.tools helm``), no cluster:
+lint, the objects of both modes, the operator command line, and RBAC that covers every API call the operator
+makes (and no write beyond them). The chart's CRD copy is checked by ``tests/api/test_crd.py``; the RBAC is
+exercised against a real API server by ``e2e/tests/test_chart_rbac.py``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import tomllib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from e2e.tools import helm_template, require_helm
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "charts" / "sglang-operator"
+RELEASE, RELEASE_NS = "rel", "ops"
+WATCHED = ["team-a", "team-b"]
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+
+# Every API call the operator makes: (scope, apiGroup, resource, verbs, caller). "namespaced" needs must hold
+# in every watched namespace, "cluster" needs cluster-wide.
+NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
+    ("namespaced", "sglang-operator.io", "sglangservers", ("list", "watch"), "kopf watch of the handlers' resource"),
+    ("namespaced", "sglang-operator.io", "sglangservers", ("patch",),
+     "kopf progress / diff-base annotations (runner.configure: AnnotationsProgressStorage)"),
+    ("namespaced", "sglang-operator.io", "sglangservers/status", ("patch",),
+     "kopf's status patch (handlers.reconcile) and clients/kube.py patch_status (observer)"),
+    ("namespaced", "sglang-operator.io", "sglangservers/finalizers", ("update",),
+     "builders/owner.py blockOwnerDeletion: OwnerReferencesPermissionEnforcement admission"),
+    ("namespaced", "apps", "deployments", ("create", "patch"), "clients/kube.py apply (server-side apply)"),
+    ("namespaced", "apps", "deployments", ("get",), "clients/kube.py get_deployment"),
+    ("namespaced", "", "services", ("create", "patch"), "clients/kube.py apply (server-side apply)"),
+    ("namespaced", "", "pods", ("list",), "clients/kube.py list_pods (observer)"),
+    ("namespaced", "", "events", ("create",), "clients/kube.py post_event, kopf.info / kopf.warn"),
+    ("cluster", "apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch"),
+     "kopf resource_observer (kopf/_core/reactor/observation.py)"),
+    ("cluster", "", "namespaces", ("list", "watch"), "kopf namespace_observer (namespaced mode)"),
+]
+
+
+def render(helm: Path, **values: Any) -> list[dict[str, Any]]:
+    return helm_template(helm, CHART, RELEASE, RELEASE_NS, values)
+
+
+def only(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = [o for o in objs if o["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
+
+
+def _matches(rule: dict[str, Any], group: str, resource: str, verb: str) -> bool:
+    return ((group in rule.get("apiGroups", []) or "*" in rule.get("apiGroups", []))
+            and (resource in rule.get("resources", []) or "*" in rule.get("resources", []))
+            and (verb in rule.get("verbs", []) or "*" in rule.get("verbs", [])))
+
+
+def effective_rules(objs: list[dict[str, Any]], sa: str, namespace: str | None) -> list[dict[str, Any]]:
+    """The rules the ServiceAccount ``RELEASE_NS/sa`` has in ``namespace`` (None: cluster-wide), as the RBAC
+    authorizer computes them from the rendered objects only."""
+    def bound(binding: dict[str, Any]) -> bool:
+        return any(s.get("kind") == "ServiceAccount" and s.get("name") == sa and s.get("namespace") == RELEASE_NS
+                   for s in binding.get("subjects", []))
+
+    def role(kind: str, name: str, ns: str | None) -> list[dict[str, Any]]:
+        return [r for o in objs if o["kind"] == kind and o["metadata"]["name"] == name
+                and (kind == "ClusterRole" or o["metadata"].get("namespace") == ns) for r in o.get("rules", [])]
+
+    rules = [r for b in objs if b["kind"] == "ClusterRoleBinding" and bound(b)
+             for r in role("ClusterRole", b["roleRef"]["name"], None)]
+    if namespace is not None:
+        rules += [r for b in objs if b["kind"] == "RoleBinding" and b["metadata"].get("namespace") == namespace
+                  and bound(b) for r in role(b["roleRef"]["kind"], b["roleRef"]["name"], namespace)]
+    return rules
+
+
+def missing(objs: list[dict[str, Any]], namespaces: list[str | None]) -> list[str]:
+    sa = only(objs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    out = []
+    for scope, group, resource, verbs, why in NEEDED:
+        for ns in namespaces if scope == "namespaced" else [None]:
+            rules = effective_rules(objs, sa, ns)
+            out += [f"{verb} {group or 'core'}/{resource} in {ns or 'cluster'} ({why})" for verb in verbs
+                    if not any(_matches(r, group, resource, verb) for r in rules)]
+    return out
+
+
+def test_lint_is_clean() -> None:
+    helm = require_helm()
+    import subprocess
+
+    for extra in ([], ["--set", "watchNamespaces={a,b}", "--set", "peering=ops"]):
+        proc = subprocess.run([str(helm), "lint", "--strict", str(CHART), *extra], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "[WARNING]" not in proc.stdout and "[ERROR]" not in proc.stdout, proc.stdout
+        assert "1 chart(s) linted, 0 chart(s) failed" in proc.stdout
+
+
+def test_clusterwide_objects() -> None:
+    helm = require_helm()
+    objs = render(helm)
+    assert Counter(o["kind"] for o in objs) == Counter(
+        {"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1})
+    args = only(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not [a for a in args if a.startswith("--namespace")]
+    assert missing(objs, [None]) == []
+
+
+def test_namespaced_objects() -> None:
+    helm = require_helm()
+    objs = render(helm, watchNamespaces=WATCHED)
+    assert Counter(o["kind"] for o in objs) == Counter(
+        {"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2,
+         "Deployment": 1})
+    assert sorted(o["metadata"]["namespace"] for o in objs if o["kind"] in ("Role", "RoleBinding")) == \
+        sorted(WATCHED * 2)
+    for o in objs:
+        if o["kind"] in ("ServiceAccount", "Deployment"):
+            assert o["metadata"]["namespace"] == RELEASE_NS
+    assert missing(objs, list(WATCHED)) == []
+    # the managed objects are granted in the watched namespaces only, never cluster-wide
+    sa = only(objs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    clusterwide = effective_rules(objs, sa, None)
+    assert [(g, r, v) for scope, g, r, verbs, _ in NEEDED if scope == "namespaced" for v in verbs
+            if any(_matches(rule, g, r, v) for rule in clusterwide)] == []
+
+
+def test_no_write_beyond_needed() -> None:
+    helm = require_helm()
+    needed = {(g, r, v) for _, g, r, verbs, _ in NEEDED for v in verbs}
+    for objs in (render(helm), render(helm, watchNamespaces=WATCHED)):
+        for o in objs:
+            for rule in o.get("rules", []):
+                assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
+                extra = {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"]
+                         for v in rule["verbs"] if v in WRITE_VERBS} - needed
+                assert not extra, f"{o['kind']} {o['metadata']['name']} grants writes nothing calls: {extra}"
+
+
+def test_peering_rules_follow_the_mode() -> None:
+    helm = require_helm()
+    def peering_resources(objs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+        return {(o["kind"], r) for o in objs for rule in o.get("rules", []) if "kopf.dev" in rule["apiGroups"]
+                for r in rule["resources"]}
+
+    assert peering_resources(render(helm)) == set()
+    assert peering_resources(render(helm, peering="ops")) == {("ClusterRole", "clusterkopfpeerings")}
+    assert peering_resources(render(helm, peering="ops", watchNamespaces=WATCHED)) == {("Role", "kopfpeerings")}
+    args = only(render(helm, peering="ops"), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--peering=ops" in args
+
+
+def test_deployment_runs_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The container's command line parses with the real CLI into the runner's arguments."""
+    helm = require_helm()
+    objs = render(helm, watchNamespaces=WATCHED)
+    dep = only(objs, "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == only(objs, "ServiceAccount")["metadata"]["name"]
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate"
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert dep["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (container,) = pod["containers"]
+    command, args = container["command"], container["args"]
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert command[0] in scripts and scripts[command[0]] == "sglang_operator.cli:app"
+    assert [a for a in args if a.startswith("--namespace")] == [f"--namespace={n}" for n in WATCHED]
+
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr("sglang_operator.runner.run", lambda **kw: calls.append(kw))
+    from sglang_operator.cli import app
+
+    result = CliRunner().invoke(app, [*command[1:], *args])
+    assert result.exit_code == 0, result.output
+    assert list(calls[0]["namespaces"]) == WATCHED
+    port = container["ports"][0]["containerPort"]
+    assert calls[0]["liveness"] == f"http://0.0.0.0:{port}/healthz"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": container["ports"][0]["name"]}
+
+
+def test_pod_id_spares_kopf_the_passwd_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The image runs as uid 65532 with no /etc/passwd entry, where getpass.getuser() raises KeyError; kopf
+    names the operator from POD_ID instead when the chart sets it (kopf/_core/engines/peering.py)."""
+    helm = require_helm()
+    from kopf._core.engines.peering import detect_own_id
+
+    container = only(render(helm), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in container.get("env", [])}
+    assert env["POD_ID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+
+    def no_passwd() -> str:
+        raise KeyError("getpwuid(): uid not found: 65532")
+
+    monkeypatch.setattr(getpass, "getuser", no_passwd)
+    monkeypatch.setenv("POD_ID", "sglang-operator-6d4cf9-x2x7k")
+    assert detect_own_id(manual=False) == "sglang-operator-6d4cf9-x2x7k"
+    monkeypatch.delenv("POD_ID")
+    with pytest.raises(KeyError):
+        detect_own_id(manual=False)
