@@ -58,7 +58,7 @@ async def reconcile(
     except (SpecError, builders.InvalidSpec) as err:
         errors = err.messages if isinstance(err, SpecError) else err.errors
         _patch_status(patch, st.changed(status, st.invalid(status, errors, generation, now)))
-        kopf.warn(body, reason="InvalidSpec", message="; ".join(errors)[:1024])
+        kopf.event(body, type="Warning", reason="InvalidSpec", message="; ".join(errors)[:1024])
         logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
         return
     await asyncio.gather(kube.apply(builders.adopt(rendered.deployment, body)),
@@ -71,9 +71,10 @@ async def reconcile(
     if reason == kopf.Reason.RESUME:
         return
     verb = "Created" if reason == kopf.Reason.CREATE else "Updated"
-    kopf.info(body, reason=verb, message=f"revision {rendered.revision}: {rendered.command.command_line}"[:1024])
+    message = f"revision {rendered.revision}: {rendered.command.command_line}"
+    kopf.event(body, type="Normal", reason=verb, message=message[:1024])
     for warning in rendered.warnings:
-        kopf.warn(body, reason="SpecWarning", message=warning[:1024])
+        kopf.event(body, type="Warning", reason="SpecWarning", message=warning[:1024])
 
 
 @kopf.on.event(*RESOURCE)

@@ -1,7 +1,8 @@
 """Run the operator: ``kopf.run`` with settings fit for SGLang servers.
 
 Settings: server-side apply everywhere, kopf's progress kept in annotations (no ``status.kopf``
-clutter in ``kubectl get -o yaml``), events posted at Info level and above, a liveness endpoint
+clutter in ``kubectl get -o yaml``), kopf posts only warnings and errors as events (the handlers post
+their own Created, Updated, InvalidSpec, ...), a liveness endpoint
 for the Deployment's livenessProbe, and namespace scoping (``--namespace`` repeated) or clusterwide.
 Peering is off (``standalone``) unless a peering name is given: only one operator replica should be
 active, which the Helm chart ensures with ``replicas: 1`` and ``strategy: Recreate``.
@@ -24,7 +25,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         prefix="sglang-operator.io", key="last-handled-configuration",
     )
     settings.persistence.finalizer = "sglang-operator.io/finalizer"
-    settings.posting.level = logging.INFO
+    settings.posting.level = logging.WARNING  # handler chatter stays in the log; events are our own
     settings.watching.server_timeout = 270
     settings.watching.client_timeout = 300
     settings.batching.worker_limit = 64
