@@ -118,8 +118,8 @@ def test_known_good_sample_runs_with_exactly_its_settings(
     cols = columns(table[0], table[1])
     assert (cols["READY"], cols["TP"], cols["ALGORITHM"], cols["STEPS"], cols["DRAFTTOKENS"], cols["PHASE"]) == \
         ("True", "2", "NEXTN", "3", "4", "Ready")
-    events = k8s_cluster.get("events", "-n", namespace, "--field-selector", "involvedObject.name=qwen36-27b")
-    assert any(e["reason"] == "Created" for e in events["items"])
+    wait_for("a Created event", lambda: any(e["reason"] == "Created" for e in k8s_cluster.get(
+        "events", "-n", namespace, "--field-selector", "involvedObject.name=qwen36-27b")["items"]), timeout=15)
     # traffic makes SGLang report accept length and throughput; the operator copies them into status
     result = asyncio.run(probe(f"http://{pod['status']['podIP']}:30000", max_tokens=256))
     assert result.results[0].error is None and result.results[0].completion_tokens == 256
@@ -189,8 +189,9 @@ def test_invalid_update_is_reported_and_not_half_applied(
     assert dep_after["metadata"]["resourceVersion"] == dep_before["metadata"]["resourceVersion"]
     assert dep_after["spec"]["replicas"] == 1  # the replicas change in the same patch was not applied either
     assert obj["status"]["revision"] == ready["status"]["revision"]
-    events = k8s_cluster.get("events", "-n", namespace, "--field-selector", "involvedObject.name=qwen36-27b")
-    assert any(e["reason"] == "InvalidSpec" and e["type"] == "Warning" for e in events["items"])
+    wait_for("a Warning event InvalidSpec", lambda: any(
+        e["reason"] == "InvalidSpec" and e["type"] == "Warning" for e in k8s_cluster.get(
+            "events", "-n", namespace, "--field-selector", "involvedObject.name=qwen36-27b")["items"]), timeout=15)
 
 
 def test_unschedulable_pod_shows_the_schedulers_reason(
@@ -267,5 +268,5 @@ def test_a_deleted_child_is_re_applied(k8s_cluster: K8sCluster, namespace: str, 
     assert again["metadata"]["uid"] != first["metadata"]["uid"]
     assert again["spec"]["template"]["metadata"]["labels"]["sglang-operator.io/revision"] == \
         first["spec"]["template"]["metadata"]["labels"]["sglang-operator.io/revision"]
-    events = k8s_cluster.get("events", "-n", namespace, "--field-selector", "involvedObject.name=qwen36-27b")
-    assert any(e["reason"] == "ChildRecreated" for e in events["items"])
+    wait_for("a ChildRecreated event", lambda: any(e["reason"] == "ChildRecreated" for e in k8s_cluster.get(
+        "events", "-n", namespace, "--field-selector", "involvedObject.name=qwen36-27b")["items"]), timeout=15)
