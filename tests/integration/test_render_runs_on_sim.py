@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import httpx
 import pytest
 import yaml
 
+from e2e.cluster.procs import free_port
 from sglang_operator import builders
 from sglang_operator.api.server import parse
 
@@ -23,11 +23,6 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGES = {"0.5.10": "lmsysorg/sglang:v0.5.10-cu129", "0.5.23": "lmsysorg/sglang:v0.5.23-cu130"}
 STRATEGY_FLAG = {"0.5.10": "--mamba-scheduler-strategy", "0.5.23": "--mamba-radix-cache-strategy"}
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def known_good(version: str) -> dict[str, Any]:

@@ -4,7 +4,6 @@ incident write-up, so tests do not read ../shared) and a running ``sglang-sim`` 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,8 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
+
+from e2e.cluster.procs import free_port
 
 MODEL = "Qwen/Qwen3.6-27B"
 GPU = "NVIDIA RTX A6000"
@@ -34,11 +35,6 @@ def to_0523(argv: list[str]) -> list[str]:
     """The same command line in 0.5.23's spelling (``--mamba-radix-cache-strategy``)."""
     return [("--mamba-radix-cache-strategy" if a == "--mamba-scheduler-strategy" else a) for a in argv]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
