@@ -9,25 +9,24 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from e2e.cluster.procs import free_port
 
 
 class OperatorProcess:
     """One operator process; ``start()`` waits for kopf's liveness endpoint to answer."""
 
-    def __init__(self, kubeconfig: Path, log_path: Path, status_interval: float = 1.0) -> None:
+    def __init__(self, kubeconfig: Path, log_path: Path, status_interval: float = 1.0,
+                 args: Sequence[str] = ()) -> None:
+        """``args``: extra ``sglang-operator run`` arguments (e.g. ``["--namespace", "ns"]``)."""
         self.kubeconfig = kubeconfig
+        self.args = list(args)
         self.log_path = log_path
         self.status_interval = status_interval
         self.proc: subprocess.Popen[bytes] | None = None
@@ -40,7 +39,7 @@ class OperatorProcess:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "sglang_operator.cli", "run", "--liveness",
-             f"http://127.0.0.1:{self.port}/healthz"],
+             f"http://127.0.0.1:{self.port}/healthz", *self.args],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         deadline = time.monotonic() + timeout

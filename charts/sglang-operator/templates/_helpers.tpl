@@ -27,27 +27,37 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
-{{/* Rules for the objects the operator manages; namespaced, used by a ClusterRole or per-namespace Roles. */}}
+{{/*
+Rules for the namespaced objects the operator manages; used by the ClusterRole (clusterwide) or by one Role per
+watched namespace. Write verbs are exactly what the operator calls (tests/test_chart.py NEEDED lists why):
+- sglangservers: watched by kopf; patched by kopf (progress annotations, runner.configure).
+- sglangservers/status: merge-patched by kopf and clients/kube.py patch_status.
+- sglangservers/finalizers: update, needed to set ownerReferences with blockOwnerDeletion on the children
+  where the OwnerReferencesPermissionEnforcement admission plugin is on.
+- deployments, services: server-side apply (patch; create when the child does not exist yet).
+- pods: listed by the status observer.
+- events (core v1): created by kopf.info/kopf.warn and clients/kube.py post_event.
+*/}}
 {{- define "sglang-operator.namespacedRules" -}}
 - apiGroups: ["sglang-operator.io"]
   resources: ["sglangservers"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["sglang-operator.io"]
-  resources: ["sglangservers/status", "sglangservers/scale"]
-  verbs: ["get", "patch", "update"]
+  resources: ["sglangservers/status"]
+  verbs: ["get", "patch"]
+- apiGroups: ["sglang-operator.io"]
+  resources: ["sglangservers/finalizers"]
+  verbs: ["update"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]
-- apiGroups: ["", "events.k8s.io"]
+- apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
-- apiGroups: ["kopf.dev"]
-  resources: ["kopfpeerings"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["create"]
 {{- end -}}
