@@ -34,9 +34,10 @@ watched namespace. Write verbs are exactly what the operator calls (tests/test_c
 - sglangservers/status: merge-patched by kopf and clients/kube.py patch_status.
 - sglangservers/finalizers: update, needed to set ownerReferences with blockOwnerDeletion on the children
   where the OwnerReferencesPermissionEnforcement admission plugin is on.
-- deployments, services: server-side apply (patch; create when the child does not exist yet).
+- deployments, services: server-side apply (patch; create when the child does not exist yet); listed by the
+  status observer (clients/kube.py child_names).
 - pods: listed by the status observer.
-- events (core v1): created by kopf.info/kopf.warn and clients/kube.py post_event.
+- events (core v1): created by kopf.event and clients/kube.py post_event.
 */}}
 {{- define "sglang-operator.namespacedRules" -}}
 - apiGroups: ["sglang-operator.io"]
