@@ -27,6 +27,7 @@ WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 # in every watched namespace, "cluster" needs cluster-wide.
 NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("namespaced", "sglang-operator.io", "sglangservers", ("list", "watch"), "kopf watch of the handlers' resource"),
+    ("namespaced", "sglang-operator.io", "sglangservers", ("get",), "clients/kube.py get_sglangserver (observer)"),
     ("namespaced", "sglang-operator.io", "sglangservers", ("patch",),
      "kopf progress / diff-base annotations (runner.configure: AnnotationsProgressStorage)"),
     ("namespaced", "sglang-operator.io", "sglangservers/status", ("patch",),
@@ -35,9 +36,9 @@ NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
      "builders/owner.py blockOwnerDeletion: OwnerReferencesPermissionEnforcement admission"),
     ("namespaced", "apps", "deployments", ("create", "patch"), "clients/kube.py apply (server-side apply)"),
     ("namespaced", "apps", "deployments", ("get",), "clients/kube.py get_deployment"),
-    ("namespaced", "apps", "deployments", ("list",), "clients/kube.py child_names (observer)"),
+    ("namespaced", "apps", "deployments", ("list", "watch"), "kopf watch for handlers.child_event"),
     ("namespaced", "", "services", ("create", "patch"), "clients/kube.py apply (server-side apply)"),
-    ("namespaced", "", "services", ("list",), "clients/kube.py child_names (observer)"),
+    ("namespaced", "", "services", ("list", "watch"), "kopf watch for handlers.child_event"),
     ("namespaced", "", "pods", ("list",), "clients/kube.py list_pods (observer)"),
     ("namespaced", "", "events", ("create",), "clients/kube.py post_event, kopf.event (kopf's v1 events)"),
     ("cluster", "apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch"),

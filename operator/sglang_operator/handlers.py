@@ -8,6 +8,8 @@ the clients.
   the operator, which observes pods and SGLang for every server each ``SGLANG_OPERATOR_STATUS_INTERVAL``
   seconds. No timer or daemon is used, so no finalizer is put on SGLangServers: deleting one never waits
   for the operator.
+- ``child_event`` (watch of the operator's Deployments and Services): one deleted behind the operator's
+  back is re-applied at the same revision.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import kopf
 from sglang_operator import builders
 from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.server import SpecError, parse
+from sglang_operator.builders.labels import MANAGED_BY
 from sglang_operator.clients import kube
 from sglang_operator.observer import Observer
 from sglang_operator.reconcile import status as st
@@ -52,6 +55,7 @@ async def reconcile(
     """Render and apply the children of one SGLangServer; write status; post an event."""
     generation = int(meta.get("generation") or 0)
     now = _now()
+    logger.debug("reconcile (%s) of generation %s", reason, generation)
     try:
         server = parse(body)
         rendered = builders.render(server)
@@ -63,6 +67,7 @@ async def reconcile(
         return
     await asyncio.gather(kube.apply(builders.adopt(rendered.deployment, body)),
                          kube.apply(builders.adopt(rendered.service, body)))
+    logger.debug("applied revision %s", rendered.revision)
     entry = st.ledger_entry(rendered.revision, generation, rendered.command.command_line,
                             builders.summary(server, rendered), body.get("spec", {}), now)
     new = st.applied(status, rendered.status, rendered.warnings, entry, generation,
@@ -81,6 +86,14 @@ async def reconcile(
 async def track(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
     """Keep the observer's view of every SGLangServer current (no finalizer needed)."""
     OBSERVER.track(str(event.get("type")), dict(body))
+
+
+@kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
+@kopf.on.event("", "v1", "services", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
+async def child_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    """A child deleted behind the operator's back is re-applied (same revision, Warning event)."""
+    if event.get("type") == "DELETED":
+        await OBSERVER.child_deleted(dict(body))
 
 
 @kopf.on.startup()

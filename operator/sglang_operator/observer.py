@@ -1,8 +1,7 @@
 """The status observer: one loop that, every ``interval`` seconds, observes every SGLangServer's pods and,
 once Ready, SGLang itself, and writes what changed into ``status``.
 
-Per server and tick: a deleted Deployment or Service is re-applied (same revision); pods → Ready /
-Progressing / Degraded (:func:`reconcile.pods.pod_health`); when Ready,
+Per server and tick: pods → Ready / Progressing / Degraded (:func:`reconcile.pods.pod_health`); when Ready,
 ``/server_info`` once per revision → ``status.effective`` and ``SettingsDiffer``
 (:mod:`reconcile.effective`); ``/metrics`` → ``acceptLength``, ``acceptRate``, ``tokensPerSecond`` (tok/s).
 Status is patched with the object's ``resourceVersion`` as precondition, so a patch computed from a stale
@@ -30,7 +29,7 @@ from sglang_operator.reconcile.pods import pod_health
 from sglang_operator.sglang.versions import dialect, parse_version
 
 log = logging.getLogger("sglang_operator.observer")
-CONCURRENCY = 16
+CONCURRENCY = 4
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 MANAGED = {"app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/managed-by": MANAGED_BY}
 
@@ -81,31 +80,32 @@ def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
     return next((c for c in conditions if c.get("type") == "Degraded"), {})
 
 
-async def restore_children(body: dict[str, Any], server: Any, missing: list[str]) -> None:
-    """Re-apply the children of ``server`` when some were deleted behind the operator's back, but only
-    for the revision status says is applied (a newer, not yet handled or invalid spec is left alone)."""
+async def restore_children(namespace: str, name: str, owner_uid: str | None, missing: str) -> None:
+    """Re-apply the children of SGLangServer ``namespace/name`` after ``missing`` (a kind) was deleted behind
+    the operator's back, but only while that very owner (``owner_uid``) exists and is not being deleted, and
+    only for the revision status says is applied (a newer, not yet handled or invalid spec is left alone)."""
+    body = await kube.get_sglangserver(namespace, name)
+    meta = (body or {}).get("metadata", {})
+    if body is None or meta.get("deletionTimestamp") or (owner_uid and meta.get("uid") != owner_uid):
+        return
     try:
+        server = parse(body)
         rendered = builders.render(server)
-    except builders.InvalidSpec:
+    except (SpecError, builders.InvalidSpec):
         return
     if rendered.revision != (body.get("status") or {}).get("revision"):
         return
     await asyncio.gather(kube.apply(builders.adopt(rendered.deployment, body)),
                          kube.apply(builders.adopt(rendered.service, body)))
-    log.warning("%s/%s: %s missing; re-applied revision %s", server.namespace, server.name,
-                " and ".join(missing), rendered.revision)
-    await kube.post_event(body, "Warning", "ChildRecreated",
-                          f"{' and '.join(missing)} was deleted; re-applied revision {rendered.revision}")
+    log.warning("%s/%s: %s deleted; re-applied revision %s", namespace, name, missing, rendered.revision)
+    await kube.post_event(body, "Warning", "ChildRecreated", f"{missing} was deleted; re-applied revision "
+                          f"{rendered.revision}")
 
 
-async def observe(
-    body: dict[str, Any], now: dt.datetime, pods: list[dict[str, Any]] | None = None,
-    children: dict[str, set[str]] | None = None,
-) -> None:
+async def observe(body: dict[str, Any], now: dt.datetime, pods: list[dict[str, Any]] | None = None) -> None:
     """Observe one SGLangServer ``body`` and patch its status (nothing when nothing changed).
 
     ``pods``: its pods when the caller listed them already (one LIST per namespace and tick), else listed here.
-    ``children``: names of the namespace's managed Deployments and Services; a missing child is re-applied.
     """
     meta, status = body.get("metadata", {}), body.get("status") or {}
     revision = status.get("revision")
@@ -116,10 +116,6 @@ async def observe(
     except SpecError:
         return
     generation = int(meta.get("generation") or 0)
-    if children is not None:
-        missing = [kind for kind, names in sorted(children.items()) if server.name not in names]
-        if missing:
-            await restore_children(body, server, missing)
     if pods is None:
         pods = await kube.list_pods(server.namespace, builders.selector_labels(server.name))
     health = pod_health(pods, server.spec.replicas, revision, generation, now)
@@ -159,6 +155,18 @@ class Observer:
         else:
             self.servers[key] = body
 
+    async def child_deleted(self, child: dict[str, Any]) -> None:
+        """A managed Deployment or Service was deleted: re-apply it if its SGLangServer still wants it."""
+        meta = child.get("metadata", {})
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        ns = str(meta.get("namespace"))
+        if owner is None or (ns, owner.get("name")) not in self.servers:
+            return
+        try:
+            await restore_children(ns, str(owner["name"]), owner.get("uid"), str(child.get("kind")))
+        except Exception:
+            log.exception("re-applying the children of %s/%s failed", ns, owner.get("name"))
+
     def start(self) -> None:
         """Start the loop on the running event loop."""
         if self._task is None:
@@ -178,11 +186,9 @@ class Observer:
         now = dt.datetime.now(dt.UTC)
         servers = list(self.servers.values())
         by_ns: dict[str, dict[str, list[dict[str, Any]]]] = {}
-        children: dict[str, dict[str, set[str]]] = {}
         for ns in {b["metadata"].get("namespace") or "default" for b in servers}:
             try:
                 pods = await kube.list_pods(ns, MANAGED)
-                children[ns] = await kube.child_names(ns, MANAGED)
             except Exception:
                 log.exception("listing pods in %s failed", ns)
                 continue
@@ -197,8 +203,7 @@ class Observer:
                 return
             async with sem:
                 try:
-                    ns = meta.get("namespace") or "default"
-                    await observe(body, now, grouped.get(meta.get("name"), []), children.get(ns))
+                    await observe(body, now, grouped.get(meta.get("name"), []))
                 except Exception:  # one server's failure must not stop the others
                     log.exception("observing %s/%s failed", body["metadata"].get("namespace"),
                                   body["metadata"].get("name"))

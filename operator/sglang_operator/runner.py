@@ -29,6 +29,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 270
     settings.watching.client_timeout = 300
     settings.batching.worker_limit = 64
+    settings.batching.batch_window = 0.02  # seconds to wait for more events of one object (kopf: 0.1)
     settings.execution.max_workers = 16
 
 

@@ -34,8 +34,8 @@ watched namespace. Write verbs are exactly what the operator calls (tests/test_c
 - sglangservers/status: merge-patched by kopf and clients/kube.py patch_status.
 - sglangservers/finalizers: update, needed to set ownerReferences with blockOwnerDeletion on the children
   where the OwnerReferencesPermissionEnforcement admission plugin is on.
-- deployments, services: server-side apply (patch; create when the child does not exist yet); listed by the
-  status observer (clients/kube.py child_names).
+- deployments, services: server-side apply (patch; create when the child does not exist yet); watched
+  (kopf, handlers.child_event) so a child deleted behind the operator's back is re-applied.
 - pods: listed by the status observer.
 - events (core v1): created by kopf.event and clients/kube.py post_event.
 */}}

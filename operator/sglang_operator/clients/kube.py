@@ -46,18 +46,6 @@ async def list_pods(namespace: str, labels: Mapping[str, str]) -> list[dict[str,
     return [_as_dict(p) async for p in client().list(Pod, namespace=namespace, labels=dict(labels))]
 
 
-async def child_names(namespace: str, labels: Mapping[str, str]) -> dict[str, set[str]]:
-    """Names of the Deployments and Services in ``namespace`` carrying all ``labels``, by kind."""
-    from lightkube.resources.core_v1 import Service
-
-    out: dict[str, set[str]] = {"Deployment": set(), "Service": set()}
-    resources: tuple[tuple[str, Any], ...] = (("Deployment", Deployment), ("Service", Service))
-    for kind, res in resources:
-        async for obj in client().list(res, namespace=namespace, labels=dict(labels)):
-            out[kind].add(str(obj.metadata.name if obj.metadata else ""))
-    return out
-
-
 async def get_deployment(namespace: str, name: str) -> dict[str, Any] | None:
     """The Deployment, or None when it does not exist."""
     from lightkube import ApiError
@@ -83,6 +71,18 @@ def _sglangserver() -> Any:
 
         _RESOURCE = create_namespaced_resource(GROUP, VERSION, KIND, PLURAL)
     return _RESOURCE
+
+
+async def get_sglangserver(namespace: str, name: str) -> dict[str, Any] | None:
+    """The SGLangServer as stored, or None when it does not exist."""
+    from lightkube import ApiError
+
+    try:
+        return _as_dict(await client().get(_sglangserver(), name, namespace=namespace))
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return None
+        raise
 
 
 async def patch_status(namespace: str, name: str, resource_version: str | None, status: Mapping[str, Any]) -> bool:
