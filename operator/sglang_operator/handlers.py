@@ -29,6 +29,7 @@ from sglang_operator.builders.labels import MANAGED_BY
 from sglang_operator.clients import kube
 from sglang_operator.observer import Observer
 from sglang_operator.reconcile import status as st
+from sglang_operator.sglang import args as sglang_args
 
 STATUS_INTERVAL = float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5"))
 OBSERVER = Observer(STATUS_INTERVAL)
@@ -98,7 +99,8 @@ async def child_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
 
 @kopf.on.startup()
 async def start_observer(**_: Any) -> None:
-    """Start the status observer loop."""
+    """Build the SGLang parsers ahead of the first render, and start the status observer loop."""
+    sglang_args.warm_up()
     OBSERVER.start()
 
 

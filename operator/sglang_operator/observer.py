@@ -29,7 +29,9 @@ from sglang_operator.reconcile.pods import pod_health
 from sglang_operator.sglang.versions import dialect, parse_version
 
 log = logging.getLogger("sglang_operator.observer")
-CONCURRENCY = 4
+CONCURRENCY = 8
+SPREAD = 0.8
+"""Fraction of the interval over which one tick's observations are spread."""
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 MANAGED = {"app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/managed-by": MANAGED_BY}
 
@@ -181,7 +183,8 @@ class Observer:
             self._task = None
 
     async def tick(self) -> None:
-        """Observe every tracked server once (at most :data:`CONCURRENCY` at a time)."""
+        """Observe every tracked server once, spread over :data:`SPREAD` of the interval (at most
+        :data:`CONCURRENCY` at a time)."""
         sem = asyncio.Semaphore(CONCURRENCY)
         now = dt.datetime.now(dt.UTC)
         servers = list(self.servers.values())
@@ -196,11 +199,15 @@ class Observer:
             for pod in pods:
                 grouped.setdefault(pod["metadata"].get("labels", {}).get(INSTANCE_LABEL, ""), []).append(pod)
 
-        async def one(body: dict[str, Any]) -> None:
+        # spread the observations over most of the interval: no burst of status writes at the tick's start
+        spread = SPREAD * self.interval / max(len(servers), 1)
+
+        async def one(i: int, body: dict[str, Any]) -> None:
             meta = body["metadata"]
             grouped = by_ns.get(meta.get("namespace") or "default")
             if grouped is None:
                 return
+            await asyncio.sleep(i * spread)
             async with sem:
                 try:
                     await observe(body, now, grouped.get(meta.get("name"), []))
@@ -208,7 +215,7 @@ class Observer:
                     log.exception("observing %s/%s failed", body["metadata"].get("namespace"),
                                   body["metadata"].get("name"))
 
-        await asyncio.gather(*(one(b) for b in servers))
+        await asyncio.gather(*(one(i, b) for i, b in enumerate(servers)))
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

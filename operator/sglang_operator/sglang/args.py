@@ -17,9 +17,9 @@ from sglang_operator.sglang import rules
 from sglang_operator.sglang._parser import SGLangArgError, SGLangParser, build_parser
 from sglang_operator.sglang.flags import load_table
 from sglang_operator.sglang.models import architecture_for, draft_architecture_for
-from sglang_operator.sglang.versions import V0_5_10, SGLangVersion, dialect, parse_version
+from sglang_operator.sglang.versions import SUPPORTED, V0_5_10, SGLangVersion, dialect, parse_version
 
-__all__ = ["ResolvedArgs", "SGLangArgError", "resolve_server_args"]
+__all__ = ["ResolvedArgs", "SGLangArgError", "resolve_server_args", "warm_up"]
 
 # server_args.py:ServerArgs.from_cli_args (0.5.10): argparse dests that are copied to dataclass fields.
 _FIELD_FOR_DEST_0510 = {
@@ -82,6 +82,13 @@ def _explicit(argv: Sequence[str], table_opts: Mapping[str, str]) -> frozenset[s
 def _parser_for(version: SGLangVersion) -> SGLangParser:
     """The argparse parser of ``version``, built once (building one takes ~30 ms: 350-530 options)."""
     return build_parser(load_table(version))
+
+
+def warm_up() -> None:
+    """Build the parser of every supported release now (a long-running process calls this at start-up so
+    the first render does not pay ~30 ms per release)."""
+    for version in SUPPORTED:
+        _parser_for(version)
 
 
 def resolve_server_args(
