@@ -7,8 +7,8 @@ at ``--rate`` per second. On a 2-core machine the whole control plane shares the
 open-loop rates above ~5/s measure the API server's saturation rather than the operator.
 A watch on Deployments timestamps each ADDED event; latency = ADDED arrival − create call start.
 
-    python bench/operator_apply.py --count 200            # closed loop: latency without queueing
-    python bench/operator_apply.py --count 200 --rate 10  # open loop: 10 creations per second
+    python bench/operator_apply.py --count 200            # open loop: 5 creations per second
+    python bench/operator_apply.py --count 200 --rate 0   # closed loop: one after another
 
 Prints p50 / p90 / p99 / max in milliseconds, and the operator's CPU seconds over the run.
 """
@@ -54,6 +54,7 @@ def run(kubeconfig: Path, count: int, rate: float, namespace: str) -> None:
     core.create_namespace({"metadata": {"name": namespace}})
     seen: dict[str, float] = {}
     stop = threading.Event()
+    arrived = threading.Condition()
 
     def watcher() -> None:
         rv = apps.list_namespaced_deployment(namespace).metadata.resource_version
@@ -64,7 +65,9 @@ def run(kubeconfig: Path, count: int, rate: float, namespace: str) -> None:
                                    resource_version=rv):
                     rv = ev["object"].metadata.resource_version
                     if ev["type"] == "ADDED":
-                        seen.setdefault(ev["object"].metadata.name, time.monotonic())
+                        with arrived:
+                            seen.setdefault(ev["object"].metadata.name, time.monotonic())
+                            arrived.notify_all()
                     if stop.is_set():
                         w.stop()
             except Exception as exc:
@@ -88,9 +91,8 @@ def run(kubeconfig: Path, count: int, rate: float, namespace: str) -> None:
         started[name] = time.monotonic()
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, obj)
         if rate <= 0:  # closed loop: the next one once this one's Deployment exists
-            wait_until = time.monotonic() + 30
-            while name not in seen and time.monotonic() < wait_until:
-                time.sleep(0.002)
+            with arrived:
+                arrived.wait_for(lambda n=name: n in seen, timeout=30)
     deadline = time.monotonic() + 120
     while len(seen) < count and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -109,8 +111,8 @@ def run(kubeconfig: Path, count: int, rate: float, namespace: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--count", type=int, default=200)
-    parser.add_argument("--rate", type=float, default=0.0,
-                        help="creations per second; 0 (default) = closed loop, one at a time")
+    parser.add_argument("--rate", type=float, default=5.0,
+                        help="creations per second (default 5); 0 = closed loop, one at a time")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sglang-bench-"))
     cluster = None
