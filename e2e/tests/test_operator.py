@@ -20,7 +20,9 @@ from e2e.conftest import K8sCluster, wait_for
 from e2e.operator_proc import OperatorProcess
 from sglang_operator.clients.loadgen import probe
 
-pytestmark = pytest.mark.cluster
+# local_cluster: the SGLang image must map to the simulator (fake kubelet), and the operator runs on the test
+# host and reaches pods by their 127.x IPs. On kind this needs the operator image in-cluster (not built here).
+pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
 ROOT = Path(__file__).resolve().parents[2]
 FAST_SIM = [{"name": "SGLANG_SIM_LOAD_SECONDS", "value": "1"}, {"name": "SGLANG_SIM_TIME_SCALE", "value": "20"}]
 
