@@ -36,12 +36,12 @@ class OperatorProcess:
         self.port = free_port()
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig),
                "SGLANG_OPERATOR_STATUS_INTERVAL": str(self.status_interval)}
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sglang_operator.cli", "run", "--liveness",
-             f"http://127.0.0.1:{self.port}/healthz", *self.args],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+        with self.log_path.open("ab") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "sglang_operator.cli", "run", "--liveness",
+                 f"http://127.0.0.1:{self.port}/healthz", *self.args],
+                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

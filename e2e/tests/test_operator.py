@@ -272,3 +272,24 @@ def test_a_deleted_child_is_re_applied(k8s_cluster: K8sCluster, namespace: str, 
         first["spec"]["template"]["metadata"]["labels"]["sglang-operator.io/revision"]
     wait_for("a ChildRecreated event", lambda: any(e["reason"] == "ChildRecreated" for e in k8s_cluster.get(
         "events", "-n", namespace, "--field-selector", "involvedObject.name=qwen36-27b")["items"]), timeout=15)
+
+
+def test_a_child_the_api_server_refuses_is_reported_and_nothing_is_applied(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    obj = sample()
+    obj["spec"]["replicas"] = 0
+    k8s_cluster.apply(obj, namespace)
+    wait_for("Deployment created", lambda: k8s_cluster.run("get", "deployment", "qwen36-27b", "-n", namespace,
+                                                           check=False).returncode == 0, timeout=30)
+    wait_for("status written", lambda: sgls(k8s_cluster, namespace, "qwen36-27b").get("status", {}).get("revision"))
+    svc_before = k8s_cluster.get("service", "qwen36-27b", "-n", namespace)["metadata"]["resourceVersion"]
+    dep_before = k8s_cluster.get("deployment", "qwen36-27b", "-n", namespace)["metadata"]["resourceVersion"]
+    # valid for the CRD schema, but not a valid label value: only the API server can refuse the Deployment
+    k8s_cluster.run("patch", "sglangserver", "qwen36-27b", "-n", namespace, "--type=merge", "-p",
+                    json.dumps({"spec": {"podLabels": {"team": "not a valid label value!"}, "port": 31000}}))
+    found = wait_for("SpecValid=False", lambda: (o := sgls(k8s_cluster, namespace, "qwen36-27b"))
+                     and cond(o, "SpecValid").get("status") == "False" and o, timeout=30)
+    assert "the API server refused" in cond(found, "SpecValid")["message"]
+    assert k8s_cluster.get("deployment", "qwen36-27b", "-n", namespace)["metadata"]["resourceVersion"] == dep_before
+    assert k8s_cluster.get("service", "qwen36-27b", "-n", namespace)["metadata"]["resourceVersion"] == svc_before

@@ -14,7 +14,6 @@ the clients.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 import os
@@ -26,7 +25,7 @@ from sglang_operator import builders
 from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.builders.labels import MANAGED_BY
-from sglang_operator.clients import kube
+from sglang_operator.children import apply_children, refused_by_api_server
 from sglang_operator.observer import Observer
 from sglang_operator.reconcile import status as st
 from sglang_operator.sglang import args as sglang_args
@@ -66,8 +65,16 @@ async def reconcile(
         kopf.event(body, type="Warning", reason="InvalidSpec", message="; ".join(errors)[:1024])
         logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
         return
-    await asyncio.gather(kube.apply(builders.adopt(rendered.deployment, body)),
-                         kube.apply(builders.adopt(rendered.service, body)))
+    try:
+        await apply_children(rendered, body)
+    except Exception as err:
+        refusal = refused_by_api_server(err)
+        if refusal is None:
+            raise  # transient: kopf retries
+        _patch_status(patch, st.changed(status, st.invalid(status, [refusal], generation, now)))
+        kopf.event(body, type="Warning", reason="InvalidSpec", message=refusal[:1024])
+        logger.warning("%s", refusal)
+        return
     logger.debug("applied revision %s", rendered.revision)
     entry = st.ledger_entry(rendered.revision, generation, rendered.command.command_line,
                             builders.summary(server, rendered), body.get("spec", {}), now)

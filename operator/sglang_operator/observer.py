@@ -6,6 +6,9 @@ Per server and tick: pods → Ready / Progressing / Degraded (:func:`reconcile.p
 (:mod:`reconcile.effective`); ``/metrics`` → ``acceptLength``, ``acceptRate``, ``tokensPerSecond`` (tok/s).
 Status is patched with the object's ``resourceVersion`` as precondition, so a patch computed from a stale
 view is refused (409) and retried next tick rather than overwriting the reconcile handler's conditions.
+The reconcile handler's own status patch (kopf's merge patch) may still replace the conditions list; every
+condition the observer owns, SettingsDiffer included, is recomputed each tick, so that heals within a tick.
+Replicas, port and requested settings come from the spec last applied (the ledger), not a refused update.
 Scrape failures are counted (``sglang_operator_scrape_errors_total``) and logged; one server's failure never
 stops the loop.
 """
@@ -19,9 +22,10 @@ import logging
 from typing import Any
 
 from sglang_operator import builders
-from sglang_operator.api.server import SpecError, parse
+from sglang_operator.api.server import SpecError, parse, parse_spec
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
-from sglang_operator.clients import kube
+from sglang_operator.children import apply_children
+from sglang_operator.clients import kube, sglang_http
 from sglang_operator.clients.sglang_http import ScrapeError, fetch_server_info, scrape_metrics
 from sglang_operator.reconcile import effective as eff
 from sglang_operator.reconcile import status as st
@@ -54,15 +58,22 @@ def requested_settings(server_spec: Any, num_draft_tokens: int | None) -> dict[s
 async def read_sglang(
     base_url: str, version: str, status: dict[str, Any], server_spec: Any
 ) -> tuple[dict[str, Any] | None, list[str] | None, dict[str, float | None]]:
-    """(effective settings or None, differences or None, metrics) of a Ready server; failures logged."""
-    effective = diffs = None
+    """(new effective settings or None, differences or None, metrics) of a Ready server.
+
+    ``/server_info`` is read once per revision; the differences are recomputed every call from the
+    effective settings (new or already in status). Failures are logged and counted, never raised.
+    """
+    effective = None
     if not status.get("effective"):
         try:
             path = dialect(parse_version(version)).server_info_path
             effective = eff.effective_settings(await fetch_server_info(base_url, path))
-            diffs = eff.differences(requested_settings(server_spec, status.get("numDraftTokens")), effective)
         except ScrapeError as err:
             log.info("server info not read yet: %s", err)
+    known = effective or status.get("effective")
+    diffs = None
+    if known:
+        diffs = eff.differences(requested_settings(server_spec, status.get("numDraftTokens")), known)
     metrics: dict[str, float | None] = {}
     try:
         sample = await scrape_metrics(base_url)
@@ -72,6 +83,27 @@ async def read_sglang(
     except ScrapeError as err:
         log.info("metrics not scraped from %s: %s", base_url, err)
     return effective, diffs, metrics
+
+
+def applied_spec(body: dict[str, Any]) -> Any:
+    """The spec last applied (the ledger record of ``status.revision``), else the object's spec; parsed.
+
+    After a refused update the object's spec is not what runs: replicas, port and requested settings must
+    come from what was applied. Raises :class:`SpecError` when neither parses.
+    """
+    status = body.get("status") or {}
+    record = next((r for r in status.get("revisions") or [] if r.get("revision") == status.get("revision")), None)
+    if record and record.get("spec"):
+        try:
+            return parse_spec(record["spec"])
+        except SpecError:
+            pass
+    return parse_spec(body.get("spec") or {})
+
+
+def base_url(pod_ip: str, port: int) -> str:
+    """``http://IP:port`` with IPv6 addresses in brackets."""
+    return f"http://[{pod_ip}]:{port}" if ":" in pod_ip else f"http://{pod_ip}:{port}"
 
 
 def _round(value: float | None, digits: int) -> float | None:
@@ -97,8 +129,7 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
         return
     if rendered.revision != (body.get("status") or {}).get("revision"):
         return
-    await asyncio.gather(kube.apply(builders.adopt(rendered.deployment, body)),
-                         kube.apply(builders.adopt(rendered.service, body)))
+    await apply_children(rendered, body)
     log.warning("%s/%s: %s deleted; re-applied revision %s", namespace, name, missing, rendered.revision)
     await kube.post_event(body, "Warning", "ChildRecreated", f"{missing} was deleted; re-applied revision "
                           f"{rendered.revision}")
@@ -115,18 +146,18 @@ async def observe(body: dict[str, Any], now: dt.datetime, pods: list[dict[str, A
         return
     try:
         server = parse(body)
+        spec = applied_spec(body)
     except SpecError:
         return
     generation = int(meta.get("generation") or 0)
     if pods is None:
         pods = await kube.list_pods(server.namespace, builders.selector_labels(server.name))
-    health = pod_health(pods, server.spec.replicas, revision, generation, now)
+    health = pod_health(pods, spec.replicas, revision, generation, now)
     effective = diffs = None
     metrics: dict[str, float | None] = {}
     if health.phase == "Ready" and health.pod_ips:
-        base_url = f"http://{health.pod_ips[0]}:{server.spec.port}"
-        effective, diffs, metrics = await read_sglang(base_url, status.get("sglangVersion") or "", status,
-                                                      server.spec)
+        effective, diffs, metrics = await read_sglang(base_url(health.pod_ips[0], spec.port),
+                                                      status.get("sglangVersion") or "", status, spec)
     new = st.observed(status, health, generation, now, effective, diffs, metrics)
     delta = st.changed(status, new)
     if not delta:
@@ -175,18 +206,18 @@ class Observer:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="sglang-observer")
 
     async def stop(self) -> None:
-        """Cancel the loop and wait for it."""
+        """Cancel the loop and wait for it; close the scrape client."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        await sglang_http.close()
 
     async def tick(self) -> None:
         """Observe every tracked server once, spread over :data:`SPREAD` of the interval (at most
         :data:`CONCURRENCY` at a time)."""
         sem = asyncio.Semaphore(CONCURRENCY)
-        now = dt.datetime.now(dt.UTC)
         servers = list(self.servers.values())
         by_ns: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for ns in {b["metadata"].get("namespace") or "default" for b in servers}:
@@ -208,9 +239,13 @@ class Observer:
             if grouped is None:
                 return
             await asyncio.sleep(i * spread)
+            key = (str(meta.get("namespace")), str(meta.get("name")))
+            latest = self.servers.get(key)  # the newest view after the wait; gone if deleted meanwhile
+            if latest is None:
+                return
             async with sem:
                 try:
-                    await observe(body, now, grouped.get(meta.get("name"), []))
+                    await observe(latest, dt.datetime.now(dt.UTC), grouped.get(meta.get("name"), []))
                 except Exception:  # one server's failure must not stop the others
                     log.exception("observing %s/%s failed", body["metadata"].get("namespace"),
                                   body["metadata"].get("name"))
@@ -221,5 +256,8 @@ class Observer:
         loop = asyncio.get_running_loop()
         while True:
             started = loop.time()
-            await self.tick()
+            try:
+                await self.tick()
+            except Exception:  # never let the loop die silently: log and go on next tick
+                log.exception("observer tick failed")
             await asyncio.sleep(max(0.05, self.interval - (loop.time() - started)))

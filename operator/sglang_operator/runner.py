@@ -1,6 +1,6 @@
 """Run the operator: ``kopf.run`` with settings fit for SGLang servers.
 
-Settings: server-side apply everywhere, kopf's progress kept in annotations (no ``status.kopf``
+Settings: kopf's progress kept in annotations (no ``status.kopf``
 clutter in ``kubectl get -o yaml``), kopf posts only warnings and errors as events (the handlers post
 their own Created, Updated, InvalidSpec, ...), a liveness endpoint
 for the Deployment's livenessProbe, and namespace scoping (``--namespace`` repeated) or clusterwide.

@@ -32,3 +32,9 @@ def test_rewritten_values_are_named_with_both_values():
 
 def test_unreported_keys_are_not_differences():
     assert differences({"contextLength": 131072}, {}) == []
+
+
+def test_broken_server_info_values_are_dropped_not_raised():
+    info = {"speculative_num_steps": "3", "speculative_eagle_topk": True, "context_length": float("nan"),
+            "speculative_num_draft_tokens": 4.0, "internal_states": {"not": "a list"}}
+    assert effective_settings(info) == {"numDraftTokens": 4}

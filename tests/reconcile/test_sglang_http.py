@@ -80,3 +80,16 @@ async def test_garbage_and_hanging_metrics_are_counted_errors():
         assert _errors("metrics", "transport") == before + 1
     finally:
         await runner.cleanup()
+
+
+def test_non_finite_gauges_are_ignored_and_other_families_skipped():
+    text = METRICS.replace("35.8", "NaN") + 'sglang:other_total{a="b"} 5\n'
+    s = parse_metrics(text)
+    assert s.gen_throughput is None and s.accept_length == 1.75
+
+
+def test_ipv6_pod_ips_are_bracketed():
+    from sglang_operator.observer import base_url
+
+    assert base_url("fd00::1", 30000) == "http://[fd00::1]:30000"
+    assert base_url("127.1.0.2", 30000) == "http://127.1.0.2:30000"

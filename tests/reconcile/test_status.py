@@ -74,3 +74,26 @@ def test_observed_writes_effective_settings_differences_and_metrics_once():
     same_again = observed(merged, pod_health([ready_pod("r1")], 1, "r1", 1, LATER), 1, LATER, None, None,
                           {"acceptLength": 1.75, "acceptRate": 0.75, "tokensPerSecond": 35.8})
     assert changed(merged, same_again) == {}  # same readings: no write at all
+
+
+def test_returning_to_an_earlier_revision_makes_it_the_newest_record():
+    st: dict = {}
+    for rev in ("A", "B", "A"):
+        st = {**st, **applied(st, render_status(rev), [], entry(rev, 1), 1, 10, NOW)}
+    assert [(r["revision"], r["verdict"]) for r in st["revisions"]] == [("B", "Superseded"), ("A", "Recorded")]
+
+
+def test_a_replicas_only_change_updates_the_applied_spec_of_the_same_revision():
+    first = applied({}, render_status("A"), [], entry("A", 1), 1, 10, NOW)
+    scaled = ledger_entry("A", 2, "cmd A", {}, {"replicas": 3}, NOW)
+    st = applied(first, render_status("A"), [], scaled, 2, 10, NOW)
+    assert [r["spec"]["replicas"] for r in st["revisions"]] == [3]
+
+
+def test_settings_differ_is_rewritten_from_differences_alone():
+    health = pod_health([ready_pod("r1")], 1, "r1", 1, NOW)
+    base = applied({}, render_status("r1"), [], entry("r1", 1), 1, 10, NOW)
+    base = {**base, "effective": {"numDraftTokens": 2}}  # read earlier; a kopf patch then dropped the condition
+    new = observed(base, health, 1, NOW, None, ["numDraftTokens: spec 4, SGLang 2"], {})
+    assert find(new["conditions"], "SettingsDiffer")["status"] == "True"
+    assert "effective" not in new  # not re-read

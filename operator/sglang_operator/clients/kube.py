@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lightkube import AsyncClient, codecs
+from lightkube import AsyncClient
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 
@@ -33,12 +33,26 @@ def _as_dict(obj: Any) -> dict[str, Any]:
     return out
 
 
-async def apply(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """Server-side apply ``manifest`` (force: the operator owns the fields it renders); return the
-    object as stored. An unchanged manifest is a no-op for the API server (resourceVersion kept)."""
-    obj = codecs.from_dict(dict(manifest))
-    result = await client().apply(obj, field_manager=FIELD_MANAGER, force=True)
-    return _as_dict(result)
+_KINDS: dict[str, Any] = {}
+
+
+def _resource(kind: str) -> Any:
+    if not _KINDS:
+        from lightkube.resources.core_v1 import Service
+
+        _KINDS.update({"Deployment": Deployment, "Service": Service})
+    return _KINDS[kind]
+
+
+async def apply(manifest: Mapping[str, Any], dry_run: bool = False) -> None:
+    """Server-side apply ``manifest`` (a Deployment or Service dict, sent as is: no field is dropped by a
+    client-side model) with ``force`` (the operator owns the fields it renders). An unchanged manifest is a
+    no-op for the API server (resourceVersion kept). Raises ``lightkube.ApiError`` (e.g. 422 Invalid)."""
+    from lightkube.types import PatchType
+
+    meta = manifest["metadata"]
+    await client().patch(_resource(manifest["kind"]), meta["name"], dict(manifest), namespace=meta.get("namespace"),
+                         patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True, dry_run=dry_run)
 
 
 async def list_pods(namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ algorithm here, and with ``eagle_topk == 1`` it silently forces ``num_draft_toke
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,24 +26,32 @@ FIELDS: dict[str, str] = {
 _SAME_ALGORITHM = {"NEXTN": "EAGLE"}
 
 
+_INTS = {"numSteps", "eagleTopk", "numDraftTokens", "maxRunningRequests", "contextLength"}
+
+
+def _clean(key: str, value: Any) -> Any:
+    """``value`` if it has the type status needs for ``key`` (finite numbers, strings), else None."""
+    if key == "algorithm":
+        return value if isinstance(value, str) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return int(value) if key in _INTS and float(value).is_integer() else (value if key not in _INTS else None)
+
+
 def effective_settings(server_info: Mapping[str, Any]) -> dict[str, Any]:
     """The settings SGLang resolved, keyed as in :data:`FIELDS`, from a ``/server_info`` body.
 
     ``max_running_requests`` prefers ``internal_states[0].effective_max_running_requests_per_dp``
-    (what the scheduler really uses) over the server arg. Missing keys are left out.
+    (what the scheduler really uses) over the server arg. Missing keys, and values of the wrong type
+    (a broken or foreign endpoint), are left out.
     """
-    out: dict[str, Any] = {}
-    for key, arg in FIELDS.items():
-        if server_info.get(arg) is not None:
-            out[key] = server_info[arg]
-    states = server_info.get("internal_states") or []
-    if states and isinstance(states[0], Mapping):
-        eff = states[0].get("effective_max_running_requests_per_dp")
-        if eff is not None:
-            out["maxRunningRequests"] = eff
-        if "avg_spec_accept_length" in states[0]:
-            out["avgSpecAcceptLength"] = states[0]["avg_spec_accept_length"]
-    return out
+    raw: dict[str, Any] = {key: server_info.get(arg) for key, arg in FIELDS.items()}
+    states = server_info.get("internal_states")
+    if isinstance(states, list) and states and isinstance(states[0], Mapping):
+        if states[0].get("effective_max_running_requests_per_dp") is not None:
+            raw["maxRunningRequests"] = states[0]["effective_max_running_requests_per_dp"]
+        raw["avgSpecAcceptLength"] = states[0].get("avg_spec_accept_length")
+    return {k: c for k, v in raw.items() if (c := _clean(k, v)) is not None}
 
 
 def _norm(key: str, value: Any) -> Any:

@@ -59,7 +59,8 @@ def applied(
     """Status after the children were applied for ``rendered_status['revision']``.
 
     SpecValid=True (reason ``ValidWithWarnings`` listing ``warnings`` when any). A revision not yet in the
-    ledger is appended (earlier unjudged ones become ``Superseded``); the ledger keeps the newest
+    ledger, or an earlier one returned to, becomes the newest record (earlier unjudged ones become
+    ``Superseded``); the newest record's ``spec`` is the spec last applied; the ledger keeps the newest
     ``history_limit`` records. A new revision resets what was read from the old pods (effective settings,
     metrics) and sets phase Progressing.
     """
@@ -72,11 +73,17 @@ def applied(
     ledger = [dict(r) for r in status.get("revisions") or []]
     revision = rendered_status["revision"]
     new_revision = revision != status.get("revision")
-    if not any(r.get("revision") == revision for r in ledger):
+    known = next((r for r in ledger if r.get("revision") == revision), None)
+    if known is None or ledger[-1] is not known:  # a new revision, or a return to an earlier one
         for r in ledger:
             if r.get("verdict") in ("Recorded", "Measuring"):
                 r["verdict"] = "Superseded"
+        if known is not None:
+            ledger.remove(known)
+            entry = {**known, "spec": entry["spec"], "command": entry["command"], "verdict": "Recorded"}
         ledger.append(entry)
+    else:
+        known["spec"] = entry["spec"]  # same pod template (e.g. only replicas changed): keep the applied spec
     out["revisions"] = ledger[-history_limit:]
     conds: list[Condition] = [valid]
     if new_revision:
@@ -96,8 +103,8 @@ def observed(
     """Status after observing the pods (``health``) and, when Ready, SGLang's effective settings and metrics.
 
     ``effective``: keys as ``reconcile.effective.FIELDS`` (+ ``avgSpecAcceptLength``), written once per
-    revision; ``differences`` gives condition SettingsDiffer (True with both values per key). ``metrics``:
-    ``acceptLength``, ``acceptRate``, ``tokensPerSecond`` (tok/s).
+    revision; ``differences`` (None: unknown) gives condition SettingsDiffer (True with both values per key).
+    ``metrics``: ``acceptLength``, ``acceptRate``, ``tokensPerSecond`` (tok/s).
     """
     conds = list(health.conditions)
     out: dict[str, Any] = {
@@ -105,6 +112,7 @@ def observed(
     }
     if effective is not None:
         out["effective"] = {**effective, "observedAt": rfc3339(now)}
+    if differences is not None:  # recomputed every tick from status.effective, so nothing can erase it for good
         if differences:
             conds.append(condition(SETTINGS_DIFFER, "True", "SGLangResolvedOtherwise",
                                    "; ".join(differences), generation, now))
