@@ -40,6 +40,7 @@ NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("namespaced", "", "services", ("create", "patch"), "clients/kube.py apply (server-side apply)"),
     ("namespaced", "", "services", ("list", "watch"), "kopf watch for handlers.child_event"),
     ("namespaced", "", "pods", ("list",), "clients/kube.py list_pods (observer)"),
+    ("namespaced", "", "secrets", ("get",), "clients/kube.py secret_value: spec.apiKeySecretRef for /server_info"),
     ("namespaced", "", "events", ("create",), "clients/kube.py post_event, kopf.event (kopf's v1 events)"),
     ("cluster", "apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch"),
      "kopf resource_observer (kopf/_core/reactor/observation.py)"),

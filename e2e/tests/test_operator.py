@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -295,3 +296,20 @@ def test_a_child_the_api_server_refuses_is_reported_and_nothing_is_applied(
     assert "the API server refused" in cond(found, "SpecValid")["message"]
     assert k8s_cluster.get("deployment", "qwen36-27b", "-n", namespace)["metadata"]["resourceVersion"] == dep_before
     assert k8s_cluster.get("service", "qwen36-27b", "-n", namespace)["metadata"]["resourceVersion"] == svc_before
+
+
+def test_server_info_behind_the_api_key_is_read_with_the_secret(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sglang-key"},
+              "stringData": {"api-key": "sk-e2e"}}
+    k8s_cluster.apply(secret, namespace)
+    obj = sample()
+    obj["spec"]["apiKeySecretRef"] = {"name": "sglang-key"}
+    k8s_cluster.apply(obj, namespace)
+    ready = wait_ready(k8s_cluster, namespace, "qwen36-27b")  # needs status.effective from /server_info
+    assert ready["status"]["effective"]["numSteps"] == 3
+    [pod] = ready_pods(k8s_cluster, namespace, "qwen36-27b")
+    with pytest.raises(urllib.error.HTTPError) as err:  # without the key SGLang refuses
+        server_info(pod["status"]["podIP"])
+    assert err.value.code == 401

@@ -56,7 +56,7 @@ def requested_settings(server_spec: Any, num_draft_tokens: int | None) -> dict[s
 
 
 async def read_sglang(
-    base_url: str, version: str, status: dict[str, Any], server_spec: Any
+    base_url: str, version: str, status: dict[str, Any], server_spec: Any, namespace: str = "default"
 ) -> tuple[dict[str, Any] | None, list[str] | None, dict[str, float | None]]:
     """(new effective settings or None, differences or None, metrics) of a Ready server.
 
@@ -67,7 +67,9 @@ async def read_sglang(
     if not status.get("effective"):
         try:
             path = dialect(parse_version(version)).server_info_path
-            effective = eff.effective_settings(await fetch_server_info(base_url, path))
+            ref = server_spec.api_key_secret_ref  # SGLang's --api-key guards /server_info (not /metrics)
+            api_key = await kube.secret_value(namespace, ref.name, ref.key) if ref is not None else None
+            effective = eff.effective_settings(await fetch_server_info(base_url, path, api_key=api_key))
         except ScrapeError as err:
             log.info("server info not read yet: %s", err)
     known = effective or status.get("effective")
@@ -157,7 +159,8 @@ async def observe(body: dict[str, Any], now: dt.datetime, pods: list[dict[str, A
     metrics: dict[str, float | None] = {}
     if health.phase == "Ready" and health.pod_ips:
         effective, diffs, metrics = await read_sglang(base_url(health.pod_ips[0], spec.port),
-                                                      status.get("sglangVersion") or "", status, spec)
+                                                      status.get("sglangVersion") or "", status, spec,
+                                                      server.namespace)
     new = st.observed(status, health, generation, now, effective, diffs, metrics)
     delta = st.changed(status, new)
     if not delta:

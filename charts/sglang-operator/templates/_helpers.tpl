@@ -37,6 +37,7 @@ watched namespace. Write verbs are exactly what the operator calls (tests/test_c
 - deployments, services: server-side apply (patch; create when the child does not exist yet); watched
   (kopf, handlers.child_event) so a child deleted behind the operator's back is re-applied.
 - pods: listed by the status observer.
+- secrets: get, only to read spec.apiKeySecretRef's key for SGLang's /server_info (the API key protects it).
 - events (core v1): created by kopf.event and clients/kube.py post_event.
 */}}
 {{- define "sglang-operator.namespacedRules" -}}
@@ -58,6 +59,9 @@ watched namespace. Write verbs are exactly what the operator calls (tests/test_c
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]

@@ -87,6 +87,23 @@ def _sglangserver() -> Any:
     return _RESOURCE
 
 
+async def secret_value(namespace: str, name: str, key: str) -> str | None:
+    """The decoded value of ``key`` in Secret ``namespace/name``; None (logged) when unreadable."""
+    import base64
+    import logging
+
+    from lightkube import ApiError
+    from lightkube.resources.core_v1 import Secret
+
+    try:
+        secret = await client().get(Secret, name, namespace=namespace)
+    except ApiError as exc:
+        logging.getLogger(__name__).warning("secret %s/%s not readable: %s", namespace, name, exc)
+        return None
+    data = (secret.data or {}).get(key)
+    return base64.b64decode(data).decode() if data is not None else None
+
+
 async def get_sglangserver(namespace: str, name: str) -> dict[str, Any] | None:
     """The SGLangServer as stored, or None when it does not exist."""
     from lightkube import ApiError
