@@ -75,6 +75,13 @@ def server_info(pod_ip: str, port: int = 30000) -> dict[str, Any]:
         return out
 
 
+def wait_event(k8s: K8sCluster, ns: str, reason: str, type_: str | None = None, timeout: float = 15) -> None:
+    """Wait for an Event about qwen36-27b with ``reason`` (and ``type_``): events are posted asynchronously."""
+    wait_for(f"a {type_ or ''} event {reason}", lambda: any(
+        e["reason"] == reason and (type_ is None or e["type"] == type_) for e in k8s.get(
+            "events", "-n", ns, "--field-selector", "involvedObject.name=qwen36-27b")["items"]), timeout=timeout)
+
+
 def columns(header: str, row: str) -> dict[str, str]:
     """A ``kubectl get`` table row as {column: value}, cut at the header's column offsets (empty cells ok)."""
     starts = [i for i, ch in enumerate(header) if ch != " " and (i == 0 or header[i - 1] == " ")]
@@ -121,8 +128,7 @@ def test_known_good_sample_runs_with_exactly_its_settings(
     cols = columns(table[0], table[1])
     assert (cols["READY"], cols["TP"], cols["ALGORITHM"], cols["STEPS"], cols["DRAFTTOKENS"], cols["PHASE"]) == \
         ("True", "2", "NEXTN", "3", "4", "Ready")
-    wait_for("a Created event", lambda: any(e["reason"] == "Created" for e in k8s_cluster.get(
-        "events", "-n", namespace, "--field-selector", "involvedObject.name=qwen36-27b")["items"]), timeout=15)
+    wait_event(k8s_cluster, namespace, "Created")
     # traffic makes SGLang report accept length and throughput; the operator copies them into status
     # (sglang:gen_throughput is the last decode-log window's figure; the first window after idle is diluted
     # by the idle gap, so send a few requests and wait for a steady window)
@@ -194,9 +200,7 @@ def test_invalid_update_is_reported_and_not_half_applied(
     assert dep_after["metadata"]["resourceVersion"] == dep_before["metadata"]["resourceVersion"]
     assert dep_after["spec"]["replicas"] == 1  # the replicas change in the same patch was not applied either
     assert obj["status"]["revision"] == ready["status"]["revision"]
-    wait_for("a Warning event InvalidSpec", lambda: any(
-        e["reason"] == "InvalidSpec" and e["type"] == "Warning" for e in k8s_cluster.get(
-            "events", "-n", namespace, "--field-selector", "involvedObject.name=qwen36-27b")["items"]), timeout=15)
+    wait_event(k8s_cluster, namespace, "InvalidSpec", "Warning")
 
 
 def test_unschedulable_pod_shows_the_schedulers_reason(
@@ -209,9 +213,7 @@ def test_unschedulable_pod_shows_the_schedulers_reason(
                      and cond(o, "Degraded").get("reason") == "Unschedulable" and o, timeout=60)
     assert "Insufficient nvidia.com/gpu" in cond(found, "Degraded")["message"]
     assert found["status"]["phase"] == "Degraded"
-    wait_for("a Warning event Unschedulable", lambda: any(
-        e["reason"] == "Unschedulable" and e["type"] == "Warning" for e in k8s_cluster.get(
-            "events", "-n", namespace, "--field-selector", "involvedObject.name=qwen36-27b")["items"]), timeout=15)
+    wait_event(k8s_cluster, namespace, "Unschedulable", "Warning")
 
 
 def test_crashing_server_shows_crashloop_with_the_termination_message(
@@ -273,8 +275,7 @@ def test_a_deleted_child_is_re_applied(k8s_cluster: K8sCluster, namespace: str, 
     assert again["metadata"]["uid"] != first["metadata"]["uid"]
     assert again["spec"]["template"]["metadata"]["labels"]["sglang-operator.io/revision"] == \
         first["spec"]["template"]["metadata"]["labels"]["sglang-operator.io/revision"]
-    wait_for("a ChildRecreated event", lambda: any(e["reason"] == "ChildRecreated" for e in k8s_cluster.get(
-        "events", "-n", namespace, "--field-selector", "involvedObject.name=qwen36-27b")["items"]), timeout=15)
+    wait_event(k8s_cluster, namespace, "ChildRecreated")
 
 
 def test_a_child_the_api_server_refuses_is_reported_and_nothing_is_applied(
