@@ -6,6 +6,7 @@ running, like the kubelet), probes, termination message, and the ContainerStatus
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import subprocess
@@ -15,6 +16,17 @@ from pathlib import Path
 from e2e.kubelet.nodes import now
 from e2e.kubelet.probes import ProbeState
 from e2e.kubelet.rest import JSON
+
+
+def image_id(image: str) -> str:
+    """The ``imageID`` a container runtime reports: the repository with the content digest the image resolved
+    to (``docker.io/lmsysorg/sglang@sha256:…``). Here the digest is a hash of the reference's repository and tag,
+    so a re-tagged image gets another digest; a reference that already holds a digest keeps it."""
+    name, _, digest = image.partition("@")
+    repo = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+    if "/" not in repo or "." not in repo.split("/", 1)[0]:
+        repo = "docker.io/" + (repo if "/" in repo else "library/" + repo)
+    return f"{repo}@{digest or 'sha256:' + hashlib.sha256(name.encode()).hexdigest()}"
 
 MAX_BACKOFF = 300.0
 BACKOFF_RESET = 600.0
@@ -146,7 +158,7 @@ class ContainerRunner:
     def status(self) -> JSON:
         """The ContainerStatus of this container."""
         out: JSON = {"name": self.name, "image": self.spec.get("image", ""),
-                     "imageID": "fake://" + self.spec.get("image", ""), "ready": self.ready,
+                     "imageID": image_id(self.spec.get("image", "")), "ready": self.ready,
                      "started": self.started, "restartCount": self.restart_count,
                      "state": self.state, "lastState": self.last_state}
         if self.pid:
