@@ -1,0 +1,75 @@
+"""The revision ledger's objects: one ``apps/v1`` ControllerRevision per revision that ran (pure).
+
+A ControllerRevision (``k8s.io/api/apps/v1`` ``ControllerRevision``) is what the StatefulSet and DaemonSet
+controllers keep their history in: immutable ``data`` plus an ordinal ``revision``. Ours, named
+``<server>-<revision hash>`` and owned by the SGLangServer, holds in ``data`` the full spec that produced the
+revision, the rendered command line and the SGLang release; the image digest that actually ran (from the pods'
+``imageID``) is learned later, so it lives in the annotation :data:`DIGEST_ANNOTATION` (``data`` is
+immutable once created). Figures and verdicts stay in ``status.revisions`` (they change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sglang_operator.api.base import GROUP
+from sglang_operator.builders.labels import MANAGED_BY, REVISION_LABEL, selector_labels
+
+DIGEST_ANNOTATION = f"{GROUP}/image-digest"
+"""Annotation of a ControllerRevision: the image reference by digest its pods ran (``repo@sha256:…``)."""
+KIND_LABEL = f"{GROUP}/ledger"
+"""Label marking a ControllerRevision as an SGLangServer ledger entry (value ``"true"``)."""
+
+
+def revision_name(server: str, revision: str) -> str:
+    """``<server>-<revision>``: the ControllerRevision's name (at most 63 + 11 characters; a DNS subdomain)."""
+    return f"{server}-{revision}"
+
+
+def ledger_labels(server: str) -> dict[str, str]:
+    """Labels selecting every ledger ControllerRevision of SGLangServer ``server``."""
+    return {**selector_labels(server), "app.kubernetes.io/managed-by": MANAGED_BY, KIND_LABEL: "true"}
+
+
+def controller_revision(
+    server: str, namespace: str, revision: str, number: int, spec: Mapping[str, Any], command: str,
+    sglang_version: str, image: str,
+) -> dict[str, Any]:
+    """The ControllerRevision dict (no ownerReferences: :func:`sglang_operator.builders.adopt` adds them).
+
+    ``number``: the ordinal ``revision`` field (1, 2, … in the order revisions were first applied).
+    ``spec``: the SGLangServer spec (camelCase dict) that rendered ``revision``. Shape of ``data``:
+    ``{spec, command, sglangVersion, image}``.
+    """
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {
+            "name": revision_name(server, revision),
+            "namespace": namespace,
+            "labels": {**ledger_labels(server), REVISION_LABEL: revision},
+        },
+        "data": {"spec": dict(spec), "command": command, "sglangVersion": sglang_version, "image": image},
+        "revision": number,
+    }
+
+
+def image_digest(pods: list[Mapping[str, Any]], container: str = "sglang") -> str | None:
+    """The ``repo@sha256:…`` reference that ``container`` of the Ready ``pods`` runs (their ``imageID``; a
+    ``docker-pullable://`` or similar prefix is dropped), or None when no pod reports one or they disagree."""
+    found: set[str] = set()
+    for pod in pods:
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            ref = str(cs.get("imageID") or "")
+            if cs.get("name") == container and "@sha256:" in ref:
+                found.add(ref.split("://", 1)[-1])
+    return found.pop() if len(found) == 1 else None
+
+
+def pinned_image(image: str, digest_ref: str | None) -> str:
+    """``image`` pinned to the digest of ``digest_ref``: ``lmsysorg/sglang:v0.5.10-cu129@sha256:…`` (tag kept for
+    humans and for the release parse; the runtime pulls by digest). ``image`` unchanged without a digest."""
+    if not digest_ref or "@sha256:" not in digest_ref:
+        return image
+    return f"{image.partition('@')[0]}@{digest_ref.partition('@')[2]}"
