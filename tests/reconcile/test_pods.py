@@ -3,19 +3,22 @@
 import datetime as dt
 
 from sglang_operator.reconcile.conditions import find, merge
-from sglang_operator.reconcile.pods import pod_health
+from sglang_operator.reconcile.pods import MESSAGE_LIMIT, pod_health, tail
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 REV = "abc123"
 
 
-def pod(ready=False, rev=REV, ip="127.1.0.5", scheduled=None, waiting=None, terminated=None, deleting=False):
+def pod(ready=False, rev=REV, ip="127.1.0.5", scheduled=None, waiting=None, terminated=None, deleting=False,
+        reason="Error", state=None):
     conds = [{"type": "Ready", "status": "True" if ready else "False"}]
     if scheduled:
         conds.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": scheduled})
     cs = {"name": "sglang", "state": {"waiting": {"reason": waiting}} if waiting else {"running": {}}}
     if terminated:
-        cs["lastState"] = {"terminated": {"exitCode": 1, "message": terminated}}
+        cs["lastState"] = {"terminated": {"exitCode": 1, "reason": reason, "message": terminated}}
+    if state is not None:
+        cs["state"] = state
     meta = {"labels": {"sglang-operator.io/revision": rev}}
     if deleting:
         meta["deletionTimestamp"] = "2026-11-30T11:59:00Z"
@@ -67,3 +70,58 @@ def test_merge_keeps_transition_time_when_status_unchanged():
     assert find(merged, "Ready")["lastTransitionTime"] == "2026-11-30T12:00:00Z"
     flipped = merge(merged, pod_health([pod(ready=True)], 1, REV, 1, NOW + dt.timedelta(minutes=6)).conditions)
     assert find(flipped, "Ready")["lastTransitionTime"] == "2026-11-30T12:06:00Z"
+
+
+# What the kubelet keeps of a crashed SGLang (FallbackToLogsOnError: the last 80 lines / 2 048 bytes): the end of
+# the one-line server_args dump, the weight-loading lines, then the traceback and the exception.
+SERVER_ARGS_TAIL = ", ".join(f"option_{i}=None" for i in range(200)) + ", tp_size=2, dp_size=1)"
+CAUSE = ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+         "Current value: mem_fraction_static=0.2")
+OOM_LOG = "\n".join([
+    "server_args=ServerArgs(" + SERVER_ARGS_TAIL,
+    "[2026-12-01 09:14:19 TP0] Load weight begin. avail mem=47.30 GB",
+    "[2026-12-01 09:14:19 TP1] Load weight begin. avail mem=47.30 GB",
+    "[2026-12-01 09:14:19 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2911, in run_scheduler_process',
+    CAUSE,
+])[-2048:]
+
+
+def test_crashloop_keeps_the_exception_not_the_server_args_dump():
+    h = pod_health([pod(waiting="CrashLoopBackOff", terminated=OOM_LOG)], 1, REV, 1, NOW)
+    for kind in ("Degraded", "Ready"):
+        msg = find(h.conditions, kind)["message"]
+        assert len(msg) <= MESSAGE_LIMIT, kind
+        assert msg.endswith(CAUSE), msg
+        assert "Traceback (most recent call last):" in msg
+    d = find(h.conditions, "Degraded")
+    assert d["message"].startswith("container sglang exited with code 1: …")
+    assert "option_0=None" not in d["message"]
+
+
+def test_oomkilled_and_terminated_state_carry_reason_and_message():
+    killed = pod(waiting="CrashLoopBackOff", terminated="Killed", reason="OOMKilled")
+    d = find(pod_health([killed], 1, REV, 1, NOW).conditions, "Degraded")
+    assert d["reason"] == "CrashLoopBackOff" and "(OOMKilled)" in d["message"] and d["message"].endswith("Killed")
+    just_exited = pod(state={"terminated": {"exitCode": 1, "reason": "Error", "message": OOM_LOG}})
+    d = find(pod_health([just_exited], 1, REV, 1, NOW).conditions, "Degraded")
+    assert d["reason"] == "Error" and d["message"].endswith(CAUSE) and len(d["message"]) <= MESSAGE_LIMIT
+
+
+def test_tail_cuts_at_a_line_boundary_and_marks_the_cut():
+    assert tail("short") == "short"
+    text = "x" * 3000 + "\nlast line"
+    assert tail(text, 100) == "…last line"
+    assert tail("y" * 3000, 10) == "…" + "y" * 9
+
+
+def test_available_while_scaling_up_but_not_ready():
+    h = pod_health([pod(ready=True), pod(ready=False, ip="127.1.0.6")], 2, REV, 4, NOW)
+    assert find(h.conditions, "Ready")["status"] == "False"  # Ready keeps its meaning: all replicas Ready
+    available = find(h.conditions, "Available")
+    assert (available["status"], available["reason"]) == ("True", "MinimumReplicasAvailable")
+    assert "1/2" in available["message"]
+    assert find(pod_health([pod()], 1, REV, 1, NOW).conditions, "Available")["status"] == "False"
+    # the previous revision's pod still serves during a rollout
+    rolling = pod_health([pod(ready=True, rev="old"), pod()], 1, REV, 2, NOW)
+    assert find(rolling.conditions, "Available")["status"] == "True"

@@ -21,6 +21,9 @@ class ConditionType(StrEnum):
 
     READY = "Ready"
     """All requested pods are Ready (SGLang answers on its readiness endpoint)."""
+    AVAILABLE = "Available"
+    """At least one replica serves (the Deployment convention; True during a scale-up or a rollout while an
+    old or a new pod answers)."""
     PROGRESSING = "Progressing"
     """A new revision is rolling out, or pods are starting."""
     DEGRADED = "Degraded"
@@ -152,7 +155,7 @@ class SGLangServerStatus(StatusModel):
     phase: str | None = None
     """Pending, Progressing, Ready, Degraded, Stopped, Invalid or RollingBack."""
     conditions: list[Condition] = Field(default_factory=list)
-    """Conditions in metav1 shape: Ready, Progressing, Degraded, SpecValid, SettingsDiffer, RolledBack."""
+    """Conditions in metav1 shape: Ready, Available, Progressing, Degraded, SpecValid, SettingsDiffer, RolledBack."""
     replicas: int | None = None
     """Pods existing (scale subresource statusReplicasPath)."""
     ready_replicas: int | None = None
