@@ -99,5 +99,14 @@ def run(
     runner.run(namespaces=namespace or (), liveness=liveness, peering=peering, verbose=verbose)
 
 
+def _add_ledger_commands() -> None:
+    """``history``, ``diff``, ``retry``, ``promote``, ``undo`` (also the kubectl plugin ``kubectl-sglang``)."""
+    from sglang_operator.rollout.commands import app as ledger_app
+
+    app.registered_commands.extend(ledger_app.registered_commands)
+
+
+_add_ledger_commands()
+
 if __name__ == "__main__":
     app()

@@ -87,6 +87,11 @@ def _sglangserver() -> Any:
     return _RESOURCE
 
 
+def sglangserver_resource() -> Any:
+    """lightkube's generic resource class for SGLangServer (for sync and async clients alike)."""
+    return _sglangserver()
+
+
 async def secret_value(namespace: str, name: str, key: str) -> str | None:
     """The decoded value of ``key`` in Secret ``namespace/name``; None (logged) when unreadable."""
     import base64
