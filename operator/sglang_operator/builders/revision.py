@@ -10,7 +10,7 @@ immutable once created). Figures and verdicts stay in ``status.revisions`` (they
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sglang_operator.api.base import GROUP
@@ -55,7 +55,7 @@ def controller_revision(
     }
 
 
-def image_digest(pods: list[Mapping[str, Any]], container: str = "sglang") -> str | None:
+def image_digest(pods: Sequence[Mapping[str, Any]], container: str = "sglang") -> str | None:
     """The ``repo@sha256:…`` reference that ``container`` of the Ready ``pods`` runs (their ``imageID``; a
     ``docker-pullable://`` or similar prefix is dropped), or None when no pod reports one or they disagree."""
     found: set[str] = set()
