@@ -53,10 +53,37 @@ def test_schema_is_structural() -> None:
             assert "minimum" in node or "maximum" in node, path
 
 
+PASS_THROUGH = (".securityContext", ".affinity", ".tolerations", ".env", ".volumes", ".volumeMounts")
+"""Fields that carry Kubernetes' own schemas: described themselves, their sub-schemas without descriptions
+(CRD size; ``kubectl explain pod.spec...`` documents them)."""
+
+
 def test_spec_fields_are_described() -> None:
     spec = _schema()["properties"]["spec"]
-    undocumented = [p for p, n in _walk(spec) if p and "description" not in n and not p.endswith(("[]", "{}"))]
+    undocumented = [p for p, n in _walk(spec) if p and "description" not in n and not p.endswith(("[]", "{}"))
+                    and not any(p.startswith(f + ".") or p.startswith(f + "[]") for f in PASS_THROUGH)]
     assert undocumented == []
+    for field in PASS_THROUGH:
+        assert _schema()["properties"]["spec"]["properties"][field[1:]]["description"], field
+
+
+def test_pass_through_fields_carry_kubernetes_schemas() -> None:
+    spec = _schema()["properties"]["spec"]["properties"]
+    assert "runAsUser" in spec["securityContext"]["properties"]
+    assert "nodeAffinity" in spec["affinity"]["properties"]
+    assert spec["tolerations"]["items"]["properties"]["tolerationSeconds"]["type"] == "integer"
+    assert spec["env"]["items"]["required"] == ["name"]
+    assert "secretKeyRef" in spec["env"]["items"]["properties"]["valueFrom"]["properties"]
+    assert "persistentVolumeClaim" in spec["volumes"]["items"]["properties"]
+    assert sorted(spec["volumeMounts"]["items"]["required"]) == ["mountPath", "name"]
+    size = spec["volumes"]["items"]["properties"]["emptyDir"]["properties"]["sizeLimit"]
+    assert size == {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
+    assert not any(n.get("x-kubernetes-preserve-unknown-fields") for f in PASS_THROUGH for _, n in
+                   _walk(spec[f[1:]]) if "metadata" not in _)  # only FieldsV1 of an ephemeral volume's metadata
+
+
+def test_crd_size_stays_far_below_the_etcd_object_limit() -> None:
+    assert len(crd_yaml().encode()) < 256 * 1024  # etcd's limit: 1.5 MiB per object
 
 
 def test_bounds_defaults_and_enums() -> None:
@@ -69,7 +96,7 @@ def test_bounds_defaults_and_enums() -> None:
     assert "default" not in spec_dec["numDraftTokens"]
     assert spec["rollback"]["default"] == {} and spec["parallelism"]["default"] == {}
     assert "default" not in spec["extraArgs"] and spec["extraArgs"]["maxItems"] == 128
-    assert spec["affinity"]["x-kubernetes-preserve-unknown-fields"] is True
+    assert "x-kubernetes-preserve-unknown-fields" not in spec["affinity"]
 
 
 def test_every_python_rule_is_in_the_crd() -> None:

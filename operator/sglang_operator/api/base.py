@@ -11,8 +11,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints, WithJsonSchema, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
+
+from sglang_operator.api import kube_types
 
 GROUP = "sglang-operator.io"
 """API group of the SGLangServer resource (project-owned)."""
@@ -124,3 +134,30 @@ FreeFormList = Annotated[
     ),
 ]
 """A list of Kubernetes objects passed through unchanged (tolerations, volumes, env vars, ...)."""
+
+
+def _kube(kind: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def check(value: dict[str, Any]) -> dict[str, Any]:
+        problems = kube_types.errors(kind, value)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+    return check
+
+
+SecurityContext = Annotated[dict[str, Any], WithJsonSchema(kube_types.structural("SecurityContext")),
+                            AfterValidator(_kube("SecurityContext"))]
+"""A Kubernetes ``SecurityContext`` (container), checked against Kubernetes' own schema (:mod:`.kube_types`)."""
+Affinity = Annotated[dict[str, Any], WithJsonSchema(kube_types.structural("Affinity")),
+                     AfterValidator(_kube("Affinity"))]
+"""A Kubernetes ``Affinity``, checked against Kubernetes' own schema."""
+Toleration = Annotated[dict[str, Any], WithJsonSchema(kube_types.structural("Toleration")),
+                       AfterValidator(_kube("Toleration"))]
+"""A Kubernetes ``Toleration``, checked against Kubernetes' own schema."""
+EnvVar = Annotated[dict[str, Any], WithJsonSchema(kube_types.structural("EnvVar")), AfterValidator(_kube("EnvVar"))]
+"""A Kubernetes ``EnvVar``, checked against Kubernetes' own schema."""
+Volume = Annotated[dict[str, Any], WithJsonSchema(kube_types.structural("Volume")), AfterValidator(_kube("Volume"))]
+"""A Kubernetes ``Volume``, checked against Kubernetes' own schema."""
+VolumeMount = Annotated[dict[str, Any], WithJsonSchema(kube_types.structural("VolumeMount")),
+                        AfterValidator(_kube("VolumeMount"))]
+"""A Kubernetes ``VolumeMount``, checked against Kubernetes' own schema."""

@@ -7,7 +7,17 @@ from typing import Annotated
 
 from pydantic import Field
 
-from sglang_operator.api.base import ApiModel, CelRule, FreeForm, FreeFormList, Quantity
+from sglang_operator.api.base import (
+    Affinity,
+    ApiModel,
+    CelRule,
+    EnvVar,
+    Quantity,
+    SecurityContext,
+    Toleration,
+    Volume,
+    VolumeMount,
+)
 from sglang_operator.api.blocks import Memory, ModelSpec, Parallelism, SecretKeyRef, SGLangImage, Speculative
 from sglang_operator.api.rollback import RollbackPolicy
 
@@ -106,13 +116,13 @@ class SGLangServerSpec(ApiModel):
     )
     """Extra SGLang launch arguments, e.g. ``["--page-size", "64"]``: full flag names of the target release
     only. A flag a typed field owns, or an abbreviation of one, is refused."""
-    env: FreeFormList = Field(default_factory=list)
+    env: list[EnvVar] = Field(default_factory=list)
     """Extra environment variables (Kubernetes EnvVar objects)."""
     node_selector: dict[str, str] = Field(default_factory=dict)
     """Node labels the pods require, e.g. ``nvidia.com/gpu.product: NVIDIA-RTX-A6000`` for a GPU model."""
-    tolerations: FreeFormList = Field(default_factory=list)
+    tolerations: list[Toleration] = Field(default_factory=list)
     """Pod tolerations (Kubernetes Toleration objects)."""
-    affinity: FreeForm | None = None
+    affinity: Affinity | None = None
     """Pod affinity (a Kubernetes Affinity object)."""
     runtime_class_name: str | None = None
     """Pod runtimeClassName, e.g. ``nvidia``."""
@@ -122,15 +132,15 @@ class SGLangServerSpec(ApiModel):
     """Secrets for pulling the image."""
     service_account_name: str | None = None
     """ServiceAccount of the pods."""
-    security_context: FreeForm | None = None
+    security_context: SecurityContext | None = None
     """SecurityContext of the SGLang container."""
     pod_labels: dict[str, str] = Field(default_factory=dict)
     """Extra labels of the pods (the operator's own ``app.kubernetes.io/*`` labels win)."""
     pod_annotations: dict[str, str] = Field(default_factory=dict)
     """Extra annotations of the pods."""
-    volumes: FreeFormList = Field(default_factory=list)
+    volumes: list[Volume] = Field(default_factory=list)
     """Extra pod volumes (Kubernetes Volume objects)."""
-    volume_mounts: FreeFormList = Field(default_factory=list)
+    volume_mounts: list[VolumeMount] = Field(default_factory=list)
     """Extra mounts of the SGLang container (Kubernetes VolumeMount objects)."""
     rollback: RollbackPolicy = Field(default_factory=RollbackPolicy, json_schema_extra={"default": {}})
     """Automatic rollback policy."""
