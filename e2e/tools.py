@@ -3,17 +3,29 @@ cache outside the repository and reused when present.
 
 Usage::
 
-    python -m e2e.tools helm     # build (or reuse) helm and print its path
+    python -m e2e.tools helm                      # build (or reuse) helm and print its path
+    python -m e2e.tools prometheus                # build (or reuse) prometheus + promtool, print the directory
+    python -m e2e.tools prometheus-operator-crds  # fetch the Prometheus Operator CRDs, print the directory
 
-Cache: ``${XDG_CACHE_HOME:-$HOME/.cache}/sglang-operator/tools/helm-<version>/helm``, built with
-``GOBIN=<dir> go install helm.sh/helm/v3/cmd/helm@<version>`` (cold: about 5 CPU-minutes).
+Cache (``${XDG_CACHE_HOME:-$HOME/.cache}/sglang-operator/tools/``):
 
-Errors: ``SystemExit`` with a message when ``go`` is not on PATH or the build fails.
+- ``helm-<version>/helm``: ``GOBIN=<dir> go install helm.sh/helm/v3/cmd/helm@<version>`` (cold: about
+  5 CPU-minutes).
+- ``prometheus-<version>/{prometheus,promtool}``: ``go install -tags remove_all_sd,enable_kubernetes_sd``
+  of ``github.com/prometheus/prometheus/cmd/{prometheus,promtool}@<version>`` (Prometheus 3; the tags keep
+  Kubernetes, file and HTTP discovery only; cold: about 2-3 minutes of 2 cores). No web UI assets (that needs
+  an npm build): the HTTP API, ``/-/ready`` and ``/metrics`` work.
+- ``prometheus-operator-crds-<version>/monitoring.coreos.com_{podmonitors,servicemonitors,prometheusrules}.yaml``:
+  copied from the ``github.com/prometheus-operator/prometheus-operator@<version>`` module zip
+  (``go mod download -json``; ``example/prometheus-operator-crd/``).
+
+Errors: ``SystemExit`` with a message when ``go`` is not on PATH or the build/download fails.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -31,6 +43,17 @@ HELM_VERSION = "v3.19.0"
 HELM_PACKAGE = "helm.sh/helm/v3/cmd/helm"
 HELM_K8S_MINOR = "34"  # helm v3.19.0's go.mod: k8s.io/client-go v0.34.0 (helm's default Capabilities.KubeVersion)
 BUILD_COMMAND = "python -m e2e.tools helm"
+
+PROMETHEUS_VERSION = "v0.316.0"  # the Go module version of Prometheus 3.16.0
+PROMETHEUS_MODULE = "github.com/prometheus/prometheus"
+PROMETHEUS_TAGS = "remove_all_sd,enable_kubernetes_sd"
+PROMETHEUS_BINARIES = ("prometheus", "promtool")
+PROMETHEUS_BUILD_COMMAND = "python -m e2e.tools prometheus"
+
+PROMETHEUS_OPERATOR_VERSION = "v0.85.0"  # the only root-module version the proxy serves
+PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
+PROMETHEUS_OPERATOR_CRDS = ("podmonitors", "servicemonitors", "prometheusrules")
+PROMETHEUS_OPERATOR_CRDS_COMMAND = "python -m e2e.tools prometheus-operator-crds"
 
 
 def log(msg: str) -> None:
@@ -102,13 +125,154 @@ def helm_template(helm: Path, chart: Path, release: str, namespace: str,
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
 
 
+def _go_env(gobin: Path | None = None) -> dict[str, str]:
+    env = {**os.environ, "GOWORK": "off", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
+    if gobin is not None:
+        env["GOBIN"] = str(gobin)
+    return env
+
+
+def _require_go(what: str, command: str) -> None:
+    if shutil.which("go") is None:
+        raise SystemExit(f"tools: {what} needs the 'go' command on PATH (Go >= 1.24); install Go, then run "
+                         f"`{command}`")
+
+
+def prometheus_dir(version: str = PROMETHEUS_VERSION) -> Path:
+    """The cache directory holding ``prometheus`` and ``promtool`` of module ``version`` (may not exist)."""
+    return cache_root() / "tools" / f"prometheus-{version}"
+
+
+def prometheus_release(version: str = PROMETHEUS_VERSION) -> str:
+    """The Prometheus release a Go module version stands for: ``v0.316.0`` -> ``3.16.0``
+    (Prometheus 3 publishes its Go module as ``v0.3XX.Y``)."""
+    major_minor, patch = version.removeprefix("v0.").split(".")
+    return f"{int(major_minor) // 100}.{int(major_minor) % 100}.{patch}"
+
+
+def find_prometheus(version: str = PROMETHEUS_VERSION) -> Path | None:
+    """The cache directory when both binaries are there, else None."""
+    d = prometheus_dir(version)
+    ok = all((d / b).is_file() and os.access(d / b, os.X_OK) for b in PROMETHEUS_BINARIES)
+    return d if ok else None
+
+
+def build_prometheus(version: str = PROMETHEUS_VERSION, force: bool = False) -> Path:
+    """Return the directory with ``prometheus`` and ``promtool``, building them with ``go install`` when
+    missing (or ``force``). Version stamps as Prometheus' Makefile sets them (``prometheus --version``)."""
+    d = prometheus_dir(version)
+    if not force and find_prometheus(version):
+        log(f"cached prometheus {version} at {d}")
+        return d
+    _require_go(f"building prometheus {version}", PROMETHEUS_BUILD_COMMAND)
+    gobin = d / "tmp-gobin"
+    shutil.rmtree(gobin, ignore_errors=True)
+    gobin.mkdir(parents=True)
+    log(f"building prometheus + promtool {version} into {d} (cold: about 2-3 minutes of 2 cores)")
+    start = time.monotonic()
+    stamp = "github.com/prometheus/common/version"
+    ldflags = " ".join(["-s", "-w", f"-X {stamp}.Version={prometheus_release(version)}",
+                        f"-X {stamp}.Revision={version}", f"-X {stamp}.Branch=HEAD",
+                        f"-X {stamp}.BuildUser=sglang-operator-e2e",
+                        f"-X {stamp}.BuildDate={time.strftime('%Y%m%d-%H:%M:%S', time.gmtime())}"])
+    packages = [f"{PROMETHEUS_MODULE}/cmd/{b}@{version}" for b in PROMETHEUS_BINARIES]
+    proc = subprocess.run(["go", "install", "-trimpath", "-tags", PROMETHEUS_TAGS, "-ldflags", ldflags, *packages],
+                          env=_go_env(gobin), cwd="/", capture_output=True, text=True)
+    if proc.returncode != 0 or not all((gobin / b).is_file() for b in PROMETHEUS_BINARIES):
+        raise SystemExit(f"tools: go install {' '.join(packages)} failed:\n{proc.stderr.strip()}")
+    for b in PROMETHEUS_BINARIES:
+        os.replace(gobin / b, d / b)  # atomic: a half-written binary is never in `d`
+    shutil.rmtree(gobin, ignore_errors=True)
+    log(f"built prometheus + promtool {version} in {time.monotonic() - start:.0f} s")
+    return d
+
+
+def prometheus_operator_crds_dir(version: str = PROMETHEUS_OPERATOR_VERSION) -> Path:
+    """The cache directory of the Prometheus Operator CRD files of ``version`` (may not exist)."""
+    return cache_root() / "tools" / f"prometheus-operator-crds-{version}"
+
+
+def crd_file_name(plural: str) -> str:
+    return f"monitoring.coreos.com_{plural}.yaml"
+
+
+def find_prometheus_operator_crds(version: str = PROMETHEUS_OPERATOR_VERSION) -> Path | None:
+    d = prometheus_operator_crds_dir(version)
+    return d if all((d / crd_file_name(p)).is_file() for p in PROMETHEUS_OPERATOR_CRDS) else None
+
+
+def fetch_prometheus_operator_crds(version: str = PROMETHEUS_OPERATOR_VERSION, force: bool = False) -> Path:
+    """Return the directory with the PodMonitor, ServiceMonitor and PrometheusRule CRDs of the Prometheus
+    Operator ``version``, copied from its module zip (``go mod download -json``) when missing."""
+    d = prometheus_operator_crds_dir(version)
+    if not force and find_prometheus_operator_crds(version):
+        log(f"cached Prometheus Operator CRDs {version} at {d}")
+        return d
+    _require_go(f"fetching the Prometheus Operator CRDs {version}", PROMETHEUS_OPERATOR_CRDS_COMMAND)
+    ref = f"{PROMETHEUS_OPERATOR_MODULE}@{version}"
+    proc = subprocess.run(["go", "mod", "download", "-json", ref], env=_go_env(), cwd="/",
+                          capture_output=True, text=True)
+    try:
+        info = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        info = {"Error": proc.stderr.strip() or "no output"}
+    if proc.returncode != 0 or "Error" in info:
+        raise SystemExit(f"tools: go mod download {ref} failed: {info.get('Error', proc.stderr.strip())}")
+    src = Path(info["Dir"]) / "example" / "prometheus-operator-crd"
+    tmp = d.parent / f"{d.name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for plural in PROMETHEUS_OPERATOR_CRDS:
+        shutil.copyfile(src / crd_file_name(plural), tmp / crd_file_name(plural))
+    shutil.rmtree(d, ignore_errors=True)
+    os.replace(tmp, d)
+    log(f"copied {len(PROMETHEUS_OPERATOR_CRDS)} Prometheus Operator CRDs {version} into {d}")
+    return d
+
+
+def _require(found: Path | None, what: str, where: Path, command: str) -> Path:
+    import pytest
+
+    if found is None:
+        pytest.fail(f"{what} not found at {where}: run `{command}` first", pytrace=False)
+    return found
+
+
+def require_promtool() -> Path:
+    """The cached promtool for tests: ``pytest.fail`` (never skip) with the build command when missing."""
+    d = _require(find_prometheus(), f"prometheus/promtool {PROMETHEUS_VERSION}", prometheus_dir(),
+                 PROMETHEUS_BUILD_COMMAND)
+    return d / "promtool"
+
+
+def require_prometheus() -> Path:
+    """The cached prometheus binary for tests: ``pytest.fail`` (never skip) when missing."""
+    d = _require(find_prometheus(), f"prometheus/promtool {PROMETHEUS_VERSION}", prometheus_dir(),
+                 PROMETHEUS_BUILD_COMMAND)
+    return d / "prometheus"
+
+
+def require_prometheus_operator_crds() -> list[Path]:
+    """The cached Prometheus Operator CRD files for tests: ``pytest.fail`` (never skip) when missing."""
+    d = _require(find_prometheus_operator_crds(), f"Prometheus Operator CRDs {PROMETHEUS_OPERATOR_VERSION}",
+                 prometheus_operator_crds_dir(), PROMETHEUS_OPERATOR_CRDS_COMMAND)
+    return [d / crd_file_name(p) for p in PROMETHEUS_OPERATOR_CRDS]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m e2e.tools", description=__doc__.split("\n")[0])
-    parser.add_argument("tool", choices=["helm"], help="the tool to build (or reuse) and print the path of")
-    parser.add_argument("--version", default=HELM_VERSION, help=f"tool version (default {HELM_VERSION})")
+    parser.add_argument("tool", choices=["helm", "prometheus", "prometheus-operator-crds"],
+                        help="the tool to build (or reuse) and print the path of")
+    parser.add_argument("--version", help=f"tool version (defaults: helm {HELM_VERSION}, prometheus "
+                        f"{PROMETHEUS_VERSION}, prometheus-operator-crds {PROMETHEUS_OPERATOR_VERSION})")
     parser.add_argument("--force", action="store_true", help="rebuild even when cached")
     args = parser.parse_args(argv)
-    print(build_helm(args.version, args.force))
+    if args.tool == "helm":
+        print(build_helm(args.version or HELM_VERSION, args.force))
+    elif args.tool == "prometheus":
+        print(build_prometheus(args.version or PROMETHEUS_VERSION, args.force))
+    else:
+        print(fetch_prometheus_operator_crds(args.version or PROMETHEUS_OPERATOR_VERSION, args.force))
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("namespaced", "", "pods", ("list",), "clients/kube.py list_pods (observer)"),
     ("namespaced", "", "secrets", ("get",), "clients/kube.py secret_value: spec.apiKeySecretRef for /server_info"),
     ("namespaced", "", "events", ("create",), "clients/kube.py post_event, kopf.event (kopf's v1 events)"),
+    ("namespaced", "monitoring.coreos.com", "podmonitors", ("create", "patch"),
+     "children.py apply_pod_monitor (server-side apply; podMonitor.enabled, the default)"),
     ("cluster", "apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch"),
      "kopf resource_observer (kopf/_core/reactor/observation.py)"),
     ("cluster", "", "namespaces", ("list", "watch"), "kopf namespace_observer (namespaced mode)"),
@@ -109,7 +111,7 @@ def test_clusterwide_objects() -> None:
     helm = require_helm()
     objs = render(helm)
     assert Counter(o["kind"] for o in objs) == Counter(
-        {"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1})
+        {"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "Service": 1})
     args = only(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert not [a for a in args if a.startswith("--namespace")]
     assert missing(objs, [None]) == []
@@ -120,11 +122,11 @@ def test_namespaced_objects() -> None:
     objs = render(helm, watchNamespaces=WATCHED)
     assert Counter(o["kind"] for o in objs) == Counter(
         {"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2,
-         "Deployment": 1})
+         "Deployment": 1, "Service": 1})
     assert sorted(o["metadata"]["namespace"] for o in objs if o["kind"] in ("Role", "RoleBinding")) == \
         sorted(WATCHED * 2)
     for o in objs:
-        if o["kind"] in ("ServiceAccount", "Deployment"):
+        if o["kind"] in ("ServiceAccount", "Deployment", "Service"):
             assert o["metadata"]["namespace"] == RELEASE_NS
     assert missing(objs, list(WATCHED)) == []
     # the managed objects are granted in the watched namespaces only, never cluster-wide

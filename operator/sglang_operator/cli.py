@@ -1,5 +1,5 @@
 """The ``sglang-operator`` command: ``run`` the operator, print the ``crd``, ``render`` manifests offline,
-``import`` an existing SGLang command line or systemd unit."""
+``import`` an existing SGLang command line or systemd unit, print a ``prometheus-config``."""
 
 from __future__ import annotations
 
@@ -82,6 +82,25 @@ def import_(
     typer.echo(yaml.safe_dump(result.server, sort_keys=False), nl=False)
 
 
+def _leader_election(enabled: bool, name: str, namespace: str | None, lease_duration: float,
+                     renew_deadline: float, retry_period: float) -> Any:
+    """The Lease settings of ``run --leader-elect``, or None; exit status 2 on inconsistent timings."""
+    if not enabled:
+        return None
+    from pydantic import ValidationError
+
+    from sglang_operator.leader import LeaderElectionConfig, default_identity, default_namespace
+
+    try:
+        return LeaderElectionConfig(name=name, namespace=namespace or default_namespace(), identity=default_identity(),
+                                    lease_duration=lease_duration, renew_deadline=renew_deadline,
+                                    retry_period=retry_period)
+    except ValidationError as err:
+        for e in err.errors():
+            typer.echo(f"run: leader election: {e['msg']}", err=True)
+        raise typer.Exit(2) from None
+
+
 @app.command()
 def run(
     namespace: Annotated[list[str] | None, typer.Option("--namespace", "-n",
@@ -89,14 +108,62 @@ def run(
     liveness: Annotated[str, typer.Option(help="kopf liveness endpoint URL")] = "http://0.0.0.0:8080/healthz",
     peering: Annotated[str | None, typer.Option(help="kopf peering name (default: standalone)")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    leader_elect: Annotated[bool, typer.Option(
+        help="take a coordination.k8s.io/v1 Lease before starting anything, renew it, release it on SIGTERM, "
+             "exit (status 1) when it is lost; only the leader reconciles")] = False,
+    leader_elect_resource_name: Annotated[str, typer.Option(help="the Lease's name")] = "sglang-operator",
+    leader_elect_resource_namespace: Annotated[str | None, typer.Option(
+        help="the Lease's namespace (default: $POD_NAMESPACE, the in-cluster namespace, else default)")] = None,
+    leader_elect_lease_duration: Annotated[float, typer.Option(
+        help="seconds a candidate waits on an unchanged Lease before taking it")] = 15.0,
+    leader_elect_renew_deadline: Annotated[float, typer.Option(
+        help="seconds the leader retries a renewal before giving up")] = 10.0,
+    leader_elect_retry_period: Annotated[float, typer.Option(
+        help="seconds between attempts to acquire or renew")] = 2.0,
+    pod_monitors: Annotated[str, typer.Option(
+        help="create a PodMonitor per SGLangServer: auto (when the monitoring.coreos.com/v1 API exists), "
+             "always, never")] = "auto",
+    pod_monitor_label: Annotated[list[str] | None, typer.Option(
+        help="KEY=VALUE label put on every PodMonitor (repeatable), e.g. release=kube-prometheus-stack")] = None,
 ) -> None:
     """Run the operator (kopf) until SIGINT/SIGTERM."""
+    from sglang_operator.monitoring.discovery import PodMonitorMode, parse_labels
+
+    try:
+        monitors = PodMonitorMode(pod_monitors)
+        monitor_labels = parse_labels(pod_monitor_label or [])
+    except ValueError as err:
+        typer.echo(f"run: {err}", err=True)
+        raise typer.Exit(2) from None
+    election = _leader_election(leader_elect, leader_elect_resource_name, leader_elect_resource_namespace,
+                                leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period)
     try:
         runner = importlib.import_module("sglang_operator.runner")
     except ModuleNotFoundError as err:
         typer.echo(f"run: the operator runtime is missing ({err})", err=True)
         raise typer.Exit(2) from None
-    runner.run(namespaces=namespace or (), liveness=liveness, peering=peering, verbose=verbose)
+    runner.run(leader_election=election, namespaces=namespace or (), liveness=liveness, peering=peering, verbose=verbose,
+               pod_monitors=monitors, pod_monitor_labels=monitor_labels)
+
+
+@app.command("prometheus-config")
+def prometheus_config(
+    namespace: Annotated[list[str] | None, typer.Option(
+        "--namespace", "-n", help="discover pods only in this namespace (repeatable)")] = None,
+    kubeconfig_file: Annotated[str | None, typer.Option(
+        help="kubeconfig Prometheus reaches the API server with (default: in-cluster service account)")] = None,
+    job_name: Annotated[str, typer.Option(help="scrape job name")] = "sglang",
+    scrape_interval: Annotated[str | None, typer.Option(help="scrape interval, e.g. 15s (default: global)")] = None,
+) -> None:
+    """Print a Prometheus configuration that scrapes every SGLangServer's pods like the operator's PodMonitors
+    (Kubernetes pod discovery plus relabelling: labels namespace, pod, sglang_server, revision), for a
+    Prometheus without the Prometheus Operator. Merge its ``scrape_configs`` into your prometheus.yml."""
+    from sglang_operator.builders.monitoring import prometheus_config as render_config
+
+    doc = render_config(job_name=job_name, namespaces=tuple(namespace or ()), kubeconfig_file=kubeconfig_file,
+                        interval=scrape_interval)
+    typer.echo("# sglang-operator prometheus-config: SGLang pods, as the operator's PodMonitors scrape them")
+    typer.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
 
 
 def _add_ledger_commands() -> None:

@@ -26,6 +26,7 @@ from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.builders.labels import MANAGED_BY
 from sglang_operator.children import apply_children, refused_by_api_server
+from sglang_operator.monitoring.discovery import POD_MONITORS
 from sglang_operator.observer import Observer
 from sglang_operator.reconcile import status as st
 from sglang_operator.sglang import args as sglang_args
@@ -106,8 +107,10 @@ async def child_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
 
 @kopf.on.startup()
 async def start_observer(**_: Any) -> None:
-    """Build the SGLang parsers ahead of the first render, and start the status observer loop."""
+    """Build the SGLang parsers ahead of the first render, discover the PodMonitor API, and start the status
+    observer loop."""
     sglang_args.warm_up()
+    await POD_MONITORS.wanted()  # auto: discovered once here, re-checked while absent
     OBSERVER.start()
 
 

@@ -4,18 +4,21 @@ Settings: kopf's progress kept in annotations (no ``status.kopf``
 clutter in ``kubectl get -o yaml``), kopf posts only warnings and errors as events (the handlers post
 their own Created, Updated, InvalidSpec, ...), a liveness endpoint
 for the Deployment's livenessProbe, and namespace scoping (``--namespace`` repeated) or clusterwide.
-Peering is off (``standalone``) unless a peering name is given: only one operator replica should be
-active, which the Helm chart ensures with ``replicas: 1`` and ``strategy: Recreate``.
+Peering is off (``standalone``) unless a peering name is given. With ``leader_election`` (the Helm chart's
+default, two replicas) only the process holding the Lease runs kopf at all: :mod:`sglang_operator.leader`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import kopf
+
+from sglang_operator.leader import LeaderElectionConfig
 
 
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -38,19 +41,30 @@ def run(
     liveness: str | None = "http://0.0.0.0:8080/healthz",
     peering: str | None = None,
     verbose: bool = False,
+    leader_election: LeaderElectionConfig | None = None,
+    pod_monitors: str = "auto",
+    pod_monitor_labels: Mapping[str, str] | None = None,
 ) -> None:
     """Block running the operator until SIGINT/SIGTERM.
 
     ``namespaces`` empty means clusterwide. ``liveness`` is the URL kopf serves its health on.
+    ``leader_election``: take that Lease first (:func:`sglang_operator.leader.run_elected`); the process then
+    exits with status 1 if it loses the Lease.
+    ``pod_monitors``: ``auto``/``always``/``never`` (:mod:`sglang_operator.monitoring.discovery`);
+    ``pod_monitor_labels``: put on every PodMonitor.
     """
+    from sglang_operator.monitoring.discovery import POD_MONITORS, PodMonitorMode
+
+    POD_MONITORS.configure(PodMonitorMode(pod_monitors), dict(pod_monitor_labels or {}))
     importlib.import_module("sglang_operator.handlers")  # registers the handlers
     kopf.on.startup()(configure)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    kopf.run(
-        clusterwide=not namespaces,
-        namespaces=list(namespaces),
-        standalone=peering is None,
-        peering_name=peering,
-        liveness_endpoint=liveness,
-    )
+    options: dict[str, Any] = {"clusterwide": not namespaces, "namespaces": list(namespaces),
+                               "standalone": peering is None, "peering_name": peering, "liveness_endpoint": liveness}
+    if leader_election is None:
+        kopf.run(**options)
+        return
+    from sglang_operator.leader import run_elected
+
+    raise SystemExit(asyncio.run(run_elected(leader_election, lambda: kopf.operator(**options), liveness)))

@@ -39,6 +39,8 @@ watched namespace. Write verbs are exactly what the operator calls (tests/test_c
 - pods: listed by the status observer.
 - secrets: get, only to read spec.apiKeySecretRef's key for SGLang's /server_info (the API key protects it).
 - events (core v1): created by kopf.event and clients/kube.py post_event.
+- podmonitors (monitoring.coreos.com, only with podMonitor.enabled): server-side apply of each SGLangServer's
+  PodMonitor (children.py); whether the API exists is read from its CRD (get customresourcedefinitions).
 */}}
 {{- define "sglang-operator.namespacedRules" -}}
 - apiGroups: ["sglang-operator.io"]
@@ -65,4 +67,9 @@ watched namespace. Write verbs are exactly what the operator calls (tests/test_c
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+{{- if .Values.podMonitor.enabled }}
+- apiGroups: ["monitoring.coreos.com"]
+  resources: ["podmonitors"]
+  verbs: ["create", "patch"]
+{{- end }}
 {{- end -}}

@@ -38,15 +38,18 @@ _KINDS: dict[str, Any] = {}
 
 def _resource(kind: str) -> Any:
     if not _KINDS:
+        from lightkube.generic_resource import create_namespaced_resource
         from lightkube.resources.core_v1 import Service
 
-        _KINDS.update({"Deployment": Deployment, "Service": Service})
+        _KINDS.update({"Deployment": Deployment, "Service": Service,
+                       "PodMonitor": create_namespaced_resource("monitoring.coreos.com", "v1", "PodMonitor",
+                                                                "podmonitors")})
     return _KINDS[kind]
 
 
 async def apply(manifest: Mapping[str, Any], dry_run: bool = False) -> None:
-    """Server-side apply ``manifest`` (a Deployment or Service dict, sent as is: no field is dropped by a
-    client-side model) with ``force`` (the operator owns the fields it renders). An unchanged manifest is a
+    """Server-side apply ``manifest`` (a Deployment, Service or PodMonitor dict, sent as is: no field is dropped by
+    a client-side model) with ``force`` (the operator owns the fields it renders). An unchanged manifest is a
     no-op for the API server (resourceVersion kept). Raises ``lightkube.ApiError`` (e.g. 422 Invalid)."""
     from lightkube.types import PatchType
 

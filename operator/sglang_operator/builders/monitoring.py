@@ -1,0 +1,168 @@
+"""How Prometheus scrapes SGLang pods, defined once and rendered two ways (pure).
+
+:data:`SCRAPE` says which port and path SGLang serves ``/metrics`` on (the container port ``http``: SGLang's
+``--enable-metrics`` mounts ``/metrics`` on its HTTP port, ``python/sglang/srt/utils/common.py``
+``add_prometheus_middleware``) and which target labels every SGLang series gets: ``namespace``, ``pod``,
+``sglang_server`` (from the pod label ``app.kubernetes.io/instance``) and ``revision`` (from the pod label
+``sglang-operator.io/revision``). Prometheus' own ``instance`` (``IP:port``) is left untouched.
+
+- :func:`pod_monitor`: a ``monitoring.coreos.com/v1`` PodMonitor for one SGLangServer (the Prometheus Operator
+  selects the pods by label and the port by name; the relabelings add the labels).
+- :func:`scrape_config`: the plain Prometheus ``scrape_configs`` entry (``kubernetes_sd_configs`` role ``pod``
+  plus ``relabel_configs``) for users without the Prometheus Operator; the keep/drop rules do what the
+  PodMonitor's selector, port and the Prometheus Operator's default phase filter do.
+
+Both take their port, path and labels from :data:`SCRAPE`, so they cannot drift apart
+(``tests/monitoring/test_scrape.py`` evaluates both on the same pod).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_operator.builders.labels import APP_NAME, MANAGED_BY, REVISION_LABEL, common_labels, selector_labels
+from sglang_operator.builders.workload import PORT_NAME
+
+POD_MONITOR_API_VERSION = "monitoring.coreos.com/v1"
+POD_MONITOR_KIND = "PodMonitor"
+DEFAULT_JOB_NAME = "sglang"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+NAME_LABEL = "app.kubernetes.io/name"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+FINISHED_POD_PHASES = "Succeeded|Failed"
+"""Pods in these phases are not scraped (the Prometheus Operator's PodMonitor default, ``filterRunning``)."""
+
+
+def meta_pod_label(label: str) -> str:
+    """The Kubernetes service-discovery meta label of pod label ``label``: Prometheus replaces every character
+    outside ``[a-zA-Z0-9_]`` by ``_`` (``app.kubernetes.io/instance`` →
+    ``__meta_kubernetes_pod_label_app_kubernetes_io_instance``)."""
+    return "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", label)
+
+
+@dataclass(frozen=True)
+class Relabel:
+    """One relabelling step (Prometheus ``relabel_config``; PodMonitor ``RelabelConfig``).
+
+    ``action`` ``replace``: ``target_label`` = ``replacement`` with ``regex`` matched against the
+    ``;``-joined ``source_labels``; ``keep``/``drop``: keep/drop the target when ``regex`` matches.
+    """
+
+    source_labels: tuple[str, ...]
+    action: str = "replace"
+    target_label: str | None = None
+    regex: str = "(.*)"
+    replacement: str = "$1"
+
+    def prometheus(self) -> dict[str, Any]:
+        """As a Prometheus ``relabel_configs`` entry (snake_case)."""
+        out: dict[str, Any] = {"source_labels": list(self.source_labels), "action": self.action, "regex": self.regex}
+        if self.action == "replace":
+            out |= {"target_label": self.target_label, "replacement": self.replacement}
+        return out
+
+    def pod_monitor(self) -> dict[str, Any]:
+        """As a PodMonitor ``relabelings`` entry (camelCase, ``monitoring.coreos.com/v1`` RelabelConfig)."""
+        out: dict[str, Any] = {"sourceLabels": list(self.source_labels), "action": self.action, "regex": self.regex}
+        if self.action == "replace":
+            out |= {"targetLabel": self.target_label, "replacement": self.replacement}
+        return out
+
+
+@dataclass(frozen=True)
+class ScrapeEndpoint:
+    """Where SGLang's metrics are (``port``: the container port name, ``path``) and the target labels
+    (``labels``: relabelling steps shared by the PodMonitor and the plain scrape config)."""
+
+    port: str
+    path: str
+    scheme: str
+    labels: tuple[Relabel, ...]
+
+
+SCRAPE = ScrapeEndpoint(
+    port=PORT_NAME,
+    path="/metrics",
+    scheme="http",
+    labels=(
+        Relabel(("__meta_kubernetes_namespace",), target_label="namespace"),
+        Relabel(("__meta_kubernetes_pod_name",), target_label="pod"),
+        Relabel((meta_pod_label(INSTANCE_LABEL),), target_label="sglang_server"),
+        Relabel((meta_pod_label(REVISION_LABEL),), target_label="revision"),
+    ),
+)
+"""The one definition of how SGLang pods are scraped."""
+
+TARGET_LABELS = tuple(r.target_label for r in SCRAPE.labels if r.target_label)
+"""``("namespace", "pod", "sglang_server", "revision")``: the labels every scraped SGLang series carries."""
+
+
+def managed_pod_labels(name: str) -> dict[str, str]:
+    """The labels the pods of SGLangServer ``name`` carry and a PodMonitor selects them by."""
+    return {**selector_labels(name), MANAGED_BY_LABEL: MANAGED_BY}
+
+
+def pod_monitor(name: str, namespace: str, sglang_version: str, labels: Mapping[str, str] | None = None,
+                interval: str | None = None) -> dict[str, Any]:
+    """The PodMonitor of SGLangServer ``name`` (no ownerReferences: the caller adopts it).
+
+    ``labels``: extra metadata labels (e.g. ``release: prometheus`` for a Prometheus' ``podMonitorSelector``).
+    ``interval``: scrape interval as a Prometheus duration (``15s``); None uses the Prometheus' default.
+    Shape: ``monitoring.coreos.com/v1`` PodMonitor with one ``podMetricsEndpoints`` entry.
+    """
+    endpoint: dict[str, Any] = {"port": SCRAPE.port, "path": SCRAPE.path, "scheme": SCRAPE.scheme,
+                                "relabelings": [r.pod_monitor() for r in SCRAPE.labels]}
+    if interval:
+        endpoint["interval"] = interval
+    return {
+        "apiVersion": POD_MONITOR_API_VERSION,
+        "kind": POD_MONITOR_KIND,
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {**(labels or {}), **common_labels(name, sglang_version)}},
+        "spec": {
+            "selector": {"matchLabels": managed_pod_labels(name)},
+            "podMetricsEndpoints": [endpoint],
+        },
+    }
+
+
+def discovery_filters() -> tuple[Relabel, ...]:
+    """The keep/drop steps of the plain config that stand for the PodMonitor's selector, port and phase filter:
+    pods labelled as the operator's SGLang pods, their container port ``http``, not finished."""
+    return (
+        Relabel((meta_pod_label(NAME_LABEL), meta_pod_label(MANAGED_BY_LABEL)), action="keep",
+                regex=f"{APP_NAME};{MANAGED_BY}"),
+        Relabel(("__meta_kubernetes_pod_container_port_name",), action="keep", regex=SCRAPE.port),
+        Relabel(("__meta_kubernetes_pod_phase",), action="drop", regex=FINISHED_POD_PHASES),
+    )
+
+
+def scrape_config(job_name: str = DEFAULT_JOB_NAME, namespaces: tuple[str, ...] = (),
+                  kubeconfig_file: str | None = None, interval: str | None = None) -> dict[str, Any]:
+    """The plain Prometheus ``scrape_configs`` entry equivalent to the PodMonitors.
+
+    ``namespaces``: restrict pod discovery (empty: every namespace). ``kubeconfig_file``: reach the API server
+    with a kubeconfig instead of the in-cluster service account (Prometheus' ``kubernetes_sd_configs``).
+    ``interval``: ``scrape_interval`` (Prometheus duration); None keeps the global one.
+    """
+    sd: dict[str, Any] = {"role": "pod",
+                          "selectors": [{"role": "pod", "label": f"{MANAGED_BY_LABEL}={MANAGED_BY}"}]}
+    if namespaces:
+        sd["namespaces"] = {"names": list(namespaces)}
+    if kubeconfig_file:
+        sd["kubeconfig_file"] = kubeconfig_file
+    job: dict[str, Any] = {"job_name": job_name, "metrics_path": SCRAPE.path, "scheme": SCRAPE.scheme}
+    if interval:
+        job["scrape_interval"] = interval
+    job["kubernetes_sd_configs"] = [sd]
+    job["relabel_configs"] = [r.prometheus() for r in (*discovery_filters(), *SCRAPE.labels)]
+    return job
+
+
+def prometheus_config(**kwargs: Any) -> dict[str, Any]:
+    """A Prometheus configuration file holding only :func:`scrape_config` (``{"scrape_configs": [...]}``);
+    keyword arguments as :func:`scrape_config`."""
+    return {"scrape_configs": [scrape_config(**kwargs)]}
