@@ -13,6 +13,7 @@ import yaml
 
 from sglang_operator.api.crd import crd_yaml
 from sglang_operator.api.server import SpecError, parse
+from sglang_operator.leader import LeaderElectionConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_show_locals=False)
 
@@ -83,13 +84,13 @@ def import_(
 
 
 def _leader_election(enabled: bool, name: str, namespace: str | None, lease_duration: float,
-                     renew_deadline: float, retry_period: float) -> Any:
+                     renew_deadline: float, retry_period: float) -> LeaderElectionConfig | None:
     """The Lease settings of ``run --leader-elect``, or None; exit status 2 on inconsistent timings."""
     if not enabled:
         return None
     from pydantic import ValidationError
 
-    from sglang_operator.leader import LeaderElectionConfig, default_identity, default_namespace
+    from sglang_operator.leader import default_identity, default_namespace
 
     try:
         return LeaderElectionConfig(name=name, namespace=namespace or default_namespace(), identity=default_identity(),
@@ -142,7 +143,8 @@ def run(
     except ModuleNotFoundError as err:
         typer.echo(f"run: the operator runtime is missing ({err})", err=True)
         raise typer.Exit(2) from None
-    runner.run(leader_election=election, namespaces=namespace or (), liveness=liveness, peering=peering, verbose=verbose,
+    runner.run(leader_election=election, namespaces=namespace or (), liveness=liveness, peering=peering,
+               verbose=verbose,
                pod_monitors=monitors, pod_monitor_labels=monitor_labels)
 
 
