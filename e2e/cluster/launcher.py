@@ -37,6 +37,17 @@ CONTROLLERS = (
     "pod-garbage-collector-controller",
 )
 ALWAYS_ALLOW = "/healthz,/readyz,/livez,/metrics"
+# The API server's audit log (``Cluster.audit_log``, JSON lines): every write at Metadata level, except the fake
+# kubelet's pod/node status and node leases, so tests can count who wrote what (e2e/audit.py).
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "None", "resources": [{"group": "", "resources": ["pods", "pods/status", "nodes", "nodes/status"]}]},
+        {"level": "None", "namespaces": ["kube-node-lease"]},
+        {"level": "Metadata", "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
+        {"level": "None"},
+    ],
+}
 
 
 class ClusterError(RuntimeError):
@@ -74,6 +85,12 @@ class Cluster:
     def kubeconfig(self) -> Path:
         assert self.workdir is not None
         return self.workdir / "kubeconfig"
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log (JSON lines; see ``AUDIT_POLICY``)."""
+        assert self.workdir is not None
+        return self.workdir / "audit.log"
 
     @property
     def kubectl(self) -> Path:
@@ -132,6 +149,7 @@ class Cluster:
         ])
         wait_http(f"{etcd_url}/health", etcd, timeout)
         self.server = f"https://127.0.0.1:{api_port}"
+        (wd / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
         api = self._start("kube-apiserver", [
             str(self.bin_dir / "kube-apiserver"), f"--etcd-servers={etcd_url}",
             "--bind-address=127.0.0.1", f"--secure-port={api_port}",
@@ -144,6 +162,8 @@ class Cluster:
             f"--service-account-signing-key-file={pki.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
             "--kubelet-preferred-address-types=InternalIP",  # fake nodes: 127.0.1.N (kubectl logs)
+            f"--audit-policy-file={wd / 'audit-policy.yaml'}", f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json", "--audit-log-mode=blocking",  # written before the response
             "--profiling=false", "--v=1",
         ])
         ctx = ssl.create_default_context(cafile=str(pki.ca_crt))
