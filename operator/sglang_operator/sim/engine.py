@@ -6,6 +6,14 @@ step for every running request. Time is simulated (seconds) and paced against wa
 (``time_scale`` simulated seconds per wall second). Accepted drafts per request and step are drawn by error
 diffusion around the expected value, so a log window of ``--decode-log-interval`` steps reports the model's
 accept length (e.g. exactly 1.75 for α 0.75 and one draft step); step times get seeded Gaussian jitter.
+
+Timing follows SGLang: a step's tokens reach the clients when the step ends (:meth:`Engine.run` wakes the
+requests after pacing), so time to first token is queueing plus prefill and grows with the prompt; a request's
+arrival is stamped with the virtual clock mapped from the wall clock, also while the engine idles. Request
+counters (``prompt_tokens``, ``generation_tokens``, ``num_requests``, ``spec_verify_calls``) grow when a request
+finishes or is aborted, as ``TokenizerMetricsCollector.observe_one_finished_request`` does
+(``python/sglang/srt/observability/metrics_collector.py``, called from ``tokenizer_manager.py``); time to first
+token and inter-token latency are observed as tokens arrive.
 """
 
 from __future__ import annotations
@@ -90,16 +98,39 @@ class Engine:
         self._win_start = 0.0
         self._wake = asyncio.Event()
         self._token_i = 0
+        self._touched: dict[str, SimRequest] = {}
+        self._anchor: tuple[float, float] | None = None  # (wall monotonic, virtual) while run() paces
+        self._idle = False
 
     # ---- requests -------------------------------------------------------------------------
+    def virtual_now(self) -> float:
+        """Now on the virtual clock: the wall clock mapped through :meth:`run`'s pacing anchor (never ahead of
+        the step being simulated), or the virtual time itself when nothing paces the engine (tests)."""
+        if self._anchor is None:
+            return self.vnow
+        wall, virtual = self._anchor
+        mapped = virtual + (time.monotonic() - wall) * self.cfg.time_scale
+        return mapped if self._idle else min(self.vnow, mapped)
+
     def submit(self, req: SimRequest) -> None:
         """Queue ``req`` (arrival = now on the virtual clock)."""
-        req.arrival = self.vnow
+        req.arrival = max(self.virtual_now(), req.arrival)
         self.waiting.append(req)
-        key = "true" if req.stream else "false"
-        self.stats.num_requests[key] += 1
-        self.stats.prompt_tokens[key] += req.prompt_tokens
         self._wake.set()
+
+    def publish(self) -> None:
+        """Wake the clients of every request a step touched (the step's tokens are out)."""
+        for req in self._touched.values():
+            req.event.set()
+        self._touched.clear()
+
+    def _count_finished(self, req: SimRequest) -> None:
+        key = "true" if req.stream else "false"
+        st = self.stats
+        st.num_requests[key] += 1
+        st.prompt_tokens[key] += req.prompt_tokens
+        st.generation_tokens[key] += req.generated
+        st.spec_verify_calls[key] += req.verify_ct
 
     def alpha(self) -> float:
         """Current per-position acceptance α (profile value unless a fault overrides it)."""
@@ -117,7 +148,6 @@ class Engine:
             req.chunks.append(self._text(n))
             req.generated += n
             key = "true" if req.stream else "false"
-            self.stats.generation_tokens[key] += n
             if req.first_token_at is None:
                 req.first_token_at = self.vnow
                 self.stats.ttft[key].observe(self.vnow - req.arrival)
@@ -130,8 +160,8 @@ class Engine:
             req.finish_reason = "length" if req.generated >= req.max_new_tokens else "stop"
             key = "true" if req.stream else "false"
             self.stats.e2e[key].observe(self.vnow - req.arrival)
-            self.stats.spec_verify_calls[key] += req.verify_ct
-        req.event.set()
+            self._count_finished(req)
+        self._touched[req.rid] = req
 
     # ---- one iteration --------------------------------------------------------------------
     def step(self) -> float:
@@ -139,8 +169,9 @@ class Engine:
         for r in [r for r in self.running if r.aborted]:
             self.running.remove(r)
             self.stats.num_aborted_requests += 1
+            self._count_finished(r)
         while self.waiting and self.waiting[0].aborted:
-            self.waiting.popleft()
+            self._count_finished(self.waiting.popleft())
             self.stats.num_aborted_requests += 1
         if self.waiting and len(self.running) < self.cfg.max_running_requests:
             return self._prefill()
@@ -242,16 +273,20 @@ class Engine:
     async def run(self) -> None:
         """Step forever, sleeping so that simulated time advances ``time_scale`` × wall time."""
         scale = self.cfg.time_scale
-        anchor_wall, anchor_v = time.monotonic(), self.vnow
+        self._anchor = (time.monotonic(), self.vnow)
         while True:
             if not self.running and not self.waiting:
                 self._wake.clear()
-                idle_from = time.monotonic()
+                self._anchor = (time.monotonic(), self.vnow)
+                self._idle = True
                 await self._wake.wait()
-                self.vnow += (time.monotonic() - idle_from) * scale
-                anchor_wall, anchor_v = time.monotonic(), self.vnow
+                self.vnow = max(self.vnow, self.virtual_now())
+                self._idle = False
+                self._anchor = (time.monotonic(), self.vnow)
             self.step()
-            delay = anchor_wall + (self.vnow - anchor_v) / scale - time.monotonic()
-            if delay < -1.0:
-                anchor_wall, anchor_v = time.monotonic(), self.vnow
+            wall, virtual = self._anchor
+            delay = wall + (self.vnow - virtual) / scale - time.monotonic()
+            if delay < -1.0:  # fell behind (a busy machine): re-anchor rather than rush
+                self._anchor = (time.monotonic(), self.vnow)
             await asyncio.sleep(max(delay, 0.0))
+            self.publish()
