@@ -79,6 +79,13 @@ def test_sglang_families_exist_in_the_tables() -> None:
     assert set(series.releases_with(series.SPEC_ACCEPT_LENGTH)) == {"0.5.10", "0.5.23"}
 
 
+def test_the_simulator_emits_every_sglang_family_the_dashboard_queries() -> None:
+    from sglang_operator.sim.metrics import EMITTED
+
+    used = {re.sub(r"_(bucket|sum|count)$", "", m) for _, e in exprs() for m in re.findall(r"sglang:[a-z_]+", e)}
+    assert {u for u in used if u.removesuffix("_total") not in EMITTED} == set()
+
+
 def test_operator_series_are_named_in_one_place() -> None:
     known = {v for k, v in vars(series).items() if k.startswith("OP_")}
     used = {m for _, e in exprs() for m in re.findall(r"sglang_operator_[a-z_]+", e)}

@@ -103,6 +103,8 @@ EMITTED: dict[str, Provider] = {
     "sglang:generation_tokens": _streaming(lambda s: s.generation_tokens),
     "sglang:num_requests": _streaming(lambda s: s.num_requests),
     "sglang:num_aborted_requests": _g(lambda s, c: s.num_aborted_requests),
+    # the simulator never runs out of KV cache, so it never retracts (SGLang's counter exists from start-up)
+    "sglang:num_retracted_requests": _g(lambda s, c: 0.0),
     "sglang:spec_verify_calls": _streaming(lambda s: s.spec_verify_calls),
     "sglang:time_to_first_token_seconds": lambda s, c: s.ttft,
     "sglang:e2e_request_latency_seconds": lambda s, c: s.e2e,
