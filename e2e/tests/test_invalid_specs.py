@@ -69,6 +69,8 @@ class Case:
     changes: tuple[Callable[[dict[str, Any]], None], ...]
     server: str | None  # substring of the API server's error; None = the schema accepts it
     python: str  # substring of the Python-side message (SpecError or SpecValid=False)
+    rule: str = "schema"  # the CelRule.name or builders.validate.PYTHON_RULES name that refuses it
+    value: str = ""  # the offending value, as the message must name it
 
     def body(self) -> dict[str, Any]:
         obj = copy.deepcopy(valid_server())
@@ -77,109 +79,200 @@ class Case:
         return obj
 
 
-def case(id_: str, server: str | None, python: str, *changes: Callable[[dict[str, Any]], None]) -> Case:
-    return Case(id_, changes, server, python)
+def case(id_: str, server: str | None, python: str, *changes: Callable[[dict[str, Any]], None],
+         rule: str = "schema", value: str = "") -> Case:
+    return Case(id_, changes, server, python, rule, value)
 
 
-NDT_MSG = "spec.speculative.numDraftTokens must equal numSteps + 1 when eagleTopk is 1"
-OWNED_MSG = "spec.extraArgs may not set a flag that a typed field owns"
+def cel(id_: str, message: str, *changes: Callable[[dict[str, Any]], None], rule: str, value: str) -> Case:
+    """A CEL rule: the API server and Python give the same message (messageExpression / CelRule.explain)."""
+    return Case(id_, changes, message, message, rule, value)
+
+
+def owned(flag: str, field: str, abbrev_of: str | None = None) -> str:
+    """The refusal of an owned flag in extraArgs (names the flag and the field that owns it)."""
+    abbrev = f" (an abbreviation of {abbrev_of})" if abbrev_of else ""
+    fix = f" and set {field}" if field.startswith("spec.") else ""
+    return f"spec.extraArgs: {flag}{abbrev} is rendered from {field}; remove it from spec.extraArgs{fix}"
+
+
+def ndt(value: int, steps: int) -> str:
+    return (f"spec.speculative.numDraftTokens is {value} but must equal numSteps + 1 = {steps + 1} when eagleTopk "
+            f"is 1 (SGLang would silently change it); set it to {steps + 1} or omit it to have it derived")
+
+
+def gpu(value: int, tensor: int, data: int) -> str:
+    return (f"spec.resources.gpu is {value} but parallelism.tensor × parallelism.data is {tensor} × {data} = "
+            f"{tensor * data}: set spec.resources.gpu to at least {tensor * data}, or omit it (default: tensor × "
+            "data)")
+
+
+NDT_MSG = "spec.speculative.numDraftTokens is 4 but must equal numSteps + 1 = 2"
+ROLLBACK_RULE = "spec.rollback.{}"
+"""Rules of spec.rollback (api/rollback.py) carry no name: their case names the start of their message."""
 S = "spec."
+CACHE_TWO = ("spec.model.cache sets 2 of pvc, hostPath, emptyDir (pvc, hostPath): it needs exactly one; keep one "
+             "source")
+CACHE_NONE = "spec.model.cache sets 0 of pvc, hostPath, emptyDir (): it needs exactly one; keep one source"
+DRAFT = ("spec.speculative.draftModelPath is required with algorithm {} (SGLang loads a separate draft model from "
+         "--speculative-draft-model-path); set spec.speculative.draftModelPath, or use algorithm NEXTN with a model "
+         "that has MTP layers")
 CASES: list[Case] = [
-    # --- CEL rules (same message from the API server and from Python) ---
-    case("ndt-4-steps-1", NDT_MSG, NDT_MSG, setting(S + "speculative.numSteps", 1)),
-    case("ndt-3-steps-3", NDT_MSG, NDT_MSG, setting(S + "speculative.numDraftTokens", 3)),
-    case("topk2-no-ndt", "numDraftTokens is required when eagleTopk > 1",
-         "numDraftTokens is required when eagleTopk > 1",
-         setting(S + "speculative.eagleTopk", 2), setting(S + "speculative.numDraftTokens", DELETE),
-         setting(S + "speculative.specV2", False)),
-    case("specv2-topk2", "specV2 needs eagleTopk 1", "specV2 needs eagleTopk 1",
-         setting(S + "speculative.eagleTopk", 2)),
-    case("served-name-colon", "servedModelName may not contain ':'", "servedModelName may not contain ':'",
-         setting(S + "model.servedModelName", "qwen:27b")),
-    case("multi-node", "not supported yet", "not supported yet", setting(S + "parallelism.nodes", 2)),
-    case("extra-tp-abbrev", OWNED_MSG, OWNED_MSG, setting(S + "extraArgs", ["--tp", "2"])),
-    case("extra-tp-alias", OWNED_MSG, OWNED_MSG, setting(S + "extraArgs", ["--tensor-parallel-size=2"])),
-    case("extra-mem-abbrev", OWNED_MSG, OWNED_MSG, setting(S + "extraArgs", ["--mem-fraction", "0.9"])),
-    case("extra-mamba-old", OWNED_MSG, OWNED_MSG,
-         setting(S + "extraArgs", ["--mamba-scheduler-strategy", "no_buffer"])),
-    case("extra-mamba-new", OWNED_MSG, OWNED_MSG,
-         setting(S + "extraArgs", ["--mamba-radix-cache-strategy", "no_buffer"])),
-    case("extra-port", OWNED_MSG, OWNED_MSG, setting(S + "extraArgs", ["--port", "8000"])),
-    case("extra-spec-prefix", OWNED_MSG, OWNED_MSG, setting(S + "extraArgs", ["--speculative-num", "2"])),
-    case("extra-model", OWNED_MSG, OWNED_MSG, setting(S + "extraArgs", ["--model", "other/model"])),
-    case("cache-two-sources", "needs exactly one of pvc, hostPath, emptyDir",
-         "needs exactly one of pvc, hostPath, emptyDir",
-         setting(S + "model.cache", {"pvc": {"claimName": "hf"}, "hostPath": "/data/hf"})),
-    case("cache-no-source", "needs exactly one of pvc, hostPath, emptyDir",
-         "needs exactly one of pvc, hostPath, emptyDir", setting(S + "model.cache", {"mountPath": "/cache"})),
-    case("chunked-prefill-0", "chunkedPrefillSize must be -1 (disabled) or a positive",
-         "chunkedPrefillSize must be -1 (disabled) or a positive", setting(S + "memory.chunkedPrefillSize", 0)),
-    case("gpu-below-tp", "resources.gpu must be at least", "resources.gpu must be at least",
-         setting(S + "resources", {"gpu": 1})),
-    case("rollback-window", "windowSeconds must cover at least two probe intervals",
-         "windowSeconds must cover at least two probe intervals",
-         setting(S + "rollback", {"windowSeconds": 30, "probe": {"intervalSeconds": 30}})),
-    case("name-not-dns1035", "metadata.name must be a DNS-1035 label", "metadata.name must be a DNS-1035 label",
-         setting("metadata.name", "qwen3.6-27b")),
+    # --- CEL rules (same message from the API server and from Python, values filled in) ---
+    cel("ndt-4-steps-1", ndt(4, 1), setting(S + "speculative.numSteps", 1),
+        rule="draft-tokens-steps-plus-one", value="is 4"),
+    cel("ndt-3-steps-3", ndt(3, 3), setting(S + "speculative.numDraftTokens", 3),
+        rule="draft-tokens-steps-plus-one", value="is 3"),
+    cel("topk2-no-ndt", "spec.speculative.numDraftTokens is required when eagleTopk > 1 (eagleTopk is 2: SGLang "
+        "derives no value for it then); set spec.speculative.numDraftTokens",
+        setting(S + "speculative.eagleTopk", 2), setting(S + "speculative.numDraftTokens", DELETE),
+        setting(S + "speculative.specV2", False), rule="draft-tokens-with-topk", value="eagleTopk is 2"),
+    cel("specv2-topk2", "spec.speculative.specV2 needs eagleTopk 1, got eagleTopk 2 (SGLang: Spec v2 currently only "
+        "supports topk = 1); set eagleTopk to 1 or specV2 to false", setting(S + "speculative.eagleTopk", 2),
+        rule="spec-v2-topk", value="eagleTopk 2"),
+    cel("eagle3-no-draft", DRAFT.format("EAGLE3"), setting(S + "speculative.algorithm", "EAGLE3"),
+        rule="draft-model-required", value="EAGLE3"),
+    cel("standalone-no-draft", DRAFT.format("STANDALONE"), setting(S + "speculative.algorithm", "STANDALONE"),
+        rule="draft-model-required", value="STANDALONE"),
+    cel("served-name-colon", 'spec.model.servedModelName "qwen:27b" may not contain ":" (SGLang reserves it for '
+        "LoRA adapters: server_args.py check_server_args); remove the colon",
+        setting(S + "model.servedModelName", "qwen:27b"), rule="served-model-name-colon", value="qwen:27b"),
+    cel("multi-node", "spec.parallelism.nodes is 2: multi-node is not supported yet; set it to 1",
+        setting(S + "parallelism.nodes", 2), rule="single-node", value="is 2"),
+    cel("extra-tp-abbrev", owned("--tp", "spec.parallelism.tensor", "--tp-size"),
+        setting(S + "extraArgs", ["--tp", "2"]), rule="extra-args-owned-flag", value="--tp"),
+    cel("extra-tp-size", owned("--tp-size", "spec.parallelism.tensor"), setting(S + "extraArgs", ["--tp-size", "4"]),
+        rule="extra-args-owned-flag", value="--tp-size"),
+    cel("extra-tp-alias", owned("--tensor-parallel-size", "spec.parallelism.tensor"),
+        setting(S + "extraArgs", ["--tensor-parallel-size=2"]), rule="extra-args-owned-flag",
+        value="--tensor-parallel-size"),
+    cel("extra-mem-abbrev", owned("--mem-frac", "spec.memory.memFractionStatic", "--mem-fraction-static"),
+        setting(S + "extraArgs", ["--mem-frac", "0.9"]), rule="extra-args-owned-flag", value="--mem-frac"),
+    cel("extra-mamba-old", owned("--mamba-scheduler-strategy", "spec.memory.mambaSchedulerStrategy"),
+        setting(S + "extraArgs", ["--mamba-scheduler-strategy", "no_buffer"]), rule="extra-args-owned-flag",
+        value="--mamba-scheduler-strategy"),
+    cel("extra-mamba-new", owned("--mamba-radix-cache-strategy", "spec.memory.mambaSchedulerStrategy"),
+        setting(S + "extraArgs", ["--mamba-radix-cache-strategy", "no_buffer"]), rule="extra-args-owned-flag",
+        value="--mamba-radix-cache-strategy"),
+    cel("extra-port", owned("--port", "spec.port"), setting(S + "extraArgs", ["--port", "8000"]),
+        rule="extra-args-owned-flag", value="--port"),
+    cel("extra-host", owned("--host", "the operator's own fixed value"), setting(S + "extraArgs", ["--host", "::"]),
+        rule="extra-args-owned-flag", value="--host"),
+    cel("extra-spec-prefix", owned("--speculative-num", "spec.speculative.numSteps", "--speculative-num-steps"),
+        setting(S + "extraArgs", ["--speculative-num", "2"]), rule="extra-args-owned-flag",
+        value="--speculative-num"),
+    cel("extra-model", owned("--model", "spec.model.path"), setting(S + "extraArgs", ["--model", "other/model"]),
+        rule="extra-args-owned-flag", value="--model"),
+    cel("cache-two-sources", CACHE_TWO,
+        setting(S + "model.cache", {"pvc": {"claimName": "hf"}, "hostPath": "/data/hf"}),
+        rule="cache-one-source", value="pvc, hostPath"),
+    cel("cache-no-source", CACHE_NONE, setting(S + "model.cache", {"mountPath": "/cache"}),
+        rule="cache-one-source", value="sets 0"),
+    cel("chunked-prefill-0", "spec.memory.chunkedPrefillSize is 0: it must be -1 (disabled) or a positive number of "
+        "tokens", setting(S + "memory.chunkedPrefillSize", 0), rule="chunked-prefill-size", value="is 0"),
+    cel("gpu-below-tp", gpu(1, 2, 1), setting(S + "resources", {"gpu": 1}), rule="gpus-cover-parallelism",
+        value="is 1"),
+    cel("gpu-2-tensor-4", gpu(2, 4, 1), setting(S + "resources", {"gpu": 2}), setting(S + "parallelism.tensor", 4),
+        rule="gpus-cover-parallelism", value="4 × 1 = 4"),
+    case("rollback-verify", "spec.rollback.verifySeconds must be at least minSamples × intervalSeconds",
+         "spec.rollback.verifySeconds must be at least minSamples × intervalSeconds",
+         setting(S + "rollback", {"minSamples": 5, "intervalSeconds": 30, "verifySeconds": 60}),
+         rule=ROLLBACK_RULE.format("verifySeconds must be at least")),
+    case("rollback-probe-timeout", "spec.rollback.probe.timeoutSeconds must be shorter than intervalSeconds",
+         "spec.rollback.probe.timeoutSeconds must be shorter than intervalSeconds",
+         setting(S + "rollback", {"intervalSeconds": 30, "probe": {"timeoutSeconds": 30}}),
+         rule=ROLLBACK_RULE.format("probe.timeoutSeconds must be shorter")),
+    case("rollback-deadline", "spec.rollback.progressDeadlineSeconds must be longer than warmupSeconds",
+         "spec.rollback.progressDeadlineSeconds must be longer than warmupSeconds",
+         setting(S + "rollback", {"warmupSeconds": 3600, "progressDeadlineSeconds": 3600}),
+         rule=ROLLBACK_RULE.format("progressDeadlineSeconds must be longer")),
+    case("rollback-min-tps", "spec.rollback.probe.maxTokens at minTokensPerSecond must finish within",
+         "spec.rollback.probe.maxTokens at minTokensPerSecond must finish within",
+         setting(S + "rollback", {"minTokensPerSecond": 1, "probe": {"maxTokens": 256, "timeoutSeconds": 25}}),
+         rule=ROLLBACK_RULE.format("probe.maxTokens at minTokensPerSecond")),
+    cel("name-not-dns1035", 'metadata.name "qwen3.6-27b" must be a DNS-1035 label (lowercase letters, digits and '
+        "'-', starting with a letter, at most 63 characters): it names the Service; rename the object",
+        setting("metadata.name", "qwen3.6-27b"), rule="name-dns-1035", value="qwen3.6-27b"),
     # --- schema: bounds, enums, required fields, types ---
-    case("mem-fraction-1", "should be less than 1", "less than 1", setting(S + "memory.memFractionStatic", 1.0)),
-    case("mem-fraction-0", "should be greater than 0", "greater than 0",
-         setting(S + "memory.memFractionStatic", 0)),
+    case("mem-fraction-1", "should be less than 1", "less than 1 (got 1.0)",
+         setting(S + "memory.memFractionStatic", 1.0), value="1.0"),
+    case("mem-fraction-0", "should be greater than 0", "greater than 0 (got 0)",
+         setting(S + "memory.memFractionStatic", 0), value="0"),
     case("algorithm-unknown", 'Unsupported value: "MEDUSA"', "Input should be",
-         setting(S + "speculative.algorithm", "MEDUSA")),
+         setting(S + "speculative.algorithm", "MEDUSA"), value="MEDUSA"),
     case("algorithm-lowercase", 'Unsupported value: "nextn"', "Input should be",
-         setting(S + "speculative.algorithm", "nextn")),
+         setting(S + "speculative.algorithm", "nextn"), value="nextn"),
     case("tensor-0", "should be greater than or equal to 1", "greater than or equal to 1",
-         setting(S + "parallelism.tensor", 0)),
+         setting(S + "parallelism.tensor", 0), value="0"),
     case("steps-0", "should be greater than or equal to 1", "greater than or equal to 1",
-         setting(S + "speculative.numSteps", 0)),
+         setting(S + "speculative.numSteps", 0), value="0"),
     case("port-too-big", "should be less than or equal to 65535", "less than or equal to 65535",
-         setting(S + "port", 70000)),
-    case("no-model-path", "Required value", "Field required", setting(S + "model.path", DELETE)),
-    case("no-image", "Required value", "Field required", setting(S + "sglang.image", DELETE)),
-    case("no-algorithm", "Required value", "Field required", setting(S + "speculative.algorithm", DELETE)),
+         setting(S + "port", 70000), value="70000"),
+    case("no-model-path", "Required value", "Field required", setting(S + "model.path", DELETE), value="path"),
+    case("no-image", "Required value", "Field required", setting(S + "sglang.image", DELETE), value="image"),
+    case("no-algorithm", "Required value", "Field required", setting(S + "speculative.algorithm", DELETE),
+         value="algorithm"),
     case("mamba-strategy-unknown", 'Unsupported value: "fast"', "Input should be",
-         setting(S + "memory.mambaSchedulerStrategy", "fast")),
+         setting(S + "memory.mambaSchedulerStrategy", "fast"), value="fast"),
     case("pull-policy-unknown", 'Unsupported value: "Sometimes"', "Input should be",
-         setting(S + "sglang.imagePullPolicy", "Sometimes")),
+         setting(S + "sglang.imagePullPolicy", "Sometimes"), value="Sometimes"),
     case("replicas-negative", "should be greater than or equal to 0", "greater than or equal to 0",
-         setting(S + "replicas", -1)),
-    case("shm-not-quantity", "should match", "should match pattern", setting(S + "resources.shmSize", "lots")),
+         setting(S + "replicas", -1), value="-1"),
+    case("shm-not-quantity", "should match", "should match pattern", setting(S + "resources.shmSize", "lots"),
+         value="lots"),
     case("context-0", "should be greater than or equal to 1", "greater than or equal to 1",
-         setting(S + "memory.contextLength", 0)),
-    case("ndt-string", "must be of type integer", "valid integer", setting(S + "speculative.numDraftTokens", "four")),
+         setting(S + "memory.contextLength", 0), value="0"),
+    case("ndt-string", "must be of type integer", "valid integer", setting(S + "speculative.numDraftTokens", "four"),
+         value="four"),
     case("typo-field", 'unknown field "spec.speculative.numDraftToken"', "Extra inputs are not permitted",
-         setting(S + "speculative.numDraftToken", 4)),
+         setting(S + "speculative.numDraftToken", 4), value="numDraftToken"),
     # --- pass-through pod fields carry Kubernetes' own schemas (api/kube_types.py) ---
     case("security-context-typo", 'unknown field "spec.securityContext.runAsUsr"', "runAsUsr: unknown field",
-         setting(S + "securityContext", {"runAsUsr": 1000})),
+         setting(S + "securityContext", {"runAsUsr": 1000}), value="runAsUsr"),
     case("affinity-typo", 'unknown field "spec.affinity.nodeAfinity"', "nodeAfinity: unknown field",
-         setting(S + "affinity", {"nodeAfinity": {}})),
+         setting(S + "affinity", {"nodeAfinity": {}}), value="nodeAfinity"),
     case("toleration-type", "spec.tolerations[0].tolerationSeconds", "tolerationSeconds: 'soon' is not of type",
-         setting(S + "tolerations", [{"key": "gpu", "tolerationSeconds": "soon"}])),
+         setting(S + "tolerations", [{"key": "gpu", "tolerationSeconds": "soon"}]), value="soon"),
     case("env-no-name", "spec.env[0].name: Required value", "'name' is a required property",
-         setting(S + "env", [{"value": "1"}])),
+         setting(S + "env", [{"value": "1"}]), value="name"),
     case("volume-typo", 'unknown field "spec.volumes[0].persistentVolumeClaim.claim"',
          "persistentVolumeClaim.claim: unknown field",
-         setting(S + "volumes", [{"name": "v", "persistentVolumeClaim": {"claim": "x"}}])),
+         setting(S + "volumes", [{"name": "v", "persistentVolumeClaim": {"claim": "x"}}]), value="claim"),
     case("volume-mount-no-path", "spec.volumeMounts[0].mountPath: Required value", "'mountPath' is a required",
-         setting(S + "volumeMounts", [{"name": "v"}])),
+         setting(S + "volumeMounts", [{"name": "v"}]), value="mountPath"),
     # --- beyond the schema: the target SGLang release decides (SpecValid=False) ---
-    case("image-latest", None, "holds no SGLang version", setting(S + "sglang.image", "lmsysorg/sglang:latest")),
+    case("image-latest", None, "holds no SGLang version; set the SGLang version explicitly: set spec.sglang.version",
+         setting(S + "sglang.image", "lmsysorg/sglang:latest"), rule="version-supported", value="'latest'"),
     case("version-unsupported", None, "SGLang 0.5.16 is not supported",
-         setting(S + "sglang", {"image": "registry.local/sglang:prod", "version": "0.5.16"})),
-    case("version-vs-tag", None, "contradicts the image tag", setting(S + "sglang.version", "0.5.23")),
+         setting(S + "sglang", {"image": "registry.local/sglang:prod", "version": "0.5.16"}),
+         rule="version-supported", value="0.5.16"),
+    case("version-vs-tag", None, "contradicts the image tag", setting(S + "sglang.version", "0.5.23"),
+         rule="version-supported", value="0.5.23"),
     case("strategy-not-in-release", None, "'extra_buffer_lazy' is not supported by SGLang 0.5.10",
-         setting(S + "memory.mambaSchedulerStrategy", "extra_buffer_lazy")),
+         setting(S + "memory.mambaSchedulerStrategy", "extra_buffer_lazy"), rule="typed-choice-in-release",
+         value="extra_buffer_lazy"),
     case("extra-abbrev-unowned", None, "--page is not a launch flag of SGLang 0.5.10 (full flag names only)",
-         setting(S + "extraArgs", ["--page", "64"])),
+         setting(S + "extraArgs", ["--page", "64"]), rule="extra-args-known-flag", value="--page"),
     case("extra-unknown", None, "--no-such-flag is not a launch flag of SGLang 0.5.10",
-         setting(S + "extraArgs", ["--no-such-flag"])),
+         setting(S + "extraArgs", ["--no-such-flag"]), rule="extra-args-known-flag", value="--no-such-flag"),
     case("extra-renamed-in-0.5.23", None, "--cuda-graph-max-bs is not a launch flag of SGLang 0.5.23",
          setting(S + "sglang.image", "lmsysorg/sglang:v0.5.23-cu130"), setting(S + "speculative.specV2", False),
-         setting(S + "extraArgs", ["--cuda-graph-max-bs", "64"])),
-    case("env-overrides-operator", None, "SGLANG_ENABLE_SPEC_V2 is set by the operator",
-         setting(S + "env", [{"name": "SGLANG_ENABLE_SPEC_V2", "value": "0"}])),
+         setting(S + "extraArgs", ["--cuda-graph-max-bs", "64"]), rule="extra-args-known-flag",
+         value="--cuda-graph-max-bs"),
+    case("env-overrides-operator", None, "spec.env: SGLANG_ENABLE_SPEC_V2 is set by the operator from "
+         "spec.speculative.specV2", setting(S + "env", [{"name": "SGLANG_ENABLE_SPEC_V2", "value": "0"}]),
+         rule="env-owned", value="SGLANG_ENABLE_SPEC_V2"),
+    case("nextn-model-without-mtp", None, "spec.speculative.algorithm NEXTN without spec.speculative.draftModelPath "
+         "needs a model with MTP layers, and spec.model.path Qwen/Qwen3-8B (Qwen3ForCausalLM) has none",
+         setting(S + "model.path", "Qwen/Qwen3-8B"), setting(S + "memory.mambaSchedulerStrategy", DELETE),
+         setting(S + "memory.mambaFullMemoryRatio", DELETE), rule="mtp-or-draft", value="Qwen/Qwen3-8B"),
+    case("sglang-mamba-no-buffer", None, "SGLang 0.5.10 refuses the command line: ValueError: Speculative decoding "
+         "for Qwen3_5ForConditionalGeneration is not compatible with radix cache when using "
+         "--mamba-scheduler-strategy no_buffer", setting(S + "memory.mambaSchedulerStrategy", "no_buffer"),
+         rule="sglang-refuses", value="spec.memory.mambaSchedulerStrategy=no_buffer"),
+    case("sglang-bad-extra-value", None, "spec.extraArgs --page-size x: SGLang 0.5.10 refuses the command line: "
+         "sglang serve: error: argument --page-size: invalid int value: 'x'",
+         setting(S + "extraArgs", ["--page-size", "x"]), rule="sglang-refuses", value="--page-size x"),
 ]
 
 
@@ -190,6 +283,11 @@ def python_errors(body: dict[str, Any]) -> list[str]:
     except SpecError as err:
         return err.messages
     return check(server.spec).errors
+
+
+def python_rules(body: dict[str, Any]) -> list[str]:
+    """The names of the release-dependent rules (``builders.validate.PYTHON_RULES``) that refuse ``body``."""
+    return check(parse(body).spec).rules
 
 
 @pytest.fixture(scope="module")

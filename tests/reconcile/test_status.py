@@ -22,7 +22,7 @@ def entry(rev: str, gen: int) -> dict:
 def test_first_apply_records_the_revision_and_is_progressing():
     st = applied({}, render_status("r1"), [], entry("r1", 1), 1, 10, NOW)
     assert st["phase"] == "Progressing" and st["observedGeneration"] == 1
-    assert [r["revision"] for r in st["revisions"]] == ["r1"] and st["revisions"][0]["verdict"] == "Recorded"
+    assert [r["revision"] for r in st["revisions"]] == ["r1"] and st["revisions"][0]["verdict"] == "Verifying"
     assert find(st["conditions"], "SpecValid")["reason"] == "Valid"
 
 
@@ -37,7 +37,7 @@ def test_new_revision_supersedes_and_resets_readings_and_history_is_bounded():
     for i in range(1, 5):
         st = {**st, **applied(st, render_status(f"r{i}"), [], entry(f"r{i}", i), i, 3, NOW)}
     assert [r["revision"] for r in st["revisions"]] == ["r2", "r3", "r4"]
-    assert [r["verdict"] for r in st["revisions"]] == ["Superseded", "Superseded", "Recorded"]
+    assert [r["verdict"] for r in st["revisions"]] == ["Superseded", "Superseded", "Verifying"]
     assert st["effective"] is None and st["tokensPerSecond"] is None
 
 
@@ -80,7 +80,7 @@ def test_returning_to_an_earlier_revision_makes_it_the_newest_record():
     st: dict = {}
     for rev in ("A", "B", "A"):
         st = {**st, **applied(st, render_status(rev), [], entry(rev, 1), 1, 10, NOW)}
-    assert [(r["revision"], r["verdict"]) for r in st["revisions"]] == [("B", "Superseded"), ("A", "Recorded")]
+    assert [(r["revision"], r["verdict"]) for r in st["revisions"]] == [("B", "Superseded"), ("A", "Verifying")]
 
 
 def test_a_replicas_only_change_updates_the_applied_spec_of_the_same_revision():

@@ -1,69 +1,175 @@
-"""``spec.rollback``: the policy the rollback controller follows (defaults make the CRD stable now).
+"""``spec.rollback``: how the operator judges every new revision and when it returns to the stable one.
 
-The controller measures each revision (decode throughput in tok/s and acceptance length, from SGLang's
-Prometheus metrics ``sglang:gen_throughput`` / ``sglang:spec_accept_length``, or from its own probe requests)
-and rolls back to the last good revision when the new one is worse than the good one by more than the
-thresholds below, over ``windowSeconds`` with at least ``minSamples`` samples.
+Each interval the operator measures the revision that runs (signal ``probe``: its own streamed request, decode
+tok/s after the first token; signal ``traffic``: per-request decode speed from SGLang's
+``sglang:inter_token_latency_seconds`` histogram) together with the acceptance length (from
+``sglang:spec_verify_calls_total`` / generation tokens, or the ``sglang:spec_accept_length`` gauge). After a
+warm-up that starts when all of the revision's pods are Ready, each measured interval is a sample that passes or
+fails the criteria below; ``failureThreshold`` failing samples in a row reject the revision and the stable revision
+is applied again (the spec is never edited). ``minSamples`` samples and ``verifySeconds`` of verification promote
+it to stable, with the median of its samples as the new baseline. The decision itself is
+``sglang_operator.reconcile.rollback.step``; ``docs/rollback.md`` has the state machine.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import Field
 
 from sglang_operator.api.base import ApiModel, CelRule
 
+PROBE_PROMPT = (
+    "You are a senior Python engineer. Implement a complete red-black tree module in Python 3.11 with type "
+    "hints and docstrings. Write a Node class with key, value, color, left, right and parent fields, and a "
+    "RedBlackTree class that uses a single shared sentinel NIL node instead of None. The tree must provide "
+    "insert(key, value), delete(key), search(key) returning the value or raising KeyError, minimum(), "
+    "maximum(), successor(node), predecessor(node), an in-order iterator, len(), a contains check, and a "
+    "validate() method that checks every red-black property: the root is black, every leaf is black, no red "
+    "node has a red child, and every path from a node to its descendant leaves contains the same number of "
+    "black nodes; validate() must also check the binary-search-tree ordering and the parent pointers, and "
+    "raise an AssertionError that names the violated property and the offending key. Implement left_rotate "
+    "and right_rotate, the insert fix-up and the delete fix-up explicitly, following the classic case "
+    "analysis: for insertion, the uncle is red (recolor and move up), the uncle is black and the node is an "
+    "inner child (rotate the parent), the uncle is black and the node is an outer child (rotate the "
+    "grandparent and recolor); for deletion, the sibling is red, the sibling is black with two black "
+    "children, the sibling is black with a red inner child, and the sibling is black with a red outer child, "
+    "each mirrored for the left and right sides. Comment every case with the invariant it restores and why "
+    "the black height stays the same. Add a transplant helper and keep the implementation iterative, not "
+    "recursive, so that deep trees cannot exhaust the stack. Finish with a test function "
+    "that inserts 1000 random integer keys with a fixed seed, validates the tree after every operation, "
+    "deletes half of the keys in random order, validates again, checks that the in-order traversal is sorted "
+    "and equals the sorted list of remaining keys, and measures the tree height to show that it stays below "
+    "2 * log2(n + 1). Explain the time complexity of each operation in a short closing paragraph, and point "
+    "out two common bugs in textbook implementations of delete and how your code avoids them."
+)
+"""Default probe prompt: a fixed coding request of about 512 tokens (≈ 4 characters per token), like the one the
+published case was measured with. ``clients/loadgen.py`` uses the same text."""
+
+
+class RollbackAction(StrEnum):
+    """What the operator does with a revision that fails its verification."""
+
+    ROLLBACK = "Rollback"
+    """Reject it and apply the stable revision again (the spec is not edited)."""
+    ALERT = "Alert"
+    """Judge and report (Warning event, ``Degraded`` condition), never roll back."""
+    DRY_RUN = "DryRun"
+    """Judge and record verdicts in ``status`` only: no events, no conditions beyond ``status.analysis``."""
+
+
+class Signal(StrEnum):
+    """Where a sample's decode speed (tok/s) comes from; same values as ``sampling.model.Signal``."""
+
+    PROBE = "probe"
+    """The operator streams ``probe.prompt`` (greedy) to the revision's Ready pods in turn and measures
+    single-stream decode tok/s after the first token: fair to idle servers, comparable across revisions."""
+    TRAFFIC = "traffic"
+    """Users' traffic: per-request decode speed, 1 / mean inter-token latency over the interval; below
+    ``minTraffic`` a sample is inconclusive."""
+
+
+class MinTraffic(ApiModel):
+    """Least load for a ``traffic`` sample to count (below it the sample is inconclusive, never a failure)."""
+
+    running_requests: Annotated[int, Field(ge=0, le=100000)] = 1
+    """Running requests (``sglang:num_running_reqs``, summed over the revision's pods), count."""
+
 
 class ProbePolicy(ApiModel):
-    """Synthetic load the operator sends to measure a revision when there is no traffic of its own."""
+    """The request the operator sends each interval with signal ``probe``."""
 
-    enabled: bool = True
-    """Send probe requests (a fixed prompt, greedy decoding) to measure throughput."""
-    interval_seconds: Annotated[int, Field(ge=5, le=3600)] = 30
-    """Seconds between two probe requests."""
-    prompt_tokens: Annotated[int, Field(ge=1, le=32768)] = 512
-    """Approximate prompt length in tokens (the published case measured on a 512-token coding prompt)."""
-    max_tokens: Annotated[int, Field(ge=16, le=8192)] = 256
-    """Tokens generated per probe request."""
-    timeout_seconds: Annotated[int, Field(ge=1, le=600)] = 60
-    """Timeout of one probe request, in seconds."""
+    prompt: Annotated[str, Field(min_length=1, max_length=65536)] = PROBE_PROMPT
+    """Prompt text, sent as one user message of a streaming ``/v1/chat/completions`` request with temperature 0.
+    Default: a fixed coding request of about 512 tokens. Changing it makes samples incomparable with the
+    baseline measured with the old prompt."""
+    max_tokens: Annotated[int, Field(ge=2, le=8192)] = 256
+    """Output tokens per probe request (``max_tokens``), count."""
+    timeout_seconds: Annotated[int, Field(ge=1, le=3600)] = 25
+    """Timeout of one probe request, seconds; shorter than ``intervalSeconds`` (one probe per interval). A probe
+    that times out is a measurement error, not a failure."""
 
 
 class RollbackPolicy(ApiModel):
-    """When to judge a new revision regressed and return to the last good one. Not acted on yet: this release
-    records every revision in status.revisions (verdict Recorded) but neither judges nor rolls back; the
-    policy is defined now so the CRD stays stable when automatic rollback lands."""
+    """How each new revision is judged and when the operator returns to the stable revision. Every field is
+    optional; the defaults suit production (earliest rollback: warmupSeconds + failureThreshold ×
+    intervalSeconds = 210 s after all pods are Ready)."""
 
-    enabled: bool = True
-    """Roll back automatically. When false, a regression is only reported (Degraded condition, event)."""
-    min_tokens_per_second_ratio: Annotated[float, Field(gt=0, le=1)] = 0.85
-    """A revision is regressed when its decode throughput (tok/s) is below this fraction of the last good
-    revision's (0.85 = more than 15 % slower)."""
-    min_accept_length_ratio: Annotated[float, Field(gt=0, le=1)] = 0.85
-    """A revision is regressed when its mean acceptance length is below this fraction of the last good
-    revision's (speculative decoding only; compare lengths, not rates, across SGLang releases)."""
-    warmup_seconds: Annotated[int, Field(ge=0, le=7200)] = 120
-    """Seconds after a revision becomes Ready before samples count (CUDA graphs, caches)."""
-    window_seconds: Annotated[int, Field(ge=30, le=86400)] = 300
-    """Length of the measurement window, in seconds."""
-    min_samples: Annotated[int, Field(ge=1, le=10000)] = 10
-    """Samples needed in the window before a verdict."""
-    cooldown_seconds: Annotated[int, Field(ge=0, le=86400)] = 600
-    """Seconds after a rollback before another automatic rollback may happen."""
-    max_rollbacks: Annotated[int, Field(ge=0, le=100)] = 3
-    """Automatic rollbacks allowed per SGLangServer before the operator only reports (0 = unlimited)."""
+    action: RollbackAction = RollbackAction.ROLLBACK
+    """``Rollback`` (apply the stable revision again), ``Alert`` (report only) or ``DryRun`` (record verdicts in
+    status only)."""
+    signal: Signal = Signal.PROBE
+    """``probe`` (the operator's own request) or ``traffic`` (users' requests)."""
+    warmup_seconds: Annotated[int, Field(ge=0, le=86400)] = 120
+    """Seconds after all of the revision's pods are Ready (continuously: a pod leaving Ready restarts it) before
+    samples count (CUDA graphs, caches, JIT)."""
+    interval_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
+    """Length of one sample, seconds."""
+    min_samples: Annotated[int, Field(ge=1, le=1000)] = 5
+    """Measured samples needed before promotion, count (failures are never gated by it)."""
+    verify_seconds: Annotated[int, Field(ge=0, le=604800)] = 600
+    """Seconds of verification after warm-up before promotion; promotion needs both this and minSamples."""
+    failure_threshold: Annotated[int, Field(ge=1, le=100)] = 3
+    """Failing samples in a row that reject a revision, count (a passing sample resets it)."""
+    error_threshold: Annotated[int, Field(ge=1, le=1000)] = 4
+    """Measurement errors in a row (scrape or probe failed while the pods are Ready), count, after which the
+    analysis is Paused; errors never cause a rollback."""
+    progress_deadline_seconds: Annotated[int, Field(ge=1, le=604800)] = 3600
+    """Seconds from the moment a revision is applied until its pods must all be Ready and warmed up; a revision
+    that misses it fails (crash loops, a flag the image rejects). Readiness blips do not reset it. Keep it above
+    the pod's startup-probe budget (1800 s) in production, or a model still loading fails."""
+    min_relative_tokens_per_second: Annotated[float, Field(gt=0, le=1)] = 0.85
+    """A sample fails when its decode speed (tok/s) is below this fraction of the baseline's (0.85 = more than
+    15 % slower). Applies only when the model (path and revision), GPU product and parallelism equal the
+    baseline's."""
+    min_relative_accept_length: Annotated[float, Field(gt=0, le=1)] = 0.9
+    """A sample fails when its mean acceptance length (tokens per verify step) is below this fraction of the
+    baseline's; same conditions as minRelativeTokensPerSecond."""
+    min_tokens_per_second: Annotated[float | None, Field(gt=0, le=100000)] = None
+    """Absolute floor of decode speed, tok/s (unset: none). Applies to every revision, the first one included."""
+    min_accept_length: Annotated[float | None, Field(ge=1, le=64)] = None
+    """Absolute floor of the mean acceptance length, tokens per verify step (unset: none)."""
+    min_traffic: MinTraffic = Field(default_factory=MinTraffic, json_schema_extra={"default": {}})
+    """Signal ``traffic``: least load for a sample to count."""
+    max_rollbacks: Annotated[int, Field(ge=1, le=100)] = 3
+    """Automatic rollbacks allowed per rollbackWindowSeconds, count; one more failing revision is Paused (keeps
+    running, reported) instead of rolled back."""
+    rollback_window_seconds: Annotated[int, Field(ge=1, le=31536000)] = 86400
+    """Window of maxRollbacks, seconds."""
     history_limit: Annotated[int, Field(ge=1, le=50)] = 10
-    """Revisions kept in ``status.revisions``."""
+    """Revisions kept in ``status.revisions`` (the stable one is never dropped), count."""
     probe: ProbePolicy = Field(default_factory=ProbePolicy, json_schema_extra={"default": {}})
-    """Probe requests used to measure a revision."""
+    """Signal ``probe``: the request sent each interval."""
 
     cel_rules = (
         CelRule(
-            "!has(self.windowSeconds) || !has(self.probe) || !has(self.probe.intervalSeconds) || "
-            "(has(self.probe.enabled) && !self.probe.enabled) || self.windowSeconds >= 2 * self.probe.intervalSeconds",
-            "spec.rollback.windowSeconds must cover at least two probe intervals",
-            lambda m: not m.probe.enabled or m.window_seconds >= 2 * m.probe.interval_seconds,
-            ".windowSeconds",
+            "self.verifySeconds >= self.minSamples * self.intervalSeconds",
+            "spec.rollback.verifySeconds must be at least minSamples × intervalSeconds (promotion needs both "
+            "minSamples samples and verifySeconds)",
+            lambda m: m.verify_seconds >= m.min_samples * m.interval_seconds,
+            ".verifySeconds",
+        ),
+        CelRule(
+            "self.probe.timeoutSeconds < self.intervalSeconds",
+            "spec.rollback.probe.timeoutSeconds must be shorter than intervalSeconds (one probe per interval)",
+            lambda m: m.probe.timeout_seconds < m.interval_seconds,
+            ".probe.timeoutSeconds",
+        ),
+        CelRule(
+            "self.progressDeadlineSeconds > self.warmupSeconds",
+            "spec.rollback.progressDeadlineSeconds must be longer than warmupSeconds (the deadline covers "
+            "the rollout and the warm-up)",
+            lambda m: m.progress_deadline_seconds > m.warmup_seconds,
+            ".progressDeadlineSeconds",
+        ),
+        CelRule(
+            "!has(self.minTokensPerSecond) || "
+            "double(self.probe.maxTokens) < self.minTokensPerSecond * double(self.probe.timeoutSeconds)",
+            "spec.rollback.probe.maxTokens at minTokensPerSecond must finish within probe.timeoutSeconds "
+            "(a probe at the floor would time out, an error instead of a failure)",
+            lambda m: m.min_tokens_per_second is None
+            or m.probe.max_tokens < m.min_tokens_per_second * m.probe.timeout_seconds,
+            ".minTokensPerSecond",
         ),
     )

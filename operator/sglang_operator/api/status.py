@@ -3,7 +3,9 @@
 Written only by the operator (status subresource). Conditions use the ``metav1.Condition`` shape
 (``k8s.io/apimachinery/pkg/apis/meta/v1/types.go``); ``sglang_operator.reconcile.conditions`` builds and
 merges them. ``effective`` holds what SGLang reports it runs (``GET /server_info``, keys as
-``sglang_operator.reconcile.effective.FIELDS``); ``revisions`` is the ledger the rollback controller uses.
+``sglang_operator.reconcile.effective.FIELDS``); ``revisions`` is the ledger of revisions with their verdicts;
+``stableRevision``, ``baseline``, ``analysis``, ``rejectedRevisions`` and ``rollbacks`` are the rollback analysis
+(:mod:`sglang_operator.api.analysis`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from sglang_operator.api.analysis import Analysis, Baseline, Rejection, RollbackRecord
 from sglang_operator.api.base import FreeForm, StatusModel
 
 
@@ -27,7 +30,9 @@ class ConditionType(StrEnum):
     PROGRESSING = "Progressing"
     """A new revision is rolling out, or pods are starting."""
     DEGRADED = "Degraded"
-    """Pods fail (Unschedulable, CrashLoopBackOff with the termination message) or a revision regressed."""
+    """Pods fail (Unschedulable, CrashLoopBackOff with the termination message), or the revision the spec asks
+    for was rolled back (reason ``RolledBack``: both revisions and their numbers) or judged regressed and left
+    running (reason ``Regressed``: action Alert, no stable revision, or maxRollbacks reached)."""
     SPEC_VALID = "SpecValid"
     """The spec is valid for the target SGLang release. False: nothing is applied; the message says why.
     True with reason ``ValidWithWarnings``: the message lists the warnings (e.g. maxRunningRequests unset
@@ -35,8 +40,13 @@ class ConditionType(StrEnum):
     SETTINGS_DIFFER = "SettingsDiffer"
     """True when SGLang resolved other settings than the spec asked for (message: ``key: spec X, SGLang Y``;
     NEXTN reported as EAGLE is not a difference)."""
-    ROLLED_BACK = "RolledBack"
-    """True after the operator rolled back to an earlier revision (message: from, to, why)."""
+    STABLE_REGRESSED = "StableRegressed"
+    """True while the stable revision fails its own baseline (failureThreshold samples in a row; message: the
+    numbers). Reported only: the stable revision is never rolled back automatically."""
+    SPECULATIVE_DECODING_ACTIVE = "SpeculativeDecodingActive"
+    """Once Ready: True when SGLang reports an acceptance length; False when speculation was asked for but
+    ``/server_info`` shows none or the acceptance-length series are absent (NEXTN reported as EAGLE is not a
+    difference)."""
 
 
 class Phase(StrEnum):
@@ -48,7 +58,6 @@ class Phase(StrEnum):
     DEGRADED = "Degraded"
     STOPPED = "Stopped"
     INVALID = "Invalid"
-    ROLLING_BACK = "RollingBack"
 
 
 class Condition(StatusModel):
@@ -93,16 +102,22 @@ class EffectiveSettings(StatusModel):
 
 
 class Verdict(StrEnum):
-    """Judgement of a revision by the rollback controller."""
+    """Judgement of a revision in the ledger (``status.revisions[].verdict``); the stable revision is
+    ``status.stableRevision``, the analysis of the serving one ``status.analysis``."""
 
-    RECORDED = "Recorded"
-    """Recorded in the ledger, not judged: this release of the operator does not yet measure revisions
-    against each other (``spec.rollback`` is defined, not acted on)."""
-    MEASURING = "Measuring"
-    GOOD = "Good"
-    REGRESSED = "Regressed"
-    ROLLED_BACK = "RolledBack"
+    VERIFYING = "Verifying"
+    """Applied and being judged (warming up or verifying)."""
+    PROMOTED = "Promoted"
+    """Passed its verification; it became the stable revision then."""
+    REJECTED = "Rejected"
+    """Failed and rolled back; not run again until the annotation ``sglang-operator.io/retry`` changes."""
+    FAILED = "Failed"
+    """Failed and left running: action Alert or DryRun, no stable revision to return to, or maxRollbacks
+    reached."""
+    UNVERIFIED = "Unverified"
+    """Analysis stopped without a verdict (measurement errors in a row)."""
     SUPERSEDED = "Superseded"
+    """Replaced by another revision before a verdict."""
 
 
 class RevisionRecord(StatusModel):
@@ -121,30 +136,17 @@ class RevisionRecord(StatusModel):
     spec: FreeForm | None = None
     """Snapshot of the spec that produced the revision (what a rollback restores)."""
     tokens_per_second: float | None = None
-    """Measured decode throughput, tok/s (mean over the window)."""
+    """Decode speed at the verdict, tok/s: median of the valid samples (Promoted) or of the failing ones."""
     accept_length: float | None = None
-    """Measured mean acceptance length."""
+    """Acceptance length at the verdict (medians as tokensPerSecond)."""
     samples: int | None = None
-    """Samples behind the measurement."""
-    verdict: Annotated[str, Field(json_schema_extra={"enum": [v.value for v in Verdict]})] = "Recorded"
-    """Recorded, Measuring, Good, Regressed, RolledBack or Superseded."""
+    """Samples behind those figures, count."""
+    verdict: Annotated[str, Field(json_schema_extra={"enum": [v.value for v in Verdict]})] = "Verifying"
+    """Verifying, Promoted, Rejected, Failed, Unverified or Superseded."""
     reason: str | None = None
-    """Why the verdict, e.g. ``tok/s 35.8 < 0.85 × 52.0``."""
+    """Why the verdict, e.g. ``9f4c2d9294: 36.0 tok/s < 0.85 × 51.6 tok/s of 9699b6738c``."""
     judged_at: str | None = None
     """When the verdict was given (RFC 3339)."""
-
-
-class RollbackEvent(StatusModel):
-    """The last automatic rollback."""
-
-    from_revision: str
-    """Regressed revision."""
-    to_revision: str
-    """Revision restored."""
-    reason: str = ""
-    """Why."""
-    at: str | None = None
-    """When (RFC 3339)."""
 
 
 class SGLangServerStatus(StatusModel):
@@ -153,9 +155,11 @@ class SGLangServerStatus(StatusModel):
     observed_generation: int | None = None
     """metadata.generation last reconciled."""
     phase: str | None = None
-    """Pending, Progressing, Ready, Degraded, Stopped, Invalid or RollingBack."""
+    """Pending, Progressing, Ready, Degraded, Stopped or Invalid (pod health; the rollback analysis has its
+    own phase, ``analysis.phase``)."""
     conditions: list[Condition] = Field(default_factory=list)
-    """Conditions in metav1 shape: Ready, Available, Progressing, Degraded, SpecValid, SettingsDiffer, RolledBack."""
+    """Conditions in metav1 shape: Ready, Available, Progressing, Degraded, SpecValid, SettingsDiffer,
+    StableRegressed, SpeculativeDecodingActive."""
     replicas: int | None = None
     """Pods existing (scale subresource statusReplicasPath)."""
     ready_replicas: int | None = None
@@ -163,7 +167,7 @@ class SGLangServerStatus(StatusModel):
     selector: str | None = None
     """Label selector of the pods as a string (scale subresource labelSelectorPath)."""
     revision: str | None = None
-    """Current revision hash of the rendered pod template."""
+    """Revision applied and serving (the spec's, or the stable one after a rollback)."""
     sglang_version: str | None = None
     """SGLang release the command line was rendered for."""
     command: str | None = None
@@ -182,8 +186,16 @@ class SGLangServerStatus(StatusModel):
     """When the metrics above were scraped (RFC 3339)."""
     revisions: list[RevisionRecord] = Field(default_factory=list)
     """Revision ledger, newest last, at most spec.rollback.historyLimit entries."""
-    last_rollback: RollbackEvent | None = None
-    """The last automatic rollback."""
+    stable_revision: str | None = None
+    """The last promoted revision: what a rollback returns to (never rolled back automatically itself)."""
+    baseline: Baseline | None = None
+    """The stable revision's figures new revisions are compared with."""
+    analysis: Analysis | None = None
+    """The analysis of the revision that runs (phase, counters, last sample)."""
+    rejected_revisions: list[Rejection] = Field(default_factory=list)
+    """Revisions not run again until the annotation ``sglang-operator.io/retry`` changes, oldest first."""
+    rollbacks: list[RollbackRecord] = Field(default_factory=list)
+    """Automatic rollbacks, oldest first, the newest few kept."""
 
     def dump(self) -> dict[str, Any]:
         """camelCase dict for a status patch, unset fields left out."""

@@ -1,9 +1,9 @@
 """Load generator and probe client for SGLang's OpenAI-compatible API (async httpx).
 
-:func:`probe` sends the fixed coding request (:data:`CODING_PROMPT`, "implement a red-black tree", asking for
-``max_tokens`` = 512 output tokens) as a streaming ``POST /v1/chat/completions`` and measures time to first token
-(seconds) and single-stream speed (tok/s); :func:`hold_concurrency` keeps N such streams in flight for a
-duration. Token counts come from the server's ``usage`` (``stream_options.include_usage``); SGLang sends it in
+:func:`probe` sends the fixed coding request (:data:`CODING_PROMPT`, "implement a red-black tree", about 512
+tokens: the default of ``spec.rollback.probe.prompt``), asking for ``max_tokens`` = 512 output tokens, as a
+streaming ``POST /v1/chat/completions`` and measures time to first token (seconds) and single-stream speed
+(tok/s); :func:`hold_concurrency` keeps N such streams in flight for a duration. Token counts come from the server's ``usage`` (``stream_options.include_usage``); SGLang sends it in
 a last chunk with empty ``choices`` (``python/sglang/srt/entrypoints/openai/serving_chat.py``).
 Errors never raise out of the measuring functions: a failed stream is a :class:`StreamResult` with ``error``.
 """
@@ -18,13 +18,10 @@ from dataclasses import dataclass, field
 
 import httpx
 
-CODING_PROMPT = (
-    "Implement a red-black tree in Python. Provide a Node class and a RedBlackTree class with insert, delete, "
-    "search, in-order traversal and a validate() method that checks every red-black property (root is black, "
-    "no red node has a red child, every path from a node to its descendant leaves has the same number of black "
-    "nodes). Handle all rotation and recoloring cases of insert and delete explicitly, with comments explaining "
-    "each case, and finish with a short test that inserts and deletes 1000 random keys and validates the tree."
-)
+from sglang_operator.api.rollback import PROBE_PROMPT
+
+CODING_PROMPT = PROBE_PROMPT
+"""The fixed coding request (about 512 tokens) of the published measurements and the operator's probe."""
 DEFAULT_MAX_TOKENS = 512
 
 

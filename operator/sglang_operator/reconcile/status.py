@@ -45,11 +45,35 @@ def invalid(status: Mapping[str, Any], errors: list[str], generation: int, now: 
 def ledger_entry(
     revision: str, generation: int, command: str, summary: dict[str, str], spec: Mapping[str, Any], now: dt.datetime
 ) -> dict[str, Any]:
-    """A new ``status.revisions[]`` record (verdict ``Recorded``: not judged by this release)."""
+    """A new ``status.revisions[]`` record, verdict ``Verifying`` (``api.status.Verdict``)."""
     return {
         "revision": revision, "generation": generation, "createdAt": rfc3339(now), "command": command,
-        "summary": summary, "spec": dict(spec), "verdict": "Recorded",
+        "summary": summary, "spec": dict(spec), "verdict": "Verifying",
     }
+
+
+def bounded(ledger: list[dict[str, Any]], history_limit: int, stable: str | None) -> list[dict[str, Any]]:
+    """The newest ``history_limit`` records of ``ledger`` (oldest first), plus the ``stable`` revision's."""
+    kept = ledger[-history_limit:]
+    older = [r for r in ledger[:-history_limit] if stable and r.get("revision") == stable]
+    return older + kept
+
+
+def judged(
+    ledger: list[dict[str, Any]], revision: str, verdict: str, reason: str, now: dt.datetime,
+    tokens_per_second: float | None = None, accept_length: float | None = None, samples: int | None = None,
+) -> list[dict[str, Any]]:
+    """``status.revisions`` with ``revision``'s record given ``verdict`` (``api.status.Verdict``), ``reason``,
+    ``judgedAt`` and the figures (tok/s, acceptance length, sample count) where given; unchanged when the
+    revision has no record. Figures of the rollback decision: ``reconcile.rollback.RecordVerdict``."""
+    out = []
+    for r in ledger:
+        if r.get("revision") == revision:
+            figures = {"tokensPerSecond": tokens_per_second, "acceptLength": accept_length, "samples": samples}
+            r = {**r, "verdict": verdict, "reason": reason, "judgedAt": rfc3339(now),
+                 **{k: v for k, v in figures.items() if v is not None}}
+        out.append(dict(r))
+    return out
 
 
 def applied(
@@ -59,9 +83,10 @@ def applied(
     """Status after the children were applied for ``rendered_status['revision']``.
 
     SpecValid=True (reason ``ValidWithWarnings`` listing ``warnings`` when any). A revision not yet in the
-    ledger, or an earlier one returned to, becomes the newest record (earlier unjudged ones become
-    ``Superseded``); the newest record's ``spec`` is the spec last applied; the ledger keeps the newest
-    ``history_limit`` records. A new revision resets what was read from the old pods (effective settings,
+    ledger, or an earlier one returned to, becomes the newest record (earlier ones still ``Verifying`` become
+    ``Superseded``; one returned to is ``Verifying`` again unless it was ``Promoted``); the newest record's
+    ``spec`` is the spec last applied; the ledger keeps the newest ``history_limit`` records and always the
+    stable one (``status.stableRevision``). A new revision resets what was read from the old pods (effective settings,
     metrics) and sets phase Progressing.
     """
     if warnings:
@@ -76,15 +101,16 @@ def applied(
     known = next((r for r in ledger if r.get("revision") == revision), None)
     if known is None or ledger[-1] is not known:  # a new revision, or a return to an earlier one
         for r in ledger:
-            if r.get("verdict") in ("Recorded", "Measuring"):
+            if r.get("verdict") == "Verifying":
                 r["verdict"] = "Superseded"
         if known is not None:
             ledger.remove(known)
-            entry = {**known, "spec": entry["spec"], "command": entry["command"], "verdict": "Recorded"}
+            verdict = "Promoted" if known.get("verdict") == "Promoted" else "Verifying"
+            entry = {**known, "spec": entry["spec"], "command": entry["command"], "verdict": verdict}
         ledger.append(entry)
     else:
         known["spec"] = entry["spec"]  # same pod template (e.g. only replicas changed): keep the applied spec
-    out["revisions"] = ledger[-history_limit:]
+    out["revisions"] = bounded(ledger, history_limit, status.get("stableRevision"))
     conds: list[Condition] = [valid]
     if new_revision:
         out |= {"phase": "Progressing", "effective": None, "acceptLength": None, "acceptRate": None,

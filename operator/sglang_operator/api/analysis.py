@@ -1,0 +1,191 @@
+"""The rollback analysis in ``SGLangServer.status``: stable revision, baseline, analysis, rejections, rollbacks.
+
+All of it is written by the operator's observer (the one writer of this state) from the pure decision
+``sglang_operator.reconcile.rollback.step``, and read back after an operator restart, so every key is declared here
+(the API server silently prunes undeclared status keys, which would reset counters). Times are RFC 3339 UTC;
+speeds tok/s; acceptance lengths are tokens per verify step (accepted draft tokens + 1).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import AwareDatetime, Field
+
+from sglang_operator.api.base import StatusModel
+
+
+class AnalysisPhase(StrEnum):
+    """``status.analysis.phase``: where the revision that runs stands."""
+
+    WARMING_UP = "WarmingUp"
+    """Applied; waiting until all its pods are Ready and then warmupSeconds more (progressDeadlineSeconds runs)."""
+    VERIFYING = "Verifying"
+    """Samples are judged against the floors and, when comparable, the baseline."""
+    STABLE = "Stable"
+    """The stable revision runs (promoted); it is still sampled, a regression of it is reported, never rolled
+    back."""
+    ROLLING_BACK = "RollingBack"
+    """The revision was rejected; the stable revision is being applied."""
+    ROLLED_BACK = "RolledBack"
+    """The stable revision serves again in place of the rejected one the spec asks for."""
+    PAUSED = "Paused"
+    """Judgement stopped (measurement errors in a row, a failing revision that may not be rolled back, or
+    maxRollbacks reached) until the annotation ``sglang-operator.io/retry`` changes."""
+
+
+class SampleVerdict(StrEnum):
+    """What one sample counted for."""
+
+    PASS = "Pass"
+    FAIL = "Fail"
+    SKIPPED = "Skipped"
+    """Not judged: warming up, paused, rolling back, inconclusive, a measurement error (``reason`` says which)."""
+
+
+class Setup(StatusModel):
+    """What must be equal for two revisions' figures to be compared (relative criteria)."""
+
+    model_path: str
+    """``spec.model.path``."""
+    model_revision: str | None = None
+    """``spec.model.revision``."""
+    gpu_product: str | None = None
+    """GPU product the pods run on (node label ``nvidia.com/gpu.product``); unset when unknown."""
+    tensor: int = 1
+    """``spec.parallelism.tensor``."""
+    data: int = 1
+    """``spec.parallelism.data``."""
+    nodes: int = 1
+    """``spec.parallelism.nodes``."""
+
+
+class Baseline(StatusModel):
+    """The figures new revisions are compared with: the medians of the stable revision's valid samples."""
+
+    revision: str
+    """Revision the figures were measured on (the stable revision at its promotion)."""
+    tokens_per_second: float
+    """Median decode speed, tok/s."""
+    accept_length: float | None = None
+    """Median acceptance length (unset without speculative decoding)."""
+    samples: int
+    """Samples behind the medians, count."""
+    signal: str = "probe"
+    """Signal the samples came from (``probe`` or ``traffic``); figures of different signals are not compared."""
+    setup: Setup | None = None
+    """Model, GPU product and parallelism of the baseline revision."""
+    at: AwareDatetime | None = None
+    """When the baseline was set (the promotion)."""
+
+
+class SampleFigures(StatusModel):
+    """One measured sample's figures, kept for a median."""
+
+    tokens_per_second: float
+    """Decode speed, tok/s."""
+    accept_length: float | None = None
+    """Acceptance length."""
+
+
+class LastSample(StatusModel):
+    """The last sample of the analysed revision and what it counted for."""
+
+    at: AwareDatetime
+    """End of the sample's interval."""
+    kind: Annotated[str, Field(json_schema_extra={"enum": ["Measured", "Inconclusive", "Error", "Missing"]})]
+    """``Measured``, ``Inconclusive``, ``Error`` (as the sampler said) or ``Missing`` (no sample came for an interval in
+    which a pod of the revision restarted or left Ready)."""
+    verdict: Annotated[str, Field(json_schema_extra={"enum": [v.value for v in SampleVerdict]})]
+    """``Pass``, ``Fail`` or ``Skipped``."""
+    reason: str = ""
+    """Why, in plain words (the failed criterion with both numbers, the error, why it was skipped)."""
+    tokens_per_second: float | None = None
+    """Decode speed, tok/s."""
+    accept_length: float | None = None
+    """Acceptance length."""
+    accept_rate: float | None = None
+    """Acceptance rate (0..1; the formula differs between SGLang releases)."""
+    running_requests: float | None = None
+    """Running requests at the end of the interval (load), count."""
+
+
+class StableRegression(StatusModel):
+    """The stable revision fails its own baseline (reported, never rolled back)."""
+
+    message: str
+    """The failed criteria with the numbers."""
+    since: AwareDatetime
+    """When failureThreshold failing samples in a row were reached."""
+
+
+class Analysis(StatusModel):
+    """The state of the analysis of the revision that runs: enough to resume after an operator restart."""
+
+    revision: str
+    """Revision analysed (the one applied, ``status.revision``)."""
+    phase: Annotated[str, Field(json_schema_extra={"enum": [p.value for p in AnalysisPhase]})]
+    """WarmingUp, Verifying, Stable, RollingBack, RolledBack or Paused."""
+    since: AwareDatetime
+    """When the phase was entered."""
+    reason: str | None = None
+    """CamelCase reason of the phase, e.g. ``RolledBack``, ``MeasurementErrors``, ``Regressed``."""
+    message: str | None = None
+    """The phase's reason in words, e.g. the failed criteria with both revisions' numbers."""
+    progress_started_at: AwareDatetime
+    """When the revision was first seen applied; progressDeadlineSeconds counts from here (never reset)."""
+    ready_since: AwareDatetime | None = None
+    """Since when all of its pods have been Ready without interruption (unset: not all Ready)."""
+    warmed_up_at: AwareDatetime | None = None
+    """When the warm-up ended (readySince + warmupSeconds); samples count from here."""
+    consecutive_failures: int = 0
+    """Failing samples in a row, count."""
+    consecutive_errors: int = 0
+    """Measurement errors in a row, count."""
+    consecutive_passes: int = 0
+    """Passing samples in a row, count (clears a stable regression at failureThreshold)."""
+    valid_samples: int = 0
+    """Measured samples judged since the warm-up, count."""
+    valid_figures: list[SampleFigures] = Field(default_factory=list)
+    """The most recent valid samples' figures (the baseline is their median at promotion)."""
+    failing_figures: list[SampleFigures] = Field(default_factory=list)
+    """Figures of the current run of failing samples (the rollback message gives their median)."""
+    pod_restarts: dict[str, int] = Field(default_factory=dict)
+    """Restart count seen per pod that has been Ready (a rise is a restart)."""
+    disruption: str | None = None
+    """A pod restart or a pod leaving Ready after the warm-up, not yet counted as a failing sample."""
+    last_interval_at: AwareDatetime | None = None
+    """End of the last interval counted (a sample, or an interval without one)."""
+    last_sample: LastSample | None = None
+    """The last sample and its verdict."""
+    retry_token: str | None = None
+    """Value of the annotation ``sglang-operator.io/retry`` last seen (a change resumes a Paused analysis)."""
+    stable_regression: StableRegression | None = None
+    """Set while the stable revision fails its own baseline."""
+
+
+class Rejection(StatusModel):
+    """A revision the operator will not run again until the annotation ``sglang-operator.io/retry`` changes."""
+
+    revision: str
+    """Rejected revision hash."""
+    reason: str
+    """Why, with the numbers."""
+    at: AwareDatetime
+    """When."""
+    retry_token: str | None = None
+    """Value of ``sglang-operator.io/retry`` when it was rejected (any other value allows one new attempt)."""
+
+
+class RollbackRecord(StatusModel):
+    """One automatic rollback."""
+
+    from_revision: str = Field(alias="from")
+    """Revision rolled back from."""
+    to_revision: str = Field(alias="to")
+    """Revision applied (the stable one)."""
+    reason: str
+    """Why, with the numbers."""
+    at: AwareDatetime
+    """When it was decided."""
