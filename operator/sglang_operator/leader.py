@@ -12,8 +12,11 @@ The algorithm is client-go's (``k8s.io/client-go/tools/leaderelection/leaderelec
 has not changed for the record's ``leaseDurationSeconds`` as measured on the candidate's own monotonic
 clock (no trust in other hosts' clocks); writes are ``update`` with the ``resourceVersion`` read, so two
 candidates never both win. The leader renews every ``retry_period`` and gives up when no renewal succeeded
-for ``renew_deadline``. Releasing clears ``holderIdentity`` and sets ``leaseDurationSeconds`` to 1, so a
-candidate takes over within one retry period instead of a lease duration.
+for ``renew_deadline``. Unlike client-go, a candidate retries every ``retry_period`` without jitter and also
+wakes the moment the Lease it watches would expire, so a SIGKILLed leader is replaced within the lease
+duration plus one retry period (the time the candidate may take to see the leader's last renewal).
+Releasing clears ``holderIdentity`` and sets ``leaseDurationSeconds`` to 1, so a candidate takes over within one
+retry period instead of a lease duration.
 
 While it waits, a candidate serves ``/healthz`` on the liveness URL (so the kubelet does not restart a
 healthy follower); kopf's own liveness endpoint takes the port over once the candidate leads.
@@ -28,7 +31,6 @@ import contextlib
 import datetime as dt
 import logging
 import os
-import random
 import signal
 import socket
 import sys
@@ -43,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 log = logging.getLogger("sglang_operator.leader")
 
-JITTER_FACTOR = 1.2  # client-go's JitterFactor: a candidate retries every retry_period * [1, 1 + 1.2)
+JITTER_FACTOR = 1.2  # client-go's JitterFactor, kept for its timing check (renew deadline > 1.2 × retry period)
 LOST_EXIT_CODE = 1
 SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -229,7 +231,8 @@ class LeaderElector:
         return True
 
     async def acquire(self, stop: asyncio.Event) -> bool:
-        """Retry every ``retry_period`` (jittered) until this process leads (True) or ``stop`` is set (False)."""
+        """Retry every ``retry_period``, and when the watched Lease expires, until this process leads (True) or
+        ``stop`` is set (False)."""
         cfg = self.config
         log.info("waiting for lease %s/%s as %s", cfg.namespace, cfg.name, cfg.identity)
         while not stop.is_set():
@@ -241,7 +244,10 @@ class LeaderElector:
                         return True
             except TimeoutError:
                 log.warning("lease %s/%s: attempt timed out", cfg.namespace, cfg.name)
-            wait = cfg.retry_period * (1 + random.random() * JITTER_FACTOR)
+            wait = cfg.retry_period
+            if self._observed is not None and self._observed.holder:
+                expires_in = self._observed.lease_duration_seconds - (self._clock() - self._observed_at)
+                wait = min(wait, max(expires_in, 0.0) + 0.01)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait)
         return False
