@@ -1,0 +1,116 @@
+"""A real Prometheus 3 for tests: the binary from ``python -m e2e.tools prometheus``, started on a free loopback
+port with a configuration the test composes (typically ``sglang-operator prometheus-config`` output plus rule
+files and a static target for the operator), a throw-away TSDB, and its HTTP API as small helpers.
+
+:class:`PrometheusProcess` ``start()`` waits for ``/-/ready``; ``stop()`` ends it (SIGTERM, then SIGKILL) and
+leaves no process behind. Queries raise :class:`PrometheusError` with Prometheus' own error message.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from e2e.cluster.procs import free_port
+
+
+class PrometheusError(RuntimeError):
+    """Prometheus answered a query with ``status: error`` (``errorType: message``) or not at all."""
+
+
+class PrometheusProcess:
+    """One Prometheus: ``binary``, its directory ``workdir`` (config, TSDB, log), ``config`` (a dict written as
+    ``prometheus.yml``)."""
+
+    def __init__(self, binary: Path, workdir: Path, config: dict[str, Any]) -> None:
+        self.binary = binary
+        self.workdir = workdir
+        self.config = config
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / "prometheus.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config_file = self.workdir / "prometheus.yml"
+        config_file.write_text(yaml.safe_dump(self.config, sort_keys=False))
+        self.port = free_port()
+        argv = [str(self.binary), f"--config.file={config_file}", f"--storage.tsdb.path={self.workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=info"]
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"prometheus exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"prometheus not ready after {timeout} s:\n{self.log_tail()}")
+
+    def stop(self, timeout: float = 15) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def api(self, path: str, **params: Any) -> Any:
+        """``GET /api/v1/<path>`` → its ``data``. Raises :class:`PrometheusError` on an error answer."""
+        try:
+            resp = httpx.get(f"{self.url}/api/v1/{path}", params=params, timeout=30)
+            body = resp.json()
+        except (httpx.HTTPError, ValueError) as err:
+            raise PrometheusError(f"{path}: {err}") from err
+        if body.get("status") != "success":
+            raise PrometheusError(f"{path} {params}: {body.get('errorType')}: {body.get('error')}")
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """An instant query; the result vector (a scalar result becomes one unlabelled sample)."""
+        data = self.api("query", query=expr)
+        if data["resultType"] == "scalar":
+            return [{"metric": {}, "value": data["result"]}]
+        result: list[dict[str, Any]] = data["result"]
+        return result
+
+    def targets(self) -> list[dict[str, Any]]:
+        """The active targets (``labels``, ``health``, ``lastError``, ``scrapePool``)."""
+        out: list[dict[str, Any]] = self.api("targets", state="active")["activeTargets"]
+        return out
+
+    def rules(self) -> list[dict[str, Any]]:
+        """Every loaded rule (``name``, ``health``, ``lastError``, ``state``, ``alerts``)."""
+        return [r for g in self.api("rules")["groups"] for r in g["rules"]]
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """Active alerts (pending and firing) with their ``labels`` and ``state``."""
+        out: list[dict[str, Any]] = self.api("alerts")["alerts"]
+        return out
+
+    def metric_names(self) -> set[str]:
+        return set(self.api("label/__name__/values"))
