@@ -1,7 +1,8 @@
 """The Helm chart's RBAC against a real API server: the chart rendered by a real helm in namespaced mode, applied
 (all but the operator Deployment, whose image cannot run here), and the operator run locally with a token of the
-chart's ServiceAccount. With only those permissions it must create an SGLangServer's Deployment and Service,
-post events and write status up to Ready, without one 403.
+chart's ServiceAccount. With only those permissions it must create an SGLangServer's Deployment, Service and
+PodMonitor (the Prometheus Operator's CRDs are installed), post events and write status up to Ready, without one
+403.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import yaml
 
 from e2e.conftest import K8sCluster, wait_for
 from e2e.operator_proc import OperatorProcess
-from e2e.tools import helm_template, require_helm
+from e2e.tools import helm_template, require_helm, require_prometheus_operator_crds
 
 # local_cluster: the SGLang image must map to the simulator (fake kubelet), and the operator runs on the test
 # host and reaches pods by their 127.x IPs. On kind this needs the operator image in-cluster (not built here).
@@ -50,6 +51,9 @@ def chart_installed(k8s_cluster: K8sCluster, namespace: str, helm: Path) -> Iter
     Deployment; yield every rendered object; delete the cluster-scoped ones afterwards."""
     k8s_cluster.run("apply", "--server-side", "-f", str(CHART / "crds" / "sglangservers.yaml"))
     k8s_cluster.run("wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io")
+    for crd in require_prometheus_operator_crds():  # the operator then creates PodMonitors (podMonitor.enabled)
+        k8s_cluster.run("apply", "--server-side", "-f", str(crd))
+    k8s_cluster.run("wait", "--for=condition=Established", "crd/podmonitors.monitoring.coreos.com")
     release = f"chart-{namespace[-5:]}"  # unique: the ClusterRole and its binding are named after the release
     objs = helm_template(helm, CHART, release, namespace, {"watchNamespaces": [namespace]})
     applied = [o for o in objs if o["kind"] != "Deployment"]
@@ -100,6 +104,9 @@ def run_with_chart_rbac(k8s_cluster: K8sCluster, namespace: str, objs: list[dict
         for child in wait_for("the operator's Deployment and Service", children, timeout=60):
             owner = child["metadata"]["ownerReferences"][0]
             assert (owner["kind"], owner["name"], owner["blockOwnerDeletion"]) == ("SGLangServer", name, True)
+        monitor = wait_for("the operator's PodMonitor", lambda: json.loads(k8s_cluster.run(
+            "get", "podmonitor", name, "-n", namespace, "-o", "json", check=False).stdout or "null"), timeout=60)
+        assert monitor["metadata"]["ownerReferences"][0]["name"] == name
 
         def ready_at(old_revision: str | None) -> dict[str, Any] | None:
             status: dict[str, Any] = k8s_cluster.get("sglangserver", name, "-n", namespace).get("status", {})
