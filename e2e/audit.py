@@ -1,0 +1,52 @@
+"""Read the local API server's audit log (``Cluster.audit_log``: JSON lines, writes only, see
+``e2e.cluster.launcher.AUDIT_POLICY``) to count who wrote what.
+
+Each line is an ``audit.k8s.io/v1`` Event at Metadata level (stage ResponseComplete); fields used: ``verb``,
+``user.username``, ``objectRef`` (resource, subresource, namespace, name), ``responseStatus.code``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Write:
+    """One write request the API server answered."""
+
+    verb: str
+    user: str
+    resource: str  # "deployments", "sglangservers/status", ...
+    namespace: str
+    name: str
+    code: int
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.verb} {self.resource} {self.namespace}/{self.name} -> {self.code}"
+
+
+def writes(audit_log: Path, user: str | None = None, offset: int = 0) -> list[Write]:
+    """The writes logged after byte ``offset`` (see :func:`size`), optionally only those of ``user``."""
+    out = []
+    with audit_log.open("rb") as f:
+        f.seek(offset)
+        for line in f:
+            if not line.strip():
+                continue
+            ev = json.loads(line)
+            if ev.get("stage") != "ResponseComplete":
+                continue
+            ref = ev.get("objectRef") or {}
+            resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+            w = Write(ev["verb"], ev["user"]["username"], resource, ref.get("namespace", ""), ref.get("name", ""),
+                      int((ev.get("responseStatus") or {}).get("code", 0)))
+            if user is None or w.user == user:
+                out.append(w)
+    return out
+
+
+def size(audit_log: Path) -> int:
+    """The log's current size in bytes: an offset for :func:`writes` that skips everything before now."""
+    return audit_log.stat().st_size if audit_log.exists() else 0
