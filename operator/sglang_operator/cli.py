@@ -126,6 +126,10 @@ def run(
              "always, never")] = "auto",
     pod_monitor_label: Annotated[list[str] | None, typer.Option(
         help="KEY=VALUE label put on every PodMonitor (repeatable), e.g. release=kube-prometheus-stack")] = None,
+    metrics_port: Annotated[int, typer.Option(min=0, max=65535,
+                                              help="port of the operator's own /metrics (0: off)")] = 9808,
+    sample_interval: Annotated[float, typer.Option(min=1.0, help="seconds between two samples of a server "
+                                                   "(unless spec.rollback.intervalSeconds is set)")] = 30.0,
 ) -> None:
     """Run the operator (kopf) until SIGINT/SIGTERM."""
     from sglang_operator.monitoring.discovery import PodMonitorMode, parse_labels
@@ -145,7 +149,8 @@ def run(
         raise typer.Exit(2) from None
     runner.run(leader_election=election, namespaces=namespace or (), liveness=liveness, peering=peering,
                verbose=verbose,
-               pod_monitors=monitors, pod_monitor_labels=monitor_labels)
+               pod_monitors=monitors, pod_monitor_labels=monitor_labels,
+               metrics_port=metrics_port, sample_interval=sample_interval)
 
 
 @app.command("prometheus-config")

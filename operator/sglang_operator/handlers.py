@@ -10,6 +10,8 @@ the clients.
   for the operator.
 - ``child_event`` (watch of the operator's Deployments and Services): one deleted behind the operator's
   back is re-applied at the same revision.
+- ``pod_event`` (watch of the managed pods) keeps the observer's pod cache current: the observer and the
+  sampler never LIST pods per tick.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import kopf
 
-from sglang_operator import builders
+from sglang_operator import builders, telemetry
 from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.builders.labels import MANAGED_BY
@@ -65,16 +67,19 @@ async def reconcile(
         _patch_status(patch, st.changed(status, st.invalid(status, errors, generation, now)))
         kopf.event(body, type="Warning", reason="InvalidSpec", message="; ".join(errors)[:1024])
         logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
+        telemetry.count_reconcile("invalid")
         return
     try:
         await apply_children(rendered, body)
     except Exception as err:
         refusal = refused_by_api_server(err)
         if refusal is None:
+            telemetry.count_reconcile("error")
             raise  # transient: kopf retries
         _patch_status(patch, st.changed(status, st.invalid(status, [refusal], generation, now)))
         kopf.event(body, type="Warning", reason="InvalidSpec", message=refusal[:1024])
         logger.warning("%s", refusal)
+        telemetry.count_reconcile("refused")
         return
     logger.debug("applied revision %s", rendered.revision)
     entry = st.ledger_entry(rendered.revision, generation, rendered.command.command_line,
@@ -82,6 +87,7 @@ async def reconcile(
     new = st.applied(status, rendered.status, rendered.warnings, entry, generation,
                      server.spec.rollback.history_limit, now)
     _patch_status(patch, st.changed(status, new))
+    telemetry.count_reconcile("applied")
     if reason == kopf.Reason.RESUME:
         return
     verb = "Created" if reason == kopf.Reason.CREATE else "Updated"
@@ -103,6 +109,13 @@ async def child_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
     """A child deleted behind the operator's back is re-applied (same revision, Warning event)."""
     if event.get("type") == "DELETED":
         await OBSERVER.child_deleted(dict(body))
+
+
+@kopf.on.event("", "v1", "pods", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
+async def pod_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    """Keep the observer's pod cache current (initial listing: event type None)."""
+    kind = event.get("type")
+    OBSERVER.pod_event(None if kind is None else str(kind), dict(body))
 
 
 @kopf.on.startup()

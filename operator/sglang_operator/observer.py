@@ -1,15 +1,20 @@
 """The status observer: one loop that, every ``interval`` seconds, observes every SGLangServer's pods and,
-once Ready, SGLang itself, and writes what changed into ``status``.
+once Ready, SGLang itself, and writes what changed into ``status`` — one direction per server and tick:
+pods (from a watch) → sampler → status patch (the rollback decision will sit between the last two).
 
-Per server and tick: pods → Ready / Progressing / Degraded (:func:`reconcile.pods.pod_health`); when Ready,
-``/server_info`` once per revision → ``status.effective`` and ``SettingsDiffer``
-(:mod:`reconcile.effective`); ``/metrics`` → ``acceptLength``, ``acceptRate``, ``tokensPerSecond`` (tok/s).
+Per server and tick: pods (:class:`~sglang_operator.sampling.pods.PodCache`, fed by ``handlers.pod_event``) →
+Ready / Progressing / Degraded (:func:`reconcile.pods.pod_health`); when Ready, ``/server_info`` once per
+revision → ``status.effective`` and ``SettingsDiffer`` (:mod:`reconcile.effective`); when the server's sampling
+interval has passed, the sampler (:mod:`sglang_operator.sampling.sampler`) scrapes every Ready pod (and probes
+one per revision) → one sample per revision → the operator's ``/metrics`` (:mod:`sglang_operator.telemetry`)
+and, for the serving revision, ``acceptLength``, ``acceptRate``, ``tokensPerSecond`` (per-request decode tok/s)
+when they moved enough (:func:`reconcile.status.figures_patch`).
 Status is patched with the object's ``resourceVersion`` as precondition, so a patch computed from a stale
 view is refused (409) and retried next tick rather than overwriting the reconcile handler's conditions.
 The reconcile handler's own status patch (kopf's merge patch) may still replace the conditions list; every
 condition the observer owns, SettingsDiffer included, is recomputed each tick, so that heals within a tick.
 Replicas, port and requested settings come from the spec last applied (the ledger), not a refused update.
-Scrape failures are counted (``sglang_operator_scrape_errors_total``) and logged; one server's failure never
+Read failures are counted (``sglang_operator_scrape_errors_total``) and logged; one server's failure never
 stops the loop.
 """
 
@@ -21,22 +26,26 @@ import datetime as dt
 import logging
 from typing import Any
 
-from sglang_operator import builders
+from sglang_operator import builders, telemetry
 from sglang_operator.api.server import SpecError, parse, parse_spec
+from sglang_operator.api.status import Phase
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
 from sglang_operator.children import apply_children
-from sglang_operator.clients import kube, sglang_http
-from sglang_operator.clients.sglang_http import ScrapeError, fetch_server_info, scrape_metrics
+from sglang_operator.clients import kube
+from sglang_operator.clients.sglang_http import ScrapeError, SGLangHTTP, base_url
 from sglang_operator.reconcile import effective as eff
 from sglang_operator.reconcile import status as st
 from sglang_operator.reconcile.pods import pod_health
-from sglang_operator.sglang.versions import dialect, parse_version
+from sglang_operator.sampling.model import SampleKind, Signal
+from sglang_operator.sampling.pods import PodCache, targets
+from sglang_operator.sampling.roles import roles_for
+from sglang_operator.sampling.sampler import DEFAULT_INTERVAL, Sampler, ServerRef, sampling_params
+from sglang_operator.sglang.versions import SGLangVersionError, dialect, parse_version
 
 log = logging.getLogger("sglang_operator.observer")
 CONCURRENCY = 8
 SPREAD = 0.8
 """Fraction of the interval over which one tick's observations are spread."""
-INSTANCE_LABEL = "app.kubernetes.io/instance"
 MANAGED = {"app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/managed-by": MANAGED_BY}
 
 
@@ -55,10 +64,10 @@ def requested_settings(server_spec: Any, num_draft_tokens: int | None) -> dict[s
     return out
 
 
-async def read_sglang(
-    base_url: str, version: str, status: dict[str, Any], server_spec: Any, namespace: str = "default"
-) -> tuple[dict[str, Any] | None, list[str] | None, dict[str, float | None]]:
-    """(new effective settings or None, differences or None, metrics) of a Ready server.
+async def read_effective(
+    http: SGLangHTTP, url: str, version: str, status: dict[str, Any], server_spec: Any, namespace: str = "default"
+) -> tuple[dict[str, Any] | None, list[str] | None]:
+    """(new effective settings or None, differences or None) of a Ready server at ``url``.
 
     ``/server_info`` is read once per revision; the differences are recomputed every call from the
     effective settings (new or already in status). Failures are logged and counted, never raised.
@@ -69,22 +78,15 @@ async def read_sglang(
             path = dialect(parse_version(version)).server_info_path
             ref = server_spec.api_key_secret_ref  # SGLang's --api-key guards /server_info (not /metrics)
             api_key = await kube.secret_value(namespace, ref.name, ref.key) if ref is not None else None
-            effective = eff.effective_settings(await fetch_server_info(base_url, path, api_key=api_key))
+            effective = eff.effective_settings(await http.server_info(url, path, api_key=api_key))
         except ScrapeError as err:
+            telemetry.count_scrape_error("server_info", err.reason)
             log.info("server info not read yet: %s", err)
     known = effective or status.get("effective")
     diffs = None
     if known:
         diffs = eff.differences(requested_settings(server_spec, status.get("numDraftTokens")), known)
-    metrics: dict[str, float | None] = {}
-    try:
-        sample = await scrape_metrics(base_url)
-        if sample.gen_throughput:  # an idle server reports 0 tok/s: keep the last measured figures
-            metrics = {"acceptLength": _round(sample.accept_length, 3), "acceptRate": _round(sample.accept_rate, 3),
-                       "tokensPerSecond": _round(sample.gen_throughput, 1)}
-    except ScrapeError as err:
-        log.info("metrics not scraped from %s: %s", base_url, err)
-    return effective, diffs, metrics
+    return effective, diffs
 
 
 def applied_spec(body: dict[str, Any]) -> Any:
@@ -101,15 +103,6 @@ def applied_spec(body: dict[str, Any]) -> Any:
         except SpecError:
             pass
     return parse_spec(body.get("spec") or {})
-
-
-def base_url(pod_ip: str, port: int) -> str:
-    """``http://IP:port`` with IPv6 addresses in brackets."""
-    return f"http://[{pod_ip}]:{port}" if ":" in pod_ip else f"http://{pod_ip}:{port}"
-
-
-def _round(value: float | None, digits: int) -> float | None:
-    return None if value is None else round(value, digits)
 
 
 def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
@@ -137,59 +130,50 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
                           f"{rendered.revision}")
 
 
-async def observe(body: dict[str, Any], now: dt.datetime, pods: list[dict[str, Any]] | None = None) -> None:
-    """Observe one SGLangServer ``body`` and patch its status (nothing when nothing changed).
-
-    ``pods``: its pods when the caller listed them already (one LIST per namespace and tick), else listed here.
-    """
-    meta, status = body.get("metadata", {}), body.get("status") or {}
-    revision = status.get("revision")
-    if not revision or meta.get("deletionTimestamp"):
-        return
-    try:
-        server = parse(body)
-        spec = applied_spec(body)
-    except SpecError:
-        return
-    generation = int(meta.get("generation") or 0)
-    if pods is None:
-        pods = await kube.list_pods(server.namespace, builders.selector_labels(server.name))
-    health = pod_health(pods, spec.replicas, revision, generation, now)
-    effective = diffs = None
-    metrics: dict[str, float | None] = {}
-    if health.phase == "Ready" and health.pod_ips:
-        effective, diffs, metrics = await read_sglang(base_url(health.pod_ips[0], spec.port),
-                                                      status.get("sglangVersion") or "", status, spec,
-                                                      server.namespace)
-    new = st.observed(status, health, generation, now, effective, diffs, metrics)
-    delta = st.changed(status, new)
-    if not delta:
-        return
-    if not await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"), delta):
-        return  # stale view: the next tick sees the new object
-    old_d, new_d = _degraded(status.get("conditions") or []), _degraded(new["conditions"])
-    if new_d.get("status") == "True" and old_d.get("reason") != new_d.get("reason"):
-        await kube.post_event(body, "Warning", new_d["reason"], new_d.get("message", ""))
-    if diffs:
-        await kube.post_event(body, "Warning", "SettingsDiffer", "; ".join(diffs))
-
-
 class Observer:
-    """Tracks SGLangServers (fed by a kopf event handler) and observes them all every ``interval`` s."""
+    """Tracks SGLangServers and their pods (fed by kopf event handlers) and observes every server each
+    ``interval`` s; samples each server every ``sample_interval`` s (``--sample-interval``) unless its
+    ``spec.rollback.intervalSeconds`` says otherwise."""
 
-    def __init__(self, interval: float) -> None:
+    def __init__(self, interval: float, sample_interval: float = DEFAULT_INTERVAL) -> None:
         self.interval = interval
+        self.sample_interval = sample_interval
         self.servers: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pods = PodCache(lambda ns: kube.list_pods(ns, MANAGED))
+        self.series = telemetry.ServerSeries()
+        self._http: SGLangHTTP | None = None
+        self._sampler: Sampler | None = None
         self._task: asyncio.Task[None] | None = None
 
+    @property
+    def http(self) -> SGLangHTTP:
+        """The one HTTP client for SGLang pods (created on the running loop at first use)."""
+        if self._http is None:
+            self._http = SGLangHTTP()
+        return self._http
+
+    @property
+    def sampler(self) -> Sampler:
+        """The sampler (created with the HTTP client)."""
+        if self._sampler is None:
+            self._sampler = Sampler(self.http)
+        return self._sampler
+
     def track(self, event_type: str, body: dict[str, Any]) -> None:
-        """Record the latest ``body`` of a watch event (``DELETED`` forgets it)."""
+        """Record the latest ``body`` of a watch event (``DELETED`` forgets it and removes its series)."""
         meta = body.get("metadata", {})
         key = (str(meta.get("namespace")), str(meta.get("name")))
         if event_type == "DELETED":
             self.servers.pop(key, None)
+            self.series.forget(*key)
+            if self._sampler is not None:
+                self._sampler.forget(*key)
         else:
             self.servers[key] = body
+
+    def pod_event(self, event_type: str | None, body: dict[str, Any]) -> None:
+        """A watch event of a managed pod (None: kopf's initial listing)."""
+        self.pods.apply(event_type, body)
 
     async def child_deleted(self, child: dict[str, Any]) -> None:
         """A managed Deployment or Service was deleted: re-apply it if its SGLangServer still wants it."""
@@ -209,38 +193,89 @@ class Observer:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="sglang-observer")
 
     async def stop(self) -> None:
-        """Cancel the loop and wait for it; close the scrape client."""
+        """Cancel the loop and wait for it; cancel probes and close the HTTP client."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        await sglang_http.close()
+        if self._sampler is not None:
+            await self._sampler.aclose()
+            self._sampler = None
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def observe(self, body: dict[str, Any], now: dt.datetime) -> None:
+        """Observe one SGLangServer ``body`` and patch its status (nothing when nothing changed)."""
+        meta, status = body.get("metadata", {}), body.get("status") or {}
+        revision = status.get("revision")
+        if not revision or meta.get("deletionTimestamp"):
+            return
+        try:
+            server = parse(body)
+            spec = applied_spec(body)
+        except SpecError:
+            return
+        generation = int(meta.get("generation") or 0)
+        pods = await self.pods.pods(server.namespace, server.name)
+        health = pod_health(pods, spec.replicas, revision, generation, now)
+        effective = diffs = None
+        if health.phase == "Ready" and health.pod_ips:
+            effective, diffs = await read_effective(self.http, base_url(health.pod_ips[0], spec.port),
+                                                    status.get("sglangVersion") or "", status, spec,
+                                                    server.namespace)
+        figures = await self.sample(body, spec, now)
+        new = st.observed(status, health, generation, now, effective, diffs, figures)
+        delta = st.changed(status, new)
+        if not delta:
+            return
+        if not await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"), delta):
+            return  # stale view: the next tick sees the new object
+        old_d, new_d = _degraded(status.get("conditions") or []), _degraded(new["conditions"])
+        if new_d.get("status") == "True" and old_d.get("reason") != new_d.get("reason"):
+            await kube.post_event(body, "Warning", new_d["reason"], new_d.get("message", ""))
+        if diffs:
+            await kube.post_event(body, "Warning", "SettingsDiffer", "; ".join(diffs))
+
+    async def sample(self, body: dict[str, Any], spec: Any, now: dt.datetime) -> dict[str, Any]:
+        """Sample the server when its interval has passed: export every revision's sample and return the status
+        figures of the serving revision (:func:`reconcile.status.figures_patch`; ``{}`` when nothing to write)."""
+        meta, status = body["metadata"], body.get("status") or {}
+        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+        try:
+            roles = roles_for(parse_version(status.get("sglangVersion") or ""))
+        except SGLangVersionError:
+            return {}
+        params = sampling_params(spec.rollback, (body.get("spec") or {}).get("rollback"), self.sample_interval)
+        if not self.sampler.due(ns, name, params.interval_seconds, now):
+            return {}
+        api_key = None
+        ref = spec.api_key_secret_ref
+        if ref is not None and params.signal is Signal.PROBE:
+            api_key = await kube.secret_value(ns, ref.name, ref.key)
+        server = ServerRef(ns, name, roles, spec.port, spec.model.served_model_name or spec.model.path)
+        samples = await self.sampler.sample(server, lambda: targets(self.pods.pods_now(ns, name)), params, api_key)
+        self.series.export(ns, name, samples)
+        for s in samples:
+            log.debug("%s/%s revision %s: %s %s %s", ns, name, s.revision, s.kind.value, s.reason, s.figures)
+        serving = next((s for s in samples if s.revision == status.get("revision")
+                        and s.kind is SampleKind.MEASURED), None)
+        if serving is None:
+            return {}
+        return st.figures_patch(status, serving.figures, serving.end, now)
 
     async def tick(self) -> None:
         """Observe every tracked server once, spread over :data:`SPREAD` of the interval (at most
         :data:`CONCURRENCY` at a time)."""
         sem = asyncio.Semaphore(CONCURRENCY)
         servers = list(self.servers.values())
-        by_ns: dict[str, dict[str, list[dict[str, Any]]]] = {}
-        for ns in {b["metadata"].get("namespace") or "default" for b in servers}:
-            try:
-                pods = await kube.list_pods(ns, MANAGED)
-            except Exception:
-                log.exception("listing pods in %s failed", ns)
-                continue
-            grouped = by_ns.setdefault(ns, {})
-            for pod in pods:
-                grouped.setdefault(pod["metadata"].get("labels", {}).get(INSTANCE_LABEL, ""), []).append(pod)
-
+        telemetry.set_servers(((b.get("status") or {}).get("phase") for b in servers), [p.value for p in Phase])
         # spread the observations over most of the interval: no burst of status writes at the tick's start
         spread = SPREAD * self.interval / max(len(servers), 1)
 
         async def one(i: int, body: dict[str, Any]) -> None:
             meta = body["metadata"]
-            grouped = by_ns.get(meta.get("namespace") or "default")
-            if grouped is None:
-                return
             await asyncio.sleep(i * spread)
             key = (str(meta.get("namespace")), str(meta.get("name")))
             latest = self.servers.get(key)  # the newest view after the wait; gone if deleted meanwhile
@@ -248,10 +283,9 @@ class Observer:
                 return
             async with sem:
                 try:
-                    await observe(latest, dt.datetime.now(dt.UTC), grouped.get(meta.get("name"), []))
+                    await self.observe(latest, dt.datetime.now(dt.UTC))
                 except Exception:  # one server's failure must not stop the others
-                    log.exception("observing %s/%s failed", body["metadata"].get("namespace"),
-                                  body["metadata"].get("name"))
+                    log.exception("observing %s/%s failed", meta.get("namespace"), meta.get("name"))
 
         await asyncio.gather(*(one(i, b) for i, b in enumerate(servers)))
 

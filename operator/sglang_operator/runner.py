@@ -1,5 +1,8 @@
 """Run the operator: ``kopf.run`` with settings fit for SGLang servers.
 
+The operator's own ``/metrics`` (:mod:`sglang_operator.telemetry`) is served on ``metrics_port`` before kopf
+starts; ``sample_interval`` is the seconds between two samples of a server whose ``spec.rollback`` sets none.
+
 Settings: kopf's progress kept in annotations (no ``status.kopf``
 clutter in ``kubectl get -o yaml``), kopf posts only warnings and errors as events (the handlers post
 their own Created, Updated, InvalidSpec, ...), a liveness endpoint
@@ -44,6 +47,8 @@ def run(
     leader_election: LeaderElectionConfig | None = None,
     pod_monitors: str = "auto",
     pod_monitor_labels: Mapping[str, str] | None = None,
+    metrics_port: int = 9808,
+    sample_interval: float = 30.0,
 ) -> None:
     """Block running the operator until SIGINT/SIGTERM.
 
@@ -52,14 +57,24 @@ def run(
     exits with status 1 if it loses the Lease.
     ``pod_monitors``: ``auto``/``always``/``never`` (:mod:`sglang_operator.monitoring.discovery`);
     ``pod_monitor_labels``: put on every PodMonitor.
+    ``metrics_port``: the operator's ``/metrics`` (0: not served; exits with a message when the port is taken);
+    ``sample_interval``: seconds between two samples of a server (unless its ``spec.rollback`` sets one).
     """
     from sglang_operator.monitoring.discovery import POD_MONITORS, PodMonitorMode
 
     POD_MONITORS.configure(PodMonitorMode(pod_monitors), dict(pod_monitor_labels or {}))
-    importlib.import_module("sglang_operator.handlers")  # registers the handlers
+    handlers = importlib.import_module("sglang_operator.handlers")  # registers the handlers
+    handlers.OBSERVER.sample_interval = sample_interval
     kopf.on.startup()(configure)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if metrics_port:
+        from sglang_operator import telemetry
+
+        try:
+            telemetry.serve(metrics_port)
+        except OSError as err:
+            raise SystemExit(f"sglang-operator run: cannot serve /metrics on port {metrics_port}: {err}") from None
     options: dict[str, Any] = {"clusterwide": not namespaces, "namespaces": list(namespaces),
                                "standalone": peering is None, "peering_name": peering, "liveness_endpoint": liveness}
     if leader_election is None:

@@ -1,156 +1,134 @@
-"""HTTP client for a running SGLang server: server info and a Prometheus ``/metrics`` scrape.
+"""HTTP client for running SGLang servers: one shared ``httpx.AsyncClient`` for ``/metrics`` scrapes,
+``/server_info`` and the probe's streaming chat completion.
 
 Endpoints (``python/sglang/srt/entrypoints/http_server.py``): ``/server_info`` (0.5.x; older builds
-``/get_server_info``), ``/metrics`` (only with ``--enable-metrics``). Metric names
-(``python/sglang/srt/observability/metrics_collector.py``, same path in 0.5.10 and 0.5.23):
-``sglang:spec_accept_length`` and ``sglang:spec_accept_rate`` (gauges), ``sglang:gen_throughput``
-(gauge, tok/s), ``sglang:num_running_reqs`` (gauge). Any failure (transport, HTTP status, size, a bad URL,
-unparsable text) raises :class:`ScrapeError` only and bumps ``sglang_operator_scrape_errors_total``.
+``/get_server_info``; guarded by ``--api-key``), ``/metrics`` (only with ``--enable-metrics``; never guarded,
+``sglang/srt/utils/auth.py``). A body is streamed into a :class:`BodyConsumer` chunk by chunk, under a total
+deadline (a server that drips bytes cannot hold a scrape longer than ``timeout``), a size cap on the decoded body,
+and a concurrency bound shared by every scrape. ``Accept-Encoding: identity`` is sent: SGLang's prometheus_client
+app would otherwise gzip every scrape at level 9 on the server's own CPU.
+
+Every failure raises :class:`ScrapeError` with a ``reason`` (the label value the caller counts it under):
+``timeout``, ``connection`` (refused, reset, DNS), ``transport`` (protocol errors, a body cut short),
+``http_status``, ``too_large``, ``bad_url``, or the consumer's own reason (``parse``, ``truncated``). This module
+counts nothing: the glue that calls it does (``sglang_operator.telemetry``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import math
-import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import httpx
-from prometheus_client import Counter
-from prometheus_client.parser import text_string_to_metric_families
 
-SCRAPE_ERRORS = Counter(
-    "sglang_operator_scrape_errors", "Failed scrapes of SGLang endpoints, by endpoint and cause.",
-    ["endpoint", "cause"],
-)
+T = TypeVar("T", covariant=True)
 MAX_BODY_BYTES = 8 * 1024 * 1024
+"""Default cap on a decoded body, bytes (a real 0.5.23 server's ``/metrics`` is a few hundred KiB)."""
+CONCURRENCY = 32
+"""Default number of bodies read at the same time (bounds memory and sockets)."""
 
 
 class ScrapeError(Exception):
-    """An SGLang endpoint could not be read: timeout, HTTP error, oversize or unparsable body."""
+    """An SGLang endpoint could not be read; ``reason`` is a short label value, the message says what happened."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
-@dataclass(frozen=True)
-class MetricsSample:
-    """One ``/metrics`` reading; ``None`` where SGLang did not report the metric.
+class BodyConsumer(Protocol[T]):
+    """Receives a body chunk by chunk; :meth:`finish` returns the result or raises ``ValueError`` (with an
+    optional ``reason`` attribute, default ``parse``)."""
 
-    ``accept_length`` (tokens per verify step), ``accept_rate`` (0..1), ``gen_throughput`` (tok/s),
-    ``running_requests`` (count).
+    def feed(self, chunk: bytes) -> None: ...
+
+    def finish(self) -> T: ...
+
+
+class _Collect:
+    def __init__(self) -> None:
+        self.body = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        self.body += chunk
+
+    def finish(self) -> bytes:
+        return bytes(self.body)
+
+
+class SGLangHTTP:
+    """The operator's one HTTP client for SGLang pods (plain HTTP to pod IPs, keep-alive per pod).
+
+    ``concurrency``: bodies read at once; ``max_connections``: sockets open at once (keep-alive pool, one per
+    pod scraped recently, kept ``keepalive_seconds``). Create it on the event loop that uses it; :meth:`aclose`
+    at shutdown.
     """
 
-    accept_length: float | None
-    accept_rate: float | None
-    gen_throughput: float | None
-    running_requests: float | None
+    def __init__(self, *, concurrency: int = CONCURRENCY, max_body_bytes: int = MAX_BODY_BYTES,
+                 max_connections: int = 2048, keepalive_seconds: float = 120.0) -> None:
+        self.max_body_bytes = max_body_bytes
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
+                              keepalive_expiry=keepalive_seconds)
+        self.http = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(30.0, pool=None),
+                                      headers={"Accept-Encoding": "identity"}, trust_env=False)
+        self._slots = asyncio.Semaphore(concurrency)
+
+    async def aclose(self) -> None:
+        """Close every connection."""
+        await self.http.aclose()
+
+    async def get(self, url: str, consumer: BodyConsumer[T], *, timeout: float = 5.0,
+                  headers: dict[str, str] | None = None, max_bytes: int | None = None) -> T:
+        """``GET url`` streamed into ``consumer`` within ``timeout`` seconds in total; the consumer's result.
+
+        Raises :class:`ScrapeError` (see the module docstring for the reasons).
+        """
+        cap = self.max_body_bytes if max_bytes is None else max_bytes
+        async with self._slots:
+            try:
+                async with asyncio.timeout(timeout):
+                    async with self.http.stream("GET", url, headers=headers, timeout=timeout) as resp:
+                        if resp.status_code != 200:
+                            raise ScrapeError("http_status", f"GET {url}: HTTP {resp.status_code}")
+                        size = 0
+                        async for chunk in resp.aiter_bytes():
+                            size += len(chunk)
+                            if size > cap:
+                                raise ScrapeError("too_large", f"GET {url}: body over {cap} bytes")
+                            consumer.feed(chunk)
+            except ScrapeError:
+                raise
+            except TimeoutError as exc:
+                raise ScrapeError("timeout", f"GET {url}: no complete answer within {timeout:g} s") from exc
+            except httpx.TimeoutException as exc:
+                raise ScrapeError("timeout", f"GET {url}: {type(exc).__name__}") from exc
+            except (httpx.ConnectError, httpx.ReadError, httpx.WriteError, OSError) as exc:
+                raise ScrapeError("connection", f"GET {url}: {type(exc).__name__}: {exc}") from exc
+            except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+                raise ScrapeError("bad_url", f"GET {url}: {exc}") from exc
+            except (httpx.HTTPError, httpx.StreamError, ValueError) as exc:  # protocol errors, bad encodings
+                raise ScrapeError("transport", f"GET {url}: {type(exc).__name__}: {exc}") from exc
+        try:
+            return consumer.finish()
+        except ValueError as exc:
+            raise ScrapeError(getattr(exc, "reason", "parse"), f"GET {url}: {exc}") from exc
+
+    async def server_info(self, base_url: str, path: str = "/server_info", *, timeout: float = 5.0,
+                          api_key: str | None = None) -> dict[str, Any]:
+        """``GET base_url + path`` as a JSON object. Raises :class:`ScrapeError` (reason ``parse`` for a body that
+        is not a JSON object)."""
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        body = await self.get(base_url + path, _Collect(), timeout=timeout, headers=headers)
+        try:
+            data = json.loads(body)
+        except ValueError as exc:
+            raise ScrapeError("parse", f"{base_url}{path}: not JSON") from exc
+        if not isinstance(data, dict):
+            raise ScrapeError("parse", f"{base_url}{path}: JSON is not an object")
+        return data
 
 
-_GAUGES = {
-    "sglang:spec_accept_length": "accept_length",
-    "sglang:spec_accept_rate": "accept_rate",
-    "sglang:gen_throughput": "gen_throughput",
-    "sglang:num_running_reqs": "running_requests",
-}
-
-
-_client: httpx.AsyncClient | None = None
-
-
-def _http() -> httpx.AsyncClient:
-    """One client for all scrapes (creating one costs ~65 ms of CPU: CA bundle); plain HTTP to pod IPs."""
-    global _client
-    if _client is None or _client.is_closed:
-        _client = httpx.AsyncClient(verify=False, limits=httpx.Limits(max_connections=64))
-    return _client
-
-
-async def close() -> None:
-    """Close the shared client (operator shutdown)."""
-    global _client
-    if _client is not None:
-        await _client.aclose()
-        _client = None
-
-
-async def _get(url: str, endpoint: str, timeout: float, headers: dict[str, str] | None = None) -> bytes:
-    try:
-        async with _http().stream("GET", url, timeout=timeout, headers=headers) as resp:
-            if resp.status_code != 200:
-                SCRAPE_ERRORS.labels(endpoint, "http_status").inc()
-                raise ScrapeError(f"GET {url}: HTTP {resp.status_code}")
-            body = bytearray()
-            async for chunk in resp.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_BODY_BYTES:
-                    SCRAPE_ERRORS.labels(endpoint, "too_large").inc()
-                    raise ScrapeError(f"GET {url}: body over {MAX_BODY_BYTES} bytes")
-            return bytes(body)
-    except ScrapeError:
-        raise
-    except Exception as exc:  # transport errors, bad URLs, broken encodings: all a counted scrape error
-        SCRAPE_ERRORS.labels(endpoint, "transport").inc()
-        raise ScrapeError(f"GET {url}: {type(exc).__name__}: {exc}") from exc
-
-
-async def fetch_server_info(
-    base_url: str, path: str = "/server_info", timeout: float = 5.0, api_key: str | None = None
-) -> dict[str, Any]:
-    """``GET base_url + path`` and return its JSON object. Raises :class:`ScrapeError`."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    body = await _get(base_url + path, "server_info", timeout, headers)
-    try:
-        data = json.loads(body)
-    except ValueError as exc:
-        SCRAPE_ERRORS.labels("server_info", "parse").inc()
-        raise ScrapeError(f"{base_url}{path}: not JSON") from exc
-    if not isinstance(data, dict):
-        SCRAPE_ERRORS.labels("server_info", "parse").inc()
-        raise ScrapeError(f"{base_url}{path}: JSON is not an object")
-    return data
-
-
-_SAMPLE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})?\s+[-+]?(\d|\.\d|NaN|Inf)\S*(\s+-?\d+)?\s*$")
-
-
-def _check_format(text: str) -> None:
-    """Raise ``ValueError`` when the first sample line is not a Prometheus sample."""
-    first = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")), None)
-    if first is not None and not _SAMPLE.match(first):
-        raise ValueError(f"not Prometheus text: {first[:80]!r}")
-
-
-def _wanted(line: str) -> bool:
-    if line.startswith("#"):
-        parts = line.split(None, 3)
-        return len(parts) > 2 and parts[1] in ("HELP", "TYPE") and parts[2] in _GAUGES
-    return line.split("{", 1)[0].split(" ", 1)[0] in _GAUGES
-
-
-def parse_metrics(text: str) -> MetricsSample:
-    """Read the gauges of :data:`_GAUGES` from Prometheus text; averages over label sets (DP ranks).
-
-    Only those families' lines are parsed (a server exposes hundreds of series); non-finite values are
-    ignored. Raises ``ValueError`` for text the Prometheus parser refuses.
-    """
-    _check_format(text)
-    values: dict[str, list[float]] = {}
-    kept = "\n".join(line for line in text.splitlines() if _wanted(line)) + "\n"
-    for family in text_string_to_metric_families(kept):
-        for s in family.samples:
-            if s.name in _GAUGES and math.isfinite(s.value):
-                values.setdefault(_GAUGES[s.name], []).append(float(s.value))
-    avg = {k: sum(v) / len(v) for k, v in values.items() if v}
-    return MetricsSample(
-        avg.get("accept_length"), avg.get("accept_rate"), avg.get("gen_throughput"),
-        avg.get("running_requests"),
-    )
-
-
-async def scrape_metrics(base_url: str, timeout: float = 5.0) -> MetricsSample:
-    """Scrape ``base_url/metrics``. Raises :class:`ScrapeError` (counted) on any failure."""
-    body = await _get(base_url + "/metrics", "metrics", timeout)
-    try:
-        return parse_metrics(body.decode("utf-8", errors="strict"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        SCRAPE_ERRORS.labels("metrics", "parse").inc()
-        raise ScrapeError(f"{base_url}/metrics: unparsable: {exc}") from exc
+def base_url(pod_ip: str, port: int) -> str:
+    """``http://IP:port`` with IPv6 addresses in brackets."""
+    return f"http://[{pod_ip}]:{port}" if ":" in pod_ip else f"http://{pod_ip}:{port}"

@@ -13,6 +13,7 @@ from typing import Any
 
 from sglang_operator.reconcile.conditions import Condition, condition, merge, rfc3339, same
 from sglang_operator.reconcile.pods import PodHealth
+from sglang_operator.sampling.model import Figures
 
 SPEC_VALID = "SpecValid"
 SETTINGS_DIFFER = "SettingsDiffer"
@@ -146,8 +147,58 @@ def observed(
             conds.append(condition(SETTINGS_DIFFER, "False", "AsRequested",
                                    "SGLang runs the settings the spec asks for", generation, now))
     fresh = {k: v for k, v in (metrics or {}).items() if v is not None}
-    if any(status.get(k) != v for k, v in fresh.items()):
+    if "metricsUpdatedAt" in fresh:  # decided by figures_patch
+        out |= fresh
+    elif any(status.get(k) != v for k, v in fresh.items()):
         out |= fresh
         out["metricsUpdatedAt"] = rfc3339(now)
     out["conditions"] = merge(status.get("conditions") or [], conds)
     return out
+
+
+ACCEPT_LENGTH_MOVE = 0.01
+"""Relative change of the accept length worth a status write (1 %)."""
+TOKENS_PER_SECOND_MOVE = 0.02
+"""Relative change of tok/s worth a status write (2 %)."""
+FIGURES_REFRESH = dt.timedelta(minutes=5)
+"""Age of the figures in status after which they are rewritten even when unchanged."""
+
+
+def _moved(old: Any, new: float | None, fraction: float) -> bool:
+    if new is None:
+        return False
+    if not isinstance(old, int | float):
+        return True
+    return abs(new - old) > fraction * abs(old) if old else new != 0
+
+
+def figures_patch(status: Mapping[str, Any], figures: Figures | None, measured_at: dt.datetime,
+                  now: dt.datetime) -> dict[str, Any]:
+    """The serving revision's figures for ``status``, or ``{}`` when they are not worth a write.
+
+    ``figures``: of its latest Measured sample (None: none this interval), whose interval ended at
+    ``measured_at``. Written: ``acceptLength`` and ``acceptRate`` (3 decimals), ``tokensPerSecond`` (per-request
+    decode speed, tok/s, 1 decimal: the figure the rollback compares) and ``metricsUpdatedAt`` (``measured_at``),
+    when the accept length moved more than 1 % or tok/s more than 2 % from what status holds, or status' figures
+    are 5 minutes old (or absent).
+    """
+    if figures is None:
+        return {}
+    new = {"acceptLength": _round(figures.accept_length, 3), "acceptRate": _round(figures.accept_rate, 3),
+           "tokensPerSecond": _round(figures.decode_tokens_per_second, 1)}
+    if all(v is None for v in new.values()):
+        return {}
+    try:
+        updated: dt.datetime | None = dt.datetime.fromisoformat(str(status.get("metricsUpdatedAt")))
+    except ValueError:
+        updated = None
+    stale = updated is None or now - updated >= FIGURES_REFRESH
+    moved = (_moved(status.get("acceptLength"), new["acceptLength"], ACCEPT_LENGTH_MOVE)
+             or _moved(status.get("tokensPerSecond"), new["tokensPerSecond"], TOKENS_PER_SECOND_MOVE))
+    if not (stale or moved):
+        return {}
+    return {**{k: v for k, v in new.items() if v is not None}, "metricsUpdatedAt": rfc3339(measured_at)}
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)

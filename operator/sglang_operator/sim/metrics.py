@@ -1,7 +1,7 @@
 """``GET /metrics``: Prometheus text for the emulated version.
 
-Which families exist, their types and extra label keys come from the project's extracted metric list
-(``sglang_operator/sglang/data/metrics-<version>.json``, made from the wheels'
+Which families exist, their types and extra label keys come from the project's extracted metric tables
+(:func:`sglang_operator.sglang.metrics.load_metrics`, made from the wheels'
 ``python/sglang/srt/observability/metrics_collector.py``); the simulator only decides which of them it has a
 value for (:data:`EMITTED`). Collector labels: scheduler metrics carry ``model_name, engine_type, tp_rank,
 pp_rank, moe_ep_rank`` (``scheduler_metrics_mixin.py`` / ``metrics_reporter.py``); tokenizer metrics carry
@@ -11,13 +11,13 @@ pp_rank, moe_ep_rank`` (``scheduler_metrics_mixin.py`` / ``metrics_reporter.py``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
+from sglang_operator.sglang.metrics import load_metrics
+from sglang_operator.sglang.versions import parse_version
 from sglang_operator.sim.stats import Histogram, Stats
 
 
@@ -36,16 +36,10 @@ class MetricSpec:
 
 @cache
 def metric_specs(table_version: str) -> dict[str, MetricSpec]:
-    """The extracted metric list of a supported table version (``"0.5.10"``, ``"0.5.23"``), by family.
-    Raises ``FileNotFoundError`` for a version without a table."""
-    text = resources.files("sglang_operator.sglang").joinpath("data").joinpath(
-        f"metrics-{table_version}.json").read_text("utf-8")
-    data = json.loads(text)
-    out: dict[str, MetricSpec] = {}
-    for m in data["metrics"]:
-        out[m["family"]] = MetricSpec(m["name"], m["family"], m["type"], m["collector"],
-                                      tuple(m.get("labels") or ()), m.get("help", ""))
-    return out
+    """The extracted metric list of a release's table (``"0.5.10"``, ``"0.5.23"``), by family
+    (:func:`sglang_operator.sglang.metrics.load_metrics`). Raises ``SGLangVersionError`` for an unknown one."""
+    return {m.family: MetricSpec(m.name, m.family, m.type, m.collector, m.labels, m.help)
+            for m in load_metrics(parse_version(table_version)).values()}
 
 
 @dataclass(frozen=True)

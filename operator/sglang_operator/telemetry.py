@@ -1,0 +1,174 @@
+"""The operator's own ``/metrics`` (prometheus-client, default registry; ``sglang-operator run --metrics-port``).
+
+Per server and revision (labels ``namespace``, ``sglang_server``, ``revision``) the latest figures of the sampler
+(:class:`~sglang_operator.sampling.model.Sample`): speeds, accept length and rate and latency quantiles are set
+from Measured samples only, so they keep the last measured value through idle or failed intervals, with
+``sglang_operator_server_sample_timestamp_seconds`` telling how old it is; request counts and KV-cache usage are
+set from every sample that read them. Series of a retired revision (no pod left) or a deleted server are removed.
+The operator's health: scrape errors by endpoint and reason, scrape durations, reconcile results, servers by
+phase; prometheus-client adds ``process_*`` (RSS, CPU) and ``python_*`` series. Every series is listed in
+``docs/metrics.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+from sglang_operator.sampling.model import Figures, Sample, SampleKind
+
+SERVER_LABELS = ("namespace", "sglang_server", "revision")
+
+SCRAPE_ERRORS = Counter(
+    "sglang_operator_scrape_errors", "Failed reads of SGLang endpoints, by endpoint (metrics, server_info, probe) "
+    "and reason (timeout, connection, transport, http_status, too_large, truncated, parse, bad_url).",
+    ["endpoint", "reason"],
+)
+SCRAPE_DURATION = Histogram(
+    "sglang_operator_scrape_duration_seconds", "Duration of one /metrics scrape of one SGLang pod, seconds "
+    "(failed scrapes included).", buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+DUPLICATE_SAMPLES = Counter(
+    "sglang_operator_scrape_duplicate_samples", "Samples dropped from SGLang scrapes because their series appeared "
+    "earlier in the same body (the first is kept, as Prometheus does).",
+)
+RECONCILE = Counter(
+    "sglang_operator_reconcile", "Reconciliations of SGLangServers by result (applied, invalid, refused, error).",
+    ["result"],
+)
+SERVERS = Gauge("sglang_operator_servers", "SGLangServers the operator tracks, by status.phase.", ["phase"])
+SAMPLES = Counter(
+    "sglang_operator_samples", "Samples taken per server and revision, by kind (Measured, Inconclusive, Error).",
+    [*SERVER_LABELS, "kind"],
+)
+
+ACCEPT_LENGTH = Gauge("sglang_operator_server_accept_length", "Mean acceptance length (tokens per verify step) over "
+                      "the last measured interval.", SERVER_LABELS)
+ACCEPT_RATE = Gauge("sglang_operator_server_accept_rate", "Speculative acceptance rate, 0..1 (SGLang's "
+                    "sglang:spec_accept_rate; its formula differs between releases).", SERVER_LABELS)
+GENERATION_TPS = Gauge("sglang_operator_server_generation_tokens_per_second", "Aggregate generation throughput, "
+                       "tok/s, over the revision's pods.", SERVER_LABELS)
+DECODE_TPS = Gauge("sglang_operator_server_decode_tokens_per_second", "Per-request decode speed, tok/s (the probe's "
+                   "single stream, or 1 / mean inter-token latency).", SERVER_LABELS)
+RUNNING = Gauge("sglang_operator_server_running_requests", "Running requests, summed over the revision's pods.",
+                SERVER_LABELS)
+QUEUED = Gauge("sglang_operator_server_queued_requests", "Queued requests, summed over the revision's pods.",
+               SERVER_LABELS)
+KV_USAGE = Gauge("sglang_operator_server_kv_cache_usage", "KV-cache token pool usage, 0..1, max over pods.",
+                 SERVER_LABELS)
+TTFT = Gauge("sglang_operator_server_time_to_first_token_seconds", "Time to first token over the last measured "
+             "interval, seconds, by quantile (0.5, 0.95).", [*SERVER_LABELS, "quantile"])
+ITL = Gauge("sglang_operator_server_inter_token_latency_seconds", "Inter-token latency over the last measured "
+            "interval, seconds, by quantile (0.5, 0.95).", [*SERVER_LABELS, "quantile"])
+SAMPLE_TIMESTAMP = Gauge("sglang_operator_server_sample_timestamp_seconds", "End of the last Measured interval, "
+                         "Unix seconds (how old the figures above are).", SERVER_LABELS)
+
+_Getter = Callable[[Figures], float | None]
+_MEASURED: tuple[tuple[Gauge, _Getter], ...] = (
+    (ACCEPT_LENGTH, lambda f: f.accept_length),
+    (ACCEPT_RATE, lambda f: f.accept_rate),
+    (GENERATION_TPS, lambda f: f.generation_tokens_per_second),
+    (DECODE_TPS, lambda f: f.decode_tokens_per_second),
+)
+_LOAD: tuple[tuple[Gauge, _Getter], ...] = (
+    (RUNNING, lambda f: f.running_requests),
+    (QUEUED, lambda f: f.queued_requests),
+    (KV_USAGE, lambda f: f.kv_cache_usage),
+)
+_QUANTILED: tuple[tuple[Gauge, tuple[tuple[str, _Getter], ...]], ...] = (
+    (TTFT, (("0.5", lambda f: f.ttft_p50_seconds), ("0.95", lambda f: f.ttft_p95_seconds))),
+    (ITL, (("0.5", lambda f: f.itl_p50_seconds), ("0.95", lambda f: f.itl_p95_seconds))),
+)
+_PER_REVISION: tuple[Gauge | Counter, ...] = (
+    *(g for g, _ in _MEASURED), *(g for g, _ in _LOAD), SAMPLE_TIMESTAMP,
+)
+
+
+def count_scrape_error(endpoint: str, reason: str) -> None:
+    """Count one failed read of an SGLang endpoint."""
+    SCRAPE_ERRORS.labels(endpoint, reason).inc()
+
+
+def count_reconcile(result: str) -> None:
+    """Count one reconciliation by ``result`` (applied, invalid, refused, error)."""
+    RECONCILE.labels(result).inc()
+
+
+def set_servers(phases: Iterable[str | None], known: Iterable[str] = ()) -> None:
+    """Set ``sglang_operator_servers{phase}`` from the tracked servers' phases (``None`` → ``Unknown``); every phase
+    in ``known`` is exported, 0 when no server has it, so a phase that empties reads 0, not stale."""
+    counts = dict.fromkeys(known, 0)
+    for phase in phases:
+        key = phase or "Unknown"
+        counts[key] = counts.get(key, 0) + 1
+    for phase, n in counts.items():
+        SERVERS.labels(phase).set(n)
+
+
+class ServerSeries:
+    """Which server and revision series exist, so retired and deleted ones can be removed."""
+
+    def __init__(self) -> None:
+        self._revisions: dict[tuple[str, str], set[str]] = {}
+        self._kinds: dict[tuple[str, str, str], set[str]] = {}
+
+    def export(self, namespace: str, server: str, samples: Sequence[Sample]) -> None:
+        """Export this interval's samples of one server (one per live revision); the series of revisions without
+        a sample (no pod left) are removed."""
+        key = (namespace, server)
+        live = {s.revision for s in samples}
+        for revision in self._revisions.get(key, set()) - live:
+            self._remove(namespace, server, revision)
+        self._revisions[key] = live
+        for s in samples:
+            self._export_one(namespace, server, s)
+
+    def forget(self, namespace: str, server: str) -> None:
+        """Remove every series of a deleted server."""
+        for revision in self._revisions.pop((namespace, server), set()):
+            self._remove(namespace, server, revision)
+
+    def _export_one(self, namespace: str, server: str, s: Sample) -> None:
+        labels = (namespace, server, s.revision)
+        SAMPLES.labels(*labels, s.kind.value).inc()
+        self._kinds.setdefault(labels, set()).add(s.kind.value)
+        f = s.figures
+        for gauge, get in _LOAD:
+            value = get(f)
+            if value is not None:
+                gauge.labels(*labels).set(value)
+        if s.kind is not SampleKind.MEASURED:
+            return
+        for gauge, get in _MEASURED:
+            value = get(f)
+            if value is not None:
+                gauge.labels(*labels).set(value)
+        for gauge, quantiles in _QUANTILED:
+            for q, get in quantiles:
+                value = get(f)
+                if value is not None:
+                    gauge.labels(*labels, q).set(value)
+        SAMPLE_TIMESTAMP.labels(*labels).set(s.end.timestamp())
+
+    def _remove(self, namespace: str, server: str, revision: str) -> None:
+        labels = (namespace, server, revision)
+        for metric in _PER_REVISION:
+            _discard(metric, labels)
+        for gauge, quantiles in _QUANTILED:
+            for q, _get in quantiles:
+                _discard(gauge, (*labels, q))
+        for kind in self._kinds.pop(labels, set()):
+            _discard(SAMPLES, (*labels, kind))
+
+
+def _discard(metric: Gauge | Counter, labels: tuple[str, ...]) -> None:
+    with contextlib.suppress(KeyError):
+        metric.remove(*labels)
+
+
+def serve(port: int, address: str = "0.0.0.0") -> None:
+    """Serve the default registry on ``http://address:port/metrics`` (a daemon thread). Raises ``OSError`` when the
+    port is taken."""
+    start_http_server(port, addr=address)

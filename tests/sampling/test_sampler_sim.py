@@ -1,0 +1,97 @@
+"""The sampler against the SGLang simulator (a real HTTP server process): the probe streams the probe prompt with
+the API key, the next interval's sample has the probe's single-stream speed and the accept length from the
+counters over the same interval; a wrong API key makes the probe an Error sample."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from e2e.cluster.procs import free_port
+from sglang_operator import telemetry
+from sglang_operator.clients.sglang_http import SGLangHTTP
+from sglang_operator.sampling.model import SampleKind, Signal
+from sglang_operator.sampling.pods import Target
+from sglang_operator.sampling.roles import roles_for
+from sglang_operator.sampling.sampler import Sampler, SamplingParams, ServerRef
+from sglang_operator.sglang.versions import parse_version
+
+MODEL = "Qwen/Qwen3.6-27B"
+KNOWN_GOOD_0523 = ["--model-path", MODEL, "--tp-size", "2", "--speculative-algorithm", "NEXTN",
+                   "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                   "--speculative-num-draft-tokens", "4", "--mem-fraction-static", "0.88", "--context-length", "131072",
+                   "--max-running-requests", "16", "--mamba-full-memory-ratio", "0.5",
+                   "--mamba-radix-cache-strategy", "extra_buffer"]
+TIME_SCALE = 20
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "sglang_operator.sim", "sglang", "serve", *KNOWN_GOOD_0523, "--enable-metrics",
+           "--api-key", "sk-test", "--host", "127.0.0.1", "--port", str(port), "--sim-gpu", "NVIDIA RTX A6000",
+           "--sim-load-seconds", "0.2", "--sim-warmup-seconds", "0.05", "--sim-time-scale", str(TIME_SCALE)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "SGLANG_ENABLE_SPEC_V2": "1"})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(f"sglang-sim exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError("sglang-sim not healthy in 30 s")
+            await asyncio.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def _two_intervals(url: str, api_key: str) -> list:  # type: ignore[type-arg]
+    port = int(url.rsplit(":", 1)[1])
+    http = SGLangHTTP()
+    sampler = Sampler(http)
+    ref = ServerRef("ns", "qwen", roles_for(parse_version("0.5.23")), port, MODEL)
+    pod = Target("qwen-0", "rev1", "127.0.0.1", True, 0)
+    params = SamplingParams(interval_seconds=5, signal=Signal.PROBE, probe_max_tokens=256, probe_timeout_seconds=4)
+    try:
+        first = await sampler.sample(ref, lambda: [pod], params, api_key=api_key)
+        await asyncio.sleep(1.5)  # 256 tokens at ~52 tok/s x 20: ~0.25 s of wall clock
+        second = await sampler.sample(ref, lambda: [pod], params, api_key=api_key)
+    finally:
+        await sampler.aclose()
+        await http.aclose()
+    return [*first, *second]
+
+
+async def test_probe_and_counters_measure_the_known_good_revision(sim: str) -> None:
+    first, second = await _two_intervals(sim, "sk-test")
+    assert first.kind is SampleKind.INCONCLUSIVE and "first scrape" in first.reason
+    assert second.kind is SampleKind.MEASURED, second.reason
+    f = second.figures
+    assert f.accept_length == pytest.approx(2.725, abs=0.1)  # 256 tokens / verify calls of the probe
+    assert f.decode_tokens_per_second is not None and f.decode_tokens_per_second > 20 * TIME_SCALE
+    assert f.num_steps == 3 and f.num_draft_tokens == 4
+    assert f.ttft_p50_seconds is not None and 0 < f.ttft_p50_seconds < 0.5  # ~0.5k-token prompt: ~0.2 s
+    assert f.itl_p50_seconds is not None and f.generation_tokens_per_second and f.generation_tokens_per_second > 0
+    assert second.signal is Signal.PROBE and second.pods == ("qwen-0",)
+
+
+async def test_a_refused_probe_is_an_error_sample_and_counted(sim: str) -> None:
+    before = telemetry.SCRAPE_ERRORS.labels("probe", "http_status")._value.get()
+    _, second = await _two_intervals(sim, "sk-wrong")
+    assert second.kind is SampleKind.ERROR and "HTTP 401" in second.reason
+    assert telemetry.SCRAPE_ERRORS.labels("probe", "http_status")._value.get() == before + 1
