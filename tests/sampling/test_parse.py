@@ -70,8 +70,8 @@ def test_duplicate_series_keep_the_first_sample_like_prometheus() -> None:
     dup = f'sglang:generation_tokens_total{{{LABELS},is_streaming="true"}} 999\n'
     p = parse_text((exposition(gen=5) + dup).encode(), R23)
     assert p.duplicates == 1
-    assert p.counters[Role.GENERATION_TOKENS][f'engine_type="unified",is_streaming="true",'
-                                              f'model_name="Qwen/Qwen3.6-27B"'] == 5
+    assert p.counters[Role.GENERATION_TOKENS]['engine_type="unified",is_streaming="true",'
+                                              'model_name="Qwen/Qwen3.6-27B"'] == 5
 
 
 def test_nan_and_inf_are_kept_as_values() -> None:

@@ -45,7 +45,8 @@ async def sim() -> AsyncIterator[str]:
     try:
         while True:
             if proc.poll() is not None:
-                raise AssertionError(f"sglang-sim exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+                err = proc.stderr.read() if proc.stderr else ""
+                raise AssertionError(f"sglang-sim exited {proc.returncode}: {err}")
             try:
                 if httpx.get(url + "/health", timeout=1).status_code == 200:
                     break
