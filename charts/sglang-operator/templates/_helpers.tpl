@@ -36,7 +36,7 @@ watched namespace. Write verbs are exactly what the operator calls (tests/test_c
   where the OwnerReferencesPermissionEnforcement admission plugin is on.
 - deployments, services: server-side apply (patch; create when the child does not exist yet); watched
   (kopf, handlers.child_event) so a child deleted behind the operator's back is re-applied.
-- pods: listed by the status observer.
+- pods: watched (kopf, handlers.pod_event) into the observer's pod cache, listed once per namespace to prime it.
 - secrets: get, only to read spec.apiKeySecretRef's key for SGLang's /server_info (the API key protects it).
 - events (core v1): created by kopf.event and clients/kube.py post_event.
 - podmonitors (monitoring.coreos.com, only with podMonitor.enabled): server-side apply of each SGLangServer's
