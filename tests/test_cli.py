@@ -68,7 +68,7 @@ def test_render_refuses_an_invalid_spec(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(doc))
     result = runner.invoke(app, ["render", str(path)])
     assert result.exit_code == 1
-    assert "spec.speculative.numDraftTokens must equal numSteps + 1" in result.stderr
+    assert "spec.speculative.numDraftTokens is 4 but must equal numSteps + 1 = 2" in result.stderr
 
 
 def test_import_systemd_unit_round_trips_through_render(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from e2e.conftest import K8sCluster, wait_for
 from sglang_operator.api import SpecError, parse
+from sglang_operator.api.spec import owned_flag_refusal
 from sglang_operator.builders import check
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,10 +91,12 @@ def cel(id_: str, message: str, *changes: Callable[[dict[str, Any]], None], rule
 
 
 def owned(flag: str, field: str, abbrev_of: str | None = None) -> str:
-    """The refusal of an owned flag in extraArgs (names the flag and the field that owns it)."""
-    abbrev = f" (an abbreviation of {abbrev_of})" if abbrev_of else ""
-    fix = f" and set {field}" if field.startswith("spec.") else ""
-    return f"spec.extraArgs: {flag}{abbrev} is rendered from {field}; remove it from spec.extraArgs{fix}"
+    """The refusal of an owned flag in extraArgs: names the flag as written and the field that owns it (the
+    SGLang spellings it lists come from api/spec.py OWNED; the API server must give the very same text)."""
+    message = owned_flag_refusal(flag)
+    assert message.startswith(f"spec.extraArgs: {flag} is rendered ") and field in message, message
+    assert abbrev_of is None or abbrev_of in message, message
+    return message
 
 
 def ndt(value: int, steps: int) -> str:
@@ -102,18 +105,19 @@ def ndt(value: int, steps: int) -> str:
 
 
 def gpu(value: int, tensor: int, data: int) -> str:
-    return (f"spec.resources.gpu is {value} but parallelism.tensor × parallelism.data is {tensor} × {data} = "
-            f"{tensor * data}: set spec.resources.gpu to at least {tensor * data}, or omit it (default: tensor × "
-            "data)")
+    return (f"spec.resources.gpu is {value} but parallelism.tensor × parallelism.pipeline × parallelism.data ÷ "
+            f"parallelism.nodes is {tensor} × 1 × {data} ÷ 1 = {tensor * data}: set spec.resources.gpu to at least "
+            f"{tensor * data}, or omit it (default: tensor × pipeline × data ÷ nodes)")
 
 
 NDT_MSG = "spec.speculative.numDraftTokens is 4 but must equal numSteps + 1 = 2"
 ROLLBACK_RULE = "spec.rollback.{}"
 """Rules of spec.rollback (api/rollback.py) carry no name: their case names the start of their message."""
 S = "spec."
-CACHE_TWO = ("spec.model.cache sets 2 of pvc, hostPath, emptyDir (pvc, hostPath): it needs exactly one; keep one "
-             "source")
-CACHE_NONE = "spec.model.cache sets 0 of pvc, hostPath, emptyDir (): it needs exactly one; keep one source"
+CACHE_TWO = ("spec.model.cache sets 2 of pvc, hostPath, emptyDir (pvc: true, hostPath: true, emptyDir: false): it "
+             "needs exactly one; keep one source")
+CACHE_NONE = ("spec.model.cache sets 0 of pvc, hostPath, emptyDir (pvc: false, hostPath: false, emptyDir: false): it "
+              "needs exactly one; keep one source")
 DRAFT = ("spec.speculative.draftModelPath is required with algorithm {} (SGLang loads a separate draft model from "
          "--speculative-draft-model-path); set spec.speculative.draftModelPath, or use algorithm NEXTN with a model "
          "that has MTP layers")
@@ -137,8 +141,14 @@ CASES: list[Case] = [
     cel("served-name-colon", 'spec.model.servedModelName "qwen:27b" may not contain ":" (SGLang reserves it for '
         "LoRA adapters: server_args.py check_server_args); remove the colon",
         setting(S + "model.servedModelName", "qwen:27b"), rule="served-model-name-colon", value="qwen:27b"),
-    cel("multi-node", "spec.parallelism.nodes is 2: multi-node is not supported yet; set it to 1",
-        setting(S + "parallelism.nodes", 2), rule="single-node", value="is 2"),
+    cel("nodes-not-dividing", "spec.parallelism.nodes is 3 but parallelism.tensor × parallelism.pipeline is 2 × 1 = "
+        "2, which it does not divide (every node runs the same number of GPUs; SGLang: tp_size must be divisible by "
+        "number of nodes); change parallelism.tensor or parallelism.nodes", setting(S + "parallelism.nodes", 3),
+        rule="nodes-divide-tensor-pipeline", value="is 3"),
+    cel("data-across-nodes", "spec.parallelism.data is 2 with parallelism.nodes 2: data parallelism across nodes is "
+        "not supported (SGLang: multi-node data-parallel replicas are not supported); set parallelism.data to 1 and "
+        "use spec.replicas for more copies", setting(S + "parallelism", {"tensor": 2, "nodes": 2, "data": 2}),
+        rule="no-data-parallel-across-nodes", value="data is 2"),
     cel("extra-tp-abbrev", owned("--tp", "spec.parallelism.tensor", "--tp-size"),
         setting(S + "extraArgs", ["--tp", "2"]), rule="extra-args-owned-flag", value="--tp"),
     cel("extra-tp-size", owned("--tp-size", "spec.parallelism.tensor"), setting(S + "extraArgs", ["--tp-size", "4"]),
@@ -156,7 +166,8 @@ CASES: list[Case] = [
         value="--mamba-radix-cache-strategy"),
     cel("extra-port", owned("--port", "spec.port"), setting(S + "extraArgs", ["--port", "8000"]),
         rule="extra-args-owned-flag", value="--port"),
-    cel("extra-host", owned("--host", "the operator's own fixed value"), setting(S + "extraArgs", ["--host", "::"]),
+    cel("extra-host", owned("--host", "the operator (always --host 0.0.0.0)"),
+        setting(S + "extraArgs", ["--host", "::"]),
         rule="extra-args-owned-flag", value="--host"),
     cel("extra-spec-prefix", owned("--speculative-num", "spec.speculative.numSteps", "--speculative-num-steps"),
         setting(S + "extraArgs", ["--speculative-num", "2"]), rule="extra-args-owned-flag",
@@ -165,7 +176,7 @@ CASES: list[Case] = [
         rule="extra-args-owned-flag", value="--model"),
     cel("cache-two-sources", CACHE_TWO,
         setting(S + "model.cache", {"pvc": {"claimName": "hf"}, "hostPath": "/data/hf"}),
-        rule="cache-one-source", value="pvc, hostPath"),
+        rule="cache-one-source", value="sets 2"),
     cel("cache-no-source", CACHE_NONE, setting(S + "model.cache", {"mountPath": "/cache"}),
         rule="cache-one-source", value="sets 0"),
     cel("chunked-prefill-0", "spec.memory.chunkedPrefillSize is 0: it must be -1 (disabled) or a positive number of "
@@ -173,7 +184,7 @@ CASES: list[Case] = [
     cel("gpu-below-tp", gpu(1, 2, 1), setting(S + "resources", {"gpu": 1}), rule="gpus-cover-parallelism",
         value="is 1"),
     cel("gpu-2-tensor-4", gpu(2, 4, 1), setting(S + "resources", {"gpu": 2}), setting(S + "parallelism.tensor", 4),
-        rule="gpus-cover-parallelism", value="4 × 1 = 4"),
+        rule="gpus-cover-parallelism", value="4 × 1 × 1 ÷ 1 = 4"),
     case("rollback-verify", "spec.rollback.verifySeconds must be at least minSamples × intervalSeconds",
          "spec.rollback.verifySeconds must be at least minSamples × intervalSeconds",
          setting(S + "rollback", {"minSamples": 5, "intervalSeconds": 30, "verifySeconds": 60}),
@@ -241,11 +252,11 @@ CASES: list[Case] = [
     case("volume-mount-no-path", "spec.volumeMounts[0].mountPath: Required value", "'mountPath' is a required",
          setting(S + "volumeMounts", [{"name": "v"}]), value="mountPath"),
     # --- beyond the schema: the target SGLang release decides (SpecValid=False) ---
-    case("image-latest", None, "holds no SGLang version; set the SGLang version explicitly: set spec.sglang.version",
+    case("image-latest", None, "holds no SGLang version; set spec.sglang.version to the release the image runs",
          setting(S + "sglang.image", "lmsysorg/sglang:latest"), rule="version-supported", value="'latest'"),
-    case("version-unsupported", None, "SGLang 0.5.16 is not supported",
-         setting(S + "sglang", {"image": "registry.local/sglang:prod", "version": "0.5.16"}),
-         rule="version-supported", value="0.5.16"),
+    case("version-unsupported", None, "SGLang 0.3.0 is older than",
+         setting(S + "sglang", {"image": "registry.local/sglang:prod", "version": "0.3.0"}),
+         rule="version-supported", value="0.3.0"),
     case("version-vs-tag", None, "contradicts the image tag", setting(S + "sglang.version", "0.5.23"),
          rule="version-supported", value="0.5.23"),
     case("strategy-not-in-release", None, "'extra_buffer_lazy' is not supported by SGLang 0.5.10",

@@ -36,8 +36,9 @@ def test_committed_crd_is_fresh() -> None:
 
 
 def test_helm_chart_crd_is_fresh() -> None:
-    committed = (ROOT / "charts" / "sglang-operator" / "crds" / "sglangservers.yaml").read_text()
-    assert committed == crd_yaml(), "chart CRD is stale: copy crds/sglangservers.yaml into the chart"
+    committed = (ROOT / "charts" / "sglang-operator" / "files" / "crds" / "sglangservers.yaml").read_text()
+    assert committed == crd_yaml(), \
+        "chart CRD is stale: cp crds/sglangservers.yaml charts/sglang-operator/files/crds/ (templates/crds.yaml)"
 
 
 def test_schema_is_structural() -> None:
@@ -94,7 +95,9 @@ def test_bounds_defaults_and_enums() -> None:
     assert spec_dec["algorithm"]["enum"] == ["NEXTN", "EAGLE", "EAGLE3", "STANDALONE", "NGRAM"]
     assert spec_dec["numSteps"]["default"] == 3 and spec_dec["eagleTopk"]["default"] == 1
     assert "default" not in spec_dec["numDraftTokens"]
-    assert spec["rollback"]["default"] == {} and spec["parallelism"]["default"] == {}
+    assert spec["parallelism"]["default"] == {"tensor": 1, "pipeline": 1, "data": 1, "nodes": 1}  # not {}: see crd.py
+    probe = spec["rollback"]["properties"]["probe"]["properties"]
+    assert spec["rollback"]["default"]["probe"]["maxTokens"] == probe["maxTokens"]["default"]
     assert "default" not in spec["extraArgs"] and spec["extraArgs"]["maxItems"] == 128
     assert "x-kubernetes-preserve-unknown-fields" not in spec["affinity"]
 

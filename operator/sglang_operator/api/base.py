@@ -41,19 +41,33 @@ class CelRule:
     ``rule`` is evaluated with ``self`` bound to the object the rule is attached to; ``check`` gets the parsed
     pydantic model and returns True when the object is valid. ``field_path`` is relative to that object
     (e.g. ``.numDraftTokens``) and is what the API server reports as the failing field.
+
+    Every refusal names the field, the offending value and the fix: ``message_expression`` (CEL, evaluated by
+    the API server) and ``explain`` (Python, given the model) build the same text with the values filled in;
+    ``message`` is the static fallback the API server shows should the expression fail. ``name`` identifies the
+    rule in tests (the table test walks every rule).
     """
 
     rule: str
     message: str
     check: Callable[[Any], bool]
     field_path: str | None = None
+    message_expression: str | None = None
+    explain: Callable[[Any], str] | None = None
+    name: str = ""
 
     def to_schema(self) -> dict[str, str]:
-        """The ``x-kubernetes-validations`` entry: ``{rule, message[, fieldPath]}``."""
+        """The ``x-kubernetes-validations`` entry: ``{rule, message[, messageExpression][, fieldPath]}``."""
         out = {"rule": self.rule, "message": self.message}
+        if self.message_expression:
+            out["messageExpression"] = self.message_expression
         if self.field_path:
             out["fieldPath"] = self.field_path
         return out
+
+    def refusal(self, model: Any) -> str:
+        """The message for ``model``, which breaks the rule (the API server's text, values filled in)."""
+        return self.explain(model) if self.explain is not None else self.message
 
 
 def _add_cel(schema: dict[str, Any], cls: type[Any]) -> None:
@@ -78,7 +92,7 @@ class ApiModel(BaseModel):
     def _check_cel_rules(self) -> ApiModel:
         for rule in type(self).cel_rules:
             if not rule.check(self):
-                raise ValueError(rule.message)
+                raise ValueError(rule.refusal(self))
         return self
 
     def dump(self) -> dict[str, Any]:

@@ -69,6 +69,15 @@ class ModelCache(ApiModel):
             "[has(self.pvc), has(self.hostPath), has(self.emptyDir)].filter(x, x).size() == 1",
             "spec.model.cache needs exactly one of pvc, hostPath, emptyDir",
             lambda m: [m.pvc, m.host_path, m.empty_dir].count(None) == 2,
+            message_expression="'spec.model.cache sets %d of pvc, hostPath, emptyDir (pvc: %s, hostPath: %s, "
+            "emptyDir: %s): it needs exactly one; keep one source'.format([[has(self.pvc), has(self.hostPath), "
+            "has(self.emptyDir)].filter(x, x).size(), has(self.pvc), has(self.hostPath), has(self.emptyDir)])",
+            explain=lambda m: (
+                f"spec.model.cache sets {3 - [m.pvc, m.host_path, m.empty_dir].count(None)} of pvc, hostPath, "
+                f"emptyDir (pvc: {str(m.pvc is not None).lower()}, hostPath: {str(m.host_path is not None).lower()}, "
+                f"emptyDir: {str(m.empty_dir is not None).lower()}): it needs exactly one; keep one source"
+            ),
+            name="cache-one-source",
         ),
     )
     pvc: PVCSource | None = None
@@ -104,28 +113,66 @@ class ModelSpec(ApiModel):
             "spec.model.servedModelName may not contain ':' (SGLang reserves it for LoRA adapters)",
             lambda m: m.served_model_name is None or ":" not in m.served_model_name,
             ".servedModelName",
+            message_expression="'spec.model.servedModelName \"%s\" may not contain \":\" (SGLang reserves it for "
+            "LoRA adapters: server_args.py check_server_args); remove the colon'.format([self.servedModelName])",
+            explain=lambda m: f'spec.model.servedModelName "{m.served_model_name}" may not contain ":" (SGLang '
+            "reserves it for LoRA adapters: server_args.py check_server_args); remove the colon",
+            name="served-model-name-colon",
         ),
     )
 
 
 class Parallelism(ApiModel):
-    """How the model is split over GPUs."""
+    """How the model is split over GPUs, and over nodes. Multi-node (``nodes`` > 1) runs a LeaderWorkerSet: one
+    group of ``nodes`` pods per replica, each pod with tensor × pipeline ÷ nodes GPUs (``docs/multinode.md``)."""
 
     tensor: Annotated[int, Field(ge=1, le=64)] = 1
-    """Tensor parallel size (``--tp-size``)."""
+    """Tensor parallel size (``--tp-size``), over all nodes of a group."""
+    pipeline: Annotated[int, Field(ge=1, le=64)] = 1
+    """Pipeline parallel size (``--pp-size``), over all nodes of a group."""
     data: Annotated[int, Field(ge=1, le=64)] = 1
-    """Data parallel size (``--dp-size``): copies of the model inside one pod."""
-    nodes: Annotated[int, Field(ge=1)] = 1
-    """Number of nodes (``--nnodes``). Only 1 is supported yet."""
+    """Data parallel size (``--dp-size``): copies of the model inside one pod (single node only)."""
+    nodes: Annotated[int, Field(ge=1, le=64)] = 1
+    """Nodes per group (``--nnodes``; LeaderWorkerSet group size). Each node runs tensor × pipeline ÷ nodes GPUs;
+    node rank 0 (the leader) serves HTTP."""
 
     cel_rules = (
         CelRule(
-            "!has(self.nodes) || self.nodes <= 1",
-            "spec.parallelism.nodes > 1 (multi-node) is not supported yet",
-            lambda m: m.nodes <= 1,
+            "(self.tensor * self.pipeline) % self.nodes == 0",
+            "spec.parallelism.nodes must divide parallelism.tensor × parallelism.pipeline (every node runs the "
+            "same number of GPUs)",
+            lambda m: (m.tensor * m.pipeline) % m.nodes == 0,
             ".nodes",
+            message_expression="'spec.parallelism.nodes is %d but parallelism.tensor × parallelism.pipeline is %d × "
+            "%d = %d, which it does not divide (every node runs the same number of GPUs; SGLang: tp_size must be "
+            "divisible by number of nodes); change parallelism.tensor or parallelism.nodes'.format([self.nodes, "
+            "self.tensor, self.pipeline, self.tensor * self.pipeline])",
+            explain=lambda m: f"spec.parallelism.nodes is {m.nodes} but parallelism.tensor × parallelism.pipeline is "
+            f"{m.tensor} × {m.pipeline} = {m.tensor * m.pipeline}, which it does not divide (every node runs the same "
+            "number of GPUs; SGLang: tp_size must be divisible by number of nodes); change parallelism.tensor or "
+            "parallelism.nodes",
+            name="nodes-divide-tensor-pipeline",
+        ),
+        CelRule(
+            "self.nodes == 1 || self.data == 1",
+            "spec.parallelism.data > 1 is not supported with parallelism.nodes > 1 (SGLang: multi-node "
+            "data-parallel replicas are not supported)",
+            lambda m: m.nodes == 1 or m.data == 1,
+            ".data",
+            message_expression="'spec.parallelism.data is %d with parallelism.nodes %d: data parallelism across "
+            "nodes is not supported (SGLang: multi-node data-parallel replicas are not supported); set "
+            "parallelism.data to 1 and use spec.replicas for more copies'.format([self.data, self.nodes])",
+            explain=lambda m: f"spec.parallelism.data is {m.data} with parallelism.nodes {m.nodes}: data parallelism "
+            "across nodes is not supported (SGLang: multi-node data-parallel replicas are not supported); set "
+            "parallelism.data to 1 and use spec.replicas for more copies",
+            name="no-data-parallel-across-nodes",
         ),
     )
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs each pod needs: tensor × pipeline × data ÷ nodes (data is 1 when nodes > 1)."""
+        return self.tensor * self.pipeline * self.data // self.nodes
 
 
 class SpeculativeAlgorithm(StrEnum):
@@ -137,6 +184,12 @@ class SpeculativeAlgorithm(StrEnum):
     EAGLE3 = "EAGLE3"
     STANDALONE = "STANDALONE"
     NGRAM = "NGRAM"
+
+
+DRAFT_REQUIRED = frozenset({SpeculativeAlgorithm.EAGLE3, SpeculativeAlgorithm.STANDALONE})
+"""Algorithms that always run a separate draft model: EAGLE3 heads and STANDALONE small models have no
+automatic draft path in SGLang (``server_args.py:_handle_speculative_decoding`` fills it only for EAGLE/NEXTN
+on the MTP architectures it lists)."""
 
 
 class Speculative(ApiModel):
@@ -154,8 +207,8 @@ class Speculative(ApiModel):
     """``--speculative-num-draft-tokens``. Derived when absent: numSteps + 1 when eagleTopk is 1 (SGLang
     forces that value), 12 for NGRAM; required when eagleTopk > 1."""
     draft_model_path: str | None = None
-    """``--speculative-draft-model-path``: draft model (EAGLE3, STANDALONE; EAGLE with a separate draft). MTP
-    models (NEXTN, or EAGLE on an MTP model) use their own head and need none."""
+    """``--speculative-draft-model-path``: draft model, required by EAGLE3 and STANDALONE (and EAGLE with a
+    separate draft). MTP models (NEXTN, or EAGLE on an MTP model) use their own head and need none."""
     spec_v2: bool = False
     """Set ``SGLANG_ENABLE_SPEC_V2=1`` (overlap scheduler for speculative decoding) on releases where the
     variable means something (≤ 0.5.13); needs eagleTopk 1."""
@@ -167,6 +220,13 @@ class Speculative(ApiModel):
             "change it); omit it to have it derived",
             lambda m: m.eagle_topk != 1 or m.num_draft_tokens in (None, m.num_steps + 1),
             ".numDraftTokens",
+            message_expression="'spec.speculative.numDraftTokens is %d but must equal numSteps + 1 = %d when "
+            "eagleTopk is 1 (SGLang would silently change it); set it to %d or omit it to have it derived'.format("
+            "[self.numDraftTokens, self.numSteps + 1, self.numSteps + 1])",
+            explain=lambda m: f"spec.speculative.numDraftTokens is {m.num_draft_tokens} but must equal numSteps + 1 "
+            f"= {m.num_steps + 1} when eagleTopk is 1 (SGLang would silently change it); set it to "
+            f"{m.num_steps + 1} or omit it to have it derived",
+            name="draft-tokens-steps-plus-one",
         ),
         CelRule(
             "self.eagleTopk == 1 || self.algorithm == 'NGRAM' || has(self.numDraftTokens)",
@@ -174,12 +234,36 @@ class Speculative(ApiModel):
             lambda m: m.eagle_topk == 1 or m.algorithm is SpeculativeAlgorithm.NGRAM
             or m.num_draft_tokens is not None,
             ".numDraftTokens",
+            message_expression="'spec.speculative.numDraftTokens is required when eagleTopk > 1 (eagleTopk is %d: "
+            "SGLang derives no value for it then); set spec.speculative.numDraftTokens'.format([self.eagleTopk])",
+            explain=lambda m: "spec.speculative.numDraftTokens is required when eagleTopk > 1 (eagleTopk is "
+            f"{m.eagle_topk}: SGLang derives no value for it then); set spec.speculative.numDraftTokens",
+            name="draft-tokens-with-topk",
         ),
         CelRule(
             "!has(self.specV2) || !self.specV2 || self.eagleTopk == 1",
             "spec.speculative.specV2 needs eagleTopk 1 (SGLang: Spec v2 currently only supports topk = 1)",
             lambda m: not m.spec_v2 or m.eagle_topk == 1,
             ".specV2",
+            message_expression="'spec.speculative.specV2 needs eagleTopk 1, got eagleTopk %d (SGLang: Spec v2 "
+            "currently only supports topk = 1); set eagleTopk to 1 or specV2 to false'.format([self.eagleTopk])",
+            explain=lambda m: f"spec.speculative.specV2 needs eagleTopk 1, got eagleTopk {m.eagle_topk} (SGLang: "
+            "Spec v2 currently only supports topk = 1); set eagleTopk to 1 or specV2 to false",
+            name="spec-v2-topk",
+        ),
+        CelRule(
+            "!(self.algorithm in ['EAGLE3', 'STANDALONE']) || has(self.draftModelPath)",
+            "spec.speculative.draftModelPath is required with algorithm EAGLE3 or STANDALONE (a separate draft "
+            "model)",
+            lambda m: m.algorithm not in DRAFT_REQUIRED or m.draft_model_path is not None,
+            ".draftModelPath",
+            message_expression="'spec.speculative.draftModelPath is required with algorithm %s (SGLang loads a "
+            "separate draft model from --speculative-draft-model-path); set spec.speculative.draftModelPath, or use "
+            "algorithm NEXTN with a model that has MTP layers'.format([self.algorithm])",
+            explain=lambda m: f"spec.speculative.draftModelPath is required with algorithm {m.algorithm.value} "
+            "(SGLang loads a separate draft model from --speculative-draft-model-path); set "
+            "spec.speculative.draftModelPath, or use algorithm NEXTN with a model that has MTP layers",
+            name="draft-model-required",
         ),
     )
 
@@ -201,7 +285,8 @@ class Memory(ApiModel):
     context_length: Annotated[int | None, Field(ge=1)] = None
     """``--context-length`` in tokens; default from the model's config.json."""
     max_running_requests: Annotated[int | None, Field(ge=1)] = None
-    """``--max-running-requests``. Unset under speculative decoding, SGLang silently uses 48."""
+    """``--max-running-requests``. Unset, SGLang picks its own limit (48 under speculative decoding, capped by
+    the KV cache); the effective value appears in ``status.effective.maxRunningRequests``."""
     max_total_tokens: Annotated[int | None, Field(ge=1)] = None
     """``--max-total-tokens``: KV cache pool size in tokens."""
     chunked_prefill_size: int | None = None
@@ -218,5 +303,10 @@ class Memory(ApiModel):
             "spec.memory.chunkedPrefillSize must be -1 (disabled) or a positive number of tokens",
             lambda m: m.chunked_prefill_size is None or m.chunked_prefill_size == -1 or m.chunked_prefill_size >= 1,
             ".chunkedPrefillSize",
+            message_expression="'spec.memory.chunkedPrefillSize is %d: it must be -1 (disabled) or a positive number "
+            "of tokens'.format([self.chunkedPrefillSize])",
+            explain=lambda m: f"spec.memory.chunkedPrefillSize is {m.chunked_prefill_size}: it must be -1 "
+            "(disabled) or a positive number of tokens",
+            name="chunked-prefill-size",
         ),
     )

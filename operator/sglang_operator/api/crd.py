@@ -76,6 +76,10 @@ def structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
             out[key] = value
     if "enum" in out and "type" not in out:
         out["type"] = "string"
+    if out.get("default") == {} and "properties" in out:
+        # the API server checks a default against the block's CEL rules without applying the nested defaults
+        # first: spell them out (``parallelism: {}`` → ``{tensor: 1, ...}``)
+        out["default"] = {k: sub["default"] for k, sub in out["properties"].items() if "default" in sub}
     return out
 
 

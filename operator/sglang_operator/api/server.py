@@ -30,6 +30,12 @@ class SGLangServer(ApiModel):
             "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter, "
             "at most 63 characters): it names the Service",
             lambda m: "name" not in m.metadata or bool(_DNS_1035.fullmatch(str(m.metadata["name"]))),
+            message_expression="'metadata.name \"%s\" must be a DNS-1035 label (lowercase letters, digits and "
+            "\\'-\\', starting with a letter, at most 63 characters): it names the Service; rename the "
+            "object'.format([self.metadata.name])",
+            explain=lambda m: f'metadata.name "{m.metadata["name"]}" must be a DNS-1035 label (lowercase letters, '
+            "digits and '-', starting with a letter, at most 63 characters): it names the Service; rename the object",
+            name="name-dns-1035",
         ),
     )
 
@@ -58,8 +64,11 @@ def error_messages(err: ValidationError, prefix: str = "") -> list[str]:
     for e in err.errors():
         loc = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
         msg = str(e["msg"]).removeprefix("Value error, ")
+        given = e.get("input")
+        if e["type"] not in ("value_error", "missing", "extra_forbidden") and isinstance(given, str | int | float):
+            msg += f" (got {given!r})"  # the offending value, as the API server shows it
         # cross-field rules already name their field (``spec.model.servedModelName ...``)
-        out.append(f"{loc}: {msg}" if loc and not msg.startswith("spec.") else msg)
+        out.append(f"{loc}: {msg}" if loc and not msg.startswith(("spec.", "metadata.")) else msg)
     return out
 
 

@@ -22,18 +22,34 @@ from sglang_operator.api.blocks import Memory, ModelSpec, Parallelism, SecretKey
 from sglang_operator.api.rollback import RollbackPolicy
 
 #: Every spelling (aliases included, in any supported SGLang release) of the launch flags that typed fields
-#: render. ``extraArgs`` may not name one of them nor an abbreviation of one. Aliases as in the extracted flag
-#: tables (``sglang/data/flags-<version>.json``); tests/api/test_owned_flags.py checks they agree.
-OWNED_FLAGS: tuple[str, ...] = (
-    "--model-path", "--model", "--served-model-name", "--revision", "--trust-remote-code",
-    "--tp-size", "--tensor-parallel-size", "--dp-size", "--data-parallel-size", "--nnodes",
-    "--host", "--port", "--enable-metrics", "--api-key",
-    "--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
-    "--speculative-num-draft-tokens", "--speculative-draft-model-path", "--speculative-draft-model",
-    "--mem-fraction-static", "--context-length", "--max-running-requests", "--max-total-tokens",
-    "--chunked-prefill-size", "--mamba-full-memory-ratio", "--mamba-scheduler-strategy",
-    "--mamba-radix-cache-strategy",
-)
+#: render → the field that renders it. ``extraArgs`` may not name one of them nor an abbreviation of one. Aliases
+#: as in the extracted flag tables (``sglang/data/flags-<version>.json``); tests/api/test_owned_flags.py checks
+#: they agree.
+OWNED: dict[str, str] = {
+    "--model-path": "spec.model.path", "--model": "spec.model.path",
+    "--served-model-name": "spec.model.servedModelName", "--revision": "spec.model.revision",
+    "--trust-remote-code": "spec.model.trustRemoteCode",
+    "--tp-size": "spec.parallelism.tensor", "--tensor-parallel-size": "spec.parallelism.tensor",
+    "--dp-size": "spec.parallelism.data", "--data-parallel-size": "spec.parallelism.data",
+    "--pp-size": "spec.parallelism.pipeline", "--pipeline-parallel-size": "spec.parallelism.pipeline",
+    "--nnodes": "spec.parallelism.nodes", "--node-rank": "spec.parallelism.nodes",
+    "--dist-init-addr": "spec.parallelism.nodes", "--nccl-init-addr": "spec.parallelism.nodes",
+    "--host": "the operator (always --host 0.0.0.0)", "--port": "spec.port",
+    "--enable-metrics": "the operator (always --enable-metrics)",
+    "--api-key": "spec.apiKeySecretRef",
+    "--speculative-algorithm": "spec.speculative.algorithm", "--speculative-num-steps": "spec.speculative.numSteps",
+    "--speculative-eagle-topk": "spec.speculative.eagleTopk",
+    "--speculative-num-draft-tokens": "spec.speculative.numDraftTokens",
+    "--speculative-draft-model-path": "spec.speculative.draftModelPath",
+    "--speculative-draft-model": "spec.speculative.draftModelPath",
+    "--mem-fraction-static": "spec.memory.memFractionStatic", "--context-length": "spec.memory.contextLength",
+    "--max-running-requests": "spec.memory.maxRunningRequests", "--max-total-tokens": "spec.memory.maxTotalTokens",
+    "--chunked-prefill-size": "spec.memory.chunkedPrefillSize",
+    "--mamba-full-memory-ratio": "spec.memory.mambaFullMemoryRatio",
+    "--mamba-scheduler-strategy": "spec.memory.mambaSchedulerStrategy",
+    "--mamba-radix-cache-strategy": "spec.memory.mambaSchedulerStrategy",
+}
+OWNED_FLAGS: tuple[str, ...] = tuple(OWNED)
 
 
 def flag_name(arg: str) -> str | None:
@@ -49,7 +65,59 @@ def owned_by_typed_field(arg: str) -> str | None:
     return next((f for f in OWNED_FLAGS if f.startswith(name)), None)
 
 
-_OWNED_CEL = "[" + ", ".join(f"'{f}'" for f in OWNED_FLAGS) + "]"
+def _owned_groups() -> dict[str, tuple[str, ...]]:
+    """Field → the owned flags it renders (every spelling), in :data:`OWNED` order."""
+    groups: dict[str, tuple[str, ...]] = {}
+    for flag, field in OWNED.items():
+        groups[field] = (*groups.get(field, ()), flag)
+    return groups
+
+
+def _owned_message(name: str, field: str) -> str:
+    """The refusal of flag ``name`` in extraArgs, owned by ``field`` (``%s`` as name: the CEL template)."""
+    if field.startswith("spec."):
+        flags = ", ".join(_owned_groups()[field])
+        return (f"spec.extraArgs: {name} is rendered from {field} (SGLang {flags}); remove it from spec.extraArgs "
+                f"and set {field}")
+    return f"spec.extraArgs: {name} is rendered by {field}; remove it from spec.extraArgs"
+
+
+def owned_flag_refusal(arg: str) -> str:
+    """The refusal of ``extraArgs`` item ``arg`` that names (or abbreviates) an owned flag: the flag as written,
+    the field that owns it with its SGLang spellings, the fix. The same text as the CEL rule of that field."""
+    name = flag_name(arg) or arg
+    flag = owned_by_typed_field(arg) or name
+    return _owned_message(name, OWNED[flag])
+
+
+def _owned_rule(field: str, flags: tuple[str, ...]) -> CelRule:
+    """One CEL rule per owning field: no extraArgs item may equal or abbreviate one of ``flags``."""
+    listed = "[" + ", ".join(f"'{f}'" for f in flags) + "]"
+    hit = f"a.startsWith('--') && {listed}.exists(f, f.startsWith(a.split('=')[0]))"
+    first = f"self.extraArgs.filter(a, {hit})[0].split('=')[0]"
+    return CelRule(
+        f"!has(self.extraArgs) || !self.extraArgs.exists(a, {hit})",
+        _owned_message(" or ".join(flags) + " (or an abbreviation)", field),
+        lambda m: not any(n is not None and any(f.startswith(n) for f in flags)
+                          for n in map(flag_name, m.extra_args)),
+        ".extraArgs",
+        message_expression=f"'{_owned_message('%s', field)}'.format([{first}])",
+        explain=lambda m: _owned_message(next(n for n in map(flag_name, m.extra_args)
+                                              if n is not None and any(f.startswith(n) for f in flags)), field),
+        name="extra-args-owned-flag",
+    )
+
+
+def _gpu_refusal(m: SGLangServerSpec) -> str:
+    p = m.parallelism
+    need = p.gpus_per_node
+    return (f"spec.resources.gpu is {m.resources.gpu} but parallelism.tensor × parallelism.pipeline × "
+            f"parallelism.data ÷ parallelism.nodes is {p.tensor} × {p.pipeline} × {p.data} ÷ {p.nodes} = {need}: set "
+            f"spec.resources.gpu to at least {need}, or omit it (default: tensor × pipeline × data ÷ nodes)")
+
+
+_GPUS_PER_NODE_CEL = ("self.parallelism.tensor * self.parallelism.pipeline * self.parallelism.data / "
+                      "self.parallelism.nodes")
 
 
 class LocalObjectRef(ApiModel):
@@ -70,7 +138,8 @@ class Resources(ApiModel):
     """Compute resources of the SGLang container."""
 
     gpu: Annotated[int | None, Field(ge=0, le=64)] = None
-    """``nvidia.com/gpu`` requested and limited per pod; default parallelism.tensor × parallelism.data."""
+    """``nvidia.com/gpu`` requested and limited per pod; default parallelism.tensor × parallelism.pipeline ×
+    parallelism.data ÷ parallelism.nodes (every pod of a multi-node group gets the same number)."""
     cpu: Quantity | None = None
     """CPU request and limit, e.g. ``8``."""
     memory: Quantity | None = None
@@ -96,7 +165,7 @@ class SGLangServerSpec(ApiModel):
     model: ModelSpec
     """Model to serve."""
     parallelism: Parallelism = Field(default_factory=Parallelism, json_schema_extra={"default": {}})
-    """Tensor / data parallelism."""
+    """Tensor / pipeline / data parallelism and nodes per group (multi-node: a LeaderWorkerSet)."""
     speculative: Speculative | None = None
     """Speculative decoding; absent means off."""
     memory: Memory = Field(default_factory=Memory)
@@ -146,26 +215,27 @@ class SGLangServerSpec(ApiModel):
     """Automatic rollback policy."""
 
     cel_rules = (
-        CelRule(
-            f"!has(self.extraArgs) || self.extraArgs.all(a, !a.startsWith('--') || "
-            f"!{_OWNED_CEL}.exists(f, f.startsWith(a.split('=')[0])))",
-            "spec.extraArgs may not set a flag that a typed field owns, or an abbreviation of one "
-            "(e.g. --tp for --tp-size); use the typed field",
-            lambda m: not any(owned_by_typed_field(a) for a in m.extra_args),
-            ".extraArgs",
-        ),
+        *(_owned_rule(field, flags) for field, flags in _owned_groups().items()),
         CelRule(
             "!has(self.resources) || !has(self.resources.gpu) || !has(self.parallelism) || "
-            "self.resources.gpu >= self.parallelism.tensor * self.parallelism.data",
-            "spec.resources.gpu must be at least parallelism.tensor × parallelism.data",
-            lambda m: m.resources.gpu is None or m.resources.gpu >= m.parallelism.tensor * m.parallelism.data,
+            f"self.resources.gpu >= {_GPUS_PER_NODE_CEL}",
+            "spec.resources.gpu must be at least parallelism.tensor × parallelism.pipeline × parallelism.data ÷ "
+            "parallelism.nodes",
+            lambda m: m.resources.gpu is None or m.resources.gpu >= m.parallelism.gpus_per_node,
             ".resources.gpu",
+            message_expression="'spec.resources.gpu is %d but parallelism.tensor × parallelism.pipeline × "
+            "parallelism.data ÷ parallelism.nodes is %d × %d × %d ÷ %d = %d: set spec.resources.gpu to at least %d, "
+            "or omit it (default: tensor × pipeline × data ÷ nodes)'.format([self.resources.gpu, "
+            "self.parallelism.tensor, self.parallelism.pipeline, self.parallelism.data, self.parallelism.nodes, "
+            f"{_GPUS_PER_NODE_CEL}, {_GPUS_PER_NODE_CEL}])",
+            explain=_gpu_refusal,
+            name="gpus-cover-parallelism",
         ),
     )
 
     @property
     def gpus(self) -> int:
-        """GPUs per pod: ``resources.gpu`` or tensor × data."""
+        """GPUs per pod: ``resources.gpu`` or tensor × pipeline × data ÷ nodes."""
         if self.resources.gpu is not None:
             return self.resources.gpu
-        return self.parallelism.tensor * self.parallelism.data
+        return self.parallelism.gpus_per_node

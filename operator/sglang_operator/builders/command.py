@@ -11,6 +11,10 @@ Rules (facts from ``../shared/sglang`` §0, §1a, §1b, §6; SGLang files cited 
   removed in 0.5.14), and only when ``specV2`` differs from the release's default: ``=1`` on 0.5.10 (opt-in),
   ``=0`` on 0.5.11–0.5.13 with specV2 false (default on there).
 - Secrets never appear in the argv: ``--api-key $(SGLANG_API_KEY)`` is expanded by the kubelet from the env.
+- Multi-node (``parallelism.nodes`` > 1): ``--nnodes``, ``--node-rank 0`` (the leader's argv; the worker template
+  of the LeaderWorkerSet puts ``$(LWS_WORKER_INDEX)`` there, :mod:`.leaderworkerset`) and one
+  ``--dist-init-addr $(LWS_LEADER_ADDRESS):20000`` (``python/sglang/srt/server_args.py``: ``host:port`` of rank 0,
+  where the ranks' torch.distributed store listens); ``--pp-size`` whenever pipeline > 1.
 """
 
 from __future__ import annotations
@@ -30,6 +34,15 @@ NGRAM_DEFAULT_DRAFT_TOKENS = 12
 """SGLang's default ``speculative_num_draft_tokens`` for NGRAM (``server_args.py``, NGRAM branch)."""
 SPEC_DEFAULT_MAX_RUNNING_REQUESTS = 48
 """What SGLang sets ``max_running_requests`` to under speculative decoding when unset (``server_args.py``)."""
+NODE_RANK_FLAG = "--node-rank"
+LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
+"""Env var the LeaderWorkerSet pod webhook sets in every pod of a group to the leader's DNS name
+``<lws>-<group>.<subdomain>.<namespace>`` (plain value; sigs.k8s.io/lws v0.7.0 ``pkg/utils/pod/pod_utils.go``
+``AddLWSVariables``, with ``LWS_GROUP_SIZE`` and ``LWS_WORKER_INDEX``)."""
+WORKER_INDEX_ENV = "LWS_WORKER_INDEX"
+"""The pod's index in its group (0 = leader), set by the same webhook."""
+DIST_INIT_PORT = 20000
+"""Port of ``--dist-init-addr`` on the leader (the port of the LWS project's SGLang example)."""
 
 
 @dataclass(frozen=True)
@@ -96,8 +109,13 @@ def render_command(spec: SGLangServerSpec) -> RenderedCommand:
     if m.trust_remote_code:
         args.append("--trust-remote-code")
     args += ["--host", "0.0.0.0", "--port", str(spec.port), "--tp-size", str(spec.parallelism.tensor)]
+    if spec.parallelism.pipeline > 1:
+        args += ["--pp-size", str(spec.parallelism.pipeline)]
     if spec.parallelism.data > 1:
         args += ["--dp-size", str(spec.parallelism.data)]
+    if spec.parallelism.nodes > 1:
+        args += ["--nnodes", str(spec.parallelism.nodes), NODE_RANK_FLAG, "0",
+                 "--dist-init-addr", f"$({LEADER_ADDRESS_ENV}):{DIST_INIT_PORT}"]
     args.append("--enable-metrics")
     if spec.api_key_secret_ref:
         args += ["--api-key", f"$({API_KEY_ENV})"]
@@ -123,8 +141,10 @@ def render_command(spec: SGLangServerSpec) -> RenderedCommand:
             )
         if spec.memory.max_running_requests is None:
             warnings.append(
-                "spec.memory.maxRunningRequests is unset: under speculative decoding SGLang silently uses "
-                f"{SPEC_DEFAULT_MAX_RUNNING_REQUESTS}"
+                "spec.memory.maxRunningRequests is unset: under speculative decoding SGLang picks its own limit "
+                f"(at most {SPEC_DEFAULT_MAX_RUNNING_REQUESTS}, fewer when the KV cache is small); the effective "
+                "value will appear in status.effective.maxRunningRequests. Set spec.memory.maxRunningRequests to "
+                "choose it"
             )
         if s.algorithm is SpeculativeAlgorithm.NGRAM and s.eagle_topk != 1:
             warnings.append("NGRAM: SGLang replaces eagleTopk by --speculative-ngram-max-bfs-breadth")

@@ -32,7 +32,9 @@ def resolve_version(sglang: SGLangImage) -> SGLangVersion:
         version = _versions.parse_version(sglang.version) if sglang.version else _versions.parse_image_tag(sglang.image)
         _versions.nearest_supported(version)
     except _versions.SGLangVersionError as err:
-        raise VersionError(f"{where}: {err}") from None
+        text = str(err).replace("set the SGLang version explicitly", "set spec.sglang.version to the release "
+                                f"the image runs (e.g. {max(_versions.SUPPORTED)})")
+        raise VersionError(f"{where}: {text}") from None
     if sglang.version:
         try:
             tagged = _versions.parse_image_tag(sglang.image)
@@ -107,7 +109,12 @@ def lookup_flag(version: SGLangVersion, name: str) -> FlagInfo | None:
 
 
 class SGLangArgError(ValueError):
-    """SGLang would refuse the command line; the message is SGLang's own."""
+    """SGLang would refuse the command line; the message is SGLang's own, ``kind`` its exception class
+    (``ValueError``, ``AssertionError``, ``TypeError``) or ``argparse`` (exit status 2)."""
+
+    def __init__(self, message: str, kind: str = "argparse") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def resolve_args(version: SGLangVersion, argv: list[str], env: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
@@ -122,5 +129,14 @@ def resolve_args(version: SGLangVersion, argv: list[str], env: dict[str, str]) -
     try:
         resolved = _args.resolve_server_args(argv, version, env)
     except _args.SGLangArgError as err:
-        raise SGLangArgError(str(err)) from None
+        raise SGLangArgError(str(err), err.kind) from None
     return dict(resolved.values), list(resolved.warnings)
+
+
+def model_architecture(model_path: str) -> tuple[str | None, bool]:
+    """(``architectures[0]`` of a known model path or None, whether SGLang finds MTP layers in it for
+    NEXTN / EAGLE without a draft model: ``sglang.models.draft_architecture_for``)."""
+    from sglang_operator.sglang import models as _models
+
+    arch = _models.architecture_for(model_path)
+    return arch, _models.draft_architecture_for(arch) is not None

@@ -3,54 +3,74 @@
 The schema and CEL rules (``crds/sglangservers.yaml``) hold for every release. Here, per release: the release
 is supported; every flag a typed field renders exists in that release with an allowed value; ``extraArgs``
 uses full flag names of that release and none a typed field owns; ``env`` does not redefine what the operator
-sets; and finally the whole argv goes through the SGLang-compatible parser and resolution rules
-(:func:`sglang_operator.sglang.args.resolve_server_args`). Errors are the SpecValid=False message (nothing is
-applied); warnings go to the SpecValid=True message (reason ``ValidWithWarnings``).
+sets; NEXTN / EAGLE without a draft model need a model with MTP layers; and finally the whole argv goes through
+the SGLang-compatible parser and resolution rules (:func:`sglang_operator.sglang.args.resolve_server_args`),
+whose refusal is translated into the spec fields that caused it (SGLang's own text kept after them).
+
+Every refusal names the field, the offending value and the fix. Errors are the SpecValid=False message
+(nothing is applied); warnings (what the user can act on) go to the SpecValid=True message (reason
+``ValidWithWarnings``) and become Warning events; SGLang's informational start-up lines become ``notes``
+(shown by ``sglang-operator render``, never events).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from sglang_operator.api.spec import OWNED_FLAGS, SGLangServerSpec, flag_name
+from sglang_operator.api.blocks import SpeculativeAlgorithm
+from sglang_operator.api.spec import OWNED, SGLangServerSpec, flag_name, owned_flag_refusal
 from sglang_operator.builders.command import RenderedCommand, render_command
-from sglang_operator.builders.dialect import SGLangArgError, SGLangVersion, VersionError, lookup_flag, resolve_args
+from sglang_operator.builders.dialect import (
+    SGLangArgError,
+    SGLangVersion,
+    VersionError,
+    lookup_flag,
+    model_architecture,
+    resolve_args,
+)
 
-#: Flag → the spec field that renders it (for messages).
-FIELD_OF_FLAG = {
-    "--model-path": "spec.model.path", "--served-model-name": "spec.model.servedModelName",
-    "--revision": "spec.model.revision", "--trust-remote-code": "spec.model.trustRemoteCode",
-    "--tp-size": "spec.parallelism.tensor", "--dp-size": "spec.parallelism.data", "--port": "spec.port",
-    "--api-key": "spec.apiKeySecretRef", "--speculative-algorithm": "spec.speculative.algorithm",
-    "--speculative-num-steps": "spec.speculative.numSteps", "--speculative-eagle-topk": "spec.speculative.eagleTopk",
-    "--speculative-num-draft-tokens": "spec.speculative.numDraftTokens",
-    "--speculative-draft-model-path": "spec.speculative.draftModelPath",
-    "--mem-fraction-static": "spec.memory.memFractionStatic", "--context-length": "spec.memory.contextLength",
-    "--max-running-requests": "spec.memory.maxRunningRequests", "--max-total-tokens": "spec.memory.maxTotalTokens",
-    "--chunked-prefill-size": "spec.memory.chunkedPrefillSize",
-    "--mamba-full-memory-ratio": "spec.memory.mambaFullMemoryRatio",
-    "--mamba-scheduler-strategy": "spec.memory.mambaSchedulerStrategy",
-    "--mamba-radix-cache-strategy": "spec.memory.mambaSchedulerStrategy",
-}
+FIELD_OF_FLAG: dict[str, str] = {f: v for f, v in OWNED.items() if v.startswith("spec.")}
+"""Flag (every owned spelling) → the spec field that renders it (for messages)."""
+
+PYTHON_RULES: tuple[str, ...] = (
+    "version-supported", "typed-choice-in-release", "extra-args-known-flag", "env-owned", "mtp-or-draft",
+    "sglang-refuses",
+)
+"""Names of the release-dependent rules checked here (``SpecCheck.rules`` says which failed). Two more guards
+no spec reaches while the flag tables agree with :data:`sglang_operator.api.spec.OWNED`
+(tests/api/test_owned_flags.py): ``typed-flag-in-release`` (a typed field's flag missing from a release) and
+``extra-args-owned-dest`` (an extraArgs spelling of an owned option that CEL does not know)."""
 
 
 @dataclass
 class SpecCheck:
-    """Outcome of :func:`check`: errors (SpecValid=False), warnings, and the rendered command when renderable."""
+    """Outcome of :func:`check`: errors (SpecValid=False), warnings, notes, and the rendered command.
+
+    ``rules[i]`` names the rule (one of :data:`PYTHON_RULES`) behind ``errors[i]``.
+    """
 
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """SGLang's informational start-up lines (e.g. "Spec v2 is enabled ..."): not for events."""
     command: RenderedCommand | None = None
     resolved: dict[str, object] = field(default_factory=dict)
     """SGLang's resolved server args (dest → value) when the argv was accepted."""
+    rules: list[str] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
         return not self.errors
 
+    def refuse(self, rule: str, message: str) -> None:
+        """Record a refusal by rule ``rule``."""
+        self.rules.append(rule)
+        self.errors.append(message)
 
-def _typed_flag_errors(cmd: RenderedCommand, n_extra: int) -> list[str]:
-    errors = []
+
+def _typed_flag_errors(out: SpecCheck, cmd: RenderedCommand, n_extra: int) -> None:
     typed = cmd.args[: len(cmd.args) - n_extra] if n_extra else cmd.args
     for i, token in enumerate(typed):
         if not token.startswith("--"):
@@ -58,39 +78,151 @@ def _typed_flag_errors(cmd: RenderedCommand, n_extra: int) -> list[str]:
         where = FIELD_OF_FLAG.get(token, "spec")
         info = lookup_flag(cmd.version, token)
         if info is None:
-            errors.append(f"{where}: SGLang {cmd.version} has no {token} (not supported by that release)")
+            out.refuse("typed-flag-in-release", f"{where}: SGLang {cmd.version} has no {token} (not supported by "
+                                                "that release); unset the field or choose another release")
             continue
         value = typed[i + 1] if info.takes_value and i + 1 < len(typed) else None
         if info.choices and value is not None and value not in info.choices:
-            errors.append(
-                f"{where}: {value!r} is not supported by SGLang {cmd.version} (choices: {', '.join(info.choices)})"
-            )
-    return errors
+            out.refuse("typed-choice-in-release", f"{where}: {value!r} is not supported by SGLang {cmd.version} "
+                                                  f"(choices: {', '.join(info.choices)})")
 
 
-def _extra_args_errors(spec: SGLangServerSpec, version: SGLangVersion) -> list[str]:
-    owned_dests = {info.dest for f in OWNED_FLAGS if (info := lookup_flag(version, f)) is not None}
-    errors = []
+def _extra_args_errors(out: SpecCheck, spec: SGLangServerSpec, version: SGLangVersion) -> None:
+    owned = {info.dest: f for f in OWNED if (info := lookup_flag(version, f)) is not None}
     for arg in spec.extra_args:
         name = flag_name(arg)
         if name is None:
             continue
         info = lookup_flag(version, name)
         if info is None:
-            errors.append(
-                f"spec.extraArgs: {name} is not a launch flag of SGLang {version} (full flag names only)"
-            )
-        elif info.dest in owned_dests:
-            errors.append(f"spec.extraArgs: {name} is set by a typed field; use the typed field")
-    return errors
+            out.refuse("extra-args-known-flag",
+                       f"spec.extraArgs: {name} is not a launch flag of SGLang {version} (full flag names only)")
+        elif info.dest in owned:
+            out.refuse("extra-args-owned-dest", owned_flag_refusal(owned[info.dest]).replace(
+                f"spec.extraArgs: {owned[info.dest]}", f"spec.extraArgs: {name} (the same option as "
+                                                       f"{owned[info.dest]})", 1))
 
 
-def _env_errors(spec: SGLangServerSpec, cmd: RenderedCommand) -> list[str]:
-    ours = {e["name"] for e in cmd.env}
-    return [
-        f"spec.env: {e.get('name')} is set by the operator from typed fields; remove it from spec.env"
-        for e in spec.env if e.get("name") in ours
-    ]
+def _env_errors(out: SpecCheck, spec: SGLangServerSpec, cmd: RenderedCommand) -> None:
+    ours = {e["name"]: e for e in cmd.env}
+    for e in spec.env:
+        name = e.get("name")
+        if name in ours:
+            source = "spec.speculative.specV2" if name == "SGLANG_ENABLE_SPEC_V2" else "typed fields"
+            out.refuse("env-owned", f"spec.env: {name} is set by the operator from {source}; remove it from "
+                                    "spec.env")
+
+
+def _mtp_or_draft(out: SpecCheck, spec: SGLangServerSpec) -> None:
+    """NEXTN and EAGLE without a draft model load the draft from the target checkpoint's MTP layers (SGLang
+    ``configs/model_config.py`` renames the architecture to its ``...MTP`` / ``...NextN`` draft class,
+    ``server_args.py:_handle_speculative_decoding`` points the draft path at the model for the MTP families);
+    a known architecture without MTP layers cannot start. Unknown models are left to SGLang."""
+    s = spec.speculative
+    if s is None or s.draft_model_path or s.algorithm not in (SpeculativeAlgorithm.NEXTN, SpeculativeAlgorithm.EAGLE):
+        return
+    arch, has_mtp = model_architecture(spec.model.path)
+    if arch is not None and not has_mtp:
+        out.refuse("mtp-or-draft",
+                   f"spec.speculative.algorithm {s.algorithm.value} without spec.speculative.draftModelPath needs a "
+                   f"model with MTP layers, and spec.model.path {spec.model.path} ({arch}) has none: set "
+                   "spec.speculative.draftModelPath to a draft model for it, or choose a model with MTP layers")
+
+
+# --- SGLang's refusals, in the spec's terms -------------------------------------------------------------------
+
+_MENTIONS: tuple[tuple[str, str], ...] = (
+    (r"\btopk\b|eagle_topk", "spec.speculative.eagleTopk"),
+    (r"[Ss]pec v2|SGLANG_ENABLE_SPEC_V2", "spec.speculative.specV2"),
+    (r"[Ss]peculative decoding|speculative_algorithm|speculative algorithm", "spec.speculative.algorithm"),
+    (r"num_draft_tokens|num-draft-tokens", "spec.speculative.numDraftTokens"),
+    (r"mamba[-_](scheduler|radix[-_]cache)[-_]strategy|no_buffer|extra_buffer", "spec.memory.mambaSchedulerStrategy"),
+    (r"served_model_name", "spec.model.servedModelName"),
+    (r"chunked_prefill_size", "spec.memory.chunkedPrefillSize"),
+    (r"\btp_size\b", "spec.parallelism.tensor"),
+    (r"\bdp_size\b|data[- ]parallel", "spec.parallelism.data"),
+    (r"\bpp_size\b|[Pp]ipeline parallel", "spec.parallelism.pipeline"),
+    (r"number of nodes|\bnnodes\b", "spec.parallelism.nodes"),
+    (r"context_length", "spec.memory.contextLength"),
+)
+"""Words of SGLang's messages (its flags, dest names and phrases) → the spec field they stand for."""
+
+
+def _value_at(spec: SGLangServerSpec, path: str) -> Any:
+    node: Any = spec.dump()
+    for key in path.split(".")[1:]:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _fields_in(message: str, spec: SGLangServerSpec, version: SGLangVersion) -> list[str]:
+    """The spec fields (``path=value``) and extraArgs items SGLang's ``message`` speaks of, in spec order."""
+    found: list[str] = []
+    for flag, path in FIELD_OF_FLAG.items():
+        if re.search(rf"{re.escape(flag)}\b|\b{flag[2:].replace('-', '_')}\b", message) and path not in found:
+            found.append(path)
+    for pattern, path in _MENTIONS:
+        if re.search(pattern, message) and path not in found:
+            found.append(path)
+    parts = []
+    for path in found:
+        value = _value_at(spec, path)
+        shown = str(value).lower() if isinstance(value, bool) else value
+        parts.append(f"{path}={shown}" if value is not None else f"{path} (unset)")
+    args = spec.extra_args
+    for i, arg in enumerate(args):
+        name = flag_name(arg)
+        info = lookup_flag(version, name) if name else None
+        if name and (re.search(rf"{re.escape(name)}\b", message) or (info and re.search(rf"\b{info.dest}\b", message))):
+            value = args[i + 1] if "=" not in arg and i + 1 < len(args) and not args[i + 1].startswith("--") else None
+            parts.append(f"spec.extraArgs {arg}" + (f" {value}" if value is not None else ""))
+    return parts
+
+
+def sglang_refusal(err: SGLangArgError, spec: SGLangServerSpec, version: SGLangVersion) -> str:
+    """SGLang's refusal of the rendered command line, led by the spec fields (with values) that caused it."""
+    where = _fields_in(str(err), spec, version) or ["spec"]
+    text = f"{err.kind}: {err}" if err.kind != "argparse" else f"sglang serve: error: {err}"
+    return f"{', '.join(where)}: SGLang {version} refuses the command line: {text}"
+
+
+# --- SGLang's start-up warnings: actionable ones in the spec's terms, the rest as notes ------------------------
+
+_INFO = (
+    "Spec v2 is enabled for eagle/eagle3 speculative decoding",
+    "Non-overlap (synchronous) spec v2 is used",
+    "The overlap scheduler and mixed chunked prefill are disabled because of using ngram",
+    "speculative_num_draft_tokens is set to 12 by default for ngram",
+    "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1",
+    "Max running requests is reset to 48",  # the operator's own maxRunningRequests warning says it in spec terms
+)
+"""SGLang start-up lines that describe a choice the spec already made: notes, not warnings
+(``server_args.py:_handle_speculative_decoding`` 0.5.10, ``arg_groups/speculative_hook.py`` 0.5.23)."""
+
+
+def _sglang_warning(text: str, spec: SGLangServerSpec, version: SGLangVersion) -> str | None:
+    """The actionable form of one SGLang warning, or None when it is informational."""
+    if text.startswith(_INFO):
+        return None
+    if text.startswith("Overlap scheduler is disabled when spec v2 is off"):
+        return (f"spec.speculative.specV2 is false: SGLang {version} then runs speculative decoding without the "
+                "overlap scheduler; set specV2: true (eagleTopk 1) to overlap scheduling and drafting")
+    if text.startswith("Disabling overlap schedule since mamba no_buffer"):
+        value = _value_at(spec, "spec.memory.mambaSchedulerStrategy") or "unset (auto: no_buffer)"
+        return (f"spec.memory.mambaSchedulerStrategy is {value}: SGLang {version} turns the overlap scheduler off "
+                "with the mamba no_buffer strategy; set it to extra_buffer to keep overlap scheduling")
+    if text.startswith("Mixed chunked prefill is disabled because of using eagle"):
+        return ("spec.extraArgs --enable-mixed-chunk has no effect with speculative decoding (SGLang turns it "
+                "off); remove it")
+    if text.startswith("DeepSeek MTP does not require setting speculative_draft_model_path"):
+        return (f"spec.speculative.draftModelPath {_value_at(spec, 'spec.speculative.draftModelPath')} is not "
+                "needed: SGLang uses the model's own MTP layers for it; remove it")
+    if text.startswith("SGLANG_ENABLE_SPEC_V2 has been removed"):
+        return (f"spec.env SGLANG_ENABLE_SPEC_V2 has no effect on SGLang {version} (the V2 worker is always used); "
+                "remove it")
+    return f"SGLang {version} will log: {text}"
 
 
 def check(spec: SGLangServerSpec) -> SpecCheck:
@@ -99,22 +231,27 @@ def check(spec: SGLangServerSpec) -> SpecCheck:
     try:
         cmd = render_command(spec)
     except (VersionError, ValueError) as err:
-        out.errors.append(str(err))
+        out.refuse("version-supported", str(err))
         return out
     out.command = cmd
     out.warnings += cmd.warnings
-    out.errors += _typed_flag_errors(cmd, len(spec.extra_args))
-    out.errors += _extra_args_errors(spec, cmd.version)
-    out.errors += _env_errors(spec, cmd)
+    _typed_flag_errors(out, cmd, len(spec.extra_args))
+    _extra_args_errors(out, spec, cmd.version)
+    _env_errors(out, spec, cmd)
+    _mtp_or_draft(out, spec)
     if out.errors:
         return out
     try:
         out.resolved, sglang_warnings = resolve_args(cmd.version, cmd.args, cmd.literal_env)
     except SGLangArgError as err:
-        out.errors.append(f"SGLang {cmd.version} refuses the command line: {err}")
+        out.refuse("sglang-refuses", sglang_refusal(err, spec, cmd.version))
         return out
-    # SGLang's own start-up warnings, labelled so they are not mistaken for the operator's
-    out.warnings += [f"SGLang {cmd.version} will log: {w}" for w in dict.fromkeys(sglang_warnings)]
+    for text in dict.fromkeys(sglang_warnings):
+        actionable = _sglang_warning(text, spec, cmd.version)
+        if actionable is None:
+            out.notes.append(f"SGLang {cmd.version} will log: {text}")
+        elif actionable not in out.warnings:
+            out.warnings.append(actionable)
     return out
 
 
