@@ -1,0 +1,83 @@
+"""The operator's /metrics: per-revision figures keep their last measured value through idle intervals, series of
+retired revisions and deleted servers are removed, and the endpoint serves the Prometheus text."""
+
+from __future__ import annotations
+
+import datetime as dt
+import urllib.request
+
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+
+from e2e.cluster.procs import free_port
+from sglang_operator import telemetry
+from sglang_operator.sampling.model import Figures, Sample, SampleKind
+
+T1 = dt.datetime(2026, 12, 1, 12, 0, 30, tzinfo=dt.UTC)
+
+
+def sample(revision: str, kind: SampleKind = SampleKind.MEASURED, **figures: float) -> Sample:
+    return Sample(kind, revision, T1 - dt.timedelta(seconds=30), T1, Figures(**figures))
+
+
+def value(name: str, **labels: str) -> float | None:
+    return REGISTRY.get_sample_value(name, {"namespace": "tns", "sglang_server": "qwen", **labels})
+
+
+def test_last_measured_value_survives_idle_intervals_and_load_follows() -> None:
+    series = telemetry.ServerSeries()
+    series.export("tns", "qwen", [sample("r1", accept_length=2.72, decode_tokens_per_second=51.6, running_requests=3,
+                                         ttft_p50_seconds=0.2, itl_p95_seconds=0.03)])
+    assert value("sglang_operator_server_accept_length", revision="r1") == 2.72
+    assert value("sglang_operator_server_time_to_first_token_seconds", revision="r1", quantile="0.5") == 0.2
+    assert value("sglang_operator_server_inter_token_latency_seconds", revision="r1", quantile="0.95") == 0.03
+    assert value("sglang_operator_server_sample_timestamp_seconds", revision="r1") == T1.timestamp()
+    idle = Sample(SampleKind.INCONCLUSIVE, "r1", T1, T1 + dt.timedelta(seconds=30),
+                  Figures(generation_tokens_per_second=0.0, running_requests=0.0), reason="idle")
+    series.export("tns", "qwen", [idle])
+    assert value("sglang_operator_server_accept_length", revision="r1") == 2.72  # kept
+    assert value("sglang_operator_server_decode_tokens_per_second", revision="r1") == 51.6
+    assert value("sglang_operator_server_running_requests", revision="r1") == 0.0  # load is read every time
+    assert value("sglang_operator_server_sample_timestamp_seconds", revision="r1") == T1.timestamp()
+    assert value("sglang_operator_samples_total", revision="r1", kind="Inconclusive") == 1
+    series.forget("tns", "qwen")
+
+
+def test_retired_revisions_and_deleted_servers_lose_their_series() -> None:
+    series = telemetry.ServerSeries()
+    series.export("tns", "qwen", [sample("old", accept_length=1.75, ttft_p50_seconds=0.1),
+                                  sample("new", accept_length=2.7)])
+    series.export("tns", "qwen", [sample("new", accept_length=2.71)])  # no pod of "old" left
+    assert value("sglang_operator_server_accept_length", revision="old") is None
+    assert value("sglang_operator_server_time_to_first_token_seconds", revision="old", quantile="0.5") is None
+    assert value("sglang_operator_samples_total", revision="old", kind="Measured") is None
+    assert value("sglang_operator_server_accept_length", revision="new") == 2.71
+    series.forget("tns", "qwen")
+    assert value("sglang_operator_server_accept_length", revision="new") is None
+
+
+def test_servers_by_phase_and_counters() -> None:
+    telemetry.set_servers(["Ready", "Ready", None], known=["Ready", "Degraded"])
+    assert REGISTRY.get_sample_value("sglang_operator_servers", {"phase": "Ready"}) == 2
+    assert REGISTRY.get_sample_value("sglang_operator_servers", {"phase": "Unknown"}) == 1
+    telemetry.set_servers([], known=["Ready", "Degraded", "Unknown"])
+    assert REGISTRY.get_sample_value("sglang_operator_servers", {"phase": "Ready"}) == 0
+    before = REGISTRY.get_sample_value("sglang_operator_reconcile_total", {"result": "applied"}) or 0
+    telemetry.count_reconcile("applied")
+    assert REGISTRY.get_sample_value("sglang_operator_reconcile_total", {"result": "applied"}) == before + 1
+
+
+def test_the_endpoint_serves_every_operator_family() -> None:
+    series = telemetry.ServerSeries()
+    series.export("tns", "qwen", [sample("r1", accept_length=2.72)])
+    port = free_port()
+    telemetry.serve(port, "127.0.0.1")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        families = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+    for name in ("sglang_operator_server_accept_length", "sglang_operator_scrape_errors",
+                 "sglang_operator_scrape_duration_seconds", "sglang_operator_reconcile", "sglang_operator_servers",
+                 "process_resident_memory_bytes"):
+        assert name in families, name
+    [s] = [s for s in families["sglang_operator_server_accept_length"].samples if s.labels["namespace"] == "tns"]
+    assert s.labels == {"namespace": "tns", "sglang_server": "qwen", "revision": "r1"} and s.value == 2.72
+    series.forget("tns", "qwen")
