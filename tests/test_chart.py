@@ -24,7 +24,7 @@ WATCHED = ["team-a", "team-b"]
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 
 # Every API call the operator makes: (scope, apiGroup, resource, verbs, caller). "namespaced" needs must hold
-# in every watched namespace, "cluster" needs cluster-wide.
+# in every watched namespace, "cluster" needs cluster-wide, "release" in the release namespace.
 NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("namespaced", "sglang-operator.io", "sglangservers", ("list", "watch"), "kopf watch of the handlers' resource"),
     ("namespaced", "sglang-operator.io", "sglangservers", ("get",), "clients/kube.py get_sglangserver (observer)"),
@@ -45,6 +45,8 @@ NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("namespaced", "", "events", ("create",), "clients/kube.py post_event, kopf.event (kopf's v1 events)"),
     ("namespaced", "monitoring.coreos.com", "podmonitors", ("create", "patch"),
      "children.py apply_pod_monitor (server-side apply; podMonitor.enabled, the default)"),
+    ("release", "coordination.k8s.io", "leases", ("get", "create", "update"),
+     "leader.py LeaderElector (the chart's default --leader-elect)"),
     ("cluster", "apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch"),
      "kopf resource_observer (kopf/_core/reactor/observation.py)"),
     ("cluster", "", "namespaces", ("list", "watch"), "kopf namespace_observer (namespaced mode)"),
@@ -90,7 +92,7 @@ def missing(objs: list[dict[str, Any]], namespaces: list[str | None]) -> list[st
     sa = only(objs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
     out = []
     for scope, group, resource, verbs, why in NEEDED:
-        for ns in namespaces if scope == "namespaced" else [None]:
+        for ns in namespaces if scope == "namespaced" else [RELEASE_NS] if scope == "release" else [None]:
             rules = effective_rules(objs, sa, ns)
             out += [f"{verb} {group or 'core'}/{resource} in {ns or 'cluster'} ({why})" for verb in verbs
                     if not any(_matches(r, group, resource, verb) for r in rules)]
@@ -112,7 +114,8 @@ def test_clusterwide_objects() -> None:
     helm = require_helm()
     objs = render(helm)
     assert Counter(o["kind"] for o in objs) == Counter(
-        {"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "Service": 1})
+        {"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "Service": 1,
+         "Role": 1, "RoleBinding": 1, "PodDisruptionBudget": 1, "CustomResourceDefinition": 1})
     args = only(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert not [a for a in args if a.startswith("--namespace")]
     assert missing(objs, [None]) == []
@@ -122,12 +125,12 @@ def test_namespaced_objects() -> None:
     helm = require_helm()
     objs = render(helm, watchNamespaces=WATCHED)
     assert Counter(o["kind"] for o in objs) == Counter(
-        {"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2,
-         "Deployment": 1, "Service": 1})
+        {"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 3, "RoleBinding": 3,
+         "Deployment": 1, "Service": 1, "PodDisruptionBudget": 1, "CustomResourceDefinition": 1})
     assert sorted(o["metadata"]["namespace"] for o in objs if o["kind"] in ("Role", "RoleBinding")) == \
-        sorted(WATCHED * 2)
+        sorted([*WATCHED, RELEASE_NS] * 2)  # the release namespace: the Lease's Role
     for o in objs:
-        if o["kind"] in ("ServiceAccount", "Deployment", "Service"):
+        if o["kind"] in ("ServiceAccount", "Deployment", "Service", "PodDisruptionBudget"):
             assert o["metadata"]["namespace"] == RELEASE_NS
     assert missing(objs, list(WATCHED)) == []
     # the managed objects are granted in the watched namespaces only, never cluster-wide
@@ -169,7 +172,7 @@ def test_deployment_runs_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
     dep = only(objs, "Deployment")
     pod = dep["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == only(objs, "ServiceAccount")["metadata"]["name"]
-    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate"
+    assert dep["spec"]["replicas"] == 2 and dep["spec"]["strategy"]["type"] == "RollingUpdate"  # leader election
     labels = dep["spec"]["template"]["metadata"]["labels"]
     assert dep["spec"]["selector"]["matchLabels"].items() <= labels.items()
     (container,) = pod["containers"]

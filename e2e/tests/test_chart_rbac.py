@@ -49,7 +49,7 @@ def token_kubeconfig(k8s: K8sCluster, token: str, path: Path) -> Path:
 def chart_installed(k8s_cluster: K8sCluster, namespace: str, helm: Path) -> Iterator[list[dict[str, Any]]]:
     """Apply the chart's CRD and its objects for a release in ``namespace`` watching ``namespace``, minus the
     Deployment; yield every rendered object; delete the cluster-scoped ones afterwards."""
-    k8s_cluster.run("apply", "--server-side", "-f", str(CHART / "crds" / "sglangservers.yaml"))
+    k8s_cluster.run("apply", "--server-side", "-f", str(CHART / "files" / "crds" / "sglangservers.yaml"))
     k8s_cluster.run("wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io")
     for crd in require_prometheus_operator_crds():  # the operator then creates PodMonitors (podMonitor.enabled)
         k8s_cluster.run("apply", "--server-side", "-f", str(crd))
