@@ -147,9 +147,11 @@ async def test_a_vanished_crd_is_forgotten_in_auto_and_raised_in_always(
     await children.apply_children(rendered(), OWNER)  # no error: skipped
     assert await auto.wanted() is False  # discovered again: gone
     monkeypatch.setattr(children, "POD_MONITORS", PodMonitors(PodMonitorMode.ALWAYS))
-    with pytest.raises(FakeApiError):
+    with pytest.raises(children.ChildApplyError, match="PodMonitor") as err:
         await children.apply_children(rendered(), OWNER)
+    assert isinstance(err.value.__cause__, FakeApiError) and err.value.__cause__.status.code == 404
     applied.fail = 403
     monkeypatch.setattr(children, "POD_MONITORS", PodMonitors(PodMonitorMode.AUTO, probe=Probe([True])))
-    with pytest.raises(FakeApiError):
+    with pytest.raises(children.ChildApplyError, match="PodMonitor") as err:
         await children.apply_children(rendered(), OWNER)
+    assert err.value.__cause__.status.code == 403  # type: ignore[union-attr]
