@@ -64,7 +64,7 @@ async def record(owner: Mapping[str, Any], rendered: builders.Rendered, spec: Ma
 
 
 def _image(rendered: builders.Rendered) -> str:
-    return str(rendered.deployment["spec"]["template"]["spec"]["containers"][0]["image"])
+    return str(builders.pod_templates(rendered.workload)[0]["spec"]["containers"][0]["image"])
 
 
 async def note_digest(namespace: str, server: str, revision: str, ready_pods: list[dict[str, Any]],
@@ -100,11 +100,13 @@ def render_revision(body: Mapping[str, Any], cr: Mapping[str, Any]) -> builders.
     if rendered.revision != _hash(cr):
         log.warning("%s: ledger entry %s renders as %s (operator upgrade?); applying it under its recorded hash",
                     server.name, _hash(cr), rendered.revision)
-    dep = rendered.deployment
-    container = dep["spec"]["template"]["spec"]["containers"][0]
-    container["image"] = pinned_image(container["image"], digest)
-    for m in (dep["metadata"], dep["spec"]["template"]["metadata"]):
+    dep = rendered.workload
+    templates = builders.pod_templates(dep)  # one of a Deployment, leader and worker of a LeaderWorkerSet
+    for template in templates:
+        container = template["spec"]["containers"][0]
+        container["image"] = pinned_image(container["image"], digest)
+    for m in (dep["metadata"], *(t["metadata"] for t in templates)):
         m["labels"][REVISION_LABEL] = _hash(cr)
         m.setdefault("annotations", {})[REVISION_LABEL] = _hash(cr)
     dep["metadata"]["labels"][REVISION_LABEL] = _hash(cr)
-    return replace(rendered, deployment=dep, revision=_hash(cr))
+    return replace(rendered, workload=dep, revision=_hash(cr))

@@ -1,4 +1,5 @@
-"""Pure builders: SGLangServer → SGLang command line, Deployment, Service (dicts), in the dask-kubernetes style.
+"""Pure builders: SGLangServer → SGLang command line, Deployment (or, multi-node, LeaderWorkerSet), Service
+(dicts), in the dask-kubernetes style.
 
 Entry point for the handlers: :func:`render` (one call gives everything to apply and to write in status).
 No IO here; owner references are added by the caller (:func:`adopt` / :func:`owner_reference`).
@@ -19,6 +20,7 @@ from sglang_operator.builders.labels import (
     selector_labels,
     selector_string,
 )
+from sglang_operator.builders.leaderworkerset import leader_selector, leader_service, leader_worker_set, pod_templates
 from sglang_operator.builders.owner import adopt, owner_reference
 from sglang_operator.builders.validate import SpecCheck, check, validate
 from sglang_operator.builders.workload import deployment, service
@@ -35,7 +37,9 @@ __all__ = [
     "common_labels",
     "deployment",
     "derive_num_draft_tokens",
+    "leader_worker_set",
     "owner_reference",
+    "pod_templates",
     "render",
     "render_command",
     "revision_hash",
@@ -51,17 +55,31 @@ __all__ = [
 class Rendered:
     """Everything one reconcile applies and reports for a valid SGLangServer.
 
-    ``deployment``/``service``: manifests without ownerReferences. ``revision``: pod-template hash (also label
-    ``sglang-operator.io/revision``). ``selector``: ``status.selector`` string. ``warnings``: for the SpecValid
+    ``workload``/``service``: manifests without ownerReferences; the workload is a Deployment, or a
+    LeaderWorkerSet when ``spec.parallelism.nodes`` > 1 (its Service then selects leaders only). ``revision``:
+    pod-template hash (also label ``sglang-operator.io/revision``). ``selector``: ``status.selector`` string (the
+    leaders' pods when multi-node: the scale subresource counts groups). ``warnings``: for the SpecValid
     message. ``status``: the status fields rendering determines (camelCase, ready to merge into a patch).
     """
 
     command: RenderedCommand
-    deployment: dict[str, Any]
+    workload: dict[str, Any]
     service: dict[str, Any]
     revision: str
     selector: str
     warnings: list[str]
+    notes: tuple[str, ...] = ()
+    """SGLang's informational start-up lines (not warnings; ``sglang-operator render`` shows them)."""
+
+    @property
+    def deployment(self) -> dict[str, Any]:
+        """The workload (name kept from when it was always a Deployment)."""
+        return self.workload
+
+    @property
+    def multinode(self) -> bool:
+        """Whether the workload is a LeaderWorkerSet."""
+        return self.workload.get("kind") == "LeaderWorkerSet"
 
     @property
     def status(self) -> dict[str, Any]:
@@ -92,10 +110,17 @@ def render(server: SGLangServer) -> Rendered:
     if result.errors or result.command is None:
         raise InvalidSpec(result.errors, result.warnings)
     cmd = result.command
-    dep = deployment(server.name, server.namespace, server.spec, cmd)
-    svc = service(server.name, server.namespace, server.spec, str(cmd.version))
-    revision = dep["spec"]["template"]["metadata"]["labels"][REVISION_LABEL]
-    return Rendered(cmd, dep, svc, revision, selector_string(selector_labels(server.name)), result.warnings)
+    spec = server.spec
+    if spec.parallelism.nodes > 1:
+        workload = leader_worker_set(server.name, server.namespace, spec, cmd)
+        svc = leader_service(server.name, server.namespace, spec, str(cmd.version))
+        selector = leader_selector(server.name)
+    else:
+        workload = deployment(server.name, server.namespace, spec, cmd)
+        svc = service(server.name, server.namespace, spec, str(cmd.version))
+        selector = selector_labels(server.name)
+    revision = pod_templates(workload)[0]["metadata"]["labels"][REVISION_LABEL]
+    return Rendered(cmd, workload, svc, revision, selector_string(selector), result.warnings, tuple(result.notes))
 
 
 def summary(server: SGLangServer, rendered: Rendered) -> dict[str, str]:
@@ -107,6 +132,10 @@ def summary(server: SGLangServer, rendered: Rendered) -> dict[str, str]:
         "tp": str(spec.parallelism.tensor),
         "dp": str(spec.parallelism.data),
     }
+    if spec.parallelism.pipeline > 1:
+        out["pp"] = str(spec.parallelism.pipeline)
+    if spec.parallelism.nodes > 1:
+        out["nodes"] = str(spec.parallelism.nodes)
     if spec.speculative:
         out |= {
             "algorithm": spec.speculative.algorithm.value,

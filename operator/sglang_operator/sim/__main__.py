@@ -1,6 +1,7 @@
 """``sglang-sim`` entry point (console script ``sglang_operator.sim.__main__:main``).
 
-Usage: ``sglang-sim [python -m sglang.launch_server | sglang serve] ARGS [--sim-* options]``.
+Usage: ``sglang-sim [python -m sglang.launch_server | sglang serve] ARGS [--sim-* options]``. With
+``--node-rank`` ≥ 1 it runs a non-zero node rank (:mod:`.follower`: dummy health server only).
 Exit status: 0 after SIGTERM/SIGINT; 2 for argparse-level errors (unknown/renamed flag, bad value) and bad
 ``--sim-*`` options; 1 for errors SGLang raises during resolution or start-up (speculative/mamba rules,
 out of memory), each with SGLang's message on stderr.
@@ -14,6 +15,7 @@ import sys
 
 from sglang_operator.sim.cli import SimUsageError, parse_command
 from sglang_operator.sim.facts import SimArgError, resolve, version_facts
+from sglang_operator.sim.follower import follow, node_rank
 from sglang_operator.sim.launch import launch
 from sglang_operator.sim.logfmt import SimLogger
 
@@ -42,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     logger = SimLogger(log_ms=env.get("SGLANG_LOG_MS") in ("1", "true"))
     try:
+        if node_rank(resolved.server_args) >= 1:  # multi-node: only rank 0 serves the API
+            return asyncio.run(follow(cmd, resolved, env, logger))
         return asyncio.run(launch(cmd, facts, resolved, env, logger))
     except KeyboardInterrupt:
         return 0

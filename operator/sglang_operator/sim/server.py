@@ -4,6 +4,7 @@ Routes: ``/health``, ``/health_generate``, ``/ready`` (0.5.20+ only), ``/ping``,
 deprecated ``/get_server_info`` (logs SGLang's deprecation warning), ``/model_info`` / ``/get_model_info``,
 ``/v1/models``, ``/generate``, ``/v1/completions``, ``/v1/chat/completions``, ``/metrics`` (only with
 ``--enable-metrics``), ``/flush_cache``, and the simulator's ``/sim/admin/faults`` (GET/POST).
+Node ranks ≥ 1 of a multi-node server serve :func:`build_dummy_app` instead, as SGLang does.
 While ``Starting`` (warm-up) the health endpoints answer 503. ``--api-key`` is enforced on everything but
 ``/health*``, ``/metrics*`` and (0.5.20+) ``/ready*`` (``python/sglang/srt/utils/auth.py``: 401
 ``{"error": "Unauthorized"}``).
@@ -192,3 +193,29 @@ def crash_watch(sim: SimState) -> Callable[[], Coroutine[Any, Any, None]]:
             await asyncio.sleep(0.05)
     return watch
 
+
+
+# --- node ranks >= 1 --------------------------------------------------------------------------------------
+
+
+async def dummy_ok(request: web.Request) -> web.Response:
+    """``/health``, ``/health_generate``, ``/ping`` of a non-zero node rank: always 200."""
+    return web.Response(status=200)
+
+
+async def dummy_metrics(request: web.Request) -> web.Response:
+    """``/metrics`` of a non-zero node rank: no SGLang series (its schedulers' collectors run on the leader's
+    TP rank 0; what is left is process-level, which the simulator does not emulate)."""
+    return web.Response(text="", headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+
+def build_dummy_app(enable_metrics: bool) -> web.Application:
+    """The health server of node ranks >= 1 (``python/sglang/srt/utils/common.py:launch_dummy_health_check_server``,
+    started by ``entrypoints/engine.py`` once the node's schedulers are ready): 200 on ``/ping``, ``/health`` and
+    ``/health_generate`` whatever the leader does, ``/metrics`` when enabled; nothing else (404), no ``/ready``."""
+    app = web.Application()
+    for path in ("/ping", "/health", "/health_generate"):
+        app.router.add_get(path, dummy_ok)
+    if enable_metrics:
+        app.router.add_get("/metrics", dummy_metrics)
+    return app

@@ -1,0 +1,114 @@
+"""Group health of a multi-node SGLangServer (LeaderWorkerSet pods): groups are replicas, readiness and
+addresses come from leaders, a leader that is not Ready makes its group not Ready while its workers answer."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sglang_operator.api import parse
+from sglang_operator.reconcile.conditions import find
+from sglang_operator.reconcile.groups import (
+    LWS_MISSING,
+    group_health,
+    groups,
+    leader_pods,
+    lws_missing,
+    server_health,
+    waiting_for_lws,
+)
+
+NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+REV = "8aae6ffb3b"
+
+
+def lws_pod(group: int, index: int, ready: bool = True, rev: str = REV, waiting: str | None = None,
+            scheduled: str | None = None, deleting: bool = False) -> dict[str, Any]:
+    name = f"dsv3-{group}" if index == 0 else f"dsv3-{group}-{index}"
+    conds = [{"type": "Ready", "status": "True" if ready else "False"}]
+    if scheduled:
+        conds.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": scheduled})
+    cs = {"name": "sglang", "state": {"waiting": {"reason": waiting}} if waiting else {"running": {}}}
+    meta: dict[str, Any] = {"name": name, "labels": {
+        "sglang-operator.io/revision": rev, "app.kubernetes.io/instance": "dsv3",
+        "leaderworkerset.sigs.k8s.io/group-index": str(group),
+        "leaderworkerset.sigs.k8s.io/worker-index": str(index)}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-01T11:59:00Z"
+    return {"metadata": meta, "status": {"podIP": f"127.1.{group}.{index + 10}", "conditions": conds,
+                                         "containerStatuses": [cs]}}
+
+
+def test_one_group_of_two_ready_pods_is_one_ready_replica_served_by_its_leader() -> None:
+    h = group_health([lws_pod(0, 0), lws_pod(0, 1)], 2, 1, REV, 4, NOW)
+    assert (h.replicas, h.ready_replicas, h.updated_replicas) == (1, 1, 1)
+    assert h.phase == "Ready" and find(h.conditions, "Ready")["status"] == "True"
+    assert h.pod_ips == ["127.1.0.10"]  # the leader's address only
+
+
+def test_leader_not_ready_makes_the_group_not_ready_while_its_worker_answers() -> None:
+    h = group_health([lws_pod(0, 0, ready=False), lws_pod(0, 1, ready=True)], 2, 1, REV, 4, NOW)
+    assert h.ready_replicas == 0 and h.pod_ips == []
+    assert find(h.conditions, "Ready")["status"] == "False"
+    assert h.phase == "Progressing"
+
+
+def test_a_missing_or_unready_worker_keeps_the_group_not_ready() -> None:
+    assert group_health([lws_pod(0, 0)], 2, 1, REV, 1, NOW).ready_replicas == 0
+    h = group_health([lws_pod(0, 0), lws_pod(0, 1, ready=False)], 2, 1, REV, 1, NOW)
+    assert h.ready_replicas == 0 and find(h.conditions, "Ready")["status"] == "False"
+
+
+def test_a_troubled_worker_gives_the_group_its_reason() -> None:
+    msg = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    h = group_health([lws_pod(0, 0), lws_pod(0, 1, ready=False, scheduled=msg)], 2, 1, REV, 1, NOW)
+    degraded = find(h.conditions, "Degraded")
+    assert degraded["status"] == "True" and degraded["reason"] == "Unschedulable" and msg in degraded["message"]
+    crash = group_health([lws_pod(0, 0, ready=False, waiting="CrashLoopBackOff"), lws_pod(0, 1)], 2, 1, REV, 1, NOW)
+    assert find(crash.conditions, "Degraded")["reason"] == "CrashLoopBackOff"
+
+
+def test_groups_count_per_revision_by_their_leader() -> None:
+    old = [lws_pod(0, 0, rev="old"), lws_pod(0, 1, rev="old")]
+    new = [lws_pod(1, 0), lws_pod(1, 1)]
+    h = group_health(old + new, 2, 2, REV, 1, NOW)
+    assert (h.replicas, h.ready_replicas, h.updated_replicas) == (2, 1, 1)
+    assert find(h.conditions, "Available")["status"] == "True"  # the old group still serves
+    assert leader_pods(old + new, REV, size=2) == [new[0]]
+    assert leader_pods(old + new, "old", size=2) == [old[0]]
+    assert leader_pods(old + new, None, ready_only=False) == [old[0], new[0]]
+
+
+def test_deleting_pods_and_groups_being_recreated_do_not_count() -> None:
+    pods = [lws_pod(0, 0, deleting=True), lws_pod(0, 1)]
+    assert [g.leader for g in groups(pods)] == [None]
+    h = group_health(pods, 2, 1, REV, 1, NOW)
+    assert h.replicas == 0 and h.ready_replicas == 0
+    assert find(h.conditions, "Ready")["status"] == "False"
+
+
+def test_groups_sorted_numerically() -> None:
+    pods = [lws_pod(g, 0) for g in (10, 2, 0)]
+    assert [g.index for g in groups(pods)] == ["0", "2", "10"]
+
+
+def test_server_health_picks_groups_for_multinode_specs() -> None:
+    spec = parse({"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer",
+                  "metadata": {"name": "dsv3", "namespace": "ml"},
+                  "spec": {"sglang": {"image": "lmsysorg/sglang:v0.5.23"}, "model": {"path": "m"},
+                           "parallelism": {"tensor": 16, "nodes": 2}}}).spec
+    pods = [lws_pod(0, 0), lws_pod(0, 1)]
+    assert server_health(pods, spec, REV, 1, NOW).replicas == 1
+    single = spec.model_copy(update={"parallelism": spec.parallelism.model_copy(update={"nodes": 1})})
+    assert server_health(pods, single, REV, 1, NOW).replicas == 2  # per pod
+
+
+def test_lws_missing_status_says_how_to_install_and_is_recognised() -> None:
+    out = lws_missing({"conditions": [{"type": "SpecValid", "status": "True", "reason": "Valid"}]}, 3, NOW)
+    ready = find(out["conditions"], "Ready")
+    assert ready["status"] == "False" and ready["reason"] == LWS_MISSING
+    assert "leaderworkerset.x-k8s.io/v1" in ready["message"] and "kubectl apply --server-side" in ready["message"]
+    assert find(out["conditions"], "SpecValid")["status"] == "True"
+    assert out["phase"] == "Pending"
+    assert waiting_for_lws(out)
+    assert not waiting_for_lws({"conditions": [{"type": "Ready", "status": "False", "reason": "ReplicasNotReady"}]})
