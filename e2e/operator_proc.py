@@ -1,6 +1,7 @@
 """Run ``sglang-operator run`` as a child process against a cluster (tests, demo).
 
-The process gets ``KUBECONFIG``, a free loopback liveness port and ``SGLANG_OPERATOR_STATUS_INTERVAL``;
+The process gets ``KUBECONFIG``, a free loopback liveness port, ``SGLANG_OPERATOR_STATUS_INTERVAL`` and, unless
+``args`` set them, ``--metrics-port`` (a free port: concurrent test runs never share 9808) and ``--sample-interval``;
 its log goes to a file. :meth:`OperatorProcess.stop` ends it (SIGINT, then SIGKILL) and leaves no
 process behind.
 """
@@ -23,10 +24,18 @@ class OperatorProcess:
     """One operator process; ``start()`` waits for kopf's liveness endpoint to answer."""
 
     def __init__(self, kubeconfig: Path, log_path: Path, status_interval: float = 1.0,
-                 args: Sequence[str] = ()) -> None:
-        """``args``: extra ``sglang-operator run`` arguments (e.g. ``["--namespace", "ns"]``)."""
+                 args: Sequence[str] = (), sample_interval: float = 2.0) -> None:
+        """``args``: extra ``sglang-operator run`` arguments (e.g. ``["--namespace", "ns"]``);
+        ``sample_interval``: seconds between two samples of a server (``--sample-interval``)."""
         self.kubeconfig = kubeconfig
         self.args = list(args)
+        given = [a.split("=", 1)[1] if "=" in a else self.args[i + 1] for i, a in enumerate(self.args)
+                 if a.split("=", 1)[0] == "--metrics-port"]
+        self.metrics_port = int(given[-1]) if given else free_port()
+        if not given:
+            self.args += ["--metrics-port", str(self.metrics_port)]
+        if not any(a.split("=", 1)[0] == "--sample-interval" for a in self.args):
+            self.args += ["--sample-interval", str(sample_interval)]
         self.log_path = log_path
         self.status_interval = status_interval
         self.proc: subprocess.Popen[bytes] | None = None
