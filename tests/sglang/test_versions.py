@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from sglang_operator.sglang import history
 from sglang_operator.sglang.flags import MatchKind, load_table
 from sglang_operator.sglang.versions import (
-    RENAMES,
     SGLangVersion,
     SGLangVersionError,
     SpecV2,
     dialect,
     nearest_supported,
     parse_image_tag,
+    parse_version,
+    resolve,
 )
 
 V10, V23 = SGLangVersion(0, 5, 10), SGLangVersion(0, 5, 23)
@@ -36,12 +40,25 @@ def test_image_without_version_is_an_error(image: str) -> None:
         parse_image_tag(image)
 
 
-def test_eras() -> None:
-    assert nearest_supported(SGLangVersion(0, 5, 13)) == V10
-    assert nearest_supported(SGLangVersion(0, 5, 21)) == V23
-    for bad in (SGLangVersion(0, 5, 9), SGLangVersion(0, 5, 16), SGLangVersion(0, 5, 24)):
-        with pytest.raises(SGLangVersionError, match="not supported"):
-            nearest_supported(bad)
+def test_every_known_release_stands_for_itself_and_newer_ones_for_the_newest() -> None:
+    for v in ("0.4.6", "0.4.9.post6", "0.5.3", "0.5.16", "0.5.21"):
+        assert nearest_supported(parse_version(v)) == parse_version(v)
+    newer = resolve(SGLangVersion(0, 6, 0))
+    assert newer.release.version == V23
+    assert newer.warning == ("SGLang 0.6.0 is newer than 0.5.23, the newest release this operator knows: "
+                             "flags checked against 0.5.23, unverified")
+    post = resolve(parse_version("0.5.3.post9"))
+    assert post.release.version == parse_version("0.5.3.post3") and "unverified" in (post.warning or "")
+
+
+@pytest.mark.parametrize(("version", "message"), [
+    ("0.4.5.post3", "SGLang 0.4.5.post3 is older than 0.4.6, the oldest release this operator supports"),
+    ("0.3.6", "SGLang 0.3.6 is older than 0.4.6"),
+    ("0.5.0", "SGLang 0.5.0 is not a release on PyPI (known releases around it: 0.4.10.post2 and 0.5.1)"),
+])
+def test_older_or_never_released_versions_are_refused(version: str, message: str) -> None:
+    with pytest.raises(SGLangVersionError, match=re.escape(message)):
+        nearest_supported(parse_version(version))
 
 
 def test_dialects() -> None:
@@ -52,13 +69,42 @@ def test_dialects() -> None:
     assert not old.spec_v2_enabled(None) and old.spec_v2_enabled("1") and not old.spec_v2_enabled("no")
     assert new.flag_for("--mamba-scheduler-strategy") == ("--mamba-radix-cache-strategy",)
     assert old.flag_for("--mamba-scheduler-strategy") == ("--mamba-scheduler-strategy",)
+    alias_era = dialect(parse_version("0.5.17"))  # old spelling still parses there, but as a deprecated alias
+    assert alias_era.flag_for("--mamba-scheduler-strategy") == ("--mamba-radix-cache-strategy",)
 
 
-def test_renames_agree_with_tables() -> None:
-    old, new = load_table(V10), load_table(V23)
-    for before, after in RENAMES.items():
-        assert before in old and before not in new
-        assert all(a in new and a not in old for a in after)
+@pytest.mark.parametrize(("version", "entry", "prog", "info", "ready", "spec_v2"), [
+    ("0.4.9.post6", ("python3", "-m", "sglang.launch_server"), "launch_server.py", "/get_server_info",
+     "/health_generate", SpecV2.ABSENT),
+    ("0.5.3", ("python3", "-m", "sglang.launch_server"), "launch_server.py", "/get_server_info", "/health_generate",
+     SpecV2.ABSENT),
+    ("0.5.6", ("python3", "-m", "sglang.launch_server"), "launch_server.py", "/server_info", "/health_generate",
+     SpecV2.OPT_IN),
+    ("0.5.10", ("sglang", "serve"), "sglang serve", "/server_info", "/health_generate", SpecV2.OPT_IN),
+    ("0.5.17", ("sglang", "serve"), "sglang serve", "/server_info", "/health_generate", SpecV2.REMOVED_WARNS),
+    ("0.5.20", ("sglang", "serve"), "sglang serve", "/server_info", "/ready", SpecV2.REMOVED_WARNS),
+    ("0.5.21", ("sglang", "serve"), "sglang serve", "/server_info", "/ready", SpecV2.IGNORED),
+])
+def test_dialect_of_each_era_comes_from_its_wheel(version: str, entry: tuple[str, ...], prog: str, info: str,
+                                                  ready: str, spec_v2: SpecV2) -> None:
+    d = dialect(parse_version(version))
+    assert (d.entry_point, d.prog_for(d.entry_point), d.server_info_path, d.readiness_path, d.spec_v2) == (
+        entry, prog, info, ready, spec_v2)
+    assert d.serve_cli == (parse_version(version) >= parse_version("0.5.5"))
+
+
+def test_renames_come_from_the_tables() -> None:
+    h = history.history()["--mamba-scheduler-strategy"]
+    assert h.successors == ("--mamba-radix-cache-strategy",)
+    assert (str(h.first), str(h.deprecated_in), str(h.last), str(h.dropped_in)) == ("0.5.7", "0.5.14", "0.5.19",
+                                                                                      "0.5.20")
+    assert history.history()["--cuda-graph-max-bs"].successors == ("--cuda-graph-max-bs-decode",
+                                                                   "--cuda-graph-max-bs-prefill")
+    assert history.successors_in("--enable-flashmla", V23) == ("--attention-backend",)
+    for h in history.renames():
+        for v in (h.dropped_in, h.deprecated_in):
+            if v is not None:
+                assert history.successors_in(h.option, v), (h.option, v)
 
 
 def test_abbreviation_lookup() -> None:

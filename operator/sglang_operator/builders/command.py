@@ -100,7 +100,7 @@ def render_command(spec: SGLangServerSpec) -> RenderedCommand:
     d = dialect(version)
     args: list[str] = ["--model-path", spec.model.path]
     env: list[dict[str, Any]] = []
-    warnings: list[str] = []
+    warnings: list[str] = [d.warning] if d.warning else []  # a release newer than the newest known one
     m = spec.model
     if m.served_model_name:
         args += ["--served-model-name", m.served_model_name]
@@ -137,7 +137,8 @@ def render_command(spec: SGLangServerSpec) -> RenderedCommand:
         elif s.spec_v2 and not d.spec_v2_env:
             warnings.append(
                 f"spec.speculative.specV2 has no effect on SGLang {version} ({SPEC_V2_ENV} is not read by that "
-                "release; the V2 worker is always used); not rendered"
+                + ("release; the V2 worker is always used); not rendered" if d.spec_v2_worker
+                   else "release, which has no V2 worker); not rendered")
             )
         if spec.memory.max_running_requests is None:
             warnings.append(

@@ -2,8 +2,8 @@
 
 This module is the builders' only door to that layer: version resolution (``sglang.versions``), a release's
 dialect (flag spellings, entry point, probe endpoint, meaning of ``SGLANG_ENABLE_SPEC_V2``), flag-table
-lookups (``sglang.flags``) and the SGLang-compatible argument resolution (``sglang.args``). No flag table is
-kept here.
+lookups (``sglang.flags``), guidance for refused flags (``sglang.guidance``) and the SGLang-compatible argument
+resolution (``sglang.args``). No flag table is kept here.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 from sglang_operator.api.blocks import SGLangImage
 from sglang_operator.sglang import flags as _flags
+from sglang_operator.sglang import guidance as _guidance
 from sglang_operator.sglang import versions as _versions
 
 SGLangVersion = _versions.SGLangVersion
@@ -25,15 +26,18 @@ class VersionError(ValueError):
 def resolve_version(sglang: SGLangImage) -> SGLangVersion:
     """The SGLang release a spec targets: ``spec.sglang.version`` or, when absent, parsed from the image tag.
 
-    Raises :class:`VersionError` (message naming ``spec.sglang``) when neither gives a supported release.
+    Any release from the oldest known one (0.4.6) on is accepted; one newer than the newest known release is
+    rendered with the newest flag table and a warning (:func:`dialect`, ``Dialect.warning``). Raises
+    :class:`VersionError` (message naming ``spec.sglang``) for no version, an older release or a version PyPI
+    never had.
     """
     where = "spec.sglang.version" if sglang.version else "spec.sglang.image"
     try:
         version = _versions.parse_version(sglang.version) if sglang.version else _versions.parse_image_tag(sglang.image)
-        _versions.nearest_supported(version)
+        _versions.resolve(version)
     except _versions.SGLangVersionError as err:
-        text = str(err).replace("set the SGLang version explicitly", "set spec.sglang.version to the release "
-                                f"the image runs (e.g. {max(_versions.SUPPORTED)})")
+        text = str(err).replace("set the SGLang version explicitly", "set spec.sglang.version to the release the "
+                                                                     "image runs")
         raise VersionError(f"{where}: {text}") from None
     if sglang.version:
         try:
@@ -52,8 +56,11 @@ def resolve_version(sglang: SGLangImage) -> SGLangVersion:
 class Dialect:
     """What rendering needs to know about one release (a view of :class:`sglang.versions.Dialect`).
 
-    ``spec_v2_env``: whether the release reads ``SGLANG_ENABLE_SPEC_V2`` (≤ 0.5.13); ``spec_v2_default``: its
-    value when unset. ``table``: the flag table standing for the release.
+    ``spec_v2_env``: whether the release reads ``SGLANG_ENABLE_SPEC_V2`` (0.5.4.post1–0.5.13);
+    ``spec_v2_default``: its value when unset; ``spec_v2_worker``: whether the release has the V2 (overlap)
+    speculative worker at all (0.5.4.post1 on). ``table``: the flag table standing for the release;
+    ``release``: the known release whose data applies; ``warning``: set when that is only a stand-in (a release
+    newer than the newest known one).
     """
 
     version: SGLangVersion
@@ -64,10 +71,13 @@ class Dialect:
     spec_v2_env: bool
     spec_v2_default: bool
     renamed: dict[str, tuple[str, ...]]
+    release: SGLangVersion | None = None
+    spec_v2_worker: bool = True
+    warning: str | None = None
 
     def flag(self, name: str) -> str:
         """The release's spelling of launch flag ``name`` (``--mamba-scheduler-strategy`` →
-        ``--mamba-radix-cache-strategy`` on 0.5.20+)."""
+        ``--mamba-radix-cache-strategy`` from 0.5.14, where the old spelling is deprecated, then gone)."""
         return self.renamed.get(name, (name,))[0]
 
 
@@ -86,6 +96,9 @@ def dialect(version: SGLangVersion) -> Dialect:
         spec_v2_env=d.spec_v2 in (_versions.SpecV2.OPT_IN, _versions.SpecV2.DEFAULT_ON),
         spec_v2_default=d.spec_v2_default,
         renamed=dict(d.renamed_flags),
+        release=d.release,
+        spec_v2_worker=d.spec_v2 is not _versions.SpecV2.ABSENT,
+        warning=d.warning,
     )
 
 
@@ -106,6 +119,28 @@ def lookup_flag(version: SGLangVersion, name: str) -> FlagInfo | None:
         return None
     choices = tuple(str(c) for c in f.choices) if f.choices else None
     return FlagInfo(tuple(f.options), f.dest, choices, f.takes_value)
+
+
+@dataclass(frozen=True)
+class FlagAdvice:
+    """Guidance for one flag as written (a view of :class:`sglang.guidance.Advice`): ``kind`` (``ok``,
+    ``deprecated``, ``refused``, ``renamed``, ``not-yet``, ``removed``, ``abbreviation``, ``ambiguous``,
+    ``unknown``), the flags to write instead, SGLang's own message when it refuses it, and one sentence."""
+
+    kind: str
+    suggestions: tuple[str, ...]
+    sglang_says: str | None
+    text: str
+    parses: bool
+
+
+def flag_advice(version: SGLangVersion, flag: str, value: str | None = None,
+                owned: dict[str, str] | None = None) -> FlagAdvice:
+    """What to tell a user who wrote ``flag`` (and ``value``) for ``version``: successors of a renamed flag and the
+    release that dropped it, the closest real flags of that release, SGLang's wording
+    (:func:`sglang_operator.sglang.guidance.advise`). ``owned``: flag → the typed spec field that renders it."""
+    a = _guidance.advise(version, flag, value, owned)
+    return FlagAdvice(a.kind.value, a.suggestions, a.sglang_says, a.text, a.parses)
 
 
 class SGLangArgError(ValueError):

@@ -26,6 +26,7 @@ from sglang_operator.builders.dialect import (
     SGLangArgError,
     SGLangVersion,
     VersionError,
+    flag_advice,
     lookup_flag,
     model_architecture,
     resolve_args,
@@ -89,14 +90,16 @@ def _typed_flag_errors(out: SpecCheck, cmd: RenderedCommand, n_extra: int) -> No
 
 def _extra_args_errors(out: SpecCheck, spec: SGLangServerSpec, version: SGLangVersion) -> None:
     owned = {info.dest: f for f in OWNED if (info := lookup_flag(version, f)) is not None}
-    for arg in spec.extra_args:
+    for i, arg in enumerate(spec.extra_args):
         name = flag_name(arg)
         if name is None:
             continue
         info = lookup_flag(version, name)
-        if info is None:
+        if info is None:  # renamed, abbreviated, misspelt...: successors / closest flags, SGLang's wording
+            nxt = spec.extra_args[i + 1] if i + 1 < len(spec.extra_args) else None
+            value = nxt if nxt is not None and flag_name(nxt) is None and "=" not in arg else None
             out.refuse("extra-args-known-flag",
-                       f"spec.extraArgs: {name} is not a launch flag of SGLang {version} (full flag names only)")
+                       f"spec.extraArgs: {flag_advice(version, arg, value, FIELD_OF_FLAG).text}")
         elif info.dest in owned:
             out.refuse("extra-args-owned-dest", owned_flag_refusal(owned[info.dest]).replace(
                 f"spec.extraArgs: {owned[info.dest]}", f"spec.extraArgs: {name} (the same option as "

@@ -120,13 +120,19 @@ _TYPES: dict[str, Callable[[str], Any]] = {
 
 
 class DeprecatedAction(argparse.Action):
+    """``server_args.py:DeprecatedAction``: 0.4.6–0.5.7 ``raise ValueError(self.help)`` (``raises``: that help);
+    0.5.18–0.5.19 ``parser.error(error_message)``; otherwise a logged deprecation warning."""
+
     def __init__(self, option_strings: Sequence[str], dest: str, error_message: str | None = None,
-                 nargs: int | str | None = 0, **kw: Any) -> None:
+                 raises: str | None = None, nargs: int | str | None = 0, **kw: Any) -> None:
         self.error_message = error_message
+        self.raises = raises
         super().__init__(option_strings, dest, nargs=nargs, **kw)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
+        if self.raises is not None:
+            raise SGLangArgError(self.raises, "ValueError")
         if self.error_message is not None:
             parser.error(self.error_message)
         _record(parser, f"The command line argument '{option_string}' is deprecated and will be removed "
@@ -204,6 +210,11 @@ class SGLangParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise SGLangArgError(message)
 
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse makes a formatter in every add_argument call, and each asks the terminal for its size
+        # (half the cost of building a 500-option parser); a fixed width skips that.
+        return argparse.HelpFormatter(prog=self.prog, width=100)
+
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         raise SGLangArgError(message or f"exit {status}")
 
@@ -246,7 +257,7 @@ def _kwargs(flag: FlagSpec) -> tuple[list[str], dict[str, Any]]:
 
 def build_parser(table: FlagTable) -> SGLangParser:
     """An argparse parser with the same options, types, choices, defaults and actions as SGLang's."""
-    parser = SGLangParser(prog=table.prog, add_help=True)
+    parser = SGLangParser(prog=table.prog or "launch_server.py", add_help=True)
     parser.sglang_warnings = []
     for flag in table.flags:
         opts, kw = _kwargs(flag)

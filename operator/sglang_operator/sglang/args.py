@@ -13,16 +13,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_operator.sglang import rules
+from sglang_operator.sglang import catalog, rules
 from sglang_operator.sglang._parser import SGLangArgError, SGLangParser, build_parser
-from sglang_operator.sglang.flags import load_table
+from sglang_operator.sglang.flags import FlagTable, load_table
 from sglang_operator.sglang.models import architecture_for, draft_architecture_for
-from sglang_operator.sglang.versions import SUPPORTED, V0_5_10, SGLangVersion, dialect, parse_version
+from sglang_operator.sglang.versions import SGLangVersion, dialect, parse_version
 
 __all__ = ["ResolvedArgs", "SGLangArgError", "resolve_server_args", "warm_up"]
 
-# server_args.py:ServerArgs.from_cli_args (0.5.10): argparse dests that are copied to dataclass fields.
-_FIELD_FOR_DEST_0510 = {
+# server_args.py:ServerArgs.from_cli_args (0.4.6-0.5.13): argparse dests copied to differently named fields
+# (``args.tp_size = args.tensor_parallel_size``); from 0.5.14 the dests are the field names already.
+_FIELD_FOR_DEST = {
     "tensor_parallel_size": "tp_size",
     "pipeline_parallel_size": "pp_size",
     "attention_context_parallel_size": "attn_cp_size",
@@ -78,17 +79,22 @@ def _explicit(argv: Sequence[str], table_opts: Mapping[str, str]) -> frozenset[s
     return frozenset(out)
 
 
-@functools.lru_cache(maxsize=16)
-def _parser_for(version: SGLangVersion) -> SGLangParser:
-    """The argparse parser of ``version``, built once (building one takes ~30 ms: 350-530 options)."""
-    return build_parser(load_table(version))
+@functools.cache
+def _parser_for(table: SGLangVersion) -> SGLangParser:
+    """The argparse parser of flag table ``table``, built once (building one takes 5-30 ms: 120-530 options)."""
+    return build_parser(load_table(table))
 
 
-def warm_up() -> None:
-    """Build the parser of every supported release now (a long-running process calls this at start-up so
-    the first render does not pay ~30 ms per release)."""
-    for version in SUPPORTED:
-        _parser_for(version)
+def warm_up(versions: Sequence[SGLangVersion] | None = None) -> None:
+    """Build the parsers of ``versions`` (default: every known release) now, so that a long-running process does
+    not pay 5-30 ms on the first render of each release. Releases sharing a flag table share one parser."""
+    for version in versions or [r.version for r in catalog.releases()]:
+        _parser_for(load_table(version).version)
+
+
+def _free_algorithm(table: FlagTable) -> bool:
+    flag = table.get("--speculative-algorithm")
+    return flag is not None and flag.choices is None
 
 
 def resolve_server_args(
@@ -100,7 +106,7 @@ def resolve_server_args(
 ) -> ResolvedArgs:
     """Parse ``argv`` (SGLang flags, without the entry point) as SGLang ``version`` would, then resolve.
 
-    ``env`` is the server's environment (``SGLANG_ENABLE_SPEC_V2`` matters on 0.5.10–0.5.13).
+    ``env`` is the server's environment (``SGLANG_ENABLE_SPEC_V2`` matters on 0.5.4.post1–0.5.13).
     ``architecture`` overrides the guess from the model path (``models.architecture_for``).
     Raises :class:`SGLangArgError` with SGLang's message when SGLang would exit at start-up, and
     ``versions.SGLangVersionError`` for an unsupported release.
@@ -108,16 +114,16 @@ def resolve_server_args(
     ver = parse_version(version) if isinstance(version, str) else version
     d = dialect(ver)
     table = load_table(ver)
-    parser = _parser_for(ver)
+    parser = _parser_for(table.version)
     parser.sglang_warnings = []  # the cached parser collects warnings per parse
     ns = parser.parse_args(list(argv))
     values = dict(vars(ns))
-    field_map = _FIELD_FOR_DEST_0510 if d.table == V0_5_10 else {}
+    field_map = {dest: name for dest, name in _FIELD_FOR_DEST.items() if dest in values and name not in values}
     for dest, name in field_map.items():
-        if dest in values:
-            values[name] = values.pop(dest)
+        values[name] = values.pop(dest)
     arch = architecture or architecture_for(values.get("model_path"))
-    ctx = rules.Ctx(v=values, dialect=d, env=dict(env or {}), arch=arch, warnings=list(parser.sglang_warnings))
+    ctx = rules.Ctx(v=values, dialect=d, env=dict(env or {}), arch=arch, warnings=list(parser.sglang_warnings),
+                    free_algorithm=_free_algorithm(table))
     rules.apply(ctx)
     opt_to_field = {o: field_map.get(f.dest, f.dest) for f in table.flags for o in f.options}
     draft = None

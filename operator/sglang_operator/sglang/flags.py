@@ -1,7 +1,8 @@
-"""Per-version SGLang flag tables (``data/flags-<v>.json``) and argparse-style flag lookup.
+"""Per-release SGLang flag tables (:mod:`.catalog`, ``data/flags.json``) and argparse-style flag lookup.
 
 The tables are extracted from the released wheels by ``scripts/extract_sglang.py`` (static read of
-``sglang/srt/server_args.py:ServerArgs.add_cli_args`` and, from 0.5.20, ``sglang/srt/arg_groups/fields``).
+``sglang/srt/server_args.py:ServerArgs.add_cli_args`` and, from 0.5.14, the ``A[T, Arg(...)]`` fields it derives
+options from; from 0.5.20 those live in ``sglang/srt/arg_groups/fields``).
 SGLang's parser (``server_args.py:prepare_server_args``) is a plain ``argparse.ArgumentParser`` with
 ``allow_abbrev=True``, so ``--tp 2`` means ``--tp-size 2`` and ``--cuda-graph-max-bs`` is *ambiguous* on
 0.5.23; :meth:`FlagTable.match` reproduces that lookup so the operator can refuse abbreviations.
@@ -9,14 +10,13 @@ SGLang's parser (``server_args.py:prepare_server_args``) is a plain ``argparse.A
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
-from importlib import resources
 from typing import Any
 
-from sglang_operator.sglang.versions import SGLangVersion, nearest_supported
+from sglang_operator.sglang import catalog
+from sglang_operator.sglang._version import SGLangVersion
 
 __all__ = ["FlagSpec", "FlagTable", "Match", "MatchKind", "load_table"]
 
@@ -72,10 +72,10 @@ class Match:
 
 @dataclass(frozen=True)
 class FlagTable:
-    """The flag table of one supported SGLang version."""
+    """The flag table of one known SGLang release (shared by the releases with the same flags)."""
 
     version: SGLangVersion
-    prog: str  # argparse prog, "sglang serve"
+    prog: str | None  # argparse prog set by prepare_server_args ("sglang serve" from 0.5.10), else None
     flags: tuple[FlagSpec, ...]  # registration order
     by_option: dict[str, FlagSpec] = field(hash=False, compare=False)
     by_dest: dict[str, FlagSpec] = field(hash=False, compare=False)
@@ -122,13 +122,13 @@ def _spec(raw: dict[str, Any]) -> FlagSpec:
 
 @cache
 def _load(table_version: SGLangVersion) -> FlagTable:
-    path = resources.files("sglang_operator.sglang") / "data" / f"flags-{table_version}.json"
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    flags = tuple(_spec(f) for f in doc["flags"])
+    release = catalog.get(table_version)
+    assert release is not None, table_version
+    flags = tuple(_spec(f) for f in catalog.flag_records(table_version))
     by_option = {o: f for f in flags for o in f.options}
     return FlagTable(
         version=table_version,
-        prog=doc["prog"],
+        prog=release.prog,
         flags=flags,
         by_option=by_option,
         by_dest={f.dest: f for f in flags},
@@ -136,8 +136,8 @@ def _load(table_version: SGLangVersion) -> FlagTable:
 
 
 def load_table(version: SGLangVersion) -> FlagTable:
-    """The flag table for ``version`` (any release of a supported era; see ``versions.nearest_supported``).
+    """The flag table for ``version`` (see ``catalog.resolve``: a newer release gets the newest table).
 
-    Raises ``versions.SGLangVersionError`` for unsupported releases.
+    Raises ``SGLangVersionError`` for unsupported releases.
     """
-    return _load(nearest_supported(version))
+    return _load(catalog.resolve(version).release.flags_table)

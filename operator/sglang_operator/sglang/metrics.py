@@ -1,16 +1,16 @@
-"""The Prometheus metric families of a supported SGLang release (``data/metrics-<v>.json``).
+"""The Prometheus metric families of a known SGLang release (:mod:`.catalog`, ``data/metrics.json``).
 
-Extracted statically from ``sglang/srt/observability/metrics_collector.py`` by ``scripts/extract_sglang.py``.
+Extracted statically by ``scripts/extract_sglang.py`` from the release's collector module:
+``sglang/srt/metrics/collector.py`` (0.4.6–0.5.9) or ``sglang/srt/observability/metrics_collector.py`` (0.5.10 on).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
-from sglang_operator.sglang.versions import SGLangVersion, nearest_supported
+from sglang_operator.sglang import catalog
+from sglang_operator.sglang._version import SGLangVersion
 
 __all__ = ["MetricFamily", "load_metrics"]
 
@@ -37,18 +37,16 @@ class MetricFamily:
 
 @cache
 def _load(table: SGLangVersion) -> dict[str, MetricFamily]:
-    path = resources.files("sglang_operator.sglang") / "data" / f"metrics-{table}.json"
-    doc = json.loads(path.read_text(encoding="utf-8"))
     return {
         m["name"]: MetricFamily(
             name=m["name"], family=m["family"], type=m["type"], collector=m["collector"],
             collector_labels=m["collector_labels"], labels=tuple(m["labels"]),
             multiprocess_mode=m.get("multiprocess_mode"), help=m["help"],
         )
-        for m in doc["metrics"]
+        for m in catalog.metric_records(table)
     }
 
 
 def load_metrics(version: SGLangVersion) -> dict[str, MetricFamily]:
     """Metric families by declared name for ``version`` (raises ``SGLangVersionError`` if unsupported)."""
-    return _load(nearest_supported(version))
+    return _load(catalog.resolve(version).release.metrics_table)

@@ -1,29 +1,31 @@
-"""Extract SGLang's flag table and metric families from a released wheel, statically (no import).
+"""Extract SGLang's flag tables, metric families and dialect from released wheels, statically (no import).
 
-Used by ``scripts/extract_sglang.py`` to write ``sglang_operator/sglang/data/{flags,metrics}-<v>.json``
-and by ``tests/sglang/test_extract.py`` to re-check the committed files against a fresh download.
+Used by ``scripts/extract_sglang.py`` to write ``sglang_operator/sglang/data/{releases,flags,metrics}.json``
+(:mod:`.store` encodes them compactly) and by ``tests/sglang/test_extract.py`` to re-check the committed data
+against freshly downloaded wheels.
 
-Public API: :func:`download_wheel`, :func:`build_tables`, :func:`dump_json`.
+Public API: :func:`download_wheel`, :func:`build_release`, :func:`sha256_of`.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import json
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
+from sglang_operator.sglang.extract.dialect import extract_dialect
 from sglang_operator.sglang.extract.flags import SERVER_ARGS, extract_flags
-from sglang_operator.sglang.extract.metrics import COLLECTOR_MODULE, extract_metrics
+from sglang_operator.sglang.extract.metrics import collector_module, extract_metrics
 from sglang_operator.sglang.extract.static import Unresolved, Wheel
 
-__all__ = ["Unresolved", "build_tables", "download_wheel", "dump_json"]
+__all__ = ["Unresolved", "build_release", "download_wheel", "sha256_of"]
 
-# Pin the wheel flavour so the result (and its sha256) does not depend on the machine running pip.
+# Pin the wheel flavour so the result (and its sha256) does not depend on the machine running pip
+# (0.4.6-0.5.10 are pure ``py3-none-any`` wheels; from 0.5.11 SGLang ships ``cp311`` manylinux wheels).
 _PIP_TARGET = [
     "--only-binary=:all:",
     "--python-version=3.11",
@@ -34,7 +36,7 @@ _PIP_TARGET = [
 
 
 def download_wheel(version: str, dest: Path) -> Path:
-    """``pip download --no-deps sglang==<version>`` into ``dest``; returns the wheel path.
+    """``pip download --no-deps sglang==<version>`` into ``dest`` (reused when already there); the wheel path.
 
     Raises ``subprocess.CalledProcessError`` when pip fails (no network, unknown version) and
     ``FileNotFoundError`` when no wheel appears.
@@ -53,14 +55,20 @@ def download_wheel(version: str, dest: Path) -> Path:
     return existing[0]
 
 
-def _prog(wheel: Wheel) -> str:
-    """``prog=`` of the ArgumentParser in ``server_args.py:prepare_server_args`` (argparse messages use it)."""
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of a file."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _prog(wheel: Wheel) -> str | None:
+    """``prog=`` of the ArgumentParser in ``server_args.py:prepare_server_args`` (argparse messages use it), or
+    ``None`` when the release sets none (before 0.5.10): argparse then names the program after ``sys.argv[0]``."""
     for node in ast.walk(wheel.module(SERVER_ARGS)):
         if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("ArgumentParser"):
             for kw in node.keywords:
                 if kw.arg == "prog" and isinstance(kw.value, ast.Constant):
                     return str(kw.value.value)
-    raise Unresolved("prepare_server_args prog")
+    return None
 
 
 def _jsonable(value: Any) -> Any:
@@ -75,32 +83,27 @@ def _jsonable(value: Any) -> Any:
     raise Unresolved(f"not JSON data: {value!r}")
 
 
-def build_tables(wheel_path: Path, version: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Return ``(flags_doc, metrics_doc)`` for one wheel.
+def build_release(wheel_path: Path, version: str) -> dict[str, Any]:
+    """Everything the operator keeps about one release, read from its wheel.
 
-    ``flags_doc``: ``sglang_version``, ``wheel``, ``wheel_sha256``, ``source``, ``prog`` and ``flags`` (list
-    in argparse registration order; see :func:`sglang_operator.sglang.extract.flags.normalize` for keys).
-    ``metrics_doc``: the same header and ``metrics`` sorted by name (see ``extract.metrics``).
+    Keys: ``version``, ``wheel`` (file name), ``wheel_sha256``, ``prog`` (``prepare_server_args``' argparse prog,
+    ``None`` before 0.5.10), ``flags_source``, ``flags`` (records in argparse registration order; see
+    :func:`sglang_operator.sglang.extract.flags.normalize`), ``metrics_source``, ``metrics`` (records sorted by
+    name; see :mod:`.metrics`), ``dialect`` (see :mod:`.dialect`).
     Raises :class:`Unresolved` when the wheel's source uses a construct the static reader does not know.
     """
-    sha = hashlib.sha256(wheel_path.read_bytes()).hexdigest()
     with zipfile.ZipFile(wheel_path) as zf:
         wheel = Wheel(zf)
-        header = {"sglang_version": version, "wheel": wheel_path.name, "wheel_sha256": sha}
-        flags_doc = {
-            **header,
-            "source": SERVER_ARGS.replace(".", "/") + ".py:ServerArgs.add_cli_args",
+        fields = wheel.has_module("sglang.srt.arg_groups.fields")
+        return {
+            "version": version,
+            "wheel": wheel_path.name,
+            "wheel_sha256": sha256_of(wheel_path),
             "prog": _prog(wheel),
+            "flags_source": SERVER_ARGS.replace(".", "/") + ".py:ServerArgs.add_cli_args"
+            + (" + sglang/srt/arg_groups/fields/*.py" if fields else ""),
             "flags": _jsonable(extract_flags(wheel)),
-        }
-        metrics_doc = {
-            **header,
-            "source": COLLECTOR_MODULE.replace(".", "/") + ".py",
+            "metrics_source": collector_module(wheel).replace(".", "/") + ".py",
             "metrics": _jsonable(extract_metrics(wheel)),
+            "dialect": extract_dialect(wheel),
         }
-    return flags_doc, metrics_doc
-
-
-def dump_json(doc: dict[str, Any]) -> str:
-    """Deterministic JSON text (sorted keys, one-space indent, trailing newline)."""
-    return json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n"

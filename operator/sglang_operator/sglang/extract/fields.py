@@ -1,8 +1,15 @@
-"""Static port of ``sglang/srt/arg_groups/arg_utils.py:add_cli_args_from_dataclass`` (SGLang ≥ 0.5.20).
+"""Static port of ``sglang/srt/arg_groups/arg_utils.py:add_cli_args_from_dataclass`` (SGLang ≥ 0.5.14).
 
-``ServerArgs`` there is a ``msgspec.Struct`` assembled from the namespace classes listed in
-``sglang/srt/server_args.py:_INPUT_NAMESPACES``; each field ``name: A[T, "help" | Arg(...)] = default``
-becomes one argparse option. This module replays that derivation on the AST.
+Two layouts feed it (``/work/shared/sglang/README.md`` §0):
+
+* 0.5.14–0.5.19 (the alias era): ``ServerArgs`` is still one ``@dataclass`` in ``sglang/srt/server_args.py``;
+  its fields ``name: A[T, "help" | Arg(...)] = default`` are walked in class-body order
+  (``dataclasses.fields``), fields without ``A[...]`` metadata are registered by hand in ``add_cli_args``.
+* ≥ 0.5.20: ``ServerArgs`` is a ``msgspec.Struct`` assembled from the namespace classes listed in
+  ``sglang/srt/server_args.py:_INPUT_NAMESPACES`` (``arg_groups/fields/*.py``), ordered by
+  ``arg_groups/field_order.py:POSITIONAL_FIELD_ORDER``.
+
+Each field becomes one argparse option. This module replays that derivation on the AST.
 """
 
 from __future__ import annotations
@@ -55,11 +62,16 @@ def _infer_type(node: ast.expr | type) -> str:
 
 
 class StructFields:
-    """The CLI-visible fields of the msgspec ``ServerArgs`` of one wheel."""
+    """The CLI-visible fields of the ``ServerArgs`` of one wheel (the dataclass itself before 0.5.20, the
+    msgspec namespaces from 0.5.20)."""
 
-    def __init__(self, ev: Evaluator) -> None:
+    def __init__(self, ev: Evaluator, server_args: ClassRef) -> None:
         self.ev = ev
-        namespaces = ev.lookup(SERVER_ARGS, "_INPUT_NAMESPACES")
+        try:
+            namespaces = ev.lookup(SERVER_ARGS, "_INPUT_NAMESPACES")
+            order = ev.lookup(_ORDER_MODULE, "POSITIONAL_FIELD_ORDER")
+        except Unresolved:  # 0.5.14-0.5.19: the dataclass, in class-body order
+            namespaces, order = [server_args], []
         fields: dict[str, _Field] = {}
         for cls in namespaces:
             if not isinstance(cls, ClassRef):
@@ -71,7 +83,6 @@ class StructFields:
                     continue
                 default = _MISSING if stmt.value is None else ev.field_default(stmt.value, cls.module)
                 fields[stmt.target.id] = _Field(stmt.target.id, cls.module, stmt.annotation, default)
-        order = ev.lookup(_ORDER_MODULE, "POSITIONAL_FIELD_ORDER")
         known = [n for n in order if n in fields]
         rest = [n for n in fields if n not in set(order)]
         self.fields = {n: fields[n] for n in known + rest}

@@ -1,12 +1,14 @@
 """Static extraction of ``sglang.launch_server``'s argparse options from a wheel.
 
-Two layouts are supported (see ``/work/shared/sglang/README.md`` §0 for the history):
+Three parser eras (see ``/work/shared/sglang/README.md`` §0 for the history):
 
-* ≤ 0.5.18: ``sglang/srt/server_args.py:ServerArgs.add_cli_args`` is a list of ``parser.add_argument``
+* 0.4.6–0.5.13: ``sglang/srt/server_args.py:ServerArgs.add_cli_args`` is a list of ``parser.add_argument``
   calls whose defaults are ``ServerArgs.<field>`` dataclass defaults.
-* ≥ 0.5.20: ``add_cli_args`` first calls ``arg_groups/arg_utils.py:add_cli_args_from_dataclass``, which
-  derives one option per ``A[T, Arg(...)]`` field of the namespaces in ``arg_groups/fields/*.py``
-  (ordered by ``arg_groups/field_order.py:POSITIONAL_FIELD_ORDER``), then adds a few options by hand.
+* 0.5.14–0.5.19 (the alias era): ``add_cli_args`` first calls
+  ``arg_groups/arg_utils.py:add_cli_args_from_dataclass(parser, ServerArgs)``, which derives one option per
+  ``A[T, Arg(...)]`` field of the dataclass, then adds a few options (and deprecated aliases) by hand.
+* ≥ 0.5.20: the same derivation over the namespaces in ``arg_groups/fields/*.py`` (ordered by
+  ``arg_groups/field_order.py:POSITIONAL_FIELD_ORDER``); ``ServerArgs`` is a ``msgspec.Struct``.
 
 The result is one dict per argparse action, in the parser's registration order (argparse's
 "ambiguous option" message lists candidates in that order, so the order is data, not noise).
@@ -33,7 +35,9 @@ _ACTION_DEFAULTS: dict[str, dict[str, Any]] = {
     "DeprecatedStoreTrueAction": {"nargs": 0, "const": True, "default": False},
     "DeprecatedStoreConstAction": {"nargs": 0},
 }
-_ACTION_KWARGS = ("new_flag", "const_value", "error_message")
+_ACTION_KWARGS = ("new_flag", "const_value", "error_message", "raises")
+"""SGLang action extras kept in ``action_kwargs``; ``raises`` is the help text a ``DeprecatedAction`` raises as
+``ValueError`` in 0.4.6–0.5.7 (``server_args.py:DeprecatedAction.__call__``: ``raise ValueError(self.help)``)."""
 
 
 def _name_of(value: Any, node: ast.expr | None = None) -> str:
@@ -89,10 +93,12 @@ def normalize(options: list[str], kw: dict[str, Any]) -> dict[str, Any]:
 class _CliReader:
     """Reads ``add_argument`` calls of one function body."""
 
-    def __init__(self, ev: Evaluator, module: str, default_of: Callable[[str], Any]) -> None:
+    def __init__(self, ev: Evaluator, module: str, default_of: Callable[[str], Any],
+                 deprecated_raises_help: bool = False) -> None:
         self.ev = ev
         self.module = module
         self.default_of = default_of
+        self.deprecated_raises_help = deprecated_raises_help
         self.local: dict[str, Any] = {}
 
     def _default_of(self, node: ast.expr) -> Any:
@@ -109,6 +115,9 @@ class _CliReader:
         options = [self.ev.eval(a, self.module, self.local) for a in call.args]
         kw: dict[str, Any] = {}
         for k in call.keywords:
+            if k.arg == "help" and self.deprecated_raises_help and _is_deprecated_action(call):
+                kw["raises"] = self.ev.eval(k.value, self.module, self.local)
+                continue
             if k.arg in ("help", "metavar"):
                 continue
             if k.arg == "type":
@@ -147,6 +156,19 @@ class _CliReader:
                 raise Unresolved(f"unexpected statement in add_cli_args: {ast.unparse(stmt)[:80]}")
 
 
+def _is_deprecated_action(call: ast.Call) -> bool:
+    return any(k.arg == "action" and ast.unparse(k.value).endswith("DeprecatedAction") for k in call.keywords)
+
+
+def _deprecated_action_raises_help(tree: ast.Module) -> bool:
+    """Whether ``server_args.py:DeprecatedAction.__call__`` is ``raise ValueError(self.help)`` (0.4.6–0.5.7)
+    rather than a logged warning (0.5.8 on)."""
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "DeprecatedAction":
+            return "raise ValueError(self.help)" in ast.unparse(node)
+    return False
+
+
 def _find_class(tree: ast.Module, name: str) -> ast.ClassDef:
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == name:
@@ -178,12 +200,13 @@ def extract_flags(wheel: Wheel) -> list[dict[str, Any]]:
     if calls_dataclass:
         from sglang_operator.sglang.extract.fields import StructFields
 
-        struct = StructFields(ev)
+        struct = StructFields(ev, ClassRef(SERVER_ARGS, cls_node))
         out.extend(struct.flags())
         reader = _CliReader(ev, SERVER_ARGS, struct.default_of)
         reader.run(method.body, out, skip_first_call="add_cli_args_from_dataclass")
     else:
         cls = ClassRef(SERVER_ARGS, cls_node)
-        reader = _CliReader(ev, SERVER_ARGS, lambda name: ev.class_attr(cls, name))
+        reader = _CliReader(ev, SERVER_ARGS, lambda name: ev.class_attr(cls, name),
+                            deprecated_raises_help=_deprecated_action_raises_help(tree))
         reader.run(method.body, out, skip_first_call=None)
     return out

@@ -1,6 +1,7 @@
 """Static extraction of SGLang's Prometheus metric families from a wheel.
 
-Source: ``sglang/srt/observability/metrics_collector.py`` (0.5.10 and 0.5.23 alike): every
+Source: the collector module of the release, ``sglang/srt/metrics/collector.py`` (0.4.6–0.5.9) or
+``sglang/srt/observability/metrics_collector.py`` (0.5.10–0.5.23; :func:`collector_module`): every
 ``Gauge/Counter/Histogram/Summary/Info(name="sglang:...")`` and ``GaugeHistogram`` (a Gauge with extra
 ``gt``/``le`` labels, ``sglang/srt/utils/gauge_histogram.py``) created by the collector classes.
 Metrics defined elsewhere (HTTP middleware in ``utils/common.py``, ``func_timer.py``, ``cpu_monitor.py``)
@@ -14,7 +15,8 @@ from typing import Any
 
 from sglang_operator.sglang.extract.static import Evaluator, Unresolved, Wheel
 
-COLLECTOR_MODULE = "sglang.srt.observability.metrics_collector"
+COLLECTOR_MODULES = ("sglang.srt.observability.metrics_collector", "sglang.srt.metrics.collector")
+"""Where the metrics collector lives, newest layout first (moved to ``observability/`` in 0.5.10)."""
 _CONSTRUCTORS = {"Gauge", "Counter", "Histogram", "Summary", "Info", "GaugeHistogram"}
 COLLECTOR_LABELS = "<collector labels>"
 
@@ -57,11 +59,19 @@ def _labels(node: ast.expr | None, local_lists: dict[str, ast.expr]) -> tuple[bo
     return None
 
 
-def _text(ev: Evaluator, node: ast.expr | None) -> str:
+def collector_module(wheel: Wheel) -> str:
+    """The dotted name of the wheel's metrics collector module; raises :class:`Unresolved` when absent."""
+    for module in COLLECTOR_MODULES:
+        if wheel.has_module(module):
+            return module
+    raise Unresolved(f"no metrics collector module ({', '.join(COLLECTOR_MODULES)})")
+
+
+def _text(ev: Evaluator, node: ast.expr | None, module: str) -> str:
     if node is None:
         return ""
     try:
-        val = ev.eval(node, COLLECTOR_MODULE, {})
+        val = ev.eval(node, module, {})
         return val if isinstance(val, str) else ast.unparse(node)
     except Unresolved:
         return ast.unparse(node)
@@ -79,7 +89,8 @@ def extract_metrics(wheel: Wheel) -> list[dict[str, Any]]:
     ``all`` adds a ``pid`` label), ``help``.
     """
     ev = Evaluator(wheel)
-    tree = wheel.module(COLLECTOR_MODULE)
+    module = collector_module(wheel)
+    tree = wheel.module(module)
     out: dict[str, dict[str, Any]] = {}
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
         local_lists: dict[str, ast.expr] = {}
@@ -107,7 +118,7 @@ def extract_metrics(wheel: Wheel) -> list[dict[str, Any]]:
                 "collector": cls.name,
                 "collector_labels": labels[0] if labels else True,
                 "labels": (labels[1] if labels else []) + (["gt", "le"] if ctor == "GaugeHistogram" else []),
-                "help": _text(ev, kws.get("documentation", node.args[1] if len(node.args) > 1 else None)),
+                "help": _text(ev, kws.get("documentation", node.args[1] if len(node.args) > 1 else None), module),
             }
             if labels is None and label_node is not None:
                 rec["labels_expr"] = ast.unparse(label_node)

@@ -52,6 +52,9 @@ class Opaque:
     name: str
 
 
+# Standard-library constants SGLang's argument definitions use (CPython 3.11 on 64-bit Linux).
+_STDLIB_CONSTANTS: dict[str, Any] = {"sys.maxsize": 2**63 - 1, "argparse.SUPPRESS": "==SUPPRESS=="}
+
 _BUILTIN_CALLS = {"list", "set", "tuple", "sorted", "dict", "str", "int", "float", "frozenset", "len"}
 
 
@@ -137,6 +140,12 @@ class Evaluator:
         elif isinstance(stmt, ast.ImportFrom):
             src = _abs_module(module, stmt, is_pkg)
             for alias in stmt.names:
+                if alias.name == "*" and src.split(".")[0] == "sglang" and self.wheel.has_module(src):
+                    try:  # `from sglang.srt.utils.common import *` (sglang/srt/utils/__init__.py)
+                        found = self.lookup(src, name)
+                    except Unresolved:
+                        continue
+                    return ("val", found)
                 if (alias.asname or alias.name) == name:
                     sub = f"{src}.{alias.name}"
                     if src.split(".")[0] == "sglang" and self.wheel.has_module(sub):
@@ -303,7 +312,8 @@ class Evaluator:
         if isinstance(base, EnumMember):
             return {"name": base.name, "value": base.value}[attr]
         if isinstance(base, Opaque):
-            return Opaque(f"{base.name}.{attr}")
+            dotted = f"{base.name}.{attr}"
+            return _STDLIB_CONSTANTS.get(dotted, Opaque(dotted))
         if isinstance(base, dict | str | list) and hasattr(base, attr):
             return ("method", base, attr)
         raise Unresolved(f"attribute {attr} of {base!r}")
