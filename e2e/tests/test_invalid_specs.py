@@ -111,8 +111,6 @@ def gpu(value: int, tensor: int, data: int) -> str:
 
 
 NDT_MSG = "spec.speculative.numDraftTokens is 4 but must equal numSteps + 1 = 2"
-ROLLBACK_RULE = "spec.rollback.{}"
-"""Rules of spec.rollback (api/rollback.py) carry no name: their case names the start of their message."""
 S = "spec."
 CACHE_TWO = ("spec.model.cache sets 2 of pvc, hostPath, emptyDir (pvc: true, hostPath: true, emptyDir: false): it "
              "needs exactly one; keep one source")
@@ -185,22 +183,37 @@ CASES: list[Case] = [
         value="is 1"),
     cel("gpu-2-tensor-4", gpu(2, 4, 1), setting(S + "resources", {"gpu": 2}), setting(S + "parallelism.tensor", 4),
         rule="gpus-cover-parallelism", value="4 × 1 × 1 ÷ 1 = 4"),
-    case("rollback-verify", "spec.rollback.verifySeconds must be at least minSamples × intervalSeconds",
-         "spec.rollback.verifySeconds must be at least minSamples × intervalSeconds",
-         setting(S + "rollback", {"minSamples": 5, "intervalSeconds": 30, "verifySeconds": 60}),
-         rule=ROLLBACK_RULE.format("verifySeconds must be at least")),
-    case("rollback-probe-timeout", "spec.rollback.probe.timeoutSeconds must be shorter than intervalSeconds",
-         "spec.rollback.probe.timeoutSeconds must be shorter than intervalSeconds",
-         setting(S + "rollback", {"intervalSeconds": 30, "probe": {"timeoutSeconds": 30}}),
-         rule=ROLLBACK_RULE.format("probe.timeoutSeconds must be shorter")),
-    case("rollback-deadline", "spec.rollback.progressDeadlineSeconds must be longer than warmupSeconds",
-         "spec.rollback.progressDeadlineSeconds must be longer than warmupSeconds",
-         setting(S + "rollback", {"warmupSeconds": 3600, "progressDeadlineSeconds": 3600}),
-         rule=ROLLBACK_RULE.format("progressDeadlineSeconds must be longer")),
-    case("rollback-min-tps", "spec.rollback.probe.maxTokens at minTokensPerSecond must finish within",
-         "spec.rollback.probe.maxTokens at minTokensPerSecond must finish within",
-         setting(S + "rollback", {"minTokensPerSecond": 1, "probe": {"maxTokens": 256, "timeoutSeconds": 25}}),
-         rule=ROLLBACK_RULE.format("probe.maxTokens at minTokensPerSecond")),
+    cel("max-unavailable-recreate", "spec.strategy.maxUnavailable is 1 but type is Recreate: it applies to "
+        "RollingUpdate only; set type: RollingUpdate or remove maxUnavailable",
+        setting(S + "strategy", {"maxUnavailable": 1}), rule="max-unavailable-rolling-only", value="is 1"),
+    cel("max-unavailable-0", "spec.strategy.maxUnavailable is 0%: with no extra pod started (maxSurge 0) the update "
+        "could never progress; set it to at least 1",
+        setting(S + "strategy", {"type": "RollingUpdate", "maxUnavailable": "0%"}), rule="max-unavailable-positive",
+        value="is 0%"),
+    cel("drain-rolling", "spec.strategy.drainSeconds is 30 but type is RollingUpdate: draining applies to Recreate (a "
+        "rolling update keeps the other replicas serving); remove drainSeconds or set type: Recreate",
+        setting(S + "strategy", {"type": "RollingUpdate", "drainSeconds": 30}), rule="drain-recreate-only",
+        value="is 30"),
+    cel("rollback-verify", "spec.rollback.verifySeconds is 60 but minSamples × intervalSeconds is 5 × 30 = 150 "
+        "(promotion needs both minSamples samples and verifySeconds); set verifySeconds to at least 150 or lower "
+        "minSamples", setting(S + "rollback", {"minSamples": 5, "intervalSeconds": 30, "verifySeconds": 60}),
+        rule="rollback-verify-covers-min-samples", value="is 60"),
+    cel("rollback-probe-timeout", "spec.rollback.probe.timeoutSeconds is 30 but intervalSeconds is 30 (one probe "
+        "per interval: it must end within it); set probe.timeoutSeconds below 30",
+        setting(S + "rollback", {"intervalSeconds": 30, "probe": {"timeoutSeconds": 30}}),
+        rule="rollback-probe-within-interval", value="is 30"),
+    cel("rollback-deadline", "spec.rollback.progressDeadlineSeconds is 3600 but warmupSeconds is 3600 (the deadline "
+        "covers the rollout and the warm-up); set progressDeadlineSeconds above 3600",
+        setting(S + "rollback", {"warmupSeconds": 3600, "progressDeadlineSeconds": 3600}),
+        rule="rollback-deadline-covers-warmup", value="is 3600"),
+    cel("rollback-min-tps", "spec.rollback.minTokensPerSecond is 1: a probe of probe.maxTokens 256 tokens at that "
+        "speed takes longer than probe.timeoutSeconds 25 (it would time out, an error instead of a failure); raise "
+        "probe.timeoutSeconds or lower probe.maxTokens",
+        setting(S + "rollback", {"minTokensPerSecond": 1, "probe": {"maxTokens": 256, "timeoutSeconds": 25}}),
+        rule="rollback-probe-finishes-at-the-floor", value="is 1"),
+    cel("rollback-min-tps-fraction", "spec.rollback.minTokensPerSecond is 2.5: a probe of probe.maxTokens 256",
+        setting(S + "rollback", {"minTokensPerSecond": 2.5, "probe": {"maxTokens": 256, "timeoutSeconds": 25}}),
+        rule="rollback-probe-finishes-at-the-floor", value="is 2.5"),
     cel("name-not-dns1035", 'metadata.name "qwen3.6-27b" must be a DNS-1035 label (lowercase letters, digits and '
         "'-', starting with a letter, at most 63 characters): it names the Service; rename the object",
         setting("metadata.name", "qwen3.6-27b"), rule="name-dns-1035", value="qwen3.6-27b"),
@@ -235,6 +248,10 @@ CASES: list[Case] = [
          setting(S + "memory.contextLength", 0), value="0"),
     case("ndt-string", "must be of type integer", "valid integer", setting(S + "speculative.numDraftTokens", "four"),
          value="four"),
+    case("strategy-unknown", 'Unsupported value: "Canary"', "Input should be",
+         setting(S + "strategy", {"type": "Canary"}), value="Canary"),
+    case("max-unavailable-text", "should match", "should match pattern",
+         setting(S + "strategy", {"type": "RollingUpdate", "maxUnavailable": "lots"}), value="lots"),
     case("typo-field", 'unknown field "spec.speculative.numDraftToken"', "Extra inputs are not permitted",
          setting(S + "speculative.numDraftToken", 4), value="numDraftToken"),
     # --- pass-through pod fields carry Kubernetes' own schemas (api/kube_types.py) ---
@@ -262,11 +279,11 @@ CASES: list[Case] = [
     case("strategy-not-in-release", None, "'extra_buffer_lazy' is not supported by SGLang 0.5.10",
          setting(S + "memory.mambaSchedulerStrategy", "extra_buffer_lazy"), rule="typed-choice-in-release",
          value="extra_buffer_lazy"),
-    case("extra-abbrev-unowned", None, "--page is not a launch flag of SGLang 0.5.10 (full flag names only)",
+    case("extra-abbrev-unowned", None, "spec.extraArgs: --page ",
          setting(S + "extraArgs", ["--page", "64"]), rule="extra-args-known-flag", value="--page"),
-    case("extra-unknown", None, "--no-such-flag is not a launch flag of SGLang 0.5.10",
+    case("extra-unknown", None, "spec.extraArgs: --no-such-flag ",
          setting(S + "extraArgs", ["--no-such-flag"]), rule="extra-args-known-flag", value="--no-such-flag"),
-    case("extra-renamed-in-0.5.23", None, "--cuda-graph-max-bs is not a launch flag of SGLang 0.5.23",
+    case("extra-renamed-in-0.5.23", None, "spec.extraArgs: --cuda-graph-max-bs ",
          setting(S + "sglang.image", "lmsysorg/sglang:v0.5.23-cu130"), setting(S + "speculative.specV2", False),
          setting(S + "extraArgs", ["--cuda-graph-max-bs", "64"]), rule="extra-args-known-flag",
          value="--cuda-graph-max-bs"),

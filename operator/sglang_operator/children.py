@@ -2,30 +2,55 @@
 
 The Deployment goes first and the Service (then the PodMonitor, :mod:`sglang_operator.monitoring.discovery`)
 only after it was accepted, so an object the API server refuses
-(e.g. a label value or env entry it finds invalid) leaves both children as they were.
+(e.g. a label value or env entry it finds invalid) leaves both children as they were. A multi-node server's
+workload is a LeaderWorkerSet; when the cluster does not serve that API, :class:`LeaderWorkerSetMissing` is raised
+and nothing is applied. A failed apply is a
+:class:`ChildApplyError` whose :class:`ApplyFailure` says whether the spec is at fault (the caller reports
+``SpecValid=False``) or not (``Degraded``, and a retry): never a silent retry loop.
+
+Before a Recreate replaces pods (an update or a rollback), :func:`drain` waits until the old pods report no
+running request (``sglang:num_running_reqs`` 0) or ``spec.strategy.drainSeconds`` are up; :data:`DRAINING`
+names the servers being drained so the sampler sends them no probe meanwhile.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sglang_operator import builders
 from sglang_operator.builders.monitoring import pod_monitor
+from sglang_operator.builders.leaderworkerset import CRD_NAME as LWS_CRD
+from sglang_operator.builders.leaderworkerset import KIND as LWS_KIND
+from sglang_operator.builders.leaderworkerset import VERSION as LWS_VERSION
 from sglang_operator.clients import kube
 from sglang_operator.monitoring.discovery import POD_MONITORS, PodMonitorMode
+from sglang_operator.reconcile.groups import lws_missing_message
 
 
 async def apply_children(rendered: builders.Rendered, owner: Mapping[str, Any]) -> None:
     """Server-side apply the Deployment, then the Service, then (per ``--pod-monitors``) the PodMonitor, each
     owned by ``owner`` (an SGLangServer dict).
 
-    Raises ``lightkube.ApiError`` as the API server answered; nothing after the failing child is applied. In
+    Raises :class:`ChildApplyError` (from the API server's ``lightkube.ApiError`` or a transport error); nothing
+    after the failing child is applied. In
     ``auto`` mode a PodMonitor answered with 404 (its CRD just vanished) is skipped and discovered again later.
     """
-    await kube.apply(builders.adopt(rendered.deployment, owner))
-    await kube.apply(builders.adopt(rendered.service, owner))
-    await apply_pod_monitor(rendered, owner)
+    for child in (rendered.workload, rendered.service):
+        try:
+            await kube.apply(builders.adopt(child, owner))
+        except Exception as err:
+            if await lws_missing(child, err):
+                raise LeaderWorkerSetMissing(lws_missing_message()) from err
+            raise ChildApplyError(apply_failure(str(child.get("kind")), err)) from err
+    try:
+        await apply_pod_monitor(rendered, owner)
+    except Exception as err:
+        raise ChildApplyError(apply_failure("PodMonitor", err)) from err
 
 
 async def apply_pod_monitor(rendered: builders.Rendered, owner: Mapping[str, Any]) -> None:
@@ -44,11 +69,159 @@ async def apply_pod_monitor(rendered: builders.Rendered, owner: Mapping[str, Any
         POD_MONITORS.forget()
 
 
-def refused_by_api_server(err: Exception) -> str | None:
-    """The API server's message when ``err`` is a 400/422 refusal of a child (a spec problem, not a
-    transient error), else None."""
+SCHEMA_REFUSALS = ("field not declared in schema", "failed to create typed patch object", "unknown field")
+"""Texts of a server-side apply the API server cannot type against the object's schema: it answers HTTP 500
+(``k8s.io/apiserver`` fieldmanager) though the request, not the server, is at fault."""
+
+
+@dataclass(frozen=True)
+class ApplyFailure:
+    """Why a child could not be applied.
+
+    ``kind``: the child (Deployment, Service, PodMonitor); ``code``: the API server's HTTP status (None for a
+    transport error); ``message``: the API server's own message; ``spec_fault``: the spec is at fault (400, 422,
+    or a 500 naming a field the schema lacks) and retrying cannot help.
+    """
+
+    kind: str
+    code: int | None
+    message: str
+    spec_fault: bool
+
+    def describe(self) -> str:
+        """One line for a condition and an event."""
+        if self.spec_fault:
+            return f"the API server refused the {self.kind} (HTTP {self.code}): {self.message}"
+        status = f"HTTP {self.code}" if self.code is not None else "no answer"
+        return f"applying the {self.kind} failed ({status}): {self.message}; retrying"
+
+
+class ChildApplyError(Exception):
+    """A child could not be applied; ``failure`` says why."""
+
+    def __init__(self, failure: ApplyFailure) -> None:
+        super().__init__(failure.describe())
+        self.failure = failure
+
+
+def apply_failure(kind: str, err: Exception) -> ApplyFailure:
+    """Classify ``err`` raised while applying child ``kind``."""
     from lightkube import ApiError
 
-    if isinstance(err, ApiError) and err.status.code in (400, 422):
-        return f"the API server refused a child object: {err.status.message}"
-    return None
+    if isinstance(err, ApiError):
+        code = err.status.code
+        message = err.status.message or str(err)
+        spec_fault = code in (400, 422) or (code == 500 and any(t in message for t in SCHEMA_REFUSALS))
+        return ApplyFailure(kind, code, message, spec_fault)
+    return ApplyFailure(kind, None, f"{type(err).__name__}: {err}", False)
+
+
+class LeaderWorkerSetMissing(Exception):
+    """A multi-node server's LeaderWorkerSet could not be applied: the cluster does not serve that API. Nothing
+    was applied; the caller writes :func:`sglang_operator.reconcile.groups.lws_missing` and the observer applies
+    once the API appears (:func:`sglang_operator.multinode.apply_when_served`)."""
+
+
+async def lws_missing(child: Mapping[str, Any], err: Exception) -> bool:
+    """Whether ``err`` (raised applying ``child``) means the LeaderWorkerSet API is not served: a 404 for a
+    LeaderWorkerSet, confirmed by its CRD (a 404 for a missing namespace is not that)."""
+    from lightkube import ApiError
+
+    if child.get("kind") != LWS_KIND or not isinstance(err, ApiError) or err.status.code != 404:
+        return False
+    return not await kube.crd_served(LWS_CRD, LWS_VERSION)
+
+
+def refused_by_api_server(err: Exception) -> str | None:
+    """The message of a refusal that is the spec's fault (a :class:`ChildApplyError` or an ``ApiError``), else
+    None (kept for callers of the earlier API)."""
+    failure = err.failure if isinstance(err, ChildApplyError) else apply_failure("child object", err)
+    return failure.describe() if failure.spec_fault else None
+
+
+# --- drain before a Recreate ----------------------------------------------------------------------------------
+
+DRAINING: set[tuple[str, str]] = set()
+"""``(namespace, name)`` of the servers whose old pods are being drained: probes must not be sent to them (the
+sampler checks :func:`draining`)."""
+RUNNING_METRIC = "sglang:num_running_reqs"
+"""Requests a server is running (gauge; ``python/sglang/srt/metrics/collector.py`` 0.5.10,
+``observability/metrics_collector.py`` 0.5.2x)."""
+log = logging.getLogger("sglang_operator.children")
+
+
+def draining(namespace: str, name: str) -> bool:
+    """Whether SGLangServer ``namespace/name`` is being drained (send it no probe)."""
+    return (namespace, name) in DRAINING
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    """Outcome of :func:`drain`: ``idle`` when every pod reported 0 running requests (or could not be read: a
+    pod that does not answer runs nothing worth waiting for), ``seconds`` waited, ``running`` the last count."""
+
+    idle: bool
+    seconds: float
+    running: int
+
+
+class _RunningRequests:
+    """A /metrics body consumer: the sum of :data:`RUNNING_METRIC` over its series (prometheus_client parser)."""
+
+    def __init__(self) -> None:
+        self.body = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        self.body.extend(chunk)
+
+    def finish(self) -> int:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        total = 0.0
+        for family in text_string_to_metric_families(self.body.decode("utf-8", "replace")):
+            for sample in family.samples:
+                if sample.name == RUNNING_METRIC:
+                    total += sample.value
+        return int(total)
+
+
+async def running_requests(urls: Sequence[str], http: Any = None, timeout: float = 3.0) -> int:
+    """The requests running on the servers at ``urls`` (``http://IP:port``) by their ``/metrics``; a server
+    that cannot be read counts 0. ``http``: a :class:`sglang_operator.clients.sglang_http.SGLangHTTP`."""
+    from sglang_operator.clients.sglang_http import ScrapeError, SGLangHTTP
+
+    client = http or SGLangHTTP(concurrency=8)
+    try:
+        async def one(url: str) -> int:
+            try:
+                count: int = await client.get(f"{url}/metrics", _RunningRequests(), timeout=timeout)
+                return count
+            except ScrapeError as err:
+                log.debug("drain: %s not read: %s", url, err)
+                return 0
+        return sum(await asyncio.gather(*(one(u) for u in urls)))
+    finally:
+        if http is None:
+            await client.aclose()
+
+
+async def drain(namespace: str, name: str, urls: Sequence[str], seconds: float, poll: float = 1.0,
+                http: Any = None) -> DrainResult:
+    """Wait until the old pods at ``urls`` run no request, or ``seconds`` are up; meanwhile
+    ``(namespace, name)`` is in :data:`DRAINING` (no probes). The reconcile handler calls it before applying a
+    new revision with strategy Recreate; the rollback path must call it too before it applies the earlier
+    revision."""
+    started = time.monotonic()
+    DRAINING.add((namespace, name))
+    try:
+        running = 0
+        while True:
+            running = await running_requests(urls, http)
+            waited = time.monotonic() - started
+            if running == 0:
+                return DrainResult(True, waited, 0)
+            if waited >= seconds:
+                return DrainResult(False, waited, running)
+            await asyncio.sleep(min(poll, max(seconds - waited, 0.0)))
+    finally:
+        DRAINING.discard((namespace, name))

@@ -1,9 +1,13 @@
 """kopf handlers for SGLangServer: thin glue between kopf, the builders, the pure status decisions and
 the clients.
 
-- ``reconcile`` (create / spec update / resume): parse and validate, render, server-side apply the
-  Deployment and Service (owned by the SGLangServer), write the render's status, post an event. An
-  invalid spec applies nothing and is reported as ``SpecValid=False`` with a Warning event.
+- ``reconcile`` (create / spec update / resume): parse and validate, render, drain the old pods when a
+  Recreate replaces them (``spec.strategy.drainSeconds``), server-side apply the Deployment and Service (owned
+  by the SGLangServer), write the render's status, post an event. An invalid spec applies nothing and is
+  reported as ``SpecValid=False`` with a Warning event; so is a child the API server refuses for the spec's
+  sake; any other failure to apply is ``Degraded=True`` (reason ``ApplyFailed``) with a Warning event, and kopf
+  retries. Every event comes from one source, ``sglang-operator`` (:func:`sglang_operator.clients.kube.post_event`;
+  kopf posts none, :mod:`sglang_operator.runner`).
 - ``track`` (every watch event) feeds :class:`sglang_operator.observer.Observer`, started and stopped with
   the operator, which observes pods and SGLang for every server each ``SGLANG_OPERATOR_STATUS_INTERVAL``
   seconds. No timer or daemon is used, so no finalizer is put on SGLangServers: deleting one never waits
@@ -26,11 +30,15 @@ import kopf
 from sglang_operator import builders, telemetry
 from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.server import SpecError, parse
+from sglang_operator.api.spec import StrategyType
 from sglang_operator.builders.labels import MANAGED_BY
-from sglang_operator.children import apply_children, refused_by_api_server
+from sglang_operator.children import ChildApplyError, apply_children, drain
+from sglang_operator.clients import kube
+from sglang_operator.clients.sglang_http import base_url
 from sglang_operator.monitoring.discovery import POD_MONITORS
-from sglang_operator.observer import Observer
+from sglang_operator.observer import Observer, applied_spec
 from sglang_operator.reconcile import status as st
+from sglang_operator.reconcile.conditions import condition, find, merge
 from sglang_operator.sglang import args as sglang_args
 
 STATUS_INTERVAL = float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5"))
@@ -46,6 +54,58 @@ def _now() -> dt.datetime:
 def _patch_status(patch: kopf.Patch, values: dict[str, Any]) -> None:
     for key, value in values.items():
         patch.status[key] = value
+
+
+async def _event(body: kopf.Body, type_: str, reason: str, message: str) -> None:
+    await kube.post_event(dict(body), type_, reason, message[:1024])
+
+
+async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, message: str, logger: Logger) -> None:
+    """Degraded=True (reason ApplyFailed) written now (kopf retries the handler), a Warning event when the
+    message is new."""
+    old = find(status.get("conditions") or [], "Degraded") or {}
+    conds = merge(status.get("conditions") or [],
+                  [condition("Degraded", "True", "ApplyFailed", message[:1024], generation, _now())])
+    meta = body.get("metadata", {})
+    await kube.patch_status(str(meta.get("namespace")), str(meta.get("name")), None, {"conditions": conds})
+    if old.get("message") != message[:1024]:
+        await _event(body, "Warning", "ApplyFailed", message)
+        logger.warning("%s", message)
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+async def _drain_old_pods(body: kopf.Body, server: Any, rendered: builders.Rendered, status: kopf.Status,
+                          logger: Logger) -> None:
+    """Before a Recreate replaces the running revision's pods: wait until they run no request, at most
+    ``spec.strategy.drainSeconds`` (probes pause meanwhile: :data:`sglang_operator.children.DRAINING`)."""
+    strategy = server.spec.strategy
+    old = status.get("revision")
+    if strategy.type is not StrategyType.RECREATE or strategy.drain_seconds <= 0 or not old \
+            or old == rendered.revision:
+        return
+    try:
+        port = applied_spec(dict(body)).port
+    except SpecError:
+        port = server.spec.port
+    pods = await kube.list_pods(server.namespace, builders.selector_labels(server.name))
+    urls = [base_url(p["status"]["podIP"], port) for p in pods
+            if _ready(p) and (p.get("status") or {}).get("podIP")
+            and p.get("metadata", {}).get("labels", {}).get(builders.REVISION_LABEL) == old]
+    if not urls:
+        return
+    result = await drain(server.namespace, server.name, urls, strategy.drain_seconds)
+    if result.idle:
+        await _event(body, "Normal", "Drained", f"revision {old}: no running request after {result.seconds:.1f} s; "
+                                                f"replacing its pods with revision {rendered.revision}")
+    else:
+        await _event(body, "Warning", "DrainTimedOut",
+                     f"revision {old}: {result.running} requests still running after spec.strategy.drainSeconds "
+                     f"({strategy.drain_seconds} s); replacing its pods with revision {rendered.revision} anyway")
+    logger.info("drained revision %s before replacing it: %s", old, result)
 
 
 @kopf.on.resume(*RESOURCE)
@@ -65,19 +125,22 @@ async def reconcile(
     except (SpecError, builders.InvalidSpec) as err:
         errors = err.messages if isinstance(err, SpecError) else err.errors
         _patch_status(patch, st.changed(status, st.invalid(status, errors, generation, now)))
-        kopf.event(body, type="Warning", reason="InvalidSpec", message="; ".join(errors)[:1024])
+        await _event(body, "Warning", "InvalidSpec", "; ".join(errors))
         logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
         telemetry.count_reconcile("invalid")
         return
+    await _drain_old_pods(body, server, rendered, status, logger)
     try:
         await apply_children(rendered, body)
-    except Exception as err:
-        refusal = refused_by_api_server(err)
-        if refusal is None:
+    except ChildApplyError as err:
+        failure = err.failure
+        if not failure.spec_fault:
             telemetry.count_reconcile("error")
-            raise  # transient: kopf retries
+            await _apply_failed(body, status, generation, failure.describe(), logger)
+            raise kopf.TemporaryError(failure.describe(), delay=30) from None
+        refusal = failure.describe()
         _patch_status(patch, st.changed(status, st.invalid(status, [refusal], generation, now)))
-        kopf.event(body, type="Warning", reason="InvalidSpec", message=refusal[:1024])
+        await _event(body, "Warning", "InvalidSpec", refusal)
         logger.warning("%s", refusal)
         telemetry.count_reconcile("refused")
         return
@@ -92,9 +155,9 @@ async def reconcile(
         return
     verb = "Created" if reason == kopf.Reason.CREATE else "Updated"
     message = f"revision {rendered.revision}: {rendered.command.command_line}"
-    kopf.event(body, type="Normal", reason=verb, message=message[:1024])
+    await _event(body, "Normal", verb, message)
     for warning in rendered.warnings:
-        kopf.event(body, type="Warning", reason="SpecWarning", message=warning[:1024])
+        await _event(body, "Warning", "SpecWarning", warning)
 
 
 @kopf.on.event(*RESOURCE)

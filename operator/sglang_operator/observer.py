@@ -81,7 +81,7 @@ async def read_effective(
             effective = eff.effective_settings(await http.server_info(url, path, api_key=api_key))
         except ScrapeError as err:
             telemetry.count_scrape_error("server_info", err.reason)
-            log.info("server info not read yet: %s", err)
+            log.debug("server info not read yet: %s", err)
     known = effective or status.get("effective")
     diffs = None
     if known:
@@ -210,6 +210,9 @@ class Observer:
         """Observe one SGLangServer ``body`` and patch its status (nothing when nothing changed)."""
         meta, status = body.get("metadata", {}), body.get("status") or {}
         revision = status.get("revision")
+        if groups.waiting_for_lws(status):  # nothing applied for want of the LeaderWorkerSet API: re-check
+            await apply_when_served(body, now)
+            return
         if not revision or meta.get("deletionTimestamp"):
             return
         try:
@@ -219,7 +222,7 @@ class Observer:
             return
         generation = int(meta.get("generation") or 0)
         pods = await self.pods.pods(server.namespace, server.name)
-        health = pod_health(pods, spec.replicas, revision, generation, now)
+        health = groups.server_health(pods, spec, revision, generation, now)  # per group (leaders) multi-node
         effective = diffs = None
         if health.phase == "Ready" and health.pod_ips:
             effective, diffs = await read_effective(self.http, base_url(health.pod_ips[0], spec.port),
@@ -255,7 +258,7 @@ class Observer:
         if ref is not None and params.signal is Signal.PROBE:
             api_key = await kube.secret_value(ns, ref.name, ref.key)
         server = ServerRef(ns, name, roles, spec.port, spec.model.served_model_name or spec.model.path)
-        samples = await self.sampler.sample(server, lambda: targets(self.pods.pods_now(ns, name)), params, api_key)
+        samples = await self.sampler.sample(server, lambda: targets(groups.serving_pods(self.pods.pods_now(ns, name), spec)), params, api_key)
         self.series.export(ns, name, samples)
         for s in samples:
             log.debug("%s/%s revision %s: %s %s %s", ns, name, s.revision, s.kind.value, s.reason, s.figures)

@@ -4,8 +4,10 @@ The operator's own ``/metrics`` (:mod:`sglang_operator.telemetry`) is served on 
 starts; ``sample_interval`` is the seconds between two samples of a server whose ``spec.rollback`` sets none.
 
 Settings: kopf's progress kept in annotations (no ``status.kopf``
-clutter in ``kubectl get -o yaml``), kopf posts only warnings and errors as events (the handlers post
-their own Created, Updated, InvalidSpec, ...), a liveness endpoint
+clutter in ``kubectl get -o yaml``), kopf posts no event at all (every event comes from one source,
+``sglang-operator``: the handlers and the observer post their own Created, Updated, InvalidSpec, ApplyFailed,
+CrashLoopBackOff, ...), INFO logs for transitions only (per-request logs of httpx, lightkube, aiohttp and
+kopf's own per-event chatter at DEBUG, shown with ``--verbose``), a liveness endpoint
 for the Deployment's livenessProbe, and namespace scoping (``--namespace`` repeated) or clusterwide.
 Peering is off (``standalone``) unless a peering name is given. With ``leader_election`` (the Helm chart's
 default, two replicas) only the process holding the Lease runs kopf at all: :mod:`sglang_operator.leader`.
@@ -31,12 +33,22 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         prefix="sglang-operator.io", key="last-handled-configuration",
     )
     settings.persistence.finalizer = "sglang-operator.io/finalizer"
-    settings.posting.level = logging.WARNING  # handler chatter stays in the log; events are our own
+    settings.posting.enabled = False  # one event source: sglang-operator (clients.kube.post_event)
     settings.watching.server_timeout = 270
     settings.watching.client_timeout = 300
     settings.batching.worker_limit = 64
     settings.batching.batch_window = 0.02  # seconds to wait for more events of one object (kopf: 0.1)
     settings.execution.max_workers = 16
+
+
+REQUEST_LOGGERS = ("httpx", "httpcore", "lightkube", "aiohttp.access", "kopf.activities.probe")
+"""Loggers that log per request (httpx logs every scrape at INFO): DEBUG unless ``--verbose``."""
+
+
+def quiet_request_logs(verbose: bool) -> None:
+    """Per-request loggers at WARNING (INFO stays for transitions), or everything at DEBUG with ``verbose``."""
+    for name in REQUEST_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
 def run(
@@ -68,6 +80,7 @@ def run(
     kopf.on.startup()(configure)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    quiet_request_logs(verbose)
     if metrics_port:
         from sglang_operator import telemetry
 

@@ -97,7 +97,12 @@ def _col(name: str, path: str, type_: str, description: str, priority: int = 0) 
 
 
 PRINTER_COLUMNS = [
-    _col("Ready", '.status.conditions[?(@.type=="Ready")].status', "string", "Ready condition"),
+    _col("Ready", '.status.conditions[?(@.type=="Ready")].status', "string",
+         "Ready condition: every desired replica is Ready at the current revision"),
+    _col("Available", '.status.conditions[?(@.type=="Available")].status', "string",
+         "Available condition: at least one replica serves"),
+    _col("Replicas", ".status.readyReplicas", "integer", "Ready replicas (of Desired)"),
+    _col("Desired", ".spec.replicas", "integer", "Desired replicas"),
     _col("SpecValid", '.status.conditions[?(@.type=="SpecValid")].status', "string",
          "SpecValid condition: False when the latest spec was refused (the last valid revision keeps running)"),
     _col("Model", ".spec.model.path", "string", "Model path"),

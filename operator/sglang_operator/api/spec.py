@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, StringConstraints, WithJsonSchema
 
 from sglang_operator.api.base import (
     Affinity,
@@ -148,6 +148,76 @@ class Resources(ApiModel):
     """Size limit of the memory-backed ``/dev/shm`` (NCCL and tensor parallel workers use it)."""
 
 
+class StrategyType(StrEnum):
+    """How pods are replaced when the pod template changes (the Deployment's strategy type)."""
+
+    RECREATE = "Recreate"
+    ROLLING_UPDATE = "RollingUpdate"
+
+
+INT_OR_PERCENT_PATTERN = r"^([0-9]+|[0-9]{1,3}%)$"
+IntOrPercent = Annotated[
+    int | Annotated[str, StringConstraints(pattern=INT_OR_PERCENT_PATTERN)],
+    WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "string"}], "pattern": INT_OR_PERCENT_PATTERN,
+                    "x-kubernetes-int-or-string": True}),
+]
+"""A count or a percentage (``1``, ``25%``), as Kubernetes' ``IntOrString`` in a rolling update."""
+
+
+class UpdateStrategy(ApiModel):
+    """How pods are replaced when the pod template changes (rendered as the Deployment's ``strategy``)."""
+
+    type: StrategyType = StrategyType.RECREATE
+    """``Recreate`` (default: the GPUs hold one copy of the model, so the old pods stop before the new ones
+    start) or ``RollingUpdate`` (servers with several replicas: at most ``maxUnavailable`` of them are replaced at
+    a time while the others serve; no extra pod is started, maxSurge 0)."""
+    max_unavailable: IntOrPercent | None = None
+    """RollingUpdate only: replicas that may be down at once, a count or a percentage (``25%``); default 1."""
+    drain_seconds: Annotated[int, Field(ge=0, le=3600)] = 0
+    """Recreate only: before the old pods are replaced (an update or a rollback), wait up to this many seconds
+    until they run no request (``sglang:num_running_reqs`` 0), so in-flight requests finish; the operator sends
+    them no probe meanwhile. 0: no wait."""
+
+    cel_rules = (
+        CelRule(
+            "!has(self.maxUnavailable) || self.type == 'RollingUpdate'",
+            "spec.strategy.maxUnavailable applies to type RollingUpdate only",
+            lambda m: m.max_unavailable is None or m.type is StrategyType.ROLLING_UPDATE,
+            ".maxUnavailable",
+            message_expression="'spec.strategy.maxUnavailable is %s but type is %s: it applies to RollingUpdate "
+            "only; set type: RollingUpdate or remove maxUnavailable'.format([self.maxUnavailable, self.type])",
+            explain=lambda m: f"spec.strategy.maxUnavailable is {m.max_unavailable} but type is {m.type.value}: it "
+            "applies to RollingUpdate only; set type: RollingUpdate or remove maxUnavailable",
+            name="max-unavailable-rolling-only",
+        ),
+        CelRule(
+            "!has(self.maxUnavailable) || (type(self.maxUnavailable) == int ? self.maxUnavailable > 0 : "
+            "self.maxUnavailable != '0%')",
+            "spec.strategy.maxUnavailable must be at least 1 (no extra pod is started: maxSurge is 0)",
+            lambda m: m.max_unavailable is None or m.max_unavailable not in (0, "0%", "0"),
+            ".maxUnavailable",
+            message_expression="'spec.strategy.maxUnavailable is %s: with no extra pod started (maxSurge 0) the "
+            "update could never progress; set it to at least 1'.format([self.maxUnavailable])",
+            explain=lambda m: f"spec.strategy.maxUnavailable is {m.max_unavailable}: with no extra pod started "
+            "(maxSurge 0) the update could never progress; set it to at least 1",
+            name="max-unavailable-positive",
+        ),
+        CelRule(
+            "!has(self.drainSeconds) || self.drainSeconds == 0 || self.type == 'Recreate'",
+            "spec.strategy.drainSeconds applies to type Recreate only",
+            lambda m: m.drain_seconds == 0 or m.type is StrategyType.RECREATE,
+            ".drainSeconds",
+            message_expression="'spec.strategy.drainSeconds is %d but type is %s: draining applies to Recreate "
+            "(a rolling update keeps the other replicas serving); remove drainSeconds or set type: "
+            "Recreate'.format([self.drainSeconds, self.type])",
+            explain=lambda m: f"spec.strategy.drainSeconds is {m.drain_seconds} but type is {m.type.value}: draining "
+            "applies to Recreate (a rolling update keeps the other replicas serving); remove drainSeconds or set "
+            "type: Recreate",
+            name="drain-recreate-only",
+        ),
+    )
+
+
 class ServiceType(StrEnum):
     """Kubernetes Service type."""
 
@@ -213,6 +283,8 @@ class SGLangServerSpec(ApiModel):
     """Extra mounts of the SGLang container (Kubernetes VolumeMount objects)."""
     rollback: RollbackPolicy = Field(default_factory=RollbackPolicy, json_schema_extra={"default": {}})
     """Automatic rollback policy."""
+    strategy: UpdateStrategy = Field(default_factory=UpdateStrategy, json_schema_extra={"default": {}})
+    """How pods are replaced on an update: Recreate (default, with an optional drain) or RollingUpdate."""
 
     cel_rules = (
         *(_owned_rule(field, flags) for field, flags in _owned_groups().items()),

@@ -1,6 +1,7 @@
 """SGLangServer → Deployment and Service dicts (``apps/v1`` / ``v1``), pure.
 
-The Deployment uses strategy Recreate (two copies of a large model do not fit the GPUs), requests and limits
+The Deployment uses ``spec.strategy``: Recreate by default (two copies of a large model do not fit the GPUs), or
+RollingUpdate with maxSurge 0; it requests and limits
 ``nvidia.com/gpu``, a memory-backed ``/dev/shm``, a named container port ``http``, a startup budget fit for
 loading tens of GB (startupProbe every 10 s, 180 failures = 30 min), readiness on the release's readiness
 endpoint (``/ready`` from 0.5.20, else ``/health_generate``; ``python/sglang/srt/entrypoints/http_server.py``),
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.api.spec import SGLangServerSpec, StrategyType
 from sglang_operator.builders.command import RenderedCommand
 from sglang_operator.builders.labels import (
     COMMAND_ANNOTATION,
@@ -74,6 +75,17 @@ def _volumes(spec: SGLangServerSpec) -> tuple[list[dict[str, Any]], list[dict[st
         volumes.append({"name": "model-cache", **source})
         mounts.append({"name": "model-cache", "mountPath": cache.mount_path})
     return volumes + list(spec.volumes), mounts + list(spec.volume_mounts)
+
+
+def strategy(spec: SGLangServerSpec) -> dict[str, Any]:
+    """The Deployment ``strategy`` of ``spec.strategy``: ``Recreate``, or ``RollingUpdate`` with
+    ``maxUnavailable`` (default 1) and ``maxSurge: 0`` (no extra copy of the model is started: its GPUs may not
+    exist)."""
+    s = spec.strategy
+    if s.type is StrategyType.RECREATE:
+        return {"type": "Recreate"}
+    unavailable = 1 if s.max_unavailable is None else s.max_unavailable
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": unavailable, "maxSurge": 0}}
 
 
 def pod_template(name: str, spec: SGLangServerSpec, cmd: RenderedCommand) -> dict[str, Any]:
@@ -146,7 +158,7 @@ def deployment(name: str, namespace: str, spec: SGLangServerSpec, cmd: RenderedC
         "spec": {
             "replicas": spec.replicas,
             "selector": {"matchLabels": selector_labels(name)},
-            "strategy": {"type": "Recreate"},
+            "strategy": strategy(spec),
             "revisionHistoryLimit": 3,
             "progressDeadlineSeconds": PROGRESS_DEADLINE_SECONDS,
             "template": template,
