@@ -55,6 +55,8 @@ class Setup(StatusModel):
     """GPU product the pods run on (node label ``nvidia.com/gpu.product``); unset when unknown."""
     tensor: int = 1
     """``spec.parallelism.tensor``."""
+    pipeline: int = 1
+    """``spec.parallelism.pipeline``."""
     data: int = 1
     """``spec.parallelism.data``."""
     nodes: int = 1

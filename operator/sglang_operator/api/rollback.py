@@ -149,12 +149,28 @@ class RollbackPolicy(ApiModel):
             "minSamples samples and verifySeconds)",
             lambda m: m.verify_seconds >= m.min_samples * m.interval_seconds,
             ".verifySeconds",
+            message_expression="'spec.rollback.verifySeconds is %d but minSamples × intervalSeconds is %d × %d = %d "
+            "(promotion needs both minSamples samples and verifySeconds); set verifySeconds to at least %d or lower "
+            "minSamples'.format([self.verifySeconds, self.minSamples, self.intervalSeconds, "
+            "self.minSamples * self.intervalSeconds, self.minSamples * self.intervalSeconds])",
+            explain=lambda m: f"spec.rollback.verifySeconds is {m.verify_seconds} but minSamples × intervalSeconds is "
+            f"{m.min_samples} × {m.interval_seconds} = {m.min_samples * m.interval_seconds} (promotion needs both "
+            f"minSamples samples and verifySeconds); set verifySeconds to at least "
+            f"{m.min_samples * m.interval_seconds} or lower minSamples",
+            name="rollback-verify-covers-min-samples",
         ),
         CelRule(
             "self.probe.timeoutSeconds < self.intervalSeconds",
             "spec.rollback.probe.timeoutSeconds must be shorter than intervalSeconds (one probe per interval)",
             lambda m: m.probe.timeout_seconds < m.interval_seconds,
             ".probe.timeoutSeconds",
+            message_expression="'spec.rollback.probe.timeoutSeconds is %d but intervalSeconds is %d (one probe per "
+            "interval: it must end within it); set probe.timeoutSeconds below %d'.format([self.probe.timeoutSeconds, "
+            "self.intervalSeconds, self.intervalSeconds])",
+            explain=lambda m: f"spec.rollback.probe.timeoutSeconds is {m.probe.timeout_seconds} but intervalSeconds "
+            f"is {m.interval_seconds} (one probe per interval: it must end within it); set probe.timeoutSeconds "
+            f"below {m.interval_seconds}",
+            name="rollback-probe-within-interval",
         ),
         CelRule(
             "self.progressDeadlineSeconds > self.warmupSeconds",
@@ -162,6 +178,13 @@ class RollbackPolicy(ApiModel):
             "the rollout and the warm-up)",
             lambda m: m.progress_deadline_seconds > m.warmup_seconds,
             ".progressDeadlineSeconds",
+            message_expression="'spec.rollback.progressDeadlineSeconds is %d but warmupSeconds is %d (the deadline "
+            "covers the rollout and the warm-up); set progressDeadlineSeconds above %d'.format(["
+            "self.progressDeadlineSeconds, self.warmupSeconds, self.warmupSeconds])",
+            explain=lambda m: f"spec.rollback.progressDeadlineSeconds is {m.progress_deadline_seconds} but "
+            f"warmupSeconds is {m.warmup_seconds} (the deadline covers the rollout and the warm-up); set "
+            f"progressDeadlineSeconds above {m.warmup_seconds}",
+            name="rollback-deadline-covers-warmup",
         ),
         CelRule(
             "!has(self.minTokensPerSecond) || "
@@ -171,5 +194,19 @@ class RollbackPolicy(ApiModel):
             lambda m: m.min_tokens_per_second is None
             or m.probe.max_tokens < m.min_tokens_per_second * m.probe.timeout_seconds,
             ".minTokensPerSecond",
+            message_expression="'spec.rollback.minTokensPerSecond is %s: a probe of probe.maxTokens %d tokens at that "
+            "speed takes longer than probe.timeoutSeconds %d (it would time out, an error instead of a failure); "
+            "raise probe.timeoutSeconds or lower probe.maxTokens'.format([string(self.minTokensPerSecond), "
+            "self.probe.maxTokens, self.probe.timeoutSeconds])",
+            explain=lambda m: f"spec.rollback.minTokensPerSecond is {_number(m.min_tokens_per_second)}: a probe of "
+            f"probe.maxTokens {m.probe.max_tokens} tokens at that speed takes longer than probe.timeoutSeconds "
+            f"{m.probe.timeout_seconds} (it would time out, an error instead of a failure); raise "
+            "probe.timeoutSeconds or lower probe.maxTokens",
+            name="rollback-probe-finishes-at-the-floor",
         ),
     )
+
+
+def _number(value: float | None) -> str:
+    """A number as CEL's ``string(double)`` writes it (``1``, ``40.5``)."""
+    return f"{value:g}" if value is not None else ""

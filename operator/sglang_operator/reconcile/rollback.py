@@ -159,7 +159,8 @@ def setup_of(spec: SGLangServerSpec, gpu_product: str | None = None) -> Setup:
     caller knows it) defaults to the spec's nodeSelector for that label."""
     return Setup(model_path=spec.model.path, model_revision=spec.model.revision,
                  gpu_product=gpu_product or spec.node_selector.get(GPU_PRODUCT_LABEL),
-                 tensor=spec.parallelism.tensor, data=spec.parallelism.data, nodes=spec.parallelism.nodes)
+                 tensor=spec.parallelism.tensor, pipeline=spec.parallelism.pipeline, data=spec.parallelism.data,
+                 nodes=spec.parallelism.nodes)
 
 
 def what_should_run(wanted: str, state: RollbackState, retry_token: str | None) -> Target:
