@@ -1,0 +1,75 @@
+"""One observer tick of the rollback analysis for one SGLangServer, as a pure function over status dicts.
+
+:func:`judge` turns the stored ``status`` into the typed :class:`~sglang_operator.reconcile.rollback.RollbackState`,
+runs :func:`~sglang_operator.reconcile.rollback.step`, writes the ledger verdicts it decided
+(:func:`sglang_operator.reconcile.status.judged`) and derives every condition the observer owns
+(:func:`sglang_operator.reconcile.derive.derive`). The observer merges :attr:`Judged.status` into its one status
+patch and carries out :attr:`Judged.actions` (events, applying a revision). No I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from sglang_operator.api.rollback import RollbackPolicy
+from sglang_operator.api.status import SGLangServerStatus
+from sglang_operator.reconcile import status as st
+from sglang_operator.reconcile.conditions import Condition
+from sglang_operator.reconcile.derive import derive
+from sglang_operator.reconcile.rollback import Action, Observation, RecordVerdict, RollbackState, step
+from sglang_operator.sampling.model import Sample
+
+log = logging.getLogger("sglang_operator.judging")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The outcome of one tick: ``status`` (camelCase keys to merge into the patch: the analysis keys, and
+    ``revisions`` when a verdict was recorded), ``conditions`` (every observer-owned condition), ``actions``
+    (for the observer to carry out, in order), ``state`` (the new analysis)."""
+
+    state: RollbackState
+    status: dict[str, Any]
+    conditions: list[Condition]
+    actions: list[Action] = field(default_factory=list)
+
+
+def state_of(status: Mapping[str, Any]) -> RollbackState:
+    """The analysis held in a stored ``status`` dict; an unparsable one (edited by hand) starts empty, logged."""
+    try:
+        return RollbackState.from_status(SGLangServerStatus.model_validate(dict(status)))
+    except ValidationError as err:
+        log.warning("status does not parse, the rollback analysis starts afresh: %s", err)
+        return RollbackState()
+
+
+def sample_for(samples: Sequence[Sample] | None, revision: str) -> Sample | None:
+    """The sample of ``revision`` among one interval's ``samples`` (None: not sampled this tick)."""
+    return next((s for s in samples or () if s.revision == revision), None)
+
+
+def judge(
+    status: Mapping[str, Any], sample: Sample | None, policy: RollbackPolicy, now: dt.datetime,
+    observed: Observation, pod_conditions: list[Condition], generation: int,
+    speculative: Condition | None = None,
+) -> Judged:
+    """One tick: ``status`` as stored, the interval's ``sample`` of the applied revision (or None), the policy of
+    the object's spec, what the observer saw (``observed``), pod health's conditions and the
+    ``SpeculativeDecodingActive`` condition when it can be told."""
+    state, actions = step(state_of(status), sample, policy, now, observed=observed)
+    out: dict[str, Any] = state.status_patch()
+    ledger = [dict(r) for r in status.get("revisions") or []]
+    verdicts = [a for a in actions if isinstance(a, RecordVerdict)]
+    for v in verdicts:
+        ledger = st.judged(ledger, v.revision, v.verdict.value, v.reason, now, v.tokens_per_second,
+                           v.accept_length, v.samples)
+    if verdicts:
+        out["revisions"] = ledger
+    conditions = derive(pod_conditions, state, policy.action, generation, now, speculative)
+    return Judged(state, out, conditions, [a for a in actions if not isinstance(a, RecordVerdict)])
