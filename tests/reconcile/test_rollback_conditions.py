@@ -3,6 +3,7 @@ erased by healthy pods within a tick, pod trouble still wins, StableRegressed an
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from rollback_driver import BAD, BAD_LEN, BAD_TPS, FAST, GOOD, Run
 from test_rollback import ROLLBACK_MESSAGE
 
 from sglang_operator.api.rollback import RollbackAction
+from sglang_operator.reconcile import status as st
 from sglang_operator.reconcile.conditions import Condition, find
 from sglang_operator.reconcile.derive import derive, speculative_condition
 from sglang_operator.reconcile.pods import pod_health
@@ -107,3 +109,20 @@ def test_speculative_decoding_active(requested: str | None, effective: dict[str,
     assert (None if cond is None else (cond["status"], cond["reason"])) == expected
     if cond is not None:
         assert cond["type"] == "SpeculativeDecodingActive"
+
+
+def test_the_observers_status_keeps_the_rollback_tick_after_tick() -> None:
+    """observed() fed with derive()'s conditions (``dataclasses.replace(health, conditions=...)``): healthy pods
+    on every later tick do not turn Degraded back to False while the stable revision serves in place of BAD."""
+    run = rolled_back()
+    status: dict[str, Any] = {"revision": GOOD, "conditions": []}
+    for _ in range(5):
+        run.interval()
+        pod = {"metadata": {"name": "p0", "labels": {"sglang-operator.io/revision": GOOD}},
+               "status": {"podIP": "127.1.0.2", "conditions": [{"type": "Ready", "status": "True"}]}}
+        health = pod_health([pod], 1, GOOD, 1, run.now)
+        derived = derive(health.conditions, run.state, RollbackAction.ROLLBACK, 1, run.now)
+        status |= st.observed(status, dataclasses.replace(health, conditions=derived), 1, run.now)
+        degraded = find(status["conditions"], "Degraded")
+        assert degraded is not None and (degraded["status"], degraded["reason"]) == ("True", "RolledBack")
+    assert run.phase == "RolledBack"
