@@ -103,3 +103,37 @@ def make_pki(directory: Path, ips: list[str], dns: list[str]) -> PKI:
     pki.sa_pub.write_bytes(sa.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     return pki
+
+
+@dataclass(frozen=True)
+class ServingCert:
+    """Paths of a serving certificate (``tls.crt``/``tls.key``, the names controller-runtime's webhook server
+    reads from its cert dir) and of the CA that signed it (``ca.crt``, for a webhook's ``caBundle``)."""
+
+    ca_crt: Path
+    crt: Path
+    key: Path
+
+
+def make_serving_cert(directory: Path, common_name: str, ips: list[str]) -> ServingCert:
+    """Write a fresh CA and a serving certificate for ``ips`` signed by it into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = _key()
+    ca_name = _name(f"{common_name}-ca")
+    ca = (_cert(ca_name, ca_key.public_key(), ca_name, ca_key)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    out = ServingCert(directory / "ca.crt", directory / "tls.crt", directory / "tls.key")
+    out.ca_crt.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    key = _key()
+    leaf = (_cert(_name(common_name), key.public_key(), ca_name, ca_key)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(i)) for i in ips]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    out.crt.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    _write_key(out.key, key)
+    return out

@@ -35,6 +35,7 @@ CONTROLLERS = (
     "namespace-controller", "serviceaccount-controller", "serviceaccount-token-controller",
     "endpointslice-controller", "root-ca-certificate-publisher-controller",
     "pod-garbage-collector-controller",
+    "statefulset-controller",  # LeaderWorkerSet groups are StatefulSets (e2e/cluster/lws.py)
 )
 ALWAYS_ALLOW = "/healthz,/readyz,/livez,/metrics"
 # The API server's audit log (``Cluster.audit_log``, JSON lines): every write at Metadata level, except the fake
@@ -106,6 +107,17 @@ class Cluster:
                          death_signal=death_signal)
         self.components.append(comp)
         return comp
+
+    def start_component(self, name: str, argv: list[str]) -> Component:
+        """Start one more process with this cluster's environment (``KUBECONFIG``, marker), stopped with the
+        cluster or by :meth:`stop_component` (e.g. the LeaderWorkerSet controller, :mod:`e2e.cluster.lws`)."""
+        return self._start(name, argv)
+
+    def stop_component(self, comp: Component) -> None:
+        """Stop a process started by :meth:`start_component`."""
+        comp.stop()
+        if comp in self.components:
+            self.components.remove(comp)
 
     def start(self, timeout: float = 120.0) -> Cluster:
         """Start every component and wait for readiness; raise ClusterError on failure (after

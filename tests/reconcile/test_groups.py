@@ -13,6 +13,7 @@ from sglang_operator.reconcile.groups import (
     group_health,
     groups,
     leader_pods,
+    serving_pods,
     lws_missing,
     server_health,
     waiting_for_lws,
@@ -101,14 +102,23 @@ def test_server_health_picks_groups_for_multinode_specs() -> None:
     assert server_health(pods, spec, REV, 1, NOW).replicas == 1
     single = spec.model_copy(update={"parallelism": spec.parallelism.model_copy(update={"nodes": 1})})
     assert server_health(pods, single, REV, 1, NOW).replicas == 2  # per pod
+    assert serving_pods(pods, single) is pods
+    half = [lws_pod(0, 0), lws_pod(0, 1, ready=False), lws_pod(1, 0), lws_pod(1, 1)]
+    stand_ins = serving_pods(half, spec)
+    assert [p["metadata"]["name"] for p in stand_ins] == ["dsv3-0", "dsv3-1"]
+    assert [p["status"]["podIP"] for p in stand_ins] == ["127.1.0.10", "127.1.1.10"]
+    assert [find(p["status"]["conditions"], "Ready")["status"] for p in stand_ins] == ["False", "True"]
 
 
 def test_lws_missing_status_says_how_to_install_and_is_recognised() -> None:
-    out = lws_missing({"conditions": [{"type": "SpecValid", "status": "True", "reason": "Valid"}]}, 3, NOW)
+    out = lws_missing({"conditions": [{"type": "Degraded", "status": "False", "reason": "AllReplicasReady"}]},
+                      ["a warning"], 3, NOW)
     ready = find(out["conditions"], "Ready")
     assert ready["status"] == "False" and ready["reason"] == LWS_MISSING
     assert "leaderworkerset.x-k8s.io/v1" in ready["message"] and "kubectl apply --server-side" in ready["message"]
-    assert find(out["conditions"], "SpecValid")["status"] == "True"
+    valid = find(out["conditions"], "SpecValid")
+    assert valid["status"] == "True" and valid["reason"] == "ValidWithWarnings" and valid["message"] == "a warning"
+    assert find(out["conditions"], "Degraded")["reason"] == "AllReplicasReady"  # other conditions kept
     assert out["phase"] == "Pending"
     assert waiting_for_lws(out)
     assert not waiting_for_lws({"conditions": [{"type": "Ready", "status": "False", "reason": "ReplicasNotReady"}]})

@@ -42,20 +42,39 @@ def _resource(kind: str) -> Any:
         from lightkube.resources.core_v1 import Service
 
         _KINDS.update({"Deployment": Deployment, "Service": Service,
+                       "LeaderWorkerSet": create_namespaced_resource("leaderworkerset.x-k8s.io", "v1",
+                                                                    "LeaderWorkerSet", "leaderworkersets"),
                        "PodMonitor": create_namespaced_resource("monitoring.coreos.com", "v1", "PodMonitor",
                                                                 "podmonitors")})
     return _KINDS[kind]
 
 
 async def apply(manifest: Mapping[str, Any], dry_run: bool = False) -> None:
-    """Server-side apply ``manifest`` (a Deployment, Service or PodMonitor dict, sent as is: no field is dropped by
-    a client-side model) with ``force`` (the operator owns the fields it renders). An unchanged manifest is a
-    no-op for the API server (resourceVersion kept). Raises ``lightkube.ApiError`` (e.g. 422 Invalid)."""
+    """Server-side apply ``manifest`` (a Deployment, LeaderWorkerSet, Service or PodMonitor dict, sent as is: no
+    field is dropped by a client-side model) with ``force`` (the operator owns the fields it renders). An unchanged
+    manifest is a no-op for the API server (resourceVersion kept). Raises ``lightkube.ApiError`` (e.g. 422 Invalid)."""
     from lightkube.types import PatchType
 
     meta = manifest["metadata"]
     await client().patch(_resource(manifest["kind"]), meta["name"], dict(manifest), namespace=meta.get("namespace"),
                          patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True, dry_run=dry_run)
+
+
+async def crd_served(name: str, version: str) -> bool:
+    """Whether CustomResourceDefinition ``name`` (e.g. ``leaderworkersets.leaderworkerset.x-k8s.io``) is
+    Established and serves ``version``; False when it does not exist (404). Other errors raise ``ApiError``."""
+    from lightkube import ApiError
+    from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+
+    try:
+        crd = await client().get(CustomResourceDefinition, name)
+    except ApiError as err:
+        if err.status.code == 404:
+            return False
+        raise
+    served = any(v.name == version and v.served for v in crd.spec.versions)
+    conds = crd.status.conditions if crd.status and crd.status.conditions else []
+    return served and any(c.type == "Established" and c.status == "True" for c in conds)
 
 
 async def list_pods(namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:

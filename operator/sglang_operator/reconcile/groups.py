@@ -134,6 +134,16 @@ def group_health(pods: list[dict[str, Any]], size: int, desired: int, revision: 
     return pod_health(stand_ins, desired, revision, generation, now, REVISION_LABEL)
 
 
+def serving_pods(pods: list[dict[str, Any]], spec: Any) -> list[dict[str, Any]]:
+    """The pods SGLang is read from for a server of ``spec``: ``pods`` as they are single-node; multi-node one
+    stand-in per group: its leader (name, labels, IP), Ready only when the whole group is, with the status of a
+    troubled worker when the leader is fine (restart counts included). For the sampler's targets and probes."""
+    nodes = int(spec.parallelism.nodes)
+    if nodes == 1:
+        return pods
+    return [_stand_in(g, nodes) for g in groups(pods) if g.leader is not None]
+
+
 def server_health(pods: list[dict[str, Any]], spec: Any, revision: str, generation: int,
                   now: dt.datetime) -> PodHealth:
     """The health of an SGLangServer of ``spec`` (an ``SGLangServerSpec``): per group when
@@ -151,12 +161,17 @@ def lws_missing_message(api: str = API_VERSION) -> str:
             "applied until then; the operator checks again every status interval, no edit needed")
 
 
-def lws_missing(status: Mapping[str, Any], generation: int, now: dt.datetime) -> dict[str, Any]:
+def lws_missing(status: Mapping[str, Any], warnings: list[str], generation: int, now: dt.datetime) -> dict[str, Any]:
     """Status while the LeaderWorkerSet API is missing: ``Ready=False`` reason ``LeaderWorkerSetMissing``
-    (:func:`lws_missing_message`), ``Progressing=False`` with the same reason, phase ``Pending``. SpecValid is
-    left to the caller (the spec is valid: the cluster lacks a component)."""
+    (:func:`lws_missing_message`), ``Progressing=False`` with the same reason, ``SpecValid=True`` (the spec is
+    valid: the cluster lacks a component; reason ``ValidWithWarnings`` listing ``warnings`` when any), phase
+    ``Pending``. The last applied revision, if any, keeps running and keeps its ``status.revision``."""
     msg = lws_missing_message()
-    conds = [condition("Ready", "False", LWS_MISSING, msg, generation, now),
+    if warnings:
+        valid = condition("SpecValid", "True", "ValidWithWarnings", "; ".join(warnings)[:2048], generation, now)
+    else:
+        valid = condition("SpecValid", "True", "Valid", "spec is valid for its SGLang release", generation, now)
+    conds = [valid, condition("Ready", "False", LWS_MISSING, msg, generation, now),
              condition("Progressing", "False", LWS_MISSING, msg, generation, now)]
     return {"phase": "Pending", "observedGeneration": generation,
             "conditions": merge(status.get("conditions") or [], conds)}
