@@ -501,20 +501,31 @@ def test_floors_apply_to_incomparable_revisions() -> None:
 # --- operator restarts and the state ---------------------------------------------------------------------------
 
 
+def restart_scenario(restart_at: int | None) -> tuple[list[str], RollbackState, str | None]:
+    """GOOD promoted, BAD applied and judged over 40 ticks; the operator restarts before tick ``restart_at``.
+    Returns the applies, the end state and the phase the restart hit."""
+    run = Run()
+    run.promote_good()
+    run.apply_spec(BAD)
+    hit = None
+    for i in range(40):
+        if i == restart_at:
+            hit = run.phase
+            run.state = roundtrip(run.state)
+        run.tick(1) if i % 5 else run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    return [a.revision for a in run.applies], run.state, hit
+
+
+def test_the_restart_points_cover_every_phase_of_a_rollback() -> None:
+    assert {restart_scenario(i)[2] for i in range(40)} >= {"WarmingUp", "Verifying", "RolledBack"}
+
+
 @pytest.mark.parametrize("kill_after", range(0, 40))
 def test_an_operator_restart_at_any_tick_resumes_to_the_same_outcome(kill_after: int) -> None:
-    def scenario(restart_at: int | None) -> tuple[list[str], RollbackState]:
-        run = Run()
-        run.promote_good()
-        run.apply_spec(BAD)
-        for i in range(40):
-            if i == restart_at:
-                run.state = roundtrip(run.state)
-            run.tick(1) if i % 5 else run.interval(tps=BAD_TPS, accept=BAD_LEN)
-        return [a.revision for a in run.applies], run.state
-
-    assert scenario(kill_after)[0] == scenario(None)[0] == [GOOD]
-    assert scenario(kill_after)[1].status_patch() == scenario(None)[1].status_patch()
+    applies, state, _ = restart_scenario(kill_after)
+    reference_applies, reference, _ = restart_scenario(None)
+    assert applies == reference_applies == [GOOD]
+    assert state.status_patch() == reference.status_patch()
 
 
 def test_an_operator_killed_between_deciding_and_applying_applies_on_resume() -> None:
