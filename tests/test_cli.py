@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
+import typer.main
 import yaml
 from typer.testing import CliRunner
 
@@ -78,7 +80,13 @@ def test_import_systemd_unit_round_trips_through_render(tmp_path: Path) -> None:
     assert imported.exit_code == 0, imported.output
     server = yaml.safe_load(imported.stdout)
     assert server["spec"]["speculative"]["specV2"] is True
-    assert server["spec"]["env"] == [{"name": "HF_HOME", "value": "/data/hf"}]
+    # HF_HOME becomes the weights cache (a hostPath at the same path), not a bare variable without a volume
+    assert server["spec"]["model"]["cache"] == {"hostPath": "/data/hf", "mountPath": "/data/hf"}
+    assert "env" not in server["spec"]
+    assert "HF_HOME=/data/hf translated into spec.model.cache" in imported.stdout
+    assert "# note: systemd settings not carried over: Restart=always" in imported.stdout
+    assert "image lmsysorg/sglang:v0.5.10-cu129 (assumed: the input names none" in imported.stdout
+    assert "would refuse" not in imported.output
     spec_file = tmp_path / "server.yaml"
     spec_file.write_text(imported.stdout)
     rendered = runner.invoke(app, ["render", str(spec_file)])
@@ -90,7 +98,9 @@ def test_import_systemd_unit_round_trips_through_render(tmp_path: Path) -> None:
     got = _sglang_flags(dep)
     assert got == {**want, "--enable-metrics": None}
     env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["SGLANG_ENABLE_SPEC_V2"] == "1"
+    assert env["SGLANG_ENABLE_SPEC_V2"] == "1" and env["HF_HOME"] == "/data/hf"
+    volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["model-cache"]["hostPath"]["path"] == "/data/hf"
 
 
 def test_import_reads_stdin_and_resolves_abbreviations() -> None:
@@ -107,3 +117,103 @@ def test_import_reads_stdin_and_resolves_abbreviations() -> None:
 def test_import_refuses_unknown_flags() -> None:
     result = runner.invoke(app, ["import", "-"], input="sglang serve --model-path m --no-such-flag 1")
     assert result.exit_code == 1 and "--no-such-flag" in result.stderr
+    assert "()" not in result.stderr  # the issue: "unknown option for SGLang 0.5.10 ()"
+    assert "SGLang 0.5.10" in result.stderr and "--image" in result.stderr
+
+
+# --- issue 11: a first day with the CLI ------------------------------------------------------------------------
+
+def test_missing_files_are_clean_errors_not_tracebacks() -> None:
+    for command in (["render", "/nope.yaml"], ["import", "/nope.service"]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 1, result.output
+        assert f"cannot read {command[1]}: No such file or directory" in result.stderr
+        assert "Traceback" not in result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)  # no uncaught exception
+
+
+def test_bad_yaml_and_usage_errors_have_their_exit_codes(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("spec: [unclosed\n")
+    result = runner.invoke(app, ["render", str(bad)])
+    assert result.exit_code == 1 and "is not valid YAML" in result.stderr
+    assert runner.invoke(app, ["render", "--no-such-option", str(bad)]).exit_code == 2
+    assert runner.invoke(app, ["run", "--pod-monitors", "sometimes"]).exit_code == 2
+
+
+def test_render_skips_other_kinds_with_a_note(tmp_path: Path) -> None:
+    sample = (ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text()
+    config = yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"},
+                             "data": {"a": "b"}})
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text(config + "---\n" + sample)
+    result = runner.invoke(app, ["render", str(mixed)])
+    assert result.exit_code == 0, result.output
+    assert "skipped document 1 (ConfigMap settings): not an SGLangServer" in result.stderr
+    assert [d["kind"] for d in yaml.safe_load_all(result.stdout) if d] == ["Deployment", "Service"]
+    only_config = tmp_path / "config.yaml"
+    only_config.write_text(config)
+    result = runner.invoke(app, ["render", str(only_config)])
+    assert result.exit_code == 1 and "holds no SGLangServer" in result.stderr
+
+
+def test_render_shows_sglang_info_lines_as_notes_not_warnings() -> None:
+    result = runner.invoke(app, ["render", str(ROOT / "samples" / "qwen3.6-27b-known-good.yaml")])
+    assert "# warning:" not in result.stdout  # the recommended sample gets no warning
+    assert "# note: SGLang 0.5.10 will log: Spec v2 is enabled" in result.stdout
+
+
+def test_version_names_the_package_and_the_newest_sglang_release() -> None:
+    from sglang_operator import __version__
+    from sglang_operator.sglang.versions import SUPPORTED
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"sglang-operator {__version__} (SGLang releases known up to {max(SUPPORTED)})"
+
+
+def _commands() -> list[tuple[list[str], click.Command]]:
+    root = typer.main.get_command(app)
+    out: list[tuple[list[str], click.Command]] = [([], root)]
+    out += [([name], sub) for name, sub in getattr(root, "commands", {}).items()]
+    return out
+
+
+def test_help_is_plain_text_and_every_option_is_documented() -> None:
+    commands = _commands()
+    assert len(commands) >= 6
+    for path, command in commands:
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, path
+        assert "``" not in result.stdout, path
+        for param in command.params:
+            if isinstance(param, click.Option):
+                assert param.help, (path, param.opts)
+    assert "log at DEBUG" in runner.invoke(app, ["run", "--help"]).stdout
+
+
+def test_import_notes_every_assumption_and_dropped_item(tmp_path: Path) -> None:
+    unit = tmp_path / "sglang.service"
+    unit.write_text(UNIT.replace('Environment="SGLANG_ENABLE_SPEC_V2=1"', 'Environment="SGLANG_ENABLE_SPEC_V2=1"\n'
+                                 "EnvironmentFile=/etc/sglang/env\nEnvironment=CUDA_VISIBLE_DEVICES=0,1"))
+    result = runner.invoke(app, ["import", str(unit)])
+    assert result.exit_code == 0, result.output
+    assert "# note: EnvironmentFile=/etc/sglang/env dropped: the operator cannot read that file" in result.stdout
+    assert "# note: CUDA_VISIBLE_DEVICES dropped" in result.stdout
+    explicit = runner.invoke(app, ["import", str(unit), "--image", "lmsysorg/sglang:v0.5.12-cu129"])
+    assert "image lmsysorg/sglang:v0.5.12-cu129 (given with --image); flags read as SGLang 0.5.12" in explicit.stdout
+    renamed = runner.invoke(app, ["import", str(unit), "--image", "lmsysorg/sglang:v0.5.23-cu130"])
+    assert renamed.exit_code == 1 and "--mamba-scheduler-strategy" in renamed.stderr  # renamed in 0.5.20
+
+
+def test_import_warns_when_render_would_refuse_the_result() -> None:
+    # the published regressed command line without --mamba-scheduler-strategy: SGLang 0.5.10 resolves auto to
+    # no_buffer, which it refuses with speculative decoding on a hybrid model with radix cache
+    line = ("python -m sglang.launch_server --model-path Qwen/Qwen3.6-27B --tp-size 2 --speculative-algorithm NEXTN "
+            "--speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4")
+    result = runner.invoke(app, ["import", "-"], input=line)
+    assert result.exit_code == 0, result.output
+    assert "import: warning: sglang-operator render would refuse the result: " in result.stderr
+    assert "spec.memory.mambaSchedulerStrategy (unset)" in result.stderr
+    assert "# warning: sglang-operator render would refuse this:" in result.stdout
+    yaml.safe_load(result.stdout)  # still a valid YAML document to fix

@@ -6,6 +6,12 @@ joined) and ``Environment=`` lines. Flags are matched against the target release
 argparse does (aliases and abbreviations such as ``--tp 2`` accepted), mapped to typed fields, and the rest
 kept in ``extraArgs`` under their full names. ``sglang-operator render`` of the result gives back the same
 flags, plus the ones the operator always sets (``--host 0.0.0.0``, ``--port``, ``--enable-metrics``).
+
+Nothing is dropped or changed silently: the notes say which image and SGLang release were assumed, every
+systemd setting not carried over (``EnvironmentFile=`` above all: its variables are not read), every variable
+translated (``HF_HOME=/data/hf-cache`` becomes ``spec.model.cache``, a hostPath mounted at the same path) or
+dropped (GPU selection, tokens), every value SGLang would have changed, and whether ``sglang-operator render``
+would refuse the result (:attr:`Imported.refusals`).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_operator.sglang import flags as _flags
+from sglang_operator.sglang import guidance as _guidance
 from sglang_operator.sglang import versions as _versions
 
 DEFAULT_IMAGE = "lmsysorg/sglang:v0.5.10-cu129"
@@ -46,6 +53,12 @@ TYPED: dict[str, tuple[tuple[str, ...], str]] = {
     "--mamba-radix-cache-strategy": (("memory", "mambaSchedulerStrategy"), "str"),
 }
 IGNORED = {"--host", "--enable-metrics"}  # the operator always renders these
+CACHE_ENV = ("HF_HOME",)
+"""Variables naming the Hugging Face cache root: translated into ``spec.model.cache`` (the operator sets
+``HF_HOME`` to its mount path)."""
+CACHE_SUBDIR_ENV = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE", "HF_DATASETS_CACHE")
+"""Variables naming a cache directory: kept, with a note that the path needs a volume."""
+SYSTEMD_KEPT = {"ExecStart", "Environment", "EnvironmentFile"}
 _ENTRY = re.compile(r"^(.*/)?python[0-9.]*$")
 
 
@@ -59,28 +72,40 @@ class Imported:
 
     server: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)
+    """What ``sglang-operator render`` would refuse in ``server`` (empty: it renders)."""
 
 
-def parse_systemd(text: str) -> tuple[list[str], dict[str, str]]:
-    """``ExecStart`` argv and ``Environment`` variables of a unit's ``[Service]`` section."""
+def parse_systemd(text: str, notes: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """``ExecStart`` argv and ``Environment`` variables of a unit's ``[Service]`` section; what is not carried
+    over (``EnvironmentFile=``, other ``[Service]`` settings) is appended to ``notes``."""
     lines = re.sub(r"\\\n", " ", text).splitlines()
     env: dict[str, str] = {}
     argv: list[str] = []
     section = ""
+    dropped: list[str] = []
     for raw in lines:
         line = raw.strip()
         if line.startswith("[") and line.endswith("]"):
             section = line
         elif section == "[Service]" and "=" in line and not line.startswith(("#", ";")):
-            key, value = line.split("=", 1)
-            if key.strip() == "Environment":
+            key, value = (x.strip() for x in line.split("=", 1))
+            if key == "Environment":
                 for item in shlex.split(value):
                     name, _, val = item.partition("=")
                     env[name] = val
-            elif key.strip() == "ExecStart":
+            elif key == "ExecStart":
                 argv = shlex.split(value.lstrip("-@+!:"))
+            elif key == "EnvironmentFile" and notes is not None:
+                notes.append(f"EnvironmentFile={value} dropped: the operator cannot read that file; put its "
+                             "variables in spec.env (secrets through valueFrom.secretKeyRef)")
+            elif key not in SYSTEMD_KEPT:
+                dropped.append(f"{key}={value}")
     if not argv:
         raise ImportError_("the unit has no ExecStart= in its [Service] section")
+    if dropped and notes is not None:
+        notes.append(f"systemd settings not carried over: {', '.join(dropped)} (in a pod the kubelet restarts the "
+                     "container; user and limits come from spec.securityContext and spec.resources)")
     return argv, env
 
 
@@ -128,7 +153,7 @@ def _put(spec: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 
 
 def import_command(argv: list[str], env: dict[str, str], image: str | None = None,
-                   name: str | None = None) -> Imported:
+                   name: str | None = None, notes_in: list[str] | None = None) -> Imported:
     """Build an SGLangServer from an SGLang argv (entry point included) and its environment.
 
     ``image`` defaults to one found in the command line (``docker run ... lmsysorg/sglang:TAG``), else
@@ -136,20 +161,28 @@ def import_command(argv: list[str], env: dict[str, str], image: str | None = Non
     """
     args, more_env, found_image = split_command(argv)
     env = {**more_env, **env}
-    image = image or found_image or DEFAULT_IMAGE
+    notes: list[str] = list(notes_in or ())
+    chosen = image or found_image or DEFAULT_IMAGE
     try:
-        table = _flags.load_table(_versions.parse_image_tag(image))
+        version = _versions.parse_image_tag(chosen)
+        table = _flags.load_table(version)
     except _versions.SGLangVersionError as err:
-        raise ImportError_(str(err)) from None
+        raise ImportError_(f"image {chosen}: {err}") from None
+    source = ("given with --image" if image else "found in the command line" if found_image
+              else "assumed: the input names none; pass --image for another release")
+    notes.insert(0, f"image {chosen} ({source}); flags read as SGLang {version} parses them")
+    image = chosen
     spec: dict[str, Any] = {"sglang": {"image": image}}
-    notes: list[str] = []
     extra: list[str] = []
     i = 0
     while i < len(args):
         tok = args[i]
         m = table.match(tok)
         if m.flag is None:
-            raise ImportError_(f"{tok}: {m.kind} option for SGLang {table.version} ({', '.join(m.options)})")
+            advice = _guidance.advise(version, tok)
+            text = advice.text if advice.text.startswith(tok.split("=", 1)[0]) else f"{tok}: {advice.text}"
+            raise ImportError_(f"{text} (flags read as SGLang {version}, image {image}; pass --image for another "
+                               "release)")
         f = m.flag
         if "=" in tok:
             value: str | None = tok.split("=", 1)[1]
@@ -177,13 +210,32 @@ def import_command(argv: list[str], env: dict[str, str], image: str | None = Non
     base = name or str(model.get("servedModelName") or model.get("path", "sglang")).rsplit("/", 1)[-1]
     server = {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer",
               "metadata": {"name": dns_label(base)}, "spec": spec}
-    return Imported(server, notes)
+    return Imported(server, notes, refusals(server))
+
+
+def refusals(server: dict[str, Any]) -> list[str]:
+    """What ``sglang-operator render`` would refuse in ``server``: schema, CEL and release rules."""
+    from sglang_operator.api.server import SpecError, parse
+    from sglang_operator.builders import check
+
+    try:
+        return check(parse(server).spec).errors
+    except SpecError as err:
+        return list(err.messages)
 
 
 def _import_env(spec: dict[str, Any], env: dict[str, str], notes: list[str]) -> None:
     extra_env = []
     for key, val in env.items():
-        if key == "SGLANG_ENABLE_SPEC_V2" and "speculative" in spec:
+        if key in CACHE_ENV and val.startswith("/"):
+            spec.setdefault("model", {})["cache"] = {"hostPath": val, "mountPath": val}
+            notes.append(f"{key}={val} translated into spec.model.cache: hostPath {val} of the node, mounted at "
+                         f"{val} ({key} is set to it); use a pvc instead for a cache shared by several nodes")
+        elif key in CACHE_SUBDIR_ENV and val.startswith("/"):
+            extra_env.append({"name": key, "value": val})
+            notes.append(f"{key}={val} kept in spec.env, but {val} needs a volume in the pod: set spec.model.cache "
+                         "(whose mount path becomes HF_HOME) or add spec.volumes and spec.volumeMounts")
+        elif key == "SGLANG_ENABLE_SPEC_V2" and "speculative" in spec:
             spec["speculative"]["specV2"] = val.strip().lower() in ("1", "true", "yes", "y", "on")
         elif key in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
             notes.append(f"{key} dropped: in a pod the GPU device plugin assigns the GPUs")
@@ -217,8 +269,12 @@ def dns_label(text: str) -> str:
 
 def import_text(text: str, image: str | None = None, name: str | None = None) -> Imported:
     """Import a systemd unit (when it has a ``[Service]`` section) or a shell command line."""
+    notes: list[str] = []
     if re.search(r"^\s*\[Service\]\s*$", text, re.M):
-        argv, env = parse_systemd(text)
+        argv, env = parse_systemd(text, notes)
     else:
-        argv, env = shlex.split(re.sub(r"\\\n", " ", text), comments=True), {}
-    return import_command(argv, env, image, name)
+        try:
+            argv, env = shlex.split(re.sub(r"\\\n", " ", text), comments=True), {}
+        except ValueError as err:
+            raise ImportError_(f"not a shell command line: {err}") from None
+    return import_command(argv, env, image, name, notes)
