@@ -130,8 +130,8 @@ def test_names_subresources_and_columns() -> None:
                                           "labelSelectorPath": ".status.selector"}
     assert "status" in v["subresources"]
     assert [col["name"] for col in v["additionalPrinterColumns"]] == [
-        "Ready", "Available", "Replicas", "Desired", "SpecValid", "Model", "TP", "Algorithm", "Steps", "DraftTokens", "AcceptLen", "Tok/s", "Revision",
-        "Analysis", "Stable", "Phase", "Age"]
+        "Ready", "Available", "Replicas", "Desired", "SpecValid", "Model", "TP", "Algorithm", "Steps", "DraftTokens",
+        "AcceptLen", "Tok/s", "Revision", "Analysis", "Stable", "Phase", "Age"]
     status = v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     for col in v["additionalPrinterColumns"]:  # every status path a column shows is declared, to its leaf
         parts = col["jsonPath"].split(".")
