@@ -39,7 +39,7 @@ from sglang_operator.reconcile.pods import pod_health
 from sglang_operator.sampling.model import SampleKind, Signal
 from sglang_operator.sampling.pods import PodCache, targets
 from sglang_operator.sampling.roles import roles_for
-from sglang_operator.sampling.sampler import DEFAULT_INTERVAL, Sampler, ServerRef, sampling_params
+from sglang_operator.sampling.sampler import Sampler, ServerRef, sampling_params
 from sglang_operator.sglang.versions import SGLangVersionError, dialect, parse_version
 
 log = logging.getLogger("sglang_operator.observer")
@@ -132,10 +132,10 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
 
 class Observer:
     """Tracks SGLangServers and their pods (fed by kopf event handlers) and observes every server each
-    ``interval`` s; samples each server every ``sample_interval`` s (``--sample-interval``) unless its
-    ``spec.rollback.intervalSeconds`` says otherwise."""
+    ``interval`` s; samples each server every ``spec.rollback.intervalSeconds``, or every ``sample_interval``
+    s when that is set (``--sample-interval``: an operator-wide override for tests and demos)."""
 
-    def __init__(self, interval: float, sample_interval: float = DEFAULT_INTERVAL) -> None:
+    def __init__(self, interval: float, sample_interval: float | None = None) -> None:
         self.interval = interval
         self.sample_interval = sample_interval
         self.servers: dict[tuple[str, str], dict[str, Any]] = {}
@@ -250,7 +250,7 @@ class Observer:
             roles = roles_for(parse_version(status.get("sglangVersion") or ""))
         except SGLangVersionError:
             return {}
-        params = sampling_params(spec.rollback, (body.get("spec") or {}).get("rollback"), self.sample_interval)
+        params = sampling_params(spec.rollback, self.sample_interval)
         if not self.sampler.due(ns, name, params.interval_seconds, now):
             return {}
         api_key = None

@@ -1,7 +1,7 @@
 """Run the operator: ``kopf.run`` with settings fit for SGLang servers.
 
 The operator's own ``/metrics`` (:mod:`sglang_operator.telemetry`) is served on ``metrics_port`` before kopf
-starts; ``sample_interval`` is the seconds between two samples of a server whose ``spec.rollback`` sets none.
+starts; ``sample_interval``, when given, replaces every server's ``spec.rollback.intervalSeconds`` (tests, demos).
 
 Settings: kopf's progress kept in annotations (no ``status.kopf``
 clutter in ``kubectl get -o yaml``), kopf posts no event at all (every event comes from one source,
@@ -60,7 +60,7 @@ def run(
     pod_monitors: str = "auto",
     pod_monitor_labels: Mapping[str, str] | None = None,
     metrics_port: int = 9808,
-    sample_interval: float = 30.0,
+    sample_interval: float | None = None,
 ) -> None:
     """Block running the operator until SIGINT/SIGTERM.
 
@@ -70,7 +70,8 @@ def run(
     ``pod_monitors``: ``auto``/``always``/``never`` (:mod:`sglang_operator.monitoring.discovery`);
     ``pod_monitor_labels``: put on every PodMonitor.
     ``metrics_port``: the operator's ``/metrics`` (0: not served; exits with a message when the port is taken);
-    ``sample_interval``: seconds between two samples of a server (unless its ``spec.rollback`` sets one).
+    ``sample_interval``: seconds between two samples of every server, replacing ``spec.rollback.intervalSeconds``
+    (None: each server's own).
     """
     from sglang_operator.monitoring.discovery import POD_MONITORS, PodMonitorMode
 

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,16 +52,14 @@ class SamplingParams:
     scrape_timeout_seconds: float = 5.0
 
 
-def sampling_params(rollback: Any, raw_rollback: Mapping[str, Any] | None, default_interval: float) -> SamplingParams:
-    """:class:`SamplingParams` from ``spec.rollback`` (the parsed policy; fields read with fallbacks while the
-    rollback API grows them: ``signal``, ``intervalSeconds``, ``minTraffic.runningRequests``,
-    ``probe.{prompt,maxTokens,timeoutSeconds}``). ``intervalSeconds`` counts only when the user set it
-    (``raw_rollback`` is the spec's dict); otherwise the operator's ``--sample-interval`` (``default_interval``)."""
+def sampling_params(rollback: Any, interval_override: float | None = None) -> SamplingParams:
+    """:class:`SamplingParams` from ``spec.rollback`` (the parsed policy: ``signal``, ``intervalSeconds``,
+    ``minTraffic.runningRequests``, ``probe.{prompt,maxTokens,timeoutSeconds}``; each read with a fallback to
+    the default, so an object stored before a field existed still samples). ``interval_override``: the
+    operator's ``--sample-interval``, which replaces every server's ``intervalSeconds`` (tests, demos)."""
     probe = getattr(rollback, "probe", None)
     traffic = getattr(rollback, "min_traffic", None)
-    interval = default_interval
-    if raw_rollback and raw_rollback.get("intervalSeconds") is not None:
-        interval = float(getattr(rollback, "interval_seconds", raw_rollback["intervalSeconds"]))
+    interval = interval_override or float(getattr(rollback, "interval_seconds", DEFAULT_INTERVAL))
     signal = getattr(rollback, "signal", Signal.PROBE)
     return SamplingParams(
         interval_seconds=interval,
