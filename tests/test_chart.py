@@ -43,6 +43,8 @@ NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("namespaced", "", "pods", ("list", "watch"), "kopf watch for handlers.pod_event (the observer's pod cache)"),
     ("namespaced", "", "secrets", ("get",), "clients/kube.py secret_value: spec.apiKeySecretRef for /server_info"),
     ("namespaced", "", "events", ("create",), "clients/kube.py post_event, kopf.event (kopf's v1 events)"),
+    ("namespaced", "apps", "controllerrevisions", ("list", "create", "patch", "delete"),
+     "clients/ledger.py: the revision ledger (list, create, digest annotation and ordinal patch, prune)"),
     ("namespaced", "monitoring.coreos.com", "podmonitors", ("create", "patch"),
      "children.py apply_pod_monitor (server-side apply; podMonitor.enabled, the default)"),
     ("release", "coordination.k8s.io", "leases", ("get", "create", "update"),
@@ -212,3 +214,36 @@ def test_pod_id_spares_kopf_the_passwd_lookup(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("POD_ID")
     with pytest.raises(KeyError):
         detect_own_id(manual=False)
+
+
+def _readme_permissions() -> dict[tuple[str, str], set[str]]:
+    """(apiGroup, resource) → verbs of the README's permission table."""
+    import re
+
+    text = (CHART / "README.md").read_text()
+    section = text.split("## Permissions", 1)[1].split("\n## ", 1)[0]
+    out: dict[tuple[str, str], set[str]] = {}
+    for line in section.splitlines():
+        m = re.match(r"\| `([^`]+)`(?: \(([a-z.]+)\))? \| ([a-z, ]+) \|", line)
+        if m:
+            group = "" if m[2] in (None, "core") else m[2]
+            out[(group, m[1])] = {v.strip() for v in m[3].split(",")}
+    return out
+
+
+def test_readme_permission_table_is_what_the_chart_grants_per_namespace() -> None:
+    helm = require_helm()
+    objs = render(helm, watchNamespaces=WATCHED)
+    sa = only(objs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in effective_rules(objs, sa, WATCHED[0]):
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    cluster = {(g, r) for rule in effective_rules(objs, sa, None) for g in rule["apiGroups"] for r in rule["resources"]}
+    granted = {k: v for k, v in granted.items() if k not in cluster}  # the per-namespace part
+    assert _readme_permissions() == granted
+    assert granted[("", "secrets")] == {"get"}  # and why: spec.apiKeySecretRef (README)
+    assert ("", "secrets") not in cluster  # namespaced mode: per namespace only
+    clusterwide = render(helm)
+    assert any(_matches(r, "", "secrets", "get") for r in effective_rules(clusterwide, sa, None))
