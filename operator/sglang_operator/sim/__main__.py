@@ -34,11 +34,15 @@ def main(argv: list[str] | None = None) -> int:
     except (SimUsageError, SimArgError) as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    if cmd.legacy_entry:
+    missing = facts.entry_error(cmd.entry)  # e.g. `sglang serve` before 0.5.5
+    if missing is not None:
+        print(str(missing), file=sys.stderr)
+        return missing.exit_code
+    if facts.legacy_warns(cmd.entry):
         print(LEGACY_WARNING.format(path="/sgl-workspace/sglang/python/sglang/launch_server.py", line=57),
               file=sys.stderr)
     try:
-        resolved = resolve(cmd.argv, facts, env)
+        resolved = resolve(cmd.argv, facts, env, cmd.entry or ("sglang", "serve"))
     except SimArgError as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code

@@ -36,28 +36,58 @@ class Resolved:
     spec_v2: bool = False
 
 
+_V0_5_11 = versions.SGLangVersion(0, 5, 11)
+_V0_5_20 = versions.SGLangVersion(0, 5, 20)
+
+
 @dataclass(frozen=True)
 class VersionFacts:
-    """The emulated release: its number, dialect, metric table and accept-rate formula."""
+    """The emulated release: its number, dialect (entry points, routes, argparse prog), metric table and the
+    release-dependent details of its metrics and ``/server_info``."""
 
     version: versions.SGLangVersion
     dialect: versions.Dialect
 
     @property
     def table(self) -> str:
-        """The metric/flag table version string (``"0.5.10"`` or ``"0.5.23"``)."""
-        return str(self.dialect.table)
+        """The known release whose flag and metric tables apply (``"0.5.10"``, ``"0.4.9.post6"``; the newest
+        known release for a newer one)."""
+        return str(self.dialect.release)
 
     @property
     def accept_rate_formula(self) -> str:
-        """``len_over_ndt`` up to the 0.5.10 table (``observability/scheduler_metrics_mixin.py``: accepted
-        tokens incl. bonus / (verify steps × num_draft_tokens)); ``drafts_over_ndt_minus_1`` for the 0.5.23
-        table (``scheduler_components/metrics_reporter.py``: correct drafts / (steps × (ndt − 1)))."""
-        return "len_over_ndt" if self.dialect.table <= versions.V0_5_10 else "drafts_over_ndt_minus_1"
+        """``len_over_ndt`` before 0.5.11 (``observability/scheduler_metrics_mixin.py`` 0.5.10: accepted tokens
+        incl. bonus / (verify steps × num_draft_tokens); 0.5.3.post2–0.5.9 the same with steps + 1);
+        ``drafts_over_ndt_minus_1`` from 0.5.11 (correct drafts / (steps × draft tokens per round); 0.5.23
+        ``scheduler_components/metrics_reporter.py``)."""
+        return "len_over_ndt" if self.dialect.release < _V0_5_11 else "drafts_over_ndt_minus_1"
 
     @property
     def has_ready(self) -> bool:
         return self.dialect.has_ready
+
+    @property
+    def routes(self) -> frozenset[str]:
+        """The probe/read-back routes the release serves (``/server_info`` from 0.5.6, ``/ready`` from 0.5.20)."""
+        return self.dialect.routes
+
+    @property
+    def server_info_extras(self) -> bool:
+        """``/server_info`` reports ``launch_command``, ``startup_time``, ``frontend`` (0.5.2x, README §4)."""
+        return self.dialect.release >= _V0_5_20
+
+    def entry_error(self, entry: tuple[str, ...]) -> SimArgError | None:
+        """How the container fails when its command does not exist in the release: ``sglang serve`` before 0.5.5
+        (no ``sglang`` console script: the shell's "not found", exit status 127)."""
+        if entry[:1] == ("sglang",) and not self.dialect.serve_cli:
+            return SimArgError(f"/bin/sh: 1: sglang: not found (SGLang {self.version} has no 'sglang serve'; "
+                               "use python3 -m sglang.launch_server)", 127)
+        return None
+
+    def legacy_warns(self, entry: tuple[str, ...]) -> bool:
+        """Whether ``python -m sglang.launch_server`` prints SGLang's UserWarning recommending ``sglang serve``
+        (``sglang/launch_server.py``, 0.5.10 on)."""
+        return len(entry) == 3 and self.dialect.entry_point == ("sglang", "serve")
 
 
 def version_facts(text: str | None) -> VersionFacts:
@@ -71,17 +101,18 @@ def version_facts(text: str | None) -> VersionFacts:
         raise SimArgError(f"sglang-sim: {exc}", 2) from exc
 
 
-def resolve(argv: list[str], facts: VersionFacts, env: Mapping[str, str]) -> Resolved:
-    """Parse and resolve ``argv`` (without the entry point) like the emulated ``launch_server``.
+def resolve(argv: list[str], facts: VersionFacts, env: Mapping[str, str],
+            entry: tuple[str, ...] = ("sglang", "serve")) -> Resolved:
+    """Parse and resolve ``argv`` (without the entry point ``entry``) like the emulated ``launch_server``.
 
     Delegates to ``sglang_operator.sglang.args.resolve_server_args``; raises :class:`SimArgError` with
-    SGLang's message when it raises ``SGLangArgError``.
+    SGLang's message (argparse's prog as the release names it for ``entry``) when it raises ``SGLangArgError``.
     """
     from sglang_operator.sglang import args as sgl_args
 
     try:
         result = sgl_args.resolve_server_args(argv, facts.version, dict(env))
     except sgl_args.SGLangArgError as exc:
-        raise SimArgError(exc.log_line("sglang serve"), exc.exit_code) from exc
+        raise SimArgError(exc.log_line(facts.dialect.prog_for(entry)), exc.exit_code) from exc
     return Resolved(dict(result.values), list(result.warnings), result.architecture, result.draft_architecture,
                     result.spec_v2)

@@ -20,6 +20,8 @@ from sglang_operator.sglang.metrics import load_metrics
 from sglang_operator.sglang.versions import parse_version
 from sglang_operator.sim.stats import Histogram, Stats
 
+TOKENIZER_ENGINE_TYPE_FROM = parse_version("0.5.11")  # tokenizer_manager.py adds engine_type to its labels
+
 
 @dataclass(frozen=True)
 class MetricSpec:
@@ -119,7 +121,7 @@ def base_labels(spec: MetricSpec, ctx: MetricsContext) -> dict[str, str]:
     labels = {"model_name": ctx.served_model_name}
     if spec.collector == "SchedulerMetricsCollector":
         labels.update(engine_type="unified", tp_rank="0", pp_rank="0", moe_ep_rank="0")
-    elif ctx.table_version != "0.5.10":
+    elif parse_version(ctx.table_version) >= TOKENIZER_ENGINE_TYPE_FROM:
         labels["engine_type"] = "unified"
     labels.update(dict(ctx.extra_labels))
     return labels

@@ -77,7 +77,7 @@ def server_info_body(sim: SimState) -> dict[str, Any]:
                 max_total_num_tokens=sim.plan.max_total_num_tokens,
                 max_req_input_len=min(sim.plan.context_len, sim.plan.max_total_num_tokens) - 6,
                 internal_states=[_internal_state(sim)], version=str(sim.facts.version))
-    if sim.facts.table != "0.5.10":
+    if sim.facts.server_info_extras:
         body.update(launch_command=sim.launch_command, startup_time=sim.startup_seconds, frontend="python",
                     kv_events=None)
     return body
@@ -85,7 +85,7 @@ def server_info_body(sim: SimState) -> dict[str, Any]:
 
 async def server_info(request: web.Request) -> web.Response:
     sim = request.app[SIM_KEY]
-    if request.path == "/get_server_info":
+    if request.path == "/get_server_info" and "/server_info" in sim.facts.routes:
         sim.logger.log("Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
                        "Please use '/server_info' instead.")
     return web.json_response(server_info_body(sim))
@@ -93,7 +93,7 @@ async def server_info(request: web.Request) -> web.Response:
 
 async def model_info(request: web.Request) -> web.Response:
     sim = request.app[SIM_KEY]
-    if request.path == "/get_model_info":
+    if request.path == "/get_model_info" and "/model_info" in sim.facts.routes:
         sim.logger.log("Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
                        "Please use '/model_info' instead.")
     arch = sim.resolved.architecture or sim.model.architecture
@@ -162,10 +162,9 @@ def build_app(sim: SimState) -> web.Application:
     r = app.router
     for path in ("/health", "/health_generate", "/ping") + (("/ready",) if sim.facts.has_ready else ()):
         r.add_get(path, health)
-    for path in ("/server_info", "/get_server_info"):
-        r.add_get(path, server_info)
-    for path in ("/model_info", "/get_model_info"):
-        r.add_get(path, model_info)
+    for path in ("/server_info", "/get_server_info", "/model_info", "/get_model_info"):
+        if path in sim.facts.routes:  # /server_info and /model_info from 0.5.6; the get_ forms deprecated then
+            r.add_get(path, server_info if "server" in path else model_info)
     r.add_get("/v1/models", openai_api.models)
     for method in ("POST", "PUT"):
         r.add_route(method, "/generate", openai_api.generate)
