@@ -39,6 +39,8 @@ NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("namespaced", "apps", "deployments", ("list", "watch"), "kopf watch for handlers.child_event"),
     ("namespaced", "", "services", ("create", "patch"), "clients/kube.py apply (server-side apply)"),
     ("namespaced", "", "services", ("list", "watch"), "kopf watch for handlers.child_event"),
+    ("namespaced", "leaderworkerset.x-k8s.io", "leaderworkersets", ("create", "patch"),
+     "clients/kube.py apply (server-side apply of a multi-node server's LeaderWorkerSet)"),
     ("namespaced", "", "pods", ("list",), "clients/kube.py list_pods (observer's pod cache, once per namespace)"),
     ("namespaced", "", "pods", ("list", "watch"), "kopf watch for handlers.pod_event (the observer's pod cache)"),
     ("namespaced", "", "secrets", ("get",), "clients/kube.py secret_value: spec.apiKeySecretRef for /server_info"),
@@ -51,6 +53,8 @@ NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
      "leader.py LeaderElector (the chart's default --leader-elect)"),
     ("cluster", "apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch"),
      "kopf resource_observer (kopf/_core/reactor/observation.py)"),
+    ("cluster", "apiextensions.k8s.io", "customresourcedefinitions", ("get",),
+     "clients/kube.py crd_served: is the LeaderWorkerSet API served (children.lws_missing, multinode)"),
     ("cluster", "", "namespaces", ("list", "watch"), "kopf namespace_observer (namespaced mode)"),
 ]
 
@@ -224,7 +228,7 @@ def _readme_permissions() -> dict[tuple[str, str], set[str]]:
     section = text.split("## Permissions", 1)[1].split("\n## ", 1)[0]
     out: dict[tuple[str, str], set[str]] = {}
     for line in section.splitlines():
-        m = re.match(r"\| `([^`]+)`(?: \(([a-z.]+)\))? \| ([a-z, ]+) \|", line)
+        m = re.match(r"\| `([^`]+)`(?: \(([a-z.-]+)\))? \| ([a-z, ]+) \|", line)
         if m:
             group = "" if m[2] in (None, "core") else m[2]
             out[(group, m[1])] = {v.strip() for v in m[3].split(",")}

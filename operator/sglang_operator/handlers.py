@@ -27,16 +27,17 @@ from typing import Any
 
 import kopf
 
-from sglang_operator import builders, telemetry
+from sglang_operator import builders, restore, telemetry
 from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.api.spec import StrategyType
 from sglang_operator.builders.labels import MANAGED_BY
-from sglang_operator.children import ChildApplyError, apply_children, drain
+from sglang_operator.children import ChildApplyError, LeaderWorkerSetMissing, apply_children, drain
 from sglang_operator.clients import kube
 from sglang_operator.clients.sglang_http import base_url
 from sglang_operator.monitoring.discovery import POD_MONITORS
 from sglang_operator.observer import Observer, applied_spec
+from sglang_operator.reconcile import groups
 from sglang_operator.reconcile import status as st
 from sglang_operator.reconcile.conditions import condition, find, merge
 from sglang_operator.sglang import args as sglang_args
@@ -129,9 +130,26 @@ async def reconcile(
         logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
         telemetry.count_reconcile("invalid")
         return
+    try:  # the spec's revision, unless the rollback rejected it: then the stable one (the spec is not edited)
+        choice = await restore.target(dict(body), rendered)
+    except restore.NotInLedger as err:
+        await _event(body, "Warning", "ApplyFailed", f"the spec's revision {rendered.revision} was rejected and "
+                                                      f"the stable one cannot be restored: {err}")
+        telemetry.count_reconcile("error")
+        return
+    spec_dict, held_back = choice.spec, choice.reason
+    if held_back:
+        server = parse({**body, "spec": spec_dict, "status": None})
+        rendered = choice.rendered
     await _drain_old_pods(body, server, rendered, status, logger)
     try:
         await apply_children(rendered, body)
+    except LeaderWorkerSetMissing as err:  # nothing applied; the observer applies once the API is served
+        _patch_status(patch, st.changed(status, groups.lws_missing(status, rendered.warnings, generation, now)))
+        await _event(body, "Warning", groups.LWS_MISSING, str(err))
+        logger.warning("%s", err)
+        telemetry.count_reconcile("refused")
+        return
     except ChildApplyError as err:
         failure = err.failure
         if not failure.spec_fault:
@@ -146,10 +164,17 @@ async def reconcile(
         return
     logger.debug("applied revision %s", rendered.revision)
     entry = st.ledger_entry(rendered.revision, generation, rendered.command.command_line,
-                            builders.summary(server, rendered), body.get("spec", {}), now)
+                            builders.summary(server, rendered), spec_dict, now)
     new = st.applied(status, rendered.status, rendered.warnings, entry, generation,
                      server.spec.rollback.history_limit, now)
     _patch_status(patch, st.changed(status, new))
+    await restore.record(body, rendered, spec_dict, server.spec.rollback.history_limit)
+    if held_back:
+        logger.info("%s", held_back)
+        if reason != kopf.Reason.RESUME:
+            await _event(body, "Warning", "RevisionRejected", held_back)
+        telemetry.count_reconcile("applied")
+        return
     telemetry.count_reconcile("applied")
     if reason == kopf.Reason.RESUME:
         return

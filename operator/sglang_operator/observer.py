@@ -3,7 +3,8 @@ once Ready, SGLang itself, and writes what changed into ``status`` — one direc
 pods (from a watch) → sampler → status patch (the rollback decision will sit between the last two).
 
 Per server and tick: pods (:class:`~sglang_operator.sampling.pods.PodCache`, fed by ``handlers.pod_event``) →
-Ready / Progressing / Degraded (:func:`reconcile.pods.pod_health`); when Ready, ``/server_info`` once per
+Ready / Progressing / Degraded (:func:`reconcile.pods.pod_health`; per group of leader and workers when
+multi-node, :func:`reconcile.groups.server_health`); when Ready, ``/server_info`` once per
 revision → ``status.effective`` and ``SettingsDiffer`` (:mod:`reconcile.effective`); when the server's sampling
 interval has passed, the sampler (:mod:`sglang_operator.sampling.sampler`) scrapes every Ready pod (and probes
 one per revision) → one sample per revision → the operator's ``/metrics`` (:mod:`sglang_operator.telemetry`)
@@ -24,19 +25,24 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+from dataclasses import replace
 from typing import Any
 
-from sglang_operator import builders, telemetry
+from sglang_operator import builders, ledger, restore, telemetry, testhooks
 from sglang_operator.api.server import SpecError, parse, parse_spec
 from sglang_operator.api.status import Phase
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
+from sglang_operator.builders.revision import DIGEST_ANNOTATION
 from sglang_operator.children import apply_children
 from sglang_operator.clients import kube
 from sglang_operator.clients.sglang_http import ScrapeError, SGLangHTTP, base_url
+from sglang_operator.multinode import apply_when_served
 from sglang_operator.reconcile import effective as eff
+from sglang_operator.reconcile import groups, judging
 from sglang_operator.reconcile import status as st
-from sglang_operator.reconcile.pods import pod_health
-from sglang_operator.sampling.model import SampleKind, Signal
+from sglang_operator.reconcile.derive import speculative_condition
+from sglang_operator.reconcile.rollback import Apply, Event, Observation, setup_of
+from sglang_operator.sampling.model import PodView, Sample, SampleKind, Signal
 from sglang_operator.sampling.pods import PodCache, targets
 from sglang_operator.sampling.roles import roles_for
 from sglang_operator.sampling.sampler import Sampler, ServerRef, sampling_params
@@ -47,6 +53,8 @@ CONCURRENCY = 8
 SPREAD = 0.8
 """Fraction of the interval over which one tick's observations are spread."""
 MANAGED = {"app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/managed-by": MANAGED_BY}
+ANALYSIS_REASONS = ("RolledBack", "Regressed")
+"""Degraded reasons the rollback analysis gives (it posts its own events for them)."""
 
 
 def requested_settings(server_spec: Any, num_draft_tokens: int | None) -> dict[str, Any]:
@@ -144,6 +152,10 @@ class Observer:
         self._http: SGLangHTTP | None = None
         self._sampler: Sampler | None = None
         self._task: asyncio.Task[None] | None = None
+        self._spec_revisions: dict[tuple[str, str], tuple[int, str | None]] = {}
+        self._digests: dict[tuple[str, str, str], str] = {}
+        self._apply_errors: dict[tuple[str, str], str] = {}
+        self._diffs: dict[tuple[str, str], list[str] | None] = {}
 
     @property
     def http(self) -> SGLangHTTP:
@@ -207,7 +219,9 @@ class Observer:
             self._http = None
 
     async def observe(self, body: dict[str, Any], now: dt.datetime) -> None:
-        """Observe one SGLangServer ``body`` and patch its status (nothing when nothing changed)."""
+        """Observe one SGLangServer ``body`` and patch its status (nothing when nothing changed): pods → sample →
+        the rollback analysis (:func:`reconcile.judging.judge`) → one status patch → events → the revision the
+        analysis wants applied (:func:`sglang_operator.restore.apply_revision`)."""
         meta, status = body.get("metadata", {}), body.get("status") or {}
         revision = status.get("revision")
         if groups.waiting_for_lws(status):  # nothing applied for want of the LeaderWorkerSet API: re-check
@@ -228,45 +242,122 @@ class Observer:
             effective, diffs = await read_effective(self.http, base_url(health.pod_ips[0], spec.port),
                                                     status.get("sglangVersion") or "", status, spec,
                                                     server.namespace)
-        figures = await self.sample(body, spec, now)
-        new = st.observed(status, health, generation, now, effective, diffs, figures)
+            await self._note_digest(server.namespace, server.name, revision, pods)
+        policy = server.spec.rollback
+        samples, figures, interval = await self.sample(body, spec, policy, now)
+        policy = policy.model_copy(update={"interval_seconds": max(1, round(interval))})
+        sample = judging.sample_for(samples, revision)
+        serving = [t for t in targets(groups.serving_pods(pods, spec)) if t.revision == revision]
+        observed = Observation(
+            revision=revision, desired_pods=spec.replicas, setup=setup_of(spec),
+            pods=tuple(PodView(t.name, t.ready, t.restarts) for t in serving),
+            spec_revision=self._spec_revision(server, generation), retry_token=restore.retry_token(body))
+        speculative = speculative_condition(
+            spec.speculative.algorithm.value if spec.speculative else None, effective or status.get("effective"),
+            None if sample is None or sample.kind is not SampleKind.MEASURED
+            else sample.figures.accept_length is not None,
+            health.phase == "Ready", generation, now)
+        promote_token = (meta.get("annotations") or {}).get(judging.PROMOTE_ANNOTATION)
+        judged = judging.judge(status, sample, policy, now, observed, list(health.conditions), generation,
+                               speculative, promote_token)
+        new = st.observed(status, replace(health, conditions=judged.conditions), generation, now, effective, diffs,
+                          figures)
+        new |= judged.status
         delta = st.changed(status, new)
-        if not delta:
-            return
-        if not await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"), delta):
-            return  # stale view: the next tick sees the new object
+        if delta and not await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"), delta):
+            return  # stale view: the next tick sees the new object (and decides again)
+        self.series.export_analysis(server.namespace, server.name, judged.state)
         old_d, new_d = _degraded(status.get("conditions") or []), _degraded(new["conditions"])
-        if new_d.get("status") == "True" and old_d.get("reason") != new_d.get("reason"):
+        if new_d.get("status") == "True" and old_d.get("reason") != new_d.get("reason") \
+                and new_d.get("reason") not in ANALYSIS_REASONS:  # the analysis posts its own events
             await kube.post_event(body, "Warning", new_d["reason"], new_d.get("message", ""))
-        if diffs:
+        if diffs and "conditions" in delta and diffs != self._diffs.get((server.namespace, server.name)):
             await kube.post_event(body, "Warning", "SettingsDiffer", "; ".join(diffs))
+        self._diffs[(server.namespace, server.name)] = diffs
+        phase = judged.state.analysis.phase if judged.state.analysis else None
+        for action in judged.actions:
+            if isinstance(action, Event):
+                await kube.post_event(body, action.type, action.reason, action.message)
+        if phase in ("WarmingUp", "Verifying", "RollingBack"):
+            testhooks.exit_at(str(phase))
+        for action in judged.actions:
+            if isinstance(action, Apply):
+                await self._apply(body, {**status, **delta}, action, now)
 
-    async def sample(self, body: dict[str, Any], spec: Any, now: dt.datetime) -> dict[str, Any]:
-        """Sample the server when its interval has passed: export every revision's sample and return the status
-        figures of the serving revision (:func:`reconcile.status.figures_patch`; ``{}`` when nothing to write)."""
+    def _spec_revision(self, server: Any, generation: int) -> str | None:
+        """The revision the object's spec renders to (None when refused), cached per generation."""
+        key = (server.namespace, server.name)
+        cached = self._spec_revisions.get(key)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        try:
+            rev: str | None = builders.render(server).revision
+        except builders.InvalidSpec:
+            rev = None
+        self._spec_revisions[key] = (generation, rev)
+        return rev
+
+    async def _note_digest(self, ns: str, name: str, revision: str, pods: list[dict[str, Any]]) -> None:
+        """Record, once per revision, the image digest its Ready pods run on its ControllerRevision."""
+        key = (ns, name, revision)
+        if key in self._digests:
+            return
+        mine = [p for p in pods if (p.get("metadata", {}).get("labels") or {}).get(builders.REVISION_LABEL)
+                == revision and not p.get("metadata", {}).get("deletionTimestamp")]
+        cr = await ledger.load(ns, name, revision)
+        known = ((cr or {}).get("metadata", {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
+        digest = await ledger.note_digest(ns, name, revision, mine, known) if cr is not None else None
+        if digest is not None:
+            self._digests[key] = digest
+
+    async def _apply(self, body: dict[str, Any], status: dict[str, Any], action: Apply, now: dt.datetime) -> None:
+        """Carry out the analysis' Apply: the revision from the ledger (drained first), then its status keys.
+        A failure is a Warning event (once per message) and is tried again next tick."""
+        meta = body["metadata"]
+        ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
+        view = {**body, "status": status}
+        try:
+            new = await restore.apply_revision(view, action.revision, action.reason, now)
+        except Exception as exc:  # NotInLedger, a refused child, a ledger entry this release cannot render
+            message = f"applying revision {action.revision} failed: {exc}"
+            log.warning("%s/%s: %s", ns, name, message)
+            if self._apply_errors.get((ns, name)) != message:
+                self._apply_errors[(ns, name)] = message
+                await kube.post_event(body, "Warning", "ApplyFailed", message)
+            return
+        self._apply_errors.pop((ns, name), None)
+        await kube.patch_status(ns, name, None, st.changed(status, new))
+
+    async def sample(self, body: dict[str, Any], spec: Any, policy: Any, now: dt.datetime
+                     ) -> tuple[list[Sample] | None, dict[str, Any], float]:
+        """Sample the server when its interval has passed: export every revision's sample; return the samples
+        (None: not due), the status figures of the serving revision (:func:`reconcile.status.figures_patch`;
+        ``{}`` when nothing to write) and the sampling interval in seconds. ``spec``: the applied spec (port,
+        model, API key); ``policy``: the object's ``spec.rollback`` (signal, interval, probe)."""
         meta, status = body["metadata"], body.get("status") or {}
         ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
         try:
             roles = roles_for(parse_version(status.get("sglangVersion") or ""))
         except SGLangVersionError:
-            return {}
-        params = sampling_params(spec.rollback, self.sample_interval)
+            return None, {}, float(self.sample_interval or policy.interval_seconds)
+        params = sampling_params(policy, self.sample_interval)
         if not self.sampler.due(ns, name, params.interval_seconds, now):
-            return {}
+            return None, {}, params.interval_seconds
         api_key = None
         ref = spec.api_key_secret_ref
         if ref is not None and params.signal is Signal.PROBE:
             api_key = await kube.secret_value(ns, ref.name, ref.key)
         server = ServerRef(ns, name, roles, spec.port, spec.model.served_model_name or spec.model.path)
-        samples = await self.sampler.sample(server, lambda: targets(groups.serving_pods(self.pods.pods_now(ns, name), spec)), params, api_key)
+        samples = await self.sampler.sample(  # multi-node: one target per group, its leader
+            server, lambda: targets(groups.serving_pods(self.pods.pods_now(ns, name), spec)), params, api_key)
         self.series.export(ns, name, samples)
         for s in samples:
             log.debug("%s/%s revision %s: %s %s %s", ns, name, s.revision, s.kind.value, s.reason, s.figures)
         serving = next((s for s in samples if s.revision == status.get("revision")
                         and s.kind is SampleKind.MEASURED), None)
         if serving is None:
-            return {}
-        return st.figures_patch(status, serving.figures, serving.end, now)
+            return samples, {}, params.interval_seconds
+        return samples, st.figures_patch(status, serving.figures, serving.end, now), params.interval_seconds
 
     async def tick(self) -> None:
         """Observe every tracked server once, spread over :data:`SPREAD` of the interval (at most

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sglang_operator import builders, ledger
@@ -40,19 +41,29 @@ def _ns_name(body: Mapping[str, Any]) -> tuple[str, str]:
     return str(meta.get("namespace") or "default"), str(meta["name"])
 
 
-async def target(body: Mapping[str, Any], rendered: builders.Rendered) -> tuple[builders.Rendered, str]:
-    """``(what to apply, why)`` when the spec renders ``rendered``: ``(rendered, "")``, or the stable revision
-    rendered from the ledger with the reason the spec's revision is not run. Raises :class:`NotInLedger` when the
-    stable revision has no ledger entry (then the caller applies nothing new)."""
+@dataclass(frozen=True)
+class Choice:
+    """What the reconcile handler applies: ``rendered`` from ``spec`` (a camelCase spec dict: the object's, or the
+    stable revision's recorded one), and ``reason`` when it is not the spec's own revision ("" when it is)."""
+
+    rendered: builders.Rendered
+    spec: dict[str, Any]
+    reason: str = ""
+
+
+async def target(body: Mapping[str, Any], rendered: builders.Rendered) -> Choice:
+    """What to apply when the object's spec renders ``rendered``: that, or the stable revision rendered from the
+    ledger with the reason the spec's revision is not run. Raises :class:`NotInLedger` when the stable revision
+    has no ledger entry (then the caller applies nothing new)."""
     state = state_of(body.get("status") or {})
     choice = what_should_run(rendered.revision, state, retry_token(body))
     if choice.revision == rendered.revision:
-        return rendered, ""
+        return Choice(rendered, dict(body.get("spec") or {}))
     ns, name = _ns_name(body)
     cr = await ledger.load(ns, name, choice.revision)
     if cr is None:
         raise NotInLedger(f"revision {choice.revision} has no ControllerRevision {name}-{choice.revision}")
-    return ledger.render_revision(body, cr), choice.reason
+    return Choice(ledger.render_revision(body, cr), dict(cr["data"]["spec"]), choice.reason)
 
 
 async def record(body: Mapping[str, Any], rendered: builders.Rendered, spec: Mapping[str, Any],

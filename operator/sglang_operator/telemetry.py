@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from sglang_operator.sampling.model import Figures, Sample, SampleKind
 
 SERVER_LABELS = ("namespace", "sglang_server", "revision")
+ANALYSIS_PHASES = ("WarmingUp", "Verifying", "Stable", "RollingBack", "RolledBack", "Paused")
 
 SCRAPE_ERRORS = Counter(
     "sglang_operator_scrape_errors", "Failed reads of SGLang endpoints, by endpoint (metrics, server_info, probe) "
@@ -62,6 +64,18 @@ TTFT = Gauge("sglang_operator_server_time_to_first_token_seconds", "Time to firs
              "interval, seconds, by quantile (0.5, 0.95).", [*SERVER_LABELS, "quantile"])
 ITL = Gauge("sglang_operator_server_inter_token_latency_seconds", "Inter-token latency over the last measured "
             "interval, seconds, by quantile (0.5, 0.95).", [*SERVER_LABELS, "quantile"])
+ANALYSIS_PHASE = Gauge("sglang_operator_server_analysis_phase", "1 for the rollback analysis phase the server is "
+                       "in (WarmingUp, Verifying, Stable, RollingBack, RolledBack, Paused), 0 for the others.",
+                       ["namespace", "sglang_server", "phase"])
+BASELINE_TPS = Gauge("sglang_operator_server_baseline_tokens_per_second", "The stable revision's baseline decode "
+                     "speed, tok/s (median of its valid samples), that new revisions are judged by.",
+                     ["namespace", "sglang_server"])
+BASELINE_ACCEPT = Gauge("sglang_operator_server_baseline_accept_length", "The stable revision's baseline "
+                        "acceptance length (median of its valid samples).", ["namespace", "sglang_server"])
+STABLE_INFO = Gauge("sglang_operator_server_stable_revision_info", "1 for the server's stable (last known-good) "
+                    "revision.", ["namespace", "sglang_server", "stable_revision"])
+ROLLBACKS = Counter("sglang_operator_rollbacks", "Automatic rollbacks to the stable revision.",
+                    ["namespace", "sglang_server"])
 SAMPLE_TIMESTAMP = Gauge("sglang_operator_server_sample_timestamp_seconds", "End of the last Measured interval, "
                          "Unix seconds (how old the figures above are).", SERVER_LABELS)
 
@@ -113,6 +127,8 @@ class ServerSeries:
     def __init__(self) -> None:
         self._revisions: dict[tuple[str, str], set[str]] = {}
         self._kinds: dict[tuple[str, str, str], set[str]] = {}
+        self._stable: dict[tuple[str, str], str] = {}
+        self._rollbacks: dict[tuple[str, str], set[Any]] = {}
 
     def export(self, namespace: str, server: str, samples: Sequence[Sample]) -> None:
         """Export this interval's samples of one server (one per live revision); the series of revisions without
@@ -125,8 +141,41 @@ class ServerSeries:
         for s in samples:
             self._export_one(namespace, server, s)
 
+    def export_analysis(self, namespace: str, server: str, state: Any) -> None:
+        """Export the rollback analysis of one server (a ``reconcile.rollback.RollbackState``): phase, baseline,
+        stable revision; ``sglang_operator_rollbacks_total`` grows by the rollbacks recorded since last seen (from
+        0 when the server is first seen: the operator counts what it did, as a restart resets counters)."""
+        key = (namespace, server)
+        phase = state.analysis.phase if state.analysis is not None else None
+        for p in ANALYSIS_PHASES:
+            ANALYSIS_PHASE.labels(namespace, server, p).set(1 if p == phase else 0)
+        if state.baseline is not None:
+            BASELINE_TPS.labels(namespace, server).set(state.baseline.tokens_per_second)
+            if state.baseline.accept_length is not None:
+                BASELINE_ACCEPT.labels(namespace, server).set(state.baseline.accept_length)
+        old = self._stable.get(key)
+        if old is not None and old != state.stable_revision:
+            _discard(STABLE_INFO, (namespace, server, old))
+        if state.stable_revision is not None:
+            STABLE_INFO.labels(namespace, server, state.stable_revision).set(1)
+            self._stable[key] = state.stable_revision
+        stamps = {r.at for r in state.rollbacks}
+        seen = self._rollbacks.get(key)
+        counter = ROLLBACKS.labels(namespace, server)
+        if seen is not None:
+            counter.inc(len(stamps - seen))
+        self._rollbacks[key] = stamps if seen is None else seen | stamps
+
     def forget(self, namespace: str, server: str) -> None:
         """Remove every series of a deleted server."""
+        for p in ANALYSIS_PHASES:
+            _discard(ANALYSIS_PHASE, (namespace, server, p))
+        for metric in (BASELINE_TPS, BASELINE_ACCEPT, ROLLBACKS):
+            _discard(metric, (namespace, server))
+        stable = self._stable.pop((namespace, server), None)
+        if stable is not None:
+            _discard(STABLE_INFO, (namespace, server, stable))
+        self._rollbacks.pop((namespace, server), None)
         for revision in self._revisions.pop((namespace, server), set()):
             self._remove(namespace, server, revision)
 

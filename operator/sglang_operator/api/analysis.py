@@ -163,6 +163,8 @@ class Analysis(StatusModel):
     """The last sample and its verdict."""
     retry_token: str | None = None
     """Value of the annotation ``sglang-operator.io/retry`` last seen (a change resumes a Paused analysis)."""
+    promote_token: str | None = None
+    """Value of the annotation ``sglang-operator.io/promote`` last acted on (a user's promotion, once)."""
     stable_regression: StableRegression | None = None
     """Set while the stable revision fails its own baseline."""
 
