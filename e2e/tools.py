@@ -6,6 +6,7 @@ Usage::
     python -m e2e.tools helm                      # build (or reuse) helm and print its path
     python -m e2e.tools prometheus                # build (or reuse) prometheus + promtool, print the directory
     python -m e2e.tools prometheus-operator-crds  # fetch the Prometheus Operator CRDs, print the directory
+    python -m e2e.tools kubeconform               # build (or reuse) kubeconform and print its path
 
 Cache (``${XDG_CACHE_HOME:-$HOME/.cache}/sglang-operator/tools/``):
 
@@ -18,6 +19,9 @@ Cache (``${XDG_CACHE_HOME:-$HOME/.cache}/sglang-operator/tools/``):
 - ``prometheus-operator-crds-<version>/monitoring.coreos.com_{podmonitors,servicemonitors,prometheusrules}.yaml``:
   copied from the ``github.com/prometheus-operator/prometheus-operator@<version>`` module zip
   (``go mod download -json``; ``example/prometheus-operator-crd/``).
+
+- ``kubeconform-<version>/kubeconform``: ``go install github.com/yannh/kubeconform/cmd/kubeconform@<version>``
+  (about 30 s); used with local schemas only (``scripts/lint_manifests.py``).
 
 Errors: ``SystemExit`` with a message when ``go`` is not on PATH or the build/download fails.
 """
@@ -54,6 +58,10 @@ PROMETHEUS_OPERATOR_VERSION = "v0.85.0"  # the only root-module version the prox
 PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
 PROMETHEUS_OPERATOR_CRDS = ("podmonitors", "servicemonitors", "prometheusrules")
 PROMETHEUS_OPERATOR_CRDS_COMMAND = "python -m e2e.tools prometheus-operator-crds"
+
+KUBECONFORM_VERSION = "v0.8.0"
+KUBECONFORM_PACKAGE = "github.com/yannh/kubeconform/cmd/kubeconform"
+KUBECONFORM_BUILD_COMMAND = "python -m e2e.tools kubeconform"
 
 
 def log(msg: str) -> None:
@@ -259,9 +267,35 @@ def require_prometheus_operator_crds() -> list[Path]:
     return [d / crd_file_name(p) for p in PROMETHEUS_OPERATOR_CRDS]
 
 
+def kubeconform_path(version: str = KUBECONFORM_VERSION) -> Path:
+    """Where the cached kubeconform binary of ``version`` lives (it may not exist yet)."""
+    return cache_root() / "tools" / f"kubeconform-{version}" / "kubeconform"
+
+
+def build_kubeconform(version: str = KUBECONFORM_VERSION, force: bool = False) -> Path:
+    """Return the cached kubeconform binary, building it with ``go install`` when missing (or ``force``)."""
+    path = kubeconform_path(version)
+    if not force and path.is_file() and os.access(path, os.X_OK):
+        log(f"cached kubeconform {version} at {path}")
+        return path
+    _require_go(f"building kubeconform {version}", KUBECONFORM_BUILD_COMMAND)
+    gobin = path.parent / "tmp-gobin"
+    shutil.rmtree(gobin, ignore_errors=True)
+    gobin.mkdir(parents=True)
+    start = time.monotonic()
+    proc = subprocess.run(["go", "install", "-trimpath", "-ldflags", "-s -w", f"{KUBECONFORM_PACKAGE}@{version}"],
+                          env=_go_env(gobin), cwd="/", capture_output=True, text=True)
+    if proc.returncode != 0 or not (gobin / "kubeconform").is_file():
+        raise SystemExit(f"tools: go install {KUBECONFORM_PACKAGE}@{version} failed:\n{proc.stderr.strip()}")
+    os.replace(gobin / "kubeconform", path)
+    shutil.rmtree(gobin, ignore_errors=True)
+    log(f"built kubeconform {version} in {time.monotonic() - start:.0f} s")
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m e2e.tools", description=__doc__.split("\n")[0])
-    parser.add_argument("tool", choices=["helm", "prometheus", "prometheus-operator-crds"],
+    parser.add_argument("tool", choices=["helm", "prometheus", "prometheus-operator-crds", "kubeconform"],
                         help="the tool to build (or reuse) and print the path of")
     parser.add_argument("--version", help=f"tool version (defaults: helm {HELM_VERSION}, prometheus "
                         f"{PROMETHEUS_VERSION}, prometheus-operator-crds {PROMETHEUS_OPERATOR_VERSION})")
@@ -269,6 +303,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.tool == "helm":
         print(build_helm(args.version or HELM_VERSION, args.force))
+    elif args.tool == "kubeconform":
+        print(build_kubeconform(args.version or KUBECONFORM_VERSION, args.force))
     elif args.tool == "prometheus":
         print(build_prometheus(args.version or PROMETHEUS_VERSION, args.force))
     else:

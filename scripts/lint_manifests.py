@@ -1,0 +1,132 @@
+"""Lint every manifest the project ships or renders, offline (a ``.ci/run`` stage):
+
+- ``helm lint --strict`` of the chart in every mode of :data:`MODES`;
+- ``helm template`` in every mode, the samples (``samples/*.yaml``) and what ``sglang-operator render`` makes of
+  them, through kubeconform v0.8.0 ``-strict`` with local schemas only, nothing fetched: the built-in kinds of the
+  local cluster's Kubernetes minor (``e2e.build_k8s``: v1.36) from the ``kubernetes-validate`` package, and the
+  CRDs (ours, the Prometheus Operator's, LeaderWorkerSet's) converted by ``scripts/crd_to_jsonschema.py``. A kind
+  without a schema is an error (no ``-ignore-missing-schemas``).
+
+    python scripts/lint_manifests.py [--schemas DIR]
+
+Tools: helm and kubeconform from ``python -m e2e.tools`` (built when missing), the Prometheus Operator CRDs from
+``python -m e2e.tools prometheus-operator-crds``, the LWS CRD from the ``sigs.k8s.io/lws`` module ``e2e.build_lws``
+pins. Schemas go to ``DIR`` (default ``<cache>/sglang-operator/schemas``), rewritten on every run. Exit status 1
+when anything fails, with the tool's output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import kubernetes_validate
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from e2e import tools  # noqa: E402
+from e2e.build_k8s import cache_root, committed_version  # noqa: E402
+
+CHART = ROOT / "charts" / "sglang-operator"
+MONITORING = ["--set", "serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true",
+              "--set", "grafanaDashboard.enabled=true", "--set", "serviceMonitor.labels.release=kps"]
+MODES: dict[str, list[str]] = {
+    "defaults (cluster-wide, 2 replicas, leader election, CRD)": [],
+    "namespaced, kopf peering": ["--set", "watchNamespaces={team-a,team-b}", "--set", "peering=ops"],
+    "monitoring objects": MONITORING,
+    "one replica, no Lease, no CRD, no PodMonitors": [
+        "--set", "replicaCount=1", "--set", "leaderElection.enabled=false", "--set", "crds.install=false",
+        "--set", "podMonitor.enabled=false", "--set", "podAntiAffinity=required"],
+}
+
+
+def k8s_schemas(dest: Path) -> Path:
+    """The built-in kinds' strict schemas of the local cluster's minor, copied from ``kubernetes-validate`` with
+    their ``/api/_definitions.json`` references (resolved against ``$id`` ``https://kubernetes.io/api/...``, which
+    kubeconform would fetch) pointed at the local copy's ``file://`` URL."""
+    minor = ".".join(committed_version().lstrip("v").split(".")[:2])
+    src = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{minor}.0-local-strict"
+    if not src.is_dir():
+        raise SystemExit(f"lint_manifests: kubernetes-validate has no schemas for Kubernetes {minor} ({src})")
+    out = dest / f"kubernetes-v{minor}-strict"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    definitions = (out / "_definitions.json").as_uri()
+    for f in src.glob("*.json"):
+        (out / f.name).write_text(f.read_text().replace('"/api/_definitions.json#', f'"{definitions}#'))
+    return out
+
+
+def crd_files() -> list[Path]:
+    """Our CRD, the Prometheus Operator's and LeaderWorkerSet's."""
+    from e2e import build_lws
+
+    lws = build_lws.module_source(build_lws.committed_version()) / build_lws.CRD_SOURCE
+    prom = tools.fetch_prometheus_operator_crds()
+    return [ROOT / "crds" / "sglangservers.yaml", *sorted(prom.glob("*.yaml")), lws]
+
+
+def run(argv: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, input=stdin, capture_output=True, text=True, cwd=ROOT)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/lint_manifests.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--schemas", type=Path, default=cache_root() / "schemas", help="where schemas are written")
+    args = parser.parse_args(argv)
+    helm, kubeconform = tools.build_helm(), tools.build_kubeconform()
+    builtin = k8s_schemas(args.schemas)
+    crds = args.schemas / "crds"
+    shutil.rmtree(crds, ignore_errors=True)
+    converted = run([sys.executable, str(ROOT / "scripts" / "crd_to_jsonschema.py"), str(crds),
+                     *map(str, crd_files())])
+    if converted.returncode != 0:
+        print(converted.stdout + converted.stderr)
+        return 1
+    locations = ["-schema-location", str(builtin / "{{ .ResourceKind }}{{ .KindSuffix }}.json"),
+                 "-schema-location", str(crds / "{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json")]
+
+    failed = False
+
+    def check(what: str, proc: subprocess.CompletedProcess[str], kinds: str = "") -> None:
+        nonlocal failed
+        ok = proc.returncode == 0
+        failed |= not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {what}{kinds}")
+        if not ok:
+            print("     " + (proc.stdout + proc.stderr).strip().replace("\n", "\n     "))
+
+    def conform(what: str, docs: str) -> None:
+        kinds = sorted({d["kind"] for d in yaml.safe_load_all(docs) if d})
+        check(f"kubeconform -strict: {what}", run([str(kubeconform), "-strict", "-summary", *locations, "-"], docs),
+              f" ({', '.join(kinds)})")
+
+    start = time.monotonic()
+    for mode, values in MODES.items():
+        check(f"helm lint --strict: {mode}", run([str(helm), "lint", "--strict", str(CHART), *values]))
+        rendered = run([str(helm), "template", "rel", str(CHART), "--namespace", "ops", *values])
+        if rendered.returncode != 0:
+            check(f"helm template: {mode}", rendered)
+            continue
+        conform(f"helm template, {mode}", rendered.stdout)
+    samples = sorted((ROOT / "samples").glob("*.yaml"))
+    conform("samples/*.yaml", "\n---\n".join(p.read_text() for p in samples))
+    for sample in samples:
+        proc = run([sys.executable, "-m", "sglang_operator.cli", "render", str(sample)])
+        if proc.returncode != 0:
+            check(f"sglang-operator render {sample.name}", proc)
+            continue
+        conform(f"sglang-operator render {sample.name}", proc.stdout)
+    print(f"{'FAILED' if failed else 'all clean'} in {time.monotonic() - start:.1f} s "
+          f"(schemas: {builtin.name}, {', '.join(sorted(p.name for p in crds.iterdir()))})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
