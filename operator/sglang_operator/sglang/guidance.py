@@ -135,9 +135,11 @@ def advise(release: SGLangVersion, flag: str, value: str | None = None,
                           f"{hist.dropped_in}, last in {hist.last}); use {_or(succ)}{_owned(succ, owned)}. SGLang "
                           f'would exit with "{argparse_says}"')
         near = closest(table, name)
+        hs = [history.history()[s] for s in hist.successors if s in history.history()]
+        gone = [f"{h.option}, itself removed in {h.dropped_in} (last in {h.last})" for h in hs]
         return Advice(name, release, AdviceKind.REMOVED, near, argparse_says,
                       f"{name} is not a launch flag of SGLang {release}: removed in {hist.dropped_in} (last in "
-                      f"{hist.last}), without successor"
+                      f"{hist.last}), " + (f"replaced by {'; '.join(gone)}" if gone else "without successor")
                       + (f"; closest flags of {release}: {', '.join(near)}" if near else "")
                       + f'. SGLang would exit with "{argparse_says}"')
     if hist is not None and release < hist.first:
