@@ -228,7 +228,7 @@ def _readme_permissions() -> dict[tuple[str, str], set[str]]:
     section = text.split("## Permissions", 1)[1].split("\n## ", 1)[0]
     out: dict[tuple[str, str], set[str]] = {}
     for line in section.splitlines():
-        m = re.match(r"\| `([^`]+)`(?: \(([a-z.-]+)\))? \| ([a-z, ]+) \|", line)
+        m = re.match(r"\| `([^`]+)`(?: \(([a-z0-9.-]+)\))? \| ([a-z, ]+) \|", line)
         if m:
             group = "" if m[2] in (None, "core") else m[2]
             out[(group, m[1])] = {v.strip() for v in m[3].split(",")}
