@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglang_operator import builders
-from sglang_operator.builders.monitoring import pod_monitor
 from sglang_operator.builders.leaderworkerset import CRD_NAME as LWS_CRD
 from sglang_operator.builders.leaderworkerset import KIND as LWS_KIND
 from sglang_operator.builders.leaderworkerset import VERSION as LWS_VERSION
+from sglang_operator.builders.monitoring import pod_monitor
 from sglang_operator.clients import kube
 from sglang_operator.monitoring.discovery import POD_MONITORS, PodMonitorMode
 from sglang_operator.reconcile.groups import lws_missing_message
@@ -124,12 +124,15 @@ class LeaderWorkerSetMissing(Exception):
 
 async def lws_missing(child: Mapping[str, Any], err: Exception) -> bool:
     """Whether ``err`` (raised applying ``child``) means the LeaderWorkerSet API is not served: a 404 for a
-    LeaderWorkerSet, confirmed by its CRD (a 404 for a missing namespace is not that)."""
+    LeaderWorkerSet (the API server answers an unknown API path with a plain-text 404, which lightkube raises as the
+    HTTP client's status error, not as ``ApiError``), confirmed by its CRD (a missing namespace is not that)."""
     from lightkube import ApiError
 
-    if child.get("kind") != LWS_KIND or not isinstance(err, ApiError) or err.status.code != 404:
+    if child.get("kind") != LWS_KIND:
         return False
-    return not await kube.crd_served(LWS_CRD, LWS_VERSION)
+    response = getattr(err, "response", None)
+    code = err.status.code if isinstance(err, ApiError) else getattr(response, "status_code", None)
+    return code == 404 and not await kube.crd_served(LWS_CRD, LWS_VERSION)
 
 
 def refused_by_api_server(err: Exception) -> str | None:
