@@ -1,5 +1,6 @@
 """Table test: SGLang argv combinations per emulated release → accepted (with resolved values and warnings)
-or rejected (with SGLang's own message). Expected messages are SGLang's texts from the cited files."""
+or rejected (with SGLang's own message). Expected messages are SGLang's texts from the cited files (0.5.10 and
+0.5.23 in full; one case per rule variant of the other releases at the end)."""
 
 from __future__ import annotations
 
@@ -202,7 +203,65 @@ def test_0_5_23(case: Case) -> None:
     _check("0.5.23", case)
 
 
-def test_0_5_11_uses_the_0_5_10_table_with_spec_v2_on_by_default() -> None:
+def test_0_5_11_has_spec_v2_on_by_default() -> None:
     res = resolve_server_args(KNOWN_GOOD, "0.5.11", {})
     assert res.spec_v2 is True
     assert res["disable_overlap_schedule"] is False
+
+
+# Rule variants of other releases (sglang/rule_eras.py): each case is the behaviour the cited release's
+# server_args.py / arg_groups hooks show for that argv.
+W_OFF_OLD = "Overlap scheduler is disabled because of using eagle speculative decoding."
+SHAPE_348 = ["--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8"]
+SHAPE_314_EAGLE = [*EAGLE, *SHAPE_314]
+PAGED_TOPK4 = [*EAGLE, "--page-size", "16", *SHAPE_348]
+DEEPSEEK = ["--model-path", "deepseek-ai/DeepSeek-V3", "--speculative-algorithm", "NEXTN"]
+CASES_BY_RELEASE = [
+    ("0.4.6", Case("auto-548-silent-48", EAGLE, {}, {"speculative_num_steps": 5, "speculative_eagle_topk": 4,
+                                                     "speculative_num_draft_tokens": 8, "max_running_requests": 48,
+                                                     "disable_overlap_schedule": True}, [W_OFF_OLD], no_warning=W48)),
+    ("0.4.6", Case("paged-topk-adjusted", PAGED_TOPK4, {}, {"speculative_eagle_topk": 1,
+                                                            "speculative_num_draft_tokens": 4},
+                   [W_OFF_OLD, "speculative_eagle_topk is adjusted to 1 when page_size > 1", WADJ])),
+    ("0.4.6", Case("deepseek-draft-not-defaulted", DEEPSEEK, {}, {"speculative_draft_model_path": None})),
+    ("0.4.9.post6", Case("deepseek-314-draft-is-target", DEEPSEEK, {},
+                         {"speculative_num_steps": 3, "speculative_num_draft_tokens": 4,
+                          "speculative_draft_model_path": "deepseek-ai/DeepSeek-V3"})),
+    ("0.4.9.post6", Case("paged-topk-unchecked", PAGED_TOPK4, {}, {"speculative_eagle_topk": 4,
+                                                                   "speculative_num_draft_tokens": 8})),
+    ("0.5.3", Case("paged-topk-flashinfer-only", PAGED_TOPK4,
+                   error=("ValueError", "speculative_eagle_topk > 1 with page_size > 1 is unstable and produces "
+                          "incorrect results for paged attention backends. This combination is only supported "
+                          "for the 'flashinfer' backend."))),
+    ("0.5.3", Case("algo-lowercase", [*LLAMA, "--speculative-algorithm", "nextn"],
+                   error=("argparse", "argument --speculative-algorithm: invalid choice: 'nextn' (choose from "
+                          "'EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM')"))),
+    ("0.5.6", Case("beta-spec-eagle", SHAPE_314_EAGLE, SPEC_V2, {"disable_overlap_schedule": False},
+                   [W48, "Beta spec is enabled for eagle speculative decoding and overlap schedule is turned on."])),
+    ("0.5.6", Case("beta-spec-off", SHAPE_314_EAGLE, {}, {"disable_overlap_schedule": True},
+                   [W48, "Overlap scheduler is disabled because of using eagle3 or standalone speculative "
+                         "decoding."])),
+    ("0.5.9", Case("hybrid-no-buffer-disables-radix", [*QNEXTN, *SHAPE_314], SPEC_V2,
+                   {"disable_radix_cache": True},
+                   ["Disabling radix cache since speculative decoding for Qwen3_5ForConditionalGeneration is not "
+                    "supported with radix cache yet."])),
+    ("0.5.11", Case("topk4-falls-back-to-v1", [*EAGLE, *SHAPE_348], {}, {"disable_overlap_schedule": True},
+                    ["Spec v1 is used for eagle/eagle3/standalone speculative decoding because spec v2 currently "
+                     "only supports topk = 1."])),
+    ("0.5.12", Case("spec-v2-default", SHAPE_314_EAGLE, {}, {"disable_overlap_schedule": False},
+                    ["Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding."])),
+    ("0.5.13", Case("spec-v2-env-0-sync", SHAPE_314_EAGLE, {"SGLANG_ENABLE_SPEC_V2": "0"},
+                    {"disable_overlap_schedule": True}, [W_SYNC])),
+    ("0.5.17", Case("alias-era-old-flag", [*QNEXTN, *SHAPE_314, "--mamba-scheduler-strategy", "extra_buffer"], {},
+                    {"mamba_radix_cache_strategy": "extra_buffer"},
+                    ["'--mamba-scheduler-strategy' is deprecated and will be removed in a future release. Use "
+                     "'--mamba-radix-cache-strategy' instead."])),
+    ("0.5.17", Case("alias-era-auto", [*QNEXTN, *SHAPE_314], {}, {"mamba_radix_cache_strategy": "extra_buffer"})),
+    ("0.5.21", Case("multi-node-dp-old-message", [*LLAMA, "--tp-size", "2", "--dp-size", "2", "--nnodes", "2"],
+                    error=("AssertionError", "multi-node data parallel is not supported unless dp attention!"))),
+]
+
+
+@pytest.mark.parametrize(("version", "case"), CASES_BY_RELEASE, ids=lambda x: x if isinstance(x, str) else x.id)
+def test_rule_variants_of_other_releases(version: str, case: Case) -> None:
+    _check(version, case)
