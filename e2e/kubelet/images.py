@@ -22,7 +22,7 @@ import yaml
 from e2e.kubelet.rest import JSON, ApiError, Rest
 
 REPO = Path(__file__).resolve().parents[2]
-_VERSION = re.compile(r"(\d+\.\d+\.\d+)")
+_VERSION = re.compile(r"(\d+\.\d+\.\d+(?:\.post\d+)?)")
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.\-]*)\)")
 
 
@@ -48,7 +48,8 @@ def load_rules(path: Path) -> list[ImageRule]:
 
 
 def image_version(image: str) -> str:
-    """The X.Y.Z version in an image tag (``lmsysorg/sglang:v0.5.10-cu129`` → ``0.5.10``), or ""."""
+    """The X.Y.Z[.postN] version in an image tag (``lmsysorg/sglang:v0.5.10-cu129`` → ``0.5.10``,
+    ``v0.4.9.post6-cu126`` → ``0.4.9.post6``), or ""."""
     tag = image.rsplit("/", 1)[-1].partition(":")[2].partition("@")[0]
     m = _VERSION.search(tag)
     return m.group(1) if m else ""

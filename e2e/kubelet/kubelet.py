@@ -1,12 +1,13 @@
 """The fake kubelet: registers the nodes, then list-watches pods bound to them and runs one
-:class:`PodWorker` per pod (see ``pod.py``). Pod IPs come from 127.1.0.0/16, handed out in order
-and not reused while the range has unused addresses left.
+:class:`PodWorker` per pod (see ``pod.py``). Pod IPs come from 127.1.0.0/16, handed out in order from a
+random start and not reused while the range has unused addresses left.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -24,12 +25,14 @@ POD_CIDR = ipaddress.ip_network("127.1.0.0/16")
 
 
 class IPAllocator:
-    """Loopback pod IPs, round-robin over ``POD_CIDR`` skipping addresses in use."""
+    """Loopback pod IPs, round-robin over ``POD_CIDR`` skipping addresses in use, from a random start: two local
+    clusters on one machine (parallel test sessions) would otherwise hand out the same first addresses and
+    their pods' ports would collide."""
 
     def __init__(self) -> None:
         self.hosts = [str(h) for h in POD_CIDR.hosts()][1:]  # skip 127.1.0.1
         self.used: set[str] = set()
-        self.next = 0
+        self.next = random.randrange(len(self.hosts))
         self.lock = threading.Lock()
 
     def allocate(self) -> str:

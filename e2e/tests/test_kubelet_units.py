@@ -24,6 +24,7 @@ def test_missing_binaries_fail_with_the_build_command(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("image", "version"), [
     ("lmsysorg/sglang:v0.5.10-cu129", "0.5.10"), ("lmsysorg/sglang:v0.5.23", "0.5.23"),
+    ("lmsysorg/sglang:v0.4.9.post6-cu126", "0.4.9.post6"),
     ("registry.local:5000/lmsysorg/sglang:latest", ""), ("lmsysorg/sglang", "")])
 def test_image_version_from_tag(image: str, version: str) -> None:
     assert image_version(image) == version
