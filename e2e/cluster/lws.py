@@ -4,11 +4,13 @@ the local control plane, started per test module (other tests keep the fast clus
 :meth:`LWSController.start` installs the module's CRD (server-side apply: it is 1.2 MB), writes a
 ``Configuration`` (``config.lws.x-k8s.io/v1alpha1``: ``internalCertManagement.enable: false``, no leader
 election, no metrics server, webhook and health on loopback ports), makes a CA and a serving certificate for
-127.0.0.1 (:func:`e2e.cluster.certs.make_serving_cert`), runs ``lws-manager`` with the cluster's kubeconfig,
-and registers the module's webhooks (``config/webhook/manifests.yaml``) with ``clientConfig.url`` on that loopback
-port and the CA as ``caBundle`` (on the local cluster Services have no endpoints, so the webhook Service of the
-real install cannot be used). The two pod webhooks get the ``objectSelector`` of the module's kustomize patches
-(``config/webhook/{mutating,validating}-patch.yaml``: only pods labelled ``leaderworkerset.sigs.k8s.io/name``).
+127.0.0.1 (:func:`e2e.cluster.certs.make_serving_cert`), registers the module's webhooks
+(``config/webhook/manifests.yaml``, first: their ``failurePolicy: Fail`` keeps every LeaderWorkerSet and LWS pod out
+until the manager answers) with ``clientConfig.url`` on a loopback port and the CA as ``caBundle`` (on the local
+cluster Services have no endpoints, so the webhook Service of the real install cannot be used), and runs
+``lws-manager`` with the cluster's kubeconfig. The two pod webhooks get the ``objectSelector`` of the module's
+kustomize patches (``config/webhook/{mutating,validating}-patch.yaml``: only pods labelled
+``leaderworkerset.sigs.k8s.io/name``).
 The pod webhook is what sets ``LWS_LEADER_ADDRESS``, ``LWS_GROUP_SIZE``, ``LWS_WORKER_INDEX`` (plain env values)
 and the group/worker index labels.
 
@@ -107,6 +109,12 @@ class LWSController:
         webhook_port, health_port = free_port(), free_port()
         config = wd / "config.yaml"
         config.write_text(yaml.safe_dump(manager_config(webhook_port, health_port, cert.crt.parent)))
+        # webhooks first (failurePolicy Fail): no LeaderWorkerSet and no LWS pod is admitted before lws-manager
+        # answers, so no pod misses the pod webhook's env and labels (as with a real install's manifests)
+        docs = webhook_configurations(webhooks_path().read_text(), f"https://127.0.0.1:{webhook_port}",
+                                      cert.ca_crt.read_bytes())
+        self._kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
+        self.webhooks = [f"{d['kind'].lower()}/{d['metadata']['name']}" for d in docs]
         self._kubectl("apply", "--server-side", "-f", str(crd_path()))
         self._wait_established(timeout)
         self.component = self.cluster.start_component("lws-manager", [
@@ -116,10 +124,6 @@ class LWSController:
             wait_http(f"http://127.0.0.1:{health_port}/readyz", self.component, timeout)
             ctx = ssl.create_default_context(cafile=str(cert.ca_crt))
             self._wait_webhook_port(webhook_port, ctx, timeout)
-            docs = webhook_configurations(webhooks_path().read_text(), f"https://127.0.0.1:{webhook_port}",
-                                          cert.ca_crt.read_bytes())
-            self._kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
-            self.webhooks = [f"{d['kind'].lower()}/{d['metadata']['name']}" for d in docs]
             self._wait_admits(timeout)
         except (RuntimeError, ClusterError) as exc:
             tail = self.component.tail() if self.component else ""

@@ -1,0 +1,258 @@
+"""Tensor parallelism across nodes on the real LeaderWorkerSet controller (issue 9 "Done when", LWS line).
+
+The module starts ``lws-manager`` v0.7.0 (:class:`e2e.cluster.lws.LWSController`, built by
+``python -m e2e.build_lws``; missing, the module FAILS) on the session's local cluster, and the operator. A
+DeepSeek-V3-sized spec (``tensor: 16, nodes: 2``) gives one group of two pods with 8 GPUs each, node ranks 0 and
+1, one dist-init address, Ready from the leader; the leader losing readiness or its process makes the group not
+Ready; a speculative change rolls the group to a new revision; deleting the SGLangServer removes the
+LeaderWorkerSet and its pods. Without the LWS API nothing is applied and the Ready condition says so until it
+is installed (no edit). ``tensor: 10, nodes: 4`` and ``tensor: 4, data: 2, nodes: 4`` are refused naming the
+fields.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.build_lws import require as require_lws
+from e2e.cluster.lws import LWSController
+from e2e.conftest import K8sCluster, wait_for
+from e2e.operator_proc import OperatorProcess
+
+pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
+ROOT = Path(__file__).resolve().parents[2]
+NAME = "dsv3"
+WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+REVISION = "sglang-operator.io/revision"
+FAST_SIM = [{"name": "SGLANG_SIM_LOAD_SECONDS", "value": "1"}, {"name": "SGLANG_SIM_TIME_SCALE", "value": "20"}]
+
+
+def dsv3(**parallelism: int) -> dict[str, Any]:
+    """A DeepSeek-V3-sized SGLangServer: TP 16 over 2 nodes of 8 GPUs, MTP (NEXTN)."""
+    return {
+        "apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer", "metadata": {"name": NAME},
+        "spec": {
+            "sglang": {"image": "lmsysorg/sglang:v0.5.23"},
+            "model": {"path": "deepseek-ai/DeepSeek-V3", "trustRemoteCode": True},
+            "parallelism": parallelism or {"tensor": 16, "nodes": 2},
+            "speculative": {"algorithm": "NEXTN", "numSteps": 3, "eagleTopk": 1},
+            "memory": {"maxRunningRequests": 16, "contextLength": 32768},
+            "env": FAST_SIM,
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def lws(k8s_cluster: K8sCluster) -> Iterator[LWSController]:
+    """The LeaderWorkerSet controller of the local cluster (not started: tests start it)."""
+    require_lws()
+    if k8s_cluster.local is None:
+        pytest.fail("the multi-node tests run lws-manager on the local control plane", pytrace=False)
+    controller = LWSController(k8s_cluster.local)
+    try:
+        yield controller
+    finally:
+        controller.stop()
+
+
+@pytest.fixture(scope="module")
+def operator(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    k8s_cluster.run("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "sglangservers.yaml"))
+    k8s_cluster.run("wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io")
+    op = OperatorProcess(k8s_cluster.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
+        print(op.log_tail(40))
+
+
+def server(k8s: K8sCluster, ns: str) -> dict[str, Any]:
+    out: dict[str, Any] = k8s.get("sglangserver", NAME, "-n", ns)
+    return out
+
+
+def cond(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == type_), {})
+
+
+def wait_ready(k8s: K8sCluster, ns: str, revision: str | None = None, timeout: float = 120) -> dict[str, Any]:
+    def ready() -> dict[str, Any] | None:
+        obj = server(k8s, ns)
+        st = obj.get("status", {})
+        ok = st.get("phase") == "Ready" and cond(obj, "Ready").get("status") == "True" and st.get("effective")
+        return obj if ok and (revision is None or st.get("revision") == revision) else None
+    try:
+        return wait_for(f"SGLangServer {ns}/{NAME} Ready", ready, timeout=timeout)
+    except AssertionError:
+        print(json.dumps(server(k8s, ns).get("status"), indent=1))
+        raise
+
+
+def live_pods(k8s: K8sCluster, ns: str) -> list[dict[str, Any]]:
+    items = k8s.get("pods", "-n", ns, "-l", f"app.kubernetes.io/instance={NAME}")["items"]
+    return sorted((p for p in items if not p["metadata"].get("deletionTimestamp")), key=lambda p: p["metadata"]["name"])
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
+def pid(pod: dict[str, Any]) -> int:
+    return int(pod["status"]["containerStatuses"][0]["containerID"].removeprefix("process://"))
+
+
+def argv(pod: dict[str, Any]) -> list[str]:
+    """The command line the fake kubelet ran for the pod (after ``$(VAR)`` expansion)."""
+    return Path(f"/proc/{pid(pod)}/cmdline").read_bytes().decode().split("\0")
+
+
+def flag(args: list[str], name: str) -> str:
+    assert args.count(name) == 1, args
+    return args[args.index(name) + 1]
+
+
+def http(ip: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"http://{ip}:30000{path}", data=data,
+                                 headers={"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            raw = r.read()
+            return r.status, json.loads(raw) if raw and raw[:1] in b"{[" else raw
+    except urllib.error.HTTPError as err:
+        return err.code, None
+
+
+def test_without_the_lws_api_nothing_is_applied_and_installing_it_needs_no_edit(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess, lws: LWSController
+) -> None:
+    lws.stop()  # the LeaderWorkerSet API is not served
+    k8s_cluster.apply(dsv3(), namespace)
+    def missing() -> dict[str, Any] | None:
+        o = server(k8s_cluster, namespace)
+        return o if cond(o, "Ready").get("reason") == "LeaderWorkerSetMissing" else None
+
+    obj = wait_for("Ready=False LeaderWorkerSetMissing", missing, timeout=30)
+    message = cond(obj, "Ready")["message"]
+    assert cond(obj, "Ready")["status"] == "False"
+    assert "leaderworkerset.x-k8s.io/v1" in message and "kubectl apply --server-side" in message
+    assert cond(obj, "SpecValid")["status"] == "True"
+    assert obj["status"]["phase"] == "Pending" and not obj["status"].get("revision")
+    assert k8s_cluster.get("services", "-n", namespace)["items"] == []  # nothing applied, not even the Service
+    assert live_pods(k8s_cluster, namespace) == []
+    generation = obj["metadata"]["generation"]
+    lws.start()
+    obj = wait_ready(k8s_cluster, namespace)
+    assert obj["metadata"]["generation"] == generation  # no edit of the SGLangServer
+    assert k8s_cluster.get("leaderworkerset", NAME, "-n", namespace)["spec"]["leaderWorkerTemplate"]["size"] == 2
+
+
+def test_tensor_16_over_2_nodes_is_one_group_ready_from_its_leader(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess, lws: LWSController
+) -> None:
+    lws.start()
+    k8s_cluster.apply(dsv3(), namespace)
+    obj = wait_ready(k8s_cluster, namespace)
+    uid, revision = obj["metadata"]["uid"], obj["status"]["revision"]
+    group = k8s_cluster.get("leaderworkerset", NAME, "-n", namespace)
+    assert group["metadata"]["ownerReferences"][0]["uid"] == uid
+    assert group["spec"]["replicas"] == 1 and group["spec"]["startupPolicy"] == "LeaderCreated"
+    assert group["spec"]["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
+    pods = live_pods(k8s_cluster, namespace)
+    assert [p["metadata"]["labels"][WORKER_INDEX] for p in pods] == ["0", "1"]  # dsv3-0 (leader), dsv3-0-1
+    assert all(p["metadata"]["labels"][REVISION] == revision for p in pods)
+    for p in pods:
+        limits = p["spec"]["containers"][0]["resources"]["limits"]
+        assert limits["nvidia.com/gpu"] == "8"
+    assert len({p["spec"]["nodeName"] for p in pods}) == 2  # 8 GPUs each: one pod per node
+    leader, worker = pods
+    args = [argv(p) for p in pods]
+    assert [flag(a, "--node-rank") for a in args] == ["0", "1"]
+    assert [flag(a, "--nnodes") for a in args] == ["2", "2"] and [flag(a, "--tp-size") for a in args] == ["16", "16"]
+    addresses = {flag(a, "--dist-init-addr") for a in args}
+    assert addresses == {f"{NAME}-0.{NAME}-0.{namespace}:20000"}  # one address: LWS's leader name + port
+    # the leader serves SGLang; the worker only its dummy health server
+    code, info = http(leader["status"]["podIP"], "/server_info")
+    assert code == 200 and (info["node_rank"], info["nnodes"], info["tp_size"]) == (0, 2, 16)
+    assert http(worker["status"]["podIP"], "/health")[0] == 200
+    assert http(worker["status"]["podIP"], "/server_info")[0] == 404
+    st = obj["status"]
+    assert (st["replicas"], st["readyReplicas"]) == (1, 1)  # groups, not pods
+    assert "worker-index=0" in st["selector"]
+    svc = k8s_cluster.get("service", NAME, "-n", namespace)
+    assert svc["spec"]["selector"][WORKER_INDEX] == "0" and svc["metadata"]["ownerReferences"][0]["uid"] == uid
+    assert st["effective"]["maxRunningRequests"] == 16  # read from the leader's /server_info
+
+    # the leader stops answering its readiness endpoint: the group is not Ready although the worker answers
+    assert http(leader["status"]["podIP"], "/sim/admin/faults", {"http_500_rate": 1.0})[0] == 200
+    wait_for("the group not Ready while its worker answers", lambda: (
+        cond(o := server(k8s_cluster, namespace), "Ready").get("status") == "False"
+        and o["status"].get("readyReplicas") == 0 and http(worker["status"]["podIP"], "/health")[0] == 200),
+        timeout=60)
+    assert ready(next(p for p in live_pods(k8s_cluster, namespace) if p["metadata"]["name"] == worker["metadata"]
+                      ["name"]))
+    assert http(leader["status"]["podIP"], "/sim/admin/faults", {"http_500_rate": 0.0})[0] == 200
+    wait_ready(k8s_cluster, namespace, revision, timeout=60)
+
+    # killing the leader's process: not Ready, the group is recreated (RecreateGroupOnPodRestart), Ready again
+    os.kill(pid(leader), signal.SIGKILL)
+    wait_for("the group not Ready after its leader died", lambda: cond(server(k8s_cluster, namespace), "Ready")
+             .get("status") == "False", timeout=30)
+    wait_for("a new group", lambda: {p["metadata"]["uid"] for p in live_pods(k8s_cluster, namespace)}
+             .isdisjoint({leader["metadata"]["uid"], worker["metadata"]["uid"]})
+             and len(live_pods(k8s_cluster, namespace)) == 2, timeout=60)
+    obj = wait_ready(k8s_cluster, namespace, revision)
+    assert obj["status"]["readyReplicas"] == 1
+
+
+def test_speculative_change_rolls_the_group_and_deletion_removes_it(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess, lws: LWSController
+) -> None:
+    lws.start()
+    k8s_cluster.apply(dsv3(), namespace)
+    old = wait_ready(k8s_cluster, namespace)["status"]["revision"]
+    k8s_cluster.run("patch", "sglangserver", NAME, "-n", namespace, "--type=merge",
+                    "-p", json.dumps({"spec": {"speculative": {"numSteps": 1}}}))
+    new = wait_for("a new revision", lambda: (r := server(k8s_cluster, namespace).get("status", {}).get("revision"))
+                   != old and r, timeout=30)
+    group = k8s_cluster.get("leaderworkerset", NAME, "-n", namespace)
+    templates = group["spec"]["leaderWorkerTemplate"]
+    assert {templates[t]["metadata"]["labels"][REVISION] for t in ("leaderTemplate", "workerTemplate")} == {new}
+    wait_for("both pods of the group at the new revision", lambda: [
+        p["metadata"]["labels"][REVISION] for p in live_pods(k8s_cluster, namespace) if ready(p)] == [new, new],
+        timeout=120)
+    obj = wait_ready(k8s_cluster, namespace, new)
+    leader = next(p for p in live_pods(k8s_cluster, namespace) if p["metadata"]["labels"][WORKER_INDEX] == "0")
+    code, info = http(leader["status"]["podIP"], "/server_info")
+    assert code == 200 and info["speculative_num_steps"] == 1 and info["speculative_num_draft_tokens"] == 2
+    assert [r["revision"] for r in obj["status"]["revisions"]][-2:] == [old, new]
+
+    k8s_cluster.run("delete", "sglangserver", NAME, "-n", namespace, "--wait=true", "--timeout=60s")
+    wait_for("the LeaderWorkerSet, its StatefulSets, its pods and the Service removed", lambda: (
+        k8s_cluster.get("leaderworkersets", "-n", namespace)["items"] == []
+        and k8s_cluster.get("statefulsets", "-n", namespace)["items"] == []
+        and k8s_cluster.get("pods", "-n", namespace)["items"] == []
+        and k8s_cluster.get("services", "-n", namespace)["items"] == []), timeout=90)
+
+
+@pytest.mark.parametrize(("parallelism", "fields"), [
+    ({"tensor": 10, "nodes": 4}, ("spec.parallelism.nodes is 4", "parallelism.tensor × parallelism.pipeline is 10")),
+    ({"tensor": 4, "data": 2, "nodes": 4}, ("spec.parallelism.data is 2 with parallelism.nodes 4",)),
+])
+def test_refused_naming_the_fields(k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess,
+                                   parallelism: dict[str, int], fields: tuple[str, ...]) -> None:
+    proc = k8s_cluster.run("apply", "-n", namespace, "-f", "-", input=json.dumps(dsv3(**parallelism)), check=False)
+    assert proc.returncode != 0, "the API server accepted the spec"
+    for f in fields:
+        assert f in proc.stderr, proc.stderr
