@@ -132,6 +132,7 @@ class FlagAdvice:
     sglang_says: str | None
     text: str
     parses: bool
+    available: str | None = None  # the releases that declare the flag ("0.5.7 to 0.5.19", "0.4.6 on")
 
 
 def flag_advice(version: SGLangVersion, flag: str, value: str | None = None,
@@ -140,7 +141,7 @@ def flag_advice(version: SGLangVersion, flag: str, value: str | None = None,
     release that dropped it, the closest real flags of that release, SGLang's wording
     (:func:`sglang_operator.sglang.guidance.advise`). ``owned``: flag → the typed spec field that renders it."""
     a = _guidance.advise(version, flag, value, owned)
-    return FlagAdvice(a.kind.value, a.suggestions, a.sglang_says, a.text, a.parses)
+    return FlagAdvice(a.kind.value, a.suggestions, a.sglang_says, a.text, a.parses, a.available)
 
 
 class SGLangArgError(ValueError):

@@ -79,8 +79,10 @@ def _typed_flag_errors(out: SpecCheck, cmd: RenderedCommand, n_extra: int) -> No
         where = FIELD_OF_FLAG.get(token, "spec")
         info = lookup_flag(cmd.version, token)
         if info is None:
+            known = flag_advice(cmd.version, token).available  # which releases have it, from the tables
             out.refuse("typed-flag-in-release", f"{where}: SGLang {cmd.version} has no {token} (not supported by "
-                                                "that release); unset the field or choose another release")
+                                                "that release" + (f"; SGLang has it in {known}" if known else "")
+                                                + "); unset the field or choose another release")
             continue
         value = typed[i + 1] if info.takes_value and i + 1 < len(typed) else None
         if info.choices and value is not None and value not in info.choices:

@@ -57,6 +57,17 @@ class Advice:
     text: str
 
     @property
+    def available(self) -> str | None:
+        """The known releases that declare the flag (``"0.5.7 to 0.5.19"``, ``"0.4.6 on"``), or ``None``."""
+        hist = history.history()
+        h = hist.get(self.flag)
+        if h is None:
+            return None
+        text = f"{h.first} on" if h.dropped_in is None else f"{h.first} to {h.last}"
+        later = [f"as {s} from {hist[s].first}" for s in h.successors if s in hist]
+        return text + (f", {', '.join(later)}" if later else "")
+
+    @property
     def parses(self) -> bool:
         """Whether argparse accepts the flag as written (exact, abbreviation or deprecated alias)."""
         return self.kind in (AdviceKind.OK, AdviceKind.DEPRECATED, AdviceKind.ABBREVIATION)
