@@ -29,9 +29,9 @@ class SGLangImage(ApiModel):
 
     image: Annotated[str, Field(min_length=1)]
     """Container image running SGLang, e.g. ``lmsysorg/sglang:v0.5.10-cu129``."""
-    version: Annotated[str | None, Field(pattern=r"^v?[0-9]+\.[0-9]+\.[0-9]+$")] = None
-    """SGLang release the image runs (e.g. ``0.5.10``); parsed from the image tag when absent. Rendering uses
-    that release's flag names, entry point and probe endpoint."""
+    version: Annotated[str | None, Field(pattern=r"^v?[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?$")] = None
+    """SGLang release the image runs (e.g. ``0.5.10``, ``0.4.9.post6``); parsed from the image tag when absent.
+    Rendering uses that release's flag names, entry point and probe endpoint."""
     image_pull_policy: PullPolicy = PullPolicy.IF_NOT_PRESENT
     """Kubernetes imagePullPolicy of the SGLang container."""
 
