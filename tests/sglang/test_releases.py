@@ -160,3 +160,12 @@ def test_every_rename_in_every_release(option: str, version: str) -> None:
                                      in e for e in result.errors), text  # SGLang's own refusal text
     else:
         assert result.errors == [], text  # still parses: accepted (SGLang logs its deprecation warning)
+
+
+def test_a_post_release_can_be_named_when_the_tag_holds_no_version() -> None:
+    body = server("registry.local/sglang:prod")
+    body["spec"]["sglang"]["version"] = "0.4.9.post6"
+    result = check(parse(body).spec)
+    assert result.errors == [] and result.command is not None
+    assert str(result.command.version) == "0.4.9.post6"
+    assert result.command.command == ["python3", "-m", "sglang.launch_server"]
