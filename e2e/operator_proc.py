@@ -24,9 +24,11 @@ class OperatorProcess:
     """One operator process; ``start()`` waits for kopf's liveness endpoint to answer."""
 
     def __init__(self, kubeconfig: Path, log_path: Path, status_interval: float = 1.0,
-                 args: Sequence[str] = (), sample_interval: float = 2.0) -> None:
+                 args: Sequence[str] = (), sample_interval: float | None = 2.0,
+                 env: dict[str, str] | None = None) -> None:
         """``args``: extra ``sglang-operator run`` arguments (e.g. ``["--namespace", "ns"]``);
-        ``sample_interval``: seconds between two samples of a server (``--sample-interval``)."""
+        ``sample_interval``: seconds between two samples of a server (``--sample-interval``; None: each server's
+        ``spec.rollback.intervalSeconds``); ``env``: extra environment (e.g. ``SGLANG_OPERATOR_EXIT_AT``)."""
         self.kubeconfig = kubeconfig
         self.args = list(args)
         given = [a.split("=", 1)[1] if "=" in a else self.args[i + 1] for i, a in enumerate(self.args)
@@ -34,7 +36,8 @@ class OperatorProcess:
         self.metrics_port = int(given[-1]) if given else free_port()
         if not given:
             self.args += ["--metrics-port", str(self.metrics_port)]
-        if not any(a.split("=", 1)[0] == "--sample-interval" for a in self.args):
+        self.env = dict(env or {})
+        if sample_interval is not None and not any(a.split("=", 1)[0] == "--sample-interval" for a in self.args):
             self.args += ["--sample-interval", str(sample_interval)]
         self.log_path = log_path
         self.status_interval = status_interval
@@ -44,7 +47,7 @@ class OperatorProcess:
     def start(self, timeout: float = 60) -> None:
         self.port = free_port()
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig),
-               "SGLANG_OPERATOR_STATUS_INTERVAL": str(self.status_interval)}
+               "SGLANG_OPERATOR_STATUS_INTERVAL": str(self.status_interval), **self.env}
         with self.log_path.open("ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "sglang_operator.cli", "run", "--liveness",
@@ -62,6 +65,14 @@ class OperatorProcess:
             except OSError:
                 time.sleep(0.3)
         raise RuntimeError(f"operator not live after {timeout} s:\n{self.log_tail()}")
+
+    def wait_exit(self, timeout: float) -> int:
+        """Wait for the process to end by itself (a test hook); its exit code. Raises TimeoutError."""
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout)
+        except Exception as exc:
+            raise TimeoutError(f"operator still running after {timeout} s:\n{self.log_tail()}") from exc
 
     def stop(self, timeout: float = 15) -> None:
         if self.proc is None or self.proc.poll() is not None:

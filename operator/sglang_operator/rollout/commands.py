@@ -79,6 +79,18 @@ def _by_hash(revisions: list[dict[str, Any]], rev: str) -> dict[str, Any]:
     return matches[0]
 
 
+def _spec_revision(body: dict[str, Any]) -> str | None:
+    """The revision the object's spec renders to (None when it does not render): what the user asked for,
+    which may be a rejected revision while the stable one runs."""
+    from sglang_operator import builders
+    from sglang_operator.api.server import SpecError, parse
+
+    try:
+        return builders.render(parse({**body, "status": None})).revision
+    except (SpecError, builders.InvalidSpec):
+        return None
+
+
 def _fmt(value: float | None, digits: int) -> str:
     return view.ABSENT if value is None else f"{value:.{digits}f}"
 
@@ -103,13 +115,13 @@ def history(name: Name, namespace: Namespace = "default", output: Output = "tabl
     Console(width=200).print(table)
     for r in rows:
         if r.reason:
-            typer.echo(f"{r.revision}: {r.reason}")
+            typer.echo(r.reason if r.reason.startswith(r.revision) else f"{r.revision}: {r.reason}")
 
 
 @app.command()
 def diff(
     name: Name,
-    rev_a: Annotated[str | None, typer.Argument(help="revision hash (default: the spec's revision)")] = None,
+    rev_a: Annotated[str | None, typer.Argument(help="revision hash (default: the revision the spec renders)")] = None,
     rev_b: Annotated[str | None, typer.Argument(help="revision hash (default: the stable revision)")] = None,
     namespace: Namespace = "default", output: Output = "table",
 ) -> None:
@@ -118,7 +130,7 @@ def diff(
     body = _server(client, namespace, name)
     status = body.get("status") or {}
     revisions = _revisions(client, namespace, name)
-    rev_a = rev_a or status.get("specRevision") or status.get("revision")
+    rev_a = rev_a or _spec_revision(body) or status.get("revision")
     rev_b = rev_b or status.get("stableRevision")
     if not rev_a or not rev_b:
         raise _fail("name two revisions: this server has no stable revision yet")
