@@ -77,3 +77,29 @@ def test_container_restarts_with_back_off_and_log_tail(tmp_path: Path) -> None:
         assert r.last_state["terminated"]["message"].endswith("boom")
     assert r.restart_count == 2
     assert delays[0] <= 0 < delays[1] <= 0.3 < delays[2] <= 0.6
+
+
+def test_leaderworkerset_pod_env_and_rank_expand_as_on_a_kubelet() -> None:
+    """A worker pod as LWS v0.7.0's pod webhook leaves it (plain LWS_* values first, pkg/utils/pod AddLWSVariables),
+    plus the downward-API form older LWS releases documented (labels and annotations by fieldRef): the args'
+    ``$(VAR)`` references expand to the rank and the leader's address."""
+    from e2e.kubelet.images import container_env
+
+    pod = {"metadata": {"name": "dsv3-0-1", "namespace": "ml", "uid": "u2",
+                        "labels": {"leaderworkerset.sigs.k8s.io/worker-index": "1"},
+                        "annotations": {"leaderworkerset.sigs.k8s.io/size": "2"}},
+           "spec": {"nodeName": "gpu-node-2"}}
+    c = {"name": "sglang", "image": "lmsysorg/sglang:v0.5.23", "command": ["sglang", "serve"],
+         "args": ["--nnodes", "$(GROUP_SIZE)", "--node-rank", "$(LWS_WORKER_INDEX)",
+                  "--dist-init-addr", "$(LWS_LEADER_ADDRESS):20000"],
+         "env": [{"name": "LWS_LEADER_ADDRESS", "value": "dsv3-0.dsv3-0.ml"}, {"name": "LWS_GROUP_SIZE", "value": "2"},
+                 {"name": "LWS_WORKER_INDEX", "value": "1"},
+                 {"name": "INDEX", "valueFrom": {"fieldRef": {
+                     "fieldPath": "metadata.labels['leaderworkerset.sigs.k8s.io/worker-index']"}}},
+                 {"name": "GROUP_SIZE", "valueFrom": {"fieldRef": {
+                     "fieldPath": "metadata.annotations['leaderworkerset.sigs.k8s.io/size']"}}}]}
+    env = container_env(None, pod, c)  # type: ignore[arg-type]  # no Secret/ConfigMap reference: no API call
+    assert env["INDEX"] == "1" and env["GROUP_SIZE"] == "2"
+    argv, _ = launch_spec(RULES, pod, c, env, "127.1.0.7", "NVIDIA-RTX-A6000")
+    assert argv[1:] == ["sglang", "serve", "--nnodes", "2", "--node-rank", "1",
+                        "--dist-init-addr", "dsv3-0.dsv3-0.ml:20000"]

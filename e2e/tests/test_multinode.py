@@ -237,6 +237,11 @@ def test_speculative_change_rolls_the_group_and_deletion_removes_it(
     code, info = http(leader["status"]["podIP"], "/server_info")
     assert code == 200 and info["speculative_num_steps"] == 1 and info["speculative_num_draft_tokens"] == 2
     assert [r["revision"] for r in obj["status"]["revisions"]][-2:] == [old, new]
+    # the rollback's analysis follows the new revision, judged from the group's leader (one target per group)
+    analysis = wait_for("the rollback analysing the new revision", lambda: (
+        a if (a := server(k8s_cluster, namespace)["status"].get("analysis") or {}).get("revision") == new else None),
+        timeout=30)
+    assert set(analysis.get("podRestarts") or {}) == {f"{NAME}-0"}, analysis
 
     k8s_cluster.run("delete", "sglangserver", NAME, "-n", namespace, "--wait=true", "--timeout=60s")
     wait_for("the LeaderWorkerSet, its StatefulSets, its pods and the Service removed", lambda: (

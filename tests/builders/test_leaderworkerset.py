@@ -14,7 +14,7 @@ from sglang_operator.api.server import SpecError
 from sglang_operator.builders import REVISION_LABEL, InvalidSpec, pod_templates, render, summary
 from sglang_operator.builders.leaderworkerset import WORKER_INDEX_LABEL, leader_worker_set
 from sglang_operator.sglang.args import resolve_server_args
-from sglang_operator.sglang.versions import parse_version
+from sglang_operator.sglang.versions import SUPPORTED, parse_version
 
 DSV3: dict[str, Any] = {
     "apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer",
@@ -193,3 +193,14 @@ def test_builder_refuses_a_single_node_spec() -> None:
 
     with pytest.raises(ValueError, match="nodes > 1"):
         leader_worker_set("x", "ns", server.spec, render_command(server.spec))
+
+
+@pytest.mark.parametrize("version", [str(v) for v in SUPPORTED])
+def test_every_release_renders_tensor_over_nodes(version: str) -> None:
+    """Every supported release has --nnodes, --node-rank and --dist-init-addr, and accepts the group's argv."""
+    b = copy.deepcopy(DSV3)
+    b["spec"]["sglang"] = {"image": f"lmsysorg/sglang:v{version}"}
+    del b["spec"]["speculative"]
+    out = render(parse(b))
+    args = container(pod_templates(out.workload)[0])["args"]
+    assert (flag(args, "--nnodes"), flag(args, "--node-rank")) == ("2", "0")
