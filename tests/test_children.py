@@ -56,13 +56,27 @@ def test_transport_errors_are_not_the_specs_fault() -> None:
     assert failure.describe() == "applying the Service failed (no answer): ConnectError: connection refused; retrying"
 
 
-async def _metrics_server(counts: list[int]) -> tuple[web.AppRunner, str]:
-    """A /metrics answering ``sglang:num_running_reqs`` = the next value of ``counts`` (the last one repeats)."""
+def _histogram(name: str, count: int) -> str:
+    labels = 'model_name="m"'
+    return (f"# HELP {name} x\n# TYPE {name} histogram\n"
+            f'{name}_bucket{{{labels},le="+Inf"}} {count}.0\n{name}_count{{{labels}}} {count}.0\n'
+            f"{name}_sum{{{labels}}} {count * 0.5}\n")
+
+
+async def _metrics_server(counts: list[int], started: list[int] | None = None,
+                          finished: list[int] | None = None) -> tuple[web.AppRunner, str]:
+    """A /metrics answering ``sglang:num_running_reqs`` = the next value of ``counts`` (the last one repeats) and,
+    when given, the TTFT and e2e-latency histogram counts (requests started / finished) the same way."""
+    def take(values: list[int]) -> int:
+        return values.pop(0) if len(values) > 1 else values[0]
+
     async def metrics(_: web.Request) -> web.Response:
-        value = counts.pop(0) if len(counts) > 1 else counts[0]
         body = ("# HELP sglang:num_running_reqs The number of running requests.\n"
                 "# TYPE sglang:num_running_reqs gauge\n"
-                f'sglang:num_running_reqs{{model_name="m",engine_type="unified",tp_rank="0"}} {value}.0\n')
+                f'sglang:num_running_reqs{{model_name="m",engine_type="unified",tp_rank="0"}} {take(counts)}.0\n')
+        if started is not None and finished is not None:
+            body += _histogram("sglang:time_to_first_token_seconds", take(started))
+            body += _histogram("sglang:e2e_request_latency_seconds", take(finished))
         return web.Response(text=body, content_type="text/plain")
     app = web.Application()
     app.router.add_get("/metrics", metrics)
@@ -106,3 +120,20 @@ async def test_drain_gives_up_after_drain_seconds() -> None:
 async def test_a_pod_that_does_not_answer_runs_nothing() -> None:
     result = await drain("ns", "gone", ["http://127.0.0.1:9"], seconds=5, poll=0.1)
     assert result.idle and result.seconds < 4
+
+
+async def test_drain_reads_requests_in_flight_not_the_stale_gauge() -> None:
+    """SGLang refreshes num_running_reqs at decode-log intervals: it still reads 1 after the last request ended,
+    and may read 0 before a started request's first decode log. The TTFT / e2e counts are live."""
+    runner, url = await _metrics_server([1], started=[5], finished=[4, 4, 5])
+    try:
+        result = await drain("ns", "stale", [url], seconds=10, poll=0.1)
+    finally:
+        await runner.cleanup()
+    assert result.idle and 0.15 < result.seconds < 5  # waited for the 5th request, not for the gauge
+    runner, url = await _metrics_server([0], started=[3], finished=[2])
+    try:
+        result = await drain("ns", "fresh", [url], seconds=0.5, poll=0.1)
+    finally:
+        await runner.cleanup()
+    assert not result.idle and result.running == 1  # the gauge's 0 is not believed while one is in flight

@@ -8,9 +8,9 @@ and nothing is applied. A failed apply is a
 :class:`ChildApplyError` whose :class:`ApplyFailure` says whether the spec is at fault (the caller reports
 ``SpecValid=False``) or not (``Degraded``, and a retry): never a silent retry loop.
 
-Before a Recreate replaces pods (an update or a rollback), :func:`drain` waits until the old pods report no
-running request (``sglang:num_running_reqs`` 0) or ``spec.strategy.drainSeconds`` are up; :data:`DRAINING`
-names the servers being drained so the sampler sends them no probe meanwhile.
+Before a Recreate replaces pods (an update or a rollback), :func:`drain` waits until the old pods run no
+request or ``spec.strategy.drainSeconds`` are up; :data:`DRAINING` names the servers being drained so the
+sampler sends them no probe meanwhile.
 """
 
 from __future__ import annotations
@@ -149,7 +149,13 @@ DRAINING: set[tuple[str, str]] = set()
 sampler checks :func:`draining`)."""
 RUNNING_METRIC = "sglang:num_running_reqs"
 """Requests a server is running (gauge; ``python/sglang/srt/metrics/collector.py`` 0.5.10,
-``observability/metrics_collector.py`` 0.5.2x)."""
+``observability/metrics_collector.py`` 0.5.2x). The scheduler refreshes it at decode-log intervals only (and every
+30 s when idle, ``scheduler.py`` ``check_memory``), so it reads 1 for up to 30 s after the last request ended."""
+STARTED_METRIC = "sglang:time_to_first_token_seconds_count"
+FINISHED_METRIC = "sglang:e2e_request_latency_seconds_count"
+"""Requests that streamed their first token / that finished or were aborted: the tokenizer manager observes them
+as it happens (``TokenizerMetricsCollector``), so their difference is the live count of requests in flight, which
+:func:`running_requests` prefers to the refreshed-now-and-then gauge."""
 log = logging.getLogger("sglang_operator.children")
 
 
@@ -169,7 +175,8 @@ class DrainResult:
 
 
 class _RunningRequests:
-    """A /metrics body consumer: the sum of :data:`RUNNING_METRIC` over its series (prometheus_client parser)."""
+    """A /metrics body consumer (prometheus_client parser): requests in flight, :data:`STARTED_METRIC` minus
+    :data:`FINISHED_METRIC` summed over their series, or the :data:`RUNNING_METRIC` gauge when those are absent."""
 
     def __init__(self) -> None:
         self.body = bytearray()
@@ -180,12 +187,14 @@ class _RunningRequests:
     def finish(self) -> int:
         from prometheus_client.parser import text_string_to_metric_families
 
-        total = 0.0
+        totals: dict[str, float] = {}
         for family in text_string_to_metric_families(self.body.decode("utf-8", "replace")):
             for sample in family.samples:
-                if sample.name == RUNNING_METRIC:
-                    total += sample.value
-        return int(total)
+                if sample.name in (RUNNING_METRIC, STARTED_METRIC, FINISHED_METRIC):
+                    totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+        if STARTED_METRIC in totals and FINISHED_METRIC in totals:
+            return max(int(totals[STARTED_METRIC] - totals[FINISHED_METRIC]), 0)
+        return int(totals.get(RUNNING_METRIC, 0.0))
 
 
 async def running_requests(urls: Sequence[str], http: Any = None, timeout: float = 3.0) -> int:

@@ -41,14 +41,38 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.execution.max_workers = 16
 
 
-REQUEST_LOGGERS = ("httpx", "httpcore", "lightkube", "aiohttp.access", "kopf.activities.probe")
-"""Loggers that log per request (httpx logs every scrape at INFO): DEBUG unless ``--verbose``."""
+REQUEST_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "lightkube", "aiohttp.access",
+                   "kopf.activities.probe")
+"""Loggers that log per request (httpx logs every scrape at INFO, httpx2 every lightkube call): DEBUG unless
+``--verbose``."""
+WATCH_HANDLERS = ("track", "child_event", "pod_event")
+"""kopf ``on.event`` handlers: called for every watch event, so kopf's "Handler ... succeeded." for them is
+per-event chatter, not a transition."""
+
+
+class _PerEventChatter(logging.Filter):
+    """kopf's INFO success line of a watch-event handler, turned into DEBUG (dropped unless ``--verbose``)."""
+
+    def __init__(self, verbose: bool) -> None:
+        super().__init__()
+        self.verbose = verbose
+        self.lines = tuple(f"Handler '{h}' succeeded." for h in WATCH_HANDLERS)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.INFO and record.getMessage().startswith(self.lines):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return self.verbose
+        return True
 
 
 def quiet_request_logs(verbose: bool) -> None:
-    """Per-request loggers at WARNING (INFO stays for transitions), or everything at DEBUG with ``verbose``."""
+    """Per-request loggers at WARNING and kopf's per-event lines at DEBUG (INFO stays for transitions), or
+    everything at DEBUG with ``verbose``."""
     for name in REQUEST_LOGGERS:
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
+    objects = logging.getLogger("kopf.objects")
+    if not any(isinstance(f, _PerEventChatter) for f in objects.filters):
+        objects.addFilter(_PerEventChatter(verbose))
 
 
 def run(
