@@ -1,0 +1,65 @@
+"""Warnings are what the user can act on, in the spec's terms; SGLang's informational start-up lines are notes
+(shown by render, never a Warning event)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sglang_operator.api import parse
+from sglang_operator.builders import check
+
+ROOT = Path(__file__).resolve().parents[2]
+KNOWN_GOOD: dict[str, Any] = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
+
+
+def checked(**changes: Any) -> Any:
+    body = copy.deepcopy(KNOWN_GOOD)
+    for path, value in changes.items():
+        node = body["spec"]
+        *parents, last = path.split("__")
+        for key in parents:
+            node = node.setdefault(key, {})
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return check(parse(body).spec)
+
+
+def test_known_good_sample_has_no_warning_only_notes() -> None:
+    result = checked()
+    assert result.errors == [] and result.warnings == []
+    assert any("Spec v2 is enabled" in n for n in result.notes)
+
+
+def test_unset_max_running_requests_says_what_sglang_does_and_where_to_read_it() -> None:
+    [warning] = checked(memory__maxRunningRequests=None).warnings
+    assert warning.startswith("spec.memory.maxRunningRequests is unset: under speculative decoding SGLang picks "
+                              "its own limit (at most 48")
+    assert "status.effective.maxRunningRequests" in warning
+    assert not any("Max running requests is reset to 48" in w for w in checked(memory__maxRunningRequests=None)
+                   .warnings)  # SGLang's own line is not repeated as a second warning
+
+
+def test_actionable_sglang_lines_are_said_in_spec_terms() -> None:
+    # 0.5.10 without specV2: SGLang turns the overlap scheduler off (a hybrid model needs extra_buffer + spec v2;
+    # use a non-hybrid model with MTP layers)
+    result = checked(model__path="deepseek-ai/DeepSeek-V3", speculative__specV2=False,
+                     memory__mambaSchedulerStrategy=None, memory__mambaFullMemoryRatio=None)
+    assert result.errors == []
+    assert any(w.startswith("spec.speculative.specV2 is false: SGLang 0.5.10 then runs speculative decoding "
+                            "without the overlap scheduler") for w in result.warnings), result.warnings
+    draft = checked(model__path="deepseek-ai/DeepSeek-V3", speculative__draftModelPath="deepseek-ai/DeepSeek-V3",
+                    memory__mambaSchedulerStrategy=None, memory__mambaFullMemoryRatio=None)
+    assert any(w.startswith("spec.speculative.draftModelPath deepseek-ai/DeepSeek-V3 is not needed")
+               for w in draft.warnings), draft.warnings
+
+
+def test_an_extra_arg_sglang_turns_off_is_named() -> None:
+    result = checked(extraArgs=["--enable-mixed-chunk"])
+    assert "spec.extraArgs --enable-mixed-chunk has no effect with speculative decoding (SGLang turns it off); "\
+           "remove it" in result.warnings
