@@ -27,9 +27,18 @@ def series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
     return {"series": f"{name}{{{inner}}}", "values": values}
 
 
+def counters(labels: dict[str, str], tokens_per_min: int, run: str, start: int = 0) -> list[dict[str, str]]:
+    """SGLang 0.5.2x counters of one pod: ``tokens_per_min`` generated per 1000 verify calls a minute
+    (accept length ``tokens_per_min`` / 1000), from minute ``start`` for ``run`` (``x120``, ``x120 stale``)."""
+    gap = f"_x{start} " if start else ""
+    return [series("sglang:generation_tokens_total", {**labels, "is_streaming": "true"},
+                   f"{gap}0+{tokens_per_min}{run}"),
+            series("sglang:spec_verify_calls_total", labels, f"{gap}0+1000{run}")]
+
+
 def rule(name: str) -> dict[str, Any]:
     doc = yaml.safe_load(RULES_FILE.read_text())
-    return next(r for g in doc["groups"] for r in g["rules"] if r["alert"] == name)
+    return next(r for g in doc["groups"] for r in g["rules"] if r.get("alert") == name)
 
 
 def expand(template: str, labels: dict[str, str], value: str) -> str:
@@ -46,16 +55,21 @@ def firing(name: str, labels: dict[str, str], value: str) -> dict[str, Any]:
 
 # (alert, input series, eval time, expected alerts): for each alert one case that fires and one that does not
 CASES: list[tuple[str, str, list[dict[str, str]], str, list[dict[str, Any]]]] = [
-    ("SGLangAcceptLengthCollapsed", "regressed revision after 2 h of the known-good one", [
-        series("sglang_operator_server_accept_length", {**S, "revision": "good"}, "2.7x120 stale"),
-        series("sglang_operator_server_accept_length", {**S, "revision": "bad"}, "_x121 1.75x60"),
+    ("SGLangAcceptLengthCollapsed", "0.5.2x counters: regressed revision after 2 h of the known-good one", [
+        *counters({**POD, "revision": "good"}, 2700, "x120 stale"),
+        *counters({**POD, "pod": "qwen-def", "revision": "bad"}, 1750, "x60", start=121),
     ], "150m", [firing("SGLangAcceptLengthCollapsed", {**S, "revision": "bad"}, "1.75")]),
-    ("SGLangAcceptLengthCollapsed", "known-good only, and a mild dip on another server", [
-        series("sglang_operator_server_accept_length", {**S, "revision": "good"}, "2.7x180"),
-        series("sglang_operator_server_accept_length", {**S, "sglang_server": "b", "revision": "r1"},
-               "2.7x120 stale"),
-        series("sglang_operator_server_accept_length", {**S, "sglang_server": "b", "revision": "r2"},
+    ("SGLangAcceptLengthCollapsed", "0.5.10 gauge: regressed revision after 2 h of the known-good one", [
+        series("sglang:spec_accept_length", {**POD, "revision": "good"}, "2.7x120 stale"),
+        series("sglang:spec_accept_length", {**POD, "pod": "qwen-def", "revision": "bad"}, "_x121 1.75x60"),
+    ], "150m", [firing("SGLangAcceptLengthCollapsed", {**S, "revision": "bad"}, "1.75")]),
+    ("SGLangAcceptLengthCollapsed", "known-good only, a mild dip on another server, an idle server", [
+        *counters({**POD, "revision": "good"}, 2700, "x180"),
+        series("sglang:spec_accept_length", {**POD, "sglang_server": "b", "revision": "r1"}, "2.7x120 stale"),
+        series("sglang:spec_accept_length", {**POD, "sglang_server": "b", "pod": "b2", "revision": "r2"},
                "_x121 2.4x60"),
+        *counters({**POD, "sglang_server": "idle", "revision": "r"}, 0, "x180"),
+        series("sglang:spec_accept_length", {**POD, "sglang_server": "idle", "revision": "r"}, "2.7x180"),
     ], "150m", []),
     ("SGLangDecodeThroughputLow", "15 tok/s for 20 min", [
         series("sglang_operator_server_decode_tokens_per_second", {**S, "revision": "r"}, "15x30"),
@@ -108,7 +122,8 @@ def test_checked_in_files_are_fresh() -> None:
 
 
 def test_every_alert_has_a_firing_and_a_quiet_case() -> None:
-    names = [r["alert"] for g in yaml.safe_load(RULES_FILE.read_text())["groups"] for r in g["rules"]]
+    names = [r["alert"] for g in yaml.safe_load(RULES_FILE.read_text())["groups"] for r in g["rules"]
+             if "alert" in r]
     assert sorted(names) == sorted({c[0] for c in CASES})
     for name in names:
         outcomes = {bool(c[4]) for c in CASES if c[0] == name}
@@ -119,7 +134,7 @@ def test_promtool_check_rules() -> None:
     promtool = require_promtool()
     proc = subprocess.run([str(promtool), "check", "rules", str(RULES_FILE)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 7 rules found" in proc.stdout, proc.stdout
+    assert "SUCCESS: 8 rules found" in proc.stdout, proc.stdout  # 1 recording rule, 7 alerts
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}: {c[1]}" for c in CASES])
@@ -152,8 +167,9 @@ def test_a_test_that_expects_the_wrong_outcome_fails(tmp_path: Path) -> None:
 def test_parameters_reach_the_expressions() -> None:
     fast = rules.fast(accept_length_fraction=0.5, accept_length_window="2m", for_duration="4s",
                       min_decode_tokens_per_second=33)
-    got = {r["alert"]: r for g in rules.rule_groups(fast)["groups"] for r in g["rules"]}
+    got = {r.get("alert") or r["record"]: r for g in rules.rule_groups(fast)["groups"] for r in g["rules"]}
     assert "0.5 * quantile_over_time(0.5," in got["SGLangAcceptLengthCollapsed"]["expr"]
+    assert "[5m]" in got[rules.ACCEPT_LENGTH_RECORD]["expr"]  # rate_window unchanged
     assert "[2m:]" in got["SGLangAcceptLengthCollapsed"]["expr"]
     assert got["SGLangDecodeThroughputLow"]["expr"].endswith("< 33")
     assert got["SGLangDecodeThroughputLow"]["for"] == "4s"

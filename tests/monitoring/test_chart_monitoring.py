@@ -81,7 +81,8 @@ def test_prometheus_rule_equals_the_plain_rules_file() -> None:
 def test_prometheus_rule_thresholds_come_from_values() -> None:
     objs = render(prometheusRule={"enabled": True, "thresholds": {"minDecodeTokensPerSecond": 33,
                                                                   "forDuration": "3m"}})
-    got = {r["alert"]: r for g in one(objs, "PrometheusRule")["spec"]["groups"] for r in g["rules"]}
+    got = {r.get("alert") or r["record"]: r for g in one(objs, "PrometheusRule")["spec"]["groups"]
+           for r in g["rules"]}
     assert got["SGLangDecodeThroughputLow"]["expr"].endswith("< 33")
     assert got["SGLangDecodeThroughputLow"]["for"] == "3m"
     assert "33 tok/s" in got["SGLangDecodeThroughputLow"]["annotations"]["summary"]

@@ -101,11 +101,7 @@ def phase_panel() -> statetimeline.Panel:
     p = (statetimeline.Panel().title("Analysis phase")
          .description("The rollback analysis phase of the server over time (1 = current phase).")
          .datasource(DS).height(4).span(18))
-    return _targets(p, [Target(f"{_server_only(s.OP_ANALYSIS_PHASE)} == 1", "{{phase}}")])
-
-
-def _server_only(name: str) -> str:
-    return f"{name}{{{SERVER_SEL}}}"
+    return _targets(p, [Target(f"{_sel(s.OP_ANALYSIS_PHASE)} == 1", "{{phase}}")])
 
 
 def _add(d: db.Dashboard, ids: Iterator[int], panel: Any) -> db.Dashboard:
@@ -130,7 +126,7 @@ def build() -> db.Dashboard:
         .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED))
     d = d.annotation(
         db.AnnotationQuery().name("Rollbacks").datasource(DS).enable(True).icon_color("red")
-        .expr(f"increase({_server_only(s.OP_ROLLBACKS)}[1m]) > 0"))
+        .expr(f"increase({_sel(s.OP_ROLLBACKS)}[1m]) > 0"))
     d = d.annotation(
         db.AnnotationQuery().name("New revision").datasource(DS).enable(True).icon_color("blue")
         .expr(f"count by (revision) ({_sel(s.NUM_RUNNING_REQS)}) unless count by (revision) "
@@ -153,7 +149,7 @@ def build() -> db.Dashboard:
         "Decode speed per request", "Single-stream decode tok/s the operator measures (its probe, or 1 / mean "
         "inter-token latency), the figure the rollback compares, and the stable revision's baseline.",
         "short", [Target(_sel(s.OP_DECODE_TPS)),
-                  Target(_server_only(s.OP_BASELINE_TPS), "baseline")]))
+                  Target(_sel(s.OP_BASELINE_TPS), "baseline")]))
     d = _add(d, ids, series_panel(
         "Speculative steps and draft tokens", f"{s.SPEC_NUM_STEPS} and {s.SPEC_NUM_DRAFT_TOKENS} as SGLang runs "
         "them (SGLang 0.5.2x reports them; 0.5.10 does not).", "short",
@@ -181,14 +177,14 @@ def build() -> db.Dashboard:
     d = _add(d, ids, phase_panel())
     d = _add(d, ids, stat_panel(
         "Stable revision", "The last known-good revision the operator rolls back to.",
-        [Target(f"{_server_only(s.OP_STABLE_REVISION)} == 1", "{{stable_revision}}")]))
+        [Target(f"{_sel(s.OP_STABLE_REVISION)} == 1", "{{stable_revision}}")]))
     d = _add(d, ids, series_panel(
         "Baseline", "What a new revision is judged against: the stable revision's decode tok/s and accept "
-        "length.", "short", [Target(_server_only(s.OP_BASELINE_TPS), "decode tok/s"),
-                             Target(_server_only(s.OP_BASELINE_ACCEPT_LENGTH), "accept length")], span=12))
+        "length.", "short", [Target(_sel(s.OP_BASELINE_TPS), "decode tok/s"),
+                             Target(_sel(s.OP_BASELINE_ACCEPT_LENGTH), "accept length")], span=12))
     d = _add(d, ids, series_panel(
         "Rollbacks", "Automatic rollbacks of the server (increase of sglang_operator_rollbacks_total).", "short",
-        [Target(f"increase({_server_only(s.OP_ROLLBACKS)}[{RATE}])", "rollbacks")], span=12, bars=True))
+        [Target(f"increase({_sel(s.OP_ROLLBACKS)}[{RATE}])", "rollbacks")], span=12, bars=True))
 
     d = d.with_row(db.Row("Operator").id(next(ids)))
     d = _add(d, ids, series_panel(

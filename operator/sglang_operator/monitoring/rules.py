@@ -4,7 +4,8 @@
 
 Alerts (group ``sglang-operator``):
 
-- ``SGLangAcceptLengthCollapsed``: a revision's accept length (the operator's counter-based figure) is below
+- ``SGLangAcceptLengthCollapsed``: a revision's accept length (recorded as :data:`ACCEPT_LENGTH_RECORD` from
+  SGLang's own series, so it needs neither the operator's sampler nor its warm-up) is below
   ``accept_length_fraction`` of the server's median over ``accept_length_window``.
 - ``SGLangDecodeThroughputLow``: per-request decode speed (tok/s, the figure the rollback compares) below the
   absolute floor ``min_decode_tokens_per_second``.
@@ -68,7 +69,8 @@ def camel(name: str) -> str:
 
 @dataclass(frozen=True)
 class Alert:
-    """One alerting rule; ``summary``/``description`` may use Prometheus' alert templates through ``T``."""
+    """One alerting rule; ``summary``/``description`` hold Prometheus alert-template actions written by
+    :class:`Templates`."""
 
     name: str
     expr: str
@@ -97,9 +99,9 @@ def alerts(p: RuleParams, t: Templates) -> list[Alert]:
     return [
         Alert(
             "SGLangAcceptLengthCollapsed",
-            f"{s.OP_ACCEPT_LENGTH}\n  < on ({SERVER}) group_left ()\n"
+            f"{ACCEPT_LENGTH_RECORD}\n  < on ({SERVER}) group_left ()\n"
             f"    ({p.accept_length_fraction} * quantile_over_time(0.5, "
-            f"(max by ({SERVER}) ({s.OP_ACCEPT_LENGTH}))[{p.accept_length_window}:]))",
+            f"(max by ({SERVER}) ({ACCEPT_LENGTH_RECORD}))[{p.accept_length_window}:]))",
             p.for_duration, "warning",
             f"Accept length of {server} collapsed",
             f"Revision {t('$labels.revision')} of {server} accepts {value} tokens per verify step, below "
@@ -159,6 +161,20 @@ def alerts(p: RuleParams, t: Templates) -> list[Alert]:
     ]
 
 
+ACCEPT_LENGTH_RECORD = "sglang_server_revision:accept_length:rate"
+"""Recorded accept length per revision (tokens per verify step) from SGLang's own series."""
+
+
+def accept_length_expr(p: RuleParams) -> str:
+    """Accept length per revision from SGLang's series: generation-token ÷ verify-call increases over
+    ``rate_window`` where the release has ``sglang:spec_verify_calls_total`` (0.5.2x), else the windowed
+    ``sglang:spec_accept_length`` gauge (mean over pods); idle or spec-off values (NaN, 0) are left out."""
+    by = f"sum by ({REVISION})"
+    return (f"({by} (rate({s.GENERATION_TOKENS}[{p.rate_window}]))\n"
+            f"  / {by} (rate({s.SPEC_VERIFY_CALLS}[{p.rate_window}])) > 0)\n"
+            f"or avg by ({REVISION}) ({s.SPEC_ACCEPT_LENGTH} > 0)")
+
+
 def _rule(a: Alert) -> dict[str, Any]:
     return {"alert": a.name, "expr": a.expr, "for": a.for_, "labels": {"severity": a.severity},
             "annotations": {"summary": a.summary, "description": a.description}}
@@ -170,7 +186,8 @@ def rule_groups(params: RuleParams | None = None, helm: bool = False) -> dict[st
     ``helm``: thresholds as Helm placeholders and template actions escaped, for the chart's ``tpl``.
     """
     p = RuleParams.helm() if helm else (params or RuleParams())
-    return {"groups": [{"name": GROUP_NAME, "rules": [_rule(a) for a in alerts(p, Templates(helm))]}]}
+    record = {"record": ACCEPT_LENGTH_RECORD, "expr": accept_length_expr(p)}
+    return {"groups": [{"name": GROUP_NAME, "rules": [record, *(_rule(a) for a in alerts(p, Templates(helm)))]}]}
 
 
 def fast(params: RuleParams | None = None, **changes: Any) -> RuleParams:
