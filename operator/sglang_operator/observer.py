@@ -264,7 +264,8 @@ class Observer:
                           figures)
         new |= judged.status
         delta = st.changed(status, new)
-        if delta and not await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"), delta):
+        if delta and not await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"),
+                                                 st.merge_patch(status, delta)):
             return  # stale view: the next tick sees the new object (and decides again)
         self.series.export_analysis(server.namespace, server.name, judged.state)
         old_d, new_d = _degraded(status.get("conditions") or []), _degraded(new["conditions"])
@@ -326,7 +327,7 @@ class Observer:
                 await kube.post_event(body, "Warning", "ApplyFailed", message)
             return
         self._apply_errors.pop((ns, name), None)
-        await kube.patch_status(ns, name, None, st.changed(status, new))
+        await kube.patch_status(ns, name, None, st.merge_patch(status, st.changed(status, new)))
 
     async def sample(self, body: dict[str, Any], spec: Any, policy: Any, now: dt.datetime
                      ) -> tuple[list[Sample] | None, dict[str, Any], float]:

@@ -97,3 +97,15 @@ def test_settings_differ_is_rewritten_from_differences_alone():
     new = observed(base, health, 1, NOW, None, ["numDraftTokens: spec 4, SGLang 2"], {})
     assert find(new["conditions"], "SettingsDiffer")["status"] == "True"
     assert "effective" not in new  # not re-read
+
+
+def test_merge_patch_nulls_nested_keys_that_are_gone() -> None:
+    from sglang_operator.reconcile.status import merge_patch
+
+    old = {"analysis": {"revision": "a", "warmedUpAt": "t1", "readySince": "t0", "phase": "Stable"}, "phase": "Ready",
+           "rollbacks": [{"from": "b"}]}
+    delta = {"analysis": {"revision": "c", "phase": "WarmingUp"}, "rollbacks": []}
+    patch = merge_patch(old, delta)
+    assert patch == {"analysis": {"revision": "c", "phase": "WarmingUp", "warmedUpAt": None, "readySince": None},
+                     "rollbacks": []}
+    assert merge_patch(old, {"phase": "Degraded", "analysis": None}) == {"phase": "Degraded", "analysis": None}

@@ -31,6 +31,25 @@ def changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def merge_patch(old: Mapping[str, Any], delta: Mapping[str, Any]) -> dict[str, Any]:
+    """``delta`` (new values of some top-level keys of ``old``) as a JSON merge patch (RFC 7386) that turns ``old``
+    into ``old`` updated by ``delta``: nested objects are merged by the API server, so a key a nested object no
+    longer has must be sent as null (else e.g. ``analysis.warmedUpAt`` of an earlier revision would survive a
+    fresh analysis). Lists and scalars are sent whole."""
+    def diff(a: Any, b: Any) -> Any:
+        if not (isinstance(a, Mapping) and isinstance(b, Mapping)):
+            return b
+        out: dict[str, Any] = {}
+        for key in a.keys() | b.keys():
+            if key not in b:
+                out[key] = None
+            elif key not in a or a[key] != b[key]:
+                out[key] = diff(a.get(key), b[key])
+        return out
+
+    return {key: diff(old.get(key), value) for key, value in delta.items()}
+
+
 def invalid(status: Mapping[str, Any], errors: list[str], generation: int, now: dt.datetime) -> dict[str, Any]:
     """Status after a refused spec: SpecValid=False with every error; nothing else changes, so the last
     applied revision (if any) keeps running and keeps being reported. Phase ``Invalid`` only when nothing
