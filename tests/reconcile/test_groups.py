@@ -13,9 +13,9 @@ from sglang_operator.reconcile.groups import (
     group_health,
     groups,
     leader_pods,
-    serving_pods,
     lws_missing,
     server_health,
+    serving_pods,
     waiting_for_lws,
 )
 
