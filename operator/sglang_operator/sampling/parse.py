@@ -1,8 +1,9 @@
 """Robust, filtered parse of SGLang's Prometheus text exposition (format 0.0.4) into a :class:`Parsed` scrape.
 
-A real 0.5.23 server exposes ~160 families (hundreds of KiB); the sampler needs a dozen (:mod:`.roles`). The
-body is fed chunk by chunk to a :class:`LineFilter`, which keeps only the lines of wanted sample names (a C-level
-``bytes.startswith`` per line) and never holds the whole body; the kept lines are then parsed strictly.
+A real 0.5.23 server exposes ~160 families (~200 KiB); the sampler needs a dozen (:mod:`.roles`). The body is fed
+chunk by chunk to a :class:`LineFilter`, which keeps only the lines of wanted sample names (one regex scan per chunk,
+in C) and never holds the whole body; the kept lines are then parsed strictly, label sets through a cache (the same
+series come back every interval).
 
 What counts as broken, with the ``reason`` the scrape error is counted under (``sglang_operator_scrape_errors_total``):
 
@@ -65,9 +66,10 @@ class Parsed:
     size: int = 0
 
 
-# name, optional {labels}, value, optional timestamp (ms)
-_LINE = re.compile(rb"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+)?[ \t]*")
-_VALUE = re.compile(rb"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[iI][nN][fF](?:inity)?|[nN][aA][nN])")
+_VALUE_RE = rb"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[iI][nN][fF](?:inity)?|[nN][aA][nN])"
+_VALUE = re.compile(_VALUE_RE)
+# name, optional {labels}, a value as Prometheus' parser accepts it, optional timestamp (ms), optional CR
+_LINE = re.compile(rb"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+(" + _VALUE_RE + rb")(?:[ \t]+-?\d+)?[ \t]*\r?")
 _LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(?:,|$)')
 _UNESCAPE = re.compile(r"\\(.)")
 
@@ -96,8 +98,33 @@ def _value(raw: bytes) -> float:
 
 def looks_like_sample(line: bytes) -> bool:
     """Whether ``line`` is a well-formed sample line (used to recognise garbage from its first sample)."""
-    m = _LINE.fullmatch(line.rstrip(b"\r"))
-    return m is not None and _VALUE.fullmatch(m[3]) is not None
+    return _LINE.fullmatch(line) is not None
+
+
+def _trie(words: list[bytes]) -> bytes:
+    """A regex matching exactly ``words``, factored as a trie (the engine then decides byte by byte instead of
+    trying each alternative in turn)."""
+    groups: dict[bytes, list[bytes]] = {}
+    for w in words:
+        if w:
+            groups.setdefault(w[:1], []).append(w[1:])
+    parts = [re.escape(first) + _trie(rest) for first, rest in sorted(groups.items())]
+    body = parts[0] if len(parts) == 1 else b"(?:" + b"|".join(parts) + b")"
+    if b"" in words:
+        return b"(?:" + body + b")?" if parts else b""
+    return body
+
+
+def _line_pattern(names: tuple[bytes, ...]) -> re.Pattern[bytes]:
+    """Lines starting with one of ``names`` followed by ``{`` or a blank, each preceded by a line feed (the
+    caller puts one in front of the first line). The literal prefix all names share lets the regex engine scan
+    for it at C speed instead of trying every position."""
+    prefix = min(names, default=b"")
+    for name in names:
+        while not name.startswith(prefix):
+            prefix = prefix[:-1]
+    rest = _trie([n[len(prefix):] for n in names])
+    return re.compile(rb"\n(" + re.escape(prefix) + rest + rb"[{ \t][^\n]*)")
 
 
 class LineFilter:
@@ -108,8 +135,9 @@ class LineFilter:
 
     def __init__(self, roles: MetricRoles) -> None:
         self.roles = roles
-        self._prefixes = roles.prefixes
-        self._carry = b""
+        self._pattern = _PATTERNS.get(roles.prefixes) or _PATTERNS.setdefault(roles.prefixes,
+                                                                              _line_pattern(roles.prefixes))
+        self._carry = b"\n"  # a line feed, then the partial line not yet complete
         self.kept: list[bytes] = []
         self.first_sample: bytes | None = None
         self.size = 0
@@ -119,82 +147,128 @@ class LineFilter:
         if not chunk:
             return
         self.size += len(chunk)
-        data = self._carry + chunk if self._carry else chunk
-        lines = data.split(b"\n")
-        self._carry = lines.pop()
+        data = self._carry + chunk
+        cut = data.rfind(b"\n")
+        complete, self._carry = data[:cut], data[cut:]
+        if not complete:
+            return
         if self.first_sample is None:
-            self.first_sample = next((ln for ln in lines if ln.strip() and not ln.startswith(b"#")), None)
-        prefixes = self._prefixes
-        self.kept.extend(ln for ln in lines if ln.startswith(prefixes))
+            self.first_sample = _first_sample(complete)
+        self.kept.extend(self._pattern.findall(complete))
 
     def finish(self) -> Parsed:
         """The wanted series of everything fed. Raises :class:`ParseError` (see the module docstring)."""
-        if self._carry.strip():
+        if self._carry[1:].strip():
             raise ParseError("truncated", f"body ends inside a line: {self._carry[-60:]!r}")
         if self.first_sample is not None and not looks_like_sample(self.first_sample):
             raise ParseError("parse", f"not Prometheus text: {self.first_sample[:80]!r}")
         return parse_lines(self.kept, self.roles, self.size)
 
 
-def parse_lines(lines: list[bytes], roles: MetricRoles, size: int = 0) -> Parsed:
-    """Parse kept sample lines strictly. Raises :class:`ParseError` (reason ``parse``) on a malformed line."""
-    counters: dict[Role, dict[str, float]] = {}
-    gauges: dict[Role, dict[str, float]] = {}
-    hist: dict[Role, dict[str, _HistogramBuilder]] = {}
-    seen: set[tuple[bytes, str]] = set()
-    duplicates = 0
-    for line in lines:
-        m = _LINE.fullmatch(line.rstrip(b"\r"))
-        if m is None:
-            raise ParseError("parse", f"bad sample line {line[:80]!r}")
-        wanted = roles.samples.get(m[1])
-        if wanted is None:  # a longer name sharing a wanted prefix (e.g. ..._total_foo)
-            continue
-        role, suffix = wanted
+_PATTERNS: dict[tuple[bytes, ...], re.Pattern[bytes]] = {}
+
+
+def _first_sample(text: bytes) -> bytes | None:
+    """The first line of ``text`` (which starts with a line feed) that is neither blank nor a comment."""
+    pos = 0
+    while pos < len(text):
+        end = text.find(b"\n", pos + 1)
+        end = len(text) if end == -1 else end
+        line = text[pos + 1:end] if text[pos:pos + 1] == b"\n" else text[pos:end]
+        if line.strip() and not line.startswith(b"#"):
+            return line
+        pos = end
+    return None
+
+
+LABEL_CACHE_SIZE = 65536
+"""Label sets remembered between scrapes (the same series come back every interval)."""
+_series: dict[tuple[bytes, bool], tuple[str, float | None]] = {}
+
+
+def _series_of(raw: bytes, bucket: bool, line: bytes) -> tuple[str, float | None]:
+    """(series key: sorted ``name="value"`` pairs without ``le`` for a bucket, the bucket's upper bound)."""
+    hit = _series.get((raw, bucket))
+    if hit is None:
         try:
-            labels = _labels(m[2].decode("utf-8")) if m[2] else {}
+            labels = _labels(raw.decode("utf-8")) if raw else {}
         except UnicodeDecodeError as exc:
             raise ParseError("parse", f"labels are not UTF-8: {line[:80]!r}") from exc
-        value = _value(m[3])
-        le = labels.pop(LE, None) if suffix == "_bucket" else None
-        key = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-        ident = (m[1], key if le is None else f"{key}|{le}")
-        if ident in seen:
-            duplicates += 1
-            continue
-        seen.add(ident)
-        kind = roles.kinds[role]
-        if kind == "counter":
-            counters.setdefault(role, {})[key] = value
-        elif kind == "gauge":
-            gauges.setdefault(role, {})[key] = value
-        else:
-            hist.setdefault(role, {}).setdefault(key, _HistogramBuilder()).add(suffix, le, value, line)
-    histograms = {role: {key: b.build() for key, b in series.items()} for role, series in hist.items()}
-    return Parsed(counters, gauges, histograms, duplicates, size)
-
-
-class _HistogramBuilder:
-    def __init__(self) -> None:
-        self.buckets: list[tuple[float, float]] = []
-        self.sum: float | None = None
-        self.count: float | None = None
-
-    def add(self, suffix: str, le: str | None, value: float, line: bytes) -> None:
-        if suffix == "_sum":
-            self.sum = value
-        elif suffix == "_count":
-            self.count = value
-        else:
+        bound = None
+        if bucket:
+            le = labels.pop(LE, None)
             if le is None:
                 raise ParseError("parse", f"bucket without le: {line[:80]!r}")
             bound = _value(le.encode())
             if math.isnan(bound):
                 raise ParseError("parse", f"bucket with le=NaN: {line[:80]!r}")
-            self.buckets.append((bound, value))
+        hit = (",".join(f'{k}="{v}"' for k, v in sorted(labels.items())), bound)
+        if len(_series) >= LABEL_CACHE_SIZE:
+            _series.clear()
+        _series[(raw, bucket)] = hit
+    return hit
 
-    def build(self) -> HistogramSeries:
-        return HistogramSeries(tuple(sorted(self.buckets)), self.sum, self.count)
+
+_Info = tuple[Role, str, str, float | None, str]  # role, suffix, series key, bucket bound, kind
+
+
+def _info(roles: MetricRoles, name: bytes, raw: bytes, line: bytes) -> _Info | None:
+    """What a sample line of ``name{raw}`` is, remembered between scrapes (in ``roles.lines``); None for a name
+    that is not wanted."""
+    infos: dict[tuple[bytes, bytes], _Info | None] = roles.lines
+    k = (name, raw)
+    if k in infos:
+        return infos[k]
+    wanted = roles.samples.get(name)
+    info: _Info | None = None
+    if wanted is not None:
+        role, suffix = wanted
+        key, bound = _series_of(raw, suffix == "_bucket", line)
+        info = (role, suffix, key, bound, roles.kinds[role])
+    if len(infos) >= LABEL_CACHE_SIZE:
+        infos.clear()
+    infos[k] = info
+    return info
+
+
+def parse_lines(lines: list[bytes], roles: MetricRoles, size: int = 0) -> Parsed:
+    """Parse kept sample lines strictly. Raises :class:`ParseError` (reason ``parse``) on a malformed line."""
+    counters: dict[Role, dict[str, float]] = {}
+    gauges: dict[Role, dict[str, float]] = {}
+    hist: dict[Role, dict[str, tuple[list[tuple[float, float]], dict[str, float]]]] = {}
+    seen: set[tuple[Role, str, str, float | None]] = set()
+    duplicates = 0
+    fullmatch = _LINE.fullmatch
+    for line in lines:
+        m = fullmatch(line)
+        if m is None:
+            raise ParseError("parse", f"bad sample line {line[:80]!r}")
+        name, raw, text = m.group(1, 2, 3)
+        info = _info(roles, name, raw or b"", line)
+        if info is None:  # a longer name sharing a wanted prefix (e.g. ..._total_foo)
+            continue
+        role, suffix, key, bound, kind = info
+        ident = (role, suffix, key, bound)
+        if ident in seen:
+            duplicates += 1
+            continue
+        seen.add(ident)
+        value = float(text)
+        if kind == "counter":
+            counters.setdefault(role, {})[key] = value
+        elif kind == "gauge":
+            gauges.setdefault(role, {})[key] = value
+        else:
+            series = hist.setdefault(role, {}).get(key)
+            if series is None:
+                series = hist[role][key] = ([], {})
+            if bound is not None:
+                series[0].append((bound, value))
+            else:
+                series[1][suffix] = value
+    histograms = {role: {key: HistogramSeries(tuple(sorted(b)), other.get("_sum"), other.get("_count"))
+                         for key, (b, other) in series.items()} for role, series in hist.items()}
+    return Parsed(counters, gauges, histograms, duplicates, size)
 
 
 def parse_text(body: bytes, roles: MetricRoles) -> Parsed:
