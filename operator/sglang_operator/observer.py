@@ -244,6 +244,8 @@ class Observer:
                                                     server.namespace)
             await self._note_digest(server.namespace, server.name, revision, pods)
         policy = server.spec.rollback
+        if judging.warm_up_ends(status, policy.warmup_seconds, now):  # align the first judged interval
+            self.sampler.restart_interval(server.namespace, server.name)
         samples, figures, interval = await self.sample(body, spec, policy, now)
         policy = policy.model_copy(update={"interval_seconds": max(1, round(interval))})
         sample = judging.sample_for(samples, revision)

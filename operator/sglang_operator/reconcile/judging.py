@@ -117,3 +117,18 @@ def promote(state: RollbackState, token: str, policy: RollbackPolicy, now: dt.da
     a.consecutive_failures = 0
     return state, [RecordVerdict(token, Verdict.PROMOTED, message, med.tokens_per_second, med.accept_length,
                                  state.baseline.samples), Event("Normal", "Promoted", message)]
+
+
+def warm_up_ends(status: Mapping[str, Any], warmup_seconds: float, now: dt.datetime) -> bool:
+    """Whether the warm-up of the analysed revision ends at this tick (all its pods Ready since
+    ``analysis.readySince`` for ``warmup_seconds``, not yet marked warmed up): the observer then starts a sampling
+    interval now, so the first judged interval begins at the warm-up's end and the earliest rollback is
+    warm-up + failureThreshold × interval after the pods were Ready, not up to one interval later."""
+    a = status.get("analysis") or {}
+    if a.get("phase") not in ("WarmingUp", "RolledBack", "Stable") or a.get("warmedUpAt") or not a.get("readySince"):
+        return False
+    try:
+        ready = dt.datetime.fromisoformat(str(a["readySince"]).replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return now >= ready + dt.timedelta(seconds=warmup_seconds)

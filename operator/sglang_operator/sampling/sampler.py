@@ -141,6 +141,11 @@ class Sampler:
                              params, api_key)
         return samples
 
+    def restart_interval(self, namespace: str, name: str) -> None:
+        """Make server ``namespace/name`` due now, so its next interval starts at this moment (the observer calls
+        it when a revision's warm-up ends: the first judged interval then starts right at the warm-up's end)."""
+        self._last.pop((namespace, name), None)
+
     def forget(self, namespace: str, name: str) -> None:
         """Drop everything kept for a deleted server (and cancel its probes)."""
         for pod in self._pods_of.pop((namespace, name), set()):

@@ -1,0 +1,68 @@
+"""The observer's tick of the rollback analysis over status dicts (reconcile.judging)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sglang_operator.reconcile.judging import warm_up_ends
+
+NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def test_warm_up_ends_once_the_pods_were_ready_for_the_warm_up() -> None:
+    warming = {"analysis": {"phase": "WarmingUp", "readySince": "2026-12-01T11:59:50Z"}}
+    assert warm_up_ends(warming, 10, NOW)
+    assert not warm_up_ends(warming, 11, NOW)
+    assert not warm_up_ends({"analysis": {**warming["analysis"], "warmedUpAt": "2026-12-01T12:00:00Z"}}, 10, NOW)
+    assert not warm_up_ends({"analysis": {"phase": "WarmingUp"}}, 0, NOW)  # not all pods Ready yet
+    assert not warm_up_ends({}, 0, NOW)
+
+
+def _verifying_status(revision: str, valid: list[tuple[float, float]]) -> dict:
+    return {"revision": revision, "revisions": [{"revision": revision, "verdict": "Verifying"}],
+            "analysis": {"revision": revision, "phase": "Verifying", "since": "2026-12-01T11:58:00Z",
+                         "progressStartedAt": "2026-12-01T11:57:00Z", "readySince": "2026-12-01T11:57:10Z",
+                         "warmedUpAt": "2026-12-01T11:57:20Z", "validSamples": len(valid),
+                         "validFigures": [{"tokensPerSecond": t, "acceptLength": a} for t, a in valid]}}
+
+
+def _observation(revision: str):  # type: ignore[no-untyped-def]
+    from sglang_operator.api.analysis import Setup
+    from sglang_operator.reconcile.rollback import Observation
+    from sglang_operator.sampling.model import PodView
+
+    return Observation(revision=revision, desired_pods=1, setup=Setup(model_path="Qwen/Qwen3.6-27B", tensor=2),
+                       pods=(PodView("p0", True, 0),), spec_revision=revision)
+
+
+def test_a_users_promotion_makes_the_verifying_revision_stable_with_its_median() -> None:
+    from sglang_operator.api.rollback import RollbackPolicy
+    from sglang_operator.reconcile.judging import judge
+
+    status = _verifying_status("9699b6738c", [(50.0, 2.7), (52.0, 2.75), (51.0, 2.72)])
+    out = judge(status, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
+                promote_token="9699b6738c")
+    assert out.state.stable_revision == "9699b6738c"
+    assert out.status["baseline"]["tokensPerSecond"] == 51.0 and out.status["baseline"]["acceptLength"] == 2.72
+    assert out.status["analysis"]["phase"] == "Stable"
+    assert out.status["revisions"][0]["verdict"] == "Promoted"
+    assert any(getattr(a, "reason", "") == "Promoted" for a in out.actions)
+    # a token naming another revision, or one already acted on, does nothing
+    again = judge({**status, **out.status}, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
+                  promote_token="9699b6738c")
+    assert not [a for a in again.actions if getattr(a, "reason", "") == "Promoted"]
+    other = judge(status, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1, promote_token="abc")
+    assert other.state.stable_revision is None
+
+
+def test_a_promotion_without_a_measured_sample_is_refused_once() -> None:
+    from sglang_operator.api.rollback import RollbackPolicy
+    from sglang_operator.reconcile.judging import judge
+
+    status = _verifying_status("9699b6738c", [])
+    out = judge(status, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1, promote_token="9699b6738c")
+    assert out.state.stable_revision is None
+    assert [getattr(a, "reason", "") for a in out.actions].count("PromoteRefused") == 1
+    again = judge({**status, **out.status}, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
+                  promote_token="9699b6738c")
+    assert not [a for a in again.actions if getattr(a, "reason", "") == "PromoteRefused"]
