@@ -2,10 +2,11 @@
 
 - ``helm lint --strict`` of the chart in every mode of :data:`MODES`;
 - ``helm template`` in every mode, the samples (``samples/*.yaml``) and what ``sglang-operator render`` makes of
-  them, through kubeconform v0.8.0 ``-strict`` with local schemas only, nothing fetched: the built-in kinds of the
-  local cluster's Kubernetes minor (``e2e.build_k8s``: v1.36) from the ``kubernetes-validate`` package, and the
-  CRDs (ours, the Prometheus Operator's, LeaderWorkerSet's) converted by ``scripts/crd_to_jsonschema.py``. A kind
-  without a schema is an error (no ``-ignore-missing-schemas``).
+  them and of a two-node variant of the known-good one (a LeaderWorkerSet), through kubeconform v0.8.0
+  ``-strict`` with local schemas only, nothing fetched: the built-in kinds of the local cluster's Kubernetes
+  minor (``e2e.build_k8s``: v1.36) from the ``kubernetes-validate`` package, and the CRDs (ours, the Prometheus
+  Operator's, LeaderWorkerSet's) converted by ``scripts/crd_to_jsonschema.py``. A kind without a schema is an
+  error (no ``-ignore-missing-schemas``).
 
     python scripts/lint_manifests.py [--schemas DIR]
 
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import kubernetes_validate
 import yaml
@@ -117,12 +119,15 @@ def main(argv: list[str] | None = None) -> int:
         conform(f"helm template, {mode}", rendered.stdout)
     samples = sorted((ROOT / "samples").glob("*.yaml"))
     conform("samples/*.yaml", "\n---\n".join(p.read_text() for p in samples))
-    for sample in samples:
-        proc = run([sys.executable, "-m", "sglang_operator.cli", "render", str(sample)])
+    multinode: dict[str, Any] = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
+    multinode["spec"]["parallelism"] = {"tensor": 16, "nodes": 2}  # TP 16 over two 8-GPU nodes
+    renders = [(p.name, p.read_text()) for p in samples] + [("two-node known-good", yaml.safe_dump(multinode))]
+    for name, text in renders:
+        proc = run([sys.executable, "-m", "sglang_operator.cli", "render", "-"], stdin=text)
         if proc.returncode != 0:
-            check(f"sglang-operator render {sample.name}", proc)
+            check(f"sglang-operator render {name}", proc)
             continue
-        conform(f"sglang-operator render {sample.name}", proc.stdout)
+        conform(f"sglang-operator render {name}", proc.stdout)
     print(f"{'FAILED' if failed else 'all clean'} in {time.monotonic() - start:.1f} s "
           f"(schemas: {builtin.name}, {', '.join(sorted(p.name for p in crds.iterdir()))})")
     return 1 if failed else 0
