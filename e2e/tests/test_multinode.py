@@ -67,7 +67,10 @@ def lws(k8s_cluster: K8sCluster) -> Iterator[LWSController]:
 @pytest.fixture(scope="module")
 def operator(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     k8s_cluster.run("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "sglangservers.yaml"))
-    k8s_cluster.run("wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io")
+    # (kubectl wait right after the create fails while the CRD has no status.conditions yet: poll instead)
+    wait_for("the SGLangServer CRD Established", lambda: any(
+        c["type"] == "Established" and c["status"] == "True" for c in k8s_cluster.get(
+            "crd", "sglangservers.sglang-operator.io").get("status", {}).get("conditions") or []), timeout=60)
     op = OperatorProcess(k8s_cluster.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
     op.start()
     try:
