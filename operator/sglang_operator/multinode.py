@@ -5,7 +5,8 @@ LeaderWorkerSetMissing`), it wrote ``Ready=False`` reason ``LeaderWorkerSetMissi
 (:func:`sglang_operator.reconcile.groups.lws_missing`) and applied nothing. The observer calls
 :func:`apply_when_served` for such a server every tick (:func:`sglang_operator.reconcile.groups.waiting_for_lws`):
 one GET of the CRD; once it is Established, the server is rendered and applied, and its status written as the
-reconcile handler writes it after an apply, so installing LWS later needs no edit of the SGLangServer.
+reconcile handler writes it after an apply (and its ControllerRevision recorded, :func:`sglang_operator.restore.
+record`), so installing LWS later needs no edit of the SGLangServer.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import datetime as dt
 import logging
 from typing import Any
 
-from sglang_operator import builders
+from sglang_operator import builders, restore
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.builders.leaderworkerset import CRD_NAME, VERSION
 from sglang_operator.children import ChildApplyError, LeaderWorkerSetMissing, apply_children
@@ -56,6 +57,7 @@ async def apply_when_served(body: dict[str, Any], now: dt.datetime) -> bool:
                                                             now)])
     if not await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"), st.changed(status, new)):
         return False  # changed meanwhile: the next tick sees the new object (applying again is a no-op)
+    await restore.record(body, rendered, body.get("spec") or {}, server.spec.rollback.history_limit)  # the ledger
     log.info("%s/%s: %s", server.namespace, server.name, message)
     await kube.post_event(body, "Normal", "Created", f"revision {rendered.revision}: {rendered.command.command_line}")
     return True
