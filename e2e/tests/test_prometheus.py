@@ -232,6 +232,7 @@ def test_dashboard_and_alerts_on_live_servers(k8s_cluster: K8sCluster, namespace
                           else None)(prom.query(f'{series.OP_ACCEPT_LENGTH}{{namespace="{ns}"}}')), timeout=90)
         for r in accept:
             assert abs(float(r["value"][1]) - 2.7) < 0.2, r
+            assert r["metric"]["revision"] == {"qwen-a": good_a, "qwen-b": good_b}[r["metric"]["sglang_server"]]
 
         # every panel's PromQL returns data; the rollback's series may not exist yet (issue 8)
         names = prom.metric_names()
@@ -257,7 +258,7 @@ def test_dashboard_and_alerts_on_live_servers(k8s_cluster: K8sCluster, namespace
             for r in group["rules"]:
                 prom.query(r["expr"])
         loaded = prom.rules()
-        assert len(loaded) == 7 and all(r["health"] == "ok" for r in loaded), loaded
+        assert len(loaded) == 8 and all(r["health"] == "ok" for r in loaded), loaded  # 1 recording, 7 alerts
         assert firing(prom, "SGLangAcceptLengthCollapsed") == []
 
         # let the known-good figures fill most of the 2-minute median, then regress qwen-a
@@ -268,7 +269,8 @@ def test_dashboard_and_alerts_on_live_servers(k8s_cluster: K8sCluster, namespace
         fired = wait_for("SGLangAcceptLengthCollapsed for the regressed revision",
                          lambda: firing(prom, "SGLangAcceptLengthCollapsed"), timeout=90)
         assert [(a["sglang_server"], a["revision"]) for a in fired] == [("qwen-a", bad_a)], fired
-        regressed = prom.query(f'{series.OP_ACCEPT_LENGTH}{{namespace="{ns}", sglang_server="qwen-a"}}')
+        # the recorded figure (SGLang's counters) of the regressed revision is the published case's 1.75
+        regressed = prom.query(f'{rules.ACCEPT_LENGTH_RECORD}{{namespace="{ns}", revision="{bad_a}"}}')
         assert len(regressed) == 1 and abs(float(regressed[0]["value"][1]) - 1.75) < 0.2, regressed
         assert not [a for a in firing(prom, "SGLangAcceptLengthCollapsed") if a["sglang_server"] == "qwen-b"]
         assert load.finished > 0
