@@ -122,6 +122,51 @@ def test_a_child_the_api_server_refuses_is_reported_once(k8s_cluster: K8sCluster
     assert operator.log_text().count("no-such-volume") <= 2
 
 
+def test_an_apply_the_cluster_forbids_is_degraded_and_retried(k8s_cluster: K8sCluster, namespace: str,
+                                                             operator: OperatorProcess) -> None:
+    """Not the spec's fault (a cluster policy answers 403): Degraded=True ApplyFailed with the API server's
+    message and one Warning event, retried by kopf until the policy is gone; then the server runs."""
+    policy = f"freeze-{namespace}"[:63]
+    vap = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+           "metadata": {"name": policy},
+           "spec": {"failurePolicy": "Fail",
+                    "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                                                            "operations": ["CREATE", "UPDATE"],
+                                                            "resources": ["deployments"]}]},
+                    "validations": [{"expression": "false", "reason": "Forbidden",
+                                     "message": "deployments are frozen in this namespace"}]}}
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": policy},
+               "spec": {"policyName": policy, "validationActions": ["Deny"],
+                        "matchResources": {"namespaceSelector": {"matchLabels": {
+                            "kubernetes.io/metadata.name": namespace}}}}}
+    k8s_cluster.apply(vap)
+    k8s_cluster.apply(binding)
+    try:
+        probe_dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "probe"},
+                     "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+                         "metadata": {"labels": {"a": "b"}},
+                         "spec": {"containers": [{"name": "c", "image": "example.com/http-echo:1.0"}]}}}}
+        wait_for("the policy in force", lambda: "frozen" in k8s_cluster.run(
+            "apply", "--dry-run=server", "-n", namespace, "-f", "-", input=json.dumps(probe_dep),
+            check=False).stderr, timeout=30)
+        k8s_cluster.apply(sample(), namespace)
+        degraded = wait_for("Degraded ApplyFailed", lambda: (c := cond(sgls(k8s_cluster, namespace, NAME),
+                                                                       "Degraded")).get("reason") == "ApplyFailed"
+                            and c, timeout=30)
+        assert degraded["status"] == "True"
+        assert degraded["message"].startswith("applying the Deployment failed (HTTP 403): ")
+        assert "deployments are frozen in this namespace" in degraded["message"]
+        event(k8s_cluster, namespace, "ApplyFailed", "frozen")
+        time.sleep(35)  # kopf retried once meanwhile (delay 30 s): same failure, no second event
+        assert len([e for e in events(k8s_cluster, namespace) if e["reason"] == "ApplyFailed"]) == 1
+        assert operator.log_text().count("deployments are frozen") >= 2  # retried, and said so in the log
+    finally:
+        k8s_cluster.run("delete", "validatingadmissionpolicybinding", policy, "--ignore-not-found", check=False)
+        k8s_cluster.run("delete", "validatingadmissionpolicy", policy, "--ignore-not-found", check=False)
+    wait_ready(k8s_cluster, namespace, NAME, timeout=90)  # the next retry applies it
+
+
 def test_eagle3_without_a_draft_model_is_refused(k8s_cluster: K8sCluster, namespace: str,
                                                  operator: OperatorProcess) -> None:
     body = sample()

@@ -96,6 +96,12 @@ class ApplyFailure:
         return f"applying the {self.kind} failed ({status}): {self.message}; retrying"
 
 
+APPLY_FAILURES: dict[tuple[str, str], str] = {}
+"""``(namespace, name)`` → the describe() of the last failed apply that was not the spec's fault, until an apply
+succeeds: one Warning event per distinct failure, and what the observer may show as Degraded ApplyFailed
+(its pod-health Degraded would otherwise replace it while the previous revision's pods serve)."""
+
+
 class ChildApplyError(Exception):
     """A child could not be applied; ``failure`` says why."""
 

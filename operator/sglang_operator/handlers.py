@@ -32,14 +32,14 @@ from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.api.spec import StrategyType
 from sglang_operator.builders.labels import MANAGED_BY
-from sglang_operator.children import ChildApplyError, LeaderWorkerSetMissing, apply_children, drain
+from sglang_operator.children import APPLY_FAILURES, ChildApplyError, LeaderWorkerSetMissing, apply_children, drain
 from sglang_operator.clients import kube
 from sglang_operator.clients.sglang_http import base_url
 from sglang_operator.monitoring.discovery import POD_MONITORS
 from sglang_operator.observer import Observer, applied_spec
 from sglang_operator.reconcile import groups
 from sglang_operator.reconcile import status as st
-from sglang_operator.reconcile.conditions import condition, find, merge
+from sglang_operator.reconcile.conditions import condition, merge
 from sglang_operator.sglang import args as sglang_args
 
 STATUS_INTERVAL = float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5"))
@@ -62,14 +62,15 @@ async def _event(body: kopf.Body, type_: str, reason: str, message: str) -> None
 
 
 async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, message: str, logger: Logger) -> None:
-    """Degraded=True (reason ApplyFailed) written now (kopf retries the handler), a Warning event when the
-    message is new."""
-    old = find(status.get("conditions") or [], "Degraded") or {}
+    """Degraded=True (reason ApplyFailed) written now (kopf retries the handler); a Warning event and a log line
+    only when the failure is new for this server (:data:`sglang_operator.children.APPLY_FAILURES`)."""
+    meta = body.get("metadata", {})
+    key = (str(meta.get("namespace")), str(meta.get("name")))
     conds = merge(status.get("conditions") or [],
                   [condition("Degraded", "True", "ApplyFailed", message[:1024], generation, _now())])
-    meta = body.get("metadata", {})
-    await kube.patch_status(str(meta.get("namespace")), str(meta.get("name")), None, {"conditions": conds})
-    if old.get("message") != message[:1024]:
+    await kube.patch_status(key[0], key[1], None, {"conditions": conds})
+    if APPLY_FAILURES.get(key) != message:
+        APPLY_FAILURES[key] = message
         await _event(body, "Warning", "ApplyFailed", message)
         logger.warning("%s", message)
 
@@ -162,6 +163,7 @@ async def reconcile(
         logger.warning("%s", refusal)
         telemetry.count_reconcile("refused")
         return
+    APPLY_FAILURES.pop((server.namespace, server.name), None)
     logger.debug("applied revision %s", rendered.revision)
     entry = st.ledger_entry(rendered.revision, generation, rendered.command.command_line,
                             builders.summary(server, rendered), spec_dict, now)
