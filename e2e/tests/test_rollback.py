@@ -10,7 +10,6 @@ The policy is fast (5 s intervals, 5 s warm-up, 3 samples): each scenario takes 
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys
@@ -20,30 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from e2e.conftest import K8sCluster, wait_for
 from e2e.operator_proc import OperatorProcess
+from e2e.policies import BAD, GOOD, INTERVAL, sample
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "qwen36-27b"
-INTERVAL = 5
-FAST_POLICY: dict[str, Any] = {
-    "warmupSeconds": 5, "intervalSeconds": INTERVAL, "minSamples": 3, "verifySeconds": 15, "failureThreshold": 3,
-    "errorThreshold": 4, "progressDeadlineSeconds": 120, "probe": {"maxTokens": 64, "timeoutSeconds": 4},
-}
-SIM_ENV = [{"name": "SGLANG_SIM_LOAD_SECONDS", "value": "1"}]  # real speed (time scale 1), quick model load
-
-
-def sample(name: str, policy: dict[str, Any] | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = yaml.safe_load((ROOT / "samples" / name).read_text())
-    obj["spec"].setdefault("env", []).extend(copy.deepcopy(SIM_ENV))
-    obj["spec"]["rollback"] = {**FAST_POLICY, **(policy or {})}
-    return obj
-
-
-GOOD, BAD = "qwen3.6-27b-known-good.yaml", "qwen3.6-27b-regressed.yaml"
 
 
 def start_operator(k8s: K8sCluster, log: Path, **env: str) -> OperatorProcess:
@@ -232,3 +215,61 @@ def test_the_operator_killed_at_each_named_point_resumes_to_the_same_end(
     finally:
         op.stop()
         print(op.log_tail(40))
+
+
+def test_a_revision_that_crashes_under_load_after_going_ready_is_rolled_back(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    ns = namespace
+    rev_good = promoted(k8s_cluster, ns)["revision"]
+    crashing = sample(GOOD)
+    crashing["spec"]["env"].append({"name": "SGLANG_SIM_FAULT_CRASH_AFTER_S", "value": "14"})  # after warm-up
+    k8s_cluster.apply(crashing, ns)
+    rev_bad = wait_status(k8s_cluster, ns, "the crashing revision applied",
+                          lambda s: s.get("revision") != rev_good, timeout=30)["revision"]
+    wait_status(k8s_cluster, ns, "the crashing revision verified first",
+                lambda s: (s.get("analysis") or {}).get("warmedUpAt") and s.get("revision") == rev_bad, timeout=60)
+    rolled = wait_status(k8s_cluster, ns, "the crashing revision rolled back",
+                         lambda s: s.get("revision") == rev_good and cond(s, "Degraded").get("reason") == "RolledBack",
+                         timeout=150)
+    reason = rolled["rejectedRevisions"][-1]["reason"]
+    assert rolled["rejectedRevisions"][-1]["revision"] == rev_bad
+    assert "restarted" in reason or "left Ready" in reason, reason
+
+
+def test_traffic_signal_on_an_idle_server_is_never_rolled_back(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    import asyncio
+
+    from sglang_operator.clients.loadgen import hold_concurrency
+
+    ns = namespace
+    traffic = {"signal": "traffic", "minTraffic": {"runningRequests": 1}}
+    good = sample(GOOD, traffic)
+    k8s_cluster.apply(good, ns)
+    st = wait_status(k8s_cluster, ns, "known-good Ready", lambda s: cond(s, "Ready").get("status") == "True")
+    pod_ip = next(p["status"]["podIP"] for p in k8s_cluster.get("pods", "-n", ns)["items"]
+                  if p["metadata"]["labels"].get("sglang-operator.io/revision") == st["revision"])
+
+    async def load_until_promoted() -> None:  # users' traffic (4 streams) until the revision is stable
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and status(k8s_cluster, ns).get("stableRevision") is None:
+            await hold_concurrency(f"http://{pod_ip}:30000", 4, duration_s=INTERVAL, max_tokens=64)
+
+    asyncio.run(load_until_promoted())
+    promoted_st = wait_status(k8s_cluster, ns, "known-good promoted on traffic",
+                              lambda s: s.get("stableRevision") == st["revision"], timeout=10)
+    assert promoted_st["baseline"]["signal"] == "traffic"
+    k8s_cluster.apply(sample(BAD, traffic), ns)  # regressed, and nobody sends it a request
+    rev_bad = wait_status(k8s_cluster, ns, "the regressed revision applied",
+                          lambda s: s.get("revision") != st["revision"], timeout=30)["revision"]
+    wait_status(k8s_cluster, ns, "verifying the idle regressed revision",
+                lambda s: phase(s) == "Verifying" and s.get("revision") == rev_bad, timeout=60)
+    for _ in range(8 * INTERVAL):  # idle intervals are inconclusive: never a failure, never a rollback
+        st2 = status(k8s_cluster, ns)
+        assert st2["revision"] == rev_bad and phase(st2) == "Verifying", st2.get("analysis")
+        assert not st2.get("rejectedRevisions")
+        time.sleep(1)
+    last = status(k8s_cluster, ns)["analysis"]["lastSample"]
+    assert last["kind"] == "Inconclusive" and last["verdict"] == "Skipped", last
