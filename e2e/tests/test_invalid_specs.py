@@ -298,6 +298,21 @@ CASES: list[Case] = [
          "for Qwen3_5ForConditionalGeneration is not compatible with radix cache when using "
          "--mamba-scheduler-strategy no_buffer", setting(S + "memory.mambaSchedulerStrategy", "no_buffer"),
          rule="sglang-refuses", value="spec.memory.mambaSchedulerStrategy=no_buffer"),
+    case("sglang-topk-trtllm", None, "spec.speculative.eagleTopk=2, spec.speculative.algorithm=NEXTN, spec.extraArgs "
+         "--attention-backend trtllm_mha: SGLang 0.5.10 refuses the command line: ValueError: trtllm_mha backend only "
+         "supports topk = 1",
+         setting(S + "speculative", {"algorithm": "NEXTN", "numSteps": 3, "eagleTopk": 2, "numDraftTokens": 8}),
+         setting(S + "extraArgs", ["--attention-backend", "trtllm_mha"]), rule="sglang-refuses",
+         value="eagleTopk=2"),
+    case("sglang-chunk-vs-page", None, "spec.memory.chunkedPrefillSize=100, spec.extraArgs --page-size 64: SGLang "
+         "0.5.10 refuses the command line: AssertionError: chunked_prefill_size must be divisible by page_size",
+         setting(S + "memory.chunkedPrefillSize", 100), setting(S + "extraArgs", ["--page-size", "64"]),
+         rule="sglang-refuses", value="chunkedPrefillSize=100"),
+    case("sglang-track-interval", None, "spec.speculative.numDraftTokens=4, spec.extraArgs --mamba-track-interval 2: "
+         "SGLang 0.5.10 refuses the command line: "
+         "AssertionError: mamba_track_interval 2 must be greater than or equal to speculative_num_draft_tokens 4",
+         setting(S + "extraArgs", ["--mamba-track-interval", "2"]), rule="sglang-refuses",
+         value="numDraftTokens=4"),
     case("sglang-bad-extra-value", None, "spec.extraArgs --page-size x: SGLang 0.5.10 refuses the command line: "
          "sglang serve: error: argument --page-size: invalid int value: 'x'",
          setting(S + "extraArgs", ["--page-size", "x"]), rule="sglang-refuses", value="--page-size x"),

@@ -180,8 +180,12 @@ def _fields_in(message: str, spec: SGLangServerSpec, version: SGLangVersion) -> 
     for i, arg in enumerate(args):
         name = flag_name(arg)
         info = lookup_flag(version, name) if name else None
-        if name and (re.search(rf"{re.escape(name)}\b", message) or (info and re.search(rf"\b{info.dest}\b", message))):
-            value = args[i + 1] if "=" not in arg and i + 1 < len(args) and not args[i + 1].startswith("--") else None
+        if not name:
+            continue
+        value = args[i + 1] if "=" not in arg and i + 1 < len(args) and not args[i + 1].startswith("--") else None
+        named = re.search(rf"{re.escape(name)}\b", message) or (info and re.search(rf"\b{info.dest}\b", message))
+        said = value is not None and len(value) > 2 and re.search(rf"\b{re.escape(value)}\b", message)
+        if named or said:
             parts.append(f"spec.extraArgs {arg}" + (f" {value}" if value is not None else ""))
     return parts
 
