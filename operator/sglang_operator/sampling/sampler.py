@@ -195,7 +195,9 @@ class Sampler:
         old = self._probes.pop(k, None)
         if old is not None:
             old.cancel()
-        if not ready:
+        from sglang_operator.children import draining
+
+        if not ready or draining(server.namespace, server.name):  # no probe into pods being drained
             return
         turn = self._turn.get(k, 0)
         target = ready[turn % len(ready)]
