@@ -317,12 +317,13 @@ def _prometheus_stats(prom: Any, elapsed: float) -> str:
         window = f"{max(int(elapsed), 30)}s"
         duration = f'scrape_duration_seconds{{job="bench"}}[{window}]'
         exprs = {"p50": f"quantile(0.5, avg_over_time({duration}))",
-                 "p99": f"quantile(0.99, max_over_time({duration}))", "up": 'sum(up{job="bench"})',
+                 "p99": f"quantile(0.99, avg_over_time({duration}))", "up": 'sum(up{job="bench"})',
                  "series": 'sum(scrape_samples_scraped{job="bench"})'}
         q = {name: prom.query(expr) for name, expr in exprs.items()}
         val = {k: float(v[0]["value"][1]) if v else math.nan for k, v in q.items()}
-        return (f"scrape duration p50 {val['p50']:.3f} s, p99 {val['p99']:.3f} s per target; {val['up']:.0f} targets "
-                f"up; {val['series']:.0f} samples per round; peak RSS {_peak_rss_mib(prom.proc.pid):.0f} MiB")
+        return (f"mean scrape duration per target p50 {val['p50']:.3f} s, p99 {val['p99']:.3f} s; "
+                f"{val['up']:.0f} targets up; {val['series']:.0f} samples per round; "
+                f"peak RSS {_peak_rss_mib(prom.proc.pid):.0f} MiB")
     except Exception as err:  # the CPU figure stands without these
         return f"(scrape statistics unavailable: {err})"
 
