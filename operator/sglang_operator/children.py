@@ -243,3 +243,48 @@ async def drain(namespace: str, name: str, urls: Sequence[str], seconds: float, 
             await asyncio.sleep(min(poll, max(seconds - waited, 0.0)))
     finally:
         DRAINING.discard((namespace, name))
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+async def drain_old_pods(body: Mapping[str, Any], spec: Any, new_revision: str) -> DrainResult | None:
+    """Before a Recreate replaces the running revision's pods with ``new_revision``: :func:`drain` them (at most
+    ``spec.strategy.drainSeconds``), then post ``Drained`` (Normal) or ``DrainTimedOut`` (Warning). None when there
+    is nothing to drain (RollingUpdate, drainSeconds 0, no running revision, the same revision, no Ready pod).
+
+    ``body``: the SGLangServer as stored (its ``status.revision`` and port are what runs); ``spec``: the parsed spec
+    being applied. The reconcile handler calls it; the rollback path must call it too before it applies an earlier
+    revision (``restore.apply_revision``)."""
+    from sglang_operator.api.spec import StrategyType
+    from sglang_operator.clients.sglang_http import base_url
+
+    strategy = spec.strategy
+    old = (body.get("status") or {}).get("revision")
+    if strategy.type is not StrategyType.RECREATE or strategy.drain_seconds <= 0 or not old or old == new_revision:
+        return None
+    meta = body.get("metadata") or {}
+    namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+    port = spec.port
+    for record in (body.get("status") or {}).get("revisions") or []:  # the running revision's own port
+        if record.get("revision") == old and isinstance((record.get("spec") or {}).get("port"), int):
+            port = record["spec"]["port"]
+    pods = await kube.list_pods(namespace, builders.selector_labels(name))
+    urls = [base_url(p["status"]["podIP"], port) for p in pods
+            if _ready(p) and (p.get("status") or {}).get("podIP")
+            and p.get("metadata", {}).get("labels", {}).get(builders.REVISION_LABEL) == old]
+    if not urls:
+        return None
+    result = await drain(namespace, name, urls, strategy.drain_seconds)
+    if result.idle:
+        await kube.post_event(body, "Normal", "Drained", f"revision {old}: no running request after "
+                              f"{result.seconds:.1f} s; replacing its pods with revision {new_revision}")
+    else:
+        await kube.post_event(body, "Warning", "DrainTimedOut",
+                              f"revision {old}: {result.running} requests still running after "
+                              f"spec.strategy.drainSeconds ({strategy.drain_seconds} s); replacing its pods with "
+                              f"revision {new_revision} anyway")
+    log.info("%s/%s: drained revision %s before replacing it: %s", namespace, name, old, result)
+    return result

@@ -30,13 +30,17 @@ import kopf
 from sglang_operator import builders, restore, telemetry
 from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.server import SpecError, parse
-from sglang_operator.api.spec import StrategyType
 from sglang_operator.builders.labels import MANAGED_BY
-from sglang_operator.children import APPLY_FAILURES, ChildApplyError, LeaderWorkerSetMissing, apply_children, drain
+from sglang_operator.children import (
+    APPLY_FAILURES,
+    ChildApplyError,
+    LeaderWorkerSetMissing,
+    apply_children,
+    drain_old_pods,
+)
 from sglang_operator.clients import kube
-from sglang_operator.clients.sglang_http import base_url
 from sglang_operator.monitoring.discovery import POD_MONITORS
-from sglang_operator.observer import Observer, applied_spec
+from sglang_operator.observer import Observer
 from sglang_operator.reconcile import groups
 from sglang_operator.reconcile import status as st
 from sglang_operator.reconcile.conditions import condition, merge
@@ -75,41 +79,6 @@ async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, m
         logger.warning("%s", message)
 
 
-def _ready(pod: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
-
-
-async def _drain_old_pods(body: kopf.Body, server: Any, rendered: builders.Rendered, status: kopf.Status,
-                          logger: Logger) -> None:
-    """Before a Recreate replaces the running revision's pods: wait until they run no request, at most
-    ``spec.strategy.drainSeconds`` (probes pause meanwhile: :data:`sglang_operator.children.DRAINING`)."""
-    strategy = server.spec.strategy
-    old = status.get("revision")
-    if strategy.type is not StrategyType.RECREATE or strategy.drain_seconds <= 0 or not old \
-            or old == rendered.revision:
-        return
-    try:
-        port = applied_spec(dict(body)).port
-    except SpecError:
-        port = server.spec.port
-    pods = await kube.list_pods(server.namespace, builders.selector_labels(server.name))
-    urls = [base_url(p["status"]["podIP"], port) for p in pods
-            if _ready(p) and (p.get("status") or {}).get("podIP")
-            and p.get("metadata", {}).get("labels", {}).get(builders.REVISION_LABEL) == old]
-    if not urls:
-        return
-    result = await drain(server.namespace, server.name, urls, strategy.drain_seconds)
-    if result.idle:
-        await _event(body, "Normal", "Drained", f"revision {old}: no running request after {result.seconds:.1f} s; "
-                                                f"replacing its pods with revision {rendered.revision}")
-    else:
-        await _event(body, "Warning", "DrainTimedOut",
-                     f"revision {old}: {result.running} requests still running after spec.strategy.drainSeconds "
-                     f"({strategy.drain_seconds} s); replacing its pods with revision {rendered.revision} anyway")
-    logger.info("drained revision %s before replacing it: %s", old, result)
-
-
 @kopf.on.resume(*RESOURCE)
 @kopf.on.create(*RESOURCE)
 @kopf.on.update(*RESOURCE, field="spec")
@@ -142,7 +111,7 @@ async def reconcile(
     if held_back:
         server = parse({**body, "spec": spec_dict, "status": None})
         rendered = choice.rendered
-    await _drain_old_pods(body, server, rendered, status, logger)
+    await drain_old_pods(dict(body), server.spec, rendered.revision)
     try:
         await apply_children(rendered, body)
     except LeaderWorkerSetMissing as err:  # nothing applied; the observer applies once the API is served
