@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import statistics
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -137,7 +138,10 @@ def test_known_good_sample_runs_with_exactly_its_settings(
     st = wait_for("steady metrics in status", lambda: (s := sgls(k8s_cluster, namespace, "qwen36-27b")["status"])
                   .get("tokensPerSecond", 0) > 40 and s, timeout=30)
     assert 2.5 < st["acceptLength"] < 4.0, st
-    assert 40 < st["tokensPerSecond"] < 65, st
+    # tokensPerSecond is the per-request decode speed of the operator's probe, on the wall clock like the client's
+    # (the simulator runs SGLANG_SIM_TIME_SCALE times faster than the GPU it models)
+    client = statistics.median(r.decode_tok_s for r in result.results)
+    assert 0.65 * client < st["tokensPerSecond"] < 1.5 * client, (st, client)
 
 
 def test_num_steps_change_rolls_to_a_new_revision_and_restart_changes_nothing(
