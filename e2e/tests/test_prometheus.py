@@ -234,6 +234,14 @@ def test_dashboard_and_alerts_on_live_servers(k8s_cluster: K8sCluster, namespace
             assert abs(float(r["value"][1]) - 2.7) < 0.2, r
             assert r["metric"]["revision"] == {"qwen-a": good_a, "qwen-b": good_b}[r["metric"]["sglang_server"]]
 
+        # the dashboard's variables list the namespace and both servers (label_values(metric, label))
+        variables = {v["name"]: v["query"] for v in json.loads(DASHBOARD.read_text())["templating"]["list"]
+                     if v["type"] == "query"}
+        for var, want in (("namespace", {ns}), ("server", {"qwen-a", "qwen-b"})):
+            metric, label = fill(variables[var], ns, "").removeprefix("label_values(").removesuffix(")").rsplit(
+                ", ", 1)
+            assert want <= set(prom.api(f"label/{label}/values", **{"match[]": metric})), (var, metric)
+
         # every panel's PromQL returns data; the rollback's series may not exist yet (issue 8)
         names = prom.metric_names()
         absent_rollback = {n for n in series.ROLLBACK_SERIES if n not in names}
