@@ -32,7 +32,9 @@ FAST_SIM = [{"name": "SGLANG_SIM_LOAD_SECONDS", "value": "1"}, {"name": "SGLANG_
 @pytest.fixture(scope="module")
 def operator(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     k8s_cluster.run("apply", "--server-side", "-f", str(ROOT / "crds" / "sglangservers.yaml"))
-    k8s_cluster.run("wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io")
+    wait_for("the CRD Established", lambda: k8s_cluster.run(  # conditions may not exist yet right after apply
+        "wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io", check=False).returncode == 0,
+             timeout=30)
     op = OperatorProcess(k8s_cluster.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log",
                          sample_interval=2)
     op.start()
