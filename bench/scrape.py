@@ -173,8 +173,11 @@ def serve(n: int, port: int) -> None:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
+
+        def protocol() -> _Metrics:
+            return _Metrics(targets)
         for ip in addresses(n):
-            await loop.create_server(lambda: _Metrics(targets), ip, port, backlog=512)
+            await loop.create_server(protocol, ip, port, backlog=512)
         print("ready", flush=True)
         await asyncio.Event().wait()
 
