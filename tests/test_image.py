@@ -214,9 +214,6 @@ def test_operator_entry_point_answers_help_from_a_read_only_directory(image: Rep
     assert list(run.work.iterdir()) == []  # nothing was written where it ran
 
 
-@pytest.mark.xfail(strict=True, reason="sglang-sim --help exits 2 ('sglang serve: error: exit 0'): "
-                   "sglang/_parser.py SGLangParser.exit turns argparse's exit(0) into an argparse error; "
-                   "SGLang's --help exits 0")
 def test_simulator_entry_points_answer_help_from_a_read_only_directory(image: Replay) -> None:
     run = ReadOnlyRun(image)
     runs = {" ".join(argv): run(argv) for argv in (

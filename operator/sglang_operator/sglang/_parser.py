@@ -23,7 +23,8 @@ class SGLangArgError(Exception):
 
     ``message`` is SGLang's own text: argparse's (``unrecognized arguments: --x 1``), or the
     ``ValueError``/``AssertionError``/``TypeError`` text its resolution raises. ``kind`` says which
-    (``argparse`` exits with status 2; the others are uncaught exceptions, exit status 1).
+    (``argparse`` exits with status 2; ``exit`` is argparse ending normally after ``--help``, status 0; the others
+    are uncaught exceptions, exit status 1).
     """
 
     def __init__(self, message: str, kind: str = "argparse") -> None:
@@ -34,12 +35,14 @@ class SGLangArgError(Exception):
     @property
     def exit_code(self) -> int:
         """Process exit status SGLang ends with."""
-        return 2 if self.kind == "argparse" else 1
+        return {"argparse": 2, "exit": 0}.get(self.kind, 1)
 
     def log_line(self, prog: str = "sglang serve") -> str:
         """The last stderr line SGLang prints, e.g. ``sglang serve: error: ...`` or ``ValueError: ...``."""
         if self.kind == "argparse":
             return f"{prog}: error: {self.message}"
+        if self.kind == "exit":
+            return self.message
         return f"{self.kind}: {self.message}" if self.message else self.kind
 
 
@@ -216,6 +219,8 @@ class SGLangParser(argparse.ArgumentParser):
         return argparse.HelpFormatter(prog=self.prog, width=100)
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if status == 0:  # --help (argparse printed it): the process ends normally, as SGLang's does
+            raise SGLangArgError(message or "", kind="exit")
         raise SGLangArgError(message or f"exit {status}")
 
 

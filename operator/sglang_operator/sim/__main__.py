@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         resolved = resolve(cmd.argv, facts, env, cmd.entry or ("sglang", "serve"))
     except SimArgError as exc:
+        if exc.exit_code == 0:  # --help: printed by argparse
+            return 0
         print(str(exc), file=sys.stderr)
         return exc.exit_code
     logger = SimLogger(log_ms=env.get("SGLANG_LOG_MS") in ("1", "true"))
