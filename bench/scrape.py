@@ -222,7 +222,7 @@ async def sample_cycles(n: int, port: int, pods_per_server: int, interval: float
     cycle = 0
     while time.monotonic() - start < duration:
         t0, c0 = time.perf_counter(), time.process_time()
-        results = await asyncio.gather(*(sampler.sample(ref, (lambda p=pods: p), params) for ref, pods in servers))
+        results = await asyncio.gather(*(sampler.sample(ref, pods.copy, params) for ref, pods in servers))
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
         for samples in results:
