@@ -105,9 +105,9 @@ def main() -> None:
             obj["metadata"] = {"name": f"fp-{i:04d}", "namespace": NS}
             items.append(obj)
         t0 = time.monotonic()
-        for start in range(0, args.count, 25):
+        for start in range(0, args.count, 10):  # 10 at a time: pods start as they come (2 cores)
             k8s.run("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                          "items": items[start:start + 25]}))
+                                                          "items": items[start:start + 10]}), timeout=300)
 
         def settled() -> bool:
             got = k8s.get("sglangservers", "-n", NS)["items"]
