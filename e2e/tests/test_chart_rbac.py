@@ -19,6 +19,7 @@ import yaml
 
 from e2e.conftest import K8sCluster, wait_for
 from e2e.operator_proc import OperatorProcess
+from e2e.prometheus import install_crds
 from e2e.tools import helm_template, require_helm, require_prometheus_operator_crds
 
 # local_cluster: the SGLang image must map to the simulator (fake kubelet), and the operator runs on the test
@@ -51,9 +52,7 @@ def chart_installed(k8s_cluster: K8sCluster, namespace: str, helm: Path) -> Iter
     Deployment; yield every rendered object; delete the cluster-scoped ones afterwards."""
     k8s_cluster.run("apply", "--server-side", "-f", str(CHART / "files" / "crds" / "sglangservers.yaml"))
     k8s_cluster.run("wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io")
-    for crd in require_prometheus_operator_crds():  # the operator then creates PodMonitors (podMonitor.enabled)
-        k8s_cluster.run("apply", "--server-side", "-f", str(crd))
-    k8s_cluster.run("wait", "--for=condition=Established", "crd/podmonitors.monitoring.coreos.com")
+    install_crds(k8s_cluster, require_prometheus_operator_crds())  # the operator then creates PodMonitors
     release = f"chart-{namespace[-5:]}"  # unique: the ClusterRole and its binding are named after the release
     objs = helm_template(helm, CHART, release, namespace, {"watchNamespaces": [namespace]})
     applied = [o for o in objs if o["kind"] != "Deployment"]

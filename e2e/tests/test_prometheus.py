@@ -31,6 +31,7 @@ from e2e.cluster.procs import free_port
 from e2e.conftest import K8sCluster, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.prometheus import PrometheusProcess
+from e2e.prometheus import install_crds as install
 from e2e.tools import helm_template, require_helm, require_prometheus, require_prometheus_operator_crds
 from sglang_operator.builders.monitoring import TARGET_LABELS
 from sglang_operator.clients.loadgen import served_model, stream_once
@@ -51,12 +52,7 @@ V23 = "lmsysorg/sglang:v0.5.23-cu130"
 
 
 def install_crds(k8s: K8sCluster) -> None:
-    for crd in require_prometheus_operator_crds():
-        k8s.run("apply", "--server-side", "-f", str(crd))
-    k8s.run("apply", "--server-side", "-f", str(ROOT / "crds" / "sglangservers.yaml"))
-    for name in ("podmonitors", "servicemonitors", "prometheusrules"):
-        k8s.run("wait", "--for=condition=Established", f"crd/{name}.monitoring.coreos.com")
-    k8s.run("wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io")
+    install(k8s, [*require_prometheus_operator_crds(), ROOT / "crds" / "sglangservers.yaml"])
 
 
 def server(sample: str, name: str, image: str | None = None) -> dict[str, Any]:
