@@ -125,10 +125,11 @@ def test_known_good_sample_runs_with_exactly_its_settings(
     assert cond(obj, "SpecValid")["status"] == "True"
     assert st["observedGeneration"] == obj["metadata"]["generation"]
     assert "--speculative-num-draft-tokens 4" in st["command"]
-    table = k8s_cluster.run("get", "sgls", "qwen36-27b", "-n", namespace).stdout.splitlines()
+    table = k8s_cluster.run("get", "sgls", "qwen36-27b", "-n", namespace, "-o", "wide").stdout.splitlines()
     cols = columns(table[0], table[1])
+    # STEPS / DRAFTTOKENS / ALGORITHM show what runs (status.effective: SGLang reports NEXTN as EAGLE); TP the spec
     assert (cols["READY"], cols["TP"], cols["ALGORITHM"], cols["STEPS"], cols["DRAFTTOKENS"], cols["PHASE"]) == \
-        ("True", "2", "NEXTN", "3", "4", "Ready")
+        ("True", "2", "EAGLE", "3", "4", "Ready")
     wait_event(k8s_cluster, namespace, "Created")
     # traffic makes SGLang report accept length and throughput; the operator copies them into status
     # (sglang:gen_throughput is the last decode-log window's figure; the first window after idle is diluted

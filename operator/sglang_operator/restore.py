@@ -17,7 +17,7 @@ from typing import Any
 
 from sglang_operator import builders, ledger
 from sglang_operator.api.server import SpecError, parse
-from sglang_operator.children import apply_children
+from sglang_operator.children import apply_children, drain_old_pods
 from sglang_operator.clients import kube
 from sglang_operator.reconcile import status as st
 from sglang_operator.reconcile.conditions import merge
@@ -100,6 +100,7 @@ async def apply_revision(body: dict[str, Any], revision: str, reason: str, now: 
         if cr is None:
             raise NotInLedger(f"revision {revision} has no ControllerRevision {name}-{revision}")
         rendered, spec = ledger.render_revision(body, cr), dict(cr["data"]["spec"])
+    await drain_old_pods(body, parse({**body, "spec": spec, "status": None}).spec, rendered.revision)
     await apply_children(rendered, body)
     log.info("%s/%s: applied revision %s (%s)", ns, name, revision, reason)
     try:
