@@ -55,6 +55,17 @@ class K8sCluster:
         """``kubectl get ARGS -o json``, parsed."""
         return json.loads(self.run("get", *args, "-o", "json").stdout)
 
+    def install_crd(self, path: Path | None = None, name: str = "sglangservers.sglang-operator.io",
+                    timeout: float = 60) -> None:
+        """Server-side apply a CRD (default: the project's SGLangServer CRD) and wait until it is Established.
+        Polls: ``kubectl wait --for=condition=Established`` fails outright while the new CRD has no conditions."""
+        self.run("apply", "--server-side", "--force-conflicts", "-f",
+                 str(path or Path(__file__).resolve().parents[1] / "crds" / "sglangservers.yaml"))
+        jsonpath = '{.status.conditions[?(@.type=="Established")].status}'
+        wait_for(f"CRD {name} Established", lambda: self.run(
+            "get", "crd", name, "-o", f"jsonpath={jsonpath}", check=False).stdout.strip() == "True",
+            timeout=timeout, interval=0.3)
+
     def apply(self, obj: dict[str, Any], namespace: str | None = None) -> None:
         ns = [f"--namespace={namespace}"] if namespace else []
         self.run("apply", *ns, "-f", "-", input=json.dumps(obj))

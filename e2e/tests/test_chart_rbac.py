@@ -50,8 +50,7 @@ def token_kubeconfig(k8s: K8sCluster, token: str, path: Path) -> Path:
 def chart_installed(k8s_cluster: K8sCluster, namespace: str, helm: Path) -> Iterator[list[dict[str, Any]]]:
     """Apply the chart's CRD and its objects for a release in ``namespace`` watching ``namespace``, minus the
     Deployment; yield every rendered object; delete the cluster-scoped ones afterwards."""
-    k8s_cluster.run("apply", "--server-side", "-f", str(CHART / "files" / "crds" / "sglangservers.yaml"))
-    k8s_cluster.run("wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io")
+    k8s_cluster.install_crd(CHART / "files" / "crds" / "sglangservers.yaml")
     install_crds(k8s_cluster, require_prometheus_operator_crds())  # the operator then creates PodMonitors
     release = f"chart-{namespace[-5:]}"  # unique: the ClusterRole and its binding are named after the release
     objs = helm_template(helm, CHART, release, namespace, {"watchNamespaces": [namespace]})

@@ -335,9 +335,7 @@ def python_rules(body: dict[str, Any]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def crd_installed(k8s_cluster: K8sCluster) -> K8sCluster:
-    k8s_cluster.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    k8s_cluster.run("wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/sglangservers.sglang-operator.io")
+    k8s_cluster.install_crd(CRD)
     wait_for("SGLangServer API discovery",
              lambda: k8s_cluster.run("get", "sgls", "-A", check=False).returncode == 0, timeout=30)
     return k8s_cluster

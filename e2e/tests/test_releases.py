@@ -37,8 +37,7 @@ ERAS = [
 
 @pytest.fixture(scope="module")
 def operator(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    k8s_cluster.run("apply", "--server-side", "-f", str(ROOT / "crds" / "sglangservers.yaml"))
-    k8s_cluster.run("wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io")
+    k8s_cluster.install_crd()
     op = OperatorProcess(k8s_cluster.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
     op.start()
     try:

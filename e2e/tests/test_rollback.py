@@ -37,8 +37,7 @@ def start_operator(k8s: K8sCluster, log: Path, **env: str) -> OperatorProcess:
 
 @pytest.fixture
 def operator(k8s_cluster: K8sCluster, tmp_path: Path) -> Iterator[OperatorProcess]:
-    k8s_cluster.run("apply", "--server-side", "-f", str(ROOT / "crds" / "sglangservers.yaml"))
-    k8s_cluster.run("wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io")
+    k8s_cluster.install_crd()
     op = start_operator(k8s_cluster, tmp_path / "operator.log")
     try:
         yield op
