@@ -22,7 +22,8 @@ def test_parse_flags_reads_env_flags_and_booleans() -> None:
     assert flags["--enable-metrics"] == "true"
     assert flags["--speculative-num-steps"] == "3"
     assert "sglang" not in flags and "serve" not in flags
-    assert parse_flags("python -m sglang.launch_server --port=30000 --cuda-graph-bs 1 2 4")["--cuda-graph-bs"] == "1 2 4"
+    legacy = parse_flags("python -m sglang.launch_server --port=30000 --cuda-graph-bs 1 2 4")
+    assert legacy["--cuda-graph-bs"] == "1 2 4" and legacy["--port"] == "30000"
 
 
 def test_flag_diff_shows_the_published_incident() -> None:
