@@ -181,7 +181,9 @@ class SGLangServerStatus(StatusModel):
     accept_rate: float | None = None
     """Latest acceptance rate (``sglang:spec_accept_rate``; its formula differs between releases)."""
     tokens_per_second: float | None = None
-    """Latest decode throughput in tok/s (``sglang:gen_throughput``)."""
+    """Latest per-request decode speed of the serving revision, tok/s: the probe's single-stream speed after the
+    first token (signal probe) or 1 / mean inter-token latency (signal traffic), over the last measured interval.
+    What the rollback compares; not ``sglang:gen_throughput`` (aggregate, moves with load)."""
     metrics_updated_at: str | None = None
     """When the metrics above were scraped (RFC 3339)."""
     revisions: list[RevisionRecord] = Field(default_factory=list)
