@@ -33,13 +33,14 @@ from sglang_operator.api.server import SpecError, parse, parse_spec
 from sglang_operator.api.status import Phase
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
 from sglang_operator.builders.revision import DIGEST_ANNOTATION
-from sglang_operator.children import apply_children
+from sglang_operator.children import APPLY_FAILURES, apply_children
 from sglang_operator.clients import kube
 from sglang_operator.clients.sglang_http import ScrapeError, SGLangHTTP, base_url
 from sglang_operator.multinode import apply_when_served
 from sglang_operator.reconcile import effective as eff
 from sglang_operator.reconcile import groups, judging
 from sglang_operator.reconcile import status as st
+from sglang_operator.reconcile.conditions import condition
 from sglang_operator.reconcile.derive import speculative_condition
 from sglang_operator.reconcile.rollback import Apply, Event, Observation, setup_of
 from sglang_operator.sampling.model import PodView, Sample, SampleKind, Signal
@@ -262,7 +263,12 @@ class Observer:
         promote_token = (meta.get("annotations") or {}).get(judging.PROMOTE_ANNOTATION)
         judged = judging.judge(status, sample, policy, now, observed, list(health.conditions), generation,
                                speculative, promote_token)
-        new = st.observed(status, replace(health, conditions=judged.conditions), generation, now, effective, diffs,
+        conditions = judged.conditions
+        failed_apply = APPLY_FAILURES.get((server.namespace, server.name))
+        if failed_apply:  # the reconcile handler could not apply the spec (kopf retries): say so, not "healthy"
+            conditions = [c for c in conditions if c["type"] != "Degraded"] + [
+                condition("Degraded", "True", "ApplyFailed", failed_apply[:1024], generation, now)]
+        new = st.observed(status, replace(health, conditions=conditions), generation, now, effective, diffs,
                           figures)
         new |= judged.status
         delta = st.changed(status, new)
