@@ -8,7 +8,6 @@ leaves no process behind. Queries raise :class:`PrometheusError` with Prometheus
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -20,26 +19,13 @@ import httpx
 import yaml
 
 from e2e.cluster.procs import free_port
-from e2e.conftest import K8sCluster, wait_for
+from e2e.conftest import K8sCluster
 
 
-def install_crds(k8s: K8sCluster, paths: list[Path], timeout: float = 60) -> None:
-    """Server-side apply the CRD files ``paths`` (the Prometheus Operator's are larger than kubectl's
-    client-side annotation allows) and wait until each is Established (polled: right after the apply its status
-    may not exist yet, which ``kubectl wait`` reports as an error)."""
+def install_crds(k8s: K8sCluster, paths: list[Path]) -> None:
+    """Install the CRD files ``paths`` (e.g. the Prometheus Operator's) and wait until each is Established."""
     for path in paths:
-        k8s.run("apply", "--server-side", "-f", str(path))
-    names = [yaml.safe_load(p.read_text())["metadata"]["name"] for p in paths]
-
-    def established(name: str) -> bool:
-        got = k8s.run("get", "crd", name, "-o", "json", check=False)
-        if got.returncode != 0:
-            return False
-        conditions = (json.loads(got.stdout).get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-    for name in names:
-        wait_for(f"CRD {name} Established", lambda n=name: established(n), timeout=timeout, interval=0.2)
+        k8s.install_crd(path, name=yaml.safe_load(path.read_text())["metadata"]["name"])
 
 
 class PrometheusError(RuntimeError):
