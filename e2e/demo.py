@@ -1,12 +1,16 @@
-"""The demo: the operator on a local control plane, serving the published known-good sample.
+"""The demo: the operator on a local control plane, serving the published known-good sample and rolling back.
 
     python -m e2e.demo               # build/reuse binaries, start the cluster and the operator, apply the
-                                     # known-good sample, watch it become Ready, measure it, then exit
-    python -m e2e.demo --regress     # ... then apply the regressed configuration and measure again
+                                     # known-good sample, follow its analysis until it is promoted (the
+                                     # baseline), measure it with one request, then exit
+    python -m e2e.demo --regress     # ... then apply the regressed sample over it and follow the operator
+                                     # judging it slower and applying the known-good revision again by itself;
+                                     # prints the Degraded/RolledBack message, `history` and `diff`
     python -m e2e.demo --keep        # keep everything running until Ctrl-C (prints the KUBECONFIG export)
 
-Every SGLang pod runs the project's simulator (``sglang-sim``) on a fake GPU node; throughput figures are
-the simulator's calibrated model of Qwen3.6-27B on 2×A6000, not a real GPU.
+Both samples get the fast rollback policy of ``e2e/policies.py`` (printed; production defaults stay in
+``samples/``). Every SGLang pod runs the project's simulator (``sglang-sim``) at real speed on a fake GPU node;
+throughput figures are the simulator's calibrated model of Qwen3.6-27B on 2×A6000, not a real GPU.
 """
 
 from __future__ import annotations
@@ -14,22 +18,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from e2e.build_k8s import build
 from e2e.cluster import Cluster, NodeOptions
 from e2e.operator_proc import OperatorProcess
+from e2e.policies import BAD, FAST_POLICY, GOOD, earliest_rollback_seconds, policy, sample
 from sglang_operator.clients.loadgen import probe
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "qwen36-27b"
+T0 = time.monotonic()
+Status = dict[str, Any]
 
 
 def kubectl(cluster: Cluster, *args: str, input: str | None = None) -> str:
@@ -38,65 +46,150 @@ def kubectl(cluster: Cluster, *args: str, input: str | None = None) -> str:
     return out.stdout
 
 
-def status(cluster: Cluster) -> dict[str, Any]:
+def status(cluster: Cluster) -> Status:
     obj: dict[str, Any] = json.loads(kubectl(cluster, "get", "sgls", NAME, "-o", "json"))
     return obj.get("status") or {}
 
 
-def wait_ready(cluster: Cluster, revision: str | None, timeout: float = 180) -> dict[str, Any]:
-    """Poll until the server is Ready at a revision other than ``revision``; print the table on change."""
+def cond(st: Status, type_: str) -> dict[str, Any]:
+    return next((c for c in st.get("conditions") or [] if c["type"] == type_), {})
+
+
+def analysis(st: Status) -> dict[str, Any]:
+    out: dict[str, Any] = st.get("analysis") or {}
+    return out
+
+
+def progress_line(st: Status) -> str:
+    """One line of what the operator decided: revision, pods Ready, analysis phase, counters, last sample."""
+    an, last = analysis(st), analysis(st).get("lastSample") or {}
+    line = (f"{st.get('revision', '—'):<11} Ready={cond(st, 'Ready').get('status', '—'):<6} "
+            f"{an.get('phase', '—'):<12} samples {an.get('validSamples', 0)}, failures in a row "
+            f"{an.get('consecutiveFailures', 0)}")
+    if last:
+        line += f" | last sample {last['verdict']}"
+        if last.get("tokensPerSecond") is not None:
+            line += f" {last['tokensPerSecond']:.1f} tok/s"
+        if last.get("acceptLength") is not None:
+            line += f", accept length {last['acceptLength']:.2f}"
+        if last["verdict"] != "Pass" and last.get("reason"):
+            line += f" ({last['reason']})"
+    return line
+
+
+def follow(cluster: Cluster, what: str, done: Callable[[Status], bool], timeout: float = 180) -> Status:
+    """Poll the status every second, print a line whenever the operator's view changes, return the status once
+    ``done`` holds. Exits the demo with the status when ``timeout`` seconds pass first."""
     deadline, last = time.monotonic() + timeout, ""
     while time.monotonic() < deadline:
-        lines = kubectl(cluster, "get", "sgls", NAME).splitlines()
-        row = lines[1].rsplit(None, 1)[0]  # without AGE, which changes every poll
-        if row != last:
-            print(lines[0] if not last else "", lines[1], sep="\n" if not last else "")
-            last = row
         st = status(cluster)
-        if st.get("phase") == "Ready" and st.get("effective") and (revision is None or st["revision"] != revision):
+        line = progress_line(st)
+        if line != last:
+            print(f"   {time.monotonic() - T0:6.1f} s  {line}")
+            last = line
+        if done(st):
             return st
-        time.sleep(2)
-    raise SystemExit(f"demo: {NAME} not Ready after {timeout:.0f} s; status: {json.dumps(status(cluster))}")
+        time.sleep(1)
+    raise SystemExit(f"demo: {what} not reached after {timeout:.0f} s; status: {json.dumps(status(cluster))}")
 
 
-def show_effective(st: dict[str, Any]) -> None:
+def show_effective(st: Status) -> None:
     eff = {k: v for k, v in st["effective"].items() if k != "observedAt"}
     print("\n-- what SGLang reports it runs (GET /server_info; SGLang reports NEXTN as EAGLE):")
     print("   " + ", ".join(f"{k}={v}" for k, v in sorted(eff.items())))
     print(f"-- command: {st['command']}")
 
 
-def measure(cluster: Cluster) -> dict[str, Any]:
-    """One single-stream 512-token coding request; returns the figures for the summary."""
+def measure(cluster: Cluster) -> float:
+    """One single-stream 512-token coding request to a pod of the server; its decode tok/s (client side)."""
     pods = json.loads(kubectl(cluster, "get", "pods", "-l", f"app.kubernetes.io/instance={NAME}", "-o", "json"))
     ip = next(p["status"]["podIP"] for p in pods["items"] if not p["metadata"].get("deletionTimestamp"))
-    print(f"\n-- one 512-token coding request to http://{ip}:30000 (single stream)")
+    print(f"\n-- one 512-token coding request to http://{ip}:30000 (single stream, as the published case measured)")
     res = asyncio.run(probe(f"http://{ip}:30000", max_tokens=512)).results[0]
     print(f"   {res.completion_tokens} tokens, TTFT {res.ttft_s or 0:.2f} s, {res.decode_tok_s:.1f} tok/s (wall clock)")
-    time.sleep(3)
-    st = status(cluster)
-    print(kubectl(cluster, "get", "sgls", NAME).rstrip())
-    return {"steps": st["effective"].get("numSteps"), "draft": st["effective"].get("numDraftTokens"),
-            "accept": st.get("acceptLength"), "tps": st.get("tokensPerSecond"), "client": res.decode_tok_s}
-
-
-def summary(rows: dict[str, dict[str, Any]]) -> None:
-    print("\n-- summary (simulated Qwen3.6-27B, TP 2 on 2x RTX A6000; published: 47-57 vs 35.8 tok/s)")
-    print(f"   {'config':<12}{'steps':>6}{'draft':>7}{'accept len':>12}{'tok/s (metrics)':>17}{'tok/s (client)':>16}")
-    for name, r in rows.items():
-        print(f"   {name:<12}{r['steps']!s:>6}{r['draft']!s:>7}{r['accept']!s:>12}{r['tps']!s:>17}"
-              f"{r['client']:>16.1f}")
+    return res.decode_tok_s
 
 
 def apply_sample(cluster: Cluster, name: str) -> None:
-    obj = yaml.safe_load((ROOT / "samples" / name).read_text())
-    print(f"\n-- kubectl apply -f samples/{name}")
-    print(kubectl(cluster, "apply", "-f", "-", input=json.dumps(obj)).rstrip())
+    print(f"\n-- kubectl apply -f samples/{name}   (+ spec.rollback: the fast policy, spec.env: the simulator's)")
+    print("   " + kubectl(cluster, "apply", "-f", "-", input=json.dumps(sample(name))).rstrip())
+
+
+def print_policy() -> None:
+    p = policy()
+    print(f"\n-- spec.rollback for the demo (production defaults: warm-up 120 s, interval 30 s, 5 samples, 600 s):\n"
+          f"   {json.dumps(FAST_POLICY)}\n"
+          f"   judged: probe decode tok/s >= {p.min_relative_tokens_per_second} × baseline, accept length >= "
+          f"{p.min_relative_accept_length} × baseline; promoted after {p.min_samples} samples and "
+          f"{p.verify_seconds} s; earliest rollback {p.warmup_seconds} + {p.failure_threshold} × "
+          f"{p.interval_seconds} = {earliest_rollback_seconds(p)} s after all pods are Ready")
+
+
+def ledger_cli(cluster: Cluster, *args: str, echo: bool = True) -> str:
+    """Run a ledger command as the kubectl plugin ``kubectl sglang`` (``kubectl-sglang`` on PATH next to this
+    Python), else as ``sglang-operator``; returns what it printed (after the command line when ``echo``)."""
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
+           "PATH": os.pathsep.join([str(bin_dir), str(cluster.bin_dir), os.environ.get("PATH", "")])}
+    if (bin_dir / "kubectl-sglang").exists():
+        argv, shown = [str(cluster.kubectl), "sglang", *args], ["kubectl", "sglang", *args]
+    else:
+        argv, shown = [sys.executable, "-m", "sglang_operator.cli", *args], ["sglang-operator", *args]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise SystemExit(f"demo: {' '.join(shown)} failed: {out.stderr}")
+    return f"\n$ {' '.join(shown)}\n{out.stdout.rstrip()}" if echo else out.stdout
+
+
+def promoted(st: Status) -> bool:
+    return bool(st.get("stableRevision")) and st["stableRevision"] == st.get("revision") \
+        and analysis(st).get("phase") == "Stable" and bool(st.get("effective"))
+
+
+def regress(cluster: Cluster, good: Status) -> None:
+    """Apply the regressed sample over the promoted known-good revision and follow the automatic rollback."""
+    rev_good = good["revision"]
+    apply_sample(cluster, BAD)
+    t_apply = time.monotonic()
+    print("-- the operator judges the new revision against the baseline (no traffic but its own probes):")
+
+    def rolled_back(st: Status) -> bool:
+        return st.get("revision") == rev_good and analysis(st).get("phase") == "RolledBack" \
+            and cond(st, "Ready").get("status") == "True" and cond(st, "Degraded").get("reason") == "RolledBack"
+
+    st = follow(cluster, "the automatic rollback", rolled_back)
+    rev_bad = st["rejectedRevisions"][-1]["revision"]
+    print(f"-- rolled back by itself: {rev_good} serves again {time.monotonic() - t_apply:.0f} s after the "
+          f"regressed sample was applied")
+    degraded = cond(st, "Degraded")
+    print(f"   Degraded={degraded['status']} reason {degraded['reason']}: {degraded['message']}")
+    spec = json.loads(kubectl(cluster, "get", "sgls", NAME, "-o", "json"))["spec"]
+    args = json.loads(kubectl(cluster, "get", "deployment", NAME, "-o", "json"))["spec"]["template"]["spec"][
+        "containers"][0]
+    print(f"   the user's spec is untouched: spec.speculative.numSteps={spec['speculative']['numSteps']}; the "
+          f"Deployment runs --speculative-num-steps "
+          f"{args['args'][args['args'].index('--speculative-num-steps') + 1]}, image {args['image']}")
+    print(f"   {rev_bad} stays rejected until `kubectl sglang retry {NAME}`; `promote` accepts the serving "
+          f"revision as stable, `undo` writes an earlier revision's spec back")
+    print("\n" + kubectl(cluster, "get", "sgls", NAME).rstrip())
+    print(ledger_cli(cluster, "history", NAME))
+    print(ledger_cli(cluster, "diff", NAME))
+    rejected = next(r for r in json.loads(ledger_cli(cluster, "history", NAME, "-o", "json", echo=False))
+                    if r["revision"] == rev_bad)
+    print(f"\n-- published: 47-57 tok/s known-good vs 35.8 tok/s, accept length 1.75 regressed; here: "
+          f"{good['baseline']['tokensPerSecond']:.1f} tok/s, accept length {good['baseline']['acceptLength']:.2f} vs "
+          f"{rejected['tokensPerSecond']:.1f} tok/s, accept length {rejected['acceptLength']:.2f}")
+    selector = f"involvedObject.kind=SGLangServer,involvedObject.name={NAME}"
+    events = kubectl(cluster, "get", "events", "--field-selector", selector,
+                     "--sort-by=.metadata.creationTimestamp", "-o",
+                     "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message")
+    print(f"\n$ kubectl get events --field-selector {selector}\n{events.rstrip()}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m e2e.demo", description=__doc__.split("\n")[0])
-    parser.add_argument("--regress", action="store_true", help="then apply the regressed configuration")
+    parser.add_argument("--regress", action="store_true",
+                        help="then apply the regressed configuration and follow the automatic rollback")
     parser.add_argument("--keep", action="store_true", help="keep running until Ctrl-C")
     args = parser.parse_args()
     cluster = Cluster(build(), NodeOptions())
@@ -109,19 +202,22 @@ def main() -> None:
         print(kubectl(cluster, "apply", "--server-side", "-f", str(ROOT / "crds" / "sglangservers.yaml")).rstrip())
         kubectl(cluster, "wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io")
         workdir = Path(tempfile.mkdtemp(prefix="sglang-demo-"))
-        op = OperatorProcess(cluster.kubeconfig, workdir / "operator.log", status_interval=2)
+        op = OperatorProcess(cluster.kubeconfig, workdir / "operator.log", status_interval=1.0, sample_interval=None)
         op.start()
-        print(f"-- operator running (log: {op.log_path})")
-        apply_sample(cluster, "qwen3.6-27b-known-good.yaml")
-        st = wait_ready(cluster, None)
-        show_effective(st)
-        rows = {"known-good": measure(cluster)}
+        print(f"-- operator running (log: {op.log_path}); samples every spec.rollback.intervalSeconds")
+        print_policy()
+        apply_sample(cluster, GOOD)
+        print("-- the operator warms it up, verifies it with its probes and promotes it:")
+        good = follow(cluster, "the known-good revision promoted", promoted)
+        base = good["baseline"]
+        print(f"-- promoted {good['revision']}: baseline {base['tokensPerSecond']:.1f} tok/s, accept length "
+              f"{base['acceptLength']:.2f} (median of {base['samples']} probe samples; published: 47-57 tok/s)")
+        show_effective(good)
+        measure(cluster)
+        print(kubectl(cluster, "get", "sgls", NAME).rstrip())
         if args.regress:
-            apply_sample(cluster, "qwen3.6-27b-regressed.yaml")
-            st = wait_ready(cluster, st["revision"])
-            show_effective(st)
-            rows["regressed"] = measure(cluster)
-        summary(rows)
+            regress(cluster, good)
+        print(f"\n-- demo done in {time.monotonic() - T0:.0f} s (cluster start included)")
         if args.keep:
             print(f"\nexport KUBECONFIG={cluster.kubeconfig}\nexport PATH={cluster.bin_dir}:$PATH\n"
                   "# Ctrl-C stops the operator and the cluster")
