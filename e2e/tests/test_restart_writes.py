@@ -32,8 +32,6 @@ def start(kubeconfig: Path, namespace: str, log: Path) -> OperatorProcess:
     return op
 
 
-@pytest.mark.xfail(strict=True, reason="resume server-side-applies both children of every server (2 writes per "
-                   "server): handlers.reconcile on resume must compare the live children with the render first")
 def test_a_restart_over_unchanged_servers_writes_nothing(k8s_cluster: K8sCluster, namespace: str,
                                                          tmp_path: Path) -> None:
     assert k8s_cluster.local is not None

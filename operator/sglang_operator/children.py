@@ -53,6 +53,40 @@ async def apply_children(rendered: builders.Rendered, owner: Mapping[str, Any]) 
         raise ChildApplyError(apply_failure("PodMonitor", err)) from err
 
 
+def contains(live: Any, rendered: Any) -> bool:
+    """Whether ``live`` (an object as the API server returns it) already holds every field of ``rendered`` with the
+    same value: dicts by key (the server's defaults and other managers' fields are ignored), lists element by element
+    (same length), scalars by equality (so a quantity the server rewrote, e.g. ``0.5`` → ``500m``, counts as a
+    change and is applied: the safe side)."""
+    if isinstance(rendered, Mapping):
+        return isinstance(live, Mapping) and all(k in live and contains(live[k], v) for k, v in rendered.items())
+    if isinstance(rendered, list):
+        return isinstance(live, list) and len(live) == len(rendered) and all(
+            contains(a, b) for a, b in zip(live, rendered, strict=True))
+    return bool(live == rendered)
+
+
+async def up_to_date(rendered: builders.Rendered, owner: Mapping[str, Any]) -> bool:
+    """Whether every child of ``rendered`` exists with every field the operator renders (owner references
+    included): then applying it would change nothing, and a resume writes nothing. Any read failure says False."""
+    children = [rendered.workload, rendered.service]
+    if await POD_MONITORS.wanted():
+        meta = rendered.deployment["metadata"]
+        children.append(pod_monitor(meta["name"], meta["namespace"], str(rendered.command.version),
+                                    POD_MONITORS.labels))
+    try:
+        for child in children:
+            want = builders.adopt(dict(child), owner)
+            meta = want["metadata"]
+            live = await kube.get_object(str(want["kind"]), str(meta["namespace"]), str(meta["name"]))
+            if live is None or not contains(live, want):
+                return False
+    except Exception as exc:  # unreadable: apply, as before
+        log.debug("children of %s not compared: %s", owner["metadata"].get("name"), exc)
+        return False
+    return True
+
+
 async def apply_pod_monitor(rendered: builders.Rendered, owner: Mapping[str, Any]) -> None:
     """Server-side apply the PodMonitor of ``owner`` when :data:`POD_MONITORS` wants one."""
     from lightkube import ApiError

@@ -37,6 +37,7 @@ from sglang_operator.children import (
     LeaderWorkerSetMissing,
     apply_children,
     drain_old_pods,
+    up_to_date,
 )
 from sglang_operator.clients import kube
 from sglang_operator.monitoring.discovery import POD_MONITORS
@@ -113,7 +114,8 @@ async def reconcile(
         rendered = choice.rendered
     await drain_old_pods(dict(body), server.spec, rendered.revision)
     try:
-        await apply_children(rendered, body)
+        if reason != kopf.Reason.RESUME or not await up_to_date(rendered, body):  # a restart writes nothing
+            await apply_children(rendered, body)
     except LeaderWorkerSetMissing as err:  # nothing applied; the observer applies once the API is served
         _patch_status(patch, st.changed(status, groups.lws_missing(status, rendered.warnings, generation, now)))
         await _event(body, "Warning", groups.LWS_MISSING, str(err))

@@ -60,7 +60,7 @@ watched namespace. Write verbs are exactly what the operator calls (tests/test_c
   verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: ["leaderworkerset.x-k8s.io"]
   resources: ["leaderworkersets"]
-  verbs: ["create", "patch"]
+  verbs: ["get", "create", "patch"]
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]
@@ -76,6 +76,6 @@ watched namespace. Write verbs are exactly what the operator calls (tests/test_c
 {{- if .Values.podMonitor.enabled }}
 - apiGroups: ["monitoring.coreos.com"]
   resources: ["podmonitors"]
-  verbs: ["create", "patch"]
+  verbs: ["get", "create", "patch"]
 {{- end }}
 {{- end -}}

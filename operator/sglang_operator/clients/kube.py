@@ -49,6 +49,20 @@ def _resource(kind: str) -> Any:
     return _KINDS[kind]
 
 
+async def get_object(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    """A child as stored (``kind``: Deployment, LeaderWorkerSet, Service or PodMonitor), or None when it does not
+    exist. Raises ``lightkube.ApiError`` for other answers."""
+    from lightkube import ApiError
+
+    try:
+        obj = await client().get(_resource(kind), name, namespace=namespace)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return None
+        raise
+    return _as_dict(obj)
+
+
 async def apply(manifest: Mapping[str, Any], dry_run: bool = False) -> None:
     """Server-side apply ``manifest`` (a Deployment, LeaderWorkerSet, Service or PodMonitor dict, sent as is: no
     field is dropped by a client-side model) with ``force`` (the operator owns the fields it renders). An unchanged
