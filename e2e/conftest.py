@@ -12,6 +12,7 @@ and its fake kubelet: image mapping, PIDs; deselect them elsewhere with ``-m "no
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ import pytest
 
 from e2e.build_k8s import BINARIES, cache_root, committed_version
 from e2e.cluster import Cluster, NodeOptions
+from e2e.operator_proc import OperatorProcess
 
 T = TypeVar("T")
 _startup: list[str] = []
@@ -69,6 +71,21 @@ class K8sCluster:
     def apply(self, obj: dict[str, Any], namespace: str | None = None) -> None:
         ns = [f"--namespace={namespace}"] if namespace else []
         self.run("apply", *ns, "-f", "-", input=json.dumps(obj))
+
+
+@contextlib.contextmanager
+def running_operator(k8s: K8sCluster, log_dir: Path, **kwargs: Any) -> Iterator[OperatorProcess]:
+    """Install the SGLangServer CRD, run ``sglang-operator run`` against ``k8s`` (``kwargs`` as
+    :class:`~e2e.operator_proc.OperatorProcess` takes them; its log in ``log_dir``), stop it afterwards and print
+    the end of its log (shown by pytest for a failing test)."""
+    k8s.install_crd()
+    op = OperatorProcess(k8s.kubeconfig, log_dir / "operator.log", **kwargs)
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
+        print(op.log_tail(40))
 
 
 def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 60, interval: float = 0.5) -> T:

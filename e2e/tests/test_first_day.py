@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import K8sCluster, wait_for
+from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.tests.test_operator import columns, cond, ready_pods, sample, sgls, wait_ready
 from sglang_operator.clients.loadgen import LoadResult, probe
@@ -38,14 +38,8 @@ CAUSE = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-
 
 @pytest.fixture(scope="module")
 def operator(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    k8s_cluster.install_crd()
-    op = OperatorProcess(k8s_cluster.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
-    op.start()
-    try:
+    with running_operator(k8s_cluster, tmp_path_factory.mktemp("operator")) as op:
         yield op
-    finally:
-        op.stop()
-        print(op.log_tail(40))
 
 
 def events(k8s: K8sCluster, ns: str, name: str = NAME) -> list[dict[str, Any]]:

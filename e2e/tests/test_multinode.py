@@ -25,7 +25,7 @@ import pytest
 
 from e2e.build_lws import require as require_lws
 from e2e.cluster.lws import LWSController
-from e2e.conftest import K8sCluster, wait_for
+from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
@@ -66,18 +66,8 @@ def lws(k8s_cluster: K8sCluster) -> Iterator[LWSController]:
 
 @pytest.fixture(scope="module")
 def operator(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    k8s_cluster.run("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "sglangservers.yaml"))
-    # (kubectl wait right after the create fails while the CRD has no status.conditions yet: poll instead)
-    wait_for("the SGLangServer CRD Established", lambda: any(
-        c["type"] == "Established" and c["status"] == "True" for c in k8s_cluster.get(
-            "crd", "sglangservers.sglang-operator.io").get("status", {}).get("conditions") or []), timeout=60)
-    op = OperatorProcess(k8s_cluster.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
-    op.start()
-    try:
+    with running_operator(k8s_cluster, tmp_path_factory.mktemp("operator")) as op:
         yield op
-    finally:
-        op.stop()
-        print(op.log_tail(40))
 
 
 def server(k8s: K8sCluster, ns: str) -> dict[str, Any]:

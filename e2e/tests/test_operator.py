@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.conftest import K8sCluster, wait_for
+from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
 from sglang_operator.clients.loadgen import probe
 
@@ -31,14 +31,8 @@ FAST_SIM = [{"name": "SGLANG_SIM_LOAD_SECONDS", "value": "1"}, {"name": "SGLANG_
 
 @pytest.fixture(scope="module")
 def operator(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    k8s_cluster.install_crd()
-    op = OperatorProcess(k8s_cluster.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
-    op.start()
-    try:
+    with running_operator(k8s_cluster, tmp_path_factory.mktemp("operator")) as op:
         yield op
-    finally:
-        op.stop()
-        print(op.log_tail(30))
 
 
 def sample(name: str = "qwen3.6-27b-known-good.yaml") -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import K8sCluster, wait_for
+from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
@@ -37,14 +37,8 @@ ERAS = [
 
 @pytest.fixture(scope="module")
 def operator(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    k8s_cluster.install_crd()
-    op = OperatorProcess(k8s_cluster.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
-    op.start()
-    try:
+    with running_operator(k8s_cluster, tmp_path_factory.mktemp("operator")) as op:
         yield op
-    finally:
-        op.stop()
-        print(op.log_tail(30))
 
 
 def server(tag: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import K8sCluster, wait_for
+from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, GOOD, INTERVAL, sample
 
@@ -37,13 +37,8 @@ def start_operator(k8s: K8sCluster, log: Path, **env: str) -> OperatorProcess:
 
 @pytest.fixture
 def operator(k8s_cluster: K8sCluster, tmp_path: Path) -> Iterator[OperatorProcess]:
-    k8s_cluster.install_crd()
-    op = start_operator(k8s_cluster, tmp_path / "operator.log")
-    try:
+    with running_operator(k8s_cluster, tmp_path, status_interval=1.0, sample_interval=None) as op:
         yield op
-    finally:
-        op.stop()
-        print(op.log_tail(40))
 
 
 def status(k8s: K8sCluster, ns: str) -> dict[str, Any]:

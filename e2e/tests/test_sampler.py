@@ -19,7 +19,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.conftest import K8sCluster, wait_for
+from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
 from sglang_operator.clients.loadgen import hold_concurrency
 
@@ -31,18 +31,8 @@ FAST_SIM = [{"name": "SGLANG_SIM_LOAD_SECONDS", "value": "1"}, {"name": "SGLANG_
 
 @pytest.fixture(scope="module")
 def operator(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    k8s_cluster.run("apply", "--server-side", "-f", str(ROOT / "crds" / "sglangservers.yaml"))
-    wait_for("the CRD Established", lambda: k8s_cluster.run(  # conditions may not exist yet right after apply
-        "wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io", check=False).returncode == 0,
-             timeout=30)
-    op = OperatorProcess(k8s_cluster.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log",
-                         sample_interval=2)
-    op.start()
-    try:
+    with running_operator(k8s_cluster, tmp_path_factory.mktemp("operator"), sample_interval=2) as op:
         yield op
-    finally:
-        op.stop()
-        print(op.log_tail(30))
 
 
 def operator_series(op: OperatorProcess, namespace: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
