@@ -27,17 +27,24 @@ class Write:
         return f"{self.user} {self.verb} {self.resource} {self.namespace}/{self.name} -> {self.code}"
 
 
-def writes(audit_log: Path, user: str | None = None, offset: int = 0) -> list[Write]:
-    """The writes logged after byte ``offset`` (see :func:`size`), optionally only those of ``user``."""
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+def requests(audit_log: Path, user: str | None = None, offset: int = 0) -> list[Write]:
+    """Every request logged after byte ``offset`` (see :func:`size`), once each (a watch is logged when it starts
+    and again when it ends: counted once, by ``auditID``), optionally only those of ``user``. Reads are logged only
+    for ServiceAccount users of a ``Cluster(audit_reads=True)``."""
     out = []
+    seen: set[str] = set()
     with audit_log.open("rb") as f:
         f.seek(offset)
         for line in f:
             if not line.strip():
                 continue
             ev = json.loads(line)
-            if ev.get("stage") != "ResponseComplete":
+            if ev.get("stage") not in ("ResponseStarted", "ResponseComplete") or ev.get("auditID") in seen:
                 continue
+            seen.add(ev.get("auditID"))
             ref = ev.get("objectRef") or {}
             resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
             w = Write(ev["verb"], ev["user"]["username"], resource, ref.get("namespace", ""), ref.get("name", ""),
@@ -45,6 +52,12 @@ def writes(audit_log: Path, user: str | None = None, offset: int = 0) -> list[Wr
             if user is None or w.user == user:
                 out.append(w)
     return out
+
+
+def writes(audit_log: Path, user: str | None = None, offset: int = 0) -> list[Write]:
+    """The writes (:data:`WRITE_VERBS`) logged after byte ``offset`` (see :func:`size`), optionally only those of
+    ``user``."""
+    return [w for w in requests(audit_log, user, offset) if w.verb in WRITE_VERBS]
 
 
 def size(audit_log: Path) -> int:
