@@ -171,6 +171,9 @@ def regress(cluster: Cluster, good: Status) -> None:
           f"{args['args'][args['args'].index('--speculative-num-steps') + 1]}, image {args['image']}")
     print(f"   {rev_bad} stays rejected until `kubectl sglang retry {NAME}`; `promote` accepts the serving "
           f"revision as stable, `undo` writes an earlier revision's spec back")
+    deadline = time.monotonic() + 30  # the table's TOK/S and ACCEPTLEN come back with the first samples
+    while time.monotonic() < deadline and not all(status(cluster).get(k) for k in ("tokensPerSecond", "acceptLength")):
+        time.sleep(1)
     print("\n" + kubectl(cluster, "get", "sgls", NAME).rstrip())
     print(ledger_cli(cluster, "history", NAME))
     print(ledger_cli(cluster, "diff", NAME))
@@ -180,10 +183,11 @@ def regress(cluster: Cluster, good: Status) -> None:
           f"{good['baseline']['tokensPerSecond']:.1f} tok/s, accept length {good['baseline']['acceptLength']:.2f} vs "
           f"{rejected['tokensPerSecond']:.1f} tok/s, accept length {rejected['acceptLength']:.2f}")
     selector = f"involvedObject.kind=SGLangServer,involvedObject.name={NAME}"
-    events = kubectl(cluster, "get", "events", "--field-selector", selector,
-                     "--sort-by=.metadata.creationTimestamp", "-o",
-                     "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message")
-    print(f"\n$ kubectl get events --field-selector {selector}\n{events.rstrip()}")
+    items = json.loads(kubectl(cluster, "get", "events", "--field-selector", selector, "-o", "json"))["items"]
+    items.sort(key=lambda e: (e["metadata"]["creationTimestamp"], int(e["metadata"]["resourceVersion"])))
+    print(f"\n-- the operator's events, in the order posted (kubectl get events --field-selector {selector}):")
+    for e in items:
+        print(f"   {e['type']:<8} {e['reason']:<12} {e['message']}")
 
 
 def main() -> None:
