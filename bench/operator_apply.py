@@ -33,6 +33,7 @@ import collections
 import copy
 import datetime as dt
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -254,6 +255,7 @@ def main() -> None:
                         "default 5 and 20)")
     parser.add_argument("--no-floor", action="store_true", help="skip the plain client's run")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stopped in the background: clean up all the same
     rates: list[float] = args.rate or [5.0, 20.0]
     work = Path(tempfile.mkdtemp(prefix="sglang-bench-"))
     cluster = None

@@ -29,7 +29,7 @@ from e2e.cluster.procs import MARKER, Component, free_port, kill_pids, marked_pi
 
 REPO = Path(__file__).resolve().parents[2]
 ADVERTISE = "192.0.2.10"  # TEST-NET-1: never routed, never contacted (--endpoint-reconciler-type=none)
-SERVICE_CIDR = "10.0.0.0/24"
+SERVICE_CIDR = "10.0.0.0/16"  # room for benchmarks of 500+ SGLangServers (a /24 holds 254 Services)
 CONTROLLERS = (
     "deployment-controller", "replicaset-controller", "garbage-collector-controller",
     "namespace-controller", "serviceaccount-controller", "serviceaccount-token-controller",
