@@ -43,6 +43,7 @@ from lightkube.resources.core_v1 import Pod
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from e2e.build_k8s import build
 from e2e.cluster import Cluster, NodeOptions
+from e2e.conftest import K8sCluster
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, GOOD, earliest_rollback_seconds, policy, sample
 from sglang_operator.clients.kube import sglangserver_resource
@@ -237,8 +238,7 @@ def main() -> None:
     op: OperatorProcess | None = None
     try:
         cluster.start()
-        kubectl(cluster, "apply", "--server-side", "-f", str(ROOT / "crds" / "sglangservers.yaml"))
-        kubectl(cluster, "wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io")
+        K8sCluster(cluster.kubeconfig, cluster.kubectl, cluster).install_crd()  # polls until Established
         assert cluster.workdir is not None
         op = OperatorProcess(cluster.kubeconfig, cluster.workdir / "operator.log", status_interval=1.0,
                              sample_interval=None)

@@ -30,11 +30,11 @@ from typing import Any
 
 from e2e.build_k8s import build
 from e2e.cluster import Cluster, NodeOptions
+from e2e.conftest import K8sCluster
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, FAST_POLICY, GOOD, earliest_rollback_seconds, policy, sample
 from sglang_operator.clients.loadgen import probe
 
-ROOT = Path(__file__).resolve().parents[1]
 NAME = "qwen36-27b"
 T0 = time.monotonic()
 Status = dict[str, Any]
@@ -203,8 +203,8 @@ def main() -> None:
         cluster.start()
         print(f"-- local control plane ready in {cluster.startup_seconds:.1f} s")
         print(kubectl(cluster, "get", "nodes", "-L", "nvidia.com/gpu.product").rstrip())
-        print(kubectl(cluster, "apply", "--server-side", "-f", str(ROOT / "crds" / "sglangservers.yaml")).rstrip())
-        kubectl(cluster, "wait", "--for=condition=Established", "crd/sglangservers.sglang-operator.io")
+        K8sCluster(cluster.kubeconfig, cluster.kubectl, cluster).install_crd()  # polls until Established
+        print("-- CRD sglangservers.sglang-operator.io installed (crds/sglangservers.yaml), Established")
         workdir = Path(tempfile.mkdtemp(prefix="sglang-demo-"))
         op = OperatorProcess(cluster.kubeconfig, workdir / "operator.log", status_interval=1.0, sample_interval=None)
         op.start()
