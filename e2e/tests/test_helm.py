@@ -146,5 +146,10 @@ def test_install_upgrade_uninstall_with_the_published_scenario(k8s: K8sCluster, 
     assert k8s.get("crd", CRD)["metadata"]["name"] == CRD
     server = k8s.get("sglangserver", NAME, "-n", ML)
     assert server["status"]["revision"] == good["revision"]
-    assert json.loads(k8s.run("get", "deployment", NAME, "-n", ML, "-o", "json").stdout)["status"].get(
-        "availableReplicas") == 1
+    try:  # the stable revision keeps serving without the operator (its pod may still be starting after the rollback)
+        wait_for("the known-good server still available", lambda: json.loads(k8s.run(
+            "get", "deployment", NAME, "-n", ML, "-o", "json").stdout)["status"].get("availableReplicas") == 1,
+            timeout=90)
+    except AssertionError:
+        print(json.dumps([p["status"] for p in k8s.get("pods", "-n", ML)["items"]], indent=1)[:4000])
+        raise
