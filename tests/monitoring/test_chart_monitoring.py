@@ -57,7 +57,8 @@ def test_pod_monitor_switch_sets_flag_labels_and_rbac() -> None:
 
     on = render(podMonitor={"enabled": True, "labels": {"release": "kps"}})
     assert "--pod-monitor-label=release=kps" in container(on)["args"]
-    assert [(r["resources"], r["verbs"]) for r in podmonitor_rules(on)] == [(["podmonitors"], ["get", "create", "patch"])]
+    rules = [(r["resources"], r["verbs"]) for r in podmonitor_rules(on)]
+    assert rules == [(["podmonitors"], ["get", "create", "patch"])]
     off = render(podMonitor={"enabled": False})
     assert "--pod-monitors=never" in container(off)["args"] and podmonitor_rules(off) == []
 
