@@ -62,8 +62,9 @@ from sglang_operator.api.server import parse  # noqa: E402
 from sglang_operator.builders.revision import controller_revision  # noqa: E402
 from sglang_operator.reconcile import status as st  # noqa: E402
 
-SA_NS, SA = "apply-bench", "operator"
-USER = f"system:serviceaccount:{SA_NS}:{SA}"
+SA_NS, SA, FLOOR_SA = "apply-bench", "operator", "floor"
+USER, FLOOR_USER = f"system:serviceaccount:{SA_NS}:{SA}", f"system:serviceaccount:{SA_NS}:{FLOOR_SA}"
+ADMIN_KUBECONFIG = ""  # set in main(): the cluster admin's (creates the SGLangServers, as a user would)
 WAIT_AFTER = 120.0  # seconds after the last create until Deployments still missing count as missing
 
 
@@ -180,14 +181,14 @@ async def create_servers(namespace: str, count: int, rate: float) -> dict[str, f
 async def floor_writes(namespace: str, count: int, rate: float) -> dict[str, float]:
     """Per server: create it, then the operator's writes for it (apply Deployment and Service, create its
     ControllerRevision, patch its status once, post an Event), through the operator's own client functions."""
-    from lightkube import AsyncClient
+    from lightkube import AsyncClient, KubeConfig
 
     from sglang_operator.clients import kube
     from sglang_operator.clients import ledger as ledger_api
     from sglang_operator.clients.kube import sglangserver_resource
 
     kube._client = None  # the process-wide client of an earlier phase belongs to another event loop
-    creator = AsyncClient()
+    creator = AsyncClient(KubeConfig.from_file(ADMIN_KUBECONFIG))  # the user; the writes: $KUBECONFIG, the floor SA
     res = sglangserver_resource()
     servers = [parse(sample(f"floor-{i:04d}", namespace)) for i in range(count)]
     renders = [builders.render(s) for s in servers]  # rendering is not the API server's work: done ahead
@@ -233,7 +234,8 @@ def wait_handled(namespace: str, count: int, timeout: float) -> int:
     custom = client.CustomObjectsApi()
     deadline = time.monotonic() + timeout
     while True:
-        items = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
+        listed: dict[str, Any] = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)  # type: ignore[assignment]
+        items = listed["items"]
         done = sum(bool((o.get("status") or {}).get("revision")) for o in items)
         if done >= count or time.monotonic() > deadline:
             return done
@@ -241,11 +243,25 @@ def wait_handled(namespace: str, count: int, timeout: float) -> int:
 
 
 def table(requests: list[audit.Write], count: int) -> str:
-    counts = collections.Counter(f"{w.verb} {w.resource or '(non-resource URL)'}" for w in requests)
-    width = max((len(k) for k in counts), default=10)
-    rows = [f"    {k:<{width}}  {v / count:6.2f}  ({v})" for k, v in counts.most_common()]
-    return "\n".join([f"    {'verb resource':<{width}}  /server  (total)", *rows,
-                      f"    {'all':<{width}}  {len(requests) / count:6.2f}  ({len(requests)})"])
+    """Requests per server by verb and resource: count, how many the API server refused (not 2xx), and the API
+    server's own time for them (p50 / p99 ms; a watch: until it started)."""
+    groups: dict[str, list[audit.Write]] = collections.defaultdict(list)
+    for w in requests:
+        groups[f"{w.verb} {w.resource or '(non-resource URL)'}"].append(w)
+    width = max((len(k) for k in groups), default=10)
+    rows = []
+    for k, ws in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        ms = [w.seconds * 1000 for w in ws]
+        refused = sum(not 200 <= w.code < 300 for w in ws)
+        rows.append(f"    {k:<{width}}  {len(ws) / count:7.2f}  {len(ws):6d}  {refused:7d}  "
+                    f"{statistics.median(ms):6.0f} / {percentile(ms, .99):.0f}")
+    return "\n".join([f"    {'verb resource':<{width}}  /server   total  refused  API server ms p50 / p99", *rows,
+                      f"    {'all':<{width}}  {len(requests) / count:7.2f}  {len(requests):6d}"])
+
+
+def server_time(requests: list[audit.Write]) -> str:
+    ms = [w.seconds * 1000 for w in requests if w.verb != "watch"]
+    return f"p50 {statistics.median(ms):.0f} ms  p99 {percentile(ms, .99):.0f} ms" if ms else "no request"
 
 
 def main() -> None:
@@ -266,7 +282,9 @@ def main() -> None:
         cluster = Cluster(build(), NodeOptions(), audit_reads=True)
         cluster.start()
         kubeconfig, kubectl = cluster.kubeconfig, cluster.kubectl
-    os.environ["KUBECONFIG"] = str(kubeconfig)  # lightkube's clients in this process: the admin
+    global ADMIN_KUBECONFIG
+    ADMIN_KUBECONFIG = str(kubeconfig)
+    os.environ["KUBECONFIG"] = str(kubeconfig)  # lightkube's clients in this process: the admin (the floor: its SA)
     config.load_kube_config(str(kubeconfig))
     k8s = K8sCluster(kubeconfig, kubectl, cluster)
     interval = float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5"))
@@ -274,11 +292,14 @@ def main() -> None:
     try:
         k8s.install_crd()
         k8s.run("create", "namespace", SA_NS)
-        k8s.run("create", "serviceaccount", SA, "-n", SA_NS)
-        k8s.run("create", "clusterrolebinding", f"{SA_NS}-{int(time.time())}", "--clusterrole=cluster-admin",
-                f"--serviceaccount={SA_NS}:{SA}")
-        token = k8s.run("create", "token", SA, "-n", SA_NS, "--duration=3h").stdout.strip()
-        op_kubeconfig = token_kubeconfig(k8s, token, work / "operator.kubeconfig")
+        kubeconfigs = {}
+        for sa in (SA, FLOOR_SA):  # both ServiceAccounts: the same API Priority and Fairness level, unlike an admin
+            k8s.run("create", "serviceaccount", sa, "-n", SA_NS)
+            k8s.run("create", "clusterrolebinding", f"{SA_NS}-{sa}-{int(time.time())}",
+                    "--clusterrole=cluster-admin", f"--serviceaccount={SA_NS}:{sa}")
+            token = k8s.run("create", "token", sa, "-n", SA_NS, "--duration=3h").stdout.strip()
+            kubeconfigs[sa] = token_kubeconfig(k8s, token, work / f"{sa}.kubeconfig")
+        op_kubeconfig = kubeconfigs[SA]
         for rate in rates:
             tag = f"{rate:g}".replace(".", "-")
             ns, floor_ns = f"apply-op-{tag}", f"apply-floor-{tag}"
@@ -307,14 +328,25 @@ def main() -> None:
             print(f"operator CPU: {phase.cpu:.1f} s over {phase.wall:.0f} s wall; servers with a status.revision "
                   f"{handled}/{args.count}")
             if not args.no_floor:
+                os.environ["KUBECONFIG"] = str(kubeconfigs[FLOOR_SA])
+                offset = audit.size(cluster.audit_log) if cluster else 0
                 floor = measure(floor_ns, args.count, rate, floor_writes)
+                os.environ["KUBECONFIG"] = str(kubeconfig)
                 print(floor.line("floor   "))
                 if phase.latencies and floor.latencies:
                     ratio = percentile(phase.latencies, .99) / percentile(floor.latencies, .99)
                     print(f"ratio operator p99 / floor p99: {ratio:.2f} (goal <= 1.5)")
+                if cluster:
+                    floor.requests = audit.requests(cluster.audit_log, FLOOR_USER, offset)
+                    print(f"API server time per request: operator {server_time(phase.requests)}; "
+                          f"floor {server_time(floor.requests)} ({len(floor.requests) / args.count:.2f} "
+                          f"requests per server)")
             if cluster:
                 print(f"operator's requests per SGLangServer (audit log, user {USER}):")
                 print(table(phase.requests, args.count))
+                if os.environ.get("BENCH_KEEP_AUDIT"):
+                    subprocess.run(["cp", str(cluster.audit_log), f"{os.environ['BENCH_KEEP_AUDIT']}-{tag}.log"],
+                                   check=False)
             sys.stdout.flush()
     finally:
         if op is not None:

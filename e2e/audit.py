@@ -7,9 +7,11 @@ Each line is an ``audit.k8s.io/v1`` Event at Metadata level (stage ResponseCompl
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,7 @@ class Write:
     namespace: str
     name: str
     code: int
+    seconds: float = 0.0  # requestReceivedTimestamp → stageTimestamp: the API server's own time (a watch: to start)
 
     def __str__(self) -> str:
         return f"{self.user} {self.verb} {self.resource} {self.namespace}/{self.name} -> {self.code}"
@@ -48,10 +51,18 @@ def requests(audit_log: Path, user: str | None = None, offset: int = 0) -> list[
             ref = ev.get("objectRef") or {}
             resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
             w = Write(ev["verb"], ev["user"]["username"], resource, ref.get("namespace", ""), ref.get("name", ""),
-                      int((ev.get("responseStatus") or {}).get("code", 0)))
+                      int((ev.get("responseStatus") or {}).get("code", 0)), _seconds(ev))
             if user is None or w.user == user:
                 out.append(w)
     return out
+
+
+def _seconds(ev: dict[str, Any]) -> float:
+    try:
+        return (dt.datetime.fromisoformat(ev["stageTimestamp"])
+                - dt.datetime.fromisoformat(ev["requestReceivedTimestamp"])).total_seconds()
+    except (KeyError, ValueError):
+        return 0.0
 
 
 def writes(audit_log: Path, user: str | None = None, offset: int = 0) -> list[Write]:

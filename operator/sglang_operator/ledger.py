@@ -35,12 +35,20 @@ def _hash(cr: Mapping[str, Any]) -> str:
 
 
 async def record(owner: Mapping[str, Any], rendered: builders.Rendered, spec: Mapping[str, Any],
-                 history_limit: int, keep: set[str]) -> None:
+                 history_limit: int, keep: set[str], fresh: bool = False) -> None:
     """Make sure ``rendered.revision`` has its ControllerRevision (a new one numbered after the newest; a return
     to an earlier one renumbers it as the newest) and prune the oldest entries beyond ``history_limit``, never
-    those in ``keep`` (the stable revision, the one serving). Raises ``lightkube.ApiError``."""
+    those in ``keep`` (the stable revision, the one serving). ``fresh``: the server has no ledger yet (no
+    ``status.revisions``: a new one), so its first entry is created without listing the ledger first (one LIST
+    less per server created); when a ControllerRevision of that name exists all the same (an earlier server of
+    that name not yet garbage-collected) the ledger is listed as usual. Raises ``lightkube.ApiError``."""
     meta = owner["metadata"]
     ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
+    if fresh:
+        first = controller_revision(name, ns, rendered.revision, 1, spec, rendered.command.command_line,
+                                    str(rendered.command.version), _image(rendered))
+        if await api.create_revision(builders.adopt(first, owner)):
+            return
     existing = await api.list_revisions(ns, name)
     newest = max((int(r.get("revision") or 0) for r in existing), default=0)
     mine = next((r for r in existing if _hash(r) == rendered.revision), None)

@@ -157,6 +157,10 @@ class Observer:
         self._digests: dict[tuple[str, str, str], str] = {}
         self._apply_errors: dict[tuple[str, str], str] = {}
         self._diffs: dict[tuple[str, str], list[str] | None] = {}
+        self._stale: dict[tuple[str, str], str] = {}
+        """resourceVersion of a server's view whose status patch was refused as stale (409): not observed again (a
+        patch from it would be refused too) until the watch delivers a newer one. Under load the watch lags
+        behind the API server; without this every tick sent one more refused patch per lagging server."""
 
     @property
     def http(self) -> SGLangHTTP:
@@ -178,6 +182,7 @@ class Observer:
         key = (str(meta.get("namespace")), str(meta.get("name")))
         if event_type == "DELETED":
             self.servers.pop(key, None)
+            self._stale.pop(key, None)
             self.series.forget(*key)
             if self._sampler is not None:
                 self._sampler.forget(*key)
@@ -272,9 +277,15 @@ class Observer:
                           figures)
         new |= judged.status
         delta = st.changed(status, new)
-        if delta and not await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"),
-                                                 st.merge_patch(status, delta)):
-            return  # stale view: the next tick sees the new object (and decides again)
+        if delta:
+            key = (server.namespace, server.name)
+            patched = await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"),
+                                              st.merge_patch(status, delta))
+            if patched is None:  # stale view: decide again on the watch's newer object, never on this one
+                self._stale[key] = str(meta.get("resourceVersion"))
+                return
+            if self.servers.get(key) is body:  # the answer is the newest view until the watch brings another
+                self.servers[key] = patched
         self.series.export_analysis(server.namespace, server.name, judged.state)
         old_d, new_d = _degraded(status.get("conditions") or []), _degraded(new["conditions"])
         if new_d.get("status") == "True" and old_d.get("reason") != new_d.get("reason") \
@@ -382,8 +393,9 @@ class Observer:
             await asyncio.sleep(i * spread)
             key = (str(meta.get("namespace")), str(meta.get("name")))
             latest = self.servers.get(key)  # the newest view after the wait; gone if deleted meanwhile
-            if latest is None:
+            if latest is None or self._stale.get(key) == latest["metadata"].get("resourceVersion"):
                 return
+            self._stale.pop(key, None)
             async with sem:
                 try:
                     await self.observe(latest, dt.datetime.now(dt.UTC))

@@ -73,7 +73,7 @@ async def record(body: Mapping[str, Any], rendered: builders.Rendered, spec: Map
     status = body.get("status") or {}
     keep = {r for r in (status.get("stableRevision"), status.get("revision")) if r}
     try:
-        await ledger.record(body, rendered, spec, history_limit, keep)
+        await ledger.record(body, rendered, spec, history_limit, keep, fresh=not status.get("revisions"))
     except Exception as exc:
         log.warning("%s/%s: ControllerRevision of %s not recorded: %s", *_ns_name(body), rendered.revision, exc)
 

@@ -157,10 +157,12 @@ async def get_sglangserver(namespace: str, name: str) -> dict[str, Any] | None:
         raise
 
 
-async def patch_status(namespace: str, name: str, resource_version: str | None, status: Mapping[str, Any]) -> bool:
+async def patch_status(namespace: str, name: str, resource_version: str | None,
+                       status: Mapping[str, Any]) -> dict[str, Any] | None:
     """Merge-patch an SGLangServer's ``status`` subresource; with ``resource_version`` as a precondition.
 
-    Returns False when the object changed since (409 Conflict) or is gone (404); other errors raise.
+    Returns the object as patched (the API server's answer), or None when the object changed since (409
+    Conflict) or is gone (404); other errors raise.
     """
     from lightkube import ApiError
     from lightkube.types import PatchType
@@ -169,12 +171,13 @@ async def patch_status(namespace: str, name: str, resource_version: str | None, 
     if resource_version:
         body["metadata"] = {"resourceVersion": resource_version}
     try:
-        await client().patch(_sglangserver().Status, name, body, namespace=namespace, patch_type=PatchType.MERGE)
+        patched = await client().patch(_sglangserver().Status, name, body, namespace=namespace,
+                                       patch_type=PatchType.MERGE)
     except ApiError as exc:
         if exc.status.code in (404, 409):
-            return False
+            return None
         raise
-    return True
+    return _as_dict(patched)
 
 
 async def post_event(obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
