@@ -38,7 +38,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.client_timeout = 300
     # A per-object worker keeps its slot while it idles (idle_timeout) after the object's last event, and every
     # server gets several events within seconds of its creation (kopf's patches, the observer's): with 64 slots and
-    # kopf's 5 s idling, creations beyond ~8/s queued without bound (issue 10: 20/s gave p99 55 s; 5/s 0.8 s).
+    # kopf's 5 s idling, creations beyond ~8/s queued without bound (issue 10, bench/operator_apply.py at 20/s: apply →
+    # Deployment p99 55 s with 64 slots, 4.9 s with these).
     settings.queueing.worker_limit = WORKER_LIMIT
     settings.queueing.idle_timeout = 1.0  # seconds (kopf: 5)
     settings.execution.max_workers = 16
