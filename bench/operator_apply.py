@@ -12,12 +12,16 @@ table), for each ``--rate``:
    operator stops;
 2. the floor, in another namespace the operator does not watch: per server, create the SGLangServer, then the
    writes the operator makes for it — server-side apply of the rendered Deployment and Service, create its
-   ControllerRevision, one status patch (the reconcile handler's), one Event — at the same rate; latency the
-   same way.
+   ControllerRevision, one status patch (the reconcile handler's), one Event — at the same rate, as a ServiceAccount
+   of its own (the operator's API Priority and Fairness level; a cluster admin's requests are exempt); latency
+   the same way.
 
 Prints per rate: operator and floor p50/p99 (ms), the ratio operator p99 ÷ floor p99 (goal ≤ 1.5), Deployments
 present 120 s after the last create, the operator's CPU, and its requests per server by verb and resource (kopf's
-own included; watches and the Lease counted over the phase, divided like the rest).
+own included; watches and the Lease counted over the phase, divided like the rest) with how many the API server
+refused and its own time for them (audit ``requestReceivedTimestamp`` → ``stageTimestamp``: queueing in the operator
+shows as latency the API server did not spend). ``BENCH_KEEP_AUDIT=PREFIX`` keeps the audit log of each rate as
+``PREFIX-<rate>.log``; ``BENCH_TRACE=1`` prints every latency in creation order.
 
     python bench/operator_apply.py                       # 500 servers at 5/s and at 20/s
     python bench/operator_apply.py --count 200 --rate 20
