@@ -21,10 +21,13 @@ _client: AsyncClient | None = None
 
 
 def client() -> AsyncClient:
-    """The process-wide client, created on first use."""
+    """The process-wide client, created on first use. HTTP/2 (the ``h2`` package): every request is a stream of one
+    connection, so requests the API server is slow to answer (Service creations under load take seconds) never hold
+    up the others, as they did on HTTP/1.1 once they held all of httpx's 100 connections (issue 10,
+    bench/operator_apply.py)."""
     global _client
     if _client is None:
-        _client = AsyncClient(field_manager=FIELD_MANAGER)
+        _client = AsyncClient(field_manager=FIELD_MANAGER, http2=True)
     return _client
 
 
