@@ -42,6 +42,7 @@ from sglang_operator.children import (
 from sglang_operator.clients import kube
 from sglang_operator.monitoring.discovery import POD_MONITORS
 from sglang_operator.observer import Observer
+from sglang_operator.readiness import READINESS
 from sglang_operator.reconcile import groups
 from sglang_operator.reconcile import status as st
 from sglang_operator.reconcile.conditions import condition, merge
@@ -87,7 +88,16 @@ async def reconcile(
     body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, reason: str,
     logger: Logger, **_: Any,
 ) -> None:
-    """Render and apply the children of one SGLangServer; write status; post an event."""
+    """Render and apply the children of one SGLangServer; write status; post an event. However it ends, the
+    server counts as seen for ``/readyz`` (:mod:`sglang_operator.readiness`)."""
+    try:
+        await _reconcile(body, meta, status, patch, reason, logger)
+    finally:
+        READINESS.seen(str(meta.get("uid")))
+
+
+async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, reason: str,
+                     logger: Logger) -> None:
     generation = int(meta.get("generation") or 0)
     now = _now()
     logger.debug("reconcile (%s) of generation %s", reason, generation)
@@ -162,6 +172,8 @@ async def reconcile(
 async def track(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
     """Keep the observer's view of every SGLangServer current (no finalizer needed)."""
     OBSERVER.track(str(event.get("type")), dict(body))
+    if event.get("type") == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
+        READINESS.forget(str(body.get("metadata", {}).get("uid")))
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
@@ -182,13 +194,15 @@ async def pod_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
 @kopf.on.startup()
 async def start_observer(**_: Any) -> None:
     """Build the SGLang parsers ahead of the first render, discover the PodMonitor API, and start the status
-    observer loop."""
+    observer loop; list the servers ``/readyz`` waits for (:meth:`sglang_operator.readiness.Readiness.start`)."""
     sglang_args.warm_up()
     await POD_MONITORS.wanted()  # auto: discovered once here, re-checked while absent
+    await READINESS.start(kube.sglangserver_uids)
     OBSERVER.start()
 
 
 @kopf.on.cleanup()
 async def stop_observer(**_: Any) -> None:
-    """Stop the status observer loop."""
+    """Stop the status observer loop (and the readiness re-check)."""
+    await READINESS.stop()
     await OBSERVER.stop()

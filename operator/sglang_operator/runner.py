@@ -110,6 +110,7 @@ def run(
     POD_MONITORS.configure(PodMonitorMode(pod_monitors), dict(pod_monitor_labels or {}))
     handlers = importlib.import_module("sglang_operator.handlers")  # registers the handlers
     handlers.OBSERVER.sample_interval = sample_interval
+    handlers.READINESS.namespaces = list(namespaces)  # the startup LIST of /readyz (sglang_operator.readiness)
     kopf.on.startup()(configure)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")

@@ -7,18 +7,27 @@ from Measured samples only, so they keep the last measured value through idle or
 set from every sample that read them. Series of a retired revision (no pod left) or a deleted server are removed.
 The operator's health: scrape errors by endpoint and reason, scrape durations, reconcile results, servers by
 phase; prometheus-client adds ``process_*`` (RSS, CPU) and ``python_*`` series. Every series is listed in
-``docs/metrics.md``.
+``docs/metrics.md``. The same port answers ``/readyz`` (:mod:`sglang_operator.readiness`, :func:`serve`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import socket
+import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
+from sglang_operator.readiness import READINESS, Readiness
 from sglang_operator.sampling.model import Figures, Sample, SampleKind
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIEnvironment
+    from wsgiref.types import WSGIApplication as WSGIApp
 
 SERVER_LABELS = ("namespace", "sglang_server", "revision")
 ANALYSIS_PHASES = ("WarmingUp", "Verifying", "Stable", "RollingBack", "RolledBack", "Paused")
@@ -217,7 +226,41 @@ def _discard(metric: Gauge | Counter, labels: tuple[str, ...]) -> None:
         metric.remove(*labels)
 
 
-def serve(port: int, address: str = "0.0.0.0") -> None:
-    """Serve the default registry on ``http://address:port/metrics`` (a daemon thread). Raises ``OSError`` when the
-    port is taken."""
-    start_http_server(port, addr=address)
+class _QuietHandler(WSGIRequestHandler):
+    """No access log line per request (Prometheus and the kubelet's probes ask every few seconds)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def app(readiness: Readiness = READINESS, registry: CollectorRegistry = REGISTRY) -> WSGIApp:
+    """The WSGI app of the metrics port: ``GET /readyz`` → :meth:`sglang_operator.readiness.Readiness.report`
+    (200 or 503, text/plain, one line); any other path → prometheus-client's ``make_wsgi_app`` of ``registry``
+    (``/metrics``)."""
+    metrics = make_wsgi_app(registry)
+
+    def route(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != "/readyz":
+            answer: Iterable[bytes] = metrics(environ, start_response)
+            return answer
+        ready, text = readiness.report()
+        body = f"{text}\n".encode()
+        start_response("200 OK" if ready else "503 Service Unavailable",
+                       [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    return route
+
+
+def serve(port: int, address: str = "0.0.0.0", readiness: Readiness = READINESS) -> WSGIServer:
+    """Serve :func:`app` (``/metrics`` of the default registry, ``/readyz`` of ``readiness``) on
+    ``http://address:port`` from a daemon thread, one thread per request (prometheus-client's
+    ``ThreadingWSGIServer``), so a busy event loop delays neither. Returns the server (``shutdown()`` stops it).
+    Raises ``OSError`` when the port is taken."""
+
+    class Server(ThreadingWSGIServer):
+        address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
+
+    httpd = make_server(address, port, app(readiness), server_class=Server, handler_class=_QuietHandler)
+    threading.Thread(target=httpd.serve_forever, name="metrics-http", daemon=True).start()
+    return httpd

@@ -8,7 +8,7 @@ propagates to the caller; kopf turns it into a retry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightkube import AsyncClient
@@ -129,6 +129,15 @@ def _sglangserver() -> Any:
 def sglangserver_resource() -> Any:
     """lightkube's generic resource class for SGLangServer (for sync and async clients alike)."""
     return _sglangserver()
+
+
+async def sglangserver_uids(namespaces: Sequence[str]) -> set[str]:
+    """``metadata.uid`` of every SGLangServer in ``namespaces`` (one LIST each; empty: one LIST clusterwide).
+    Raises ``lightkube.ApiError``."""
+    from lightkube import ALL_NS
+
+    scopes: Sequence[Any] = list(namespaces) or [ALL_NS]
+    return {str(obj.metadata.uid) for ns in scopes async for obj in client().list(_sglangserver(), namespace=ns)}
 
 
 async def secret_value(namespace: str, name: str, key: str) -> str | None:
