@@ -2,8 +2,8 @@
 
 The process gets ``KUBECONFIG``, a free loopback liveness port, ``SGLANG_OPERATOR_STATUS_INTERVAL`` and, unless
 ``args`` set them, ``--metrics-port`` (a free port: concurrent test runs never share 9808) and ``--sample-interval``;
-its log goes to a file. :meth:`OperatorProcess.stop` ends it (SIGINT, then SIGKILL) and leaves no
-process behind.
+its log goes to a file. :meth:`OperatorProcess.readyz` and :meth:`OperatorProcess.wait_ready` read its ``/readyz``.
+:meth:`OperatorProcess.stop` ends it (SIGINT, then SIGKILL) and leaves no process behind.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
@@ -83,6 +84,34 @@ class OperatorProcess:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(5)
+
+    def readyz(self) -> tuple[int, str] | None:
+        """``GET /readyz`` on the metrics port: (HTTP status, body without its line feed), None while nothing
+        answers."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=2) as r:
+                return r.status, r.read().decode().strip()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode().strip()
+        except OSError:
+            return None
+
+    def wait_ready(self, timeout: float, interval: float = 0.05) -> tuple[list[tuple[int, str]], str, float]:
+        """Poll ``/readyz`` until it answers 200 ``ok: …``. Returns the answers in order (repeats dropped, the ok
+        last), the log as it was right after the first ok, and the seconds waited. Raises TimeoutError."""
+        t0 = time.monotonic()
+        answers: list[tuple[int, str]] = []
+        while time.monotonic() - t0 < timeout:
+            got = self.readyz()
+            if got is not None and (not answers or answers[-1] != got):
+                answers.append(got)
+            if got is not None and got[0] == 200 and got[1].startswith("ok:"):
+                return answers, self.log_text(), time.monotonic() - t0
+            if self.proc is not None and self.proc.poll() is not None:
+                break
+            time.sleep(interval)
+        raise TimeoutError(f"/readyz not ok after {time.monotonic() - t0:.0f} s (answers {answers}):\n"
+                           f"{self.log_tail()}")
 
     def log_tail(self, lines: int = 60) -> str:
         try:

@@ -28,6 +28,8 @@ WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("namespaced", "sglang-operator.io", "sglangservers", ("list", "watch"), "kopf watch of the handlers' resource"),
     ("namespaced", "sglang-operator.io", "sglangservers", ("get",), "clients/kube.py get_sglangserver (observer)"),
+    ("namespaced", "sglang-operator.io", "sglangservers", ("list",),
+     "clients/kube.py sglangserver_uids (readiness: the startup LIST of /readyz)"),
     ("namespaced", "sglang-operator.io", "sglangservers", ("patch",),
      "kopf progress / diff-base annotations (runner.configure: AnnotationsProgressStorage)"),
     ("namespaced", "sglang-operator.io", "sglangservers/status", ("patch",),
@@ -203,6 +205,9 @@ def test_deployment_runs_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
     port = container["ports"][0]["containerPort"]
     assert calls[0]["liveness"] == f"http://0.0.0.0:{port}/healthz"
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": container["ports"][0]["name"]}
+    metrics = {p["name"]: p["containerPort"] for p in container["ports"]}["metrics"]
+    assert calls[0]["metrics_port"] == metrics
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
 
 
 def test_pod_id_spares_kopf_the_passwd_lookup(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,6 @@
 """A restart is a non-event (issue 10): over 50 unchanged SGLangServers, a new operator process resumes every one and
-writes nothing but its Lease, counted in the API server's audit log by the operator's own ServiceAccount.
+writes nothing but its Lease, counted in the API server's audit log by the operator's own ServiceAccount; its
+``/readyz`` answers 503 while it resumes and 200 only once every server was reconciled.
 ``bench/operator_footprint.py`` does the same over more servers and prints the time to resume them.
 """
 
@@ -66,6 +67,15 @@ def test_a_restart_over_unchanged_servers_writes_nothing(k8s_cluster: K8sCluster
         offset = audit.size(log)
         op = start(kubeconfig, namespace, tmp_path / "operator-2.log")
         try:
+            # /readyz: 200 "ok" only once the reconcile handler finished for all 50. The handler marks a server seen
+            # in its finally clause, and kopf logs its success line right after it returns, without an await between
+            answers, text, waited = op.wait_ready(timeout=180)
+            resumed = text.count("Handler 'reconcile' succeeded")
+            print(f"\n/readyz ok {waited:.1f} s after the restart; answers {answers}")
+            assert answers[-1] == (200, f"ok: {COUNT} SGLangServers seen once"), answers
+            assert resumed == COUNT, f"/readyz said ok when kopf had logged {resumed} of {COUNT} resumes"
+            assert any(code == 503 and (body == "starting" or body.startswith("resuming: "))
+                       for code, body in answers), answers
             wait_for("every server resumed", lambda: op.log_text().count("Handler 'reconcile' succeeded") >= COUNT,
                      timeout=180, interval=0.5)
             time.sleep(3)  # a few observer ticks over unchanged servers: no status patch, no event
