@@ -112,7 +112,8 @@ def test_a_taken_port_raises_oserror() -> None:
 
 async def test_start_lists_once_then_rechecks_until_ready(tracker: Readiness) -> None:
     calls: list[list[str]] = []
-    answers: list[set[str] | Exception] = [{"a", "b"}, RuntimeError("API down"), {"a"}]
+    answers: list[set[str] | Exception] = [RuntimeError("storage is (re)initializing"), {"a", "b"},
+                                           RuntimeError("API down"), {"a"}]
 
     async def list_uids(namespaces: Sequence[str]) -> set[str]:
         calls.append(list(namespaces))
@@ -122,14 +123,18 @@ async def test_start_lists_once_then_rechecks_until_ready(tracker: Readiness) ->
         return answer
 
     tracker.namespaces = ["team-a", "team-b"]
-    await tracker.start(list_uids, recheck_seconds=0.01)
+    tracker.start(list_uids, recheck_seconds=0.01, retry_seconds=0.01)  # returns at once, lists in a task
+    assert tracker.report() == (False, "starting")
+    async with asyncio.timeout(5):
+        while tracker.report()[1] == "starting":  # the failed startup LIST is tried again
+            await asyncio.sleep(0.001)
     assert tracker.report() == (False, "resuming: 0 of 2 SGLangServers seen")
     tracker.seen("a")
     async with asyncio.timeout(5):
         while not tracker.ready:  # a failed re-check is retried; the next one finds b gone
             await asyncio.sleep(0.01)
     assert tracker.report() == (True, "ok: 1 SGLangServers seen once")
-    assert calls[:3] == [["team-a", "team-b"]] * 3
+    assert calls[:4] == [["team-a", "team-b"]] * 4
     await tracker.stop()
 
 

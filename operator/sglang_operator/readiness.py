@@ -12,7 +12,7 @@ Answers (:meth:`Readiness.report`), text/plain, one line:
 
 - a standby (leader election on, Lease not held: :func:`sglang_operator.leader.is_leader`): 200
   ``standby: waiting for the Lease`` (ready to take over; the chart's PodDisruptionBudget counts it);
-- leading, before the startup LIST: 503 ``starting``;
+- leading, before the startup LIST succeeded: 503 ``starting``;
 - leading, resuming: 503 ``resuming: 312 of 500 SGLangServers seen``;
 - leading, every expected server seen or deleted: 200 ``ok: 500 SGLangServers seen once``.
 
@@ -99,25 +99,34 @@ class Readiness:
             self._ready = True
             log.info("ready: %d SGLangServers seen once", len(self._expected))
 
-    async def start(self, list_uids: Lister, recheck_seconds: float = 30.0) -> None:
-        """The startup LIST (``list_uids(self.namespaces)``), then, while not ready, one LIST every
-        ``recheck_seconds`` in a task (:meth:`stop` ends it) to forget servers deleted unseen; a failed re-check is
-        logged and retried. A failed startup LIST raises ``lightkube.ApiError`` to the startup handler."""
-        self.expect(await list_uids(self.namespaces))
-        if not self.ready:
-            self._task = asyncio.create_task(self._recheck(list_uids, recheck_seconds), name="readiness re-check")
+    def start(self, list_uids: Lister, recheck_seconds: float = 30.0, retry_seconds: float = 1.0) -> None:
+        """Start, in a task (:meth:`stop` ends it), the startup LIST (``list_uids(self.namespaces)``), tried again
+        every ``retry_seconds`` while it fails, then, while not ready, one LIST every ``recheck_seconds`` to forget
+        servers deleted unseen. Nothing here raises or waits: kopf's startup never waits for readiness (a CRD created
+        a moment ago answers 429 "storage is (re)initializing"; a failing startup handler would hold kopf back
+        60 s). Until the first LIST succeeds the answer is ``starting``."""
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(list_uids, recheck_seconds, retry_seconds), name="readiness")
 
     async def stop(self) -> None:
-        """Cancel the re-check task of :meth:`start`, if any."""
+        """Cancel the task of :meth:`start`, if any."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _recheck(self, list_uids: Lister, interval: float) -> None:
+    async def _run(self, list_uids: Lister, recheck: float, retry: float) -> None:
+        while True:
+            try:
+                uids = await list_uids(self.namespaces)
+                break
+            except Exception as exc:  # readiness only reports: never fatal, tried again
+                log.info("listing SGLangServers for /readyz failed (%s); again in %g s", exc, retry)
+                await asyncio.sleep(retry)
+        self.expect(uids)
         while not self.ready:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(recheck)
             try:
                 self.retain(await list_uids(self.namespaces))
             except Exception as exc:  # a re-check only helps readiness along: never fatal
