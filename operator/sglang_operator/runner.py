@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
 import kopf
 
@@ -29,7 +29,7 @@ from sglang_operator.leader import LeaderElectionConfig
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     """kopf startup hook: persistence, posting, watching and queueing settings."""
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="sglang-operator.io")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    settings.persistence.diffbase_storage = LeanDiffBaseStorage(
         prefix="sglang-operator.io", key="last-handled-configuration",
     )
     settings.persistence.finalizer = "sglang-operator.io/finalizer"
@@ -43,6 +43,33 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.queueing.worker_limit = WORKER_LIMIT
     settings.queueing.idle_timeout = 1.0  # seconds (kopf: 5)
     settings.execution.max_workers = 16
+
+
+class LeanDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
+    """kopf's annotation diff-base storage, building the same essence from less: kopf's ``DiffBaseStorage.build``
+    deep-copies the whole body, status (with the revision ledger) and ``metadata.managedFields`` included, then
+    drops all but the spec, labels and annotations (``kopf/_cogs/configs/diffbase.py``). It runs on every watch
+    event of every SGLangServer: 8 % of the operator's CPU at 20 creations/s (py-spy, issue 10). Here the body is
+    cut down to those parts first; with extra fields outside them (none of this operator's handlers has any) the
+    whole body is used."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+        fields = list(extra_fields or ())
+        if any(not _within_essence(f) for f in fields):
+            return super().build(body=body, extra_fields=fields)
+        meta = body.get("metadata") or {}
+        lean = {k: v for k, v in body.items() if k not in ("metadata", "status")}
+        lean["metadata"] = {k: meta[k] for k in _ESSENTIAL_METADATA if k in meta}
+        return super().build(body=kopf.Body(cast(kopf.RawBody, lean)), extra_fields=fields)
+
+
+_ESSENTIAL_METADATA = ("labels", "annotations", "ownerReferences")  # kept; kopf's keys depend on the owners
+
+
+def _within_essence(field: Any) -> bool:
+    path = tuple(field.split(".")) if isinstance(field, str) else tuple(field)
+    return bool(path) and (path[0] not in ("metadata", "status")
+                           or (path[0] == "metadata" and len(path) > 1 and path[1] in ("labels", "annotations")))
 
 
 WORKER_LIMIT = 1024

@@ -8,6 +8,9 @@ propagates to the caller; kopf turns it into a retry.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,9 +25,10 @@ _client: AsyncClient | None = None
 
 def client() -> AsyncClient:
     """The process-wide client, created on first use. HTTP/2 (the ``h2`` package): every request is a stream of one
-    connection, so requests the API server is slow to answer (Service creations under load take seconds) never hold
-    up the others, as they did on HTTP/1.1 once they held all of httpx's 100 connections (issue 10,
-    bench/operator_apply.py)."""
+    connection, so a request the API server is slow to answer holds a stream, not a connection (on HTTP/1.1, slow
+    Service creations held all of httpx's 100 connections: issue 10, bench/operator_apply.py). kube-apiserver
+    allows 100 concurrent streams per connection (``--http2-max-streams-per-connection``; httpcore queues the rest),
+    so the slow kind is bounded apart: :data:`SERVICE_APPLIES`."""
     global _client
     if _client is None:
         _client = AsyncClient(field_manager=FIELD_MANAGER, http2=True)
@@ -66,15 +70,36 @@ async def get_object(kind: str, namespace: str, name: str) -> dict[str, Any] | N
     return _as_dict(obj)
 
 
+SERVICE_APPLIES = 16
+"""Service applies in flight at once. The API server allocates ClusterIPs one at a time (``MetaAllocator``'s mutex
+held across an IPAddress create, ``pkg/registry/core/service/ipallocator/cidrallocator.go``), so under load a
+Service creation takes seconds and more of them in flight go no faster. Unbounded, at 20 creations/s they held most
+of the connection's 100 streams and every other request waited for one: apply → Deployment p90 3.4 s, 3.4 s of it
+before the Deployment's request reached the API server (issue 10, bench/operator_apply.py, kube-apiserver goroutine
+dump and audit log)."""
+
+_service_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _slots(kind: str) -> contextlib.AbstractAsyncContextManager[Any]:
+    if kind != "Service":
+        return contextlib.nullcontext()
+    loop = asyncio.get_running_loop()
+    return _service_slots.setdefault(loop, asyncio.Semaphore(SERVICE_APPLIES))
+
+
 async def apply(manifest: Mapping[str, Any], dry_run: bool = False) -> None:
     """Server-side apply ``manifest`` (a Deployment, LeaderWorkerSet, Service or PodMonitor dict, sent as is: no
-    field is dropped by a client-side model) with ``force`` (the operator owns the fields it renders). An unchanged
-    manifest is a no-op for the API server (resourceVersion kept). Raises ``lightkube.ApiError`` (e.g. 422 Invalid)."""
+    field is dropped by a client-side model) with ``force`` (the operator owns the fields it renders); at most
+    :data:`SERVICE_APPLIES` Services at once. An unchanged manifest is a no-op for the API server (resourceVersion
+    kept). Raises ``lightkube.ApiError`` (e.g. 422 Invalid)."""
     from lightkube.types import PatchType
 
     meta = manifest["metadata"]
-    await client().patch(_resource(manifest["kind"]), meta["name"], dict(manifest), namespace=meta.get("namespace"),
-                         patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True, dry_run=dry_run)
+    async with _slots(str(manifest["kind"])):
+        await client().patch(_resource(manifest["kind"]), meta["name"], dict(manifest),
+                             namespace=meta.get("namespace"), patch_type=PatchType.APPLY,
+                             field_manager=FIELD_MANAGER, force=True, dry_run=dry_run)
 
 
 async def crd_served(name: str, version: str) -> bool:
