@@ -10,11 +10,14 @@ table), for each ``--rate``:
    at that rate, open loop (the known-good sample, ``replicas: 0``: no pod starts, the figure is the operator's).
    A watch on Deployments timestamps each ADDED event; latency = ADDED arrival − create call start. Then the
    operator stops;
-2. the floor, in another namespace the operator does not watch: per server, create the SGLangServer, then the
-   writes the operator makes for it — server-side apply of the rendered Deployment and Service, create its
-   ControllerRevision, one status patch (the reconcile handler's), one Event — at the same rate, as a ServiceAccount
-   of its own (the operator's API Priority and Fairness level; a cluster admin's requests are exempt); latency
-   the same way.
+2. the floor, in another namespace the operator does not watch: per server, create the SGLangServer, then every
+   write the operator makes for it (the rows of the table below) — server-side apply of the rendered Deployment and
+   Service, create its ControllerRevision, the reconcile handler's status patch and Event, kopf's annotation patch,
+   then, at the point of the observer's interval where the operator first observes that server
+   (:func:`sglang_operator.observer.phase_of`), the observer's status patch and its WarmingUp Event — at the same
+   rate, as a ServiceAccount of its own (the operator's API Priority and Fairness level; a cluster admin's requests
+   are exempt); latency the same way. The floor is the API server's own time for the operator's traffic; the ratio
+   is what the operator adds to it.
 
 Prints per rate: operator and floor p50/p99 (ms), the ratio operator p99 ÷ floor p99 (goal ≤ 1.5), Deployments
 present 120 s after the last create, the operator's CPU, and its requests per server by verb and resource (kopf's
@@ -36,6 +39,7 @@ import asyncio
 import collections
 import copy
 import datetime as dt
+import json
 import os
 import signal
 import statistics
@@ -69,6 +73,7 @@ from sglang_operator.reconcile import status as st  # noqa: E402
 SA_NS, SA, FLOOR_SA = "apply-bench", "operator", "floor"
 USER, FLOOR_USER = f"system:serviceaccount:{SA_NS}:{SA}", f"system:serviceaccount:{SA_NS}:{FLOOR_SA}"
 ADMIN_KUBECONFIG = ""  # set in main(): the cluster admin's (creates the SGLangServers, as a user would)
+OBSERVER_INTERVAL = float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5"))  # seconds, the operator's too
 WAIT_AFTER = 120.0  # seconds after the last create until Deployments still missing count as missing
 
 
@@ -184,12 +189,16 @@ async def create_servers(namespace: str, count: int, rate: float) -> dict[str, f
 
 async def floor_writes(namespace: str, count: int, rate: float) -> dict[str, float]:
     """Per server: create it, then the operator's writes for it (apply Deployment and Service, create its
-    ControllerRevision, patch its status once, post an Event), through the operator's own client functions."""
+    ControllerRevision, patch its status, post an Event, kopf's annotation patch; one observer interval on, the
+    observer's status patch and Event), through the operator's own client functions."""
     from lightkube import AsyncClient, KubeConfig
+    from lightkube.types import PatchType
 
     from sglang_operator.clients import kube
     from sglang_operator.clients import ledger as ledger_api
     from sglang_operator.clients.kube import sglangserver_resource
+    from sglang_operator.observer import phase_of
+    from sglang_operator.reconcile.conditions import condition
 
     kube._client = None  # the process-wide client of an earlier phase belongs to another event loop
     creator = AsyncClient(KubeConfig.from_file(ADMIN_KUBECONFIG))  # the user; the writes: $KUBECONFIG, the floor SA
@@ -215,6 +224,19 @@ async def floor_writes(namespace: str, count: int, rate: float) -> dict[str, flo
         await kube.patch_status(namespace, name, None, st.applied({}, rendered.status, rendered.warnings, entry, 1,
                                                                   server.spec.rollback.history_limit, now))
         await kube.post_event(created, "Normal", "Created", f"revision {rendered.revision}")
+        await kube.client().patch(res, name, {"metadata": {"annotations": {  # kopf's, after the handler
+            "sglang-operator.io/last-handled-configuration": json.dumps({"spec": spec})}}},
+            namespace=namespace, patch_type=PatchType.MERGE)
+        await asyncio.sleep(phase_of(created["metadata"]) * OBSERVER_INTERVAL)  # the observer's first look
+        now = dt.datetime.now(dt.UTC)
+        conditions = [condition(t, v, r, m, 1, now) for t, v, r, m in (
+            ("Progressing", "True", "WarmingUp", f"revision {rendered.revision}: warming up"),
+            ("Ready", "False", "ScaledToZero", "0/0 pods Ready"), ("Available", "False", "ScaledToZero", "no pods"),
+            ("Degraded", "False", "AsExpected", ""))]
+        await kube.patch_status(namespace, name, None, {"conditions": conditions, "observedGeneration": 1, "analysis": {
+            "revision": rendered.revision, "phase": "WarmingUp", "since": now.isoformat(),
+            "progressStartedAt": now.isoformat()}})
+        await kube.post_event(created, "Normal", "WarmingUp", f"revision {rendered.revision}: warming up")
 
     try:
         return await open_loop(count, rate, one)
