@@ -106,12 +106,15 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
         server = parse(body)
         rendered = builders.render(server)
     except (SpecError, builders.InvalidSpec) as err:
+        if isinstance(err, builders.InvalidSpec):
+            OBSERVER.note_spec_revision(str(meta.get("namespace")), str(meta.get("name")), generation, None)
         errors = err.messages if isinstance(err, SpecError) else err.errors
         _patch_status(patch, st.changed(status, st.invalid(status, errors, generation, now)))
         await _event(body, "Warning", "InvalidSpec", "; ".join(errors))
         logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
         telemetry.count_reconcile("invalid")
         return
+    OBSERVER.note_spec_revision(server.namespace, server.name, generation, rendered.revision)
     try:  # the spec's revision, unless the rollback rejected it: then the stable one (the spec is not edited)
         choice = await restore.target(dict(body), rendered)
     except restore.NotInLedger as err:
