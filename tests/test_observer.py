@@ -108,6 +108,7 @@ def test_the_parse_is_reused_while_uid_generation_and_revision_stay() -> None:
     first = obs._parsed(body("a"))
     again = obs._parsed({**body("a"), "status": {"revision": "r1", "phase": "Ready"}})  # a status change only
     assert again[0] is first[0] and again[1] is first[1]
+    assert first[1] is first[0].spec  # the spec applied is the object's: held once
     updated = body("a", generation=2)
     updated["spec"]["replicas"] = 3
     server, spec = obs._parsed(updated)

@@ -333,6 +333,8 @@ class Observer:
             return cached[1], cached[2]
         server = parse({k: v for k, v in body.items() if k != "status"})  # the status is the observer's to write
         spec = applied_spec(body)
+        if spec == server.spec:  # mostly: one model held per server, not two
+            spec = server.spec
         self._parses[key] = (stamp, server, spec)
         return server, spec
 
