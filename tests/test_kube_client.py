@@ -1,5 +1,5 @@
 """``clients.kube.apply``: Service applies are bounded apart (issue 10: slow ClusterIP allocations must not hold
-the HTTP/2 connection's streams), every other kind is not."""
+the client's connections), every other kind is not."""
 
 from __future__ import annotations
 
