@@ -113,10 +113,11 @@ def main() -> None:
         def settled() -> bool:
             got = k8s.get("sglangservers", "-n", NS)["items"]
             want = "Ready" if args.replicas else None
-            return len(got) == args.count and all(
-                (o.get("status") or {}).get("phase") and (want is None or o["status"]["phase"] == want) for o in got)
+            return len(got) == args.count and all(  # reconciled, observed once (status.analysis), Ready if pods
+                (o.get("status") or {}).get("phase") and o["status"].get("analysis")
+                and (want is None or o["status"]["phase"] == want) for o in got)
 
-        wait_for(f"{args.count} servers with a status", settled, timeout=600, interval=2)
+        wait_for(f"{args.count} servers reconciled and observed", settled, timeout=600, interval=2)
         print(f"{args.count} SGLangServers (replicas {args.replicas}) settled in {time.monotonic() - t0:.0f} s")
 
         assert op.proc is not None

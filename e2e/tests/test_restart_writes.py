@@ -59,8 +59,10 @@ def test_a_restart_over_unchanged_servers_writes_nothing(k8s_cluster: K8sCluster
         try:
             k8s_cluster.run("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
                                                                   "items": items}))
-            wait_for(f"{COUNT} servers with a status", lambda: sum(
-                bool((o.get("status") or {}).get("phase"))
+            # reconciled (status.phase) and observed once (status.analysis: the observer's first look writes it);
+            # stopped before its first look, a server would get it from the second process (a status patch, an event)
+            wait_for(f"{COUNT} servers reconciled and observed", lambda: sum(
+                bool((o.get("status") or {}).get("phase") and o["status"].get("analysis"))
                 for o in k8s_cluster.get("sglangservers", "-n", namespace)["items"]) == COUNT, timeout=300, interval=2)
         finally:
             op.stop()
