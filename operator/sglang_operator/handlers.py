@@ -106,8 +106,6 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
         server = parse(body)
         rendered = builders.render(server)
     except (SpecError, builders.InvalidSpec) as err:
-        if isinstance(err, builders.InvalidSpec):
-            OBSERVER.note_spec_revision(str(meta.get("namespace")), str(meta.get("name")), generation, None)
         errors = err.messages if isinstance(err, SpecError) else err.errors
         _patch_status(patch, st.changed(status, st.invalid(status, errors, generation, now)))
         await _event(body, "Warning", "InvalidSpec", "; ".join(errors))

@@ -339,8 +339,8 @@ class Observer:
         return server, spec
 
     def note_spec_revision(self, namespace: str, name: str, generation: int, revision: str | None) -> None:
-        """The revision the reconcile handler rendered the object's spec at ``generation`` to (None: refused),
-        so the observer does not render it again (:meth:`_spec_revision`)."""
+        """The revision the reconcile handler rendered the object's spec at ``generation`` to, so the observer does
+        not render it again (:meth:`_spec_revision`; a refused spec, rare, the observer renders once itself)."""
         self._spec_revisions[(namespace, name)] = (generation, revision)
 
     def _spec_revision(self, server: Any, generation: int) -> str | None:
