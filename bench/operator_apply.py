@@ -14,8 +14,8 @@ table), for each ``--rate``:
    write the operator makes for it (the rows of the table below) — server-side apply of the rendered Deployment and
    Service, create its ControllerRevision, the reconcile handler's status patch and Event, kopf's annotation patch,
    then, at the point of the observer's interval where the operator first observes that server
-   (:func:`sglang_operator.observer.phase_of`), the observer's status patch and its WarmingUp Event — at the same
-   rate, as a ServiceAccount of its own (the operator's API Priority and Fairness level; a cluster admin's requests
+   (:func:`sglang_operator.control.observer.phase_of`), the observer's status patch and its WarmingUp Event — at the
+   same rate, as a ServiceAccount of its own (the operator's API Priority and Fairness level; a cluster admin's requests
    are exempt); latency the same way. The floor is the API server's own time for the operator's traffic; the ratio
    is what the operator adds to it.
 
@@ -68,7 +68,7 @@ from sglang_operator import builders  # noqa: E402
 from sglang_operator.api import GROUP, PLURAL, VERSION  # noqa: E402
 from sglang_operator.api.server import parse  # noqa: E402
 from sglang_operator.builders.revision import controller_revision  # noqa: E402
-from sglang_operator.reconcile import status as st  # noqa: E402
+from sglang_operator.decisions import status as st  # noqa: E402
 
 SA_NS, SA, FLOOR_SA = "apply-bench", "operator", "floor"
 USER, FLOOR_USER = f"system:serviceaccount:{SA_NS}:{SA}", f"system:serviceaccount:{SA_NS}:{FLOOR_SA}"
@@ -171,7 +171,7 @@ async def open_loop(count: int, rate: float, one: Any) -> dict[str, float]:
 async def create_servers(namespace: str, count: int, rate: float) -> dict[str, float]:
     from lightkube import AsyncClient
 
-    from sglang_operator.clients.kube import sglangserver_resource
+    from sglang_operator.io.kube import sglangserver_resource
 
     kube = AsyncClient()
     res = sglangserver_resource()
@@ -194,11 +194,11 @@ async def floor_writes(namespace: str, count: int, rate: float) -> dict[str, flo
     from lightkube import AsyncClient, KubeConfig
     from lightkube.types import PatchType
 
-    from sglang_operator.clients import kube
-    from sglang_operator.clients import ledger as ledger_api
-    from sglang_operator.clients.kube import sglangserver_resource
-    from sglang_operator.observer import phase_of
-    from sglang_operator.reconcile.conditions import condition
+    from sglang_operator.control.observer import phase_of
+    from sglang_operator.decisions.conditions import condition
+    from sglang_operator.io import kube
+    from sglang_operator.io import revisions as ledger_api
+    from sglang_operator.io.kube import sglangserver_resource
 
     kube._client = None  # the process-wide client of an earlier phase belongs to another event loop
     creator = AsyncClient(KubeConfig.from_file(ADMIN_KUBECONFIG))  # the user; the writes: $KUBECONFIG, the floor SA

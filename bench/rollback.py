@@ -46,7 +46,7 @@ from e2e.cluster import Cluster, NodeOptions
 from e2e.conftest import K8sCluster
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, GOOD, earliest_rollback_seconds, policy, sample
-from sglang_operator.clients.kube import sglangserver_resource
+from sglang_operator.io.kube import sglangserver_resource
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "qwen36-27b"

@@ -34,9 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "operator"))
 
+from sglang_sim.stats import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS  # noqa: E402
+
 from sglang_operator.sglang.metrics import MetricFamily, load_metrics  # noqa: E402
 from sglang_operator.sglang.versions import parse_version  # noqa: E402
-from sglang_operator.sim.stats import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS  # noqa: E402
 
 VERSION = "0.5.23"
 MODEL = "Qwen/Qwen3.6-27B"
@@ -201,11 +202,11 @@ def _quantile(values: list[float], q: float) -> float:
 
 async def sample_cycles(n: int, port: int, pods_per_server: int, interval: float, duration: float) -> dict[str, object]:
     """Run the operator's sampler over every target every ``interval`` s for ``duration`` s."""
-    from sglang_operator.clients.sglang_http import SGLangHTTP
-    from sglang_operator.sampling.model import SampleKind, Signal
-    from sglang_operator.sampling.pods import Target
-    from sglang_operator.sampling.roles import roles_for
-    from sglang_operator.sampling.sampler import Sampler, SamplingParams, ServerRef
+    from sglang_operator.decisions.sampling.model import SampleKind, Signal
+    from sglang_operator.decisions.sampling.roles import roles_for
+    from sglang_operator.io.pods import Target
+    from sglang_operator.io.sampler import Sampler, SamplingParams, ServerRef
+    from sglang_operator.io.sglang_http import SGLangHTTP
 
     roles = roles_for(parse_version(VERSION))
     http = SGLangHTTP()

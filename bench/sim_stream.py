@@ -21,10 +21,10 @@ import sys
 import time
 
 import httpx
+from sglang_sim import perf
+from sglang_sim.profiles import load_gpu_profile, load_model_profile
 
-from sglang_operator.clients.loadgen import hold_concurrency
-from sglang_operator.sim import perf
-from sglang_operator.sim.profiles import load_gpu_profile, load_model_profile
+from sglang_operator.io.loadgen import hold_concurrency
 
 ARGV = ["--model-path", "Qwen/Qwen3-8B", "--speculative-algorithm", "EAGLE3",
         "--speculative-draft-model-path", "Tengyunw/qwen3_8b_eagle3", "--speculative-num-steps", "3",
@@ -51,7 +51,7 @@ async def main() -> None:
     ap.add_argument("--time-scale", type=float, default=1.0)
     a = ap.parse_args()
     port = free_port()
-    cmd = [sys.executable, "-m", "sglang_operator.sim", "sglang", "serve", *ARGV, "--port", str(port),
+    cmd = [sys.executable, "-m", "sglang_sim", "sglang", "serve", *ARGV, "--port", str(port),
            "--max-running-requests", str(a.concurrency), "--sim-sglang-version", "0.5.23",
            "--sim-gpu", "NVIDIA RTX A6000", "--sim-load-seconds", "0.1", "--sim-warmup-seconds", "0.05",
            "--sim-time-scale", str(a.time_scale)]

@@ -33,7 +33,7 @@ from e2e.cluster import Cluster, NodeOptions
 from e2e.conftest import K8sCluster
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, FAST_POLICY, GOOD, earliest_rollback_seconds, policy, sample
-from sglang_operator.clients.loadgen import probe
+from sglang_operator.io.loadgen import probe
 
 NAME = "qwen36-27b"
 T0 = time.monotonic()
@@ -134,7 +134,7 @@ def ledger_cli(cluster: Cluster, *args: str, echo: bool = True) -> str:
     if (bin_dir / "kubectl-sglang").exists():
         argv, shown = [str(cluster.kubectl), "sglang", *args], ["kubectl", "sglang", *args]
     else:
-        argv, shown = [sys.executable, "-m", "sglang_operator.cli", *args], ["sglang-operator", *args]
+        argv, shown = [sys.executable, "-m", "sglang_operator.entry.cli", *args], ["sglang-operator", *args]
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
         raise SystemExit(f"demo: {' '.join(shown)} failed: {out.stderr}")

@@ -51,7 +51,7 @@ class OperatorProcess:
                "SGLANG_OPERATOR_STATUS_INTERVAL": str(self.status_interval), **self.env}
         with self.log_path.open("ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sglang_operator.cli", "run", "--liveness",
+                [sys.executable, "-m", "sglang_operator.entry.cli", "run", "--liveness",
                  f"http://127.0.0.1:{self.port}/healthz", *self.args],
                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )

@@ -24,9 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "operator"))
 
+from sglang_operator_tools.extract import build_release, download_wheel  # noqa: E402
+from sglang_operator_tools.extract.compare import compare_flags, compare_metrics  # noqa: E402
+
 from sglang_operator.sglang import _store  # noqa: E402
-from sglang_operator.sglang.extract import build_release, download_wheel  # noqa: E402
-from sglang_operator.sglang.extract.compare import compare_flags, compare_metrics  # noqa: E402
 from sglang_operator.sglang.versions import SGLangVersion, parse_version  # noqa: E402
 
 DATA = ROOT / "operator" / "sglang_operator" / "sglang" / "data"

@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     multinode["spec"]["parallelism"] = {"tensor": 16, "nodes": 2}  # TP 16 over two 8-GPU nodes
     renders = [(p.name, p.read_text()) for p in samples] + [("two-node known-good", yaml.safe_dump(multinode))]
     for name, text in renders:
-        proc = run([sys.executable, "-m", "sglang_operator.cli", "render", "-"], stdin=text)
+        proc = run([sys.executable, "-m", "sglang_operator.entry.cli", "render", "-"], stdin=text)
         if proc.returncode != 0:
             check(f"sglang-operator render {name}", proc)
             continue

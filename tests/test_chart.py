@@ -27,42 +27,42 @@ WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 # in every watched namespace, "cluster" needs cluster-wide, "release" in the release namespace.
 NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("namespaced", "sglang-operator.io", "sglangservers", ("list", "watch"), "kopf watch of the handlers' resource"),
-    ("namespaced", "sglang-operator.io", "sglangservers", ("get",), "clients/kube.py get_sglangserver (observer)"),
+    ("namespaced", "sglang-operator.io", "sglangservers", ("get",), "io/kube.py get_sglangserver (observer)"),
     ("namespaced", "sglang-operator.io", "sglangservers", ("list",),
-     "clients/kube.py sglangserver_uids (readiness: the startup LIST of /readyz)"),
+     "io/kube.py sglangserver_uids (readiness: the startup LIST of /readyz)"),
     ("namespaced", "sglang-operator.io", "sglangservers", ("patch",),
      "kopf progress / diff-base annotations (runner.configure: AnnotationsProgressStorage)"),
     ("namespaced", "sglang-operator.io", "sglangservers/status", ("patch",),
-     "kopf's status patch (handlers.reconcile) and clients/kube.py patch_status (observer)"),
+     "kopf's status patch (handlers.reconcile) and io/kube.py patch_status (observer)"),
     ("namespaced", "sglang-operator.io", "sglangservers/finalizers", ("update",),
      "builders/owner.py blockOwnerDeletion: OwnerReferencesPermissionEnforcement admission"),
-    ("namespaced", "apps", "deployments", ("create", "patch"), "clients/kube.py apply (server-side apply)"),
-    ("namespaced", "apps", "deployments", ("get",), "clients/kube.py get_deployment"),
+    ("namespaced", "apps", "deployments", ("create", "patch"), "io/kube.py apply (server-side apply)"),
+    ("namespaced", "apps", "deployments", ("get",), "io/kube.py get_deployment"),
     ("namespaced", "apps", "deployments", ("list", "watch"), "kopf watch for handlers.child_event"),
-    ("namespaced", "", "services", ("create", "patch"), "clients/kube.py apply (server-side apply)"),
+    ("namespaced", "", "services", ("create", "patch"), "io/kube.py apply (server-side apply)"),
     ("namespaced", "", "services", ("list", "watch"), "kopf watch for handlers.child_event"),
     ("namespaced", "leaderworkerset.x-k8s.io", "leaderworkersets", ("create", "patch"),
-     "clients/kube.py apply (server-side apply of a multi-node server's LeaderWorkerSet)"),
+     "io/kube.py apply (server-side apply of a multi-node server's LeaderWorkerSet)"),
     ("namespaced", "leaderworkerset.x-k8s.io", "leaderworkersets", ("get",),
-     "children.py up_to_date: a resume compares the live child before writing"),
-    ("namespaced", "apps", "deployments", ("get",), "children.py up_to_date (resume compares before writing)"),
-    ("namespaced", "", "services", ("get",), "children.py up_to_date (resume compares before writing)"),
+     "control/children.py up_to_date: a resume compares the live child before writing"),
+    ("namespaced", "apps", "deployments", ("get",), "control/children.py up_to_date (resume compares before writing)"),
+    ("namespaced", "", "services", ("get",), "control/children.py up_to_date (resume compares before writing)"),
     ("namespaced", "monitoring.coreos.com", "podmonitors", ("get",),
-     "children.py up_to_date (resume compares before writing; podMonitor.enabled)"),
-    ("namespaced", "", "pods", ("list",), "clients/kube.py list_pods (observer's pod cache, once per namespace)"),
+     "control/children.py up_to_date (resume compares before writing; podMonitor.enabled)"),
+    ("namespaced", "", "pods", ("list",), "io/kube.py list_pods (observer's pod cache, once per namespace)"),
     ("namespaced", "", "pods", ("list", "watch"), "kopf watch for handlers.pod_event (the observer's pod cache)"),
-    ("namespaced", "", "secrets", ("get",), "clients/kube.py secret_value: spec.apiKeySecretRef for /server_info"),
-    ("namespaced", "", "events", ("create",), "clients/kube.py post_event, kopf.event (kopf's v1 events)"),
+    ("namespaced", "", "secrets", ("get",), "io/kube.py secret_value: spec.apiKeySecretRef for /server_info"),
+    ("namespaced", "", "events", ("create",), "io/kube.py post_event, kopf.event (kopf's v1 events)"),
     ("namespaced", "apps", "controllerrevisions", ("list", "create", "patch", "delete"),
-     "clients/ledger.py: the revision ledger (list, create, digest annotation and ordinal patch, prune)"),
+     "io/revisions.py: the revision ledger (list, create, digest annotation and ordinal patch, prune)"),
     ("namespaced", "monitoring.coreos.com", "podmonitors", ("create", "patch"),
-     "children.py apply_pod_monitor (server-side apply; podMonitor.enabled, the default)"),
+     "control/children.py apply_pod_monitor (server-side apply; podMonitor.enabled, the default)"),
     ("release", "coordination.k8s.io", "leases", ("get", "create", "update"),
-     "leader.py LeaderElector (the chart's default --leader-elect)"),
+     "process/leader.py LeaderElector (the chart's default --leader-elect)"),
     ("cluster", "apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch"),
      "kopf resource_observer (kopf/_core/reactor/observation.py)"),
     ("cluster", "apiextensions.k8s.io", "customresourcedefinitions", ("get",),
-     "clients/kube.py crd_served: is the LeaderWorkerSet API served (children.lws_missing, multinode)"),
+     "io/kube.py crd_served: is the LeaderWorkerSet API served (children.lws_missing, multinode)"),
     ("cluster", "", "namespaces", ("list", "watch"), "kopf namespace_observer (namespaced mode)"),
 ]
 
@@ -192,12 +192,12 @@ def test_deployment_runs_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
     (container,) = pod["containers"]
     command, args = container["command"], container["args"]
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert command[0] in scripts and scripts[command[0]] == "sglang_operator.cli:app"
+    assert command[0] in scripts and scripts[command[0]] == "sglang_operator.entry.cli:app"
     assert [a for a in args if a.startswith("--namespace")] == [f"--namespace={n}" for n in WATCHED]
 
     calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("sglang_operator.runner.run", lambda **kw: calls.append(kw))
-    from sglang_operator.cli import app
+    monkeypatch.setattr("sglang_operator.entry.runner.run", lambda **kw: calls.append(kw))
+    from sglang_operator.entry.cli import app
 
     result = CliRunner().invoke(app, [*command[1:], *args])
     assert result.exit_code == 0, result.output

@@ -119,9 +119,9 @@ def test_two_replicas_one_leader_by_default(monkeypatch: pytest.MonkeyPatch) -> 
     # the container's flags parse with the real CLI into the Lease settings
     container = dep["spec"]["template"]["spec"]["containers"][0]
     calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("sglang_operator.runner.run", lambda **kw: calls.append(kw))
+    monkeypatch.setattr("sglang_operator.entry.runner.run", lambda **kw: calls.append(kw))
     monkeypatch.setenv("POD_ID", "rel-sglang-operator-5d9c-abcde")
-    from sglang_operator.cli import app
+    from sglang_operator.entry.cli import app
 
     result = CliRunner().invoke(app, [*container["command"][1:], *container["args"]])
     assert result.exit_code == 0, result.output

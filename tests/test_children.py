@@ -12,8 +12,8 @@ from aiohttp import web
 from lightkube import ApiError
 from lightkube.models.meta_v1 import Status
 
-from sglang_operator import children
-from sglang_operator.children import (
+from sglang_operator.control import children
+from sglang_operator.control.children import (
     ApplyFailure,
     ChildApplyError,
     apply_failure,

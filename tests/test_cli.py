@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from sglang_operator.api.crd import crd_yaml
-from sglang_operator.cli import app
+from sglang_operator.entry.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()

@@ -19,6 +19,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
@@ -90,10 +91,13 @@ def test_base_is_pinned_by_tag_and_digest_and_targets_run_non_root() -> None:
     assert STAGES["sim"].all("ENTRYPOINT") == ['["sglang-sim"]']
     # build tools stay in the build stage: only the build stage copies sources; the runtime mounts the wheels
     assert [n for n, s in STAGES.items() if s.all("COPY")] == ["build"]
-    runtime = " ".join(STAGES["runtime"].all("RUN"))
-    assert "--mount=type=bind,from=build,source=/wheels,target=/wheels" in runtime
-    assert "python -m pip uninstall --yes --no-cache-dir pip setuptools wheel" in runtime
-    assert f"useradd --uid {UID} " in runtime
+    for name, dist in (("runtime", "sglang-operator"), ("sim-runtime", "sglang-sim")):
+        runtime = " ".join(STAGES[name].all("RUN"))
+        assert "--mount=type=bind,from=build,source=/wheels,target=/wheels" in runtime
+        assert runtime.split("--find-links /wheels ")[1].split()[0] == dist, name  # one distribution each
+        assert "python -m pip uninstall --yes --no-cache-dir pip setuptools wheel" in runtime
+        assert f"useradd --uid {UID} " in runtime
+    assert STAGES["operator"].base == "runtime" and STAGES["sim"].base == "sim-runtime"
 
 
 class Replay:
@@ -152,15 +156,38 @@ class Replay:
 
 
 @pytest.fixture(scope="module")
-def image() -> Iterator[Replay]:
+def built() -> Iterator[Path]:
+    """The build stage replayed once: its /wheels, shared by both runtimes."""
+    root = Path(tempfile.mkdtemp(prefix="sglang-image-build-", dir="/tmp"))
+    try:
+        Replay(root).run(STAGES["build"])
+        yield root / "wheels"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _replay(wheels: Path, stages: tuple[str, ...]) -> Iterator[Replay]:
     root = Path(tempfile.mkdtemp(prefix="sglang-image-", dir="/tmp"))
     try:
+        (root / "wheels").symlink_to(wheels)
         replay = Replay(root)
-        for name in ("build", "runtime", "sim"):  # `operator` adds only USER, EXPOSE, ENTRYPOINT
+        for name in stages:
             replay.run(STAGES[name])
         yield replay
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def image(built: Path) -> Iterator[Replay]:
+    """The operator image's environment (`operator` adds only USER, EXPOSE, ENTRYPOINT to `runtime`)."""
+    yield from _replay(built, ("runtime",))
+
+
+@pytest.fixture(scope="module")
+def sim_image(built: Path) -> Iterator[Replay]:
+    """The simulator image's environment."""
+    yield from _replay(built, ("sim-runtime", "sim"))
 
 
 def _read_only(path: Path) -> None:
@@ -170,14 +197,34 @@ def _read_only(path: Path) -> None:
             p.chmod(0o555 if p.is_dir() or p.stat().st_mode & stat.S_IXUSR else 0o444)
 
 
-def test_the_environment_holds_no_build_tools(image: Replay) -> None:
-    venv = image.root / "opt" / "venv"
-    site = next(venv.glob("lib/python3*/site-packages"))
-    dists = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
-    assert "sglang_operator" in dists
-    assert not dists & {"pip", "setuptools", "wheel"}, dists
-    assert not (venv / "bin" / "pip").exists()
-    assert not (image.root / "opt" / "venv" / "src").exists()
+def _dists(image: Replay) -> set[str]:
+    site = next((image.root / "opt" / "venv").glob("lib/python3*/site-packages"))
+    return {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
+
+
+def test_the_environment_holds_no_build_tools(image: Replay, sim_image: Replay) -> None:
+    for replay in (image, sim_image):
+        venv = replay.root / "opt" / "venv"
+        assert "sglang_operator" in _dists(replay)
+        assert not _dists(replay) & {"pip", "setuptools", "wheel"}, _dists(replay)
+        assert not (venv / "bin" / "pip").exists()
+        assert not (venv / "src").exists()
+
+
+def test_the_operator_image_holds_no_simulator_and_no_build_time_tools(image: Replay, built: Path) -> None:
+    """The operator's install step brings its own distribution only: no ``sglang-sim`` entry point, no simulator
+    or extractor module in its wheel (the issue's ``unzip -l``) nor in the environment."""
+    assert (image.root / "opt" / "venv" / "bin" / "sglang-operator").exists()
+    assert not (image.root / "opt" / "venv" / "bin" / "sglang-sim").exists()
+    assert not _dists(image) & {"sglang_sim", "sglang_operator_tools", "grafana_foundation_sdk"}, _dists(image)
+    wheel = next(built.glob("sglang_operator-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:  # what `unzip -l` lists
+        modules = [n for n in archive.namelist() if n.endswith(".py")]
+    assert any(m.startswith("sglang_operator/control/") for m in modules), modules
+    assert not [m for m in modules if re.search(r"(^|/)(sim|extract|sglang_sim|sglang_operator_tools)/", m)
+                or "monitoring/dashboard" in m or "monitoring/rules" in m], modules
+    site = next((image.root / "opt" / "venv").glob("lib/python3*/site-packages"))
+    assert not (site / "sglang_sim").exists() and not (site / "sglang_operator_tools").exists()
 
 
 class ReadOnlyRun:
@@ -214,8 +261,8 @@ def test_operator_entry_point_answers_help_from_a_read_only_directory(image: Rep
     assert list(run.work.iterdir()) == []  # nothing was written where it ran
 
 
-def test_simulator_entry_points_answer_help_from_a_read_only_directory(image: Replay) -> None:
-    run = ReadOnlyRun(image)
+def test_simulator_entry_points_answer_help_from_a_read_only_directory(sim_image: Replay) -> None:
+    run = ReadOnlyRun(sim_image)
     runs = {" ".join(argv): run(argv) for argv in (
         [*entrypoint("sim"), "--help"], ["python3", "-m", "sglang.launch_server", "--help"],
         ["sglang", "serve", "--help"])}

@@ -1,4 +1,4 @@
-"""``clients.kube.apply``: Service applies are bounded apart (issue 10: slow ClusterIP allocations must not hold
+"""``io.kube.apply``: Service applies are bounded apart (issue 10: slow ClusterIP allocations must not hold
 the client's connections), every other kind is not."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sglang_operator.clients import kube
+from sglang_operator.io import kube
 
 
 class _SlowAPI:

@@ -1,5 +1,5 @@
-"""Leader election (sglang_operator.leader) without a cluster: the pure takeover rule, the timing checks, and two
-electors racing on one in-memory Lease store that enforces resourceVersion preconditions like the API server.
+"""Leader election (sglang_operator.process.leader) without a cluster: the pure takeover rule, the timing checks,
+and two electors racing on one in-memory Lease store that enforces resourceVersion preconditions like the API server.
 The real API server is exercised by e2e/tests/test_leader_election.py."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from lightkube import ApiError
 from pydantic import ValidationError
 
-from sglang_operator import leader
-from sglang_operator.leader import LeaderElectionConfig, LeaderElector, LeaseRecord, next_record
+from sglang_operator.process import leader
+from sglang_operator.process.leader import LeaderElectionConfig, LeaderElector, LeaseRecord, next_record
 
 NOW = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
 

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from sglang_operator import builders, observer
+from sglang_operator import builders
 from sglang_operator.api.server import parse
-from sglang_operator.observer import SPREAD, Observer, phase_of
+from sglang_operator.control import observer
+from sglang_operator.control.observer import SPREAD, Observer, phase_of
 
 SAMPLE: dict[str, Any] = yaml.safe_load(
     (Path(__file__).resolve().parents[1] / "samples" / "qwen3.6-27b-known-good.yaml").read_text())

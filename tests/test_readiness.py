@@ -1,5 +1,5 @@
-"""``/readyz``: the tracker's answers (:mod:`sglang_operator.readiness`), served with ``/metrics`` from one real
-HTTP server on a loopback port (:func:`sglang_operator.telemetry.serve`), and the handlers that feed it."""
+"""``/readyz``: the tracker's answers (:mod:`sglang_operator.process.readiness`), served with ``/metrics`` from one real
+HTTP server on a loopback port (:func:`sglang_operator.process.telemetry.serve`), and the handlers that feed it."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.cluster.procs import free_port
-from sglang_operator import handlers, telemetry
-from sglang_operator.readiness import Readiness
+from sglang_operator.control import handlers
+from sglang_operator.process import telemetry
+from sglang_operator.process.readiness import Readiness
 
 
 class Leading:

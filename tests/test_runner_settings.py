@@ -1,4 +1,4 @@
-"""kopf settings of ``sglang_operator.runner.configure`` (issue 10: keeping up at 20 SGLangServers/s)."""
+"""kopf settings of ``sglang_operator.entry.runner.configure`` (issue 10: keeping up at 20 SGLangServers/s)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import warnings
 
 import kopf
 
-from sglang_operator import runner
+from sglang_operator.entry import runner
 
 
 def test_configure_uses_no_deprecated_kopf_setting() -> None:

@@ -28,7 +28,7 @@ import pytest
 from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.tests.test_operator import columns, cond, ready_pods, sample, sgls, wait_ready
-from sglang_operator.clients.loadgen import LoadResult, probe
+from sglang_operator.io.loadgen import LoadResult, probe
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ import yaml
 
 from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
-from sglang_operator.clients.loadgen import probe
+from sglang_operator.io.loadgen import probe
 
 # local_cluster: the SGLang image must map to the simulator (fake kubelet), and the operator runs on the test
 # host and reaches pods by their 127.x IPs. On kind this needs the operator image in-cluster (not built here).

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from sglang_operator_tools.monitoring import dashboard, rules, series
 
 from e2e.cluster.procs import free_port
 from e2e.conftest import K8sCluster, wait_for
@@ -34,8 +35,7 @@ from e2e.prometheus import PrometheusProcess
 from e2e.prometheus import install_crds as install
 from e2e.tools import helm_template, require_helm, require_prometheus, require_prometheus_operator_crds
 from sglang_operator.builders.monitoring import TARGET_LABELS
-from sglang_operator.clients.loadgen import served_model, stream_once
-from sglang_operator.monitoring import dashboard, rules, series
+from sglang_operator.io.loadgen import served_model, stream_once
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,8 +134,8 @@ def stack(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> 
     op = OperatorProcess(k8s_cluster.kubeconfig, work / "operator.log",
                          args=["--metrics-port", str(metrics_port), "--sample-interval", "2"])
     op.start()
-    printed = subprocess.run([sys.executable, "-m", "sglang_operator.cli", "prometheus-config", "--kubeconfig-file",
-                              str(k8s_cluster.kubeconfig), "--scrape-interval", INTERVAL],
+    printed = subprocess.run([sys.executable, "-m", "sglang_operator.entry.cli", "prometheus-config",
+                              "--kubeconfig-file", str(k8s_cluster.kubeconfig), "--scrape-interval", INTERVAL],
                              capture_output=True, text=True, check=True).stdout
     config = yaml.safe_load(printed)
     rules_file = work / "rules.yaml"

@@ -76,7 +76,7 @@ def promoted(k8s: K8sCluster, ns: str, timeout: float = 150) -> dict[str, Any]:
 
 
 def cli(*args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "sglang_operator.cli", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "sglang_operator.entry.cli", *args], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, f"sglang-operator {' '.join(args)}: {proc.stderr}"
     return proc.stdout
@@ -236,7 +236,7 @@ def test_traffic_signal_on_an_idle_server_is_never_rolled_back(
 ) -> None:
     import asyncio
 
-    from sglang_operator.clients.loadgen import hold_concurrency
+    from sglang_operator.io.loadgen import hold_concurrency
 
     ns = namespace
     traffic = {"signal": "traffic", "minTraffic": {"runningRequests": 1}}

@@ -1,5 +1,5 @@
 """The sampler end to end (issue 7 "Done when"): the known-good sample on the local control plane, under load from
-``clients/loadgen.py``, shows ``sglang_operator_server_accept_length`` ≈ 2.7 with its revision label on the
+``io/loadgen.py``, shows ``sglang_operator_server_accept_length`` ≈ 2.7 with its revision label on the
 operator's own ``/metrics``, with the other per-revision series; status carries the same figures; deleting the
 server removes its series."""
 
@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
-from sglang_operator.clients.loadgen import hold_concurrency
+from sglang_operator.io.loadgen import hold_concurrency
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 from sglang_operator.api.crd import crd
 from sglang_operator.api.rollback import PROBE_PROMPT, RollbackAction, RollbackPolicy, Signal
 from sglang_operator.api.server import SpecError, parse_spec
-from sglang_operator.clients import loadgen
+from sglang_operator.io import loadgen
 
 UNITS = ("seconds", "count", "tok/s", "fraction", "tokens per verify step", "tokens")
 

@@ -3,7 +3,7 @@
 The API server silently prunes undeclared fields of a structural schema (status included), so a key the schema
 lacks is lost on write: the rollback counters would restart at 0 after an operator restart. This walks what the
 operator's pure decisions produce — the rollback state through whole scenarios (promotion, rollback, retry, Paused,
-stable regression), the ledger and status functions of ``reconcile.status``, the derived conditions — and prunes
+stable regression), the ledger and status functions of ``decisions.status``, the derived conditions — and prunes
 each like the API server does: nothing may be lost.
 """
 
@@ -22,10 +22,10 @@ from rollback_driver import BAD, BAD_LEN, BAD_TPS, FAST, GOOD, T0, Run
 
 from sglang_operator.api.crd import crd
 from sglang_operator.api.rollback import RollbackAction
-from sglang_operator.reconcile import status as st
-from sglang_operator.reconcile.derive import derive, speculative_condition
-from sglang_operator.reconcile.pods import pod_health
-from sglang_operator.sampling.model import SampleKind
+from sglang_operator.decisions import status as st
+from sglang_operator.decisions.derive import derive, speculative_condition
+from sglang_operator.decisions.pods import pod_health
+from sglang_operator.decisions.sampling.model import SampleKind
 
 
 def status_schema() -> dict[str, Any]:

@@ -44,7 +44,7 @@ def test_rendered_known_good_starts_the_simulator_of_its_release(version: str) -
     env = {**os.environ, **{e["name"]: e["value"] for e in container.get("env", []) if "value" in e},
            "SGLANG_SIM_HOST": "127.0.0.1", "SGLANG_SIM_VERSION": version, "SGLANG_SIM_GPU": "NVIDIA RTX A6000",
            "SGLANG_SIM_LOAD_SECONDS": "0.2", "SGLANG_SIM_WARMUP_SECONDS": "0.05"}
-    proc = subprocess.Popen([sys.executable, "-m", "sglang_operator.sim", *container["command"], *args], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "sglang_sim", *container["command"], *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         info = None

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import yaml
+from sglang_operator_tools.monitoring import generate, rules
 
 from e2e.tools import require_promtool
-from sglang_operator.monitoring import generate, rules
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_FILE = ROOT / "deploy" / "prometheus" / "sglang-operator-rules.yaml"
@@ -118,7 +118,7 @@ CASES: list[tuple[str, str, list[dict[str, str]], str, list[dict[str, Any]]]] = 
 
 
 def test_checked_in_files_are_fresh() -> None:
-    assert generate.stale(ROOT) == [], "run `python -m sglang_operator.monitoring.generate`"
+    assert generate.stale(ROOT) == [], "run `python -m sglang_operator_tools.monitoring.generate`"
 
 
 def test_every_alert_has_a_firing_and_a_quiet_case() -> None:

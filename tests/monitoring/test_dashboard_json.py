@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import yaml
+from sglang_operator_tools.monitoring import dashboard, series
 
 from e2e.tools import require_promtool
-from sglang_operator.monitoring import dashboard, series
 
 ROOT = Path(__file__).resolve().parents[2]
 JSON_FILE = ROOT / "deploy" / "grafana" / "sglang-operator.json"
@@ -81,7 +81,7 @@ def test_sglang_families_exist_in_the_tables() -> None:
 
 
 def test_the_simulator_emits_every_sglang_family_the_dashboard_queries() -> None:
-    from sglang_operator.sim.metrics import EMITTED
+    from sglang_sim.metrics import EMITTED
 
     used = {re.sub(r"_(bucket|sum|count)$", "", m) for _, e in exprs() for m in re.findall(r"sglang:[a-z_]+", e)}
     assert {u for u in used if u.removesuffix("_total") not in EMITTED} == set()

@@ -1,12 +1,12 @@
-"""The operator series the rules and the dashboard query (``sglang_operator.monitoring.series``) are the ones the
-operator's ``/metrics`` exports (``sglang_operator.telemetry``), with the labels the queries rely on."""
+"""The operator series the rules and the dashboard query (``sglang_operator_tools.monitoring.series``) are the ones the
+operator's ``/metrics`` exports (``sglang_operator.process.telemetry``), with the labels the queries rely on."""
 
 from __future__ import annotations
 
 from prometheus_client.metrics import MetricWrapperBase
+from sglang_operator_tools.monitoring import series
 
-from sglang_operator import telemetry
-from sglang_operator.monitoring import series
+from sglang_operator.process import telemetry
 
 SERVER = ("namespace", "sglang_server", "revision")
 # what the queries group or match by, per series (labels beyond these are allowed)

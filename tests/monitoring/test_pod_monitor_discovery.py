@@ -10,9 +10,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from sglang_operator import builders, children
+from sglang_operator import builders
 from sglang_operator.api.server import parse
-from sglang_operator.monitoring.discovery import RECHECK_SECONDS, PodMonitorMode, PodMonitors, parse_labels
+from sglang_operator.control import children
+from sglang_operator.io.discovery import RECHECK_SECONDS, PodMonitorMode, PodMonitors, parse_labels
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNER = {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer",
@@ -78,7 +79,7 @@ def test_bad_flags_are_refused_with_their_name() -> None:
     with pytest.raises(ValueError, match="KEY=VALUE"):
         parse_labels(["release"])
     assert parse_labels(["release=prom", "team = a"]) == {"release": "prom", "team": "a"}
-    from sglang_operator.cli import app
+    from sglang_operator.entry.cli import app
 
     result = CliRunner().invoke(app, ["run", "--pod-monitors", "sometimes"])
     assert result.exit_code == 2 and "--pod-monitors must be one of" in result.output

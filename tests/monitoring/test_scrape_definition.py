@@ -136,7 +136,7 @@ def test_pod_monitor_shape(rendered: builders.Rendered) -> None:
 
 
 def test_cli_prints_the_plain_config(tmp_path: Path) -> None:
-    from sglang_operator.cli import app
+    from sglang_operator.entry.cli import app
 
     result = CliRunner().invoke(app, ["prometheus-config", "--namespace", "team-a", "--kubeconfig-file",
                                       "/etc/kubeconfig", "--scrape-interval", "5s"])

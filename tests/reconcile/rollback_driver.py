@@ -1,4 +1,4 @@
-"""A driver for :func:`sglang_operator.reconcile.rollback.step` with a fake clock: ticks, samples, pods.
+"""A driver for :func:`sglang_operator.decisions.rollback.step` with a fake clock: ticks, samples, pods.
 
 Figures are the published case's (``../shared/published-case.yaml`` and the simulator's calibration): the
 known-good revision ≈ 51.6 tok/s decode with accept length 2.725, the regressed one 36 tok/s with 1.75.
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from sglang_operator.api.analysis import Setup
 from sglang_operator.api.rollback import ProbePolicy, RollbackPolicy
 from sglang_operator.api.status import SGLangServerStatus
-from sglang_operator.reconcile.rollback import Action, Apply, Event, Observation, RollbackState, step
-from sglang_operator.sampling.model import Figures, PodView, Sample, SampleKind
+from sglang_operator.decisions.rollback import Action, Apply, Event, Observation, RollbackState, step
+from sglang_operator.decisions.sampling.model import Figures, PodView, Sample, SampleKind
 
 T0 = dt.datetime(2026, 5, 1, 10, 0, 0, tzinfo=dt.UTC)
 GOOD, BAD, OTHER = "9699b6738c", "9f4c2d9294", "5b7e01aa42"

@@ -1,6 +1,6 @@
 """Reading back what SGLang resolved and naming the differences (the check the incident lacked)."""
 
-from sglang_operator.reconcile.effective import differences, effective_settings
+from sglang_operator.decisions.effective import differences, effective_settings
 
 INFO_REGRESSED = {
     "speculative_algorithm": "EAGLE",

@@ -7,8 +7,8 @@ import datetime as dt
 from typing import Any
 
 from sglang_operator.api import parse
-from sglang_operator.reconcile.conditions import find
-from sglang_operator.reconcile.groups import (
+from sglang_operator.decisions.conditions import find
+from sglang_operator.decisions.groups import (
     LWS_MISSING,
     group_health,
     groups,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sglang_operator.reconcile.judging import warm_up_ends
+from sglang_operator.decisions.judging import warm_up_ends
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -28,8 +28,8 @@ def _verifying_status(revision: str, valid: list[tuple[float, float]]) -> dict:
 
 def _observation(revision: str):  # type: ignore[no-untyped-def]
     from sglang_operator.api.analysis import Setup
-    from sglang_operator.reconcile.rollback import Observation
-    from sglang_operator.sampling.model import PodView
+    from sglang_operator.decisions.rollback import Observation
+    from sglang_operator.decisions.sampling.model import PodView
 
     return Observation(revision=revision, desired_pods=1, setup=Setup(model_path="Qwen/Qwen3.6-27B", tensor=2),
                        pods=(PodView("p0", True, 0),), spec_revision=revision)
@@ -37,7 +37,7 @@ def _observation(revision: str):  # type: ignore[no-untyped-def]
 
 def test_a_users_promotion_makes_the_verifying_revision_stable_with_its_median() -> None:
     from sglang_operator.api.rollback import RollbackPolicy
-    from sglang_operator.reconcile.judging import judge
+    from sglang_operator.decisions.judging import judge
 
     status = _verifying_status("9699b6738c", [(50.0, 2.7), (52.0, 2.75), (51.0, 2.72)])
     out = judge(status, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
@@ -57,7 +57,7 @@ def test_a_users_promotion_makes_the_verifying_revision_stable_with_its_median()
 
 def test_a_promotion_without_a_measured_sample_is_refused_once() -> None:
     from sglang_operator.api.rollback import RollbackPolicy
-    from sglang_operator.reconcile.judging import judge
+    from sglang_operator.decisions.judging import judge
 
     status = _verifying_status("9699b6738c", [])
     out = judge(status, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1, promote_token="9699b6738c")

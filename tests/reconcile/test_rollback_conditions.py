@@ -1,4 +1,4 @@
-"""The conditions derived from pod health and the rollback analysis (``reconcile.derive``): a rollback is not
+"""The conditions derived from pod health and the rollback analysis (``decisions.derive``): a rollback is not
 erased by healthy pods within a tick, pod trouble still wins, StableRegressed and SpeculativeDecodingActive."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from rollback_driver import BAD, BAD_LEN, BAD_TPS, FAST, GOOD, Run
 from test_rollback import ROLLBACK_MESSAGE
 
 from sglang_operator.api.rollback import RollbackAction
-from sglang_operator.reconcile import status as st
-from sglang_operator.reconcile.conditions import Condition, find
-from sglang_operator.reconcile.derive import derive, speculative_condition
-from sglang_operator.reconcile.pods import pod_health
+from sglang_operator.decisions import status as st
+from sglang_operator.decisions.conditions import Condition, find
+from sglang_operator.decisions.derive import derive, speculative_condition
+from sglang_operator.decisions.pods import pod_health
 
 
 def healthy_pods(run: Run) -> list[Condition]:

@@ -2,9 +2,9 @@
 
 import datetime as dt
 
-from sglang_operator.reconcile.conditions import find
-from sglang_operator.reconcile.pods import pod_health
-from sglang_operator.reconcile.status import applied, changed, invalid, ledger_entry, observed
+from sglang_operator.decisions.conditions import find
+from sglang_operator.decisions.pods import pod_health
+from sglang_operator.decisions.status import applied, changed, invalid, ledger_entry, observed
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 LATER = NOW + dt.timedelta(minutes=1)
@@ -100,7 +100,7 @@ def test_settings_differ_is_rewritten_from_differences_alone():
 
 
 def test_merge_patch_nulls_nested_keys_that_are_gone() -> None:
-    from sglang_operator.reconcile.status import merge_patch
+    from sglang_operator.decisions.status import merge_patch
 
     old = {"analysis": {"revision": "a", "warmedUpAt": "t1", "readySince": "t0", "phase": "Stable"}, "phase": "Ready",
            "rollbacks": [{"from": "b"}]}

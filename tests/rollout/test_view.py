@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sglang_operator.rollout.view import age, flag_diff, history_rows, parse_flags
+from sglang_operator.plugin.view import age, flag_diff, history_rows, parse_flags
 
 GOOD = ("SGLANG_ENABLE_SPEC_V2=1 sglang serve --model-path Qwen/Qwen3.6-27B --tp-size 2 --enable-metrics "
         "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "

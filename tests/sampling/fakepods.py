@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from e2e.cluster.procs import free_port
-from sglang_operator.sampling.pods import Target
+from sglang_operator.io.pods import Target
 
 Behaviour = Callable[[web.Request, int], Awaitable[web.StreamResponse]]
 _ips = (f"127.77.{i // 250}.{i % 250 + 1}" for i in itertools.count())

@@ -15,12 +15,12 @@ from aiohttp import web
 from expo import LABELS, exposition
 from fakepods import FakePods, hang, status, stream, text
 
-from sglang_operator import telemetry
-from sglang_operator.clients.sglang_http import SGLangHTTP
-from sglang_operator.sampling.model import SampleKind, Signal
-from sglang_operator.sampling.pods import Target
-from sglang_operator.sampling.roles import roles_for
-from sglang_operator.sampling.sampler import Sampler, SamplingParams, ServerRef
+from sglang_operator.decisions.sampling.model import SampleKind, Signal
+from sglang_operator.decisions.sampling.roles import roles_for
+from sglang_operator.io.pods import Target
+from sglang_operator.io.sampler import Sampler, SamplingParams, ServerRef
+from sglang_operator.io.sglang_http import SGLangHTTP
+from sglang_operator.process import telemetry
 from sglang_operator.sglang.versions import parse_version
 
 ROLES = roles_for(parse_version("0.5.23"))

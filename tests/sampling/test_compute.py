@@ -9,7 +9,7 @@ import math
 import pytest
 from expo import exposition
 
-from sglang_operator.sampling.compute import (
+from sglang_operator.decisions.sampling.compute import (
     ProbeOutcome,
     Scrape,
     ScrapeFailure,
@@ -17,9 +17,9 @@ from sglang_operator.sampling.compute import (
     compute_sample,
     counter_increase,
 )
-from sglang_operator.sampling.model import PodView, SampleKind, Signal
-from sglang_operator.sampling.parse import parse_text
-from sglang_operator.sampling.roles import Role, roles_for
+from sglang_operator.decisions.sampling.model import PodView, SampleKind, Signal
+from sglang_operator.decisions.sampling.parse import parse_text
+from sglang_operator.decisions.sampling.roles import Role, roles_for
 from sglang_operator.sglang.versions import parse_version
 
 T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)

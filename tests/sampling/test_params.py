@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from sglang_operator.api.rollback import RollbackPolicy
-from sglang_operator.sampling.model import Signal
-from sglang_operator.sampling.sampler import SamplingParams, sampling_params
+from sglang_operator.decisions.sampling.model import Signal
+from sglang_operator.io.sampler import SamplingParams, sampling_params
 
 
 def test_params_follow_the_policy_and_the_override() -> None:

@@ -8,8 +8,8 @@ import math
 import pytest
 from expo import LABELS, exposition
 
-from sglang_operator.sampling.parse import LineFilter, ParseError, parse_text
-from sglang_operator.sampling.roles import ROLE_NAMES, MetricTableError, Role, build_roles, roles_for
+from sglang_operator.decisions.sampling.parse import LineFilter, ParseError, parse_text
+from sglang_operator.decisions.sampling.roles import ROLE_NAMES, MetricTableError, Role, build_roles, roles_for
 from sglang_operator.sglang.metrics import load_metrics
 from sglang_operator.sglang.versions import parse_version
 

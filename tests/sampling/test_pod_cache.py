@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from sglang_operator.sampling.pods import PodCache, Target, targets
+from sglang_operator.io.pods import PodCache, Target, targets
 
 
 def pod(name: str, rv: int, server: str = "qwen", ready: bool = True, **extra: Any) -> dict[str, Any]:

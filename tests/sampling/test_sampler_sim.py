@@ -15,12 +15,12 @@ import httpx
 import pytest
 
 from e2e.cluster.procs import free_port
-from sglang_operator import telemetry
-from sglang_operator.clients.sglang_http import SGLangHTTP
-from sglang_operator.sampling.model import SampleKind, Signal
-from sglang_operator.sampling.pods import Target
-from sglang_operator.sampling.roles import roles_for
-from sglang_operator.sampling.sampler import Sampler, SamplingParams, ServerRef
+from sglang_operator.decisions.sampling.model import SampleKind, Signal
+from sglang_operator.decisions.sampling.roles import roles_for
+from sglang_operator.io.pods import Target
+from sglang_operator.io.sampler import Sampler, SamplingParams, ServerRef
+from sglang_operator.io.sglang_http import SGLangHTTP
+from sglang_operator.process import telemetry
 from sglang_operator.sglang.versions import parse_version
 
 MODEL = "Qwen/Qwen3.6-27B"
@@ -35,7 +35,7 @@ TIME_SCALE = 20
 @pytest.fixture
 async def sim() -> AsyncIterator[str]:
     port = free_port()
-    cmd = [sys.executable, "-m", "sglang_operator.sim", "sglang", "serve", *KNOWN_GOOD_0523, "--enable-metrics",
+    cmd = [sys.executable, "-m", "sglang_sim", "sglang", "serve", *KNOWN_GOOD_0523, "--enable-metrics",
            "--api-key", "sk-test", "--host", "127.0.0.1", "--port", str(port), "--sim-gpu", "NVIDIA RTX A6000",
            "--sim-load-seconds", "0.2", "--sim-warmup-seconds", "0.05", "--sim-time-scale", str(TIME_SCALE)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sglang_operator.reconcile.status import figures_patch
-from sglang_operator.sampling.model import Figures
+from sglang_operator.decisions.sampling.model import Figures
+from sglang_operator.decisions.status import figures_patch
 
 T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 GOOD = Figures(accept_length=2.7251, accept_rate=0.5751, decode_tokens_per_second=51.64,

@@ -10,8 +10,8 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.cluster.procs import free_port
-from sglang_operator import telemetry
-from sglang_operator.sampling.model import Figures, Sample, SampleKind
+from sglang_operator.decisions.sampling.model import Figures, Sample, SampleKind
+from sglang_operator.process import telemetry
 
 T1 = dt.datetime(2026, 12, 1, 12, 0, 30, tzinfo=dt.UTC)
 

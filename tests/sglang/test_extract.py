@@ -19,9 +19,9 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from sglang_operator_tools.extract import build_release, download_wheel, sha256_of
 
 from sglang_operator.sglang import _store, catalog
-from sglang_operator.sglang.extract import build_release, download_wheel, sha256_of
 from sglang_operator.sglang.versions import parse_version
 
 DATA = resources.files("sglang_operator.sglang") / "data"

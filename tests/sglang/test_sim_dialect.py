@@ -4,9 +4,8 @@ in SGLang's messages, the launch_server UserWarning (``sglang/launch_server.py``
 from __future__ import annotations
 
 import pytest
-
-from sglang_operator.sim.__main__ import main
-from sglang_operator.sim.facts import version_facts
+from sglang_sim.__main__ import main
+from sglang_sim.facts import version_facts
 
 BAD = ["--model-path", "Qwen/Qwen3-8B", "--tool_call_parser", "y"]
 LEGACY = ["python3", "-m", "sglang.launch_server"]

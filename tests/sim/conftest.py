@@ -56,9 +56,9 @@ class RunningSim:
 
 def start_sim(argv: list[str], *, version: str = "0.5.23", env: dict[str, str] | None = None,
               extra: list[str] | None = None, wait_ready: bool = True) -> RunningSim:
-    """Start ``python -m sglang_operator.sim`` on 127.0.0.1 and a free port, fast clock and short load."""
+    """Start ``python -m sglang_sim`` on 127.0.0.1 and a free port, fast clock and short load."""
     port = free_port()
-    cmd = [sys.executable, "-m", "sglang_operator.sim", "sglang", "serve", *argv, "--host", "127.0.0.1",
+    cmd = [sys.executable, "-m", "sglang_sim", "sglang", "serve", *argv, "--host", "127.0.0.1",
            "--port", str(port), "--sim-sglang-version", version, "--sim-gpu", GPU, "--sim-load-seconds", "0.2",
            "--sim-warmup-seconds", "0.05", "--sim-time-scale", "20", *(extra or [])]
     full_env = {**os.environ, **(env or {})}

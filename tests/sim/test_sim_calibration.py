@@ -20,14 +20,13 @@ from conftest import (
     to_0523,
 )
 from prometheus_client.parser import text_string_to_metric_families
-
-from sglang_operator.sim import perf
-from sglang_operator.sim.engine import SimRequest
-from sglang_operator.sim.facts import resolve, version_facts
-from sglang_operator.sim.launch import Built, build
-from sglang_operator.sim.logfmt import SimLogger
-from sglang_operator.sim.metrics import render
-from sglang_operator.sim.profiles import load_gpu_profile, load_model_profile
+from sglang_sim import perf
+from sglang_sim.engine import SimRequest
+from sglang_sim.facts import resolve, version_facts
+from sglang_sim.launch import Built, build
+from sglang_sim.logfmt import SimLogger
+from sglang_sim.metrics import render
+from sglang_sim.profiles import load_gpu_profile, load_model_profile
 
 DECODE = re.compile(r"accept len: ([\d.]+), accept rate: ([\d.]+), .*gen throughput \(token/s\): ([\d.]+)")
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import REGRESSED, RunningSim, start_sim, to_0523
 from prometheus_client.parser import text_string_to_metric_families
 
-from sglang_operator.clients.loadgen import hold_concurrency, probe
+from sglang_operator.io.loadgen import hold_concurrency, probe
 
 
 @pytest.fixture(scope="module")

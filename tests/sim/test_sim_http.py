@@ -10,12 +10,11 @@ import openai
 import pytest
 from conftest import GPU, KNOWN_GOOD, REGRESSED, SPEC_V2_ENV, RunningSim, start_sim, to_0523
 from prometheus_client.parser import text_string_to_metric_families
-
-from sglang_operator.sim.engine import SimRequest
-from sglang_operator.sim.facts import resolve, version_facts
-from sglang_operator.sim.launch import build
-from sglang_operator.sim.logfmt import SimLogger
-from sglang_operator.sim.metrics import metric_specs, render
+from sglang_sim.engine import SimRequest
+from sglang_sim.facts import resolve, version_facts
+from sglang_sim.launch import build
+from sglang_sim.logfmt import SimLogger
+from sglang_sim.metrics import metric_specs, render
 
 AUTH = {"Authorization": "Bearer sk-test"}
 

@@ -11,11 +11,10 @@ import time
 import httpx
 import pytest
 from conftest import GPU, KNOWN_GOOD, MODEL, REGRESSED, SPEC_V2_ENV, free_port, start_sim, to_0523
-
-from sglang_operator.sim.cli import SimUsageError, parse_command
-from sglang_operator.sim.launch import spec_shape
-from sglang_operator.sim.memory import StartupError, plan_memory
-from sglang_operator.sim.profiles import load_gpu_profile, load_model_profile
+from sglang_sim.cli import SimUsageError, parse_command
+from sglang_sim.launch import spec_shape
+from sglang_sim.memory import StartupError, plan_memory
+from sglang_sim.profiles import load_gpu_profile, load_model_profile
 
 
 @pytest.mark.parametrize("entry", [
@@ -40,7 +39,7 @@ def test_bad_sim_option_is_rejected() -> None:
 
 
 def _run(argv: list[str], version: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "sglang_operator.sim", "python3", "-m", "sglang.launch_server", *argv,
+    cmd = [sys.executable, "-m", "sglang_sim", "python3", "-m", "sglang.launch_server", *argv,
            "--port", str(free_port()), "--sim-sglang-version", version, "--sim-gpu", GPU,
            "--sim-load-seconds", "0.05"]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})})

@@ -1,7 +1,7 @@
 """The rollback analysis in ``SGLangServer.status``: stable revision, baseline, analysis, rejections, rollbacks.
 
 All of it is written by the operator's observer (the one writer of this state) from the pure decision
-``sglang_operator.reconcile.rollback.step``, and read back after an operator restart, so every key is declared here
+``sglang_operator.decisions.rollback.step``, and read back after an operator restart, so every key is declared here
 (the API server silently prunes undeclared status keys, which would reset counters). Times are RFC 3339 UTC;
 speeds tok/s; acceptance lengths are tokens per verify step (accepted draft tokens + 1).
 """

@@ -8,7 +8,7 @@ warm-up that starts when all of the revision's pods are Ready, each measured int
 fails the criteria below; ``failureThreshold`` failing samples in a row reject the revision and the stable revision
 is applied again (the spec is never edited). ``minSamples`` samples and ``verifySeconds`` of verification promote
 it to stable, with the median of its samples as the new baseline. The decision itself is
-``sglang_operator.reconcile.rollback.step``; ``docs/rollback.md`` has the state machine.
+``sglang_operator.decisions.rollback.step``; ``docs/rollback.md`` has the state machine.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ PROBE_PROMPT = (
     "out two common bugs in textbook implementations of delete and how your code avoids them."
 )
 """Default probe prompt: a fixed coding request of about 512 tokens (≈ 4 characters per token), like the one the
-published case was measured with. ``clients/loadgen.py`` uses the same text."""
+published case was measured with. ``io/loadgen.py`` uses the same text."""
 
 
 class RollbackAction(StrEnum):
@@ -60,7 +60,7 @@ class RollbackAction(StrEnum):
 
 
 class Signal(StrEnum):
-    """Where a sample's decode speed (tok/s) comes from; same values as ``sampling.model.Signal``."""
+    """Where a sample's decode speed (tok/s) comes from; same values as ``decisions.sampling.model.Signal``."""
 
     PROBE = "probe"
     """The operator streams ``probe.prompt`` (greedy) to the revision's Ready pods in turn and measures

@@ -1,9 +1,9 @@
 """``SGLangServer.status``: what the operator observed and decided.
 
 Written only by the operator (status subresource). Conditions use the ``metav1.Condition`` shape
-(``k8s.io/apimachinery/pkg/apis/meta/v1/types.go``); ``sglang_operator.reconcile.conditions`` builds and
+(``k8s.io/apimachinery/pkg/apis/meta/v1/types.go``); ``sglang_operator.decisions.conditions`` builds and
 merges them. ``effective`` holds what SGLang reports it runs (``GET /server_info``, keys as
-``sglang_operator.reconcile.effective.FIELDS``); ``revisions`` is the ledger of revisions with their verdicts;
+``sglang_operator.decisions.effective.FIELDS``); ``revisions`` is the ledger of revisions with their verdicts;
 ``stableRevision``, ``baseline``, ``analysis``, ``rejectedRevisions`` and ``rollbacks`` are the rollback analysis
 (:mod:`sglang_operator.api.analysis`).
 """

@@ -8,7 +8,7 @@ post-releases), names that release (``"flags_of": "0.4.6"``). Each release keeps
 file name, the wheel's sha256, argparse prog, sources and the dialect facts read from the wheel.
 
 :func:`encode` (used by ``scripts/extract_sglang.py``) and :func:`decode` are inverse: ``decode(encode(docs))``
-gives back the per-release documents of :func:`sglang_operator.sglang.extract.build_release`.
+gives back the per-release documents of :func:`sglang_operator_tools.extract.build_release`.
 """
 
 from __future__ import annotations

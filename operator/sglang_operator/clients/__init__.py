@@ -1,1 +1,0 @@
-"""Clients of the outside world: the Kubernetes API and SGLang's HTTP endpoints."""

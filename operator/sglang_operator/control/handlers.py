@@ -1,0 +1,230 @@
+"""kopf handlers for SGLangServer: thin glue between kopf, the builders, the pure status decisions and
+the clients.
+
+- ``reconcile`` (create / spec update / resume): parse and validate, render, drain the old pods when a
+  Recreate replaces them (``spec.strategy.drainSeconds``), server-side apply the Deployment and Service (owned
+  by the SGLangServer), write the render's status, post an event. An invalid spec applies nothing and is
+  reported as ``SpecValid=False`` with a Warning event; so is a child the API server refuses for the spec's
+  sake; any other failure to apply is ``Degraded=True`` (reason ``ApplyFailed``) with a Warning event, and kopf
+  retries. Every event comes from one source, ``sglang-operator`` (:func:`sglang_operator.io.kube.post_event`;
+  kopf posts none, :mod:`sglang_operator.entry.runner`).
+- ``track`` (every watch event) feeds :class:`sglang_operator.control.observer.Observer`, started and stopped with
+  the operator, which observes pods and SGLang for every server each ``SGLANG_OPERATOR_STATUS_INTERVAL``
+  seconds. No timer or daemon is used, so no finalizer is put on SGLangServers: deleting one never waits
+  for the operator.
+- ``child_event`` (watch of the operator's Deployments and Services): one deleted behind the operator's
+  back is re-applied at the same revision.
+- ``pod_event`` (watch of the managed pods) keeps the observer's pod cache current: the observer and the
+  sampler never LIST pods per tick.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import logging
+import os
+from typing import Any
+
+import kopf
+
+from sglang_operator import builders
+from sglang_operator.api import GROUP, PLURAL, VERSION
+from sglang_operator.api.server import SpecError, parse
+from sglang_operator.builders.labels import MANAGED_BY
+from sglang_operator.control import restore
+from sglang_operator.control.children import (
+    APPLY_FAILURES,
+    ChildApplyError,
+    LeaderWorkerSetMissing,
+    apply_children,
+    drain_old_pods,
+    up_to_date,
+)
+from sglang_operator.control.observer import Observer
+from sglang_operator.decisions import groups
+from sglang_operator.decisions import status as st
+from sglang_operator.decisions.conditions import condition, merge
+from sglang_operator.io import kube
+from sglang_operator.io.discovery import POD_MONITORS
+from sglang_operator.process import telemetry
+from sglang_operator.process.readiness import READINESS
+from sglang_operator.sglang import args as sglang_args
+
+STATUS_INTERVAL = float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5"))
+OBSERVER = Observer(STATUS_INTERVAL)
+RESOURCE = (GROUP, VERSION, PLURAL)
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _patch_status(patch: kopf.Patch, values: dict[str, Any]) -> None:
+    for key, value in values.items():
+        patch.status[key] = value
+
+
+async def _event(body: kopf.Body, type_: str, reason: str, message: str) -> None:
+    await kube.post_event(dict(body), type_, reason, message[:1024])
+
+
+async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, message: str, logger: Logger) -> None:
+    """Degraded=True (reason ApplyFailed) written now (kopf retries the handler); a Warning event and a log line
+    only when the failure is new for this server (:data:`sglang_operator.control.children.APPLY_FAILURES`)."""
+    meta = body.get("metadata", {})
+    key = (str(meta.get("namespace")), str(meta.get("name")))
+    conds = merge(status.get("conditions") or [],
+                  [condition("Degraded", "True", "ApplyFailed", message[:1024], generation, _now())])
+    await kube.patch_status(key[0], key[1], None, {"conditions": conds})
+    if APPLY_FAILURES.get(key) != message:
+        APPLY_FAILURES[key] = message
+        await _event(body, "Warning", "ApplyFailed", message)
+        logger.warning("%s", message)
+
+
+@kopf.on.resume(*RESOURCE)
+@kopf.on.create(*RESOURCE)
+@kopf.on.update(*RESOURCE, field="spec")
+async def reconcile(
+    body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, reason: str,
+    logger: Logger, **_: Any,
+) -> None:
+    """Render and apply the children of one SGLangServer; write status; post an event. However it ends, the
+    server counts as seen for ``/readyz`` (:mod:`sglang_operator.process.readiness`)."""
+    try:
+        await _reconcile(body, meta, status, patch, reason, logger)
+    finally:
+        READINESS.seen(str(meta.get("uid")))
+
+
+async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, reason: str,
+                     logger: Logger) -> None:
+    generation = int(meta.get("generation") or 0)
+    now = _now()
+    logger.debug("reconcile (%s) of generation %s", reason, generation)
+    try:
+        server = parse(body)
+        rendered = builders.render(server)
+    except (SpecError, builders.InvalidSpec) as err:
+        errors = err.messages if isinstance(err, SpecError) else err.errors
+        _patch_status(patch, st.changed(status, st.invalid(status, errors, generation, now)))
+        await _event(body, "Warning", "InvalidSpec", "; ".join(errors))
+        logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
+        telemetry.count_reconcile("invalid")
+        return
+    OBSERVER.note_spec_revision(server.namespace, server.name, generation, rendered.revision)
+    try:  # the spec's revision, unless the rollback rejected it: then the stable one (the spec is not edited)
+        choice = await restore.target(dict(body), rendered)
+    except restore.NotInLedger as err:
+        await _event(body, "Warning", "ApplyFailed", f"the spec's revision {rendered.revision} was rejected and "
+                                                      f"the stable one cannot be restored: {err}")
+        telemetry.count_reconcile("error")
+        return
+    spec_dict, held_back = choice.spec, choice.reason
+    if held_back:
+        server = parse({**body, "spec": spec_dict, "status": None})
+        rendered = choice.rendered
+    await drain_old_pods(dict(body), server.spec, rendered.revision)
+    try:
+        if reason != kopf.Reason.RESUME or not await up_to_date(rendered, body):  # a restart writes nothing
+            await apply_children(rendered, body)
+    except LeaderWorkerSetMissing as err:  # nothing applied; the observer applies once the API is served
+        _patch_status(patch, st.changed(status, groups.lws_missing(status, rendered.warnings, generation, now)))
+        await _event(body, "Warning", groups.LWS_MISSING, str(err))
+        logger.warning("%s", err)
+        telemetry.count_reconcile("refused")
+        return
+    except ChildApplyError as err:
+        failure = err.failure
+        if not failure.spec_fault:
+            telemetry.count_reconcile("error")
+            await _apply_failed(body, status, generation, failure.describe(), logger)
+            raise kopf.TemporaryError(failure.describe(), delay=30) from None
+        refusal = failure.describe()
+        _patch_status(patch, st.changed(status, st.invalid(status, [refusal], generation, now)))
+        await _event(body, "Warning", "InvalidSpec", refusal)
+        logger.warning("%s", refusal)
+        telemetry.count_reconcile("refused")
+        return
+    APPLY_FAILURES.pop((server.namespace, server.name), None)
+    logger.debug("applied revision %s", rendered.revision)
+    entry = st.ledger_entry(rendered.revision, generation, rendered.command.command_line,
+                            builders.summary(server, rendered), spec_dict, now)
+    new = st.applied(status, rendered.status, rendered.warnings, entry, generation,
+                     server.spec.rollback.history_limit, now)
+    _patch_status(patch, st.changed(status, new))
+    await restore.record(body, rendered, spec_dict, server.spec.rollback.history_limit)
+    if held_back:
+        logger.info("%s", held_back)
+        if reason != kopf.Reason.RESUME:
+            await _event(body, "Warning", "RevisionRejected", held_back)
+        telemetry.count_reconcile("applied")
+        return
+    telemetry.count_reconcile("applied")
+    if reason == kopf.Reason.RESUME:
+        return
+    verb = "Created" if reason == kopf.Reason.CREATE else "Updated"
+    message = f"revision {rendered.revision}: {rendered.command.command_line}"
+    await _event(body, "Normal", verb, message)
+    for warning in rendered.warnings:
+        await _event(body, "Warning", "SpecWarning", warning)
+
+
+@kopf.on.event(*RESOURCE)
+async def track(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    """Keep the observer's view of every SGLangServer current (no finalizer needed)."""
+    OBSERVER.track(str(event.get("type")), dict(body))
+    if event.get("type") == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
+        READINESS.forget(str(body.get("metadata", {}).get("uid")))
+
+
+@kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
+@kopf.on.event("", "v1", "services", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
+async def child_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    """A child deleted behind the operator's back is re-applied (same revision, Warning event)."""
+    if event.get("type") == "DELETED":
+        await OBSERVER.child_deleted(dict(body))
+
+
+@kopf.on.event("", "v1", "pods", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
+async def pod_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    """Keep the observer's pod cache current (initial listing: event type None)."""
+    kind = event.get("type")
+    OBSERVER.pod_event(None if kind is None else str(kind), dict(body))
+
+
+def freeze_heap() -> None:
+    """Move every object alive now (modules, the SGLang tables and parsers :func:`sglang_args.warm_up` built, kopf's
+    registry) out of the garbage collector's reach (``gc.freeze``): they live as long as the process, and a full
+    collection scanning them stopped the event loop for 85-110 ms every few seconds with 150 servers (issue 10,
+    ``bench/operator_apply.py`` at 5/s: those pauses were the operator's p99)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
+GC_THRESHOLDS = (10_000, 10, 50)
+"""``gc.set_threshold``: young collections every 10 000 allocations (CPython: 700) and a full one at most every 50
+second-generation collections (10): the live heap of 500 servers took 30-95 ms per full collection, every 10-15 s
+while servers were being created at 5/s (issue 10)."""
+
+
+@kopf.on.startup()
+async def start_observer(**_: Any) -> None:
+    """Build the SGLang parsers ahead of the first render, discover the PodMonitor API, and start the status
+    observer loop; list the servers ``/readyz`` waits for
+    (:meth:`sglang_operator.process.readiness.Readiness.start`)."""
+    sglang_args.warm_up()
+    await POD_MONITORS.wanted()  # auto: discovered once here, re-checked while absent
+    freeze_heap()
+    READINESS.start(kube.sglangserver_uids)
+    OBSERVER.start()
+
+
+@kopf.on.cleanup()
+async def stop_observer(**_: Any) -> None:
+    """Stop the status observer loop (and the readiness re-check)."""
+    await READINESS.stop()
+    await OBSERVER.stop()

@@ -1,0 +1,120 @@
+"""The revision ledger as ControllerRevisions (glue shared by the reconcile handler and the observer).
+
+Every revision the operator applies gets one ControllerRevision owned by its SGLangServer
+(:func:`sglang_operator.builders.revision.controller_revision`): the full spec, the rendered command line and
+the SGLang release, plus (once its pods ran) the image digest. :func:`render_revision` renders a ledger entry
+again, the image pinned to that digest, so restoring the stable revision runs exactly the bytes that were
+measured, even if the tag was moved since. The ledger keeps ``historyLimit`` entries; the stable revision is
+never pruned.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from sglang_operator import builders
+from sglang_operator.api.server import SGLangServer, parse
+from sglang_operator.builders.labels import REVISION_LABEL
+from sglang_operator.builders.revision import (
+    DIGEST_ANNOTATION,
+    controller_revision,
+    image_digest,
+    pinned_image,
+    revision_name,
+)
+from sglang_operator.io import revisions as api
+
+log = logging.getLogger("sglang_operator.control.ledger")
+
+
+def _hash(cr: Mapping[str, Any]) -> str:
+    return str(((cr.get("metadata") or {}).get("labels") or {}).get(REVISION_LABEL, ""))
+
+
+async def record(owner: Mapping[str, Any], rendered: builders.Rendered, spec: Mapping[str, Any],
+                 history_limit: int, keep: set[str], fresh: bool = False) -> None:
+    """Make sure ``rendered.revision`` has its ControllerRevision (a new one numbered after the newest; a return
+    to an earlier one renumbers it as the newest) and prune the oldest entries beyond ``history_limit``, never
+    those in ``keep`` (the stable revision, the one serving). ``fresh``: the server has no ledger yet (no
+    ``status.revisions``: a new one), so its first entry is created without listing the ledger first (one LIST
+    less per server created); when a ControllerRevision of that name exists all the same (an earlier server of
+    that name not yet garbage-collected) the ledger is listed as usual. Raises ``lightkube.ApiError``."""
+    meta = owner["metadata"]
+    ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
+    if fresh:
+        first = controller_revision(name, ns, rendered.revision, 1, spec, rendered.command.command_line,
+                                    str(rendered.command.version), _image(rendered))
+        if await api.create_revision(builders.adopt(first, owner)):
+            return
+    existing = await api.list_revisions(ns, name)
+    newest = max((int(r.get("revision") or 0) for r in existing), default=0)
+    mine = next((r for r in existing if _hash(r) == rendered.revision), None)
+    if mine is None:
+        manifest = controller_revision(name, ns, rendered.revision, newest + 1, spec, rendered.command.command_line,
+                                       str(rendered.command.version), _image(rendered))
+        await api.create_revision(builders.adopt(manifest, owner))
+        existing.append(manifest)
+    elif int(mine.get("revision") or 0) != newest:
+        await api.set_number(ns, revision_name(name, rendered.revision), newest + 1)
+        mine["revision"] = newest + 1
+    existing.sort(key=lambda r: int(r.get("revision") or 0))
+    keep = keep | {rendered.revision}
+    extra = len(existing) - history_limit
+    for cr in existing:
+        if extra <= 0:
+            break
+        if _hash(cr) not in keep:
+            await api.delete_revision(ns, cr["metadata"]["name"])
+            extra -= 1
+
+
+def _image(rendered: builders.Rendered) -> str:
+    return str(builders.pod_templates(rendered.workload)[0]["spec"]["containers"][0]["image"])
+
+
+async def note_digest(namespace: str, server: str, revision: str, ready_pods: list[dict[str, Any]],
+                      known: str | None) -> str | None:
+    """Record the digest the Ready pods of ``revision`` run on its ControllerRevision (once; ``known`` is what
+    the caller knows is recorded already). Returns the digest; failures are logged, not raised."""
+    digest = image_digest(ready_pods)
+    if digest is None or digest == known:
+        return known
+    try:
+        await api.set_digest(namespace, revision_name(server, revision), digest)
+    except Exception as exc:  # informative: the rollback then pins nothing, it still restores the spec
+        log.warning("%s/%s: image digest of %s not recorded: %s", namespace, server, revision, exc)
+        return known
+    return digest
+
+
+async def load(namespace: str, server: str, revision: str) -> dict[str, Any] | None:
+    """The ControllerRevision of ``revision``, or None when the ledger has none."""
+    return next((r for r in await api.list_revisions(namespace, server) if _hash(r) == revision), None)
+
+
+def render_revision(body: Mapping[str, Any], cr: Mapping[str, Any]) -> builders.Rendered:
+    """Render ledger entry ``cr`` for SGLangServer ``body``: its spec (with the object's current ``replicas``:
+    scaling is the user's, not the revision's), the image pinned to the recorded digest, the revision label kept
+    (the hash is over the template as first applied). Raises ``SpecError`` / ``builders.InvalidSpec``."""
+    spec = dict(cr["data"]["spec"])
+    if "replicas" in (body.get("spec") or {}):
+        spec["replicas"] = body["spec"]["replicas"]
+    server: SGLangServer = parse({**body, "spec": spec, "status": None})
+    rendered = builders.render(server)
+    digest = ((cr.get("metadata") or {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
+    if rendered.revision != _hash(cr):
+        log.warning("%s: ledger entry %s renders as %s (operator upgrade?); applying it under its recorded hash",
+                    server.name, _hash(cr), rendered.revision)
+    dep = rendered.workload
+    templates = builders.pod_templates(dep)  # one of a Deployment, leader and worker of a LeaderWorkerSet
+    for template in templates:
+        container = template["spec"]["containers"][0]
+        container["image"] = pinned_image(container["image"], digest)
+    for m in (dep["metadata"], *(t["metadata"] for t in templates)):
+        m["labels"][REVISION_LABEL] = _hash(cr)
+        m.setdefault("annotations", {})[REVISION_LABEL] = _hash(cr)
+    dep["metadata"]["labels"][REVISION_LABEL] = _hash(cr)
+    return replace(rendered, workload=dep, revision=_hash(cr))

@@ -1,0 +1,471 @@
+"""The status observer: one loop that, every ``interval`` seconds, observes every SGLangServer's pods and,
+once Ready, SGLang itself, and writes what changed into ``status`` — one direction per server and tick:
+pods (from a watch) → sampler → status patch (the rollback decision will sit between the last two).
+
+Per server and tick: pods (:class:`~sglang_operator.io.pods.PodCache`, fed by ``control.handlers.pod_event``) →
+Ready / Progressing / Degraded (:func:`decisions.pods.pod_health`; per group of leader and workers when
+multi-node, :func:`decisions.groups.server_health`); when Ready, ``/server_info`` once per
+revision → ``status.effective`` and ``SettingsDiffer`` (:mod:`decisions.effective`); when the server's sampling
+interval has passed, the sampler (:mod:`sglang_operator.io.sampler`) scrapes every Ready pod (and probes
+one per revision) → one sample per revision → the operator's ``/metrics`` (:mod:`sglang_operator.process.telemetry`)
+and, for the serving revision, ``acceptLength``, ``acceptRate``, ``tokensPerSecond`` (per-request decode tok/s)
+when they moved enough (:func:`decisions.status.figures_patch`).
+Status is patched with the object's ``resourceVersion`` as precondition, so a patch computed from a stale
+view is refused (409) and retried next tick rather than overwriting the reconcile handler's conditions.
+The reconcile handler's own status patch (kopf's merge patch) may still replace the conditions list; every
+condition the observer owns, SettingsDiffer included, is recomputed each tick, so that heals within a tick.
+Replicas, port and requested settings come from the spec last applied (the ledger), not a refused update.
+Read failures are counted (``sglang_operator_scrape_errors_total``) and logged; one server's failure never
+stops the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import zlib
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from sglang_operator import builders
+from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_spec
+from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.api.status import Phase
+from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
+from sglang_operator.builders.revision import DIGEST_ANNOTATION
+from sglang_operator.control import ledger, restore, testhooks
+from sglang_operator.control.children import APPLY_FAILURES, apply_children, draining
+from sglang_operator.control.multinode import apply_when_served
+from sglang_operator.decisions import effective as eff
+from sglang_operator.decisions import groups, judging
+from sglang_operator.decisions import status as st
+from sglang_operator.decisions.conditions import condition
+from sglang_operator.decisions.derive import speculative_condition
+from sglang_operator.decisions.rollback import Apply, Event, Observation, setup_of
+from sglang_operator.decisions.sampling.model import PodView, Sample, SampleKind, Signal
+from sglang_operator.decisions.sampling.roles import roles_for
+from sglang_operator.io import kube
+from sglang_operator.io.pods import PodCache, targets
+from sglang_operator.io.sampler import Sampler, ServerRef, sampling_params
+from sglang_operator.io.sglang_http import ScrapeError, SGLangHTTP, base_url
+from sglang_operator.process import telemetry
+from sglang_operator.sglang.versions import SGLangVersionError, dialect, parse_version
+
+log = logging.getLogger("sglang_operator.control.observer")
+CONCURRENCY = 8
+SPREAD = 0.8
+"""Fraction of the interval over which one tick's observations are spread."""
+MANAGED = {"app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/managed-by": MANAGED_BY}
+ANALYSIS_REASONS = ("RolledBack", "Regressed")
+"""Degraded reasons the rollback analysis gives (it posts its own events for them)."""
+
+
+def requested_settings(server_spec: Any, num_draft_tokens: int | None) -> dict[str, Any]:
+    """What the spec asks SGLang for, keyed as :data:`decisions.effective.FIELDS` (unset keys left out)."""
+    out: dict[str, Any] = {}
+    spec_dec = server_spec.speculative
+    if spec_dec is not None:
+        out |= {"algorithm": spec_dec.algorithm.value, "numSteps": spec_dec.num_steps,
+                "eagleTopk": spec_dec.eagle_topk, "numDraftTokens": num_draft_tokens}
+    mem = server_spec.memory
+    for key, value in (("maxRunningRequests", mem.max_running_requests),
+                       ("memFractionStatic", mem.mem_fraction_static), ("contextLength", mem.context_length)):
+        if value is not None:
+            out[key] = value
+    return out
+
+
+async def read_effective(
+    http: SGLangHTTP, url: str, version: str, status: dict[str, Any], server_spec: Any, namespace: str = "default"
+) -> tuple[dict[str, Any] | None, list[str] | None]:
+    """(new effective settings or None, differences or None) of a Ready server at ``url``.
+
+    ``/server_info`` is read once per revision; the differences are recomputed every call from the
+    effective settings (new or already in status). Failures are logged and counted, never raised.
+    """
+    effective = None
+    if not status.get("effective"):
+        try:
+            path = dialect(parse_version(version)).server_info_path
+            ref = server_spec.api_key_secret_ref  # SGLang's --api-key guards /server_info (not /metrics)
+            api_key = await kube.secret_value(namespace, ref.name, ref.key) if ref is not None else None
+            effective = eff.effective_settings(await http.server_info(url, path, api_key=api_key))
+        except ScrapeError as err:
+            telemetry.count_scrape_error("server_info", err.reason)
+            log.debug("server info not read yet: %s", err)
+    known = effective or status.get("effective")
+    diffs = None
+    if known:
+        diffs = eff.differences(requested_settings(server_spec, status.get("numDraftTokens")), known)
+    return effective, diffs
+
+
+def applied_spec(body: dict[str, Any]) -> SGLangServerSpec:
+    """The spec last applied (the ledger record of ``status.revision``), else the object's spec; parsed.
+
+    After a refused update the object's spec is not what runs: replicas, port and requested settings must
+    come from what was applied. Raises :class:`SpecError` when neither parses.
+    """
+    status = body.get("status") or {}
+    record = next((r for r in status.get("revisions") or [] if r.get("revision") == status.get("revision")), None)
+    if record and record.get("spec"):
+        try:
+            return parse_spec(record["spec"])
+        except SpecError:
+            pass
+    return parse_spec(body.get("spec") or {})
+
+
+def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
+    return next((c for c in conditions if c.get("type") == "Degraded"), {})
+
+
+async def restore_children(namespace: str, name: str, owner_uid: str | None, missing: str) -> None:
+    """Re-apply the children of SGLangServer ``namespace/name`` after ``missing`` (a kind) was deleted behind
+    the operator's back, but only while that very owner (``owner_uid``) exists and is not being deleted, and
+    only for the revision status says is applied (a newer, not yet handled or invalid spec is left alone)."""
+    body = await kube.get_sglangserver(namespace, name)
+    meta = (body or {}).get("metadata", {})
+    if body is None or meta.get("deletionTimestamp") or (owner_uid and meta.get("uid") != owner_uid):
+        return
+    try:
+        server = parse(body)
+        rendered = builders.render(server)
+    except (SpecError, builders.InvalidSpec):
+        return
+    if rendered.revision != (body.get("status") or {}).get("revision"):
+        return
+    await apply_children(rendered, body)
+    log.warning("%s/%s: %s deleted; re-applied revision %s", namespace, name, missing, rendered.revision)
+    await kube.post_event(body, "Warning", "ChildRecreated", f"{missing} was deleted; re-applied revision "
+                          f"{rendered.revision}")
+
+
+def phase_of(meta: Mapping[str, Any]) -> float:
+    """Where in the observer's interval a server is observed, in [0, 1): fixed per server (a hash of its uid, else
+    of its namespace and name), so the first observations of servers created together (a status patch and an
+    event each) spread over the interval like the servers' own hashes. Spread by position in the list instead, the
+    servers created during the last interval were observed back to back at its end: at 5 creations/s, 25 status
+    patches and 25 events in under a second, every 5 s, and the creations in that second waited for them (issue 10,
+    ``bench/operator_apply.py``)."""
+    key = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+    return zlib.crc32(key.encode()) / 2**32
+
+
+class Observer:
+    """Tracks SGLangServers and their pods (fed by kopf event handlers) and observes every server each
+    ``interval`` s; samples each server every ``spec.rollback.intervalSeconds``, or every ``sample_interval``
+    s when that is set (``--sample-interval``: an operator-wide override for tests and demos)."""
+
+    def __init__(self, interval: float, sample_interval: float | None = None) -> None:
+        self.interval = interval
+        self.sample_interval = sample_interval
+        self.servers: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pods = PodCache(lambda ns: kube.list_pods(ns, MANAGED))
+        self.series = telemetry.ServerSeries()
+        self._http: SGLangHTTP | None = None
+        self._sampler: Sampler | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._spec_revisions: dict[tuple[str, str], tuple[int, str | None]] = {}
+        self._parses: dict[tuple[str, str], tuple[tuple[str, int, str], SGLangServer, SGLangServerSpec]] = {}
+        self._digests: dict[tuple[str, str, str], str] = {}
+        self._apply_errors: dict[tuple[str, str], str] = {}
+        self._diffs: dict[tuple[str, str], list[str] | None] = {}
+        self._stale: dict[tuple[str, str], str] = {}
+        """resourceVersion of a server's view whose status patch was refused as stale (409): not observed again (a
+        patch from it would be refused too) until the watch delivers a newer one. Under load the watch lags
+        behind the API server; without this every tick sent one more refused patch per lagging server."""
+
+    @property
+    def http(self) -> SGLangHTTP:
+        """The one HTTP client for SGLang pods (created on the running loop at first use)."""
+        if self._http is None:
+            self._http = SGLangHTTP()
+        return self._http
+
+    @property
+    def sampler(self) -> Sampler:
+        """The sampler (created with the HTTP client)."""
+        if self._sampler is None:
+            self._sampler = Sampler(self.http, draining=draining)
+        return self._sampler
+
+    def track(self, event_type: str, body: dict[str, Any]) -> None:
+        """Record the latest ``body`` of a watch event (``DELETED`` forgets it and removes its series)."""
+        meta = body.get("metadata", {})
+        key = (str(meta.get("namespace")), str(meta.get("name")))
+        if event_type == "DELETED":
+            self.servers.pop(key, None)
+            self._stale.pop(key, None)
+            self._parses.pop(key, None)
+            self._spec_revisions.pop(key, None)
+            self.series.forget(*key)
+            if self._sampler is not None:
+                self._sampler.forget(*key)
+        else:
+            self.servers[key] = body
+
+    def pod_event(self, event_type: str | None, body: dict[str, Any]) -> None:
+        """A watch event of a managed pod (None: kopf's initial listing)."""
+        self.pods.apply(event_type, body)
+
+    async def child_deleted(self, child: dict[str, Any]) -> None:
+        """A managed Deployment or Service was deleted: re-apply it if its SGLangServer still wants it."""
+        meta = child.get("metadata", {})
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        ns = str(meta.get("namespace"))
+        if owner is None or (ns, owner.get("name")) not in self.servers:
+            return
+        try:
+            await restore_children(ns, str(owner["name"]), owner.get("uid"), str(child.get("kind")))
+        except Exception:
+            log.exception("re-applying the children of %s/%s failed", ns, owner.get("name"))
+
+    def start(self) -> None:
+        """Start the loop on the running event loop."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="sglang-observer")
+
+    async def stop(self) -> None:
+        """Cancel the loop and wait for it; cancel probes and close the HTTP client."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._sampler is not None:
+            await self._sampler.aclose()
+            self._sampler = None
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def observe(self, body: dict[str, Any], now: dt.datetime) -> None:
+        """Observe one SGLangServer ``body`` and patch its status (nothing when nothing changed): pods → sample →
+        the rollback analysis (:func:`decisions.judging.judge`) → one status patch → events → the revision the
+        analysis wants applied (:func:`sglang_operator.control.restore.apply_revision`)."""
+        meta, status = body.get("metadata", {}), body.get("status") or {}
+        revision = status.get("revision")
+        if groups.waiting_for_lws(status):  # nothing applied for want of the LeaderWorkerSet API: re-check
+            await apply_when_served(body, now)
+            return
+        if not revision or meta.get("deletionTimestamp"):
+            return
+        try:
+            server, spec = self._parsed(body)
+        except SpecError:
+            return
+        generation = int(meta.get("generation") or 0)
+        pods = await self.pods.pods(server.namespace, server.name)
+        health = groups.server_health(pods, spec, revision, generation, now)  # per group (leaders) multi-node
+        effective = diffs = None
+        if health.phase == "Ready" and health.pod_ips:
+            effective, diffs = await read_effective(self.http, base_url(health.pod_ips[0], spec.port),
+                                                    status.get("sglangVersion") or "", status, spec,
+                                                    server.namespace)
+            await self._note_digest(server.namespace, server.name, revision, pods)
+        policy = server.spec.rollback
+        if judging.warm_up_ends(status, policy.warmup_seconds, now):  # align the first judged interval
+            self.sampler.restart_interval(server.namespace, server.name)
+        samples, figures, interval = await self.sample(body, spec, policy, now)
+        policy = policy.model_copy(update={"interval_seconds": max(1, round(interval))})
+        sample = judging.sample_for(samples, revision)
+        serving = [t for t in targets(groups.serving_pods(pods, spec)) if t.revision == revision]
+        observed = Observation(
+            revision=revision, desired_pods=spec.replicas, setup=setup_of(spec),
+            pods=tuple(PodView(t.name, t.ready, t.restarts) for t in serving),
+            spec_revision=self._spec_revision(server, generation), retry_token=restore.retry_token(body))
+        speculative = speculative_condition(
+            spec.speculative.algorithm.value if spec.speculative else None, effective or status.get("effective"),
+            None if sample is None or sample.kind is not SampleKind.MEASURED
+            else sample.figures.accept_length is not None,
+            health.phase == "Ready", generation, now)
+        promote_token = (meta.get("annotations") or {}).get(judging.PROMOTE_ANNOTATION)
+        judged = judging.judge(status, sample, policy, now, observed, list(health.conditions), generation,
+                               speculative, promote_token)
+        conditions = judged.conditions
+        failed_apply = APPLY_FAILURES.get((server.namespace, server.name))
+        if failed_apply:  # the reconcile handler could not apply the spec (kopf retries): say so, not "healthy"
+            conditions = [c for c in conditions if c["type"] != "Degraded"] + [
+                condition("Degraded", "True", "ApplyFailed", failed_apply[:1024], generation, now)]
+        new = st.observed(status, replace(health, conditions=conditions), generation, now, effective, diffs,
+                          figures)
+        new |= judged.status
+        delta = st.changed(status, new)
+        if delta:
+            key = (server.namespace, server.name)
+            patched = await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"),
+                                              st.merge_patch(status, delta))
+            if patched is None:  # stale view: decide again on the watch's newer object, never on this one
+                self._stale[key] = str(meta.get("resourceVersion"))
+                return
+            if self.servers.get(key) is body:  # the answer is the newest view until the watch brings another
+                self.servers[key] = patched
+        self.series.export_analysis(server.namespace, server.name, judged.state)
+        old_d, new_d = _degraded(status.get("conditions") or []), _degraded(new["conditions"])
+        if new_d.get("status") == "True" and old_d.get("reason") != new_d.get("reason") \
+                and new_d.get("reason") not in ANALYSIS_REASONS:  # the analysis posts its own events
+            await kube.post_event(body, "Warning", new_d["reason"], new_d.get("message", ""))
+        if diffs and "conditions" in delta and diffs != self._diffs.get((server.namespace, server.name)):
+            await kube.post_event(body, "Warning", "SettingsDiffer", "; ".join(diffs))
+        self._diffs[(server.namespace, server.name)] = diffs
+        phase = judged.state.analysis.phase if judged.state.analysis else None
+        for action in judged.actions:
+            if isinstance(action, Event):
+                await kube.post_event(body, action.type, action.reason, action.message)
+        if phase in ("WarmingUp", "Verifying", "RollingBack"):
+            testhooks.exit_at(str(phase))
+        for action in judged.actions:
+            if isinstance(action, Apply):
+                await self._apply(body, {**status, **delta}, action, now)
+
+    def _parsed(self, body: dict[str, Any]) -> tuple[SGLangServer, SGLangServerSpec]:
+        """``body`` parsed without its status, and the spec it last applied (:func:`applied_spec`), cached while
+        its uid, generation and ``status.revision`` stay: parsing both was a fifth of an observation's time
+        (every server, every interval). Raises :class:`SpecError`."""
+        meta = body.get("metadata", {})
+        key = (str(meta.get("namespace")), str(meta.get("name")))
+        revision = str((body.get("status") or {}).get("revision"))
+        stamp = (str(meta.get("uid")), int(meta.get("generation") or 0), revision)
+        cached = self._parses.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1], cached[2]
+        server = parse({k: v for k, v in body.items() if k != "status"})  # the status is the observer's to write
+        spec = applied_spec(body)
+        if spec == server.spec:  # mostly: one model held per server, not two
+            spec = server.spec
+        self._parses[key] = (stamp, server, spec)
+        return server, spec
+
+    def note_spec_revision(self, namespace: str, name: str, generation: int, revision: str | None) -> None:
+        """The revision the reconcile handler rendered the object's spec at ``generation`` to, so the observer does
+        not render it again (:meth:`_spec_revision`; a refused spec, rare, the observer renders once itself)."""
+        self._spec_revisions[(namespace, name)] = (generation, revision)
+
+    def _spec_revision(self, server: Any, generation: int) -> str | None:
+        """The revision the object's spec renders to (None when refused), cached per generation."""
+        key = (server.namespace, server.name)
+        cached = self._spec_revisions.get(key)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        try:
+            rev: str | None = builders.render(server).revision
+        except builders.InvalidSpec:
+            rev = None
+        self._spec_revisions[key] = (generation, rev)
+        return rev
+
+    async def _note_digest(self, ns: str, name: str, revision: str, pods: list[dict[str, Any]]) -> None:
+        """Record, once per revision, the image digest its Ready pods run on its ControllerRevision."""
+        key = (ns, name, revision)
+        if key in self._digests:
+            return
+        mine = [p for p in pods if (p.get("metadata", {}).get("labels") or {}).get(builders.REVISION_LABEL)
+                == revision and not p.get("metadata", {}).get("deletionTimestamp")]
+        cr = await ledger.load(ns, name, revision)
+        known = ((cr or {}).get("metadata", {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
+        digest = await ledger.note_digest(ns, name, revision, mine, known) if cr is not None else None
+        if digest is not None:
+            self._digests[key] = digest
+
+    async def _apply(self, body: dict[str, Any], status: dict[str, Any], action: Apply, now: dt.datetime) -> None:
+        """Carry out the analysis' Apply: the revision from the ledger (drained first), then its status keys.
+        A failure is a Warning event (once per message) and is tried again next tick."""
+        meta = body["metadata"]
+        ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
+        view = {**body, "status": status}
+        try:
+            new = await restore.apply_revision(view, action.revision, action.reason, now)
+        except Exception as exc:  # NotInLedger, a refused child, a ledger entry this release cannot render
+            message = f"applying revision {action.revision} failed: {exc}"
+            log.warning("%s/%s: %s", ns, name, message)
+            if self._apply_errors.get((ns, name)) != message:
+                self._apply_errors[(ns, name)] = message
+                await kube.post_event(body, "Warning", "ApplyFailed", message)
+            return
+        self._apply_errors.pop((ns, name), None)
+        await kube.patch_status(ns, name, None, st.merge_patch(status, st.changed(status, new)))
+
+    async def sample(self, body: dict[str, Any], spec: Any, policy: Any, now: dt.datetime
+                     ) -> tuple[list[Sample] | None, dict[str, Any], float]:
+        """Sample the server when its interval has passed: export every revision's sample; return the samples
+        (None: not due), the status figures of the serving revision (:func:`decisions.status.figures_patch`;
+        ``{}`` when nothing to write) and the sampling interval in seconds. ``spec``: the applied spec (port,
+        model, API key); ``policy``: the object's ``spec.rollback`` (signal, interval, probe)."""
+        meta, status = body["metadata"], body.get("status") or {}
+        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+        try:
+            roles = roles_for(parse_version(status.get("sglangVersion") or ""))
+        except SGLangVersionError:
+            return None, {}, float(self.sample_interval or policy.interval_seconds)
+        params = sampling_params(policy, self.sample_interval)
+        if not self.sampler.due(ns, name, params.interval_seconds, now):
+            return None, {}, params.interval_seconds
+        api_key = None
+        ref = spec.api_key_secret_ref
+        if ref is not None and params.signal is Signal.PROBE:
+            api_key = await kube.secret_value(ns, ref.name, ref.key)
+        server = ServerRef(ns, name, roles, spec.port, spec.model.served_model_name or spec.model.path)
+        samples = await self.sampler.sample(  # multi-node: one target per group, its leader
+            server, lambda: targets(groups.serving_pods(self.pods.pods_now(ns, name), spec)), params, api_key)
+        self.series.export(ns, name, samples)
+        for s in samples:
+            log.debug("%s/%s revision %s: %s %s %s", ns, name, s.revision, s.kind.value, s.reason, s.figures)
+        serving = next((s for s in samples if s.revision == status.get("revision")
+                        and s.kind is SampleKind.MEASURED), None)
+        if serving is None:
+            return samples, {}, params.interval_seconds
+        return samples, st.figures_patch(status, serving.figures, serving.end, now), params.interval_seconds
+
+    async def tick(self) -> None:
+        """Observe every tracked server once, spread over :data:`SPREAD` of the interval (at most
+        :data:`CONCURRENCY` at a time), each at its own fixed point of it (:func:`phase_of`). One loop walks the
+        servers in phase order and starts each observation when its point comes: a task per server sleeping
+        until its point, all created at the tick's start, held the event loop for several milliseconds every
+        interval at 500 servers (issue 10)."""
+        sem = asyncio.Semaphore(CONCURRENCY)
+        servers = list(self.servers.values())
+        telemetry.set_servers(((b.get("status") or {}).get("phase") for b in servers), [p.value for p in Phase])
+        spread = SPREAD * self.interval
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        async def one(key: tuple[str, str]) -> None:
+            latest = self.servers.get(key)  # the newest view at its point; gone if deleted meanwhile
+            if latest is None or self._stale.get(key) == latest["metadata"].get("resourceVersion"):
+                return
+            self._stale.pop(key, None)
+            async with sem:
+                try:
+                    await self.observe(latest, dt.datetime.now(dt.UTC))
+                except Exception:  # one server's failure must not stop the others
+                    log.exception("observing %s/%s failed", *key)
+
+        running: set[asyncio.Task[None]] = set()
+        order = sorted((phase_of(b["metadata"]) * spread, (str(b["metadata"].get("namespace")),
+                                                           str(b["metadata"].get("name")))) for b in servers)
+        try:
+            for point, key in order:
+                if (wait := started + point - loop.time()) > 0:
+                    await asyncio.sleep(wait)
+                task = loop.create_task(one(key))
+                running.add(task)
+                task.add_done_callback(running.discard)
+            if running:
+                await asyncio.gather(*running)
+        finally:  # cancelled (the operator stops): so are the observations under way
+            for task in list(running):
+                task.cancel()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            try:
+                await self.tick()
+            except Exception:  # never let the loop die silently: log and go on next tick
+                log.exception("observer tick failed")
+            await asyncio.sleep(max(0.05, self.interval - (loop.time() - started)))

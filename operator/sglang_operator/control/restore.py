@@ -1,0 +1,122 @@
+"""What should run, and running it (glue shared by the reconcile handler and the observer).
+
+The spec's revision runs unless the rollback analysis rejected it
+(:func:`sglang_operator.decisions.rollback.what_should_run`); then the stable revision runs, rendered from its
+ledger entry (:func:`sglang_operator.control.ledger.render_revision`: its recorded spec, the image pinned to the digest
+that was measured). The user's spec is never edited. :func:`apply_revision` carries out the analysis' ``Apply``
+action; :func:`target` is what the reconcile handler applies on create, update and resume.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_operator import builders
+from sglang_operator.api.server import SpecError, parse
+from sglang_operator.control import ledger
+from sglang_operator.control.children import apply_children, drain_old_pods
+from sglang_operator.decisions import status as st
+from sglang_operator.decisions.conditions import merge
+from sglang_operator.decisions.judging import state_of
+from sglang_operator.decisions.rollback import RETRY_ANNOTATION, what_should_run
+from sglang_operator.io import kube
+
+log = logging.getLogger("sglang_operator.control.restore")
+
+
+class NotInLedger(LookupError):
+    """The revision to run has no ControllerRevision (pruned by hand, or never recorded)."""
+
+
+def retry_token(body: Mapping[str, Any]) -> str | None:
+    """The value of the annotation :data:`RETRY_ANNOTATION` (None when absent)."""
+    return ((body.get("metadata") or {}).get("annotations") or {}).get(RETRY_ANNOTATION)
+
+
+def _ns_name(body: Mapping[str, Any]) -> tuple[str, str]:
+    meta = body["metadata"]
+    return str(meta.get("namespace") or "default"), str(meta["name"])
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the reconcile handler applies: ``rendered`` from ``spec`` (a camelCase spec dict: the object's, or the
+    stable revision's recorded one), and ``reason`` when it is not the spec's own revision ("" when it is)."""
+
+    rendered: builders.Rendered
+    spec: dict[str, Any]
+    reason: str = ""
+
+
+async def target(body: Mapping[str, Any], rendered: builders.Rendered) -> Choice:
+    """What to apply when the object's spec renders ``rendered``: that, or the stable revision rendered from the
+    ledger with the reason the spec's revision is not run. Raises :class:`NotInLedger` when the stable revision
+    has no ledger entry (then the caller applies nothing new)."""
+    state = state_of(body.get("status") or {})
+    choice = what_should_run(rendered.revision, state, retry_token(body))
+    if choice.revision == rendered.revision:
+        return Choice(rendered, dict(body.get("spec") or {}))
+    ns, name = _ns_name(body)
+    cr = await ledger.load(ns, name, choice.revision)
+    if cr is None:
+        raise NotInLedger(f"revision {choice.revision} has no ControllerRevision {name}-{choice.revision}")
+    return Choice(ledger.render_revision(body, cr), dict(cr["data"]["spec"]), choice.reason)
+
+
+async def record(body: Mapping[str, Any], rendered: builders.Rendered, spec: Mapping[str, Any],
+                 history_limit: int) -> None:
+    """Record ``rendered`` (applied from ``spec``) in the ControllerRevision ledger; failures are logged (the
+    ledger in status still holds the spec), never raised."""
+    status = body.get("status") or {}
+    keep = {r for r in (status.get("stableRevision"), status.get("revision")) if r}
+    try:
+        await ledger.record(body, rendered, spec, history_limit, keep, fresh=not status.get("revisions"))
+    except Exception as exc:
+        log.warning("%s/%s: ControllerRevision of %s not recorded: %s", *_ns_name(body), rendered.revision, exc)
+
+
+async def apply_revision(body: dict[str, Any], revision: str, reason: str, now: dt.datetime) -> dict[str, Any]:
+    """Apply ``revision`` for SGLangServer ``body`` (the analysis' ``Apply``): the spec's own rendering when it is
+    the spec's revision (a retry), else its ledger entry pinned to its digest. Returns the status keys to write
+    (``revision``, ``command`` …, the ledger, phase Progressing; SpecValid untouched: it speaks of the spec).
+
+    Raises :class:`NotInLedger`, ``SpecError``/``builders.InvalidSpec`` (a ledger entry this release cannot
+    render) or :class:`sglang_operator.control.children.ChildApplyError`."""
+    ns, name = _ns_name(body)
+    status = body.get("status") or {}
+    generation = int(body["metadata"].get("generation") or 0)
+    server = parse(body)
+    try:
+        own = builders.render(server)
+    except builders.InvalidSpec:
+        own = None
+    if own is not None and own.revision == revision:
+        rendered, spec = own, dict(body.get("spec") or {})
+    else:
+        cr = await ledger.load(ns, name, revision)
+        if cr is None:
+            raise NotInLedger(f"revision {revision} has no ControllerRevision {name}-{revision}")
+        rendered, spec = ledger.render_revision(body, cr), dict(cr["data"]["spec"])
+    await drain_old_pods(body, parse({**body, "spec": spec, "status": None}).spec, rendered.revision)
+    await apply_children(rendered, body)
+    log.info("%s/%s: applied revision %s (%s)", ns, name, revision, reason)
+    try:
+        summary_server = parse({**body, "spec": spec, "status": None})
+        summary = builders.summary(summary_server, rendered)
+    except SpecError:
+        summary = {}
+    entry = st.ledger_entry(rendered.revision, generation, rendered.command.command_line, summary, spec, now)
+    new = st.applied(status, rendered.status, [], entry, generation, server.spec.rollback.history_limit, now)
+    keep = [c for c in new["conditions"] if c["type"] != st.SPEC_VALID]
+    new["conditions"] = merge([c for c in status.get("conditions") or [] if c["type"] == st.SPEC_VALID], keep)
+    await record(body, rendered, spec, server.spec.rollback.history_limit)
+    return new
+
+
+async def post(body: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+    """Post an Event about ``body`` (one source: ``sglang-operator``)."""
+    await kube.post_event(body, type_, reason, message)

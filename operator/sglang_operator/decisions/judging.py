@@ -1,0 +1,134 @@
+"""One observer tick of the rollback analysis for one SGLangServer, as a pure function over status dicts.
+
+:func:`judge` turns the stored ``status`` into the typed :class:`~sglang_operator.decisions.rollback.RollbackState`,
+runs :func:`~sglang_operator.decisions.rollback.step`, writes the ledger verdicts it decided
+(:func:`sglang_operator.decisions.status.judged`) and derives every condition the observer owns
+(:func:`sglang_operator.decisions.derive.derive`). The observer merges :attr:`Judged.status` into its one status
+patch and carries out :attr:`Judged.actions` (events, applying a revision). No I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from sglang_operator.api.analysis import AnalysisPhase, Baseline
+from sglang_operator.api.base import GROUP
+from sglang_operator.api.rollback import RollbackPolicy
+from sglang_operator.api.status import SGLangServerStatus, Verdict
+from sglang_operator.decisions import criteria
+from sglang_operator.decisions import status as st
+from sglang_operator.decisions.conditions import Condition
+from sglang_operator.decisions.derive import derive
+from sglang_operator.decisions.rollback import Action, Event, Observation, RecordVerdict, RollbackState, step
+from sglang_operator.decisions.sampling.model import Sample
+
+log = logging.getLogger("sglang_operator.judging")
+PROMOTE_ANNOTATION = f"{GROUP}/promote"
+"""Annotation ``sglang-operator promote`` writes: the hash of the serving revision to accept as stable now."""
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The outcome of one tick: ``status`` (camelCase keys to merge into the patch: the analysis keys, and
+    ``revisions`` when a verdict was recorded), ``conditions`` (every observer-owned condition), ``actions``
+    (for the observer to carry out, in order), ``state`` (the new analysis)."""
+
+    state: RollbackState
+    status: dict[str, Any]
+    conditions: list[Condition]
+    actions: list[Action] = field(default_factory=list)
+
+
+def state_of(status: Mapping[str, Any]) -> RollbackState:
+    """The analysis held in a stored ``status`` dict; an unparsable one (edited by hand) starts empty, logged."""
+    try:
+        return RollbackState.from_status(SGLangServerStatus.model_validate(dict(status)))
+    except ValidationError as err:
+        log.warning("status does not parse, the rollback analysis starts afresh: %s", err)
+        return RollbackState()
+
+
+def sample_for(samples: Sequence[Sample] | None, revision: str) -> Sample | None:
+    """The sample of ``revision`` among one interval's ``samples`` (None: not sampled this tick)."""
+    return next((s for s in samples or () if s.revision == revision), None)
+
+
+def judge(
+    status: Mapping[str, Any], sample: Sample | None, policy: RollbackPolicy, now: dt.datetime,
+    observed: Observation, pod_conditions: list[Condition], generation: int,
+    speculative: Condition | None = None, promote_token: str | None = None,
+) -> Judged:
+    """One tick: ``status`` as stored, the interval's ``sample`` of the applied revision (or None), the policy of
+    the object's spec, what the observer saw (``observed``), pod health's conditions, the
+    ``SpeculativeDecodingActive`` condition when it can be told, and the annotation :data:`PROMOTE_ANNOTATION`
+    (:func:`promote`)."""
+    state, actions = step(state_of(status), sample, policy, now, observed=observed)
+    if promote_token is not None:
+        state, more = promote(state, promote_token, policy, now, observed)
+        actions += more
+    out: dict[str, Any] = state.status_patch()
+    ledger = [dict(r) for r in status.get("revisions") or []]
+    verdicts = [a for a in actions if isinstance(a, RecordVerdict)]
+    for v in verdicts:
+        ledger = st.judged(ledger, v.revision, v.verdict.value, v.reason, now, v.tokens_per_second,
+                           v.accept_length, v.samples)
+    if verdicts:
+        out["revisions"] = ledger
+    conditions = derive(pod_conditions, state, policy.action, generation, now, speculative)
+    return Judged(state, out, conditions, [a for a in actions if not isinstance(a, RecordVerdict)])
+
+
+def promote(state: RollbackState, token: str, policy: RollbackPolicy, now: dt.datetime,
+            observed: Observation) -> tuple[RollbackState, list[Action]]:
+    """A user's promotion (``sglang-operator promote``): when ``token`` (the annotation
+    :data:`PROMOTE_ANNOTATION`) names the revision being verified (``observed.revision``, not already stable, not
+    being rolled back), it becomes the stable revision now, its baseline the median of its valid samples so far.
+    With no valid sample yet nothing happens but a Warning event (once per token: the analysis remembers it).
+    Pure; ``state`` is not modified."""
+    a = state.analysis
+    if (a is None or token != observed.revision or a.revision != token or state.stable_revision == token
+            or a.phase in (AnalysisPhase.ROLLING_BACK, AnalysisPhase.ROLLED_BACK) or a.promote_token == token):
+        return state, []
+    state = state.model_copy(deep=True)
+    assert state.analysis is not None
+    a = state.analysis
+    a.promote_token = token
+    med = criteria.medians(a.valid_figures)
+    if med is None:
+        return state, [Event("Warning", "PromoteRefused", f"revision {token} has no measured sample yet: promote it "
+                                                          f"once a sample was taken (status.analysis.lastSample)")]
+    previous = state.stable_revision
+    state.baseline = Baseline(revision=token, tokens_per_second=med.tokens_per_second, accept_length=med.accept_length,
+                              samples=len(a.valid_figures), signal=policy.signal.value, setup=observed.setup, at=now)
+    state.stable_revision = token
+    state.rejected_revisions = [r for r in state.rejected_revisions if r.revision != token]
+    shown = criteria.tps(med.tokens_per_second) + (
+        "" if med.accept_length is None else f", accept length {criteria.length(med.accept_length)}")
+    message = (f"{token}: promoted by the user ({PROMOTE_ANNOTATION}) with {shown} (median of {len(a.valid_figures)} "
+               f"samples); stable revision" + (f" in place of {previous}" if previous else ""))
+    a.valid_figures, a.failing_figures = [], []
+    a.phase, a.since, a.reason, a.message = AnalysisPhase.STABLE.value, now, "Promoted", message
+    a.consecutive_failures = 0
+    return state, [RecordVerdict(token, Verdict.PROMOTED, message, med.tokens_per_second, med.accept_length,
+                                 state.baseline.samples), Event("Normal", "Promoted", message)]
+
+
+def warm_up_ends(status: Mapping[str, Any], warmup_seconds: float, now: dt.datetime) -> bool:
+    """Whether the warm-up of the analysed revision ends at this tick (all its pods Ready since
+    ``analysis.readySince`` for ``warmup_seconds``, not yet marked warmed up): the observer then starts a sampling
+    interval now, so the first judged interval begins at the warm-up's end and the earliest rollback is
+    warm-up + failureThreshold × interval after the pods were Ready, not up to one interval later."""
+    a = status.get("analysis") or {}
+    if a.get("phase") not in ("WarmingUp", "RolledBack", "Stable") or a.get("warmedUpAt") or not a.get("readySince"):
+        return False
+    try:
+        ready = dt.datetime.fromisoformat(str(a["readySince"]).replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return now >= ready + dt.timedelta(seconds=warmup_seconds)

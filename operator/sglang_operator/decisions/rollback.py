@@ -1,0 +1,502 @@
+"""The rollback decision: ONE pure function, :func:`step`, and the "what should run" rule, :func:`what_should_run`.
+
+``step(state, sample, policy, now, observed=...) -> (state, actions)`` is called by the observer on every tick for
+every SGLangServer, with the interval's :class:`~sglang_operator.decisions.sampling.model.Sample` when the sampler
+produced one (else ``None``: pod readiness, the progress deadline and the retry annotation are still judged). It does no
+I/O, reads no clock and never sees a raw API dict: the observer turns ``status`` into :class:`RollbackState`
+(:meth:`RollbackState.from_status`) and back (:meth:`RollbackState.status_patch`), and carries out the actions
+(:class:`Apply`, :class:`Event`, :class:`RecordVerdict`). The state machine is in ``docs/rollback.md``:
+
+- WarmingUp: from the first tick a revision is applied until all its pods have been Ready, without interruption
+  (a pod leaving Ready or restarting starts it over), for ``warmupSeconds``; a revision that has not done so
+  ``progressDeadlineSeconds`` after it was applied fails (the deadline is never reset).
+- Verifying: every sample whose interval starts after the warm-up counts. Inconclusive samples (no data) count for
+  nothing; errors count only towards ``errorThreshold`` in a row → Paused; a measured sample passes or fails
+  (:func:`sglang_operator.decisions.criteria.judge`); a pod of the revision restarting or leaving Ready makes the
+  interval a failure. ``failureThreshold`` failures in a row fail the revision; ``minSamples`` measured samples
+  and ``verifySeconds`` promote it (the baseline becomes the median of its samples).
+- A failed revision is rejected and the stable revision applied again (RollingBack → RolledBack), unless the
+  action is Alert or DryRun, there is no stable revision, or ``maxRollbacks`` were used in the window: then it
+  keeps running, Paused. The stable revision itself is never rolled back: its failures set
+  ``analysis.stableRegression`` (condition StableRegressed) instead.
+- A rejected revision runs again only when the annotation ``sglang-operator.io/retry`` changes value; a Paused
+  analysis starts over (WarmingUp) on such a change too.
+
+``DryRun`` posts no events; :mod:`sglang_operator.decisions.derive` gives no conditions for it either.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field
+
+from sglang_operator.api.analysis import (
+    Analysis,
+    AnalysisPhase,
+    Baseline,
+    LastSample,
+    Rejection,
+    RollbackRecord,
+    SampleFigures,
+    SampleVerdict,
+    Setup,
+    StableRegression,
+)
+from sglang_operator.api.base import StatusModel
+from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
+from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.api.status import SGLangServerStatus, Verdict
+from sglang_operator.decisions import criteria
+from sglang_operator.decisions.sampling.model import PodView, Sample, SampleKind
+
+RETRY_ANNOTATION = "sglang-operator.io/retry"
+"""Annotation whose change of value (any string) allows one new attempt of a rejected revision, or resumes a
+Paused analysis."""
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+FIGURES_KEPT = 120
+"""Valid samples kept for the baseline median (the most recent)."""
+REJECTIONS_KEPT = 20
+ROLLBACKS_KEPT = 10
+"""Rollback records kept (at least ``maxRollbacks``, so the window count stays right)."""
+PAUSED_FAILED_REASONS = ("NoStableRevision", "NotRolledBack", "MaxRollbacksReached")
+"""Paused reasons for a failed revision left running (``Degraded`` reason ``Regressed``)."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the observer saw this tick, besides the sample.
+
+    ``revision``: the revision applied (``status.revision``), whose pods are judged. ``desired_pods``: its spec's
+    replicas. ``pods``: its live pods (readiness, restart counts). ``spec_revision``: what the object's spec
+    renders to now (None when the spec is refused: the applied revision stands for it). ``retry_token``: value of
+    the annotation :data:`RETRY_ANNOTATION` (None when absent). ``setup``: the model, GPU product and parallelism
+    ``revision`` runs with (:func:`setup_of`); relative criteria apply only when it equals the baseline's.
+    """
+
+    revision: str
+    desired_pods: int
+    setup: Setup
+    pods: tuple[PodView, ...] = ()
+    spec_revision: str | None = None
+    retry_token: str | None = None
+
+
+@dataclass(frozen=True)
+class Apply:
+    """Apply this revision's recorded spec (ledger / ControllerRevision; the stable one pinned to its image
+    digest), without editing the object's spec."""
+
+    revision: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Event:
+    """Post a Kubernetes Event on the SGLangServer."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RecordVerdict:
+    """Write ``verdict`` for ``revision`` into ``status.revisions`` (``decisions.status.judged``); figures in tok/s
+    and tokens per verify step, medians of ``samples`` samples, where known."""
+
+    revision: str
+    verdict: Verdict
+    reason: str
+    tokens_per_second: float | None = None
+    accept_length: float | None = None
+    samples: int | None = None
+
+
+Action = Apply | Event | RecordVerdict
+
+
+@dataclass(frozen=True)
+class Target:
+    """The revision that should run, and why when it is not the spec's."""
+
+    revision: str
+    reason: str = ""
+
+
+class RollbackState(StatusModel):
+    """The rollback analysis as stored in ``status`` (same keys, same models)."""
+
+    stable_revision: str | None = None
+    baseline: Baseline | None = None
+    analysis: Analysis | None = None
+    rejected_revisions: list[Rejection] = Field(default_factory=list)
+    rollbacks: list[RollbackRecord] = Field(default_factory=list)
+
+    @classmethod
+    def from_status(cls, status: SGLangServerStatus | None) -> RollbackState:
+        """The state held in a parsed ``status`` (empty when None)."""
+        if status is None:
+            return cls()
+        return cls(stable_revision=status.stable_revision, baseline=status.baseline, analysis=status.analysis,
+                   rejected_revisions=list(status.rejected_revisions), rollbacks=list(status.rollbacks))
+
+    def status_patch(self) -> dict[str, Any]:
+        """The camelCase status keys this state owns, None for a cleared one (a merge patch deletes it)."""
+        dumped = self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return {key: dumped.get(key) for key in
+                ("stableRevision", "baseline", "analysis", "rejectedRevisions", "rollbacks")}
+
+    def rejection(self, revision: str | None) -> Rejection | None:
+        """The rejection of ``revision``, if any."""
+        return next((r for r in self.rejected_revisions if r.revision == revision), None)
+
+
+def setup_of(spec: SGLangServerSpec, gpu_product: str | None = None) -> Setup:
+    """The :class:`Setup` of a spec; ``gpu_product`` (the pods' node label :data:`GPU_PRODUCT_LABEL`, when the
+    caller knows it) defaults to the spec's nodeSelector for that label."""
+    return Setup(model_path=spec.model.path, model_revision=spec.model.revision,
+                 gpu_product=gpu_product or spec.node_selector.get(GPU_PRODUCT_LABEL),
+                 tensor=spec.parallelism.tensor, pipeline=spec.parallelism.pipeline, data=spec.parallelism.data,
+                 nodes=spec.parallelism.nodes)
+
+
+def what_should_run(wanted: str, state: RollbackState, retry_token: str | None) -> Target:
+    """The revision to apply when ``wanted`` is asked for (the spec's revision; the revision applied when the spec
+    is refused): ``wanted``, unless it was rejected while the annotation :data:`RETRY_ANNOTATION` had the value
+    ``retry_token`` still has, then the stable revision. Used by the reconcile handler (create, update, resume)
+    and by :func:`step`, so both agree."""
+    rejected = state.rejection(wanted)
+    stable = state.stable_revision
+    if rejected is None or rejected.retry_token != retry_token or stable is None or stable == wanted:
+        return Target(wanted)
+    return Target(stable, f"revision {wanted} was rejected ({rejected.reason}); the stable revision {stable} "
+                          f"runs; change the annotation {RETRY_ANNOTATION} to try {wanted} again")
+
+
+def step(
+    state: RollbackState, sample: Sample | None, policy: RollbackPolicy, now: dt.datetime, *,
+    observed: Observation,
+) -> tuple[RollbackState, list[Action]]:
+    """One tick of the rollback analysis: the new state and what to do. Pure; ``state`` is not modified."""
+    decision = _Decision(state.model_copy(deep=True), policy, now, observed)
+    decision.run(sample)
+    return decision.state, decision.actions
+
+
+class _Decision:
+    """The working copy of one :func:`step` call."""
+
+    def __init__(self, state: RollbackState, policy: RollbackPolicy, now: dt.datetime, obs: Observation) -> None:
+        self.state, self.policy, self.now, self.obs = state, policy, now, obs
+        self.actions: list[Action] = []
+        self.wanted = obs.spec_revision or obs.revision
+
+    # --- helpers -------------------------------------------------------------------------------------------
+
+    @property
+    def a(self) -> Analysis:
+        assert self.state.analysis is not None
+        return self.state.analysis
+
+    def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        if self.policy.action != RollbackAction.DRY_RUN:
+            self.actions.append(Event(type_, reason, message))
+
+    def enter(self, phase: AnalysisPhase, reason: str | None = None, message: str | None = None) -> None:
+        self.a.phase, self.a.since, self.a.reason, self.a.message = phase.value, self.now, reason, message
+
+    def fresh(self, phase: AnalysisPhase, reason: str | None = None, message: str | None = None) -> None:
+        self.state.analysis = Analysis(revision=self.obs.revision, phase=phase.value, since=self.now, reason=reason,
+                                       message=message, progress_started_at=self.now,
+                                       retry_token=self.obs.retry_token)
+
+    def last(self, kind: str, verdict: SampleVerdict, reason: str, sample: Sample | None = None) -> None:
+        fig = sample.figures if sample is not None else None
+        self.a.last_sample = LastSample(
+            at=sample.end if sample is not None else self.now, kind=kind, verdict=verdict.value, reason=reason,
+            tokens_per_second=criteria.finite(fig.decode_tokens_per_second) if fig else None,
+            accept_length=criteria.finite(fig.accept_length) if fig else None,
+            accept_rate=criteria.finite(fig.accept_rate) if fig else None,
+            running_requests=criteria.finite(fig.running_requests) if fig else None)
+
+    def is_stable(self) -> bool:
+        return self.a.revision == self.state.stable_revision
+
+    def comparable(self) -> bool:
+        base = self.state.baseline
+        return base is not None and not criteria.setup_differences(base, self.obs.setup, self.policy.signal.value)
+
+    # --- the tick --------------------------------------------------------------------------------------------
+
+    def run(self, sample: Sample | None) -> None:
+        self.follow_revision()
+        token_changed = self.obs.retry_token != self.a.retry_token
+        if self.a.phase == AnalysisPhase.PAUSED:
+            if token_changed:
+                self.resume()
+        else:
+            self.a.retry_token = self.obs.retry_token
+        if self.a.phase not in (AnalysisPhase.PAUSED, AnalysisPhase.ROLLING_BACK):
+            self.watch_pods(self.obs.pods)
+            if sample is not None and sample.revision == self.a.revision and self.a.warmed_up_at is not None:
+                self.watch_pods(sample.revision_pods)
+        if sample is not None and sample.revision == self.a.revision:
+            self.judge(sample)
+        elif sample is None:
+            self.missing_interval()
+        self.settle_stable_phase()
+        self.converge(token_changed)
+
+    def follow_revision(self) -> None:
+        """A new analysis when the applied revision changed (the stable one coming back ends a rollback)."""
+        a = self.state.analysis
+        rev = self.obs.revision
+        if a is not None and a.revision == rev:
+            return
+        if a is not None and a.phase == AnalysisPhase.ROLLING_BACK and rev == self.state.stable_revision:
+            self.fresh(AnalysisPhase.ROLLED_BACK, a.reason, a.message)
+            self.event("Warning", "RolledBack", f"{a.message}; the stable revision {rev} is applied again")
+            return
+        self.fresh(AnalysisPhase.WARMING_UP)
+        self.event("Normal", "WarmingUp", f"revision {rev}: warming up, {self.policy.warmup_seconds} s once all "
+                                          f"pods are Ready (deadline {self.policy.progress_deadline_seconds} s)")
+
+    def resume(self) -> None:
+        """The retry annotation changed while Paused: verification starts over."""
+        self.fresh(AnalysisPhase.WARMING_UP)
+        if not self.is_stable():
+            self.actions.append(RecordVerdict(self.a.revision, Verdict.VERIFYING, f"{RETRY_ANNOTATION} changed"))
+        self.event("Normal", "Retry", f"annotation {RETRY_ANNOTATION} changed: verifying {self.a.revision} again")
+
+    def watch_pods(self, pods: tuple[PodView, ...]) -> None:
+        """Warm-up and progress deadline before the warm-up ended; restarts and readiness losses after it."""
+        a = self.a
+        if a.warmed_up_at is None:
+            restarted = any(p.restarts > a.pod_restarts.get(p.name, p.restarts) for p in pods)
+            a.pod_restarts = {p.name: p.restarts for p in pods}
+            ready = sum(p.ready for p in pods)
+            desired = self.obs.desired_pods
+            if desired > 0 and ready >= desired:
+                a.ready_since = self.now if restarted else a.ready_since or self.now
+                warm_at = a.ready_since + dt.timedelta(seconds=self.policy.warmup_seconds)
+                if self.now >= warm_at:
+                    self.warmed_up(warm_at, ready)
+                    return
+            else:
+                a.ready_since = None
+            deadline = a.progress_started_at + dt.timedelta(seconds=self.policy.progress_deadline_seconds)
+            if desired > 0 and self.now >= deadline:
+                self.failed("ProgressDeadlineExceeded",
+                            f"{a.revision}: {ready}/{desired} pods Ready, not warmed up "
+                            f"{self.policy.progress_deadline_seconds} s after it was applied "
+                            f"(progressDeadlineSeconds)")
+            return
+        seen = {p.name for p in pods}
+        for pod in pods:
+            before = a.pod_restarts.get(pod.name)
+            if before is not None and pod.restarts > before:
+                a.disruption = f"pod {pod.name} restarted ({before} → {pod.restarts} restarts)"
+                a.pod_restarts[pod.name] = pod.restarts
+            elif before is not None and not pod.ready:
+                a.disruption = a.disruption or f"pod {pod.name} left Ready"
+            elif before is None and pod.ready:
+                a.pod_restarts[pod.name] = pod.restarts
+        if pods is self.obs.pods:
+            a.pod_restarts = {k: v for k, v in a.pod_restarts.items() if k in seen}
+
+    def warmed_up(self, at: dt.datetime, ready: int) -> None:
+        a = self.a
+        a.warmed_up_at = a.last_interval_at = at
+        if self.is_stable():
+            if a.phase == AnalysisPhase.WARMING_UP:
+                self.enter(AnalysisPhase.STABLE, "Promoted", f"stable revision {a.revision}")
+                self.event("Normal", "Stable", f"stable revision {a.revision}: {ready} pods Ready for "
+                                               f"{self.policy.warmup_seconds} s; sampled against its baseline")
+            return
+        self.enter(AnalysisPhase.VERIFYING)
+        self.event("Normal", "Verifying", f"revision {a.revision}: {ready} pods Ready for "
+                                          f"{self.policy.warmup_seconds} s; verifying for "
+                                          f"{self.policy.verify_seconds} s, {self.policy.min_samples} samples")
+
+    # --- samples ---------------------------------------------------------------------------------------------
+
+    def judge(self, sample: Sample) -> None:
+        a = self.a
+        if a.phase in (AnalysisPhase.PAUSED, AnalysisPhase.ROLLING_BACK):
+            self.last(sample.kind.value, SampleVerdict.SKIPPED, f"{a.phase}: not judged", sample)
+            return
+        if a.warmed_up_at is None or sample.start < a.warmed_up_at:
+            self.last(sample.kind.value, SampleVerdict.SKIPPED, "warming up: not judged", sample)
+            return
+        a.last_interval_at = sample.end
+        if a.disruption:
+            reason, a.disruption = a.disruption, None
+            self.last(sample.kind.value, SampleVerdict.FAIL, reason, sample)
+            self.count_failure(reason, "Unstable")
+            return
+        if sample.kind == SampleKind.ERROR:
+            a.consecutive_errors += 1
+            n, limit = a.consecutive_errors, self.policy.error_threshold
+            self.last(sample.kind.value, SampleVerdict.SKIPPED,
+                      f"measurement error ({n}/{limit} in a row): {sample.reason}", sample)
+            if n >= limit:
+                self.pause("MeasurementErrors", f"{a.revision}: {n} measurement errors in a row, the last: "
+                                                f"{sample.reason}")
+                if not self.is_stable():
+                    self.actions.append(RecordVerdict(a.revision, Verdict.UNVERIFIED, a.message or ""))
+            return
+        a.consecutive_errors = 0
+        speed = criteria.finite(sample.figures.decode_tokens_per_second)
+        if sample.kind == SampleKind.INCONCLUSIVE or speed is None or speed <= 0:
+            why = sample.reason or "no decode speed measured"
+            self.last(sample.kind.value, SampleVerdict.SKIPPED, f"inconclusive: {why}", sample)
+            return
+        figures = SampleFigures(tokens_per_second=speed, accept_length=criteria.finite(sample.figures.accept_length))
+        result = criteria.judge(figures, self.policy, self.state.baseline, self.comparable())
+        if a.phase == AnalysisPhase.VERIFYING:
+            a.valid_samples += 1
+            a.valid_figures = [*a.valid_figures, figures][-FIGURES_KEPT:]
+        if result.passed:
+            self.last(sample.kind.value, SampleVerdict.PASS, result.reason, sample)
+            a.consecutive_failures, a.failing_figures = 0, []
+            a.consecutive_passes += 1
+            self.passed()
+        else:
+            self.last(sample.kind.value, SampleVerdict.FAIL, result.reason, sample)
+            a.failing_figures = [*a.failing_figures, figures][-self.policy.failure_threshold:]
+            self.count_failure(result.reason, "Regressed")
+
+    def missing_interval(self) -> None:
+        """No sample: an interval with a pod restart or readiness loss still counts as a failure."""
+        a = self.a
+        if a.warmed_up_at is None or not a.disruption or a.phase in (AnalysisPhase.PAUSED,
+                                                                     AnalysisPhase.ROLLING_BACK):
+            return
+        since = a.last_interval_at or a.warmed_up_at
+        if (self.now - since).total_seconds() < self.policy.interval_seconds:
+            return
+        reason, a.disruption, a.last_interval_at = a.disruption, None, self.now
+        self.last("Missing", SampleVerdict.FAIL, reason)
+        self.count_failure(reason, "Unstable")
+
+    def passed(self) -> None:
+        a, p = self.a, self.policy
+        if a.phase == AnalysisPhase.VERIFYING:
+            assert a.warmed_up_at is not None
+            verified_for = (self.now - a.warmed_up_at).total_seconds()
+            if a.valid_samples >= p.min_samples and verified_for >= p.verify_seconds:
+                self.promote(verified_for)
+        elif a.stable_regression is not None and a.consecutive_passes >= p.failure_threshold:
+            a.stable_regression = None
+            self.event("Normal", "StableRecovered", f"stable revision {a.revision} meets its baseline again")
+
+    def count_failure(self, reason: str, cause: str) -> None:
+        a = self.a
+        a.consecutive_failures += 1
+        a.consecutive_passes = 0
+        if a.consecutive_failures < self.policy.failure_threshold:
+            return
+        med = criteria.medians(a.failing_figures)
+        if med is not None and len(a.failing_figures) >= self.policy.failure_threshold:
+            summary = criteria.judge(med, self.policy, self.state.baseline, self.comparable())
+            if not summary.passed:
+                reason = summary.reason
+        self.failed(cause, f"{a.revision}: {reason}")
+
+    # --- outcomes --------------------------------------------------------------------------------------------
+
+    def promote(self, verified_for: float) -> None:
+        a = self.a
+        med = criteria.medians(a.valid_figures)
+        assert med is not None
+        previous = self.state.stable_revision
+        self.state.baseline = Baseline(revision=a.revision, tokens_per_second=med.tokens_per_second,
+                                       accept_length=med.accept_length, samples=len(a.valid_figures),
+                                       signal=self.policy.signal.value, setup=self.obs.setup, at=self.now)
+        self.state.stable_revision = a.revision
+        self.state.rejected_revisions = [r for r in self.state.rejected_revisions if r.revision != a.revision]
+        shown = criteria.tps(med.tokens_per_second) + (
+            "" if med.accept_length is None else f", accept length {criteria.length(med.accept_length)}")
+        message = (f"{a.revision}: {shown} (median of {len(a.valid_figures)} samples over {verified_for:.0f} s); "
+                   f"stable revision" + (f" in place of {previous}" if previous else ""))
+        a.valid_figures, a.failing_figures = [], []
+        self.enter(AnalysisPhase.STABLE, "Promoted", message)
+        self.actions.append(RecordVerdict(a.revision, Verdict.PROMOTED, message, med.tokens_per_second,
+                                          med.accept_length, self.state.baseline.samples))
+        self.event("Normal", "Promoted", message)
+
+    def failed(self, cause: str, message: str) -> None:
+        """The analysed revision failed: reject and roll back, or report and leave it running."""
+        a, p = self.a, self.policy
+        med = criteria.medians(a.failing_figures)
+        verdict_figures = (med.tokens_per_second, med.accept_length, len(a.failing_figures)) if med else (None,) * 3
+        if self.is_stable():
+            if a.stable_regression is None:
+                a.stable_regression = StableRegression(message=message, since=self.now)
+                self.event("Warning", "StableRegressed", f"stable revision {message}; not rolled back "
+                                                         f"automatically")
+            return
+        stable = self.state.stable_revision
+        window_start = self.now - dt.timedelta(seconds=p.rollback_window_seconds)
+        recent = [r for r in self.state.rollbacks if r.at > window_start]
+        if stable is None:
+            why, reason = "no stable revision to return to", "NoStableRevision"
+        elif p.action != RollbackAction.ROLLBACK:
+            why, reason = f"action {p.action.value}: not rolled back", "NotRolledBack"
+        elif len(recent) >= p.max_rollbacks:
+            why, reason = (f"not rolled back: {len(recent)} rollbacks in the last {p.rollback_window_seconds} s "
+                           f"(maxRollbacks {p.max_rollbacks})"), "MaxRollbacksReached"
+        else:
+            self.reject(cause, message, stable, verdict_figures)
+            return
+        self.actions.append(RecordVerdict(a.revision, Verdict.FAILED, message, *verdict_figures))
+        self.pause(reason, f"{message}; {why}")
+
+    def reject(self, cause: str, message: str, stable: str,
+               figures: tuple[float | None, float | None, int | None]) -> None:
+        a = self.a
+        others = [r for r in self.state.rejected_revisions if r.revision != a.revision]
+        self.state.rejected_revisions = [*others, Rejection(revision=a.revision, reason=message, at=self.now,
+                                                            retry_token=self.obs.retry_token)][-REJECTIONS_KEPT:]
+        kept = max(ROLLBACKS_KEPT, self.policy.max_rollbacks)
+        record = RollbackRecord(**{"from": a.revision, "to": stable, "reason": message, "at": self.now})
+        self.state.rollbacks = [*self.state.rollbacks, record][-kept:]
+        self.enter(AnalysisPhase.ROLLING_BACK, cause, message)
+        self.actions.append(RecordVerdict(a.revision, Verdict.REJECTED, message, *figures))
+        self.event("Warning", "RollingBack", f"{message}; applying the stable revision {stable}")
+
+    def pause(self, reason: str, message: str) -> None:
+        self.enter(AnalysisPhase.PAUSED, reason, message)
+        self.a.retry_token = self.obs.retry_token
+        self.event("Warning", "Paused", f"{message}; change the annotation {RETRY_ANNOTATION} to verify again")
+
+    # --- what runs -------------------------------------------------------------------------------------------
+
+    def settle_stable_phase(self) -> None:
+        """The stable revision serving is RolledBack while the spec asks for a rejected revision, else Stable."""
+        a = self.a
+        if not self.is_stable() or a.phase not in (AnalysisPhase.STABLE, AnalysisPhase.ROLLED_BACK):
+            return
+        target = what_should_run(self.wanted, self.state, self.obs.retry_token)
+        rejected = self.state.rejection(self.wanted)
+        if self.wanted != a.revision and target.revision == a.revision and rejected is not None:
+            if a.phase != AnalysisPhase.ROLLED_BACK:
+                self.enter(AnalysisPhase.ROLLED_BACK, "Rejected", rejected.reason)
+        elif a.phase == AnalysisPhase.ROLLED_BACK:
+            self.enter(AnalysisPhase.STABLE, "Promoted", f"stable revision {a.revision}")
+
+    def converge(self, token_changed: bool) -> None:
+        """Apply the stable revision in place of a rejected one, or a rejected one whose retry token changed."""
+        target = what_should_run(self.wanted, self.state, self.obs.retry_token)
+        if target.revision == self.obs.revision or self.state.rejection(self.wanted) is None:
+            return
+        if target.revision == self.wanted:
+            reason = f"annotation {RETRY_ANNOTATION} changed: one new attempt of {self.wanted}"
+            if token_changed:
+                self.event("Normal", "Retry", reason)
+            self.actions.append(Apply(self.wanted, reason))
+        else:
+            self.actions.append(Apply(target.revision, target.reason))

@@ -1,0 +1,223 @@
+"""Pure status decisions for an SGLangServer: what to write after an apply, after a refused spec, and
+after observing pods, SGLang's ``/server_info`` and ``/metrics``.
+
+All functions take the current ``status`` (a camelCase dict as stored) and return the *new* values of the
+keys they own; :func:`changed` reduces that to a minimal patch, so an unchanged world writes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from sglang_operator.decisions.conditions import Condition, condition, merge, rfc3339, same
+from sglang_operator.decisions.pods import PodHealth
+from sglang_operator.decisions.sampling.model import Figures
+
+SPEC_VALID = "SpecValid"
+SETTINGS_DIFFER = "SettingsDiffer"
+MESSAGE_LIMIT = 2048
+
+
+def changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of ``new`` whose value differs from ``old`` (conditions compared without timestamps)."""
+    out = {}
+    for key, value in new.items():
+        if key == "conditions" and same(old.get(key) or [], value or []):
+            continue
+        if old.get(key) != value:
+            out[key] = value
+    return out
+
+
+def merge_patch(old: Mapping[str, Any], delta: Mapping[str, Any]) -> dict[str, Any]:
+    """``delta`` (new values of some top-level keys of ``old``) as a JSON merge patch (RFC 7386) that turns ``old``
+    into ``old`` updated by ``delta``: nested objects are merged by the API server, so a key a nested object no
+    longer has must be sent as null (else e.g. ``analysis.warmedUpAt`` of an earlier revision would survive a
+    fresh analysis). Lists and scalars are sent whole."""
+    def diff(a: Any, b: Any) -> Any:
+        if not (isinstance(a, Mapping) and isinstance(b, Mapping)):
+            return b
+        out: dict[str, Any] = {}
+        for key in a.keys() | b.keys():
+            if key not in b:
+                out[key] = None
+            elif key not in a or a[key] != b[key]:
+                out[key] = diff(a.get(key), b[key])
+        return out
+
+    return {key: diff(old.get(key), value) for key, value in delta.items()}
+
+
+def invalid(status: Mapping[str, Any], errors: list[str], generation: int, now: dt.datetime) -> dict[str, Any]:
+    """Status after a refused spec: SpecValid=False with every error; nothing else changes, so the last
+    applied revision (if any) keeps running and keeps being reported. Phase ``Invalid`` only when nothing
+    was ever applied."""
+    msg = "; ".join(errors)[:MESSAGE_LIMIT]
+    conds = merge(status.get("conditions") or [], [condition(SPEC_VALID, "False", "InvalidSpec", msg, generation, now)])
+    out: dict[str, Any] = {"conditions": conds, "observedGeneration": generation}
+    if not status.get("revision"):
+        out["phase"] = "Invalid"
+    return out
+
+
+def ledger_entry(
+    revision: str, generation: int, command: str, summary: dict[str, str], spec: Mapping[str, Any], now: dt.datetime
+) -> dict[str, Any]:
+    """A new ``status.revisions[]`` record, verdict ``Verifying`` (``api.status.Verdict``)."""
+    return {
+        "revision": revision, "generation": generation, "createdAt": rfc3339(now), "command": command,
+        "summary": summary, "spec": dict(spec), "verdict": "Verifying",
+    }
+
+
+def bounded(ledger: list[dict[str, Any]], history_limit: int, stable: str | None) -> list[dict[str, Any]]:
+    """The newest ``history_limit`` records of ``ledger`` (oldest first), plus the ``stable`` revision's."""
+    kept = ledger[-history_limit:]
+    older = [r for r in ledger[:-history_limit] if stable and r.get("revision") == stable]
+    return older + kept
+
+
+def judged(
+    ledger: list[dict[str, Any]], revision: str, verdict: str, reason: str, now: dt.datetime,
+    tokens_per_second: float | None = None, accept_length: float | None = None, samples: int | None = None,
+) -> list[dict[str, Any]]:
+    """``status.revisions`` with ``revision``'s record given ``verdict`` (``api.status.Verdict``), ``reason``,
+    ``judgedAt`` and the figures (tok/s, acceptance length, sample count) where given; unchanged when the
+    revision has no record. Figures of the rollback decision: ``decisions.rollback.RecordVerdict``."""
+    out = []
+    for r in ledger:
+        if r.get("revision") == revision:
+            figures = {"tokensPerSecond": tokens_per_second, "acceptLength": accept_length, "samples": samples}
+            r = {**r, "verdict": verdict, "reason": reason, "judgedAt": rfc3339(now),
+                 **{k: v for k, v in figures.items() if v is not None}}
+        out.append(dict(r))
+    return out
+
+
+def applied(
+    status: Mapping[str, Any], rendered_status: Mapping[str, Any], warnings: list[str], entry: dict[str, Any],
+    generation: int, history_limit: int, now: dt.datetime,
+) -> dict[str, Any]:
+    """Status after the children were applied for ``rendered_status['revision']``.
+
+    SpecValid=True (reason ``ValidWithWarnings`` listing ``warnings`` when any). A revision not yet in the
+    ledger, or an earlier one returned to, becomes the newest record (earlier ones still ``Verifying`` become
+    ``Superseded``; one returned to is ``Verifying`` again unless it was ``Promoted``); the newest record's
+    ``spec`` is the spec last applied; the ledger keeps the newest ``history_limit`` records and always the
+    stable one (``status.stableRevision``). A new revision resets what was read from the old pods (effective settings,
+    metrics) and sets phase Progressing.
+    """
+    if warnings:
+        valid = condition(SPEC_VALID, "True", "ValidWithWarnings", "; ".join(warnings)[:MESSAGE_LIMIT], generation, now)
+    else:
+        valid = condition(SPEC_VALID, "True", "Valid", "spec is valid for its SGLang release", generation, now)
+    out: dict[str, Any] = dict(rendered_status)
+    out["observedGeneration"] = generation
+    ledger = [dict(r) for r in status.get("revisions") or []]
+    revision = rendered_status["revision"]
+    new_revision = revision != status.get("revision")
+    known = next((r for r in ledger if r.get("revision") == revision), None)
+    if known is None or ledger[-1] is not known:  # a new revision, or a return to an earlier one
+        for r in ledger:
+            if r.get("verdict") == "Verifying":
+                r["verdict"] = "Superseded"
+        if known is not None:
+            ledger.remove(known)
+            verdict = "Promoted" if known.get("verdict") == "Promoted" else "Verifying"
+            entry = {**known, "spec": entry["spec"], "command": entry["command"], "verdict": verdict}
+        ledger.append(entry)
+    else:
+        known["spec"] = entry["spec"]  # same pod template (e.g. only replicas changed): keep the applied spec
+    out["revisions"] = bounded(ledger, history_limit, status.get("stableRevision"))
+    conds: list[Condition] = [valid]
+    if new_revision:
+        out |= {"phase": "Progressing", "effective": None, "acceptLength": None, "acceptRate": None,
+                "tokensPerSecond": None}
+        conds.append(condition("Progressing", "True", "NewRevision", f"rolling out revision {revision}",
+                               generation, now))
+    out["conditions"] = merge(status.get("conditions") or [], conds)
+    return out
+
+
+def observed(
+    status: Mapping[str, Any], health: PodHealth, generation: int, now: dt.datetime,
+    effective: Mapping[str, Any] | None = None, differences: list[str] | None = None,
+    metrics: Mapping[str, float | None] | None = None,
+) -> dict[str, Any]:
+    """Status after observing the pods (``health``) and, when Ready, SGLang's effective settings and metrics.
+
+    ``effective``: keys as ``decisions.effective.FIELDS`` (+ ``avgSpecAcceptLength``), written once per
+    revision; ``differences`` (None: unknown) gives condition SettingsDiffer (True with both values per key).
+    ``metrics``: ``acceptLength``, ``acceptRate``, ``tokensPerSecond`` (tok/s).
+    """
+    conds = list(health.conditions)
+    out: dict[str, Any] = {
+        "phase": health.phase, "replicas": health.replicas, "readyReplicas": health.ready_replicas,
+    }
+    if effective is not None:
+        out["effective"] = {**effective, "observedAt": rfc3339(now)}
+    if differences is not None:  # recomputed every tick from status.effective, so nothing can erase it for good
+        if differences:
+            conds.append(condition(SETTINGS_DIFFER, "True", "SGLangResolvedOtherwise",
+                                   "; ".join(differences), generation, now))
+        else:
+            conds.append(condition(SETTINGS_DIFFER, "False", "AsRequested",
+                                   "SGLang runs the settings the spec asks for", generation, now))
+    fresh = {k: v for k, v in (metrics or {}).items() if v is not None}
+    if "metricsUpdatedAt" in fresh:  # decided by figures_patch
+        out |= fresh
+    elif any(status.get(k) != v for k, v in fresh.items()):
+        out |= fresh
+        out["metricsUpdatedAt"] = rfc3339(now)
+    out["conditions"] = merge(status.get("conditions") or [], conds)
+    return out
+
+
+ACCEPT_LENGTH_MOVE = 0.01
+"""Relative change of the accept length worth a status write (1 %)."""
+TOKENS_PER_SECOND_MOVE = 0.02
+"""Relative change of tok/s worth a status write (2 %)."""
+FIGURES_REFRESH = dt.timedelta(minutes=5)
+"""Age of the figures in status after which they are rewritten even when unchanged."""
+
+
+def _moved(old: Any, new: float | None, fraction: float) -> bool:
+    if new is None:
+        return False
+    if not isinstance(old, int | float):
+        return True
+    return abs(new - old) > fraction * abs(old) if old else new != 0
+
+
+def figures_patch(status: Mapping[str, Any], figures: Figures | None, measured_at: dt.datetime,
+                  now: dt.datetime) -> dict[str, Any]:
+    """The serving revision's figures for ``status``, or ``{}`` when they are not worth a write.
+
+    ``figures``: of its latest Measured sample (None: none this interval), whose interval ended at
+    ``measured_at``. Written: ``acceptLength`` and ``acceptRate`` (3 decimals), ``tokensPerSecond`` (per-request
+    decode speed, tok/s, 1 decimal: the figure the rollback compares) and ``metricsUpdatedAt`` (``measured_at``),
+    when the accept length moved more than 1 % or tok/s more than 2 % from what status holds, or status' figures
+    are 5 minutes old (or absent).
+    """
+    if figures is None:
+        return {}
+    new = {"acceptLength": _round(figures.accept_length, 3), "acceptRate": _round(figures.accept_rate, 3),
+           "tokensPerSecond": _round(figures.decode_tokens_per_second, 1)}
+    if all(v is None for v in new.values()):
+        return {}
+    try:
+        updated: dt.datetime | None = dt.datetime.fromisoformat(str(status.get("metricsUpdatedAt")))
+    except ValueError:
+        updated = None
+    stale = updated is None or now - updated >= FIGURES_REFRESH
+    moved = (_moved(status.get("acceptLength"), new["acceptLength"], ACCEPT_LENGTH_MOVE)
+             or _moved(status.get("tokensPerSecond"), new["tokensPerSecond"], TOKENS_PER_SECOND_MOVE))
+    if not (stale or moved):
+        return {}
+    return {**{k: v for k, v in new.items() if v is not None}, "metricsUpdatedAt": rfc3339(measured_at)}
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)

@@ -1,0 +1,267 @@
+"""The ``sglang-operator`` command: ``run`` the operator, print the ``crd``, ``render`` manifests offline,
+``import`` an existing SGLang command line or systemd unit, print a ``prometheus-config``.
+
+Exit status: 0 done, 1 invalid input (a file that cannot be read, a spec that is refused, a command line that
+cannot be imported; the message on stderr, never a traceback), 2 usage (a wrong option or argument).
+Help texts are the docstrings shown as plain text (RST ````literal```` marks removed: :func:`plain`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+from sglang_operator.api.crd import crd_yaml
+from sglang_operator.api.server import SpecError, parse
+from sglang_operator.process.leader import LeaderElectionConfig
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False,
+                  help="Run the SGLang operator, print its CRD, render SGLangServer manifests offline, or import an "
+                       "SGLang command line or systemd unit.")
+
+
+def plain(text: str | None) -> str | None:
+    """A docstring as help text: RST ````literal```` and ``:func:`x``` marks removed."""
+    if text is None:
+        return None
+    text = re.sub(r":[a-z]+:`([^`]+)`", r"\1", text)
+    return text.replace("``", "")
+
+
+def _read(path: str, command: str) -> str:
+    """The text of ``path`` (``-``: stdin); a file that cannot be read ends the command with status 1."""
+    try:
+        return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        typer.echo(f"{command}: cannot read {path}: {err.strerror or err}", err=True)
+    except UnicodeDecodeError as err:
+        typer.echo(f"{command}: {path} is not UTF-8 text ({err.reason} at byte {err.start})", err=True)
+    raise typer.Exit(1)
+
+
+def _version(value: bool) -> None:
+    if not value:
+        return
+    from sglang_operator import __version__
+    from sglang_operator.sglang import versions
+
+    typer.echo(f"sglang-operator {__version__} (SGLang releases known up to {max(versions.SUPPORTED)})")
+    raise typer.Exit(0)
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="print the operator's version and the newest SGLang release it "
+                                               "knows, then exit")] = False,
+) -> None:
+    """Run the SGLang operator, print its CRD, render SGLangServer manifests offline, or import an SGLang
+    command line or systemd unit."""
+
+
+@app.command()
+def crd() -> None:
+    """Print the SGLangServer CustomResourceDefinition (``sglang-operator crd > crds/sglangservers.yaml``)."""
+    typer.echo(crd_yaml(), nl=False)
+
+
+@app.command()
+def render(
+    file: Annotated[str, typer.Argument(help="SGLangServer YAML file (several documents allowed), or -")],
+    namespace: Annotated[str, typer.Option(help="namespace when the object has none")] = "default",
+) -> None:
+    """Print the SGLang command line, warnings, Deployment and Service of each SGLangServer, offline.
+
+    Exit status 1 when a spec is invalid (the messages the SpecValid condition would carry go to stderr).
+    """
+    from sglang_operator.builders import InvalidSpec
+    from sglang_operator.builders import render as render_server
+
+    docs: list[dict[str, Any]] = []
+    failed = False
+    try:
+        bodies = list(yaml.safe_load_all(_read(file, "render")))
+    except yaml.YAMLError as err:
+        typer.echo(f"render: {file} is not valid YAML: {err}", err=True)
+        raise typer.Exit(1) from None
+    servers = 0
+    for index, body in enumerate(bodies):
+        if not body:
+            continue
+        kind = body.get("kind") if isinstance(body, dict) else None
+        if kind != "SGLangServer" or not isinstance(body, dict):
+            name = (body.get("metadata") or {}).get("name", "") if isinstance(body, dict) else ""
+            what = f"{kind or type(body).__name__} {name}".strip()
+            typer.echo(f"render: skipped document {index + 1} ({what}): not an SGLangServer", err=True)
+            continue
+        servers += 1
+        body.setdefault("metadata", {}).setdefault("namespace", namespace)
+        name = body["metadata"].get("name", "?")
+        try:
+            out = render_server(parse(body))
+        except (SpecError, InvalidSpec) as err:
+            failed = True
+            for msg in getattr(err, "messages", None) or getattr(err, "errors", []):
+                typer.echo(f"{name}: invalid: {msg}", err=True)
+            continue
+        header = [f"# {name}: SGLang {out.command.version}, revision {out.revision}", f"# {out.command.command_line}"]
+        header += [f"# warning: {w}" for w in out.warnings]
+        header += [f"# note: {n}" for n in getattr(out, "notes", ())]
+        typer.echo("\n".join(header))
+        docs += [out.deployment, out.service]
+        typer.echo(yaml.safe_dump_all([out.deployment, out.service], sort_keys=False, explicit_start=True), nl=False)
+    if servers == 0:
+        typer.echo(f"render: {file} holds no SGLangServer", err=True)
+        raise typer.Exit(1)
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command("import")
+def import_(
+    file: Annotated[str, typer.Argument(help="SGLang command line or systemd unit file, or - for stdin")],
+    image: Annotated[str | None, typer.Option(help="SGLang image, whose tag names the release the flags are read "
+                                                   "for (default: from the command line, else "
+                                                   "lmsysorg/sglang:v0.5.10-cu129)")] = None,
+    name: Annotated[str | None, typer.Option(help="metadata.name (default: from the model)")] = None,
+) -> None:
+    """Turn an SGLang command line, or a systemd unit running one, into an SGLangServer YAML on stdout.
+
+    The notes (YAML comments) say which image and SGLang release were assumed and what was dropped or
+    translated; when render would refuse the result, the reasons follow as warnings (also on stderr).
+    """
+    from sglang_operator.plugin.importer import ImportError_, import_text
+
+    try:
+        result = import_text(_read(file, "import"), image=image, name=name)
+    except ImportError_ as err:
+        typer.echo(f"import: {err}", err=True)
+        raise typer.Exit(1) from None
+    for note in result.notes:
+        typer.echo(f"# note: {note}")
+    for refusal in result.refusals:
+        typer.echo(f"# warning: sglang-operator render would refuse this: {refusal}")
+        typer.echo(f"import: warning: sglang-operator render would refuse the result: {refusal}", err=True)
+    typer.echo(yaml.safe_dump(result.server, sort_keys=False), nl=False)
+
+
+def _leader_election(enabled: bool, name: str, namespace: str | None, lease_duration: float,
+                     renew_deadline: float, retry_period: float) -> LeaderElectionConfig | None:
+    """The Lease settings of ``run --leader-elect``, or None; exit status 2 on inconsistent timings."""
+    if not enabled:
+        return None
+    from pydantic import ValidationError
+
+    from sglang_operator.process.leader import default_identity, default_namespace
+
+    try:
+        return LeaderElectionConfig(name=name, namespace=namespace or default_namespace(), identity=default_identity(),
+                                    lease_duration=lease_duration, renew_deadline=renew_deadline,
+                                    retry_period=retry_period)
+    except ValidationError as err:
+        for e in err.errors():
+            typer.echo(f"run: leader election: {e['msg']}", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def run(
+    namespace: Annotated[list[str] | None, typer.Option("--namespace", "-n",
+                                                        help="watch only this namespace (repeatable)")] = None,
+    liveness: Annotated[str, typer.Option(help="kopf liveness endpoint URL")] = "http://0.0.0.0:8080/healthz",
+    peering: Annotated[str | None, typer.Option(help="kopf peering name (default: standalone)")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log at DEBUG: every HTTP request (httpx, "
+                                          "lightkube) and kopf's per-event messages; default INFO: transitions "
+                                          "only")] = False,
+    leader_elect: Annotated[bool, typer.Option(
+        help="take a coordination.k8s.io/v1 Lease before starting anything, renew it, release it on SIGTERM, "
+             "exit (status 1) when it is lost; only the leader reconciles")] = False,
+    leader_elect_resource_name: Annotated[str, typer.Option(help="the Lease's name")] = "sglang-operator",
+    leader_elect_resource_namespace: Annotated[str | None, typer.Option(
+        help="the Lease's namespace (default: $POD_NAMESPACE, the in-cluster namespace, else default)")] = None,
+    leader_elect_lease_duration: Annotated[float, typer.Option(
+        help="seconds a candidate waits on an unchanged Lease before taking it")] = 15.0,
+    leader_elect_renew_deadline: Annotated[float, typer.Option(
+        help="seconds the leader retries a renewal before giving up")] = 10.0,
+    leader_elect_retry_period: Annotated[float, typer.Option(
+        help="seconds between attempts to acquire or renew")] = 2.0,
+    pod_monitors: Annotated[str, typer.Option(
+        help="create a PodMonitor per SGLangServer: auto (when the monitoring.coreos.com/v1 API exists), "
+             "always, never")] = "auto",
+    pod_monitor_label: Annotated[list[str] | None, typer.Option(
+        help="KEY=VALUE label put on every PodMonitor (repeatable), e.g. release=kube-prometheus-stack")] = None,
+    metrics_port: Annotated[int, typer.Option(min=0, max=65535,
+                                              help="port of the operator's own /metrics (0: off)")] = 9808,
+    sample_interval: Annotated[float | None, typer.Option(
+        min=1.0, help="seconds between two samples of every server, replacing spec.rollback.intervalSeconds "
+                      "(tests, demos; default: each server's own)")] = None,
+) -> None:
+    """Run the operator (kopf) until SIGINT/SIGTERM."""
+    from sglang_operator.io.discovery import PodMonitorMode, parse_labels
+
+    try:
+        monitors = PodMonitorMode(pod_monitors)
+        monitor_labels = parse_labels(pod_monitor_label or [])
+    except ValueError as err:
+        typer.echo(f"run: {err}", err=True)
+        raise typer.Exit(2) from None
+    election = _leader_election(leader_elect, leader_elect_resource_name, leader_elect_resource_namespace,
+                                leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period)
+    try:
+        runner = importlib.import_module("sglang_operator.entry.runner")
+    except ModuleNotFoundError as err:
+        typer.echo(f"run: the operator runtime is missing ({err})", err=True)
+        raise typer.Exit(2) from None
+    runner.run(leader_election=election, namespaces=namespace or (), liveness=liveness, peering=peering,
+               verbose=verbose,
+               pod_monitors=monitors, pod_monitor_labels=monitor_labels,
+               metrics_port=metrics_port, sample_interval=sample_interval)
+
+
+@app.command("prometheus-config")
+def prometheus_config(
+    namespace: Annotated[list[str] | None, typer.Option(
+        "--namespace", "-n", help="discover pods only in this namespace (repeatable)")] = None,
+    kubeconfig_file: Annotated[str | None, typer.Option(
+        help="kubeconfig Prometheus reaches the API server with (default: in-cluster service account)")] = None,
+    job_name: Annotated[str, typer.Option(help="scrape job name")] = "sglang",
+    scrape_interval: Annotated[str | None, typer.Option(help="scrape interval, e.g. 15s (default: global)")] = None,
+) -> None:
+    """Print a Prometheus configuration that scrapes every SGLangServer's pods like the operator's PodMonitors
+    (Kubernetes pod discovery plus relabelling: labels namespace, pod, sglang_server, revision), for a
+    Prometheus without the Prometheus Operator. Merge its ``scrape_configs`` into your prometheus.yml."""
+    from sglang_operator.builders.monitoring import prometheus_config as render_config
+
+    doc = render_config(job_name=job_name, namespaces=tuple(namespace or ()), kubeconfig_file=kubeconfig_file,
+                        interval=scrape_interval)
+    typer.echo("# sglang-operator prometheus-config: SGLang pods, as the operator's PodMonitors scrape them")
+    typer.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+
+
+def _add_ledger_commands() -> None:
+    """``history``, ``diff``, ``retry``, ``promote``, ``undo`` (also the kubectl plugin ``kubectl-sglang``)."""
+    from sglang_operator.plugin.commands import app as ledger_app
+
+    app.registered_commands.extend(ledger_app.registered_commands)
+
+
+_add_ledger_commands()
+
+
+def _plain_help() -> None:
+    """Every command's help as plain text (typer shows docstrings verbatim)."""
+    for command in app.registered_commands:
+        command.help = plain(command.help or inspect.getdoc(command.callback))
+
+
+_plain_help()
+
+if __name__ == "__main__":
+    app()

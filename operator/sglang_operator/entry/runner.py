@@ -1,0 +1,159 @@
+"""Run the operator: ``kopf.run`` with settings fit for SGLang servers.
+
+The operator's own ``/metrics`` (:mod:`sglang_operator.process.telemetry`) is served on ``metrics_port`` before kopf
+starts; ``sample_interval``, when given, replaces every server's ``spec.rollback.intervalSeconds`` (tests, demos).
+
+Settings: kopf's progress kept in annotations (no ``status.kopf``
+clutter in ``kubectl get -o yaml``), kopf posts no event at all (every event comes from one source,
+``sglang-operator``: the handlers and the observer post their own Created, Updated, InvalidSpec, ApplyFailed,
+CrashLoopBackOff, ...), INFO logs for transitions only (per-request logs of httpx, lightkube, aiohttp and
+kopf's own per-event chatter at DEBUG, shown with ``--verbose``), a liveness endpoint
+for the Deployment's livenessProbe, and namespace scoping (``--namespace`` repeated) or clusterwide.
+Peering is off (``standalone``) unless a peering name is given. With ``leader_election`` (the Helm chart's
+default, two replicas) only the process holding the Lease runs kopf at all: :mod:`sglang_operator.process.leader`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
+
+import kopf
+
+from sglang_operator.process.leader import LeaderElectionConfig
+
+
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """kopf startup hook: persistence, posting, watching and queueing settings."""
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="sglang-operator.io")
+    settings.persistence.diffbase_storage = LeanDiffBaseStorage(
+        prefix="sglang-operator.io", key="last-handled-configuration",
+    )
+    settings.persistence.finalizer = "sglang-operator.io/finalizer"
+    settings.posting.enabled = False  # one event source: sglang-operator (clients.kube.post_event)
+    settings.watching.server_timeout = 270
+    settings.watching.client_timeout = 300
+    # A per-object worker keeps its slot while it idles (idle_timeout) after the object's last event, and every
+    # server gets several events within seconds of its creation (kopf's patches, the observer's): with 64 slots and
+    # kopf's 5 s idling, creations beyond ~8/s queued without bound (issue 10, bench/operator_apply.py at 20/s: apply →
+    # Deployment p99 55 s with 64 slots, 4.9 s with these).
+    settings.queueing.worker_limit = WORKER_LIMIT
+    settings.queueing.idle_timeout = 1.0  # seconds (kopf: 5)
+    settings.execution.max_workers = 16
+
+
+class LeanDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
+    """kopf's annotation diff-base storage, building the same essence from less: kopf's ``DiffBaseStorage.build``
+    deep-copies the whole body, status (with the revision ledger) and ``metadata.managedFields`` included, then
+    drops all but the spec, labels and annotations (``kopf/_cogs/configs/diffbase.py``). It runs on every watch
+    event of every SGLangServer: 8 % of the operator's CPU at 20 creations/s (py-spy, issue 10). Here the body is
+    cut down to those parts first; with extra fields outside them (none of this operator's handlers has any) the
+    whole body is used."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+        fields = list(extra_fields or ())
+        if any(not _within_essence(f) for f in fields):
+            return super().build(body=body, extra_fields=fields)
+        meta = body.get("metadata") or {}
+        lean = {k: v for k, v in body.items() if k not in ("metadata", "status")}
+        lean["metadata"] = {k: meta[k] for k in _ESSENTIAL_METADATA if k in meta}
+        return super().build(body=kopf.Body(cast(kopf.RawBody, lean)), extra_fields=fields)
+
+
+_ESSENTIAL_METADATA = ("labels", "annotations", "ownerReferences")  # kept; kopf's keys depend on the owners
+
+
+def _within_essence(field: Any) -> bool:
+    path = tuple(field.split(".")) if isinstance(field, str) else tuple(field)
+    return bool(path) and (path[0] not in ("metadata", "status")
+                           or (path[0] == "metadata" and len(path) > 1 and path[1] in ("labels", "annotations")))
+
+
+WORKER_LIMIT = 1024
+"""Per-object kopf workers at once (``settings.queueing.worker_limit``): a bound on memory, not on throughput."""
+
+
+REQUEST_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "lightkube", "aiohttp.access",
+                   "kopf.activities.probe")
+"""Loggers that log per request (httpx logs every scrape at INFO, httpx2 every lightkube call): DEBUG unless
+``--verbose``."""
+WATCH_HANDLERS = ("track", "child_event", "pod_event")
+"""kopf ``on.event`` handlers: called for every watch event, so kopf's "Handler ... succeeded." for them is
+per-event chatter, not a transition."""
+
+
+class _PerEventChatter(logging.Filter):
+    """kopf's INFO success line of a watch-event handler, turned into DEBUG (dropped unless ``--verbose``)."""
+
+    def __init__(self, verbose: bool) -> None:
+        super().__init__()
+        self.verbose = verbose
+        self.lines = tuple(f"Handler '{h}' succeeded." for h in WATCH_HANDLERS)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.INFO and record.getMessage().startswith(self.lines):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return self.verbose
+        return True
+
+
+def quiet_request_logs(verbose: bool) -> None:
+    """Per-request loggers at WARNING and kopf's per-event lines at DEBUG (INFO stays for transitions), or
+    everything at DEBUG with ``verbose``."""
+    for name in REQUEST_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
+    objects = logging.getLogger("kopf.objects")
+    if not any(isinstance(f, _PerEventChatter) for f in objects.filters):
+        objects.addFilter(_PerEventChatter(verbose))
+
+
+def run(
+    namespaces: Sequence[str] = (),
+    liveness: str | None = "http://0.0.0.0:8080/healthz",
+    peering: str | None = None,
+    verbose: bool = False,
+    leader_election: LeaderElectionConfig | None = None,
+    pod_monitors: str = "auto",
+    pod_monitor_labels: Mapping[str, str] | None = None,
+    metrics_port: int = 9808,
+    sample_interval: float | None = None,
+) -> None:
+    """Block running the operator until SIGINT/SIGTERM.
+
+    ``namespaces`` empty means clusterwide. ``liveness`` is the URL kopf serves its health on.
+    ``leader_election``: take that Lease first (:func:`sglang_operator.process.leader.run_elected`); the process then
+    exits with status 1 if it loses the Lease.
+    ``pod_monitors``: ``auto``/``always``/``never`` (:mod:`sglang_operator.io.discovery`);
+    ``pod_monitor_labels``: put on every PodMonitor.
+    ``metrics_port``: the operator's ``/metrics`` (0: not served; exits with a message when the port is taken);
+    ``sample_interval``: seconds between two samples of every server, replacing ``spec.rollback.intervalSeconds``
+    (None: each server's own).
+    """
+    from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
+
+    POD_MONITORS.configure(PodMonitorMode(pod_monitors), dict(pod_monitor_labels or {}))
+    handlers = importlib.import_module("sglang_operator.control.handlers")  # registers the handlers
+    handlers.OBSERVER.sample_interval = sample_interval
+    handlers.READINESS.namespaces = list(namespaces)  # the startup LIST of /readyz (sglang_operator.process.readiness)
+    kopf.on.startup()(configure)
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    quiet_request_logs(verbose)
+    if metrics_port:
+        from sglang_operator.process import telemetry
+
+        try:
+            telemetry.serve(metrics_port)
+        except OSError as err:
+            raise SystemExit(f"sglang-operator run: cannot serve /metrics on port {metrics_port}: {err}") from None
+    options: dict[str, Any] = {"clusterwide": not namespaces, "namespaces": list(namespaces),
+                               "standalone": peering is None, "peering_name": peering, "liveness_endpoint": liveness}
+    if leader_election is None:
+        kopf.run(**options)
+        return
+    from sglang_operator.process.leader import run_elected
+
+    raise SystemExit(asyncio.run(run_elected(leader_election, lambda: kopf.operator(**options), liveness)))

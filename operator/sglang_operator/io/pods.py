@@ -1,0 +1,148 @@
+"""The managed pods, known from a kopf watch (``control.handlers.pod_event``) instead of a LIST per namespace and
+tick, and the view of them the sampler needs (:class:`Target`).
+
+:class:`PodCache` holds the pods (API JSON, ``managedFields`` dropped) by namespace and SGLangServer (label
+``app.kubernetes.io/instance``). A namespace is primed by one LIST the first time it is asked for, since kopf gives
+no signal that its initial listing is complete and an empty cache must not read as "no pods". Events and the LIST
+can race; ``metadata.resourceVersion`` (an integer in every etcd-backed API server) orders them, and a deleted
+pod leaves a tombstone so an older LIST cannot bring it back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_operator.builders.labels import REVISION_LABEL
+
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+TOMBSTONES = 4096
+"""Deleted pods remembered per namespace (oldest forgotten first)."""
+
+Pod = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A live pod of a server as the sampler sees it: name, revision label, pod IP (None before one is assigned),
+    Ready condition, and the sum of its containers' restart counts."""
+
+    name: str
+    revision: str
+    ip: str | None
+    ready: bool
+    restarts: int
+
+
+def _is_ready(pod: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def targets(pods: Iterable[Mapping[str, Any]]) -> list[Target]:
+    """The live pods (not being deleted) of ``pods`` as :class:`Target`, sorted by name."""
+    out = []
+    for p in pods:
+        meta, status = p.get("metadata") or {}, p.get("status") or {}
+        if meta.get("deletionTimestamp"):
+            continue
+        restarts = sum(int(cs.get("restartCount") or 0) for cs in status.get("containerStatuses") or [])
+        out.append(Target(str(meta.get("name")), str((meta.get("labels") or {}).get(REVISION_LABEL, "")),
+                          status.get("podIP") or None, _is_ready(p), restarts))
+    return sorted(out, key=lambda t: t.name)
+
+
+def _rv(pod: Mapping[str, Any]) -> int | None:
+    rv = str((pod.get("metadata") or {}).get("resourceVersion") or "")
+    return int(rv) if rv.isdigit() else None
+
+
+def _newer(new: int | None, old: int | None) -> bool:
+    return new is None or old is None or new >= old
+
+
+class PodCache:
+    """Managed pods by (namespace, server); ``lister(namespace)`` LISTs the managed pods of a namespace."""
+
+    def __init__(self, lister: Callable[[str], Awaitable[list[Pod]]]) -> None:
+        self._lister = lister
+        self._pods: dict[str, dict[str, Pod]] = {}
+        self._by_server: dict[tuple[str, str], dict[str, Pod]] = {}
+        self._tombstones: dict[str, dict[str, int | None]] = {}
+        self._primed: set[str] = set()
+        self._priming: dict[str, asyncio.Task[None]] = {}
+
+    def apply(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """Apply one watch event (``ADDED``, ``MODIFIED``, ``DELETED``, or None for kopf's initial listing)."""
+        meta = body.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+        rv = _rv(body)
+        known = self._pods.setdefault(ns, {}).get(name)
+        if known is not None and not _newer(rv, _rv(known)):
+            return
+        tomb = self._tombstones.setdefault(ns, {})
+        if event_type == "DELETED":
+            self._drop(ns, name)
+            tomb[name] = rv
+            while len(tomb) > TOMBSTONES:
+                del tomb[next(iter(tomb))]
+            return
+        if name in tomb:
+            dead = tomb[name]
+            if rv is not None and dead is not None and rv <= dead:
+                return  # older than its deletion: a LIST or event from before it
+            del tomb[name]
+        pod = {k: v for k, v in body.items() if k != "metadata"}
+        pod["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+        self._drop(ns, name)
+        self._pods[ns][name] = pod
+        server = str((meta.get("labels") or {}).get(INSTANCE_LABEL, ""))
+        self._by_server.setdefault((ns, server), {})[name] = pod
+
+    def _drop(self, ns: str, name: str) -> None:
+        old = self._pods.get(ns, {}).pop(name, None)
+        if old is not None:
+            server = str((old["metadata"].get("labels") or {}).get(INSTANCE_LABEL, ""))
+            self._by_server.get((ns, server), {}).pop(name, None)
+
+    async def prime(self, namespace: str) -> None:
+        """LIST ``namespace`` once (concurrent callers share the LIST); raises what the lister raises (the next
+        call tries again)."""
+        if namespace in self._primed:
+            return
+        task = self._priming.get(namespace)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._list(namespace))
+            self._priming[namespace] = task
+        try:
+            await asyncio.shield(task)
+        finally:
+            if task.done():
+                self._priming.pop(namespace, None)
+
+    async def _list(self, namespace: str) -> None:
+        listed = await self._lister(namespace)
+        for pod in listed:
+            self.apply(None, pod)
+        names = {str(p["metadata"].get("name")) for p in listed}
+        newest = max((rv for p in listed if (rv := _rv(p)) is not None), default=None)
+        for name, pod in list(self._pods.get(namespace, {}).items()):
+            rv = _rv(pod)
+            if name not in names and newest is not None and rv is not None and rv <= newest:
+                self._drop(namespace, name)  # deleted before the LIST, its DELETED event not seen yet
+        self._primed.add(namespace)
+
+    async def pods(self, namespace: str, server: str) -> list[Pod]:
+        """The pods of SGLangServer ``namespace/server`` (priming the namespace first if needed)."""
+        await self.prime(namespace)
+        return self.pods_now(namespace, server)
+
+    def pods_now(self, namespace: str, server: str) -> list[Pod]:
+        """The pods of ``namespace/server`` as the cache has them now (no I/O)."""
+        return list(self._by_server.get((namespace, server), {}).values())
+
+    def primed(self, namespace: str) -> bool:
+        """Whether ``namespace`` was listed once."""
+        return namespace in self._primed

@@ -1,0 +1,233 @@
+"""The sampler (I/O glue): every interval, scrape every Ready pod of a server, probe one pod per revision, and turn
+the previous and current scrapes into one :class:`~sglang_operator.decisions.sampling.model.Sample` per revision
+(:func:`~sglang_operator.decisions.sampling.compute.compute_sample`).
+
+- Scrapes share the operator's one :class:`~sglang_operator.io.sglang_http.SGLangHTTP` (keep-alive,
+  per-target deadline, size cap, bounded concurrency); each is counted in ``sglang_operator_scrape_duration_seconds``
+  and, when it fails, in ``sglang_operator_scrape_errors_total{endpoint="metrics", reason}``.
+- Signal ``probe``: after the scrape that ends an interval, one probe request (the probe prompt, greedy, streamed,
+  with the API key when one is set; :func:`sglang_operator.io.loadgen.stream_once`) goes to the next Ready pod
+  of each revision in turn; the next interval collects its single-stream decode speed, so the probe's tokens and
+  the counters cover the same interval. A probe never outlives its interval.
+- A pod that was deleted or left Ready while it was scraped is "vanished": its failure is neither an Error
+  sample nor a counted scrape error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_operator.decisions.sampling.compute import ProbeOutcome, Scrape, ScrapeFailure, compute_sample
+from sglang_operator.decisions.sampling.model import PodView, Sample, Signal
+from sglang_operator.decisions.sampling.parse import LineFilter
+from sglang_operator.decisions.sampling.roles import MetricRoles
+from sglang_operator.io import loadgen
+from sglang_operator.io import scrape_metrics as telemetry
+from sglang_operator.io.pods import Target
+from sglang_operator.io.sglang_http import ScrapeError, SGLangHTTP, base_url
+
+DEFAULT_INTERVAL = 30.0
+DUE_FRACTION = 0.95
+"""A server is due when this fraction of its interval has passed (the observer's ticks are not exact)."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How one server is sampled: ``interval_seconds``; ``signal``; ``min_running_requests`` (the ``traffic``
+    floor); the probe's ``probe_prompt``, ``probe_max_tokens`` and ``probe_timeout_seconds``; the per-pod
+    ``scrape_timeout_seconds``."""
+
+    interval_seconds: float = DEFAULT_INTERVAL
+    signal: Signal = Signal.PROBE
+    min_running_requests: float = 1.0
+    probe_prompt: str = loadgen.CODING_PROMPT
+    probe_max_tokens: int = 256
+    probe_timeout_seconds: float = 60.0
+    scrape_timeout_seconds: float = 5.0
+
+
+def sampling_params(rollback: Any, interval_override: float | None = None) -> SamplingParams:
+    """:class:`SamplingParams` from ``spec.rollback`` (the parsed policy: ``signal``, ``intervalSeconds``,
+    ``minTraffic.runningRequests``, ``probe.{prompt,maxTokens,timeoutSeconds}``; each read with a fallback to
+    the default, so an object stored before a field existed still samples). ``interval_override``: the
+    operator's ``--sample-interval``, which replaces every server's ``intervalSeconds`` (tests, demos)."""
+    probe = getattr(rollback, "probe", None)
+    traffic = getattr(rollback, "min_traffic", None)
+    interval = interval_override or float(getattr(rollback, "interval_seconds", DEFAULT_INTERVAL))
+    signal = getattr(rollback, "signal", Signal.PROBE)
+    return SamplingParams(
+        interval_seconds=interval,
+        signal=Signal(getattr(signal, "value", signal)),
+        min_running_requests=float(getattr(traffic, "running_requests", 1)),
+        probe_prompt=str(getattr(probe, "prompt", loadgen.CODING_PROMPT)),
+        probe_max_tokens=int(getattr(probe, "max_tokens", 256)),
+        probe_timeout_seconds=float(getattr(probe, "timeout_seconds", 60)),
+    )
+
+
+@dataclass(frozen=True)
+class ServerRef:
+    """What the sampler needs to know about one SGLangServer: identity, metric roles of its SGLang release, HTTP
+    port, and the model name the probe asks for."""
+
+    namespace: str
+    name: str
+    roles: MetricRoles
+    port: int
+    model: str
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Sampler:
+    """Keeps each pod's previous scrape and each revision's pending probe between intervals."""
+
+    def __init__(self, http: SGLangHTTP, clock: Callable[[], dt.datetime] = _now,
+                 draining: Callable[[str, str], bool] = lambda _ns, _name: False) -> None:
+        self.http = http
+        self.clock = clock
+        self._draining = draining  # (namespace, name) -> whether its old pods are being drained: send no probe
+        self._previous: dict[tuple[str, str], Scrape] = {}
+        self._pods_of: dict[tuple[str, str], set[str]] = {}
+        self._last: dict[tuple[str, str], dt.datetime] = {}
+        self._probes: dict[tuple[str, str, str], asyncio.Task[ProbeOutcome]] = {}
+        self._turn: dict[tuple[str, str, str], int] = {}
+
+    def due(self, namespace: str, name: str, interval: float, now: dt.datetime | None = None) -> bool:
+        """Whether server ``namespace/name`` should be sampled now."""
+        last = self._last.get((namespace, name))
+        now = now or self.clock()
+        return last is None or (now - last).total_seconds() >= DUE_FRACTION * interval
+
+    async def sample(self, server: ServerRef, pods: Callable[[], Sequence[Target]], params: SamplingParams,
+                     api_key: str | None = None) -> list[Sample]:
+        """Sample ``server`` now: one :class:`Sample` per revision that has live pods (none without pods).
+
+        ``pods`` returns the server's live pods as known now; it is called before and after the scrape.
+        Never raises for an SGLang failure (those are Error samples and counted errors).
+        """
+        key = (server.namespace, server.name)
+        before = list(pods())
+        ready = [t for t in before if t.ready and t.ip]
+        outcomes = {rev: await self._collect(server, rev) for rev in sorted({t.revision for t in before})}
+        results = await asyncio.gather(*(self._scrape(server, t, params) for t in ready))
+        end = self.clock()
+        after = {t.name: t for t in pods()}
+        vanished = frozenset(t.name for t in ready if t.name not in after or not after[t.name].ready)
+        for r in results:  # a pod deleted while it was scraped is not a failed scrape
+            if isinstance(r, ScrapeFailure) and r.pod not in vanished:
+                telemetry.count_scrape_error("metrics", r.reason)
+        by_name = {r.pod: r for r in results}
+        samples = []
+        for rev in sorted({t.revision for t in before}):
+            members = [t for t in before if t.revision == rev]
+            current = {t.name: by_name[t.name] for t in members if t.name in by_name}
+            previous = {n: p for n in current if (p := self._previous.get((server.namespace, n))) is not None}
+            views = tuple(PodView(t.name, after[t.name].ready if t.name in after else False, t.restarts)
+                          for t in members)
+            samples.append(compute_sample(rev, views, current, previous, server.roles, end, params.signal,
+                                          params.min_running_requests, outcomes.get(rev), vanished))
+        self._remember(server.namespace, key, results, {t.name for t in before})
+        self._last[key] = end
+        if params.signal is Signal.PROBE:
+            for rev in sorted({t.revision for t in ready if t.name not in vanished}):
+                self._launch(server, rev, [t for t in ready if t.revision == rev and t.name not in vanished],
+                             params, api_key)
+        return samples
+
+    def restart_interval(self, namespace: str, name: str) -> None:
+        """Make server ``namespace/name`` due now, so its next interval starts at this moment (the observer calls
+        it when a revision's warm-up ends: the first judged interval then starts right at the warm-up's end)."""
+        self._last.pop((namespace, name), None)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop everything kept for a deleted server (and cancel its probes)."""
+        for pod in self._pods_of.pop((namespace, name), set()):
+            self._previous.pop((namespace, pod), None)
+        self._last.pop((namespace, name), None)
+        for k in [k for k in self._probes if k[:2] == (namespace, name)]:
+            self._probes.pop(k).cancel()
+        for k in [k for k in self._turn if k[:2] == (namespace, name)]:
+            del self._turn[k]
+
+    async def aclose(self) -> None:
+        """Cancel pending probes."""
+        tasks = list(self._probes.values())
+        self._probes.clear()
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+
+    def _remember(self, ns: str, key: tuple[str, str], results: Sequence[Scrape | ScrapeFailure],
+                  live: set[str]) -> None:
+        for r in results:
+            if isinstance(r, Scrape):
+                self._previous[(ns, r.pod)] = r
+        for pod in self._pods_of.get(key, set()) - live:
+            self._previous.pop((ns, pod), None)
+        self._pods_of[key] = live
+
+    async def _scrape(self, server: ServerRef, t: Target, params: SamplingParams) -> Scrape | ScrapeFailure:
+        assert t.ip is not None
+        url = base_url(t.ip, server.port) + "/metrics"
+        started = time.perf_counter()
+        try:
+            parsed = await self.http.get(url, LineFilter(server.roles), timeout=params.scrape_timeout_seconds)
+        except ScrapeError as err:
+            return ScrapeFailure(t.name, err.reason, str(err))
+        finally:
+            telemetry.SCRAPE_DURATION.observe(time.perf_counter() - started)
+        if parsed.duplicates:
+            telemetry.DUPLICATE_SAMPLES.inc(parsed.duplicates)
+        return Scrape(t.name, self.clock(), parsed)
+
+    def _launch(self, server: ServerRef, revision: str, ready: list[Target], params: SamplingParams,
+                api_key: str | None) -> None:
+        k = (server.namespace, server.name, revision)
+        old = self._probes.pop(k, None)
+        if old is not None:
+            old.cancel()
+        if not ready or self._draining(server.namespace, server.name):  # no probe into pods being drained
+            return
+        turn = self._turn.get(k, 0)
+        target = ready[turn % len(ready)]
+        self._turn[k] = turn + 1
+        timeout = min(params.probe_timeout_seconds, params.interval_seconds)
+        self._probes[k] = asyncio.get_running_loop().create_task(
+            self._probe(server, target, params, timeout, api_key), name=f"probe {server.namespace}/{target.name}")
+
+    async def _collect(self, server: ServerRef, revision: str) -> ProbeOutcome | None:
+        task = self._probes.pop((server.namespace, server.name, revision), None)
+        if task is None:
+            return None
+        try:
+            return await task
+        except asyncio.CancelledError:
+            return None
+
+    async def _probe(self, server: ServerRef, t: Target, params: SamplingParams, timeout: float,
+                     api_key: str | None) -> ProbeOutcome:
+        assert t.ip is not None
+        try:
+            async with asyncio.timeout(timeout):
+                res = await loadgen.stream_once(self.http.http, base_url(t.ip, server.port), server.model,
+                                                prompt=params.probe_prompt, max_tokens=params.probe_max_tokens,
+                                                api_key=api_key)
+        except TimeoutError:
+            telemetry.count_scrape_error("probe", "timeout")
+            return ProbeOutcome(t.name, error=f"no complete answer within {timeout:g} s")
+        if res.error is not None:
+            telemetry.count_scrape_error("probe", "http_status" if res.error.startswith("HTTP") else "transport")
+            return ProbeOutcome(t.name, error=res.error)
+        speed = res.decode_tok_s
+        return ProbeOutcome(t.name, speed if speed > 0 else None)

@@ -1,0 +1,26 @@
+"""The sampler's own counters of its reads of SGLang pods (part of the operator's ``/metrics``,
+:mod:`sglang_operator.process.telemetry`; docs/metrics.md): kept in the I/O layer, where the reads happen, so the
+sampler counts without importing the process layer above it."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+SCRAPE_ERRORS = Counter(
+    "sglang_operator_scrape_errors", "Failed reads of SGLang endpoints, by endpoint (metrics, server_info, probe) "
+    "and reason (timeout, connection, transport, http_status, too_large, truncated, parse, bad_url).",
+    ["endpoint", "reason"],
+)
+SCRAPE_DURATION = Histogram(
+    "sglang_operator_scrape_duration_seconds", "Duration of one /metrics scrape of one SGLang pod, seconds "
+    "(failed scrapes included).", buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+DUPLICATE_SAMPLES = Counter(
+    "sglang_operator_scrape_duplicate_samples", "Samples dropped from SGLang scrapes because their series appeared "
+    "earlier in the same body (the first is kept, as Prometheus does).",
+)
+
+
+def count_scrape_error(endpoint: str, reason: str) -> None:
+    """Count one failed read of an SGLang endpoint."""
+    SCRAPE_ERRORS.labels(endpoint, reason).inc()

@@ -1,0 +1,252 @@
+"""The operator's own ``/metrics`` (prometheus-client, default registry; ``sglang-operator run --metrics-port``).
+
+Per server and revision (labels ``namespace``, ``sglang_server``, ``revision``) the latest figures of the sampler
+(:class:`~sglang_operator.decisions.sampling.model.Sample`): speeds, accept length and rate and latency quantiles
+are set from Measured samples only, so they keep the last measured value through idle or failed intervals, with
+``sglang_operator_server_sample_timestamp_seconds`` telling how old it is; request counts and KV-cache usage are
+set from every sample that read them. Series of a retired revision (no pod left) or a deleted server are removed.
+The operator's health: scrape errors by endpoint and reason, scrape durations, reconcile results, servers by
+phase; prometheus-client adds ``process_*`` (RSS, CPU) and ``python_*`` series. Every series is listed in
+``docs/metrics.md``. The same port answers ``/readyz`` (:mod:`sglang_operator.process.readiness`, :func:`serve`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
+
+from sglang_operator.decisions.sampling.model import Figures, Sample, SampleKind
+from sglang_operator.io.scrape_metrics import DUPLICATE_SAMPLES as DUPLICATE_SAMPLES
+from sglang_operator.io.scrape_metrics import SCRAPE_DURATION as SCRAPE_DURATION
+from sglang_operator.io.scrape_metrics import SCRAPE_ERRORS as SCRAPE_ERRORS
+from sglang_operator.io.scrape_metrics import count_scrape_error as count_scrape_error
+from sglang_operator.process.readiness import READINESS, Readiness
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIEnvironment
+    from wsgiref.types import WSGIApplication as WSGIApp
+
+SERVER_LABELS = ("namespace", "sglang_server", "revision")
+ANALYSIS_PHASES = ("WarmingUp", "Verifying", "Stable", "RollingBack", "RolledBack", "Paused")
+
+RECONCILE = Counter(
+    "sglang_operator_reconcile", "Reconciliations of SGLangServers by result (applied, invalid, refused, error).",
+    ["result"],
+)
+SERVERS = Gauge("sglang_operator_servers", "SGLangServers the operator tracks, by status.phase.", ["phase"])
+SAMPLES = Counter(
+    "sglang_operator_samples", "Samples taken per server and revision, by kind (Measured, Inconclusive, Error).",
+    [*SERVER_LABELS, "kind"],
+)
+
+ACCEPT_LENGTH = Gauge("sglang_operator_server_accept_length", "Mean acceptance length (tokens per verify step) over "
+                      "the last measured interval.", SERVER_LABELS)
+ACCEPT_RATE = Gauge("sglang_operator_server_accept_rate", "Speculative acceptance rate, 0..1 (SGLang's "
+                    "sglang:spec_accept_rate; its formula differs between releases).", SERVER_LABELS)
+GENERATION_TPS = Gauge("sglang_operator_server_generation_tokens_per_second", "Aggregate generation throughput, "
+                       "tok/s, over the revision's pods.", SERVER_LABELS)
+DECODE_TPS = Gauge("sglang_operator_server_decode_tokens_per_second", "Per-request decode speed, tok/s (the probe's "
+                   "single stream, or 1 / mean inter-token latency).", SERVER_LABELS)
+RUNNING = Gauge("sglang_operator_server_running_requests", "Running requests, summed over the revision's pods.",
+                SERVER_LABELS)
+QUEUED = Gauge("sglang_operator_server_queued_requests", "Queued requests, summed over the revision's pods.",
+               SERVER_LABELS)
+KV_USAGE = Gauge("sglang_operator_server_kv_cache_usage", "KV-cache token pool usage, 0..1, max over pods.",
+                 SERVER_LABELS)
+TTFT = Gauge("sglang_operator_server_time_to_first_token_seconds", "Time to first token over the last measured "
+             "interval, seconds, by quantile (0.5, 0.95).", [*SERVER_LABELS, "quantile"])
+ITL = Gauge("sglang_operator_server_inter_token_latency_seconds", "Inter-token latency over the last measured "
+            "interval, seconds, by quantile (0.5, 0.95).", [*SERVER_LABELS, "quantile"])
+ANALYSIS_PHASE = Gauge("sglang_operator_server_analysis_phase", "1 for the rollback analysis phase the server is "
+                       "in (WarmingUp, Verifying, Stable, RollingBack, RolledBack, Paused), 0 for the others.",
+                       ["namespace", "sglang_server", "phase"])
+BASELINE_TPS = Gauge("sglang_operator_server_baseline_tokens_per_second", "The stable revision's baseline decode "
+                     "speed, tok/s (median of its valid samples), that new revisions are judged by.",
+                     ["namespace", "sglang_server"])
+BASELINE_ACCEPT = Gauge("sglang_operator_server_baseline_accept_length", "The stable revision's baseline "
+                        "acceptance length (median of its valid samples).", ["namespace", "sglang_server"])
+STABLE_INFO = Gauge("sglang_operator_server_stable_revision_info", "1 for the server's stable (last known-good) "
+                    "revision.", ["namespace", "sglang_server", "stable_revision"])
+ROLLBACKS = Counter("sglang_operator_rollbacks", "Automatic rollbacks to the stable revision.",
+                    ["namespace", "sglang_server"])
+SAMPLE_TIMESTAMP = Gauge("sglang_operator_server_sample_timestamp_seconds", "End of the last Measured interval, "
+                         "Unix seconds (how old the figures above are).", SERVER_LABELS)
+
+_Getter = Callable[[Figures], float | None]
+_MEASURED: tuple[tuple[Gauge, _Getter], ...] = (
+    (ACCEPT_LENGTH, lambda f: f.accept_length),
+    (ACCEPT_RATE, lambda f: f.accept_rate),
+    (GENERATION_TPS, lambda f: f.generation_tokens_per_second),
+    (DECODE_TPS, lambda f: f.decode_tokens_per_second),
+)
+_LOAD: tuple[tuple[Gauge, _Getter], ...] = (
+    (RUNNING, lambda f: f.running_requests),
+    (QUEUED, lambda f: f.queued_requests),
+    (KV_USAGE, lambda f: f.kv_cache_usage),
+)
+_QUANTILED: tuple[tuple[Gauge, tuple[tuple[str, _Getter], ...]], ...] = (
+    (TTFT, (("0.5", lambda f: f.ttft_p50_seconds), ("0.95", lambda f: f.ttft_p95_seconds))),
+    (ITL, (("0.5", lambda f: f.itl_p50_seconds), ("0.95", lambda f: f.itl_p95_seconds))),
+)
+_PER_REVISION: tuple[Gauge | Counter, ...] = (
+    *(g for g, _ in _MEASURED), *(g for g, _ in _LOAD), SAMPLE_TIMESTAMP,
+)
+
+
+def count_reconcile(result: str) -> None:
+    """Count one reconciliation by ``result`` (applied, invalid, refused, error)."""
+    RECONCILE.labels(result).inc()
+
+
+def set_servers(phases: Iterable[str | None], known: Iterable[str] = ()) -> None:
+    """Set ``sglang_operator_servers{phase}`` from the tracked servers' phases (``None`` → ``Unknown``); every phase
+    in ``known`` is exported, 0 when no server has it, so a phase that empties reads 0, not stale."""
+    counts = dict.fromkeys(known, 0)
+    for phase in phases:
+        key = phase or "Unknown"
+        counts[key] = counts.get(key, 0) + 1
+    for phase, n in counts.items():
+        SERVERS.labels(phase).set(n)
+
+
+class ServerSeries:
+    """Which server and revision series exist, so retired and deleted ones can be removed."""
+
+    def __init__(self) -> None:
+        self._revisions: dict[tuple[str, str], set[str]] = {}
+        self._kinds: dict[tuple[str, str, str], set[str]] = {}
+        self._stable: dict[tuple[str, str], str] = {}
+        self._rollbacks: dict[tuple[str, str], set[Any]] = {}
+
+    def export(self, namespace: str, server: str, samples: Sequence[Sample]) -> None:
+        """Export this interval's samples of one server (one per live revision); the series of revisions without
+        a sample (no pod left) are removed."""
+        key = (namespace, server)
+        live = {s.revision for s in samples}
+        for revision in self._revisions.get(key, set()) - live:
+            self._remove(namespace, server, revision)
+        self._revisions[key] = live
+        for s in samples:
+            self._export_one(namespace, server, s)
+
+    def export_analysis(self, namespace: str, server: str, state: Any) -> None:
+        """Export the rollback analysis of one server (a ``decisions.rollback.RollbackState``): phase, baseline,
+        stable revision; ``sglang_operator_rollbacks_total`` grows by the rollbacks recorded since last seen (from
+        0 when the server is first seen: the operator counts what it did, as a restart resets counters)."""
+        key = (namespace, server)
+        phase = state.analysis.phase if state.analysis is not None else None
+        for p in ANALYSIS_PHASES:
+            ANALYSIS_PHASE.labels(namespace, server, p).set(1 if p == phase else 0)
+        if state.baseline is not None:
+            BASELINE_TPS.labels(namespace, server).set(state.baseline.tokens_per_second)
+            if state.baseline.accept_length is not None:
+                BASELINE_ACCEPT.labels(namespace, server).set(state.baseline.accept_length)
+        old = self._stable.get(key)
+        if old is not None and old != state.stable_revision:
+            _discard(STABLE_INFO, (namespace, server, old))
+        if state.stable_revision is not None:
+            STABLE_INFO.labels(namespace, server, state.stable_revision).set(1)
+            self._stable[key] = state.stable_revision
+        stamps = {r.at for r in state.rollbacks}
+        seen = self._rollbacks.get(key)
+        counter = ROLLBACKS.labels(namespace, server)
+        if seen is not None:
+            counter.inc(len(stamps - seen))
+        self._rollbacks[key] = stamps if seen is None else seen | stamps
+
+    def forget(self, namespace: str, server: str) -> None:
+        """Remove every series of a deleted server."""
+        for p in ANALYSIS_PHASES:
+            _discard(ANALYSIS_PHASE, (namespace, server, p))
+        for metric in (BASELINE_TPS, BASELINE_ACCEPT, ROLLBACKS):
+            _discard(metric, (namespace, server))
+        stable = self._stable.pop((namespace, server), None)
+        if stable is not None:
+            _discard(STABLE_INFO, (namespace, server, stable))
+        self._rollbacks.pop((namespace, server), None)
+        for revision in self._revisions.pop((namespace, server), set()):
+            self._remove(namespace, server, revision)
+
+    def _export_one(self, namespace: str, server: str, s: Sample) -> None:
+        labels = (namespace, server, s.revision)
+        SAMPLES.labels(*labels, s.kind.value).inc()
+        self._kinds.setdefault(labels, set()).add(s.kind.value)
+        f = s.figures
+        for gauge, get in _LOAD:
+            value = get(f)
+            if value is not None:
+                gauge.labels(*labels).set(value)
+        if s.kind is not SampleKind.MEASURED:
+            return
+        for gauge, get in _MEASURED:
+            value = get(f)
+            if value is not None:
+                gauge.labels(*labels).set(value)
+        for gauge, quantiles in _QUANTILED:
+            for q, get in quantiles:
+                value = get(f)
+                if value is not None:
+                    gauge.labels(*labels, q).set(value)
+        SAMPLE_TIMESTAMP.labels(*labels).set(s.end.timestamp())
+
+    def _remove(self, namespace: str, server: str, revision: str) -> None:
+        labels = (namespace, server, revision)
+        for metric in _PER_REVISION:
+            _discard(metric, labels)
+        for gauge, quantiles in _QUANTILED:
+            for q, _get in quantiles:
+                _discard(gauge, (*labels, q))
+        for kind in self._kinds.pop(labels, set()):
+            _discard(SAMPLES, (*labels, kind))
+
+
+def _discard(metric: Gauge | Counter, labels: tuple[str, ...]) -> None:
+    with contextlib.suppress(KeyError):
+        metric.remove(*labels)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access log line per request (Prometheus and the kubelet's probes ask every few seconds)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def app(readiness: Readiness = READINESS, registry: CollectorRegistry = REGISTRY) -> WSGIApp:
+    """The WSGI app of the metrics port: ``GET /readyz`` → :meth:`sglang_operator.process.readiness.Readiness.report`
+    (200 or 503, text/plain, one line); any other path → prometheus-client's ``make_wsgi_app`` of ``registry``
+    (``/metrics``)."""
+    metrics = make_wsgi_app(registry)
+
+    def route(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != "/readyz":
+            answer: Iterable[bytes] = metrics(environ, start_response)
+            return answer
+        ready, text = readiness.report()
+        body = f"{text}\n".encode()
+        start_response("200 OK" if ready else "503 Service Unavailable",
+                       [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    return route
+
+
+def serve(port: int, address: str = "0.0.0.0", readiness: Readiness = READINESS) -> WSGIServer:
+    """Serve :func:`app` (``/metrics`` of the default registry, ``/readyz`` of ``readiness``) on
+    ``http://address:port`` from a daemon thread, one thread per request (prometheus-client's
+    ``ThreadingWSGIServer``), so a busy event loop delays neither. Returns the server (``shutdown()`` stops it).
+    Raises ``OSError`` when the port is taken."""
+
+    class Server(ThreadingWSGIServer):
+        address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
+
+    httpd = make_server(address, port, app(readiness), server_class=Server, handler_class=_QuietHandler)
+    threading.Thread(target=httpd.serve_forever, name="metrics-http", daemon=True).start()
+    return httpd

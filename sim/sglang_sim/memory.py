@@ -1,0 +1,150 @@
+"""Start-up memory model: does the KV cache (and the mamba state of hybrid models) fit?
+
+Ported in simplified form from SGLang 0.5.10 ``python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py``
+(``profile_max_num_token``, ``handle_max_mamba_cache``, ``_resolve_max_num_reqs``, ``MemoryPoolConfig``) and the
+automatic ``mem_fraction_static`` of ``python/sglang/srt/server_args.py`` (``_handle_gpu_memory_settings``).
+Per GPU: static budget = avail × mem_fraction_static; minus weights / tp (target and draft); minus the
+spec-decoding mamba intermediate states (per request × max_running_requests × num_draft_tokens); the rest is
+split between mamba state and KV cache by ``mamba_full_memory_ratio`` (default 0.9); the request-to-token
+table costs (max_running_requests + 1) × (context_len + 4 + num_draft_tokens) × 4 bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_sim.perf import SpecShape
+from sglang_sim.profiles import GPUProfile, ModelProfile
+
+GIB = float(1 << 30)
+MIB = float(1 << 20)
+# python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py
+MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3
+MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP = 2
+MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP = 1
+KV_DTYPE_BYTES = {"fp8_e5m2": 1.0, "fp8_e4m3": 1.0, "mxfp8": 1.0, "nvfp4": 0.5, "fp4_mx_block16": 0.5}
+
+
+class StartupError(Exception):
+    """SGLang would die at start-up; ``str()`` is the exception line SGLang prints (``Type: message``)."""
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Per-GPU memory layout after start-up (GiB) and the resulting pool sizes (tokens, requests)."""
+
+    mem_fraction_static: float
+    avail_before_gib: float
+    weight_gib: float
+    kv_cache_gib: float
+    mamba_gib: float
+    avail_after_gib: float
+    max_total_num_tokens: int
+    max_running_requests: int
+    max_mamba_cache_size: int | None
+    context_len: int
+
+
+def default_mem_fraction_static(gpu: GPUProfile, tp: int, spec_on: bool, chunked_prefill_size: int | None,
+                                cuda_graph_max_bs: int | None) -> float:
+    """SGLang's automatic ``mem_fraction_static`` (0.5.10 ``server_args.py``), gpu memory in MiB."""
+    gpu_mem = gpu.memory_gib * 1024
+    if chunked_prefill_size is None:
+        chunked_prefill_size = 2048 if gpu_mem < 35 * 1024 else 4096 if gpu_mem < 60 * 1024 else 8192
+    if cuda_graph_max_bs is None:
+        cuda_graph_max_bs = 24 if gpu_mem < 35 * 1024 else 32 if gpu_mem < 60 * 1024 else 256
+    reserved = 512 + max(chunked_prefill_size, 2048) * 1.5 + cuda_graph_max_bs * 2 + tp / 8 * 1024
+    reserved += 60 * 8  # piecewise cuda graph token sizes
+    if gpu_mem > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    if spec_on:
+        reserved += 4 * 1024
+    return round((gpu_mem - reserved) / gpu_mem, 3)
+
+
+def _int(args: dict[str, Any], key: str) -> int | None:
+    v = args.get(key)
+    return None if v is None else int(v)
+
+
+def check_context_length(model: ModelProfile, args: dict[str, Any], env: dict[str, str]) -> int:
+    """Effective context length; raises :class:`StartupError` like ``python/sglang/srt/configs/model_config.py``
+    (``_derive_context_length``) when ``--context-length`` exceeds the model's."""
+    wanted = _int(args, "context_length")
+    if wanted is None:
+        return model.context_length
+    if wanted > model.context_length and env.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") not in ("1", "true"):
+        raise StartupError(
+            f"ValueError: Warning: User-specified context_length ({wanted}) is greater than the derived "
+            f"context_length ({model.context_length}). This may lead to incorrect model outputs or CUDA errors. "
+            "Note that the derived context_length may differ from max_position_embeddings in the model's config. "
+            "To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
+        )
+    return wanted
+
+
+def plan_memory(model: ModelProfile, gpu: GPUProfile, args: dict[str, Any], shape: SpecShape | None,
+                env: dict[str, str]) -> MemoryPlan:
+    """Lay out memory for resolved server ``args``; raises :class:`StartupError` with SGLang's
+    ``RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. ...`` when nothing is
+    left for the KV cache or for one request's mamba state."""
+    tp = _int(args, "tp_size") or 1
+    ctx = check_context_length(model, args, env)
+    frac = args.get("mem_fraction_static")
+    if frac is None:
+        frac = default_mem_fraction_static(gpu, tp, shape is not None, _int(args, "chunked_prefill_size"),
+                                           _int(args, "cuda_graph_max_bs"))
+    frac = float(frac)
+    oom = ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+           f"Current value: mem_fraction_static={frac}")
+    ndt = shape.num_draft_tokens if shape else 0
+    weights = (model.weights_gib + (model.draft_weights_gib if shape else 0.0)) / tp
+    rest = gpu.avail_gib * frac - weights
+    mrr_arg = _int(args, "max_running_requests")
+    req_table = ((mrr_arg or 2048) + 1) * (ctx + 4 + ndt) * 4 / GIB
+    rest -= req_table
+    mamba_gib = 0.0
+    mamba_size: int | None = None
+    per_req = model.mamba_state_mib_per_req * MIB / tp / GIB
+    if model.hybrid_mamba and per_req > 0:
+        if shape is not None:
+            rest -= per_req * (mrr_arg or 48) * ndt
+        if _int(args, "max_mamba_cache_size") is not None:
+            mamba_size = int(args["max_mamba_cache_size"])
+        elif args.get("disable_radix_cache") and mrr_arg is not None:
+            mamba_size = mrr_arg
+        else:
+            ratio = float(args.get("mamba_full_memory_ratio") or 0.9)
+            mamba_size = max(int(rest * ratio / (1 + ratio) / per_req), 0)
+        mamba_gib = mamba_size * per_req
+        rest -= mamba_gib
+    kv_bytes = model.kv_bytes_per_token / tp * KV_DTYPE_BYTES.get(str(args.get("kv_cache_dtype") or "auto"), 2.0) / 2
+    tokens = int(rest * GIB // kv_bytes) if rest > 0 else 0
+    if args.get("max_total_tokens") is not None:
+        tokens = min(tokens, int(args["max_total_tokens"]))
+    page = _int(args, "page_size") or 1
+    tokens = tokens // page * page
+    if tokens <= 0:
+        raise StartupError(oom)
+    estimated = max(min(int(tokens / ctx * 512), 4096), 2048)
+    mrr = min(mrr_arg, estimated) if mrr_arg is not None else min(estimated, tokens // 2)
+    if mamba_size is not None:
+        ratio_slots = MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO
+        strategy = args.get("mamba_scheduler_strategy") or args.get("mamba_radix_cache_strategy")
+        if not args.get("disable_radix_cache"):
+            if strategy in ("extra_buffer", "extra_buffer_lazy"):
+                ratio_slots += (MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP if args.get("disable_overlap_schedule")
+                                else MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP)
+        else:
+            ratio_slots = 1
+        mrr = min(mrr, mamba_size // ratio_slots)
+        if mrr <= 0:
+            raise StartupError(oom)
+    kv_gib = tokens * kv_bytes / GIB
+    return MemoryPlan(
+        mem_fraction_static=frac, avail_before_gib=gpu.avail_gib, weight_gib=weights, kv_cache_gib=kv_gib,
+        mamba_gib=mamba_gib, avail_after_gib=max(gpu.avail_gib - weights - kv_gib - mamba_gib, 0.0),
+        max_total_num_tokens=tokens, max_running_requests=mrr, max_mamba_cache_size=mamba_size,
+        context_len=ctx,
+    )

@@ -1,0 +1,139 @@
+"""The simulator's performance model: pure functions of a model profile, a GPU profile and the resolved
+speculative settings. No I/O, no clock, no randomness (the engine adds seeded jitter).
+
+Speculative decoding follows SGLang's EAGLE/NEXTN worker (``python/sglang/srt/speculative/eagle_worker.py``,
+``eagle_worker_v2.py``): per verify step the target model checks ``speculative_num_draft_tokens`` tokens
+drafted in ``speculative_num_steps`` draft forwards of width ``speculative_eagle_topk``; it keeps the accepted
+prefix plus one bonus token. With a per-position acceptance probability α:
+
+- chain (topk 1, num_draft_tokens = num_steps + 1): expected tokens per verify step
+  E = Σ_{i=0..k} α^i with k = num_steps (``accept len`` in SGLang's decode log);
+- tree (topk > 1): the ``num_draft_tokens - 1`` most probable nodes of a "main path plus siblings" tree
+  (the c-th sibling at a depth is accepted with α·decay^(c-1)); E = 1 + Σ_d α^(d-1)·P(some node at depth d).
+
+Speed: tok/s per request = E / (step seconds), step seconds = (1 / base decode tok/s) × cost(shape) ×
+batch factor(bs), cost = 1 + verify_token_cost·(ndt-1) + draft_step_cost·steps·(1 + tree_width_cost·(topk-1)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sglang_sim.profiles import GPUProfile, ModelProfile
+
+GIB_TO_GB = 1.073741824
+
+
+@dataclass(frozen=True)
+class SpecShape:
+    """Resolved speculative settings (as ``/server_info`` reports them after SGLang's rewrites)."""
+
+    num_steps: int
+    topk: int
+    num_draft_tokens: int
+
+
+def chain_accept_length(alpha: float, num_steps: int) -> float:
+    """E = Σ_{i=0..k} α^i tokens per verify step for a draft chain of k = ``num_steps`` positions."""
+    return sum(alpha**i for i in range(num_steps + 1))
+
+
+def tree_accept_length(alpha: float, shape: SpecShape, decay: float) -> float:
+    """Expected tokens per verify step (accepted drafts + 1 bonus) for a draft tree; equals
+    :func:`chain_accept_length` when ``topk`` is 1 and ``num_draft_tokens`` is ``num_steps + 1``."""
+    nodes: list[tuple[float, int, int]] = []
+    for depth in range(1, shape.num_steps + 1):
+        reach = alpha ** (depth - 1)
+        miss = 1.0
+        for cand in range(1, shape.topk + 1):
+            p = alpha * decay ** (cand - 1)
+            nodes.append((reach * miss * p, depth, cand))
+            miss *= 1.0 - p
+    nodes.sort(key=lambda n: (-n[0], n[1], n[2]))
+    width: dict[int, int] = {}
+    for _, depth, _cand in nodes[: max(0, shape.num_draft_tokens - 1)]:
+        width[depth] = width.get(depth, 0) + 1
+    total = 1.0
+    for depth in range(1, shape.num_steps + 1):
+        w = width.get(depth, 0)
+        if w == 0:
+            break
+        miss = math.prod(1.0 - alpha * decay**c for c in range(w))
+        total += alpha ** (depth - 1) * (1.0 - miss)
+    return total
+
+
+def expected_accept_length(alpha: float, shape: SpecShape | None, decay: float = 0.5) -> float:
+    """Tokens per verify step; 1.0 without speculative decoding."""
+    if shape is None:
+        return 1.0
+    if shape.topk == 1:
+        return chain_accept_length(alpha, min(shape.num_steps, shape.num_draft_tokens - 1))
+    return tree_accept_length(alpha, shape, decay)
+
+
+def step_cost(model: ModelProfile, shape: SpecShape | None) -> float:
+    """Cost of one decode/verify step relative to one plain target decode forward (dimensionless)."""
+    if shape is None:
+        return 1.0
+    draft = model.draft_step_cost * shape.num_steps * (1.0 + model.tree_width_cost * (shape.topk - 1))
+    return 1.0 + model.verify_token_cost * (shape.num_draft_tokens - 1) + draft
+
+
+def base_decode_tok_s(model: ModelProfile, gpu: GPUProfile, tp: int) -> float:
+    """Plain (no speculation) single-stream decode speed in tok/s for ``tp`` GPUs of this kind: the
+    calibrated figure from the profile if present, else efficiency × bandwidth roofline with a
+    tensor-parallel loss of 8 % per doubling."""
+    table = model.base_decode_tok_s.get(gpu.name, {})
+    if tp in table:
+        return float(table[tp])
+    bytes_gb = (model.active_weights_gib or model.weights_gib) * GIB_TO_GB
+    tp_eff: float = 0.92 ** math.log2(max(tp, 1))
+    return model.decode_efficiency * gpu.mem_bw_gbs * tp * tp_eff / bytes_gb
+
+
+def batch_factor(model: ModelProfile, shape: SpecShape | None, batch_size: int) -> float:
+    """Growth of the step time with ``batch_size`` running requests (1.0 at one request)."""
+    ndt = shape.num_draft_tokens if shape else 1
+    extra = model.batch_slowdown * max(batch_size - 1, 0)
+    return 1.0 + extra * (1.0 + model.verify_batch_factor * (ndt - 1))
+
+
+def step_seconds(
+    model: ModelProfile, gpu: GPUProfile, tp: int, shape: SpecShape | None, batch_size: int,
+    slowdown: float = 1.0,
+) -> float:
+    """Seconds (simulated) for one decode/verify step of the whole batch; ``slowdown`` ≥ 1 from faults."""
+    base = 1.0 / base_decode_tok_s(model, gpu, tp)
+    return base * step_cost(model, shape) * batch_factor(model, shape, batch_size) * slowdown
+
+
+def per_request_tok_s(
+    model: ModelProfile, gpu: GPUProfile, tp: int, shape: SpecShape | None, batch_size: int = 1,
+    alpha: float | None = None,
+) -> float:
+    """Expected decode speed of one request in tok/s with ``batch_size`` requests running."""
+    e = expected_accept_length(model.alpha if alpha is None else alpha, shape, model.tree_candidate_decay)
+    return e / step_seconds(model, gpu, tp, shape, batch_size)
+
+
+def prefill_seconds(model: ModelProfile, gpu: GPUProfile, tp: int, num_tokens: int) -> float:
+    """Seconds to prefill ``num_tokens`` prompt tokens (plus a 5 ms fixed overhead)."""
+    return 0.005 + num_tokens / (model.prefill_speedup * base_decode_tok_s(model, gpu, tp))
+
+
+def accept_rate(accept_length: float, shape: SpecShape | None, formula: str) -> float:
+    """SGLang's ``accept rate`` for a window with mean ``accept_length``.
+
+    ``formula`` ``"len_over_ndt"``: accepted tokens (incl. bonus) / (verify steps × num_draft_tokens)
+    (0.5.10, ``python/sglang/srt/observability/scheduler_metrics_mixin.py``);
+    ``"drafts_over_ndt_minus_1"``: accepted drafts / (verify steps × (num_draft_tokens − 1)) (0.5.23,
+    ``python/sglang/srt/managers/scheduler_components/metrics_reporter.py``, PR #13212).
+    """
+    if shape is None or accept_length <= 0:
+        return 0.0
+    if formula == "len_over_ndt":
+        return accept_length / shape.num_draft_tokens
+    per_round = shape.num_draft_tokens - 1 or shape.num_steps
+    return (accept_length - 1.0) / per_round if per_round > 0 else 0.0

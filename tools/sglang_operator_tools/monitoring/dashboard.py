@@ -1,0 +1,217 @@
+"""The Grafana dashboard "SGLang speculative decoding", built with ``grafana-foundation-sdk`` (Grafana 11.6
+schema, pinned in pyproject.toml) (pure).
+
+Variables: ``datasource`` (Prometheus), ``namespace`` and ``server`` (from the ``namespace`` and
+``sglang_server`` target labels the scrape config adds, :mod:`sglang_operator.builders.monitoring`). Every
+per-server panel is split by ``revision``. SGLang's own series answer what SGLang reports (throughput, accept
+length and rate, steps and draft tokens, requests, TTFT, ITL, KV-cache, prefix-cache hits, retractions); the
+operator's series answer what only it knows (per-request decode speed from its probe, the rollback's phase,
+baseline, stable revision and rollbacks). The rollback series exist once the rollback exports them; until then
+their panels show no data.
+
+Regenerate the checked-in copies with ``python -m sglang_operator_tools.monitoring.generate``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from grafana_foundation_sdk.builders import common as cb
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, timeseries
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common
+from grafana_foundation_sdk.models.dashboard import DashboardCursorSync, DataSourceRef, VariableRefresh
+
+from sglang_operator_tools.monitoring import series as s
+
+UID = "sglang-operator"
+TITLE = "SGLang speculative decoding"
+DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
+SERVER_SEL = 'namespace="$namespace", sglang_server="$server"'
+RATE = "$__rate_interval"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One PromQL query of a panel and its legend (Grafana legend template, ``{{revision}}``)."""
+
+    expr: str
+    legend: str = "{{revision}}"
+
+
+def _sel(name: str) -> str:
+    return f"{name}{{{SERVER_SEL}}}"
+
+
+def _rate(name: str) -> str:
+    return f"rate({_sel(name)}[{RATE}])"
+
+
+def _quantiles(histogram: str) -> list[Target]:
+    return [Target(f"histogram_quantile({q}, sum by (revision, le) ({_rate(histogram + '_bucket')}))",
+                   f"p{int(q * 100)} {{{{revision}}}}") for q in (0.5, 0.95)]
+
+
+ACCEPT_LENGTH = (
+    f"(sum by (revision) ({_rate(s.GENERATION_TOKENS)}) / sum by (revision) ({_rate(s.SPEC_VERIFY_CALLS)}))\n"
+    f"  or avg by (revision) ({_sel(s.SPEC_ACCEPT_LENGTH)})"
+)
+"""Tokens per verify step from counter increases where the release has ``sglang:spec_verify_calls_total``
+(0.5.2x), else SGLang's windowed gauge (mean over pods)."""
+
+
+def _query(t: Target, ref: str) -> prometheus.Dataquery:
+    return prometheus.Dataquery().expr(t.expr).legend_format(t.legend).ref_id(ref).datasource(DS)
+
+
+P = TypeVar("P", timeseries.Panel, stat.Panel, statetimeline.Panel)
+
+
+def _targets(panel: P, targets: list[Target]) -> P:
+    for i, t in enumerate(targets):
+        panel = panel.with_target(_query(t, chr(ord("A") + i)))
+    return panel
+
+
+def series_panel(title: str, description: str, unit: str, targets: list[Target], span: int = 8,
+                 bars: bool = False) -> timeseries.Panel:
+    """A time series panel of ``targets``; ``unit`` is a Grafana unit id (``short``, ``s``, ``percentunit``)."""
+    p = (timeseries.Panel().title(title).description(description).unit(unit).datasource(DS).height(8).span(span)
+         .legend(cb.VizLegendOptions().show_legend(True).display_mode(common.LegendDisplayMode.LIST)
+                 .placement(common.LegendPlacement.BOTTOM)))
+    if bars:
+        p = p.draw_style(common.GraphDrawStyle.BARS)
+    return _targets(p, targets)
+
+
+def stat_panel(title: str, description: str, targets: list[Target], span: int = 6) -> stat.Panel:
+    """A stat panel showing the series' name (its legend), e.g. the stable revision."""
+    p = (stat.Panel().title(title).description(description).datasource(DS).height(4).span(span)
+         .text_mode(common.BigValueTextMode.NAME).graph_mode(common.BigValueGraphMode.NONE)
+         .reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"])))
+    return _targets(p, targets)
+
+
+def phase_panel() -> statetimeline.Panel:
+    p = (statetimeline.Panel().title("Analysis phase")
+         .description("The rollback analysis phase of the server over time (1 = current phase).")
+         .datasource(DS).height(4).span(18))
+    return _targets(p, [Target(f"{_sel(s.OP_ANALYSIS_PHASE)} == 1", "{{phase}}")])
+
+
+def _add(d: db.Dashboard, ids: Iterator[int], panel: Any) -> db.Dashboard:
+    return d.with_panel(panel.id(next(ids)))
+
+
+def build() -> db.Dashboard:
+    """The dashboard builder (call ``.build()`` for the model); panels and rows numbered from 1 in order."""
+    ids = itertools.count(1)
+    d = (db.Dashboard(TITLE).uid(UID).tags(["sglang", "sglang-operator", "speculative-decoding"])
+         .description("Per revision of one SGLangServer: is MTP / NEXTN speculative decoding paying off?")
+         .refresh("30s").time("now-3h", "now").timezone("browser").tooltip(DashboardCursorSync.CROSSHAIR)
+         .editable())
+    d = d.with_variable(db.DatasourceVariable("datasource").label("Data source").type("prometheus"))
+    d = d.with_variable(
+        db.QueryVariable("namespace").label("Namespace").datasource(DS)
+        .query(f'label_values({s.NUM_RUNNING_REQS}{{sglang_server!=""}}, namespace)')
+        .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED))
+    d = d.with_variable(
+        db.QueryVariable("server").label("SGLangServer").datasource(DS)
+        .query(f'label_values({s.NUM_RUNNING_REQS}{{namespace="$namespace"}}, sglang_server)')
+        .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED))
+    d = d.annotation(
+        db.AnnotationQuery().name("Rollbacks").datasource(DS).enable(True).icon_color("red")
+        .expr(f"increase({_sel(s.OP_ROLLBACKS)}[1m]) > 0"))
+    d = d.annotation(
+        db.AnnotationQuery().name("New revision").datasource(DS).enable(True).icon_color("blue")
+        .expr(f"count by (revision) ({_sel(s.NUM_RUNNING_REQS)}) unless count by (revision) "
+              f"({_sel(s.NUM_RUNNING_REQS)} offset 1m)"))
+
+    d = d.with_row(db.Row("Speculative decoding, per revision").id(next(ids)))
+    d = _add(d, ids, series_panel(
+        "Generation throughput", "Output tokens per second over all pods of the revision "
+        f"(rate of {s.GENERATION_TOKENS}; counts when a request finishes).", "short",
+        [Target(f"sum by (revision) ({_rate(s.GENERATION_TOKENS)})")]))
+    d = _add(d, ids, series_panel(
+        "Accept length", "Tokens per verify step (accepted drafts + 1). From counters "
+        f"({s.GENERATION_TOKENS} ÷ {s.SPEC_VERIFY_CALLS}) where SGLang has them (0.5.2x), else the "
+        f"{s.SPEC_ACCEPT_LENGTH} gauge.", "short", [Target(ACCEPT_LENGTH)]))
+    d = _add(d, ids, series_panel(
+        "Accept rate", f"Accepted ÷ proposed draft tokens ({s.SPEC_ACCEPT_RATE}; 0.5.10 divides by steps × "
+        "draft tokens, 0.5.2x by steps × (draft tokens − 1)).", "percentunit",
+        [Target(f"avg by (revision) ({_sel(s.SPEC_ACCEPT_RATE)})")]))
+    d = _add(d, ids, series_panel(
+        "Decode speed per request", "Single-stream decode tok/s the operator measures (its probe, or 1 / mean "
+        "inter-token latency), the figure the rollback compares, and the stable revision's baseline.",
+        "short", [Target(_sel(s.OP_DECODE_TPS)),
+                  Target(_sel(s.OP_BASELINE_TPS), "baseline")]))
+    d = _add(d, ids, series_panel(
+        "Speculative steps and draft tokens", f"{s.SPEC_NUM_STEPS} and {s.SPEC_NUM_DRAFT_TOKENS} as SGLang runs "
+        "them (SGLang 0.5.2x reports them; 0.5.10 does not).", "short",
+        [Target(f"max by (revision) ({_sel(s.SPEC_NUM_STEPS)})", "steps {{revision}}"),
+         Target(f"max by (revision) ({_sel(s.SPEC_NUM_DRAFT_TOKENS)})", "draft tokens {{revision}}")]))
+    d = _add(d, ids, series_panel(
+        "Running and queued requests", f"{s.NUM_RUNNING_REQS} and {s.NUM_QUEUE_REQS}, summed over pods.", "short",
+        [Target(f"sum by (revision) ({_sel(s.NUM_RUNNING_REQS)})", "running {{revision}}"),
+         Target(f"sum by (revision) ({_sel(s.NUM_QUEUE_REQS)})", "queued {{revision}}")]))
+
+    d = d.with_row(db.Row("Latency and memory, per revision").id(next(ids)))
+    d = _add(d, ids, series_panel("Time to first token", f"p50 and p95 of {s.TTFT}.", "s", _quantiles(s.TTFT)))
+    d = _add(d, ids, series_panel("Inter-token latency", f"p50 and p95 of {s.ITL}.", "s", _quantiles(s.ITL)))
+    d = _add(d, ids, series_panel(
+        "KV-cache usage", f"Used share of the KV-cache token pool ({s.TOKEN_USAGE}, max over pods).",
+        "percentunit", [Target(f"max by (revision) ({_sel(s.TOKEN_USAGE)})")]))
+    d = _add(d, ids, series_panel(
+        "Prefix cache hit rate", f"{s.CACHE_HIT_RATE}, mean over pods.", "percentunit",
+        [Target(f"avg by (revision) ({_sel(s.CACHE_HIT_RATE)})")]))
+    d = _add(d, ids, series_panel(
+        "Retractions", f"Requests retracted per second for lack of KV-cache ({s.RETRACTED_REQUESTS}).", "reqps",
+        [Target(f"sum by (revision) ({_rate(s.RETRACTED_REQUESTS)})")], bars=True))
+
+    d = d.with_row(db.Row("Rollback").id(next(ids)))
+    d = _add(d, ids, phase_panel())
+    d = _add(d, ids, stat_panel(
+        "Stable revision", "The last known-good revision the operator rolls back to.",
+        [Target(f"{_sel(s.OP_STABLE_REVISION)} == 1", "{{stable_revision}}")]))
+    d = _add(d, ids, series_panel(
+        "Baseline", "What a new revision is judged against: the stable revision's decode tok/s and accept "
+        "length.", "short", [Target(_sel(s.OP_BASELINE_TPS), "decode tok/s"),
+                             Target(_sel(s.OP_BASELINE_ACCEPT_LENGTH), "accept length")], span=12))
+    d = _add(d, ids, series_panel(
+        "Rollbacks", "Automatic rollbacks of the server (increase of sglang_operator_rollbacks_total).", "short",
+        [Target(f"increase({_sel(s.OP_ROLLBACKS)}[{RATE}])", "rollbacks")], span=12, bars=True))
+
+    d = d.with_row(db.Row("Operator").id(next(ids)))
+    d = _add(d, ids, series_panel(
+        "Operator scrape errors", "The operator's failed scrapes of SGLang per second, by reason (0: none).",
+        "short", [Target(f"sum by (reason) (rate({s.OP_SCRAPE_ERRORS}[{RATE}])) or on () vector(0)",
+                         "{{reason}}")]))
+    d = _add(d, ids, series_panel(
+        "Operator scrape duration", f"p95 of {s.OP_SCRAPE_DURATION}.", "s",
+        [Target(f"histogram_quantile(0.95, sum by (le) (rate({s.OP_SCRAPE_DURATION}_bucket[{RATE}])))", "p95")]))
+    d = _add(d, ids, series_panel(
+        "SGLangServers by phase", f"{s.OP_SERVERS} (status.phase of every SGLangServer the operator watches).",
+        "short", [Target(f"sum by (phase) ({s.OP_SERVERS})", "{{phase}}")]))
+    return d
+
+
+def dashboard_json() -> str:
+    """The dashboard as Grafana JSON (2-space indent, trailing newline): the checked-in file's content."""
+    model = build().build()
+    return json.dumps(json.loads(json.dumps(model, cls=JSONEncoder)), indent=2, sort_keys=True) + "\n"
+
+
+def panels(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every panel of a dashboard JSON document (rows' nested panels included), rows themselves excluded."""
+    out: list[dict[str, Any]] = []
+    for p in doc.get("panels", []):
+        if p.get("type") == "row":
+            out += p.get("panels", [])
+        else:
+            out.append(p)
+    return out
