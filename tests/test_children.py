@@ -12,15 +12,9 @@ from aiohttp import web
 from lightkube import ApiError
 from lightkube.models.meta_v1 import Status
 
-from sglang_operator.control import children
-from sglang_operator.control.children import (
-    ApplyFailure,
-    ChildApplyError,
-    apply_failure,
-    drain,
-    draining,
-    refused_by_api_server,
-)
+from sglang_operator.control.children import ApplyFailure, apply_failure
+from sglang_operator.control.drain import drain
+from sglang_operator.control.memory import Memories
 
 
 def api_error(code: int, message: str) -> ApiError:
@@ -47,7 +41,6 @@ def test_api_errors_are_classified(code: int, message: str, spec_fault: bool) ->
     text = failure.describe()
     assert "Deployment" in text and f"HTTP {code}" in text and message in text
     assert text.endswith("; retrying") is (not spec_fault)
-    assert (refused_by_api_server(ChildApplyError(failure)) is not None) is spec_fault
 
 
 def test_transport_errors_are_not_the_specs_fault() -> None:
@@ -91,34 +84,37 @@ async def _metrics_server(counts: list[int], started: list[int] | None = None,
 async def test_drain_waits_until_no_request_runs_and_flags_the_server() -> None:
     runner, url = await _metrics_server([2, 1, 0])
     seen: list[bool] = []
+    memories = Memories()
+    memory = memories.of(("ns", "srv"))
     try:
         async def watch() -> None:
             while True:
-                seen.append(draining("ns", "srv"))
+                seen.append(memories.draining("ns", "srv"))
                 await asyncio.sleep(0.05)
         watcher = asyncio.create_task(watch())
-        result = await drain("ns", "srv", [url], seconds=10, poll=0.1)
+        result = await drain([url], seconds=10, poll=0.1, memory=memory)
         watcher.cancel()
     finally:
         await runner.cleanup()
     assert result.idle and result.running == 0 and 0.15 < result.seconds < 5
-    assert True in seen and not draining("ns", "srv")
+    assert True in seen and not memories.draining("ns", "srv") and not memories.draining("ns", "other")
 
 
 async def test_drain_gives_up_after_drain_seconds() -> None:
     runner, url = await _metrics_server([3])
     try:
         started = time.monotonic()
-        result = await drain("ns", "busy", [url], seconds=0.5, poll=0.1)
+        memory = Memories().of(("ns", "busy"))
+        result = await drain([url], seconds=0.5, poll=0.1, memory=memory)
         elapsed = time.monotonic() - started
     finally:
         await runner.cleanup()
     assert not result.idle and result.running == 3 and 0.5 <= elapsed < 3
-    assert ("ns", "busy") not in children.DRAINING
+    assert not memory.draining
 
 
 async def test_a_pod_that_does_not_answer_runs_nothing() -> None:
-    result = await drain("ns", "gone", ["http://127.0.0.1:9"], seconds=5, poll=0.1)
+    result = await drain(["http://127.0.0.1:9"], seconds=5, poll=0.1)
     assert result.idle and result.seconds < 4
 
 
@@ -127,13 +123,13 @@ async def test_drain_reads_requests_in_flight_not_the_stale_gauge() -> None:
     and may read 0 before a started request's first decode log. The TTFT / e2e counts are live."""
     runner, url = await _metrics_server([1], started=[5], finished=[4, 4, 5])
     try:
-        result = await drain("ns", "stale", [url], seconds=10, poll=0.1)
+        result = await drain([url], seconds=10, poll=0.1)
     finally:
         await runner.cleanup()
     assert result.idle and 0.15 < result.seconds < 5  # waited for the 5th request, not for the gauge
     runner, url = await _metrics_server([0], started=[3], finished=[2])
     try:
-        result = await drain("ns", "fresh", [url], seconds=0.5, poll=0.1)
+        result = await drain([url], seconds=0.5, poll=0.1)
     finally:
         await runner.cleanup()
     assert not result.idle and result.running == 1  # the gauge's 0 is not believed while one is in flight

@@ -106,17 +106,21 @@ def test_cancelling_a_tick_cancels_the_observations_under_way() -> None:
 
 def test_the_parse_is_reused_while_uid_generation_and_revision_stay() -> None:
     obs = Observer(5.0)
-    first = obs._parsed(body("a"))
-    again = obs._parsed({**body("a"), "status": {"revision": "r1", "phase": "Ready"}})  # a status change only
+
+    def parsed(b: dict[str, Any]) -> Any:
+        return obs._parsed(obs.memory(b), b)
+
+    first = parsed(body("a"))
+    again = parsed({**body("a"), "status": {"revision": "r1", "phase": "Ready"}})  # a status change only
     assert again[0] is first[0] and again[1] is first[1]
     assert first[1] is first[0].spec  # the spec applied is the object's: held once
     updated = body("a", generation=2)
     updated["spec"]["replicas"] = 3
-    server, spec = obs._parsed(updated)
+    server, spec = parsed(updated)
     assert server is not first[0] and server.spec.replicas == 3 and spec.replicas == 3
-    assert obs._parsed(body("a", generation=2, revision="r2"))[0] is not server  # another applied revision
+    assert parsed(body("a", generation=2, revision="r2"))[0] is not server  # another applied revision
     obs.track("DELETED", body("a"))
-    assert obs._parsed(body("a"))[0] is not first[0]  # forgotten with the server
+    assert parsed(body("a"))[0] is not first[0]  # forgotten with the server
 
 
 def test_the_applied_spec_comes_from_the_ledger_record_of_the_running_revision() -> None:
@@ -126,20 +130,22 @@ def test_the_applied_spec_comes_from_the_ledger_record_of_the_running_revision()
     recorded["replicas"] = 1
     b["spec"]["replicas"] = 4  # an update that was refused: replicas 1 still run
     b["status"]["revisions"] = [{"revision": "r1", "spec": recorded}]
-    server, spec = obs._parsed(b)
+    server, spec = obs._parsed(obs.memory(b), b)
     assert (server.spec.replicas, spec.replicas) == (4, 1)
 
 
 def test_the_handlers_render_spares_the_observer_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     obs = Observer(5.0)
-    server = parse(body("a"))
-    obs.note_spec_revision("ns", "a", 1, "abc123")
+    b = body("a")
+    server = parse(b)
+    obs.note_spec_revision(b, 1, "abc123")
     real = builders.render
 
     def render(_: Any) -> Any:
         raise AssertionError("rendered again")
 
     monkeypatch.setattr(observer.builders, "render", render)
-    assert obs._spec_revision(server, 1) == "abc123"
+    assert obs._spec_revision(obs.memory(b), server, b) == "abc123"
     monkeypatch.setattr(observer.builders, "render", real)
-    assert obs._spec_revision(server, 2) == real(server).revision  # another generation: rendered
+    b2 = body("a", generation=2)
+    assert obs._spec_revision(obs.memory(b2), server, b2) == real(server).revision  # another generation: rendered

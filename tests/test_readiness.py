@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Iterator, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import kopf
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.cluster.procs import free_port
 from sglang_operator.control import handlers
+from sglang_operator.control.observer import Observer
 from sglang_operator.process import telemetry
 from sglang_operator.process.readiness import Readiness
 
@@ -152,13 +155,17 @@ async def test_reconcile_counts_a_server_seen_however_it_ends(monkeypatch: pytes
         raise _Fail
 
     monkeypatch.setattr(handlers, "_reconcile", failing)
+    memo = SimpleNamespace(observer=Observer(5.0))
     body: Any = {"metadata": {"name": "s", "namespace": "ns", "uid": "uid-1"}}
     with pytest.raises(_Fail):  # kopf retries it: the server was seen all the same
         await handlers.reconcile(body=body, meta=body["metadata"], status={}, patch={}, reason="resume",
-                                 logger=None)
+                                 logger=None, memo=memo)
     assert tracker.report() == (False, "resuming: 1 of 3 SGLangServers seen")
-    monkeypatch.setattr(handlers.OBSERVER, "track", lambda *_: None)
-    await handlers.track(event={"type": "DELETED"}, body={"metadata": {"uid": "uid-2"}})
-    await handlers.track(event={"type": "MODIFIED"},
+    with pytest.raises(kopf.TemporaryError):  # before kopf's startup built the observer: retried, still seen
+        await handlers.reconcile(body=body, meta=body["metadata"], status={}, patch={}, reason="resume",
+                                 logger=None, memo=SimpleNamespace())
+    monkeypatch.setattr(memo.observer, "track", lambda *_: None)
+    await handlers.track(event={"type": "DELETED"}, body={"metadata": {"uid": "uid-2"}}, memo=memo)
+    await handlers.track(event={"type": "MODIFIED"}, memo=memo,
                          body={"metadata": {"uid": "uid-3", "deletionTimestamp": "2026-01-01T00:00:00Z"}})
     assert tracker.report() == (True, "ok: 1 SGLangServers seen once")

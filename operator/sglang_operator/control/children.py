@@ -8,17 +8,13 @@ and nothing is applied. A failed apply is a
 :class:`ChildApplyError` whose :class:`ApplyFailure` says whether the spec is at fault (the caller reports
 ``SpecValid=False``) or not (``Degraded``, and a retry): never a silent retry loop.
 
-Before a Recreate replaces pods (an update or a rollback), :func:`drain` waits until the old pods run no
-request or ``spec.strategy.drainSeconds`` are up; :data:`DRAINING` names the servers being drained so the
-sampler sends them no probe meanwhile.
+The drain before a Recreate is :mod:`sglang_operator.control.drain`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,12 +126,6 @@ class ApplyFailure:
         return f"applying the {self.kind} failed ({status}): {self.message}; retrying"
 
 
-APPLY_FAILURES: dict[tuple[str, str], str] = {}
-"""``(namespace, name)`` → the describe() of the last failed apply that was not the spec's fault, until an apply
-succeeds: one Warning event per distinct failure, and what the observer may show as Degraded ApplyFailed
-(its pod-health Degraded would otherwise replace it while the previous revision's pods serve)."""
-
-
 class ChildApplyError(Exception):
     """A child could not be applied; ``failure`` says why."""
 
@@ -175,150 +165,4 @@ async def lws_missing(child: Mapping[str, Any], err: Exception) -> bool:
     return code == 404 and not await kube.crd_served(LWS_CRD, LWS_VERSION)
 
 
-def refused_by_api_server(err: Exception) -> str | None:
-    """The message of a refusal that is the spec's fault (a :class:`ChildApplyError` or an ``ApiError``), else
-    None (kept for callers of the earlier API)."""
-    failure = err.failure if isinstance(err, ChildApplyError) else apply_failure("child object", err)
-    return failure.describe() if failure.spec_fault else None
-
-
-# --- drain before a Recreate ----------------------------------------------------------------------------------
-
-DRAINING: set[tuple[str, str]] = set()
-"""``(namespace, name)`` of the servers whose old pods are being drained: probes must not be sent to them (the
-sampler checks :func:`draining`)."""
-RUNNING_METRIC = "sglang:num_running_reqs"
-"""Requests a server is running (gauge; ``python/sglang/srt/metrics/collector.py`` 0.5.10,
-``observability/metrics_collector.py`` 0.5.2x). The scheduler refreshes it at decode-log intervals only (and every
-30 s when idle, ``scheduler.py`` ``check_memory``), so it reads 1 for up to 30 s after the last request ended."""
-STARTED_METRIC = "sglang:time_to_first_token_seconds_count"
-FINISHED_METRIC = "sglang:e2e_request_latency_seconds_count"
-"""Requests that streamed their first token / that finished or were aborted: the tokenizer manager observes them
-as it happens (``TokenizerMetricsCollector``), so their difference is the live count of requests in flight, which
-:func:`running_requests` prefers to the refreshed-now-and-then gauge."""
 log = logging.getLogger("sglang_operator.control.children")
-
-
-def draining(namespace: str, name: str) -> bool:
-    """Whether SGLangServer ``namespace/name`` is being drained (send it no probe)."""
-    return (namespace, name) in DRAINING
-
-
-@dataclass(frozen=True)
-class DrainResult:
-    """Outcome of :func:`drain`: ``idle`` when every pod reported 0 running requests (or could not be read: a
-    pod that does not answer runs nothing worth waiting for), ``seconds`` waited, ``running`` the last count."""
-
-    idle: bool
-    seconds: float
-    running: int
-
-
-class _RunningRequests:
-    """A /metrics body consumer (prometheus_client parser): requests in flight, :data:`STARTED_METRIC` minus
-    :data:`FINISHED_METRIC` summed over their series, or the :data:`RUNNING_METRIC` gauge when those are absent."""
-
-    def __init__(self) -> None:
-        self.body = bytearray()
-
-    def feed(self, chunk: bytes) -> None:
-        self.body.extend(chunk)
-
-    def finish(self) -> int:
-        from prometheus_client.parser import text_string_to_metric_families
-
-        totals: dict[str, float] = {}
-        for family in text_string_to_metric_families(self.body.decode("utf-8", "replace")):
-            for sample in family.samples:
-                if sample.name in (RUNNING_METRIC, STARTED_METRIC, FINISHED_METRIC):
-                    totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
-        if STARTED_METRIC in totals and FINISHED_METRIC in totals:
-            return max(int(totals[STARTED_METRIC] - totals[FINISHED_METRIC]), 0)
-        return int(totals.get(RUNNING_METRIC, 0.0))
-
-
-async def running_requests(urls: Sequence[str], http: Any = None, timeout: float = 3.0) -> int:
-    """The requests running on the servers at ``urls`` (``http://IP:port``) by their ``/metrics``; a server
-    that cannot be read counts 0. ``http``: a :class:`sglang_operator.io.sglang_http.SGLangHTTP`."""
-    from sglang_operator.io.sglang_http import ScrapeError, SGLangHTTP
-
-    client = http or SGLangHTTP(concurrency=8)
-    try:
-        async def one(url: str) -> int:
-            try:
-                count: int = await client.get(f"{url}/metrics", _RunningRequests(), timeout=timeout)
-                return count
-            except ScrapeError as err:
-                log.debug("drain: %s not read: %s", url, err)
-                return 0
-        return sum(await asyncio.gather(*(one(u) for u in urls)))
-    finally:
-        if http is None:
-            await client.aclose()
-
-
-async def drain(namespace: str, name: str, urls: Sequence[str], seconds: float, poll: float = 1.0,
-                http: Any = None) -> DrainResult:
-    """Wait until the old pods at ``urls`` run no request, or ``seconds`` are up; meanwhile
-    ``(namespace, name)`` is in :data:`DRAINING` (no probes). The reconcile handler calls it before applying a
-    new revision with strategy Recreate; the rollback path must call it too before it applies the earlier
-    revision."""
-    started = time.monotonic()
-    DRAINING.add((namespace, name))
-    try:
-        running = 0
-        while True:
-            running = await running_requests(urls, http)
-            waited = time.monotonic() - started
-            if running == 0:
-                return DrainResult(True, waited, 0)
-            if waited >= seconds:
-                return DrainResult(False, waited, running)
-            await asyncio.sleep(min(poll, max(seconds - waited, 0.0)))
-    finally:
-        DRAINING.discard((namespace, name))
-
-
-def _ready(pod: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
-
-
-async def drain_old_pods(body: Mapping[str, Any], spec: Any, new_revision: str) -> DrainResult | None:
-    """Before a Recreate replaces the running revision's pods with ``new_revision``: :func:`drain` them (at most
-    ``spec.strategy.drainSeconds``), then post ``Drained`` (Normal) or ``DrainTimedOut`` (Warning). None when there
-    is nothing to drain (RollingUpdate, drainSeconds 0, no running revision, the same revision, no Ready pod).
-
-    ``body``: the SGLangServer as stored (its ``status.revision`` and port are what runs); ``spec``: the parsed spec
-    being applied. The reconcile handler calls it; the rollback path must call it too before it applies an earlier
-    revision (``control.restore.apply_revision``)."""
-    from sglang_operator.api.spec import StrategyType
-    from sglang_operator.io.sglang_http import base_url
-
-    strategy = spec.strategy
-    old = (body.get("status") or {}).get("revision")
-    if strategy.type is not StrategyType.RECREATE or strategy.drain_seconds <= 0 or not old or old == new_revision:
-        return None
-    meta = body.get("metadata") or {}
-    namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
-    port = spec.port
-    for record in (body.get("status") or {}).get("revisions") or []:  # the running revision's own port
-        if record.get("revision") == old and isinstance((record.get("spec") or {}).get("port"), int):
-            port = record["spec"]["port"]
-    pods = await kube.list_pods(namespace, builders.selector_labels(name))
-    urls = [base_url(p["status"]["podIP"], port) for p in pods
-            if _ready(p) and (p.get("status") or {}).get("podIP")
-            and p.get("metadata", {}).get("labels", {}).get(builders.REVISION_LABEL) == old]
-    if not urls:
-        return None
-    result = await drain(namespace, name, urls, strategy.drain_seconds)
-    if result.idle:
-        await kube.post_event(body, "Normal", "Drained", f"revision {old}: no running request after "
-                              f"{result.seconds:.1f} s; replacing its pods with revision {new_revision}")
-    else:
-        await kube.post_event(body, "Warning", "DrainTimedOut",
-                              f"revision {old}: {result.running} requests still running after "
-                              f"spec.strategy.drainSeconds ({strategy.drain_seconds} s); replacing its pods with "
-                              f"revision {new_revision} anyway")
-    log.info("%s/%s: drained revision %s before replacing it: %s", namespace, name, old, result)
-    return result

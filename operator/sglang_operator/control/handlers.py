@@ -8,10 +8,13 @@ the clients.
   sake; any other failure to apply is ``Degraded=True`` (reason ``ApplyFailed``) with a Warning event, and kopf
   retries. Every event comes from one source, ``sglang-operator`` (:func:`sglang_operator.io.kube.post_event`;
   kopf posts none, :mod:`sglang_operator.entry.runner`).
-- ``track`` (every watch event) feeds :class:`sglang_operator.control.observer.Observer`, started and stopped with
-  the operator, which observes pods and SGLang for every server each ``SGLANG_OPERATOR_STATUS_INTERVAL``
-  seconds. No timer or daemon is used, so no finalizer is put on SGLangServers: deleting one never waits
-  for the operator.
+- ``track`` (every watch event) feeds :class:`sglang_operator.control.observer.Observer`, built and started in
+  kopf's startup (held in kopf's ``memo``: nothing is built at import time) and stopped with the operator, which
+  observes pods and SGLang for every server each :attr:`Config.status_interval` seconds. No timer or daemon is
+  used, so no finalizer is put on SGLangServers: deleting one never waits for the operator.
+- Every write for one server runs in its worker (:class:`sglang_operator.control.memory.ServerMemory`'s lock): the
+  reconcile handler takes it, and first cancels a rollback's job still draining or applying (the spec's revision
+  wins over a rollback in flight unless it is rejected, :func:`sglang_operator.decisions.rollback.what_should_run`).
 - ``child_event`` (watch of the operator's Deployments and Services): one deleted behind the operator's
   back is re-applied at the same revision.
 - ``pod_event`` (watch of the managed pods) keeps the observer's pod cache current: the observer and the
@@ -20,10 +23,12 @@ the clients.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import gc
 import logging
-import os
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -33,15 +38,10 @@ from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.builders.labels import MANAGED_BY
 from sglang_operator.control import restore
-from sglang_operator.control.children import (
-    APPLY_FAILURES,
-    ChildApplyError,
-    LeaderWorkerSetMissing,
-    apply_children,
-    drain_old_pods,
-    up_to_date,
-)
-from sglang_operator.control.observer import Observer
+from sglang_operator.control.children import ChildApplyError, LeaderWorkerSetMissing, apply_children, up_to_date
+from sglang_operator.control.drain import drain_old_pods
+from sglang_operator.control.memory import ServerMemory
+from sglang_operator.control.observer import RESYNC_SECONDS, Observer, same_spec
 from sglang_operator.decisions import groups
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.conditions import condition, merge
@@ -51,8 +51,6 @@ from sglang_operator.process import telemetry
 from sglang_operator.process.readiness import READINESS
 from sglang_operator.sglang import args as sglang_args
 
-STATUS_INTERVAL = float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5"))
-OBSERVER = Observer(STATUS_INTERVAL)
 RESOURCE = (GROUP, VERSION, PLURAL)
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
@@ -70,16 +68,37 @@ async def _event(body: kopf.Body, type_: str, reason: str, message: str) -> None
     await kube.post_event(dict(body), type_, reason, message[:1024])
 
 
-async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, message: str, logger: Logger) -> None:
+@dataclass(frozen=True)
+class Config:
+    """The operator's settings the handlers need (``sglang-operator run``, passed in kopf's ``memo`` as ``config``):
+    ``status_interval`` seconds between two observations of a server; ``sample_interval``: replaces every server's
+    ``spec.rollback.intervalSeconds`` (None: each its own); ``resync_seconds`` between two resyncs (0: never);
+    ``namespaces`` watched (empty: clusterwide)."""
+
+    status_interval: float = 5.0
+    sample_interval: float | None = None
+    resync_seconds: float = RESYNC_SECONDS
+    namespaces: tuple[str, ...] = ()
+
+
+def observer_of(memo: Any) -> Observer:
+    """The operator's observer (kopf's ``memo.observer``, built by :func:`start_observer`)."""
+    observer = getattr(memo, "observer", None)
+    if not isinstance(observer, Observer):
+        raise kopf.TemporaryError("the operator is starting: no observer yet", delay=1)
+    return observer
+
+
+async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, message: str, logger: Logger,
+                        memory: ServerMemory) -> None:
     """Degraded=True (reason ApplyFailed) written now (kopf retries the handler); a Warning event and a log line
-    only when the failure is new for this server (:data:`sglang_operator.control.children.APPLY_FAILURES`)."""
+    only when the failure is new for this server (``memory.apply_failure``, shown by the observer too)."""
     meta = body.get("metadata", {})
-    key = (str(meta.get("namespace")), str(meta.get("name")))
     conds = merge(status.get("conditions") or [],
                   [condition("Degraded", "True", "ApplyFailed", message[:1024], generation, _now())])
-    await kube.patch_status(key[0], key[1], None, {"conditions": conds})
-    if APPLY_FAILURES.get(key) != message:
-        APPLY_FAILURES[key] = message
+    await kube.patch_status(str(meta.get("namespace")), str(meta.get("name")), None, {"conditions": conds})
+    if memory.apply_failure != message:
+        memory.apply_failure = message
         await _event(body, "Warning", "ApplyFailed", message)
         logger.warning("%s", message)
 
@@ -89,18 +108,47 @@ async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, m
 @kopf.on.update(*RESOURCE, field="spec")
 async def reconcile(
     body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, reason: str,
-    logger: Logger, **_: Any,
+    logger: Logger, memo: Any = None, **_: Any,
 ) -> None:
-    """Render and apply the children of one SGLangServer; write status; post an event. However it ends, the
-    server counts as seen for ``/readyz`` (:mod:`sglang_operator.process.readiness`)."""
+    """Render and apply the children of one SGLangServer; write status; post an event; in the server's worker
+    (a rollback's job in flight is cancelled first). However it ends, the server counts as seen for ``/readyz``
+    (:mod:`sglang_operator.process.readiness`)."""
     try:
-        await _reconcile(body, meta, status, patch, reason, logger)
+        observer = observer_of(memo)
+        memory = observer.memory(body)
+        job = memory.job
+        if job is not None and not job.done():  # the spec wins over a rollback in flight: it decides anew
+            logger.info("a spec change cancels the rollback's apply under way")
+            job.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await job
+        async with memory.lock:
+            await _reconcile(body, meta, status, patch, reason, logger, observer, memory)
     finally:
         READINESS.seen(str(meta.get("uid")))
 
 
+async def _unchanged_since_applied(body: kopf.Body, rendered: builders.Rendered) -> bool:
+    """On resume: whether the spec is the one ``status.revision`` was applied from (replicas aside) while it now
+    renders otherwise (the operator's defaults changed with an upgrade) and the children still exist: then nothing
+    is applied, so an operator upgrade restarts no running pod; the new render applies at the next spec change."""
+    status = body.get("status") or {}
+    record = next((r for r in status.get("revisions") or [] if r.get("revision") == status.get("revision")), None)
+    if record is None or rendered.revision == status.get("revision") or not same_spec(record.get("spec"),
+                                                                                          body.get("spec")):
+        return False
+    try:
+        for child in (rendered.workload, rendered.service):
+            meta = child["metadata"]
+            if await kube.get_object(str(child["kind"]), str(meta["namespace"]), str(meta["name"])) is None:
+                return False
+    except Exception:
+        return False
+    return True
+
+
 async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, reason: str,
-                     logger: Logger) -> None:
+                     logger: Logger, observer: Observer, memory: ServerMemory) -> None:
     generation = int(meta.get("generation") or 0)
     now = _now()
     logger.debug("reconcile (%s) of generation %s", reason, generation)
@@ -114,7 +162,12 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
         logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
         telemetry.count_reconcile("invalid")
         return
-    OBSERVER.note_spec_revision(server.namespace, server.name, generation, rendered.revision)
+    if reason == kopf.Reason.RESUME and await _unchanged_since_applied(body, rendered):
+        logger.info("revision %s runs; the spec renders as %s with this operator's defaults: applied at the next "
+                    "spec change", status.get("revision"), rendered.revision)
+        telemetry.count_reconcile("applied")
+        return
+    observer.note_spec_revision(body, generation, rendered.revision)
     try:  # the spec's revision, unless the rollback rejected it: then the stable one (the spec is not edited)
         choice = await restore.target(dict(body), rendered)
     except restore.NotInLedger as err:
@@ -126,7 +179,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
     if held_back:
         server = parse({**body, "spec": spec_dict, "status": None})
         rendered = choice.rendered
-    await drain_old_pods(dict(body), server.spec, rendered.revision)
+    await drain_old_pods(dict(body), server.spec, rendered.revision, memory)
     try:
         if reason != kopf.Reason.RESUME or not await up_to_date(rendered, body):  # a restart writes nothing
             await apply_children(rendered, body)
@@ -140,7 +193,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
         failure = err.failure
         if not failure.spec_fault:
             telemetry.count_reconcile("error")
-            await _apply_failed(body, status, generation, failure.describe(), logger)
+            await _apply_failed(body, status, generation, failure.describe(), logger, memory)
             raise kopf.TemporaryError(failure.describe(), delay=30) from None
         refusal = failure.describe()
         _patch_status(patch, st.changed(status, st.invalid(status, [refusal], generation, now)))
@@ -148,7 +201,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
         logger.warning("%s", refusal)
         telemetry.count_reconcile("refused")
         return
-    APPLY_FAILURES.pop((server.namespace, server.name), None)
+    memory.apply_failure = None
     logger.debug("applied revision %s", rendered.revision)
     entry = st.ledger_entry(rendered.revision, generation, rendered.command.command_line,
                             builders.summary(server, rendered), spec_dict, now)
@@ -173,26 +226,26 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
 
 
 @kopf.on.event(*RESOURCE)
-async def track(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+async def track(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_: Any) -> None:
     """Keep the observer's view of every SGLangServer current (no finalizer needed)."""
-    OBSERVER.track(str(event.get("type")), dict(body))
+    observer_of(memo).track(str(event.get("type")), dict(body))
     if event.get("type") == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
         READINESS.forget(str(body.get("metadata", {}).get("uid")))
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
 @kopf.on.event("", "v1", "services", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
-async def child_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_: Any) -> None:
     """A child deleted behind the operator's back is re-applied (same revision, Warning event)."""
     if event.get("type") == "DELETED":
-        await OBSERVER.child_deleted(dict(body))
+        await observer_of(memo).child_deleted(dict(body))
 
 
 @kopf.on.event("", "v1", "pods", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
-async def pod_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_: Any) -> None:
     """Keep the observer's pod cache current (initial listing: event type None)."""
     kind = event.get("type")
-    OBSERVER.pod_event(None if kind is None else str(kind), dict(body))
+    observer_of(memo).pod_event(None if kind is None else str(kind), dict(body))
 
 
 def freeze_heap() -> None:
@@ -212,19 +265,25 @@ while servers were being created at 5/s (issue 10)."""
 
 
 @kopf.on.startup()
-async def start_observer(**_: Any) -> None:
-    """Build the SGLang parsers ahead of the first render, discover the PodMonitor API, and start the status
-    observer loop; list the servers ``/readyz`` waits for
+async def start_observer(memo: Any, **_: Any) -> None:
+    """Build the SGLang parsers ahead of the first render, discover the PodMonitor API, build the observer from
+    ``memo.config`` (:class:`Config`; defaults when absent) into ``memo.observer`` and start its loop; list the servers
+    ``/readyz`` waits for
     (:meth:`sglang_operator.process.readiness.Readiness.start`)."""
     sglang_args.warm_up()
     await POD_MONITORS.wanted()  # auto: discovered once here, re-checked while absent
+    config = getattr(memo, "config", None) or Config()
+    memo.observer = Observer(config.status_interval, config.sample_interval, config.resync_seconds,
+                             config.namespaces)
     freeze_heap()
     READINESS.start(kube.sglangserver_uids)
-    OBSERVER.start()
+    memo.observer.start()
 
 
 @kopf.on.cleanup()
-async def stop_observer(**_: Any) -> None:
-    """Stop the status observer loop (and the readiness re-check)."""
+async def stop_observer(memo: Any, **_: Any) -> None:
+    """Stop the status observer loop and the servers' jobs (and the readiness re-check)."""
     await READINESS.stop()
-    await OBSERVER.stop()
+    observer = getattr(memo, "observer", None)
+    if isinstance(observer, Observer):
+        await observer.stop()

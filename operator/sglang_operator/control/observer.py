@@ -10,10 +10,15 @@ interval has passed, the sampler (:mod:`sglang_operator.io.sampler`) scrapes eve
 one per revision) → one sample per revision → the operator's ``/metrics`` (:mod:`sglang_operator.process.telemetry`)
 and, for the serving revision, ``acceptLength``, ``acceptRate``, ``tokensPerSecond`` (per-request decode tok/s)
 when they moved enough (:func:`decisions.status.figures_patch`).
-Status is patched with the object's ``resourceVersion`` as precondition, so a patch computed from a stale
-view is refused (409) and retried next tick rather than overwriting the reconcile handler's conditions.
-The reconcile handler's own status patch (kopf's merge patch) may still replace the conditions list; every
-condition the observer owns, SettingsDiffer included, is recomputed each tick, so that heals within a tick.
+Status is patched once per observation with the object's ``resourceVersion`` as precondition, so a patch
+computed from a stale view is refused (409) and the server is decided again on the watch's newer object; the
+revision the analysis wants applied is applied only from a view known to be current.
+
+Every observation runs in the server's own worker (:class:`~sglang_operator.control.memory.ServerMemory`'s lock,
+shared with the reconcile handler): a server whose worker is busy (the handler applying, a rollback draining) is
+not observed that tick, and a rollback's drain and apply run as that server's job, outside the tick, so one
+server never delays another's observation. A resync (a full LIST of SGLangServers and of the pods of every
+namespace the pod cache holds, every ``resync_seconds``) forgets servers and pods deleted during a watch gap.
 Replicas, port and requested settings come from the spec last applied (the ledger), not a refused update.
 Read failures are counted (``sglang_operator_scrape_errors_total``) and logged; one server's failure never
 stops the loop.
@@ -37,7 +42,8 @@ from sglang_operator.api.status import Phase
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
 from sglang_operator.builders.revision import DIGEST_ANNOTATION
 from sglang_operator.control import ledger, restore, testhooks
-from sglang_operator.control.children import APPLY_FAILURES, apply_children, draining
+from sglang_operator.control.children import apply_children
+from sglang_operator.control.memory import Key, Memories, ParseCache, ServerMemory, key_of
 from sglang_operator.control.multinode import apply_when_served
 from sglang_operator.decisions import effective as eff
 from sglang_operator.decisions import groups, judging
@@ -55,6 +61,8 @@ from sglang_operator.process import telemetry
 from sglang_operator.sglang.versions import SGLangVersionError, dialect, parse_version
 
 log = logging.getLogger("sglang_operator.control.observer")
+RESYNC_SECONDS = 300.0
+"""Seconds between two resyncs (:meth:`Observer.resync`), the operator's ``--resync-seconds``."""
 CONCURRENCY = 8
 SPREAD = 0.8
 """Fraction of the interval over which one tick's observations are spread."""
@@ -123,7 +131,7 @@ def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
     return next((c for c in conditions if c.get("type") == "Degraded"), {})
 
 
-async def restore_children(namespace: str, name: str, owner_uid: str | None, missing: str) -> None:
+async def restore_children(namespace: str, name: str, owner_uid: str | None, missing: str) -> None:  # in the worker
     """Re-apply the children of SGLangServer ``namespace/name`` after ``missing`` (a kind) was deleted behind
     the operator's back, but only while that very owner (``owner_uid``) exists and is not being deleted, and
     only for the revision status says is applied (a newer, not yet handled or invalid spec is left alone)."""
@@ -158,26 +166,23 @@ def phase_of(meta: Mapping[str, Any]) -> float:
 class Observer:
     """Tracks SGLangServers and their pods (fed by kopf event handlers) and observes every server each
     ``interval`` s; samples each server every ``spec.rollback.intervalSeconds``, or every ``sample_interval``
-    s when that is set (``--sample-interval``: an operator-wide override for tests and demos)."""
+    s when that is set (``--sample-interval``: an operator-wide override for tests and demos). Every per-server
+    thing it keeps is in that server's :class:`~sglang_operator.control.memory.ServerMemory` (:attr:`memories`).
+    ``namespaces``: the watched namespaces (empty: clusterwide), for the resync's LIST."""
 
-    def __init__(self, interval: float, sample_interval: float | None = None) -> None:
+    def __init__(self, interval: float, sample_interval: float | None = None, resync_seconds: float = RESYNC_SECONDS,
+                 namespaces: tuple[str, ...] = ()) -> None:
         self.interval = interval
         self.sample_interval = sample_interval
-        self.servers: dict[tuple[str, str], dict[str, Any]] = {}
+        self.resync_seconds = resync_seconds
+        self.namespaces = namespaces
+        self.memories = Memories()
         self.pods = PodCache(lambda ns: kube.list_pods(ns, MANAGED))
         self.series = telemetry.ServerSeries()
         self._http: SGLangHTTP | None = None
         self._sampler: Sampler | None = None
         self._task: asyncio.Task[None] | None = None
-        self._spec_revisions: dict[tuple[str, str], tuple[int, str | None]] = {}
-        self._parses: dict[tuple[str, str], tuple[tuple[str, int, str], SGLangServer, SGLangServerSpec]] = {}
-        self._digests: dict[tuple[str, str, str], str] = {}
-        self._apply_errors: dict[tuple[str, str], str] = {}
-        self._diffs: dict[tuple[str, str], list[str] | None] = {}
-        self._stale: dict[tuple[str, str], str] = {}
-        """resourceVersion of a server's view whose status patch was refused as stale (409): not observed again (a
-        patch from it would be refused too) until the watch delivers a newer one. Under load the watch lags
-        behind the API server; without this every tick sent one more refused patch per lagging server."""
+        self._last_resync: float | None = None
 
     @property
     def http(self) -> SGLangHTTP:
@@ -190,37 +195,49 @@ class Observer:
     def sampler(self) -> Sampler:
         """The sampler (created with the HTTP client)."""
         if self._sampler is None:
-            self._sampler = Sampler(self.http, draining=draining)
+            self._sampler = Sampler(self.http, draining=self.memories.draining)
         return self._sampler
 
+    @property
+    def servers(self) -> dict[Key, dict[str, Any]]:
+        """The newest view of every tracked server (a copy of the map; read-only use)."""
+        return {m.key: m.body for m in self.memories.values() if m.body is not None}
+
+    def memory(self, body: Mapping[str, Any]) -> ServerMemory:
+        """The memory of the server ``body`` (created on first sight)."""
+        return self.memories.of(key_of(body), str((body.get("metadata") or {}).get("uid") or ""))
+
     def track(self, event_type: str, body: dict[str, Any]) -> None:
-        """Record the latest ``body`` of a watch event (``DELETED`` forgets it and removes its series)."""
-        meta = body.get("metadata", {})
-        key = (str(meta.get("namespace")), str(meta.get("name")))
+        """Record the latest ``body`` of a watch event (``DELETED`` forgets the server: :meth:`forget`)."""
         if event_type == "DELETED":
-            self.servers.pop(key, None)
-            self._stale.pop(key, None)
-            self._parses.pop(key, None)
-            self._spec_revisions.pop(key, None)
-            self.series.forget(*key)
-            if self._sampler is not None:
-                self._sampler.forget(*key)
-        else:
-            self.servers[key] = body
+            self.forget(key_of(body))
+            return
+        self.memory(body).body = body
+
+    def forget(self, key: Key) -> None:
+        """Drop everything kept about server ``key``: its memory, its series, the sampler's state, its pods."""
+        self.memories.drop(key)
+        self.series.forget(*key)
+        if self._sampler is not None:
+            self._sampler.forget(*key)
+        self.pods.forget_server(*key)
 
     def pod_event(self, event_type: str | None, body: dict[str, Any]) -> None:
         """A watch event of a managed pod (None: kopf's initial listing)."""
         self.pods.apply(event_type, body)
 
     async def child_deleted(self, child: dict[str, Any]) -> None:
-        """A managed Deployment or Service was deleted: re-apply it if its SGLangServer still wants it."""
+        """A managed Deployment or Service was deleted: re-apply it (in its server's worker) if its SGLangServer
+        still wants it."""
         meta = child.get("metadata", {})
         owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
         ns = str(meta.get("namespace"))
-        if owner is None or (ns, owner.get("name")) not in self.servers:
+        mem = self.memories.get((ns, str((owner or {}).get("name"))))
+        if owner is None or mem is None:
             return
         try:
-            await restore_children(ns, str(owner["name"]), owner.get("uid"), str(child.get("kind")))
+            async with mem.lock:
+                await restore_children(ns, str(owner["name"]), owner.get("uid"), str(child.get("kind")))
         except Exception:
             log.exception("re-applying the children of %s/%s failed", ns, owner.get("name"))
 
@@ -230,12 +247,14 @@ class Observer:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="sglang-observer")
 
     async def stop(self) -> None:
-        """Cancel the loop and wait for it; cancel probes and close the HTTP client."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Cancel the loop and every server's job and wait for them; cancel probes and close the HTTP client."""
+        jobs = [m.job for m in self.memories.values() if m.job is not None and not m.job.done()]
+        for task in [self._task, *jobs]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = None
         if self._sampler is not None:
             await self._sampler.aclose()
             self._sampler = None
@@ -246,8 +265,9 @@ class Observer:
     async def observe(self, body: dict[str, Any], now: dt.datetime) -> None:
         """Observe one SGLangServer ``body`` and patch its status (nothing when nothing changed): pods → sample →
         the rollback analysis (:func:`decisions.judging.judge`) → one status patch → events → the revision the
-        analysis wants applied (:func:`sglang_operator.control.restore.apply_revision`)."""
+        analysis wants applied, as the server's job (:meth:`_start_job`). The caller holds the server's lock."""
         meta, status = body.get("metadata", {}), body.get("status") or {}
+        mem = self.memory(body)
         revision = status.get("revision")
         if groups.waiting_for_lws(status):  # nothing applied for want of the LeaderWorkerSet API: re-check
             await apply_when_served(body, now)
@@ -255,7 +275,7 @@ class Observer:
         if not revision or meta.get("deletionTimestamp"):
             return
         try:
-            server, spec = self._parsed(body)
+            server, spec = self._parsed(mem, body)
         except SpecError:
             return
         generation = int(meta.get("generation") or 0)
@@ -266,7 +286,7 @@ class Observer:
             effective, diffs = await read_effective(self.http, base_url(health.pod_ips[0], spec.port),
                                                     status.get("sglangVersion") or "", status, spec,
                                                     server.namespace)
-            await self._note_digest(server.namespace, server.name, revision, pods)
+            await self._note_digest(mem, revision, pods)
         policy = server.spec.rollback
         if judging.warm_up_ends(status, policy.warmup_seconds, now):  # align the first judged interval
             self.sampler.restart_interval(server.namespace, server.name)
@@ -277,7 +297,7 @@ class Observer:
         observed = Observation(
             revision=revision, desired_pods=spec.replicas, setup=setup_of(spec),
             pods=tuple(PodView(t.name, t.ready, t.restarts) for t in serving),
-            spec_revision=self._spec_revision(server, generation), retry_token=restore.retry_token(body))
+            spec_revision=self._spec_revision(mem, server, body), retry_token=restore.retry_token(body))
         speculative = speculative_condition(
             spec.speculative.algorithm.value if spec.speculative else None, effective or status.get("effective"),
             None if sample is None or sample.kind is not SampleKind.MEASURED
@@ -287,107 +307,150 @@ class Observer:
         judged = judging.judge(status, sample, policy, now, observed, list(health.conditions), generation,
                                speculative, promote_token)
         conditions = judged.conditions
-        failed_apply = APPLY_FAILURES.get((server.namespace, server.name))
-        if failed_apply:  # the reconcile handler could not apply the spec (kopf retries): say so, not "healthy"
+        if mem.apply_failure:  # the reconcile handler could not apply the spec (kopf retries): say so, not "healthy"
             conditions = [c for c in conditions if c["type"] != "Degraded"] + [
-                condition("Degraded", "True", "ApplyFailed", failed_apply[:1024], generation, now)]
+                condition("Degraded", "True", "ApplyFailed", mem.apply_failure[:1024], generation, now)]
         new = st.observed(status, replace(health, conditions=conditions), generation, now, effective, diffs,
                           figures)
         new |= judged.status
         delta = st.changed(status, new)
+        applies = [a for a in judged.actions if isinstance(a, Apply)]
+        view = body
         if delta:
-            key = (server.namespace, server.name)
             patched = await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"),
                                               st.merge_patch(status, delta))
             if patched is None:  # stale view: decide again on the watch's newer object, never on this one
-                self._stale[key] = str(meta.get("resourceVersion"))
+                mem.stale_rv = str(meta.get("resourceVersion"))
                 return
-            if self.servers.get(key) is body:  # the answer is the newest view until the watch brings another
-                self.servers[key] = patched
+            if mem.body is body:  # the answer is the newest view until the watch brings another
+                mem.body = patched
+            view = patched
+        elif applies and not await self._current(mem, body):
+            return  # an apply is decided from the newest object only: the watch's next view is judged
         self.series.export_analysis(server.namespace, server.name, judged.state)
         old_d, new_d = _degraded(status.get("conditions") or []), _degraded(new["conditions"])
         if new_d.get("status") == "True" and old_d.get("reason") != new_d.get("reason") \
                 and new_d.get("reason") not in ANALYSIS_REASONS:  # the analysis posts its own events
             await kube.post_event(body, "Warning", new_d["reason"], new_d.get("message", ""))
-        if diffs and "conditions" in delta and diffs != self._diffs.get((server.namespace, server.name)):
+        if diffs and "conditions" in delta and diffs != mem.diffs:
             await kube.post_event(body, "Warning", "SettingsDiffer", "; ".join(diffs))
-        self._diffs[(server.namespace, server.name)] = diffs
+        mem.diffs = diffs
         phase = judged.state.analysis.phase if judged.state.analysis else None
         for action in judged.actions:
             if isinstance(action, Event):
                 await kube.post_event(body, action.type, action.reason, action.message)
         if phase in ("WarmingUp", "Verifying", "RollingBack"):
             testhooks.exit_at(str(phase))
-        for action in judged.actions:
-            if isinstance(action, Apply):
-                await self._apply(body, {**status, **delta}, action, now)
+        for action in applies[:1]:
+            self._start_job(mem, view, action, now)
 
-    def _parsed(self, body: dict[str, Any]) -> tuple[SGLangServer, SGLangServerSpec]:
+    async def _current(self, mem: ServerMemory, body: dict[str, Any]) -> bool:
+        """Whether ``body`` is the object as the API server holds it now (one GET; an unreadable object: False)."""
+        try:
+            live = await kube.get_sglangserver(mem.namespace, mem.name)
+        except Exception as exc:
+            log.warning("%s/%s not read before applying: %s", mem.namespace, mem.name, exc)
+            return False
+        rv = (body.get("metadata") or {}).get("resourceVersion")
+        if live is None or (live.get("metadata") or {}).get("resourceVersion") != rv:
+            mem.stale_rv = str(rv)
+            return False
+        return True
+
+    def _parsed(self, mem: ServerMemory, body: dict[str, Any]) -> tuple[SGLangServer, SGLangServerSpec]:
         """``body`` parsed without its status, and the spec it last applied (:func:`applied_spec`), cached while
         its uid, generation and ``status.revision`` stay: parsing both was a fifth of an observation's time
         (every server, every interval). Raises :class:`SpecError`."""
         meta = body.get("metadata", {})
-        key = (str(meta.get("namespace")), str(meta.get("name")))
         revision = str((body.get("status") or {}).get("revision"))
         stamp = (str(meta.get("uid")), int(meta.get("generation") or 0), revision)
-        cached = self._parses.get(key)
-        if cached is not None and cached[0] == stamp:
-            return cached[1], cached[2]
+        cached = mem.parsed
+        if cached is not None and cached.stamp == stamp:
+            return cached.server, cached.applied
         server = parse({k: v for k, v in body.items() if k != "status"})  # the status is the observer's to write
         spec = applied_spec(body)
         if spec == server.spec:  # mostly: one model held per server, not two
             spec = server.spec
-        self._parses[key] = (stamp, server, spec)
+        mem.parsed = ParseCache(stamp, server, spec)
         return server, spec
 
-    def note_spec_revision(self, namespace: str, name: str, generation: int, revision: str | None) -> None:
+    def note_spec_revision(self, body: Mapping[str, Any], generation: int, revision: str | None) -> None:
         """The revision the reconcile handler rendered the object's spec at ``generation`` to, so the observer does
         not render it again (:meth:`_spec_revision`; a refused spec, rare, the observer renders once itself)."""
-        self._spec_revisions[(namespace, name)] = (generation, revision)
+        self.memory(body).spec_revision = (generation, revision)
 
-    def _spec_revision(self, server: Any, generation: int) -> str | None:
-        """The revision the object's spec renders to (None when refused), cached per generation."""
-        key = (server.namespace, server.name)
-        cached = self._spec_revisions.get(key)
+    def _spec_revision(self, mem: ServerMemory, server: SGLangServer, body: Mapping[str, Any]) -> str | None:
+        """The revision the object's spec asks for, for the analysis' ``converge`` (None: nothing to converge to).
+
+        None when the spec was refused at this generation (``SpecValid=False``: the API server or the validation
+        refused it; kopf retries, the analysis does not). ``status.revision`` when the spec is the one that
+        revision was applied from (replicas aside): a render that differs only because the operator's defaults
+        changed (an upgrade) is applied at the server's next spec change, never by a resume. Else the spec's
+        render, cached per generation."""
+        generation = int((body.get("metadata") or {}).get("generation") or 0)
+        status = body.get("status") or {}
+        refused = next((c for c in status.get("conditions") or [] if c.get("type") == st.SPEC_VALID
+                        and c.get("status") == "False" and c.get("observedGeneration") == generation), None)
+        if refused is not None:
+            return None
+        record = next((r for r in status.get("revisions") or [] if r.get("revision") == status.get("revision")), None)
+        if record is not None and same_spec(record.get("spec"), body.get("spec")):
+            return str(status.get("revision"))
+        cached = mem.spec_revision
         if cached is not None and cached[0] == generation:
             return cached[1]
         try:
             rev: str | None = builders.render(server).revision
         except builders.InvalidSpec:
             rev = None
-        self._spec_revisions[key] = (generation, rev)
+        mem.spec_revision = (generation, rev)
         return rev
 
-    async def _note_digest(self, ns: str, name: str, revision: str, pods: list[dict[str, Any]]) -> None:
+    async def _note_digest(self, mem: ServerMemory, revision: str, pods: list[dict[str, Any]]) -> None:
         """Record, once per revision, the image digest its Ready pods run on its ControllerRevision."""
-        key = (ns, name, revision)
-        if key in self._digests:
+        if revision in mem.digests:
             return
+        ns, name = mem.key
         mine = [p for p in pods if (p.get("metadata", {}).get("labels") or {}).get(builders.REVISION_LABEL)
                 == revision and not p.get("metadata", {}).get("deletionTimestamp")]
         cr = await ledger.load(ns, name, revision)
         known = ((cr or {}).get("metadata", {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
         digest = await ledger.note_digest(ns, name, revision, mine, known) if cr is not None else None
         if digest is not None:
-            self._digests[key] = digest
+            mem.digests[revision] = digest
 
-    async def _apply(self, body: dict[str, Any], status: dict[str, Any], action: Apply, now: dt.datetime) -> None:
-        """Carry out the analysis' Apply: the revision from the ledger (drained first), then its status keys.
-        A failure is a Warning event (once per message) and is tried again next tick."""
-        meta = body["metadata"]
-        ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
-        view = {**body, "status": status}
+    def _start_job(self, mem: ServerMemory, body: dict[str, Any], action: Apply, now: dt.datetime) -> None:
+        """Carry out the analysis' Apply as the server's job: it waits for the server's lock (the observation
+        holding it ends first), drains and applies there, and no tick waits for it."""
+        if mem.job is not None and not mem.job.done():
+            return
+
+        async def job() -> None:
+            async with mem.lock:
+                await self._apply(mem, body, action, now)
+
+        mem.job = asyncio.get_running_loop().create_task(job(), name=f"apply {mem.namespace}/{mem.name}")
+
+    async def _apply(self, mem: ServerMemory, body: dict[str, Any], action: Apply, now: dt.datetime) -> None:
+        """Carry out the analysis' Apply: the revision from the ledger (drained first), then its status keys,
+        patched with ``body``'s resourceVersion (a change meanwhile: the next tick decides again). A failure is a
+        Warning event (once per message) and is tried again next tick."""
+        ns, name = mem.key
+        status = body.get("status") or {}
         try:
-            new = await restore.apply_revision(view, action.revision, action.reason, now)
+            new = await restore.apply_revision(body, action.revision, action.reason, now, mem)
         except Exception as exc:  # NotInLedger, a refused child, a ledger entry this release cannot render
             message = f"applying revision {action.revision} failed: {exc}"
             log.warning("%s/%s: %s", ns, name, message)
-            if self._apply_errors.get((ns, name)) != message:
-                self._apply_errors[(ns, name)] = message
+            if mem.apply_error != message:
+                mem.apply_error = message
                 await kube.post_event(body, "Warning", "ApplyFailed", message)
             return
-        self._apply_errors.pop((ns, name), None)
-        await kube.patch_status(ns, name, None, st.merge_patch(status, st.changed(status, new)))
+        mem.apply_error = None
+        patched = await kube.patch_status(ns, name, (body.get("metadata") or {}).get("resourceVersion"),
+                                          st.merge_patch(status, st.changed(status, new)))
+        if patched is not None and mem.body is body:
+            mem.body = patched
 
     async def sample(self, body: dict[str, Any], spec: Any, policy: Any, now: dt.datetime
                      ) -> tuple[list[Sample] | None, dict[str, Any], float]:
@@ -422,31 +485,34 @@ class Observer:
 
     async def tick(self) -> None:
         """Observe every tracked server once, spread over :data:`SPREAD` of the interval (at most
-        :data:`CONCURRENCY` at a time), each at its own fixed point of it (:func:`phase_of`). One loop walks the
-        servers in phase order and starts each observation when its point comes: a task per server sleeping
-        until its point, all created at the tick's start, held the event loop for several milliseconds every
-        interval at 500 servers (issue 10)."""
+        :data:`CONCURRENCY` at a time), each at its own fixed point of it (:func:`phase_of`), in its own worker
+        (a server whose worker is busy is skipped this tick). One loop walks the servers in phase order and starts
+        each observation when its point comes: a task per server sleeping until its point, all created at the
+        tick's start, held the event loop for several milliseconds every interval at 500 servers (issue 10)."""
         sem = asyncio.Semaphore(CONCURRENCY)
-        servers = list(self.servers.values())
+        servers = [m.body for m in self.memories.values() if m.body is not None]
         telemetry.set_servers(((b.get("status") or {}).get("phase") for b in servers), [p.value for p in Phase])
         spread = SPREAD * self.interval
         loop = asyncio.get_running_loop()
         started = loop.time()
 
-        async def one(key: tuple[str, str]) -> None:
-            latest = self.servers.get(key)  # the newest view at its point; gone if deleted meanwhile
-            if latest is None or self._stale.get(key) == latest["metadata"].get("resourceVersion"):
+        async def one(key: Key) -> None:
+            mem = self.memories.get(key)  # the newest view at its point; gone if deleted meanwhile
+            if mem is None or mem.body is None or mem.busy:
                 return
-            self._stale.pop(key, None)
-            async with sem:
+            if mem.stale_rv == mem.body["metadata"].get("resourceVersion"):
+                return
+            mem.stale_rv = None
+            async with sem, mem.lock:
+                if mem.body is None or self.memories.get(key) is not mem:
+                    return
                 try:
-                    await self.observe(latest, dt.datetime.now(dt.UTC))
+                    await self.observe(mem.body, dt.datetime.now(dt.UTC))
                 except Exception:  # one server's failure must not stop the others
                     log.exception("observing %s/%s failed", *key)
 
         running: set[asyncio.Task[None]] = set()
-        order = sorted((phase_of(b["metadata"]) * spread, (str(b["metadata"].get("namespace")),
-                                                           str(b["metadata"].get("name")))) for b in servers)
+        order = sorted((phase_of(b["metadata"]) * spread, key_of(b)) for b in servers)
         try:
             for point, key in order:
                 if (wait := started + point - loop.time()) > 0:
@@ -460,12 +526,46 @@ class Observer:
             for task in list(running):
                 task.cancel()
 
+    async def resync(self) -> None:
+        """A full LIST of SGLangServers (the watched namespaces, or clusterwide) and of the managed pods of every
+        namespace the pod cache holds: a server or pod deleted while the watch was away (kopf re-lists after a
+        410 Gone without DELETED events) is forgotten, its series leave ``/metrics``. Failures are logged; the
+        next resync tries again."""
+        try:
+            live = await kube.sglangserver_keys(self.namespaces)
+        except Exception as exc:
+            log.warning("resync: SGLangServers not listed: %s", exc)
+            return
+        for mem in self.memories.values():
+            if mem.key not in live and not mem.busy:
+                log.info("resync: %s/%s is gone; forgotten", *mem.key)
+                self.forget(mem.key)
+            elif mem.key in live and live[mem.key] and mem.uid and live[mem.key] != mem.uid:
+                self.forget(mem.key)  # deleted and created again under that name during the gap
+        for ns in self.pods.namespaces():
+            try:
+                await self.pods.resync(ns)
+            except Exception as exc:
+                log.warning("resync: pods of %s not listed: %s", ns, exc)
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
+        self._last_resync = loop.time()
         while True:
             started = loop.time()
             try:
                 await self.tick()
+                if self.resync_seconds > 0 and loop.time() - self._last_resync >= self.resync_seconds:
+                    self._last_resync = loop.time()
+                    await self.resync()
             except Exception:  # never let the loop die silently: log and go on next tick
                 log.exception("observer tick failed")
             await asyncio.sleep(max(0.05, self.interval - (loop.time() - started)))
+
+
+def same_spec(applied: Any, spec: Any) -> bool:
+    """Whether the spec ``applied`` (a ledger record's) is ``spec`` (the object's), ``replicas`` aside (scaling is
+    the user's, not the revision's)."""
+    if not isinstance(applied, Mapping) or not isinstance(spec, Mapping):
+        return False
+    return {k: v for k, v in applied.items() if k != "replicas"} == {k: v for k, v in spec.items() if k != "replicas"}

@@ -18,12 +18,13 @@ from typing import Any
 from sglang_operator import builders
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.control import ledger
-from sglang_operator.control.children import apply_children, drain_old_pods
+from sglang_operator.control.children import apply_children
+from sglang_operator.control.drain import drain_old_pods
+from sglang_operator.control.memory import ServerMemory
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.conditions import merge
 from sglang_operator.decisions.judging import state_of
 from sglang_operator.decisions.rollback import RETRY_ANNOTATION, what_should_run
-from sglang_operator.io import kube
 
 log = logging.getLogger("sglang_operator.control.restore")
 
@@ -79,7 +80,8 @@ async def record(body: Mapping[str, Any], rendered: builders.Rendered, spec: Map
         log.warning("%s/%s: ControllerRevision of %s not recorded: %s", *_ns_name(body), rendered.revision, exc)
 
 
-async def apply_revision(body: dict[str, Any], revision: str, reason: str, now: dt.datetime) -> dict[str, Any]:
+async def apply_revision(body: dict[str, Any], revision: str, reason: str, now: dt.datetime,
+                         memory: ServerMemory | None = None) -> dict[str, Any]:
     """Apply ``revision`` for SGLangServer ``body`` (the analysis' ``Apply``): the spec's own rendering when it is
     the spec's revision (a retry), else its ledger entry pinned to its digest. Returns the status keys to write
     (``revision``, ``command`` …, the ledger, phase Progressing; SpecValid untouched: it speaks of the spec).
@@ -101,7 +103,7 @@ async def apply_revision(body: dict[str, Any], revision: str, reason: str, now: 
         if cr is None:
             raise NotInLedger(f"revision {revision} has no ControllerRevision {name}-{revision}")
         rendered, spec = ledger.render_revision(body, cr), dict(cr["data"]["spec"])
-    await drain_old_pods(body, parse({**body, "spec": spec, "status": None}).spec, rendered.revision)
+    await drain_old_pods(body, parse({**body, "spec": spec, "status": None}).spec, rendered.revision, memory)
     await apply_children(rendered, body)
     log.info("%s/%s: applied revision %s (%s)", ns, name, revision, reason)
     try:
@@ -115,8 +117,3 @@ async def apply_revision(body: dict[str, Any], revision: str, reason: str, now: 
     new["conditions"] = merge([c for c in status.get("conditions") or [] if c["type"] == st.SPEC_VALID], keep)
     await record(body, rendered, spec, server.spec.rollback.history_limit)
     return new
-
-
-async def post(body: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
-    """Post an Event about ``body`` (one source: ``sglang-operator``)."""
-    await kube.post_event(body, type_, reason, message)

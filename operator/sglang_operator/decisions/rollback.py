@@ -489,9 +489,17 @@ class _Decision:
             self.enter(AnalysisPhase.STABLE, "Promoted", f"stable revision {a.revision}")
 
     def converge(self, token_changed: bool) -> None:
-        """Apply the stable revision in place of a rejected one, or a rejected one whose retry token changed."""
+        """Apply what should run when it does not: the stable revision in place of a rejected one, a rejected one
+        whose retry token changed, or the spec's own revision when it is not rejected but another runs (a spec
+        update that an apply of the stable revision overwrote, or one the operator did not apply before a restart):
+        no update is ever lost. ``observed.spec_revision`` None (the spec refused) asks for nothing."""
         target = what_should_run(self.wanted, self.state, self.obs.retry_token)
-        if target.revision == self.obs.revision or self.state.rejection(self.wanted) is None:
+        if target.revision == self.obs.revision:
+            return
+        if self.state.rejection(self.wanted) is None:
+            if self.obs.spec_revision is not None:
+                self.actions.append(Apply(self.wanted, f"the spec's revision {self.wanted} is not running "
+                                                       f"(revision {self.obs.revision} is): applying it"))
             return
         if target.revision == self.wanted:
             reason = f"annotation {RETRY_ANNOTATION} changed: one new attempt of {self.wanted}"

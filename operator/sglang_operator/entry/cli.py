@@ -202,6 +202,9 @@ def run(
     sample_interval: Annotated[float | None, typer.Option(
         min=1.0, help="seconds between two samples of every server, replacing spec.rollback.intervalSeconds "
                       "(tests, demos; default: each server's own)")] = None,
+    resync_seconds: Annotated[float, typer.Option(
+        min=0.0, help="seconds between two full LISTs of SGLangServers and their pods, which forget what was "
+                      "deleted during a watch gap (0: never)")] = 300.0,
 ) -> None:
     """Run the operator (kopf) until SIGINT/SIGTERM."""
     from sglang_operator.io.discovery import PodMonitorMode, parse_labels
@@ -222,7 +225,7 @@ def run(
     runner.run(leader_election=election, namespaces=namespace or (), liveness=liveness, peering=peering,
                verbose=verbose,
                pod_monitors=monitors, pod_monitor_labels=monitor_labels,
-               metrics_port=metrics_port, sample_interval=sample_interval)
+               metrics_port=metrics_port, sample_interval=sample_interval, resync_seconds=resync_seconds)
 
 
 @app.command("prometheus-config")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
@@ -120,6 +121,7 @@ def run(
     pod_monitor_labels: Mapping[str, str] | None = None,
     metrics_port: int = 9808,
     sample_interval: float | None = None,
+    resync_seconds: float = 300.0,
 ) -> None:
     """Block running the operator until SIGINT/SIGTERM.
 
@@ -130,13 +132,17 @@ def run(
     ``pod_monitor_labels``: put on every PodMonitor.
     ``metrics_port``: the operator's ``/metrics`` (0: not served; exits with a message when the port is taken);
     ``sample_interval``: seconds between two samples of every server, replacing ``spec.rollback.intervalSeconds``
-    (None: each server's own).
+    (None: each server's own); ``resync_seconds``: between two resyncs of the observer (0: never). The seconds
+    between two observations of a server come from ``SGLANG_OPERATOR_STATUS_INTERVAL`` (default 5).
+    These reach the handlers as kopf's ``memo.config`` (:class:`sglang_operator.control.handlers.Config`).
     """
     from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
 
     POD_MONITORS.configure(PodMonitorMode(pod_monitors), dict(pod_monitor_labels or {}))
     handlers = importlib.import_module("sglang_operator.control.handlers")  # registers the handlers
-    handlers.OBSERVER.sample_interval = sample_interval
+    memo = kopf.Memo(config=handlers.Config(
+        status_interval=float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5")), sample_interval=sample_interval,
+        resync_seconds=resync_seconds, namespaces=tuple(namespaces)))
     handlers.READINESS.namespaces = list(namespaces)  # the startup LIST of /readyz (sglang_operator.process.readiness)
     kopf.on.startup()(configure)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
@@ -150,7 +156,8 @@ def run(
         except OSError as err:
             raise SystemExit(f"sglang-operator run: cannot serve /metrics on port {metrics_port}: {err}") from None
     options: dict[str, Any] = {"clusterwide": not namespaces, "namespaces": list(namespaces),
-                               "standalone": peering is None, "peering_name": peering, "liveness_endpoint": liveness}
+                               "standalone": peering is None, "peering_name": peering, "liveness_endpoint": liveness,
+                               "memo": memo}
     if leader_election is None:
         kopf.run(**options)
         return

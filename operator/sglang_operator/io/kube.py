@@ -166,6 +166,16 @@ async def sglangserver_uids(namespaces: Sequence[str]) -> set[str]:
     return {str(obj.metadata.uid) for ns in scopes async for obj in client().list(_sglangserver(), namespace=ns)}
 
 
+async def sglangserver_keys(namespaces: Sequence[str]) -> dict[tuple[str, str], str]:
+    """``(namespace, name)`` → uid of every SGLangServer in ``namespaces`` (one LIST each; empty: one LIST
+    clusterwide): the observer's resync. Raises ``lightkube.ApiError``."""
+    from lightkube import ALL_NS
+
+    scopes: Sequence[Any] = list(namespaces) or [ALL_NS]
+    return {(str(obj.metadata.namespace), str(obj.metadata.name)): str(obj.metadata.uid or "")
+            for ns in scopes async for obj in client().list(_sglangserver(), namespace=ns)}
+
+
 async def secret_value(namespace: str, name: str, key: str) -> str | None:
     """The decoded value of ``key`` in Secret ``namespace/name``; None (logged) when unreadable."""
     import base64

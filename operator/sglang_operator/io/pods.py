@@ -130,9 +130,27 @@ class PodCache:
         newest = max((rv for p in listed if (rv := _rv(p)) is not None), default=None)
         for name, pod in list(self._pods.get(namespace, {}).items()):
             rv = _rv(pod)
-            if name not in names and newest is not None and rv is not None and rv <= newest:
-                self._drop(namespace, name)  # deleted before the LIST, its DELETED event not seen yet
+            if name in names:
+                continue
+            if not listed or newest is None or rv is None or rv <= newest:
+                # deleted before the LIST, its DELETED event not seen (or never coming: a watch gap); a pod newer
+                # than everything the LIST returned may have been created after it and is kept
+                self._drop(namespace, name)
         self._primed.add(namespace)
+
+    async def resync(self, namespace: str) -> None:
+        """LIST ``namespace`` again and drop every cached pod the LIST no longer has (a pod deleted while the watch
+        was away, whose DELETED event never comes): the sampler then no longer probes its IP."""
+        await self._list(namespace)
+
+    def namespaces(self) -> list[str]:
+        """The namespaces listed once (those a resync lists again)."""
+        return sorted(self._primed)
+
+    def forget_server(self, namespace: str, server: str) -> None:
+        """Drop the pods of a deleted SGLangServer (their own DELETED events may still come, and are harmless)."""
+        for name in list(self._by_server.pop((namespace, server), {})):
+            self._pods.get(namespace, {}).pop(name, None)
 
     async def pods(self, namespace: str, server: str) -> list[Pod]:
         """The pods of SGLangServer ``namespace/server`` (priming the namespace first if needed)."""

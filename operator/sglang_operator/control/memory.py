@@ -1,0 +1,139 @@
+"""Per-server memory: everything the operator keeps in memory about one SGLangServer, in one object, and the map
+of them that the operator context holds (kopf's ``memo``, :mod:`sglang_operator.control.handlers`).
+
+A :class:`ServerMemory` is created the first time a server is seen (a watch event, a reconcile) and dropped when
+it is deleted (watch event ``DELETED``) or when a resync no longer finds it (a deletion missed during a watch
+gap); nothing else refers to it, so it is collected with the server. Its :attr:`~ServerMemory.lock` is the
+server's serialised worker: every write for that server (the reconcile handler's apply and status, an
+observation's status patch and events, a rollback's drain and apply, child repair, the late LeaderWorkerSet
+apply) runs holding it, so two writers never interleave for one server and servers never wait on each other.
+A long write (a drain before a Recreate, up to ``spec.strategy.drainSeconds``) runs as the server's
+:attr:`~ServerMemory.job`, outside the observer's tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sglang_operator.api.server import SGLangServer
+    from sglang_operator.api.spec import SGLangServerSpec
+
+Key = tuple[str, str]
+"""``(namespace, name)`` of an SGLangServer."""
+
+
+def key_of(obj: Any) -> Key:
+    """``(namespace, name)`` of a Kubernetes object dict (``metadata.namespace`` defaults to ``default``)."""
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or "default"), str(meta.get("name"))
+
+
+@dataclass(frozen=True)
+class ParseCache:
+    """The object parsed without its status and the spec it last applied, valid while ``stamp`` (uid, generation,
+    ``status.revision``) stays."""
+
+    stamp: tuple[str, int, str]
+    server: SGLangServer
+    applied: SGLangServerSpec
+
+
+@dataclass(eq=False)
+class ServerMemory:
+    """What the operator remembers about one SGLangServer between two events or ticks.
+
+    - ``body``: the newest view of the object from the watch (or a status patch's answer);
+    - ``stale_rv``: the resourceVersion of a view whose status patch was refused (409): not observed again until a
+      newer view arrives;
+    - ``parsed``: the parse cache; ``spec_revision``: ``(generation, revision)`` the spec renders to (None: refused);
+    - ``digests``: revision → image digest recorded on its ControllerRevision;
+    - ``apply_failure``: the last failed apply that was not the spec's fault (reconcile handler), until one
+      succeeds: shown as ``Degraded`` reason ``ApplyFailed``, one Warning event per distinct failure;
+    - ``apply_error``: the last failed apply of the analysis' ``Apply`` (one event per distinct message);
+    - ``diffs``: the last SettingsDiffer differences (one event per change);
+    - ``draining``: its old pods are being drained (the sampler sends them no probe);
+    - ``job``: a long write of this server's worker in progress (a rollback's drain and apply).
+    """
+
+    namespace: str
+    name: str
+    uid: str = ""
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    body: dict[str, Any] | None = None
+    stale_rv: str | None = None
+    parsed: ParseCache | None = None
+    spec_revision: tuple[int, str | None] | None = None
+    digests: dict[str, str] = field(default_factory=dict)
+    apply_failure: str | None = None
+    apply_error: str | None = None
+    diffs: list[str] | None = None
+    draining: bool = False
+    job: asyncio.Task[None] | None = None
+
+    @property
+    def key(self) -> Key:
+        return self.namespace, self.name
+
+    @property
+    def busy(self) -> bool:
+        """Whether the server's worker is writing now (an observation would wait for it: it is skipped)."""
+        return self.lock.locked() or (self.job is not None and not self.job.done())
+
+    @contextlib.contextmanager
+    def draining_pods(self) -> Iterator[None]:
+        """Mark the server as draining for the duration of the block."""
+        self.draining = True
+        try:
+            yield
+        finally:
+            self.draining = False
+
+
+class Memories:
+    """Every :class:`ServerMemory` of the process by ``(namespace, name)``."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[Key, ServerMemory] = {}
+
+    def get(self, key: Key) -> ServerMemory | None:
+        """The memory of ``key`` if the server was seen."""
+        return self._by_key.get(key)
+
+    def of(self, key: Key, uid: str = "") -> ServerMemory:
+        """The memory of ``key``, created on first sight; a server deleted and created again under the same name
+        (another ``uid``) starts a new one."""
+        mem = self._by_key.get(key)
+        if mem is None or (uid and mem.uid and mem.uid != uid):
+            if mem is not None:
+                self.drop(key)
+            mem = ServerMemory(key[0], key[1], uid)
+            self._by_key[key] = mem
+        elif uid and not mem.uid:
+            mem.uid = uid
+        return mem
+
+    def drop(self, key: Key) -> ServerMemory | None:
+        """Forget ``key`` (its job, if any, is cancelled); returns what was dropped."""
+        mem = self._by_key.pop(key, None)
+        if mem is not None and mem.job is not None and not mem.job.done():
+            mem.job.cancel()
+        return mem
+
+    def draining(self, namespace: str, name: str) -> bool:
+        """Whether server ``namespace/name`` is being drained (the sampler's question)."""
+        mem = self._by_key.get((namespace, name))
+        return mem is not None and mem.draining
+
+    def values(self) -> list[ServerMemory]:
+        return list(self._by_key.values())
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_key
