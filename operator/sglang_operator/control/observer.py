@@ -500,7 +500,7 @@ class Observer:
             mem = self.memories.get(key)  # the newest view at its point; gone if deleted meanwhile
             if mem is None or mem.body is None or mem.busy:
                 return
-            if mem.stale_rv == mem.body["metadata"].get("resourceVersion"):
+            if mem.stale_rv is not None and mem.stale_rv == mem.body["metadata"].get("resourceVersion"):
                 return
             mem.stale_rv = None
             async with sem, mem.lock:

@@ -1,0 +1,163 @@
+"""An in-memory Kubernetes API for the control layer's offline tests: the functions of
+:mod:`sglang_operator.io.kube` and :mod:`sglang_operator.io.revisions` the control layer calls, over objects with
+resourceVersions, a 409 for a stale precondition, JSON merge patches of status, and recorded events and writes."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from sglang_operator.io import discovery, kube, revisions
+
+Obj = dict[str, Any]
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+@dataclass
+class FakeKube:
+    """Objects by (kind, namespace, name); ``writes`` lists every write as (verb, kind, name, resourceVersion sent)."""
+
+    objects: dict[tuple[str, str, str], Obj] = field(default_factory=dict)
+    events: list[tuple[str, str, str, str]] = field(default_factory=list)
+    writes: list[tuple[str, str, str, str | None]] = field(default_factory=list)
+    rv: int = 100
+    refuse_next_status: int = 0
+    """Answer this many more status patches with 409 whatever their precondition (another writer got there)."""
+
+    def _bump(self, obj: Obj) -> Obj:
+        self.rv += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+        return obj
+
+    def put(self, obj: Obj) -> Obj:
+        """Store ``obj`` as the API server would (a new resourceVersion; generation 1 for a new SGLangServer)."""
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("namespace", "ns")
+        meta.setdefault("uid", f"uid-{meta['name']}")
+        if obj.get("kind") == "SGLangServer":
+            meta.setdefault("generation", 1)
+        key = (str(obj.get("kind")), str(meta["namespace"]), str(meta["name"]))
+        self.objects[key] = self._bump(copy.deepcopy(obj))
+        return copy.deepcopy(self.objects[key])
+
+    def get(self, kind: str, ns: str, name: str) -> Obj | None:
+        obj = self.objects.get((kind, ns, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def server(self, name: str, ns: str = "ns") -> Obj:
+        got = self.get("SGLangServer", ns, name)
+        assert got is not None, name
+        return got
+
+    def update_spec(self, name: str, spec: Obj, ns: str = "ns") -> Obj:
+        """The user's update: a new spec, generation + 1."""
+        obj = self.objects[("SGLangServer", ns, name)]
+        obj["spec"] = copy.deepcopy(spec)
+        obj["metadata"]["generation"] = int(obj["metadata"].get("generation") or 1) + 1
+        self._bump(obj)
+        return copy.deepcopy(obj)
+
+    def delete(self, kind: str, ns: str, name: str) -> None:
+        self.objects.pop((kind, ns, name), None)
+
+    # --- sglang_operator.io.kube ---------------------------------------------------------------------------
+
+    async def apply(self, manifest: Mapping[str, Any], dry_run: bool = False) -> None:
+        meta = manifest["metadata"]
+        key = (str(manifest["kind"]), str(meta.get("namespace") or "ns"), str(meta["name"]))
+        self.writes.append(("apply", key[0], key[2], None))
+        live = self.objects.get(key) or {}
+        merged = merge_patch(live, manifest)
+        self.objects[key] = self._bump(merged)
+
+    async def get_object(self, kind: str, namespace: str, name: str) -> Obj | None:
+        return self.get(kind, namespace, name)
+
+    async def get_sglangserver(self, namespace: str, name: str) -> Obj | None:
+        return self.get("SGLangServer", namespace, name)
+
+    async def patch_status(self, namespace: str, name: str, resource_version: str | None,
+                           patch: Mapping[str, Any]) -> Obj | None:
+        key = ("SGLangServer", namespace, name)
+        self.writes.append(("patch_status", "SGLangServer", name, resource_version))
+        obj = self.objects.get(key)
+        if obj is None:
+            return None
+        if self.refuse_next_status > 0 or (resource_version is not None
+                                           and resource_version != obj["metadata"]["resourceVersion"]):
+            self.refuse_next_status = max(self.refuse_next_status - 1, 0)
+            return None
+        obj["status"] = merge_patch(obj.get("status") or {}, dict(patch))
+        self._bump(obj)
+        return copy.deepcopy(obj)
+
+    async def post_event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        self.events.append((str(obj["metadata"]["name"]), type_, reason, message))
+
+    async def list_pods(self, namespace: str, labels: Mapping[str, str]) -> list[Obj]:
+        return [copy.deepcopy(o) for (k, ns, _), o in self.objects.items() if k == "Pod" and ns == namespace
+                and all((o["metadata"].get("labels") or {}).get(a) == b for a, b in labels.items())]
+
+    async def secret_value(self, namespace: str, name: str, key: str) -> str | None:
+        return None
+
+    async def crd_served(self, name: str, version: str) -> bool:
+        return True
+
+    async def sglangserver_keys(self, namespaces: Any) -> dict[tuple[str, str], str]:
+        return {(ns, n): str(o["metadata"]["uid"]) for (k, ns, n), o in self.objects.items() if k == "SGLangServer"}
+
+    # --- sglang_operator.io.revisions ----------------------------------------------------------------------
+
+    async def list_revisions(self, namespace: str, server: str) -> list[Obj]:
+        return [copy.deepcopy(o) for (k, ns, n), o in self.objects.items()
+                if k == "ControllerRevision" and ns == namespace and n.startswith(f"{server}-")]
+
+    async def create_revision(self, manifest: Mapping[str, Any]) -> bool:
+        meta = manifest["metadata"]
+        key = ("ControllerRevision", str(meta["namespace"]), str(meta["name"]))
+        self.writes.append(("create", key[0], key[2], None))
+        if key in self.objects:
+            return False
+        self.objects[key] = self._bump(copy.deepcopy(dict(manifest)))
+        return True
+
+    async def set_digest(self, namespace: str, name: str, digest_ref: str) -> None:
+        obj = self.objects[("ControllerRevision", namespace, name)]
+        obj["metadata"].setdefault("annotations", {})["sglang-operator.io/image-digest"] = digest_ref
+
+    async def set_number(self, namespace: str, name: str, number: int) -> None:
+        self.objects[("ControllerRevision", namespace, name)]["revision"] = number
+
+    async def delete_revision(self, namespace: str, name: str) -> None:
+        self.objects.pop(("ControllerRevision", namespace, name), None)
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeKube:
+        """Route the control layer's API calls here (and no PodMonitor API)."""
+        for name in ("apply", "get_object", "get_sglangserver", "patch_status", "post_event", "list_pods",
+                     "secret_value", "crd_served", "sglangserver_keys"):
+            monkeypatch.setattr(kube, name, getattr(self, name))
+        for name in ("list_revisions", "create_revision", "set_digest", "set_number", "delete_revision"):
+            monkeypatch.setattr(revisions, name, getattr(self, name))
+
+        async def no_pod_monitors() -> bool:
+            return False
+
+        monkeypatch.setattr(discovery.POD_MONITORS, "wanted", no_pod_monitors)
+        return self
