@@ -153,3 +153,33 @@ async def test_renew_gives_up_after_the_deadline(monkeypatch: pytest.MonkeyPatch
     await asyncio.wait_for(a.renew(on_lost=lambda: lost.append(loop.time() - started)), 5)
     assert len(lost) == 1 and 0.5 <= lost[0] < 0.5 + 2 * 0.1 + 0.2, lost
     assert not leader._STATE.leader
+
+
+async def test_the_write_fence_closes_renew_deadline_before_a_candidate_may_take_over(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader frozen (SIGSTOP) after a renewal: it may write for leaseDuration - renewDeadline (5 s), never once
+    a candidate could hold the Lease (15 s by the candidate's clock); a write then raises NotLeader."""
+    from sglang_operator.io.fence import Fence, NotLeader
+
+    monkeypatch.setattr(leader._STATE, "enabled", True)
+    store, clock = FakeLeases(), Clock()
+    a, b = elector("a", store, clock), elector("b", store, clock)
+    assert not leader.may_write()  # elected, not leading yet
+    assert await a.acquire(asyncio.Event())
+    fence = Fence()
+    fence.install(leader.may_write)
+    assert leader.may_write()
+    fence.check("status")
+    clock.t += 4.9
+    assert leader.may_write()
+    clock.t += 0.2  # 5.1 s since the renewal was sent: less than renewDeadline of validity left
+    assert not leader.may_write()
+    with pytest.raises(NotLeader):
+        fence.check("status")
+    assert await b.try_acquire_or_renew() is False  # b first sees the record now...
+    clock.t += 15.1
+    assert await b.try_acquire_or_renew() is True  # ...and takes it 15 s later: a wrote nothing since 5.1 s
+    assert not leader.may_write() and fence.refused == 1
+    await a.release()
+    monkeypatch.setattr(leader._STATE, "enabled", False)
+    assert leader.may_write()  # no leader election: alone, always

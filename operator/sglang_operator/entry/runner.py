@@ -161,6 +161,8 @@ def run(
     if leader_election is None:
         kopf.run(**options)
         return
-    from sglang_operator.process.leader import run_elected
+    from sglang_operator.io.fence import FENCE
+    from sglang_operator.process.leader import may_write, run_elected
 
+    FENCE.install(may_write)  # every write of the operator's own checks the Lease first
     raise SystemExit(asyncio.run(run_elected(leader_election, lambda: kopf.operator(**options), liveness)))

@@ -18,6 +18,8 @@ from lightkube import AsyncClient
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 
+from sglang_operator.io.fence import FENCE, NotLeader
+
 FIELD_MANAGER = "sglang-operator"
 
 _client: AsyncClient | None = None
@@ -97,6 +99,7 @@ async def apply(manifest: Mapping[str, Any], dry_run: bool = False) -> None:
     from lightkube.types import PatchType
 
     meta = manifest["metadata"]
+    FENCE.check(f"apply {manifest['kind']} {meta.get('namespace')}/{meta['name']}")
     async with _slots(str(manifest["kind"])):
         await client().patch(_resource(manifest["kind"]), meta["name"], dict(manifest),
                              namespace=meta.get("namespace"), patch_type=PatchType.APPLY,
@@ -210,11 +213,13 @@ async def patch_status(namespace: str, name: str, resource_version: str | None,
     """Merge-patch an SGLangServer's ``status`` subresource; with ``resource_version`` as a precondition.
 
     Returns the object as patched (the API server's answer), or None when the object changed since (409
-    Conflict) or is gone (404); other errors raise.
+    Conflict) or is gone (404); other errors raise, and :class:`~sglang_operator.io.fence.NotLeader` when this
+    process may not write.
     """
     from lightkube import ApiError
     from lightkube.types import PatchType
 
+    FENCE.check(f"status of {namespace}/{name}")
     body: dict[str, Any] = {"status": dict(status)}
     if resource_version:
         body["metadata"] = {"resourceVersion": resource_version}
@@ -230,7 +235,7 @@ async def patch_status(namespace: str, name: str, resource_version: str | None,
 
 async def post_event(obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
     """Post a ``v1`` Event about ``obj`` (the way kopf does: source component ``sglang-operator``).
-    Failures are logged, not raised: an event is informative only."""
+    Failures are logged, not raised: an event is informative only (one refused by the fence is not posted)."""
     import datetime as dt
     import logging
     import uuid
@@ -239,6 +244,10 @@ async def post_event(obj: Mapping[str, Any], type_: str, reason: str, message: s
     from lightkube.resources.core_v1 import Event
 
     meta = obj["metadata"]
+    try:
+        FENCE.check(f"event {reason} of {meta.get('namespace')}/{meta['name']}")
+    except NotLeader:
+        return
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     event = {
         "apiVersion": "v1", "kind": "Event",

@@ -15,6 +15,7 @@ from lightkube.resources.apps_v1 import ControllerRevision
 from lightkube.types import PatchType
 
 from sglang_operator.builders.revision import DIGEST_ANNOTATION, ledger_labels
+from sglang_operator.io.fence import FENCE
 from sglang_operator.io.kube import FIELD_MANAGER, client
 
 
@@ -28,6 +29,7 @@ async def list_revisions(namespace: str, server: str) -> list[dict[str, Any]]:
 async def create_revision(manifest: Mapping[str, Any]) -> bool:
     """Create the ControllerRevision ``manifest``; False when one of that name exists already (its ``data`` is
     immutable: the same revision hash means the same pod template, so the existing one stands)."""
+    FENCE.check(f"ControllerRevision {manifest['metadata']['name']}")
     try:
         obj: Any = ControllerRevision.from_dict(dict(manifest))
         await client().create(obj, field_manager=FIELD_MANAGER)
@@ -40,6 +42,7 @@ async def create_revision(manifest: Mapping[str, Any]) -> bool:
 
 async def set_digest(namespace: str, name: str, digest_ref: str) -> None:
     """Record on ControllerRevision ``name`` the image reference by digest its pods ran."""
+    FENCE.check(f"ControllerRevision {namespace}/{name}")
     patch = {"metadata": {"annotations": {DIGEST_ANNOTATION: digest_ref}}}
     await client().patch(ControllerRevision, name, patch, namespace=namespace, patch_type=PatchType.MERGE)
 
@@ -47,12 +50,14 @@ async def set_digest(namespace: str, name: str, digest_ref: str) -> None:
 async def set_number(namespace: str, name: str, number: int) -> None:
     """Set the ordinal ``revision`` of ControllerRevision ``name`` (a return to an earlier revision makes it the
     newest, as ``kubectl rollout undo`` does for Deployments)."""
+    FENCE.check(f"ControllerRevision {namespace}/{name}")
     await client().patch(ControllerRevision, name, {"revision": number}, namespace=namespace,
                          patch_type=PatchType.MERGE)
 
 
 async def delete_revision(namespace: str, name: str) -> None:
     """Delete ControllerRevision ``name``; a missing one is not an error."""
+    FENCE.check(f"ControllerRevision {namespace}/{name}")
     try:
         await client().delete(ControllerRevision, name, namespace=namespace)
     except ApiError as exc:

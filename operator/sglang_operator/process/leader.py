@@ -143,6 +143,12 @@ def next_record(current: LeaseRecord | None, unchanged_for: float, identity: str
 class _State:
     enabled = False
     leader = False
+    renewed_at: float | None = None
+    """Monotonic time at which the last successful acquisition or renewal was sent (the Lease's validity counts
+    from there: a candidate cannot have seen it any earlier)."""
+    lease_duration = 0.0
+    renew_deadline = 0.0
+    clock: Callable[[], float] = time.monotonic
 
 
 _STATE = _State()
@@ -151,6 +157,19 @@ _STATE = _State()
 def is_leader() -> bool:
     """Whether this process leads: True while it holds the Lease, or always when leader election is off."""
     return _STATE.leader or not _STATE.enabled
+
+
+def may_write() -> bool:
+    """The write fence (:mod:`sglang_operator.io.fence`): True without leader election; with it, while this process
+    holds the Lease with at least ``renew_deadline`` of its ``lease_duration`` left since the last renewal was sent.
+    A candidate takes over no earlier than ``lease_duration`` after it saw that renewal, so a leader that stopped
+    (SIGSTOP, a long pause) stops writing ``renew_deadline`` before anyone else may start."""
+    if not _STATE.enabled:
+        return True
+    if not _STATE.leader or _STATE.renewed_at is None:
+        return False
+    left = _STATE.renewed_at + _STATE.lease_duration - _STATE.clock()
+    return left >= _STATE.renew_deadline
 
 
 def _hard_exit() -> None:
@@ -238,8 +257,10 @@ class LeaderElector:
         while not stop.is_set():
             try:
                 async with asyncio.timeout(cfg.retry_period * 2):
+                    sent = self._clock()
                     if await self.try_acquire_or_renew():
                         self._last_renew = self._clock()
+                        self._note_renewed(sent)
                         _STATE.leader = True
                         return True
             except TimeoutError:
@@ -260,6 +281,7 @@ class LeaderElector:
             await asyncio.sleep(cfg.retry_period)
             remaining = self._last_renew + cfg.renew_deadline - self._clock()
             ok = False
+            sent = self._clock()
             if remaining > 0:
                 try:
                     async with asyncio.timeout(remaining):
@@ -268,6 +290,7 @@ class LeaderElector:
                     ok = False
             if ok:
                 self._last_renew = self._clock()
+                self._note_renewed(sent)
             elif self._clock() - self._last_renew >= cfg.renew_deadline:
                 _STATE.leader = False
                 log.error("lease %s/%s: no renewal for %.1f s (holder now %r)", cfg.namespace, cfg.name,
@@ -275,12 +298,17 @@ class LeaderElector:
                 on_lost()
                 return
 
+    def _note_renewed(self, sent: float) -> None:
+        """A renewal sent at monotonic ``sent`` succeeded: the write fence (:func:`may_write`) counts from there."""
+        _STATE.renewed_at, _STATE.clock = sent, self._clock
+        _STATE.lease_duration, _STATE.renew_deadline = self.config.lease_duration, self.config.renew_deadline
+
     async def release(self) -> None:
         """Clear ``holderIdentity`` (leaseDurationSeconds 1) when this process still holds the Lease."""
         from lightkube import ApiError
         from lightkube.resources.coordination_v1 import Lease
 
-        _STATE.leader = False
+        _STATE.leader, _STATE.renewed_at = False, None
         if not self.leading or self._observed is None:
             return
         cfg, now = self.config, dt.datetime.now(dt.UTC)

@@ -1,0 +1,40 @@
+"""Fencing: every write the operator makes (server-side apply, status patch, event, ControllerRevision) first asks
+whether this process may still write. With leader election on (``run --leader-elect``) it may while it holds the
+Lease with at least ``renewDeadline`` of validity left (:func:`sglang_operator.process.leader.may_write`); a leader
+that cannot be sure, e.g. one resumed after a SIGSTOP longer than that, writes nothing before a candidate could
+have taken over, and its renewal loop ends the process. Without leader election the process is alone and always
+may. The Lease's own writes are not fenced.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+log = logging.getLogger("sglang_operator.io.fence")
+
+
+class NotLeader(Exception):
+    """A write refused: this process does not hold the Lease with enough validity left."""
+
+
+class Fence:
+    """The process's one write gate (:data:`FENCE`); ``check`` is installed by the runner."""
+
+    def __init__(self) -> None:
+        self._may_write: Callable[[], bool] = lambda: True
+        self.refused = 0
+
+    def install(self, may_write: Callable[[], bool]) -> None:
+        """Gate every write on ``may_write()`` (the leader elector's)."""
+        self._may_write = may_write
+
+    def check(self, what: str) -> None:
+        """Raise :class:`NotLeader` unless this process may write now; ``what`` names the write (logged)."""
+        if not self._may_write():
+            self.refused += 1
+            log.warning("not leading with margin: %s not written", what)
+            raise NotLeader(f"{what}: this process does not hold the Lease with renewDeadline of validity left")
+
+
+FENCE = Fence()
