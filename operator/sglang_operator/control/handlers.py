@@ -123,6 +123,7 @@ async def reconcile(
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await job
         async with memory.lock:
+            memory.applied = {}  # the handler decides from the object itself: what a cancelled job applied is moot
             await _reconcile(body, meta, status, patch, reason, logger, observer, memory)
     finally:
         READINESS.seen(str(meta.get("uid")))

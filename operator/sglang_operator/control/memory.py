@@ -57,7 +57,9 @@ class ServerMemory:
     - ``apply_error``: the last failed apply of the analysis' ``Apply`` (one event per distinct message);
     - ``diffs``: the last SettingsDiffer differences (one event per change);
     - ``draining``: its old pods are being drained (the sampler sends them no probe);
-    - ``job``: a long write of this server's worker in progress (a rollback's drain and apply).
+    - ``job``: a long write of this server's worker in progress (a rollback's drain and apply);
+    - ``applied``: the status keys of what that job applied (``revision``, ``command``, the ledger …), written by
+      the next observation's one status patch (then emptied); the reconcile handler's own apply clears them.
     """
 
     namespace: str
@@ -74,6 +76,7 @@ class ServerMemory:
     diffs: list[str] | None = None
     draining: bool = False
     job: asyncio.Task[None] | None = None
+    applied: dict[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> Key:

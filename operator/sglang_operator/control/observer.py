@@ -266,8 +266,10 @@ class Observer:
         """Observe one SGLangServer ``body`` and patch its status (nothing when nothing changed): pods → sample →
         the rollback analysis (:func:`decisions.judging.judge`) → one status patch → events → the revision the
         analysis wants applied, as the server's job (:meth:`_start_job`). The caller holds the server's lock."""
-        meta, status = body.get("metadata", {}), body.get("status") or {}
+        meta, stored = body.get("metadata", {}), body.get("status") or {}
         mem = self.memory(body)
+        status = {**stored, **mem.applied} if mem.applied else stored  # what the server's job applied
+        view = {**body, "status": status} if mem.applied else body
         revision = status.get("revision")
         if groups.waiting_for_lws(status):  # nothing applied for want of the LeaderWorkerSet API: re-check
             await apply_when_served(body, now)
@@ -275,7 +277,7 @@ class Observer:
         if not revision or meta.get("deletionTimestamp"):
             return
         try:
-            server, spec = self._parsed(mem, body)
+            server, spec = self._parsed(mem, view)
         except SpecError:
             return
         generation = int(meta.get("generation") or 0)
@@ -290,14 +292,14 @@ class Observer:
         policy = server.spec.rollback
         if judging.warm_up_ends(status, policy.warmup_seconds, now):  # align the first judged interval
             self.sampler.restart_interval(server.namespace, server.name)
-        samples, figures, interval = await self.sample(body, spec, policy, now)
+        samples, figures, interval = await self.sample(view, spec, policy, now)
         policy = policy.model_copy(update={"interval_seconds": max(1, round(interval))})
         sample = judging.sample_for(samples, revision)
         serving = [t for t in targets(groups.serving_pods(pods, spec)) if t.revision == revision]
         observed = Observation(
             revision=revision, desired_pods=spec.replicas, setup=setup_of(spec),
             pods=tuple(PodView(t.name, t.ready, t.restarts) for t in serving),
-            spec_revision=self._spec_revision(mem, server, body), retry_token=restore.retry_token(body))
+            spec_revision=self._spec_revision(mem, server, view), retry_token=restore.retry_token(body))
         speculative = speculative_condition(
             spec.speculative.algorithm.value if spec.speculative else None, effective or status.get("effective"),
             None if sample is None or sample.kind is not SampleKind.MEASURED
@@ -313,15 +315,17 @@ class Observer:
         new = st.observed(status, replace(health, conditions=conditions), generation, now, effective, diffs,
                           figures)
         new |= judged.status
-        delta = st.changed(status, new)
+        if mem.applied:
+            new = {**mem.applied, **new}
+        delta = st.changed(stored, new)
         applies = [a for a in judged.actions if isinstance(a, Apply)]
-        view = body
         if delta:
             patched = await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"),
-                                              st.merge_patch(status, delta))
+                                              st.merge_patch(stored, delta))
             if patched is None:  # stale view: decide again on the watch's newer object, never on this one
                 mem.stale_rv = str(meta.get("resourceVersion"))
                 return
+            mem.applied = {}
             if mem.body is body:  # the answer is the newest view until the watch brings another
                 mem.body = patched
             view = patched
@@ -432,11 +436,10 @@ class Observer:
         mem.job = asyncio.get_running_loop().create_task(job(), name=f"apply {mem.namespace}/{mem.name}")
 
     async def _apply(self, mem: ServerMemory, body: dict[str, Any], action: Apply, now: dt.datetime) -> None:
-        """Carry out the analysis' Apply: the revision from the ledger (drained first), then its status keys,
-        patched with ``body``'s resourceVersion (a change meanwhile: the next tick decides again). A failure is a
-        Warning event (once per message) and is tried again next tick."""
+        """Carry out the analysis' Apply: the revision from the ledger (drained first); its status keys are kept in
+        ``mem.applied`` for the next observation's one status patch (one status patch per server and tick). A
+        failure is a Warning event (once per message) and is tried again next tick."""
         ns, name = mem.key
-        status = body.get("status") or {}
         try:
             new = await restore.apply_revision(body, action.revision, action.reason, now, mem)
         except Exception as exc:  # NotInLedger, a refused child, a ledger entry this release cannot render
@@ -447,10 +450,7 @@ class Observer:
                 await kube.post_event(body, "Warning", "ApplyFailed", message)
             return
         mem.apply_error = None
-        patched = await kube.patch_status(ns, name, (body.get("metadata") or {}).get("resourceVersion"),
-                                          st.merge_patch(status, st.changed(status, new)))
-        if patched is not None and mem.body is body:
-            mem.body = patched
+        mem.applied = new
 
     async def sample(self, body: dict[str, Any], spec: Any, policy: Any, now: dt.datetime
                      ) -> tuple[list[Sample] | None, dict[str, Any], float]:
