@@ -14,10 +14,10 @@ table), for each ``--rate``:
    write the operator makes for it (the rows of the table below) — server-side apply of the rendered Deployment and
    Service, create its ControllerRevision, the reconcile handler's status patch and Event, kopf's annotation patch,
    then, at the point of the observer's interval where the operator first observes that server
-   (:func:`sglang_operator.control.observer.phase_of`), the observer's status patch and its WarmingUp Event — at the
-   same rate, as a ServiceAccount of its own (the operator's API Priority and Fairness level; a cluster admin's requests
-   are exempt); latency the same way. The floor is the API server's own time for the operator's traffic; the ratio
-   is what the operator adds to it.
+   (:func:`sglang_operator.control.observer.offset_in_interval`), the observer's status patch and its WarmingUp
+   Event — at the same rate, as a ServiceAccount of its own (the operator's API Priority and Fairness level; a cluster
+   admin's requests are exempt); latency the same way. The floor is the API server's own time for the operator's
+   traffic; the ratio is what the operator adds to it.
 
 Prints per rate: operator and floor p50/p99 (ms), the ratio operator p99 ÷ floor p99 (goal ≤ 1.5), Deployments
 present 120 s after the last create, the operator's CPU, and its requests per server by verb and resource (kopf's
@@ -194,7 +194,7 @@ async def floor_writes(namespace: str, count: int, rate: float) -> dict[str, flo
     from lightkube import AsyncClient, KubeConfig
     from lightkube.types import PatchType
 
-    from sglang_operator.control.observer import phase_of
+    from sglang_operator.control.observer import offset_in_interval
     from sglang_operator.decisions.conditions import condition
     from sglang_operator.io import kube
     from sglang_operator.io import revisions as ledger_api
@@ -227,7 +227,7 @@ async def floor_writes(namespace: str, count: int, rate: float) -> dict[str, flo
         await kube.client().patch(res, name, {"metadata": {"annotations": {  # kopf's, after the handler
             "sglang-operator.io/last-handled-configuration": json.dumps({"spec": spec})}}},
             namespace=namespace, patch_type=PatchType.MERGE)
-        await asyncio.sleep(phase_of(created["metadata"]) * OBSERVER_INTERVAL)  # the observer's first look
+        await asyncio.sleep(offset_in_interval(created["metadata"]) * OBSERVER_INTERVAL)  # the observer's first look
         now = dt.datetime.now(dt.UTC)
         conditions = [condition(t, v, r, m, 1, now) for t, v, r, m in (
             ("Progressing", "True", "WarmingUp", f"revision {rendered.revision}: warming up"),

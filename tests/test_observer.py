@@ -13,7 +13,7 @@ import yaml
 from sglang_operator import builders
 from sglang_operator.api.server import parse
 from sglang_operator.control import observer
-from sglang_operator.control.observer import SPREAD, Observer, phase_of
+from sglang_operator.control.observer import SPREAD, Observer, offset_in_interval
 
 SAMPLE: dict[str, Any] = yaml.safe_load(
     (Path(__file__).resolve().parents[1] / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
@@ -62,16 +62,16 @@ def test_a_tick_observes_every_server_once_at_its_own_point_of_the_interval() ->
     start = asyncio.run(run())
     names = [n for n, _ in obs.started]
     assert sorted(names) == sorted(b["metadata"]["name"] for b in bodies)  # each once
-    expected = sorted(bodies, key=lambda b: phase_of(b["metadata"]))
+    expected = sorted(bodies, key=lambda b: offset_in_interval(b["metadata"]))
     assert names == [b["metadata"]["name"] for b in expected]  # in phase order
     for (name, at), b in zip(obs.started, expected, strict=True):
-        point = phase_of(b["metadata"]) * SPREAD * interval
+        point = offset_in_interval(b["metadata"]) * SPREAD * interval
         assert point - 0.01 <= at - start <= point + 0.5, (name, at - start, point)  # never early
 
 
 def test_a_server_deleted_before_its_point_is_not_observed() -> None:
     obs = Recording(2.0)
-    late = max((body(f"s{i}") for i in range(6)), key=lambda b: phase_of(b["metadata"]))
+    late = max((body(f"s{i}") for i in range(6)), key=lambda b: offset_in_interval(b["metadata"]))
     for i in range(6):
         obs.track("ADDED", body(f"s{i}"))
 

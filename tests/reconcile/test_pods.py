@@ -2,8 +2,9 @@
 
 import datetime as dt
 
+from sglang_operator.api.base import MESSAGE_LIMIT
 from sglang_operator.decisions.conditions import find, merge
-from sglang_operator.decisions.pods import MESSAGE_LIMIT, pod_health, tail
+from sglang_operator.decisions.pods import pod_health, tail
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 REV = "abc123"

@@ -32,6 +32,14 @@ PLURAL = "sglangservers"
 SINGULAR = "sglangserver"
 SHORT_NAMES = ("sgls",)
 API_VERSION = f"{GROUP}/{VERSION}"
+RETRY_ANNOTATION = f"{GROUP}/retry"
+"""Annotation whose change allows one new attempt of a rejected revision (or resumes a Paused analysis):
+``sglang-operator retry`` writes it."""
+PROMOTE_ANNOTATION = f"{GROUP}/promote"
+"""Annotation ``sglang-operator promote`` writes: the hash of the serving revision to accept as stable now."""
+MESSAGE_LIMIT = 1024
+"""Characters at most of a condition's or an event's message the operator writes (the API server refuses an Event
+whose message is longer than 1 KiB)."""
 
 
 @dataclass(frozen=True)

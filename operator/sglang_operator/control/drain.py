@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sglang_operator import builders
 from sglang_operator.api.spec import StrategyType
 from sglang_operator.control.memory import ServerMemory
+from sglang_operator.decisions.pods import is_ready
 from sglang_operator.io import kube
 from sglang_operator.io.sglang_http import ScrapeError, SGLangHTTP, base_url
 
@@ -101,11 +102,6 @@ async def drain(urls: Sequence[str], seconds: float, poll: float = 1.0, http: An
             await asyncio.sleep(min(poll, max(seconds - waited, 0.0)))
 
 
-def _ready(pod: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
-
-
 async def drain_old_pods(body: Mapping[str, Any], spec: Any, new_revision: str,
                          memory: ServerMemory | None = None) -> DrainResult | None:
     """Before a Recreate replaces the running revision's pods with ``new_revision``: :func:`drain` them (at most
@@ -127,7 +123,7 @@ async def drain_old_pods(body: Mapping[str, Any], spec: Any, new_revision: str,
             port = record["spec"]["port"]
     pods = await kube.list_pods(namespace, builders.selector_labels(name))
     urls = [base_url(p["status"]["podIP"], port) for p in pods
-            if _ready(p) and (p.get("status") or {}).get("podIP")
+            if is_ready(p) and (p.get("status") or {}).get("podIP")
             and p.get("metadata", {}).get("labels", {}).get(builders.REVISION_LABEL) == old]
     if not urls:
         return None

@@ -36,6 +36,7 @@ from dataclasses import replace
 from typing import Any
 
 from sglang_operator import builders
+from sglang_operator.api.base import MESSAGE_LIMIT
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_spec
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import Phase
@@ -152,7 +153,7 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
                           f"{rendered.revision}")
 
 
-def phase_of(meta: Mapping[str, Any]) -> float:
+def offset_in_interval(meta: Mapping[str, Any]) -> float:
     """Where in the observer's interval a server is observed, in [0, 1): fixed per server (a hash of its uid, else
     of its namespace and name), so the first observations of servers created together (a status patch and an
     event each) spread over the interval like the servers' own hashes. Spread by position in the list instead, the
@@ -311,7 +312,7 @@ class Observer:
         conditions = judged.conditions
         if mem.apply_failure:  # the reconcile handler could not apply the spec (kopf retries): say so, not "healthy"
             conditions = [c for c in conditions if c["type"] != "Degraded"] + [
-                condition("Degraded", "True", "ApplyFailed", mem.apply_failure[:1024], generation, now)]
+                condition("Degraded", "True", "ApplyFailed", mem.apply_failure[:MESSAGE_LIMIT], generation, now)]
         new = st.observed(status, replace(health, conditions=conditions), generation, now, effective, diffs,
                           figures)
         new |= judged.status
@@ -485,9 +486,9 @@ class Observer:
 
     async def tick(self) -> None:
         """Observe every tracked server once, spread over :data:`SPREAD` of the interval (at most
-        :data:`CONCURRENCY` at a time), each at its own fixed point of it (:func:`phase_of`), in its own worker
-        (a server whose worker is busy is skipped this tick). One loop walks the servers in phase order and starts
-        each observation when its point comes: a task per server sleeping until its point, all created at the
+        :data:`CONCURRENCY` at a time), each at its own fixed point of it (:func:`offset_in_interval`), in its own
+        worker (a server whose worker is busy is skipped this tick). One loop walks the servers in phase order and
+        starts each observation when its point comes: a task per server sleeping until its point, all created at the
         tick's start, held the event loop for several milliseconds every interval at 500 servers (issue 10)."""
         sem = asyncio.Semaphore(CONCURRENCY)
         servers = [m.body for m in self.memories.values() if m.body is not None]
@@ -512,7 +513,7 @@ class Observer:
                     log.exception("observing %s/%s failed", *key)
 
         running: set[asyncio.Task[None]] = set()
-        order = sorted((phase_of(b["metadata"]) * spread, key_of(b)) for b in servers)
+        order = sorted((offset_in_interval(b["metadata"]) * spread, key_of(b)) for b in servers)
         try:
             for point, key in order:
                 if (wait := started + point - loop.time()) > 0:

@@ -15,12 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator.api.analysis import AnalysisPhase
+from sglang_operator.api.base import MESSAGE_LIMIT
 from sglang_operator.api.rollback import RollbackAction
 from sglang_operator.api.status import ConditionType
 from sglang_operator.decisions.conditions import Condition, condition
 from sglang_operator.decisions.rollback import PAUSED_FAILED_REASONS, RollbackState
-
-MESSAGE_LIMIT = 1024
 
 
 def analysis_conditions(

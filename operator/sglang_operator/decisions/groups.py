@@ -25,10 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sglang_operator.api.base import MESSAGE_LIMIT
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.leaderworkerset import API_VERSION, GROUP_INDEX_LABEL, LEADER_INDEX, WORKER_INDEX_LABEL
 from sglang_operator.decisions.conditions import condition, find, merge
-from sglang_operator.decisions.pods import PodHealth, pod_health
+from sglang_operator.decisions.pods import PodHealth, is_ready, pod_health
 
 LWS_MISSING = "LeaderWorkerSetMissing"
 LWS_VERSION = "v0.7.0"
@@ -57,16 +58,11 @@ class Group:
     def ready(self, size: int) -> bool:
         """Leader Ready, and ``size`` pods in all, every one Ready."""
         pods = self.pods
-        return self.leader is not None and _is_ready(self.leader) and len(pods) >= size and all(map(_is_ready, pods))
+        return self.leader is not None and is_ready(self.leader) and len(pods) >= size and all(map(is_ready, pods))
 
     @property
     def pods(self) -> list[dict[str, Any]]:
         return ([self.leader] if self.leader is not None else []) + self.workers
-
-
-def _is_ready(pod: Mapping[str, Any]) -> bool:
-    conds = pod.get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
 
 def _labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
@@ -112,8 +108,8 @@ def _stand_in(g: Group, size: int) -> dict[str, Any]:
     condition saying whether the whole group is Ready."""
     assert g.leader is not None
     reported = g.leader
-    if _is_ready(g.leader):
-        reported = next((w for w in g.workers if not _is_ready(w)), g.leader)
+    if is_ready(g.leader):
+        reported = next((w for w in g.workers if not is_ready(w)), g.leader)
     out = {"metadata": copy.deepcopy(g.leader.get("metadata", {})),
            "status": copy.deepcopy(reported.get("status", {}))}
     status = out["status"]
@@ -168,7 +164,8 @@ def lws_missing(status: Mapping[str, Any], warnings: list[str], generation: int,
     ``Pending``. The last applied revision, if any, keeps running and keeps its ``status.revision``."""
     msg = lws_missing_message()
     if warnings:
-        valid = condition("SpecValid", "True", "ValidWithWarnings", "; ".join(warnings)[:2048], generation, now)
+        valid = condition("SpecValid", "True", "ValidWithWarnings", "; ".join(warnings)[:MESSAGE_LIMIT], generation,
+                          now)
     else:
         valid = condition("SpecValid", "True", "Valid", "spec is valid for its SGLang release", generation, now)
     conds = [valid, condition("Ready", "False", LWS_MISSING, msg, generation, now),

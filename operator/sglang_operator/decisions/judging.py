@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sglang_operator.api.analysis import AnalysisPhase, Baseline
-from sglang_operator.api.base import GROUP
+from sglang_operator.api.base import PROMOTE_ANNOTATION as PROMOTE_ANNOTATION
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.status import SGLangServerStatus, Verdict
 from sglang_operator.decisions import criteria
@@ -29,8 +29,6 @@ from sglang_operator.decisions.rollback import Action, Event, Observation, Recor
 from sglang_operator.decisions.sampling.model import Sample
 
 log = logging.getLogger("sglang_operator.judging")
-PROMOTE_ANNOTATION = f"{GROUP}/promote"
-"""Annotation ``sglang-operator promote`` writes: the hash of the serving revision to accept as stable now."""
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,11 @@ replica serves, old revision included: the Deployment convention), ``Progressing
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sglang_operator.api.base import MESSAGE_LIMIT
 from sglang_operator.decisions.conditions import Condition, condition
 
 #: Pod waiting reasons that mean the server cannot come up without a change.
@@ -27,9 +29,6 @@ BAD_WAITING = frozenset({
     "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
     "InvalidImageName", "CreateContainerError", "RunContainerError",
 })
-MESSAGE_LIMIT = 1024
-"""Characters of a pod-trouble message in a condition (the same text goes into its event, which the API server
-caps at 1 024)."""
 ELLIPSIS = "…"
 
 
@@ -45,8 +44,9 @@ class PodHealth:
     pod_ips: list[str] = field(default_factory=list)
 
 
-def _is_ready(pod: dict[str, Any]) -> bool:
-    conds = pod.get("status", {}).get("conditions") or []
+def is_ready(pod: Mapping[str, Any]) -> bool:
+    """Whether ``pod`` (API JSON) has the condition ``Ready=True``; the one test of pod readiness."""
+    conds = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
 
@@ -109,8 +109,8 @@ def pod_health(
     """
     live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")]
     current = [p for p in live if p.get("metadata", {}).get("labels", {}).get(revision_label) == revision]
-    ready = [p for p in current if _is_ready(p)]
-    serving = [p for p in live if _is_ready(p)]
+    ready = [p for p in current if is_ready(p)]
+    serving = [p for p in live if is_ready(p)]
     ips = sorted(p["status"]["podIP"] for p in ready if p.get("status", {}).get("podIP"))
     trouble = next((t for t in map(_trouble, current) if t), None)
 

@@ -45,6 +45,7 @@ from sglang_operator.api.analysis import (
     Setup,
     StableRegression,
 )
+from sglang_operator.api.base import RETRY_ANNOTATION as RETRY_ANNOTATION
 from sglang_operator.api.base import StatusModel
 from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.spec import SGLangServerSpec
@@ -52,7 +53,6 @@ from sglang_operator.api.status import SGLangServerStatus, Verdict
 from sglang_operator.decisions import criteria
 from sglang_operator.decisions.sampling.model import PodView, Sample, SampleKind
 
-RETRY_ANNOTATION = "sglang-operator.io/retry"
 """Annotation whose change of value (any string) allows one new attempt of a rejected revision, or resumes a
 Paused analysis."""
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"

@@ -11,13 +11,13 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from sglang_operator.api.base import MESSAGE_LIMIT
 from sglang_operator.decisions.conditions import Condition, condition, merge, rfc3339, same
 from sglang_operator.decisions.pods import PodHealth
 from sglang_operator.decisions.sampling.model import Figures
 
 SPEC_VALID = "SpecValid"
 SETTINGS_DIFFER = "SettingsDiffer"
-MESSAGE_LIMIT = 2048
 
 
 def changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:

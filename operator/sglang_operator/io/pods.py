@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglang_operator.builders.labels import REVISION_LABEL
+from sglang_operator.decisions.pods import is_ready
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 TOMBSTONES = 4096
@@ -36,11 +37,6 @@ class Target:
     restarts: int
 
 
-def _is_ready(pod: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
-
-
 def targets(pods: Iterable[Mapping[str, Any]]) -> list[Target]:
     """The live pods (not being deleted) of ``pods`` as :class:`Target`, sorted by name."""
     out = []
@@ -50,7 +46,7 @@ def targets(pods: Iterable[Mapping[str, Any]]) -> list[Target]:
             continue
         restarts = sum(int(cs.get("restartCount") or 0) for cs in status.get("containerStatuses") or [])
         out.append(Target(str(meta.get("name")), str((meta.get("labels") or {}).get(REVISION_LABEL, "")),
-                          status.get("podIP") or None, _is_ready(p), restarts))
+                          status.get("podIP") or None, is_ready(p), restarts))
     return sorted(out, key=lambda t: t.name)
 
 

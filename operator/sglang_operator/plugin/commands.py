@@ -22,11 +22,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sglang_operator.api.base import GROUP
+from sglang_operator.api.base import GROUP, PROMOTE_ANNOTATION, RETRY_ANNOTATION
 from sglang_operator.plugin import view
-
-PROMOTE_ANNOTATION = f"{GROUP}/promote"
-RETRY_ANNOTATION = f"{GROUP}/retry"
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="The revision ledger of an SGLangServer: "
                   "history, diff, retry, promote and undo.", pretty_exceptions_enable=False)
