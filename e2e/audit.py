@@ -25,6 +25,8 @@ class Write:
     name: str
     code: int
     seconds: float = 0.0  # requestReceivedTimestamp → stageTimestamp: the API server's own time (a watch: to start)
+    at: float = 0.0  # requestReceivedTimestamp, seconds since the epoch
+    resource_version: str | None = None  # the request's metadata.resourceVersion (logged at Request level only)
 
     def __str__(self) -> str:
         return f"{self.user} {self.verb} {self.resource} {self.namespace}/{self.name} -> {self.code}"
@@ -50,11 +52,20 @@ def requests(audit_log: Path, user: str | None = None, offset: int = 0) -> list[
             seen.add(ev.get("auditID"))
             ref = ev.get("objectRef") or {}
             resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+            request = ev.get("requestObject") if isinstance(ev.get("requestObject"), dict) else {}
             w = Write(ev["verb"], ev["user"]["username"], resource, ref.get("namespace", ""), ref.get("name", ""),
-                      int((ev.get("responseStatus") or {}).get("code", 0)), _seconds(ev))
+                      int((ev.get("responseStatus") or {}).get("code", 0)), _seconds(ev), _at(ev),
+                      (request.get("metadata") or {}).get("resourceVersion"))
             if user is None or w.user == user:
                 out.append(w)
     return out
+
+
+def _at(ev: dict[str, Any]) -> float:
+    try:
+        return dt.datetime.fromisoformat(ev["requestReceivedTimestamp"]).timestamp()
+    except (KeyError, ValueError):
+        return 0.0
 
 
 def _seconds(ev: dict[str, Any]) -> float:

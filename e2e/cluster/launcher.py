@@ -39,12 +39,15 @@ CONTROLLERS = (
 )
 ALWAYS_ALLOW = "/healthz,/readyz,/livez,/metrics"
 # The API server's audit log (``Cluster.audit_log``, JSON lines): every write at Metadata level, except the fake
-# kubelet's pod/node status and node leases, so tests can count who wrote what (e2e/audit.py).
+# kubelet's pod/node status and node leases, so tests can count who wrote what (e2e/audit.py); SGLangServer status
+# patches at Request level, so a test sees each patch's resourceVersion precondition (``Write.resource_version``).
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
     "rules": [
         {"level": "None", "resources": [{"group": "", "resources": ["pods", "pods/status", "nodes", "nodes/status"]}]},
         {"level": "None", "namespaces": ["kube-node-lease"]},
+        {"level": "Request", "verbs": ["patch"],
+         "resources": [{"group": "sglang-operator.io", "resources": ["sglangservers/status"]}]},
         {"level": "Metadata", "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
         {"level": "None"},
     ],
