@@ -166,8 +166,8 @@ async def test_the_write_fence_closes_renew_deadline_before_a_candidate_may_take
     a, b = elector("a", store, clock), elector("b", store, clock)
     assert not leader.may_write()  # elected, not leading yet
     assert await a.acquire(asyncio.Event())
-    fence = Fence()
-    fence.install(leader.may_write)
+    fence, exits = Fence(), []
+    fence.install(leader.may_write, leader.lease_expired, lambda: exits.append(clock.t))
     assert leader.may_write()
     fence.check("status")
     clock.t += 4.9
@@ -176,10 +176,14 @@ async def test_the_write_fence_closes_renew_deadline_before_a_candidate_may_take
     assert not leader.may_write()
     with pytest.raises(NotLeader):
         fence.check("status")
+    assert exits == [] and not leader.lease_expired()  # refused, the Lease still a's: no exit yet
     assert await b.try_acquire_or_renew() is False  # b first sees the record now...
     clock.t += 15.1
     assert await b.try_acquire_or_renew() is True  # ...and takes it 15 s later: a wrote nothing since 5.1 s
-    assert not leader.may_write() and fence.refused == 1
+    assert not leader.may_write() and leader.lease_expired()
+    with pytest.raises(NotLeader):  # resumed after the takeover (SIGCONT): the first write attempt ends it
+        fence.check("event")
+    assert exits == [clock.t] and fence.refused == 2
     await a.release()
     monkeypatch.setattr(leader._STATE, "enabled", False)
     assert leader.may_write()  # no leader election: alone, always

@@ -174,3 +174,52 @@ def test_a_leader_that_loses_its_lease_exits(k8s_cluster: K8sCluster, namespace:
         assert holder(k8s_cluster, namespace) == "intruder"
     finally:
         op.stop()
+
+
+def test_a_leader_frozen_past_the_takeover_writes_nothing_after_it(
+        k8s_cluster: K8sCluster, namespace: str, accounts: dict[str, Path], tmp_path: Path) -> None:
+    """Fencing (issue 15): the leader is stopped with SIGSTOP until the candidate holds the Lease, a spec change
+    waits for whoever leads, then SIGCONT: the old leader's identity writes nothing after the takeover (its first
+    write attempt finds the Lease run out by its own clock and ends the process); the new leader reconciles."""
+    assert k8s_cluster.local is not None
+    log = k8s_cluster.local.audit_log
+    a = operator(accounts["op-a"], namespace, tmp_path / "a.log")
+    b = operator(accounts["op-b"], namespace, tmp_path / "b.log")
+    a.start()
+    try:
+        id_a = identity(a)
+        wait_for("op-a holding the Lease", lambda: holder(k8s_cluster, namespace) == id_a, timeout=20)
+        b.start()
+        id_b = identity(b)
+        body: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
+        body["spec"].setdefault("env", []).extend(copy.deepcopy(FAST_SIM))
+        name = body["metadata"]["name"]
+        k8s_cluster.apply(copy.deepcopy(body), namespace=namespace)
+        first = wait_for(f"{name} Ready (op-a)", lambda: ready(k8s_cluster, namespace, name), timeout=120)
+
+        assert a.proc is not None
+        os.kill(a.proc.pid, signal.SIGSTOP)
+        wait_for("op-b holding the Lease", lambda: holder(k8s_cluster, namespace) == id_b,
+                 timeout=DURATION + 4 * RETRY, interval=0.05)
+        takeover = audit.size(log)
+        body["spec"]["env"].append({"name": "SGLANG_SIM_EXTRA", "value": "1"})  # a's watch gets it on SIGCONT
+        k8s_cluster.apply(copy.deepcopy(body), namespace=namespace)
+        time.sleep(2 * RETRY)
+        os.kill(a.proc.pid, signal.SIGCONT)
+        code = a.proc.wait(DEADLINE + 3 * RETRY)
+        assert code == 1, a.log_tail()
+        wait_for(f"{name} Ready at a new revision (op-b)",
+                 lambda: ready(k8s_cluster, namespace, name, not_revision=first["revision"]), timeout=120)
+        late = audit.writes(log, user(namespace, "op-a"), takeover)
+        assert late == [], "the old leader wrote after the takeover:\n" + "\n".join(map(str, late))
+        assert "deployments" in {w.resource for w in audit.writes(log, user(namespace, "op-b"), takeover)}
+    except AssertionError:
+        for op in (a, b):
+            print(f"--- {op.log_path.name}\n" + "\n".join(
+                line for line in op.log_tail(80).splitlines() if "HTTP Request" not in line))
+        raise
+    finally:
+        if a.proc is not None and a.proc.poll() is None:
+            os.kill(a.proc.pid, signal.SIGCONT)
+        a.stop()
+        b.stop()

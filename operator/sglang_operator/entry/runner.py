@@ -162,7 +162,7 @@ def run(
         kopf.run(**options)
         return
     from sglang_operator.io.fence import FENCE
-    from sglang_operator.process.leader import may_write, run_elected
+    from sglang_operator.process.leader import hard_exit, lease_expired, may_write, run_elected
 
-    FENCE.install(may_write)  # every write of the operator's own checks the Lease first
+    FENCE.install(may_write, lease_expired, hard_exit)  # every write of the operator's own checks the Lease first
     raise SystemExit(asyncio.run(run_elected(leader_election, lambda: kopf.operator(**options), liveness)))

@@ -19,21 +19,28 @@ class NotLeader(Exception):
 
 
 class Fence:
-    """The process's one write gate (:data:`FENCE`); ``check`` is installed by the runner."""
+    """The process's one write gate (:data:`FENCE`); installed by the runner."""
 
     def __init__(self) -> None:
         self._may_write: Callable[[], bool] = lambda: True
+        self._expired: Callable[[], bool] = lambda: False
+        self._on_expired: Callable[[], None] = lambda: None
         self.refused = 0
 
-    def install(self, may_write: Callable[[], bool]) -> None:
-        """Gate every write on ``may_write()`` (the leader elector's)."""
-        self._may_write = may_write
+    def install(self, may_write: Callable[[], bool], expired: Callable[[], bool] = lambda: False,
+                on_expired: Callable[[], None] = lambda: None) -> None:
+        """Gate every write on ``may_write()`` (the leader elector's); a write attempted once ``expired()`` (the
+        Lease ran out by this process's own clock: a candidate may hold it already) calls ``on_expired()`` first
+        (the runner's: end the process at once, as a lost Lease does, before kopf could write anything either)."""
+        self._may_write, self._expired, self._on_expired = may_write, expired, on_expired
 
     def check(self, what: str) -> None:
         """Raise :class:`NotLeader` unless this process may write now; ``what`` names the write (logged)."""
         if not self._may_write():
             self.refused += 1
             log.warning("not leading with margin: %s not written", what)
+            if self._expired():
+                self._on_expired()
             raise NotLeader(f"{what}: this process does not hold the Lease with renewDeadline of validity left")
 
 

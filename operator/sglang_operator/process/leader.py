@@ -172,7 +172,13 @@ def may_write() -> bool:
     return left >= _STATE.renew_deadline
 
 
-def _hard_exit() -> None:
+def lease_expired() -> bool:
+    """Whether this process led and its Lease ran out by its own clock since (a candidate may hold it now)."""
+    return (_STATE.enabled and _STATE.renewed_at is not None
+            and _STATE.clock() >= _STATE.renewed_at + _STATE.lease_duration)
+
+
+def hard_exit() -> None:
     """controller-runtime's reaction to a lost Lease: end the process now (no cleanup handler may write)."""
     log.critical("leader election lost: exiting")
     logging.shutdown()
@@ -273,7 +279,7 @@ class LeaderElector:
                 await asyncio.wait_for(stop.wait(), wait)
         return False
 
-    async def renew(self, on_lost: Callable[[], None] = _hard_exit) -> None:
+    async def renew(self, on_lost: Callable[[], None] = hard_exit) -> None:
         """Renew every ``retry_period`` until cancelled; call ``on_lost`` once no renewal succeeded for
         ``renew_deadline`` seconds (or another holder took the Lease)."""
         cfg = self.config
@@ -353,7 +359,7 @@ async def candidate_health(liveness: str | None) -> AsyncIterator[None]:
 
 
 async def run_elected(config: LeaderElectionConfig, operator: Callable[[], Awaitable[None]],
-                      liveness: str | None = None, on_lost: Callable[[], None] = _hard_exit) -> int:
+                      liveness: str | None = None, on_lost: Callable[[], None] = hard_exit) -> int:
     """Wait for the Lease, then run ``operator()`` (kopf) while renewing it; release it when kopf returns.
 
     Returns the process exit status: 0 after SIGTERM/SIGINT (as a candidate or as the leader). A lost Lease
