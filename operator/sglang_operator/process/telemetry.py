@@ -108,7 +108,7 @@ def count_reconcile(result: str) -> None:
 def set_servers(phases: Iterable[str | None], known: Iterable[str] = ()) -> None:
     """Set ``sglang_operator_servers{phase}`` from the tracked servers' phases (``None`` → ``Unknown``); every phase
     in ``known`` is exported, 0 when no server has it, so a phase that empties reads 0, not stale."""
-    counts = dict.fromkeys(known, 0)
+    counts = dict.fromkeys([*known, "Unknown"], 0)  # Unknown too: a server deleted before its first status
     for phase in phases:
         key = phase or "Unknown"
         counts[key] = counts.get(key, 0) + 1
