@@ -39,8 +39,8 @@ from sglang_operator.api.base import MESSAGE_LIMIT
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.builders.labels import MANAGED_BY
 from sglang_operator.control import restore
-from sglang_operator.control.children import ChildApplyError, LeaderWorkerSetMissing, apply_children, up_to_date
-from sglang_operator.control.drain import drain_old_pods
+from sglang_operator.control.apply import apply_placement, placement
+from sglang_operator.control.children import ChildApplyError, LeaderWorkerSetMissing, up_to_date
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.control.observer import RESYNC_SECONDS, Observer, same_spec
 from sglang_operator.decisions import groups
@@ -179,12 +179,11 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
         return
     spec_dict, held_back = choice.spec, choice.reason
     if held_back:
-        server = parse({**body, "spec": spec_dict, "status": None})
         rendered = choice.rendered
-    await drain_old_pods(dict(body), server.spec, rendered.revision, memory)
     try:
-        if reason != kopf.Reason.RESUME or not await up_to_date(rendered, body):  # a restart writes nothing
-            await apply_children(rendered, body)
+        write = reason != kopf.Reason.RESUME or not await up_to_date(rendered, body)  # a restart writes nothing
+        new = await apply_placement(body, [placement(body, rendered, spec_dict)], now, memory, write_children=write,
+                                    warnings=rendered.warnings)
     except LeaderWorkerSetMissing as err:  # nothing applied; the observer applies once the API is served
         _patch_status(patch, st.changed(status, groups.lws_missing(status, rendered.warnings, generation, now)))
         await _event(body, "Warning", groups.LWS_MISSING, str(err))
@@ -205,12 +204,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
         return
     memory.apply_failure = None
     logger.debug("applied revision %s", rendered.revision)
-    entry = st.ledger_entry(rendered.revision, generation, rendered.command.command_line,
-                            builders.summary(server, rendered), spec_dict, now)
-    new = st.applied(status, rendered.status, rendered.warnings, entry, generation,
-                     server.spec.rollback.history_limit, now)
     _patch_status(patch, st.changed(status, new))
-    await restore.record(body, rendered, spec_dict, server.spec.rollback.history_limit)
     if held_back:
         logger.info("%s", held_back)
         if reason != kopf.Reason.RESUME:

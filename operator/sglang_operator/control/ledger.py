@@ -118,3 +118,16 @@ def render_revision(body: Mapping[str, Any], cr: Mapping[str, Any]) -> builders.
         m.setdefault("annotations", {})[REVISION_LABEL] = _hash(cr)
     dep["metadata"]["labels"][REVISION_LABEL] = _hash(cr)
     return replace(rendered, workload=dep, revision=_hash(cr))
+
+
+async def record_applied(body: Mapping[str, Any], rendered: builders.Rendered, spec: Mapping[str, Any],
+                         history_limit: int) -> None:
+    """Record ``rendered`` (applied from ``spec``) in the ControllerRevision ledger; failures are logged (the
+    ledger in status still holds the spec), never raised."""
+    status, meta = body.get("status") or {}, body.get("metadata") or {}
+    keep = {r for r in (status.get("stableRevision"), status.get("revision")) if r}
+    try:
+        await record(body, rendered, spec, history_limit, keep, fresh=not status.get("revisions"))
+    except Exception as exc:
+        log.warning("%s/%s: ControllerRevision of %s not recorded: %s", meta.get("namespace"), meta.get("name"),
+                    rendered.revision, exc)

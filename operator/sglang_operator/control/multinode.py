@@ -5,8 +5,8 @@ LeaderWorkerSetMissing`), it wrote ``Ready=False`` reason ``LeaderWorkerSetMissi
 (:func:`sglang_operator.decisions.groups.lws_missing`) and applied nothing. The observer calls
 :func:`apply_when_served` for such a server every tick (:func:`sglang_operator.decisions.groups.waiting_for_lws`):
 one GET of the CRD; once it is Established, the server is rendered and applied, and its status written as the
-reconcile handler writes it after an apply (and its ControllerRevision recorded, :func:`sglang_operator.control.restore.
-record`), so installing LWS later needs no edit of the SGLangServer.
+reconcile handler writes it after an apply, through the one apply path (:func:`sglang_operator.control.apply.
+apply_placement`: its ControllerRevision recorded too), so installing LWS later needs no edit of the SGLangServer.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 from sglang_operator import builders
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.builders.leaderworkerset import CRD_NAME, VERSION
-from sglang_operator.control import restore
-from sglang_operator.control.children import ChildApplyError, LeaderWorkerSetMissing, apply_children
+from sglang_operator.control.apply import apply_placement, placement
+from sglang_operator.control.children import ChildApplyError, LeaderWorkerSetMissing
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.conditions import condition, merge
 from sglang_operator.io import kube
@@ -43,22 +43,17 @@ async def apply_when_served(body: dict[str, Any], now: dt.datetime) -> bool:
     except (SpecError, builders.InvalidSpec):
         return False  # an update since: the reconcile handler reports it
     try:
-        await apply_children(rendered, body)
+        new = await apply_placement(body, [placement(body, rendered)], now, drain=False, warnings=rendered.warnings)
     except (ChildApplyError, LeaderWorkerSetMissing) as err:
         log.warning("%s/%s: the LeaderWorkerSet API is served, but applying failed: %s", server.namespace,
                     server.name, err)
         return False
     generation = int(meta.get("generation") or 0)
-    entry = st.ledger_entry(rendered.revision, generation, rendered.command.command_line,
-                            builders.summary(server, rendered), body.get("spec", {}), now)
-    new = st.applied(status, rendered.status, rendered.warnings, entry, generation,
-                     server.spec.rollback.history_limit, now)
     message = f"the LeaderWorkerSet API is served now: applied revision {rendered.revision}; waiting for its groups"
     new["conditions"] = merge(new["conditions"], [condition("Ready", "False", "RollingOut", message, generation,
                                                             now)])
     if not await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"), st.changed(status, new)):
         return False  # changed meanwhile: the next tick sees the new object (applying again is a no-op)
-    await restore.record(body, rendered, body.get("spec") or {}, server.spec.rollback.history_limit)  # the ledger
     log.info("%s/%s: %s", server.namespace, server.name, message)
     await kube.post_event(body, "Normal", "Created", f"revision {rendered.revision}: {rendered.command.command_line}")
     return True

@@ -43,7 +43,7 @@ from sglang_operator.api.status import Phase
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
 from sglang_operator.builders.revision import DIGEST_ANNOTATION
 from sglang_operator.control import ledger, restore, testhooks
-from sglang_operator.control.children import apply_children
+from sglang_operator.control.apply import apply_placement, placement
 from sglang_operator.control.memory import Key, Memories, ParseCache, ServerMemory, key_of
 from sglang_operator.control.multinode import apply_when_served
 from sglang_operator.decisions import effective as eff
@@ -147,7 +147,7 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
         return
     if rendered.revision != (body.get("status") or {}).get("revision"):
         return
-    await apply_children(rendered, body)
+    await apply_placement(body, [placement(body, rendered)], dt.datetime.now(dt.UTC), drain=False)
     log.warning("%s/%s: %s deleted; re-applied revision %s", namespace, name, missing, rendered.revision)
     await kube.post_event(body, "Warning", "ChildRecreated", f"{missing} was deleted; re-applied revision "
                           f"{rendered.revision}")

@@ -16,13 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglang_operator import builders
-from sglang_operator.api.server import SpecError, parse
+from sglang_operator.api.server import parse
 from sglang_operator.control import ledger
-from sglang_operator.control.children import apply_children
-from sglang_operator.control.drain import drain_old_pods
+from sglang_operator.control.apply import apply_placement, placement
 from sglang_operator.control.memory import ServerMemory
-from sglang_operator.decisions import status as st
-from sglang_operator.decisions.conditions import merge
 from sglang_operator.decisions.judging import state_of
 from sglang_operator.decisions.rollback import RETRY_ANNOTATION, what_should_run
 
@@ -68,29 +65,16 @@ async def target(body: Mapping[str, Any], rendered: builders.Rendered) -> Choice
     return Choice(ledger.render_revision(body, cr), dict(cr["data"]["spec"]), choice.reason)
 
 
-async def record(body: Mapping[str, Any], rendered: builders.Rendered, spec: Mapping[str, Any],
-                 history_limit: int) -> None:
-    """Record ``rendered`` (applied from ``spec``) in the ControllerRevision ledger; failures are logged (the
-    ledger in status still holds the spec), never raised."""
-    status = body.get("status") or {}
-    keep = {r for r in (status.get("stableRevision"), status.get("revision")) if r}
-    try:
-        await ledger.record(body, rendered, spec, history_limit, keep, fresh=not status.get("revisions"))
-    except Exception as exc:
-        log.warning("%s/%s: ControllerRevision of %s not recorded: %s", *_ns_name(body), rendered.revision, exc)
-
-
 async def apply_revision(body: dict[str, Any], revision: str, reason: str, now: dt.datetime,
                          memory: ServerMemory | None = None) -> dict[str, Any]:
-    """Apply ``revision`` for SGLangServer ``body`` (the analysis' ``Apply``): the spec's own rendering when it is
-    the spec's revision (a retry), else its ledger entry pinned to its digest. Returns the status keys to write
-    (``revision``, ``command`` …, the ledger, phase Progressing; SpecValid untouched: it speaks of the spec).
+    """Apply ``revision`` for SGLangServer ``body`` (the analysis' ``Apply``) through the one apply path
+    (:func:`sglang_operator.control.apply.apply_placement`): the spec's own rendering when it is the spec's revision
+    (a retry, a lost update converged), else its ledger entry pinned to its digest. Returns the status keys to
+    write (``revision``, ``command`` …, the ledger, phase Progressing; SpecValid untouched: it speaks of the spec).
 
     Raises :class:`NotInLedger`, ``SpecError``/``builders.InvalidSpec`` (a ledger entry this release cannot
     render) or :class:`sglang_operator.control.children.ChildApplyError`."""
     ns, name = _ns_name(body)
-    status = body.get("status") or {}
-    generation = int(body["metadata"].get("generation") or 0)
     server = parse(body)
     try:
         own = builders.render(server)
@@ -103,17 +87,7 @@ async def apply_revision(body: dict[str, Any], revision: str, reason: str, now: 
         if cr is None:
             raise NotInLedger(f"revision {revision} has no ControllerRevision {name}-{revision}")
         rendered, spec = ledger.render_revision(body, cr), dict(cr["data"]["spec"])
-    await drain_old_pods(body, parse({**body, "spec": spec, "status": None}).spec, rendered.revision, memory)
-    await apply_children(rendered, body)
+    new = await apply_placement(body, [placement(body, rendered, spec)], now, memory, keep_spec_valid=True,
+                                history_limit=server.spec.rollback.history_limit)
     log.info("%s/%s: applied revision %s (%s)", ns, name, revision, reason)
-    try:
-        summary_server = parse({**body, "spec": spec, "status": None})
-        summary = builders.summary(summary_server, rendered)
-    except SpecError:
-        summary = {}
-    entry = st.ledger_entry(rendered.revision, generation, rendered.command.command_line, summary, spec, now)
-    new = st.applied(status, rendered.status, [], entry, generation, server.spec.rollback.history_limit, now)
-    keep = [c for c in new["conditions"] if c["type"] != st.SPEC_VALID]
-    new["conditions"] = merge([c for c in status.get("conditions") or [] if c["type"] == st.SPEC_VALID], keep)
-    await record(body, rendered, spec, server.spec.rollback.history_limit)
     return new
