@@ -271,3 +271,107 @@ def test_no_module_keeps_per_server_state() -> None:
     for module, name in ((children, "APPLY_FAILURES"), (drain, "DRAINING"), (children, "DRAINING"),
                          (handlers, "OBSERVER")):
         assert not hasattr(module, name), f"{module.__name__}.{name}"
+
+
+# --- the glue offline: resume, ApplyFailed, the late LeaderWorkerSet apply, the ledger ----------------------------
+
+async def test_a_resume_writes_nothing_also_when_only_the_operators_defaults_changed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    kube = FakeKube().install(monkeypatch)
+    obs = Observer(1.0)
+    body = await _created(kube, obs, "a")
+    writes, events = len(kube.writes), len(kube.events)
+    memo = type("Memo", (), {"observer": Observer(1.0)})()  # a new process
+    p: Any = type("Patch", (dict,), {})()
+    p.status = {}
+    await handlers.reconcile(body=body, meta=body["metadata"], status=body["status"], patch=p, reason="resume",
+                             logger=handlers.logging.getLogger("test"), memo=memo)
+    assert kube.writes[writes:] == [] and kube.events[events:] == [] and p.status == {}
+
+    real = builders.render
+
+    def upgraded(server: Any) -> builders.Rendered:  # the next operator release renders another default
+        r = real(server)
+        workload = copy.deepcopy(r.workload)
+        workload["spec"]["template"]["metadata"]["labels"][builders.REVISION_LABEL] = "new-default"
+        workload["spec"]["template"]["spec"]["containers"][0]["args"].append("--new-default")
+        return builders.Rendered(r.command, workload, r.service, "new-default", r.selector, r.warnings, r.notes)
+
+    monkeypatch.setattr(handlers.builders, "render", upgraded)
+    await handlers.reconcile(body=body, meta=body["metadata"], status=body["status"], patch=p, reason="resume",
+                             logger=handlers.logging.getLogger("test"), memo=memo)
+    assert kube.writes[writes:] == [] and p.status == {}  # running pods are not restarted by an upgrade
+    b = kube.server("a")
+    assert memo.observer._spec_revision(memo.observer.memory(b), parse(b), b) == body["status"]["revision"]
+
+
+async def test_a_failed_apply_is_degraded_once_and_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kopf
+    from lightkube import ApiError
+    from lightkube.models.meta_v1 import Status
+
+    kube = FakeKube().install(monkeypatch)
+    obs = Observer(1.0)
+
+    async def refuse(manifest: Any, dry_run: bool = False) -> None:
+        raise ApiError(status=Status(code=500, message="etcdserver: request timed out", reason="x", status="Failure"))
+
+    monkeypatch.setattr(handlers.kube, "apply", refuse)
+    body = kube.put(server("a"))
+    memo = type("Memo", (), {"observer": obs})()
+    for _ in range(2):
+        p: Any = type("Patch", (dict,), {})()
+        p.status = {}
+        with pytest.raises(kopf.TemporaryError):
+            await handlers.reconcile(body=body, meta=body["metadata"], status={}, patch=p, reason="create",
+                                     logger=handlers.logging.getLogger("test"), memo=memo)
+    assert [e[2] for e in kube.events] == ["ApplyFailed"]  # one event for one failure
+    degraded = next(c for c in kube.server("a")["status"]["conditions"] if c["type"] == "Degraded")
+    assert degraded["reason"] == "ApplyFailed" and "etcdserver" in degraded["message"]
+    assert "etcdserver" in (obs.memory(body).apply_failure or "")
+    obs.track("DELETED", body)
+    assert obs.memories.get(("ns", "a")) is None  # forgotten with the server
+
+
+async def test_a_server_waiting_for_leaderworkerset_is_applied_once_the_api_is_served(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    kube = FakeKube().install(monkeypatch)
+    obs = Observer(1.0)
+    obj = server("mn")
+    obj["spec"]["parallelism"] = {**obj["spec"].get("parallelism", {}), "nodes": 2}
+    body = kube.put({**obj, "status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "LeaderWorkerSetMissing", "message": "x"}]}})
+    obs.track("ADDED", body)
+    mem = obs.memory(body)
+    async with mem.lock:
+        await obs.observe(body, dt.datetime.now(dt.UTC))
+    got = kube.server("mn")
+    revision = got["status"]["revision"]
+    assert kube.get("LeaderWorkerSet", "ns", "mn") is not None
+    assert next(c for c in got["status"]["conditions"] if c["type"] == "Ready")["reason"] == "RollingOut"
+    assert kube.get("ControllerRevision", "ns", f"mn-{revision}") is not None  # the ledger, through the one path
+    assert [e[2] for e in kube.events] == ["Created"]
+
+
+async def test_the_ledger_records_each_revision_once_and_prunes_to_the_history_limit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    kube = FakeKube().install(monkeypatch)
+    obs = Observer(1.0)
+    body = await _created(kube, obs, "a")
+    memo = type("Memo", (), {"observer": obs})()
+    seen = [body["status"]["revision"]]
+    for steps in (2, 4, 5):
+        spec = copy.deepcopy(kube.server("a")["spec"])
+        spec["speculative"] = {**spec["speculative"], "numSteps": steps, "numDraftTokens": steps + 1}
+        spec["rollback"] = {**spec.get("rollback", {}), "historyLimit": 2}
+        updated = kube.update_spec("a", spec)
+        p: Any = type("Patch", (dict,), {})()
+        p.status = {}
+        await handlers.reconcile(body=updated, meta=updated["metadata"], status=updated["status"], patch=p,
+                                 reason="update", logger=handlers.logging.getLogger("test"), memo=memo)
+        patched = await kube.patch_status("ns", "a", None, p.status)
+        assert patched is not None
+        seen.append(patched["status"]["revision"])
+    names = sorted(n for (k, _, n) in kube.objects if k == "ControllerRevision")
+    assert len(set(seen)) == 4 and len(names) <= 3, names  # historyLimit 2 (+ the serving one kept)
+    assert f"a-{seen[-1]}" in names
