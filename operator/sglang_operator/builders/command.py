@@ -25,7 +25,7 @@ from typing import Any
 
 from sglang_operator.api.blocks import SpeculativeAlgorithm
 from sglang_operator.api.spec import SGLangServerSpec
-from sglang_operator.builders.dialect import Dialect, SGLangVersion, dialect, resolve_version
+from sglang_operator.builders.dialect import Dialect, Release, SGLangVersion, resolve_release
 
 API_KEY_ENV = "SGLANG_API_KEY"
 HF_TOKEN_ENV = "HF_TOKEN"
@@ -61,6 +61,8 @@ class RenderedCommand:
     env: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     num_draft_tokens: int | None = None
+    release: Release | None = None
+    """The release the command was rendered for, resolved once (validation and the argument resolution use it)."""
 
     @property
     def literal_env(self) -> dict[str, str]:
@@ -94,10 +96,11 @@ def _num(value: float) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def render_command(spec: SGLangServerSpec) -> RenderedCommand:
-    """Render ``spec`` for its SGLang release. Raises ``VersionError`` when the release is unsupported."""
-    version = resolve_version(spec.sglang)
-    d = dialect(version)
+def render_command(spec: SGLangServerSpec, release: Release | None = None) -> RenderedCommand:
+    """Render ``spec`` for its SGLang release: ``release``, resolved once by the caller (:func:`resolve_release`),
+    else resolved here. Raises ``VersionError`` when the release is unsupported."""
+    release = release or resolve_release(spec.sglang)
+    version, d = release.version, release.dialect
     args: list[str] = ["--model-path", spec.model.path]
     env: list[dict[str, Any]] = []
     warnings: list[str] = [d.warning] if d.warning else []  # a release newer than the newest known one
@@ -155,7 +158,7 @@ def render_command(spec: SGLangServerSpec) -> RenderedCommand:
         env.append(_secret_env(HF_TOKEN_ENV, m.token_secret_ref.name, m.token_secret_ref.key))
     if m.cache:
         env.append({"name": "HF_HOME", "value": m.cache.mount_path})
-    return RenderedCommand(version, d, list(d.entry_point), args, env, warnings, ndt)
+    return RenderedCommand(version, d, list(d.entry_point), args, env, warnings, ndt, release)
 
 
 def _memory_args(spec: SGLangServerSpec, d: Dialect) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 from sglang_operator.api.blocks import SGLangImage
 from sglang_operator.sglang import flags as _flags
 from sglang_operator.sglang import guidance as _guidance
+from sglang_operator.sglang import release as _release
 from sglang_operator.sglang import versions as _versions
 
 SGLangVersion = _versions.SGLangVersion
@@ -112,13 +113,16 @@ class FlagInfo:
     takes_value: bool
 
 
-def lookup_flag(version: SGLangVersion, name: str) -> FlagInfo | None:
-    """The option spelled exactly ``name`` in ``version``'s flag table (no abbreviation), or None."""
-    f = _flags.load_table(version).get(name)
+def _flag_info(f: Any) -> FlagInfo | None:
     if f is None:
         return None
     choices = tuple(str(c) for c in f.choices) if f.choices else None
     return FlagInfo(tuple(f.options), f.dest, choices, f.takes_value)
+
+
+def lookup_flag(version: SGLangVersion, name: str) -> FlagInfo | None:
+    """The option spelled exactly ``name`` in ``version``'s flag table (no abbreviation), or None."""
+    return _flag_info(_flags.load_table(version).get(name))
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,8 @@ class SGLangArgError(ValueError):
         self.kind = kind
 
 
-def resolve_args(version: SGLangVersion, argv: list[str], env: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+def resolve_args(version: SGLangVersion | _release.Release, argv: list[str], env: dict[str, str]
+                 ) -> tuple[dict[str, Any], list[str]]:
     """Parse and resolve ``argv`` (flags only, no entry point) as ``version``'s ``launch_server`` would
     (:func:`sglang_operator.sglang.args.resolve_server_args`).
 
@@ -176,3 +181,38 @@ def model_architecture(model_path: str) -> tuple[str | None, bool]:
 
     arch = _models.architecture_for(model_path)
     return arch, _models.draft_architecture_for(arch) is not None
+
+
+@dataclass(frozen=True, eq=False)
+class Release:
+    """The image's SGLang release as a render uses it, resolved once (:func:`resolve_release`) and handed to the
+    command builder, the validation and the argument resolution: ``version``, the render's :class:`Dialect`, and the
+    release's facts (:class:`sglang_operator.sglang.release.Release`: flag table, rule era, metric names)."""
+
+    version: SGLangVersion
+    dialect: Dialect
+    facts: _release.Release
+
+    def flag(self, name: str) -> FlagInfo | None:
+        """The option spelled exactly ``name`` in the release's flag table (no abbreviation), or None."""
+        return _flag_info(self.facts.flags.get(name))
+
+    def advice(self, flag: str, value: str | None = None, owned: dict[str, str] | None = None) -> FlagAdvice:
+        """:func:`flag_advice` for this release."""
+        return flag_advice(self.version, flag, value, owned)
+
+    def resolve_args(self, argv: list[str], env: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+        """:func:`resolve_args` for this release, with its facts already resolved. Raises :class:`SGLangArgError`."""
+        return resolve_args(self.facts, argv, env)
+
+
+def resolve_release(sglang: SGLangImage) -> Release:
+    """The release of ``spec.sglang`` (:func:`resolve_version`) with its dialect and facts, once. Raises
+    :class:`VersionError`."""
+    version = resolve_version(sglang)
+    d = dialect(version)
+    try:
+        facts = _release.release(version)
+    except _versions.SGLangVersionError as err:
+        raise VersionError(f"spec.sglang: {err}") from None
+    return Release(version, d, facts)

@@ -23,13 +23,12 @@ from sglang_operator.api.blocks import SpeculativeAlgorithm
 from sglang_operator.api.spec import OWNED, SGLangServerSpec, flag_name, owned_flag_refusal
 from sglang_operator.builders.command import RenderedCommand, render_command
 from sglang_operator.builders.dialect import (
+    Release,
     SGLangArgError,
     SGLangVersion,
     VersionError,
-    flag_advice,
-    lookup_flag,
     model_architecture,
-    resolve_args,
+    resolve_release,
 )
 
 FIELD_OF_FLAG: dict[str, str] = {f: v for f, v in OWNED.items() if v.startswith("spec.")}
@@ -71,15 +70,15 @@ class SpecCheck:
         self.errors.append(message)
 
 
-def _typed_flag_errors(out: SpecCheck, cmd: RenderedCommand, n_extra: int) -> None:
+def _typed_flag_errors(out: SpecCheck, cmd: RenderedCommand, release: Release, n_extra: int) -> None:
     typed = cmd.args[: len(cmd.args) - n_extra] if n_extra else cmd.args
     for i, token in enumerate(typed):
         if not token.startswith("--"):
             continue
         where = FIELD_OF_FLAG.get(token, "spec")
-        info = lookup_flag(cmd.version, token)
+        info = release.flag(token)
         if info is None:
-            known = flag_advice(cmd.version, token).available  # which releases have it, from the tables
+            known = release.advice(token).available  # which releases have it, from the tables
             out.refuse("typed-flag-in-release", f"{where}: SGLang {cmd.version} has no {token} (not supported by "
                                                 "that release" + (f"; SGLang has it in {known}" if known else "")
                                                 + "); unset the field or choose another release")
@@ -90,18 +89,18 @@ def _typed_flag_errors(out: SpecCheck, cmd: RenderedCommand, n_extra: int) -> No
                                                   f"(choices: {', '.join(info.choices)})")
 
 
-def _extra_args_errors(out: SpecCheck, spec: SGLangServerSpec, version: SGLangVersion) -> None:
-    owned = {info.dest: f for f in OWNED if (info := lookup_flag(version, f)) is not None}
+def _extra_args_errors(out: SpecCheck, spec: SGLangServerSpec, release: Release) -> None:
+    owned = {info.dest: f for f in OWNED if (info := release.flag(f)) is not None}
     for i, arg in enumerate(spec.extra_args):
         name = flag_name(arg)
         if name is None:
             continue
-        info = lookup_flag(version, name)
+        info = release.flag(name)
         if info is None:  # renamed, abbreviated, misspelt...: successors / closest flags, SGLang's wording
             nxt = spec.extra_args[i + 1] if i + 1 < len(spec.extra_args) else None
             value = nxt if nxt is not None and flag_name(nxt) is None and "=" not in arg else None
             out.refuse("extra-args-known-flag",
-                       f"spec.extraArgs: {flag_advice(version, arg, value, FIELD_OF_FLAG).text}")
+                       f"spec.extraArgs: {release.advice(arg, value, FIELD_OF_FLAG).text}")
         elif info.dest in owned:
             out.refuse("extra-args-owned-dest", owned_flag_refusal(owned[info.dest]).replace(
                 f"spec.extraArgs: {owned[info.dest]}", f"spec.extraArgs: {name} (the same option as "
@@ -162,7 +161,7 @@ def _value_at(spec: SGLangServerSpec, path: str) -> Any:
     return node
 
 
-def _fields_in(message: str, spec: SGLangServerSpec, version: SGLangVersion) -> list[str]:
+def _fields_in(message: str, spec: SGLangServerSpec, release: Release) -> list[str]:
     """The spec fields (``path=value``) and extraArgs items SGLang's ``message`` speaks of, in spec order."""
     found: list[str] = []
     for flag, path in FIELD_OF_FLAG.items():
@@ -179,7 +178,7 @@ def _fields_in(message: str, spec: SGLangServerSpec, version: SGLangVersion) -> 
     args = spec.extra_args
     for i, arg in enumerate(args):
         name = flag_name(arg)
-        info = lookup_flag(version, name) if name else None
+        info = release.flag(name) if name else None
         if not name:
             continue
         value = args[i + 1] if "=" not in arg and i + 1 < len(args) and not args[i + 1].startswith("--") else None
@@ -190,11 +189,11 @@ def _fields_in(message: str, spec: SGLangServerSpec, version: SGLangVersion) -> 
     return parts
 
 
-def sglang_refusal(err: SGLangArgError, spec: SGLangServerSpec, version: SGLangVersion) -> str:
+def sglang_refusal(err: SGLangArgError, spec: SGLangServerSpec, release: Release) -> str:
     """SGLang's refusal of the rendered command line, led by the spec fields (with values) that caused it."""
-    where = _fields_in(str(err), spec, version) or ["spec"]
+    where = _fields_in(str(err), spec, release) or ["spec"]
     text = f"{err.kind}: {err}" if err.kind != "argparse" else f"sglang serve: error: {err}"
-    return f"{', '.join(where)}: SGLang {version} refuses the command line: {text}"
+    return f"{', '.join(where)}: SGLang {release.version} refuses the command line: {text}"
 
 
 # --- SGLang's start-up warnings: actionable ones in the spec's terms, the rest as notes ------------------------
@@ -235,25 +234,28 @@ def _sglang_warning(text: str, spec: SGLangServerSpec, version: SGLangVersion) -
 
 
 def check(spec: SGLangServerSpec) -> SpecCheck:
-    """Render ``spec`` and validate it against its SGLang release (never raises for a bad spec)."""
+    """Render ``spec`` and validate it against its SGLang release (never raises for a bad spec). The release is
+    resolved once (:func:`~sglang_operator.builders.dialect.resolve_release`) and handed to the command builder, the
+    checks and SGLang's argument resolution."""
     out = SpecCheck()
     try:
-        cmd = render_command(spec)
+        release = resolve_release(spec.sglang)
+        cmd = render_command(spec, release)
     except (VersionError, ValueError) as err:
         out.refuse("version-supported", str(err))
         return out
     out.command = cmd
     out.warnings += cmd.warnings
-    _typed_flag_errors(out, cmd, len(spec.extra_args))
-    _extra_args_errors(out, spec, cmd.version)
+    _typed_flag_errors(out, cmd, release, len(spec.extra_args))
+    _extra_args_errors(out, spec, release)
     _env_errors(out, spec, cmd)
     _mtp_or_draft(out, spec)
     if out.errors:
         return out
     try:
-        out.resolved, sglang_warnings = resolve_args(cmd.version, cmd.args, cmd.literal_env)
+        out.resolved, sglang_warnings = release.resolve_args(cmd.args, cmd.literal_env)
     except SGLangArgError as err:
-        out.refuse("sglang-refuses", sglang_refusal(err, spec, cmd.version))
+        out.refuse("sglang-refuses", sglang_refusal(err, spec, release))
         return out
     for text in dict.fromkeys(sglang_warnings):
         actionable = _sglang_warning(text, spec, cmd.version)

@@ -17,7 +17,8 @@ from sglang_operator.sglang import catalog, rules
 from sglang_operator.sglang._parser import SGLangArgError, SGLangParser, build_parser
 from sglang_operator.sglang.flags import FlagTable, load_table
 from sglang_operator.sglang.models import architecture_for, draft_architecture_for
-from sglang_operator.sglang.versions import SGLangVersion, dialect, parse_version
+from sglang_operator.sglang.release import Release, release
+from sglang_operator.sglang.versions import SGLangVersion, parse_version
 
 __all__ = ["ResolvedArgs", "SGLangArgError", "resolve_server_args", "warm_up"]
 
@@ -99,7 +100,7 @@ def _free_algorithm(table: FlagTable) -> bool:
 
 def resolve_server_args(
     argv: Sequence[str],
-    version: SGLangVersion | str,
+    version: SGLangVersion | str | Release,
     env: Mapping[str, str] | None = None,
     *,
     architecture: str | None = None,
@@ -108,12 +109,13 @@ def resolve_server_args(
 
     ``env`` is the server's environment (``SGLANG_ENABLE_SPEC_V2`` matters on 0.5.4.post1–0.5.13).
     ``architecture`` overrides the guess from the model path (``models.architecture_for``).
+    ``version``: the release, or its :class:`~sglang_operator.sglang.release.Release` already resolved (a render's).
     Raises :class:`SGLangArgError` with SGLang's message when SGLang would exit at start-up, and
     ``versions.SGLangVersionError`` for an unsupported release.
     """
-    ver = parse_version(version) if isinstance(version, str) else version
-    d = dialect(ver)
-    table = load_table(ver)
+    rel = version if isinstance(version, Release) else release(
+        parse_version(version) if isinstance(version, str) else version)
+    ver, d, table = rel.version, rel.dialect, rel.flags
     parser = _parser_for(table.version)
     parser.sglang_warnings = []  # the cached parser collects warnings per parse
     ns = parser.parse_args(list(argv))
