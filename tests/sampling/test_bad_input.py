@@ -198,11 +198,11 @@ async def test_deleted_pods_and_servers_are_forgotten(fake: FakePods) -> None:
     ref = ServerRef("ns", "good", ROLES, fake.port, "m")
     try:
         await sampler.sample(ref, fake.view({"good"}), PARAMS)
-        assert ("ns", "good") in sampler._previous
-        assert not sampler.due("ns", "good", 60)
+        assert "good" in ref.state.previous
+        assert not sampler.due(ref.state, 60)
         assert await sampler.sample(ref, lambda: [], PARAMS) == []  # no pod left: no sample, nothing kept
-        assert ("ns", "good") not in sampler._previous
-        sampler.forget("ns", "good")
-        assert sampler.due("ns", "good", 60)
+        assert "good" not in ref.state.previous
+        sampler.forget(ref.state)
+        assert sampler.due(ref.state, 60)
     finally:
         await http.aclose()

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sglang_operator.io.sampler import SamplerState
+
 if TYPE_CHECKING:
     from sglang_operator.api.server import SGLangServer
     from sglang_operator.api.spec import SGLangServerSpec
@@ -58,6 +60,7 @@ class ServerMemory:
     - ``diffs``: the last SettingsDiffer differences (one event per change);
     - ``draining``: its old pods are being drained (the sampler sends them no probe);
     - ``job``: a long write of this server's worker in progress (a rollback's drain and apply);
+    - ``sampling``: the sampler's state (each pod's previous scrape, the last interval's end, pending probes);
     - ``applied``: the status keys of what that job applied (``revision``, ``command``, the ledger …), written by
       the next observation's one status patch (then emptied); the reconcile handler's own apply clears them.
     """
@@ -77,6 +80,7 @@ class ServerMemory:
     draining: bool = False
     job: asyncio.Task[None] | None = None
     applied: dict[str, Any] = field(default_factory=dict)
+    sampling: SamplerState = field(default_factory=SamplerState)
 
     @property
     def key(self) -> Key:
@@ -123,8 +127,10 @@ class Memories:
     def drop(self, key: Key) -> ServerMemory | None:
         """Forget ``key`` (its job, if any, is cancelled); returns what was dropped."""
         mem = self._by_key.pop(key, None)
-        if mem is not None and mem.job is not None and not mem.job.done():
-            mem.job.cancel()
+        if mem is not None:
+            mem.sampling.cancel()
+            if mem.job is not None and not mem.job.done():
+                mem.job.cancel()
         return mem
 
     def draining(self, namespace: str, name: str) -> bool:

@@ -217,10 +217,8 @@ class Observer:
 
     def forget(self, key: Key) -> None:
         """Drop everything kept about server ``key``: its memory, its series, the sampler's state, its pods."""
-        self.memories.drop(key)
+        self.memories.drop(key)  # the sampler's state goes with it (pending probes cancelled)
         self.series.forget(*key)
-        if self._sampler is not None:
-            self._sampler.forget(*key)
         self.pods.forget_server(*key)
 
     def pod_event(self, event_type: str | None, body: dict[str, Any]) -> None:
@@ -292,8 +290,8 @@ class Observer:
             await self._note_digest(mem, revision, pods)
         policy = server.spec.rollback
         if judging.warm_up_ends(status, policy.warmup_seconds, now):  # align the first judged interval
-            self.sampler.restart_interval(server.namespace, server.name)
-        samples, figures, interval = await self.sample(view, spec, policy, now)
+            Sampler.restart_interval(mem.sampling)
+        samples, figures, interval = await self.sample(view, spec, policy, now, mem)
         policy = policy.model_copy(update={"interval_seconds": max(1, round(interval))})
         sample = judging.sample_for(samples, revision)
         serving = [t for t in targets(groups.serving_pods(pods, spec)) if t.revision == revision]
@@ -453,8 +451,8 @@ class Observer:
         mem.apply_error = None
         mem.applied = new
 
-    async def sample(self, body: dict[str, Any], spec: Any, policy: Any, now: dt.datetime
-                     ) -> tuple[list[Sample] | None, dict[str, Any], float]:
+    async def sample(self, body: dict[str, Any], spec: Any, policy: Any, now: dt.datetime,
+                     mem: ServerMemory | None = None) -> tuple[list[Sample] | None, dict[str, Any], float]:
         """Sample the server when its interval has passed: export every revision's sample; return the samples
         (None: not due), the status figures of the serving revision (:func:`decisions.status.figures_patch`;
         ``{}`` when nothing to write) and the sampling interval in seconds. ``spec``: the applied spec (port,
@@ -466,13 +464,14 @@ class Observer:
         except SGLangVersionError:
             return None, {}, float(self.sample_interval or policy.interval_seconds)
         params = sampling_params(policy, self.sample_interval)
-        if not self.sampler.due(ns, name, params.interval_seconds, now):
+        mem = mem or self.memory(body)
+        if not self.sampler.due(mem.sampling, params.interval_seconds, now):
             return None, {}, params.interval_seconds
         api_key = None
         ref = spec.api_key_secret_ref
         if ref is not None and params.signal is Signal.PROBE:
             api_key = await kube.secret_value(ns, ref.name, ref.key)
-        server = ServerRef(ns, name, roles, spec.port, spec.model.served_model_name or spec.model.path)
+        server = ServerRef(ns, name, roles, spec.port, spec.model.served_model_name or spec.model.path, mem.sampling)
         samples = await self.sampler.sample(  # multi-node: one target per group, its leader
             server, lambda: targets(groups.serving_pods(self.pods.pods_now(ns, name), spec)), params, api_key)
         self.series.export(ns, name, samples)

@@ -19,8 +19,9 @@ import asyncio
 import contextlib
 import datetime as dt
 import time
+import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_operator.decisions.sampling.compute import ProbeOutcome, Scrape, ScrapeFailure, compute_sample
@@ -71,16 +72,35 @@ def sampling_params(rollback: Any, interval_override: float | None = None) -> Sa
     )
 
 
+@dataclass(eq=False)
+class SamplerState:
+    """What the sampler keeps about one SGLangServer between intervals (held by the server's
+    :class:`~sglang_operator.control.memory.ServerMemory`, dropped with it): each pod's previous scrape, the end of
+    the last interval, each revision's pending probe and whose turn it is to be probed."""
+
+    previous: dict[str, Scrape] = field(default_factory=dict)
+    last: dt.datetime | None = None
+    probes: dict[str, asyncio.Task[ProbeOutcome]] = field(default_factory=dict)
+    turn: dict[str, int] = field(default_factory=dict)
+
+    def cancel(self) -> None:
+        """Cancel the pending probes (the server is gone)."""
+        for task in self.probes.values():
+            task.cancel()
+        self.probes.clear()
+
+
 @dataclass(frozen=True)
 class ServerRef:
     """What the sampler needs to know about one SGLangServer: identity, metric roles of its SGLang release, HTTP
-    port, and the model name the probe asks for."""
+    port, the model name the probe asks for, and its :class:`SamplerState` (the server's memory's)."""
 
     namespace: str
     name: str
     roles: MetricRoles
     port: int
     model: str
+    state: SamplerState = field(default_factory=SamplerState, compare=False)
 
 
 def _now() -> dt.datetime:
@@ -88,24 +108,21 @@ def _now() -> dt.datetime:
 
 
 class Sampler:
-    """Keeps each pod's previous scrape and each revision's pending probe between intervals."""
+    """Scrapes and probes; what it keeps between intervals is each server's :class:`SamplerState` (no per-server
+    state of its own, so nothing outlives a server's memory). Only the probe tasks are tracked here as well, to be
+    cancelled when the operator stops."""
 
     def __init__(self, http: SGLangHTTP, clock: Callable[[], dt.datetime] = _now,
                  draining: Callable[[str, str], bool] = lambda _ns, _name: False) -> None:
         self.http = http
         self.clock = clock
         self._draining = draining  # (namespace, name) -> whether its old pods are being drained: send no probe
-        self._previous: dict[tuple[str, str], Scrape] = {}
-        self._pods_of: dict[tuple[str, str], set[str]] = {}
-        self._last: dict[tuple[str, str], dt.datetime] = {}
-        self._probes: dict[tuple[str, str, str], asyncio.Task[ProbeOutcome]] = {}
-        self._turn: dict[tuple[str, str, str], int] = {}
+        self._tasks: weakref.WeakSet[asyncio.Task[ProbeOutcome]] = weakref.WeakSet()
 
-    def due(self, namespace: str, name: str, interval: float, now: dt.datetime | None = None) -> bool:
-        """Whether server ``namespace/name`` should be sampled now."""
-        last = self._last.get((namespace, name))
+    def due(self, state: SamplerState, interval: float, now: dt.datetime | None = None) -> bool:
+        """Whether the server whose state is ``state`` should be sampled now."""
         now = now or self.clock()
-        return last is None or (now - last).total_seconds() >= DUE_FRACTION * interval
+        return state.last is None or (now - state.last).total_seconds() >= DUE_FRACTION * interval
 
     async def sample(self, server: ServerRef, pods: Callable[[], Sequence[Target]], params: SamplingParams,
                      api_key: str | None = None) -> list[Sample]:
@@ -114,10 +131,10 @@ class Sampler:
         ``pods`` returns the server's live pods as known now; it is called before and after the scrape.
         Never raises for an SGLang failure (those are Error samples and counted errors).
         """
-        key = (server.namespace, server.name)
+        state = server.state
         before = list(pods())
         ready = [t for t in before if t.ready and t.ip]
-        outcomes = {rev: await self._collect(server, rev) for rev in sorted({t.revision for t in before})}
+        outcomes = {rev: await self._collect(state, rev) for rev in sorted({t.revision for t in before})}
         results = await asyncio.gather(*(self._scrape(server, t, params) for t in ready))
         end = self.clock()
         after = {t.name: t for t in pods()}
@@ -130,52 +147,49 @@ class Sampler:
         for rev in sorted({t.revision for t in before}):
             members = [t for t in before if t.revision == rev]
             current = {t.name: by_name[t.name] for t in members if t.name in by_name}
-            previous = {n: p for n in current if (p := self._previous.get((server.namespace, n))) is not None}
+            previous = {n: p for n in current if (p := state.previous.get(n)) is not None}
             views = tuple(PodView(t.name, after[t.name].ready if t.name in after else False, t.restarts)
                           for t in members)
             samples.append(compute_sample(rev, views, current, previous, server.roles, end, params.signal,
                                           params.min_running_requests, outcomes.get(rev), vanished))
-        self._remember(server.namespace, key, results, {t.name for t in before})
-        self._last[key] = end
+        self._remember(state, results, {t.name for t in before})
+        state.last = end
         if params.signal is Signal.PROBE:
             for rev in sorted({t.revision for t in ready if t.name not in vanished}):
                 self._launch(server, rev, [t for t in ready if t.revision == rev and t.name not in vanished],
                              params, api_key)
         return samples
 
-    def restart_interval(self, namespace: str, name: str) -> None:
-        """Make server ``namespace/name`` due now, so its next interval starts at this moment (the observer calls
-        it when a revision's warm-up ends: the first judged interval then starts right at the warm-up's end)."""
-        self._last.pop((namespace, name), None)
+    @staticmethod
+    def restart_interval(state: SamplerState) -> None:
+        """Make the server due now, so its next interval starts at this moment (the observer calls it when a
+        revision's warm-up ends: the first judged interval then starts right at the warm-up's end)."""
+        state.last = None
 
-    def forget(self, namespace: str, name: str) -> None:
+    @staticmethod
+    def forget(state: SamplerState) -> None:
         """Drop everything kept for a deleted server (and cancel its probes)."""
-        for pod in self._pods_of.pop((namespace, name), set()):
-            self._previous.pop((namespace, pod), None)
-        self._last.pop((namespace, name), None)
-        for k in [k for k in self._probes if k[:2] == (namespace, name)]:
-            self._probes.pop(k).cancel()
-        for k in [k for k in self._turn if k[:2] == (namespace, name)]:
-            del self._turn[k]
+        state.cancel()
+        state.previous.clear()
+        state.turn.clear()
+        state.last = None
 
     async def aclose(self) -> None:
         """Cancel pending probes."""
-        tasks = list(self._probes.values())
-        self._probes.clear()
+        tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
 
-    def _remember(self, ns: str, key: tuple[str, str], results: Sequence[Scrape | ScrapeFailure],
-                  live: set[str]) -> None:
+    @staticmethod
+    def _remember(state: SamplerState, results: Sequence[Scrape | ScrapeFailure], live: set[str]) -> None:
         for r in results:
             if isinstance(r, Scrape):
-                self._previous[(ns, r.pod)] = r
-        for pod in self._pods_of.get(key, set()) - live:
-            self._previous.pop((ns, pod), None)
-        self._pods_of[key] = live
+                state.previous[r.pod] = r
+        for pod in set(state.previous) - live:
+            del state.previous[pod]
 
     async def _scrape(self, server: ServerRef, t: Target, params: SamplingParams) -> Scrape | ScrapeFailure:
         assert t.ip is not None
@@ -193,21 +207,24 @@ class Sampler:
 
     def _launch(self, server: ServerRef, revision: str, ready: list[Target], params: SamplingParams,
                 api_key: str | None) -> None:
-        k = (server.namespace, server.name, revision)
-        old = self._probes.pop(k, None)
+        state = server.state
+        old = state.probes.pop(revision, None)
         if old is not None:
             old.cancel()
         if not ready or self._draining(server.namespace, server.name):  # no probe into pods being drained
             return
-        turn = self._turn.get(k, 0)
+        turn = state.turn.get(revision, 0)
         target = ready[turn % len(ready)]
-        self._turn[k] = turn + 1
+        state.turn[revision] = turn + 1
         timeout = min(params.probe_timeout_seconds, params.interval_seconds)
-        self._probes[k] = asyncio.get_running_loop().create_task(
+        task = asyncio.get_running_loop().create_task(
             self._probe(server, target, params, timeout, api_key), name=f"probe {server.namespace}/{target.name}")
+        state.probes[revision] = task
+        self._tasks.add(task)
 
-    async def _collect(self, server: ServerRef, revision: str) -> ProbeOutcome | None:
-        task = self._probes.pop((server.namespace, server.name, revision), None)
+    @staticmethod
+    async def _collect(state: SamplerState, revision: str) -> ProbeOutcome | None:
+        task = state.probes.pop(revision, None)
         if task is None:
             return None
         try:
