@@ -32,11 +32,9 @@ import datetime as dt
 import logging
 import zlib
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from sglang_operator import builders
-from sglang_operator.api.base import MESSAGE_LIMIT
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_spec
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import Phase
@@ -49,9 +47,9 @@ from sglang_operator.control.multinode import apply_when_served
 from sglang_operator.decisions import effective as eff
 from sglang_operator.decisions import groups, judging
 from sglang_operator.decisions import status as st
-from sglang_operator.decisions.conditions import condition
 from sglang_operator.decisions.derive import speculative_condition
-from sglang_operator.decisions.rollback import Apply, Event, Observation, setup_of
+from sglang_operator.decisions.observation import Decision, Observed, decide
+from sglang_operator.decisions.rollback import Apply, Observation, setup_of
 from sglang_operator.decisions.sampling.model import PodView, Sample, SampleKind, Signal
 from sglang_operator.decisions.sampling.roles import roles_for
 from sglang_operator.io import kube
@@ -68,8 +66,6 @@ CONCURRENCY = 8
 SPREAD = 0.8
 """Fraction of the interval over which one tick's observations are spread."""
 MANAGED = {"app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/managed-by": MANAGED_BY}
-ANALYSIS_REASONS = ("RolledBack", "Regressed")
-"""Degraded reasons the rollback analysis gives (it posts its own events for them)."""
 
 
 def requested_settings(server_spec: Any, num_draft_tokens: int | None) -> dict[str, Any]:
@@ -126,10 +122,6 @@ def applied_spec(body: dict[str, Any]) -> SGLangServerSpec:
         except SpecError:
             pass
     return parse_spec(body.get("spec") or {})
-
-
-def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
-    return next((c for c in conditions if c.get("type") == "Degraded"), {})
 
 
 async def restore_children(namespace: str, name: str, owner_uid: str | None, missing: str) -> None:  # in the worker
@@ -262,23 +254,33 @@ class Observer:
             self._http = None
 
     async def observe(self, body: dict[str, Any], now: dt.datetime) -> None:
-        """Observe one SGLangServer ``body`` and patch its status (nothing when nothing changed): pods → sample →
-        the rollback analysis (:func:`decisions.judging.judge`) → one status patch → events → the revision the
-        analysis wants applied, as the server's job (:meth:`_start_job`). The caller holds the server's lock."""
+        """Observe one SGLangServer ``body`` and persist what that decides (nothing when nothing changed): gather
+        (:meth:`gather`: pods, ``/server_info``, the interval's samples) → decide (pure:
+        :func:`sglang_operator.decisions.observation.decide`) → persist (:meth:`persist`: one status patch, the events,
+        the revision to apply as the server's job). The caller holds the server's lock."""
         meta, stored = body.get("metadata", {}), body.get("status") or {}
         mem = self.memory(body)
         status = {**stored, **mem.applied} if mem.applied else stored  # what the server's job applied
         view = {**body, "status": status} if mem.applied else body
-        revision = status.get("revision")
         if groups.waiting_for_lws(status):  # nothing applied for want of the LeaderWorkerSet API: re-check
             await apply_when_served(body, now)
             return
-        if not revision or meta.get("deletionTimestamp"):
+        if not status.get("revision") or meta.get("deletionTimestamp"):
             return
         try:
             server, spec = self._parsed(mem, view)
         except SpecError:
             return
+        observed, policy = await self.gather(mem, view, server, spec, now)
+        await self.persist(mem, body, decide(stored, mem.applied, observed, policy), now)
+
+    async def gather(self, mem: ServerMemory, view: dict[str, Any], server: SGLangServer, spec: SGLangServerSpec,
+                     now: dt.datetime) -> tuple[Observed, Any]:
+        """The I/O of one observation: the pods (from the cache), ``/server_info`` once Ready, the image digest, the
+        interval's samples. Returns what was observed and the policy in force (``intervalSeconds`` the sampling
+        interval). ``view``: the object with what the server's job applied; ``spec``: the spec it runs."""
+        meta, status = view.get("metadata", {}), view.get("status") or {}
+        revision = str(status.get("revision"))
         generation = int(meta.get("generation") or 0)
         pods = await self.pods.pods(server.namespace, server.name)
         health = groups.server_health(pods, spec, revision, generation, now)  # per group (leaders) multi-node
@@ -295,32 +297,32 @@ class Observer:
         policy = policy.model_copy(update={"interval_seconds": max(1, round(interval))})
         sample = judging.sample_for(samples, revision)
         serving = [t for t in targets(groups.serving_pods(pods, spec)) if t.revision == revision]
-        observed = Observation(
+        observation = Observation(
             revision=revision, desired_pods=spec.replicas, setup=setup_of(spec),
             pods=tuple(PodView(t.name, t.ready, t.restarts) for t in serving),
-            spec_revision=self._spec_revision(mem, server, view), retry_token=restore.retry_token(body))
+            spec_revision=self._spec_revision(mem, server, view), retry_token=restore.retry_token(view))
         speculative = speculative_condition(
             spec.speculative.algorithm.value if spec.speculative else None, effective or status.get("effective"),
             None if sample is None or sample.kind is not SampleKind.MEASURED
             else sample.figures.accept_length is not None,
             health.phase == "Ready", generation, now)
-        promote_token = (meta.get("annotations") or {}).get(judging.PROMOTE_ANNOTATION)
-        judged = judging.judge(status, sample, policy, now, observed, list(health.conditions), generation,
-                               speculative, promote_token)
-        conditions = judged.conditions
-        if mem.apply_failure:  # the reconcile handler could not apply the spec (kopf retries): say so, not "healthy"
-            conditions = [c for c in conditions if c["type"] != "Degraded"] + [
-                condition("Degraded", "True", "ApplyFailed", mem.apply_failure[:MESSAGE_LIMIT], generation, now)]
-        new = st.observed(status, replace(health, conditions=conditions), generation, now, effective, diffs,
-                          figures)
-        new |= judged.status
-        if mem.applied:
-            new = {**mem.applied, **new}
-        delta = st.changed(stored, new)
-        applies = [a for a in judged.actions if isinstance(a, Apply)]
-        if delta:
-            patched = await kube.patch_status(server.namespace, server.name, meta.get("resourceVersion"),
-                                              st.merge_patch(stored, delta))
+        return Observed(
+            now=now, generation=generation, health=health, observation=observation, effective=effective, diffs=diffs,
+            samples=samples, figures=figures, speculative=speculative,
+            promote_token=(meta.get("annotations") or {}).get(judging.PROMOTE_ANNOTATION),
+            apply_failure=mem.apply_failure, previous_diffs=mem.diffs), policy
+
+    async def persist(self, mem: ServerMemory, body: dict[str, Any], decision: Decision, now: dt.datetime) -> None:
+        """Write ``decision`` for ``body`` (the view it was decided from): ONE status patch with the view's
+        resourceVersion (refused as stale: the view is marked and nothing else is written; the watch's newer object is
+        decided again), then the events, then the apply as the server's job, only from a view known to be current
+        (the patch's answer, else one GET)."""
+        meta = body.get("metadata", {})
+        stored = body.get("status") or {}
+        view = body
+        if decision.delta:
+            patched = await kube.patch_status(mem.namespace, mem.name, meta.get("resourceVersion"),
+                                              st.merge_patch(stored, decision.delta))
             if patched is None:  # stale view: decide again on the watch's newer object, never on this one
                 mem.stale_rv = str(meta.get("resourceVersion"))
                 return
@@ -328,24 +330,17 @@ class Observer:
             if mem.body is body:  # the answer is the newest view until the watch brings another
                 mem.body = patched
             view = patched
-        elif applies and not await self._current(mem, body):
+        elif decision.apply is not None and not await self._current(mem, body):
             return  # an apply is decided from the newest object only: the watch's next view is judged
-        self.series.export_analysis(server.namespace, server.name, judged.state)
-        old_d, new_d = _degraded(status.get("conditions") or []), _degraded(new["conditions"])
-        if new_d.get("status") == "True" and old_d.get("reason") != new_d.get("reason") \
-                and new_d.get("reason") not in ANALYSIS_REASONS:  # the analysis posts its own events
-            await kube.post_event(body, "Warning", new_d["reason"], new_d.get("message", ""))
-        if diffs and "conditions" in delta and diffs != mem.diffs:
-            await kube.post_event(body, "Warning", "SettingsDiffer", "; ".join(diffs))
-        mem.diffs = diffs
-        phase = judged.state.analysis.phase if judged.state.analysis else None
-        for action in judged.actions:
-            if isinstance(action, Event):
-                await kube.post_event(body, action.type, action.reason, action.message)
+        self.series.export_analysis(mem.namespace, mem.name, decision.state)
+        mem.diffs = decision.diffs
+        for event in decision.events:
+            await kube.post_event(body, event.type, event.reason, event.message)
+        phase = decision.state.analysis.phase if decision.state.analysis else None
         if phase in ("WarmingUp", "Verifying", "RollingBack"):
             testhooks.exit_at(str(phase))
-        for action in applies[:1]:
-            self._start_job(mem, view, action, now)
+        if decision.apply is not None:
+            self._start_job(mem, view, decision.apply, now)
 
     async def _current(self, mem: ServerMemory, body: dict[str, Any]) -> bool:
         """Whether ``body`` is the object as the API server holds it now (one GET; an unreadable object: False)."""

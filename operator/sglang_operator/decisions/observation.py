@@ -1,0 +1,104 @@
+"""PURE: one observation of one SGLangServer decided (issue 15, item 2: gather → decide → persist).
+
+The observer (:mod:`sglang_operator.control.observer`) *gathers* what it saw into an :class:`Observed` (pods'
+health, what SGLang reports it runs, the interval's samples, the analysis' inputs), :func:`decide` turns the stored
+status and that into a :class:`Decision` — the new status keys and their delta, the events to post in order, at
+most one revision to apply — and the observer *persists* it: one status patch (with the view's resourceVersion),
+then the events, then the apply. No I/O, no clock: ``observed.now`` is the tick's time.
+
+Decided here, not in the glue: the rollback analysis (:func:`sglang_operator.decisions.judging.judge`), the
+reconcile handler's ``ApplyFailed`` shown as ``Degraded`` while it lasts (pod health would otherwise call the
+previous revision's pods healthy), and which events are posted (a new non-analysis ``Degraded`` reason, a change
+of SettingsDiffer's differences; the analysis' own).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sglang_operator.api.base import MESSAGE_LIMIT
+from sglang_operator.api.rollback import RollbackPolicy
+from sglang_operator.decisions import judging
+from sglang_operator.decisions import status as st
+from sglang_operator.decisions.conditions import Condition, condition
+from sglang_operator.decisions.pods import PodHealth
+from sglang_operator.decisions.rollback import Apply, Event, Observation, RollbackState
+from sglang_operator.decisions.sampling.model import Sample
+
+ANALYSIS_REASONS = ("RolledBack", "Regressed")
+"""Degraded reasons the rollback analysis gives (it posts its own events for them)."""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What one observation gathered (all I/O done): ``health`` of the pods; ``effective`` settings newly read from
+    ``/server_info`` (None: none new) and ``diffs`` from the spec (None: not Ready or not read); the interval's
+    ``samples`` (None: not due) and the serving revision's status ``figures``; the analysis' ``observation``;
+    ``speculative``: the SpeculativeDecodingActive condition when it can be told; ``promote_token``: the promote
+    annotation; ``apply_failure``: the reconcile handler's failing apply (the server's memory), ``previous_diffs``:
+    the differences last posted."""
+
+    now: dt.datetime
+    generation: int
+    health: PodHealth
+    observation: Observation
+    effective: dict[str, Any] | None = None
+    diffs: list[str] | None = None
+    samples: list[Sample] | None = None
+    figures: dict[str, Any] = field(default_factory=dict)
+    speculative: Condition | None = None
+    promote_token: str | None = None
+    apply_failure: str | None = None
+    previous_diffs: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to persist: ``status`` (every key the observation owns, with what the server's job applied merged in),
+    ``delta`` (the keys that differ from the stored status: the one patch; empty: no write), ``events`` in the order
+    to post them, ``apply`` (at most one revision to apply, as the server's job), ``state`` (the analysis, for the
+    operator's series), ``diffs`` (the SettingsDiffer differences observed, for the server's memory)."""
+
+    status: dict[str, Any]
+    delta: dict[str, Any]
+    events: list[Event]
+    apply: Apply | None
+    state: RollbackState
+    diffs: list[str] | None = None
+
+
+def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
+    return next((c for c in conditions if c.get("type") == "Degraded"), {})
+
+
+def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Observed,
+           policy: RollbackPolicy) -> Decision:
+    """Decide one observation: ``stored`` status (as the API server holds it), ``applied`` (status keys of what the
+    server's job applied since, not written yet: the analysis follows them), what was ``observed``, and the policy
+    of the object's spec (its ``intervalSeconds`` the sampling interval in force). Pure."""
+    status = {**stored, **applied}
+    o = observed
+    revision = str(status.get("revision"))
+    judged = judging.judge(status, judging.sample_for(o.samples, revision), policy, o.now, o.observation,
+                           list(o.health.conditions), o.generation, o.speculative, o.promote_token)
+    conditions = judged.conditions
+    if o.apply_failure:  # the reconcile handler could not apply the spec (kopf retries): say so, not "healthy"
+        conditions = [c for c in conditions if c["type"] != "Degraded"] + [
+            condition("Degraded", "True", "ApplyFailed", o.apply_failure[:MESSAGE_LIMIT], o.generation, o.now)]
+    new = st.observed(status, replace(o.health, conditions=conditions), o.generation, o.now, o.effective, o.diffs,
+                      o.figures)
+    new = {**applied, **new, **judged.status}
+    delta = st.changed(stored, new)
+    events: list[Event] = []
+    old_d, new_d = _degraded(status.get("conditions") or []), _degraded(new["conditions"])
+    if new_d.get("status") == "True" and old_d.get("reason") != new_d.get("reason") \
+            and new_d.get("reason") not in ANALYSIS_REASONS:  # the analysis posts its own events
+        events.append(Event("Warning", str(new_d["reason"]), str(new_d.get("message", ""))))
+    if o.diffs and "conditions" in delta and o.diffs != o.previous_diffs:
+        events.append(Event("Warning", "SettingsDiffer", "; ".join(o.diffs)))
+    events += [a for a in judged.actions if isinstance(a, Event)]
+    apply = next((a for a in judged.actions if isinstance(a, Apply)), None)
+    return Decision(new, delta, events, apply, judged.state, o.diffs)
