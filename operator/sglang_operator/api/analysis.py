@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import AwareDatetime, Field
+from pydantic import AwareDatetime, Field, WithJsonSchema
 
 from sglang_operator.api.base import StatusModel
 
@@ -127,7 +127,7 @@ class Analysis(StatusModel):
 
     revision: str
     """Revision analysed (the one applied, ``status.revision``)."""
-    phase: Annotated[str, Field(json_schema_extra={"enum": [p.value for p in AnalysisPhase]})]
+    phase: Annotated[AnalysisPhase, WithJsonSchema({"type": "string", "enum": [p.value for p in AnalysisPhase]})]
     """WarmingUp, Verifying, Stable, RollingBack, RolledBack or Paused."""
     since: AwareDatetime
     """When the phase was entered."""

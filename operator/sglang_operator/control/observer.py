@@ -300,7 +300,8 @@ class Observer:
         observation = Observation(
             revision=revision, desired_pods=spec.replicas, setup=setup_of(spec),
             pods=tuple(PodView(t.name, t.ready, t.restarts) for t in serving),
-            spec_revision=self._spec_revision(mem, server, view), retry_token=restore.retry_token(view))
+            spec_revision=None if mem.apply_failure else self._spec_revision(mem, server, view),  # kopf retries it
+            retry_token=restore.retry_token(view))
         speculative = speculative_condition(
             spec.speculative.algorithm.value if spec.speculative else None, effective or status.get("effective"),
             None if sample is None or sample.kind is not SampleKind.MEASURED

@@ -111,7 +111,7 @@ def promote(state: RollbackState, token: str, policy: RollbackPolicy, now: dt.da
     message = (f"{token}: promoted by the user ({PROMOTE_ANNOTATION}) with {shown} (median of {len(a.valid_figures)} "
                f"samples); stable revision" + (f" in place of {previous}" if previous else ""))
     a.valid_figures, a.failing_figures = [], []
-    a.phase, a.since, a.reason, a.message = AnalysisPhase.STABLE.value, now, "Promoted", message
+    a.phase, a.since, a.reason, a.message = AnalysisPhase.STABLE, now, "Promoted", message
     a.consecutive_failures = 0
     return state, [RecordVerdict(token, Verdict.PROMOTED, message, med.tokens_per_second, med.accept_length,
                                  state.baseline.samples), Event("Normal", "Promoted", message)]

@@ -206,10 +206,10 @@ class _Decision:
             self.actions.append(Event(type_, reason, message))
 
     def enter(self, phase: AnalysisPhase, reason: str | None = None, message: str | None = None) -> None:
-        self.a.phase, self.a.since, self.a.reason, self.a.message = phase.value, self.now, reason, message
+        self.a.phase, self.a.since, self.a.reason, self.a.message = phase, self.now, reason, message
 
     def fresh(self, phase: AnalysisPhase, reason: str | None = None, message: str | None = None) -> None:
-        self.state.analysis = Analysis(revision=self.obs.revision, phase=phase.value, since=self.now, reason=reason,
+        self.state.analysis = Analysis(revision=self.obs.revision, phase=phase, since=self.now, reason=reason,
                                        message=message, progress_started_at=self.now,
                                        retry_token=self.obs.retry_token)
 
