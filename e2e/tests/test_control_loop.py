@@ -95,21 +95,26 @@ def test_a_drain_holds_only_its_server_and_a_spec_update_during_it_wins(
     good = status(k8s_cluster, ns, "busy")["revision"]
 
     k8s_cluster.apply(named(BAD, "busy", strategy=drain), ns)
-    bad = wait_status(k8s_cluster, ns, "busy", "the regressed revision Ready", lambda s: s.get("revision") != good
-                      and any(c["type"] == "Ready" and c["status"] == "True" for c in s.get("conditions") or [])
-                      )["revision"]
-    pod = wait_for("the regressed pod", lambda: next((p for p in k8s_cluster.get(
+    bad = wait_status(k8s_cluster, ns, "busy", "the regressed revision applied",
+                      lambda s: s.get("revision") not in (None, good))["revision"]
+    # the pod's own readiness: the status' Ready may still speak of the old revision's pods for a tick
+    pod = wait_for("the regressed pod Ready", lambda: next((p for p in k8s_cluster.get(
         "pods", "-n", ns, "-l", f"app.kubernetes.io/instance=busy,{REVISION_LABEL}={bad}")["items"]
-        if p["status"].get("podIP")), None), timeout=30)
-    held: list[LoadResult] = []
+        if p["status"].get("podIP") and any(c["type"] == "Ready" and c["status"] == "True"
+                                            for c in p["status"].get("conditions") or [])), None), timeout=90)
+    held: list[LoadResult | BaseException] = []
 
     def hold() -> None:  # ≈ 37 tok/s on the regressed revision: 1 600 tokens keep the drain waiting ≈ 45 s
-        held.append(asyncio.run(probe(f"http://{pod['status']['podIP']}:30000", max_tokens=1600, runs=1)))
+        try:
+            held.append(asyncio.run(probe(f"http://{pod['status']['podIP']}:30000", max_tokens=1600, runs=1)))
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            held.append(exc)
 
     holder = threading.Thread(target=hold, daemon=True)
     holder.start()
     wait_status(k8s_cluster, ns, "busy", "the regressed revision rolling back",
                 lambda s: analysis(s).get("phase") == "RollingBack" and analysis(s).get("revision") == bad)
+    assert holder.is_alive(), f"the held request ended before the rollback: {held}"
 
     # the rollback's job drains busy (600 s, a request running): other is sampled every interval all the same
     seen: list[tuple[float, float]] = []
@@ -121,7 +126,7 @@ def test_a_drain_holds_only_its_server_and_a_spec_update_during_it_wins(
     print(f"other: newest sample at most {lag:.1f} s old while busy drained (interval {INTERVAL} s)")
     assert running_revision(k8s_cluster, ns, "busy") == bad, "still draining: nothing applied yet"
     assert lag <= 2 * INTERVAL + 1, seen  # one interval late at most (an interval plus the next tick)
-    assert holder.is_alive(), "the held request ended before the measurement did"
+    assert holder.is_alive(), f"the held request ended before the measurement did: {held}"
 
     # the user updates busy while its rollback drains: the spec's revision wins (it is not rejected)
     update = named(GOOD, "busy", strategy=drain)
