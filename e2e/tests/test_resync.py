@@ -3,8 +3,8 @@
 The watch gap is made for real: the pod is first relabelled out of the managed set (kopf filters its watch by the
 managed-by label, so from then on it sees no event of that pod, DELETED included), then deleted; its ReplicaSet
 starts a replacement. Until a resync, the operator's pod cache holds the deleted pod as a Ready target: the server
-counts two replicas and every sample fails to scrape the dead IP (on 7a75fdc, forever). With ``--resync-seconds 4``
-the ghost is gone within one resync: one replica, no more scrape errors.
+counts two replicas and every sample fails to scrape the dead IP (on 7a75fdc, forever). With ``--resync-seconds 6``
+the ghost is gone within one resync: no more scrape errors, one replica.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from e2e.operator_proc import OperatorProcess
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
 ROOT = Path(__file__).resolve().parents[2]
 FAST_SIM = [{"name": "SGLANG_SIM_LOAD_SECONDS", "value": "1"}, {"name": "SGLANG_SIM_TIME_SCALE", "value": "20"}]
-RESYNC = 4.0
+RESYNC = 6.0
+INTERVAL = 2.0  # --sample-interval of OperatorProcess
 
 
 @pytest.fixture
@@ -36,11 +37,12 @@ def operator(k8s_cluster: K8sCluster, tmp_path: Path) -> Iterator[OperatorProces
         yield op
 
 
-def scrape_errors(op: OperatorProcess) -> float:
+def scrape_errors(op: OperatorProcess) -> dict[str, float]:
+    """``sglang_operator_scrape_errors_total{endpoint="metrics"}`` by reason."""
     with urllib.request.urlopen(f"http://127.0.0.1:{op.metrics_port}/metrics", timeout=2) as r:
         text = r.read().decode()
-    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-               if s.name == "sglang_operator_scrape_errors_total" and s.labels.get("endpoint") == "metrics")
+    return {s.labels["reason"]: s.value for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name == "sglang_operator_scrape_errors_total" and s.labels.get("endpoint") == "metrics"}
 
 
 def status(k8s: K8sCluster, ns: str, name: str) -> dict[str, Any]:
@@ -60,18 +62,25 @@ def test_a_pod_deleted_during_a_watch_gap_leaves_within_one_resync(
     ghost = pod["metadata"]["name"]
     k8s_cluster.run("label", "pod", ghost, "-n", namespace, "app.kubernetes.io/managed-by=someone-else",
                     "--overwrite")  # the operator's watch sees nothing of it from now on
+    before = sum(scrape_errors(operator).values())
     k8s_cluster.run("delete", "pod", ghost, "-n", namespace, "--grace-period=0", "--force", "--wait=true")
     deleted = time.monotonic()
-    wait_for("the replacement Running", lambda: [p for p in k8s_cluster.get(
-        "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]
-        if p["metadata"]["name"] != ghost and p["status"].get("podIP")], timeout=60)
-    settled = wait_for("one replica again, the ghost forgotten",
+    # the gap is real: the deleted pod stays a Ready target, and scraping its dead IP fails...
+    wait_for("the deleted pod scraped (its DELETED event unseen)",
+             lambda: sum(scrape_errors(operator).values()) > before, timeout=RESYNC + 10, interval=0.2)
+    # ...until a resync forgets it: then no scrape fails for three sampling intervals (--sample-interval 2)
+    last, count = time.monotonic(), sum(scrape_errors(operator).values())
+    while time.monotonic() - last < 3 * INTERVAL:
+        assert time.monotonic() - deleted < 60, f"still scraping the deleted pod: {scrape_errors(operator)}"
+        if (now := sum(scrape_errors(operator).values())) != count:
+            last, count = time.monotonic(), now
+        time.sleep(0.2)
+    gone = last - deleted
+    print(f"\nthe deleted pod's last failed scrape {gone:.1f} s after its deletion (resync every {RESYNC:.0f} s); "
+          f"errors {scrape_errors(operator)}")
+    assert gone <= RESYNC + 2 * INTERVAL + 2, gone  # within one resync (plus the sample in flight at it)
+    settled = wait_for("one replica (the replacement), the deleted pod forgotten",
                        lambda: (s := status(k8s_cluster, namespace, name)).get("replicas") == 1
-                       and s.get("readyReplicas") == 1 and s.get("phase") == "Ready" and s, timeout=60, interval=0.5)
-    gone = time.monotonic() - deleted
-    print(f"\nghost pod forgotten {gone:.1f} s after its deletion (resync every {RESYNC:.0f} s)")
-    before = scrape_errors(operator)
-    time.sleep(3 * 2.0)  # three sampling intervals (--sample-interval 2): no scrape of the dead IP any more
-    assert scrape_errors(operator) == before, "the sampler still scrapes the deleted pod"
-    assert status(k8s_cluster, namespace, name).get("replicas") == 1, json.dumps(settled)[:2000]
-    assert gone <= 2 * RESYNC + 10, gone  # a resync, plus the replacement's start and one observation
+                       and s.get("readyReplicas") == 1 and s.get("phase") == "Ready" and s, timeout=30, interval=0.5)
+    assert [p["metadata"]["name"] for p in k8s_cluster.get(
+        "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]] != [ghost], json.dumps(settled)
