@@ -43,6 +43,8 @@ class ParseCache:
     stamp: tuple[str, int, str]
     server: SGLangServer
     applied: SGLangServerSpec
+    unchanged: bool = False
+    """Whether the object's spec is the one ``status.revision`` was applied from (replicas aside)."""
 
 
 @dataclass(eq=False)

@@ -370,7 +370,10 @@ class Observer:
         spec = applied_spec(body)
         if spec == server.spec:  # mostly: one model held per server, not two
             spec = server.spec
-        mem.parsed = ParseCache(stamp, server, spec)
+        status = body.get("status") or {}
+        record = next((r for r in status.get("revisions") or [] if r.get("revision") == status.get("revision")), None)
+        unchanged = record is not None and same_spec(record.get("spec"), body.get("spec"))
+        mem.parsed = ParseCache(stamp, server, spec, unchanged)
         return server, spec
 
     def note_spec_revision(self, body: Mapping[str, Any], generation: int, revision: str | None) -> None:
@@ -392,8 +395,8 @@ class Observer:
                         and c.get("status") == "False" and c.get("observedGeneration") == generation), None)
         if refused is not None:
             return None
-        record = next((r for r in status.get("revisions") or [] if r.get("revision") == status.get("revision")), None)
-        if record is not None and same_spec(record.get("spec"), body.get("spec")):
+        self._parsed(mem, dict(body))  # cached per uid, generation and revision: with it whether the spec changed
+        if mem.parsed is not None and mem.parsed.unchanged:
             return str(status.get("revision"))
         cached = mem.spec_revision
         if cached is not None and cached[0] == generation:
