@@ -118,8 +118,8 @@ async def main() -> None:
     times = [await observe_all() for _ in range(args.rounds)]
     per = [t / args.count * 1000 for t in times]
     print(f"{args.count} unchanged servers x {args.rounds} rounds ({observer_mod.__name__}): "
-          f"{min(per):.3f} / {sorted(per)[len(per) // 2]:.3f} / {max(per):.3f} ms per observation (min / median / max); "
-          f"{writes[0]} status patches meanwhile")
+          f"{min(per):.3f} / {sorted(per)[len(per) // 2]:.3f} / {max(per):.3f} ms per observation "
+          f"(min / median / max); {writes[0]} status patches meanwhile")
 
 
 if __name__ == "__main__":
