@@ -28,6 +28,7 @@ import contextlib
 import datetime as dt
 import gc
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,6 +204,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
         telemetry.count_reconcile("refused")
         return
     memory.apply_failure = None
+    memory.handled = (generation, rendered.revision, time.monotonic())  # until a view shows it (kopf's patch)
     logger.debug("applied revision %s", rendered.revision)
     _patch_status(patch, st.changed(status, new))
     if held_back:

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import time
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -60,6 +61,8 @@ from sglang_operator.process import telemetry
 from sglang_operator.sglang.versions import SGLangVersionError, dialect, parse_version
 
 log = logging.getLogger("sglang_operator.control.observer")
+HANDLED_WAIT_SECONDS = 30.0
+"""How long an observation waits for a view showing the reconcile handler's apply (kopf's patch) at most."""
 RESYNC_SECONDS = 300.0
 """Seconds between two resyncs (:meth:`Observer.resync`), the operator's ``--resync-seconds``."""
 CONCURRENCY = 8
@@ -267,6 +270,13 @@ class Observer:
             return
         if not status.get("revision") or meta.get("deletionTimestamp"):
             return
+        if mem.handled is not None:  # the reconcile handler applied a revision its patch has not shown yet
+            generation, handled, at = mem.handled
+            if status.get("revision") == handled or time.monotonic() - at > HANDLED_WAIT_SECONDS \
+                    or int(meta.get("generation") or 0) != generation:
+                mem.handled = None
+            else:
+                return  # an older view than what runs: the watch brings the handler's status next
         try:
             server, spec = self._parsed(mem, view)
         except SpecError:
