@@ -341,8 +341,10 @@ class Observer:
             if mem.body is body:  # the answer is the newest view until the watch brings another
                 mem.body = patched
             view = patched
-        elif decision.apply is not None and not await self._current(mem, body):
-            return  # an apply is decided from the newest object only: the watch's next view is judged
+        else:
+            mem.applied = {}  # nothing differs: the stored status holds what the job applied already
+            if decision.apply is not None and not await self._current(mem, body):
+                return  # an apply is decided from the newest object only: the watch's next view is judged
         self.series.export_analysis(mem.namespace, mem.name, decision.state)
         mem.diffs = decision.diffs
         for event in decision.events:
