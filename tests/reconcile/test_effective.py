@@ -38,3 +38,64 @@ def test_broken_server_info_values_are_dropped_not_raised():
     info = {"speculative_num_steps": "3", "speculative_eagle_topk": True, "context_length": float("nan"),
             "speculative_num_draft_tokens": 4.0, "internal_states": {"not": "a list"}}
     assert effective_settings(info) == {"numDraftTokens": 4}
+
+
+async def test_a_huge_server_info_string_is_truncated_in_status_and_the_patch_stays_small() -> None:
+    """A hostile pod's ``/server_info`` with a 1 MiB ``speculative_algorithm``, read by the real client over
+    loopback: ``status.effective.algorithm`` and the SettingsDiffer message carry a marked prefix, and the whole
+    status patch stays a few KiB (it was 2 MiB)."""
+    import datetime as dt
+    import json
+
+    from aiohttp import web
+
+    from e2e.cluster.procs import free_port
+    from sglang_operator.api.base import MESSAGE_LIMIT, TRUNCATED, VALUE_LIMIT
+    from sglang_operator.decisions import status as st
+    from sglang_operator.decisions.conditions import find
+    from sglang_operator.decisions.pods import PodHealth
+    from sglang_operator.io.sglang_http import SGLangHTTP
+
+    huge = "EAGLE" + "x" * (1024 * 1024)
+
+    async def info(_: web.Request) -> web.Response:
+        return web.json_response({**INFO_REGRESSED, "speculative_algorithm": huge})
+
+    app = web.Application()
+    app.router.add_get("/server_info", info)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    http = SGLangHTTP()
+    try:
+        body = await http.server_info(f"http://127.0.0.1:{port}")
+    finally:
+        await http.aclose()
+        await runner.cleanup()
+    assert len(body["speculative_algorithm"]) == len(huge)  # the read itself is bounded by the body limit only
+    eff = effective_settings(body)
+    assert len(eff["algorithm"]) == VALUE_LIMIT and eff["algorithm"].endswith(TRUNCATED)
+    assert eff["algorithm"].startswith("EAGLEx")
+    diffs = differences({"algorithm": "NEXTN", "numSteps": 1}, eff)
+    now = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    health = PodHealth(1, 1, 1, "Running")
+    new = st.observed({}, health, 1, now, effective=eff, differences=diffs)
+    patch = st.merge_patch({}, st.changed({}, new))
+    cond = find(patch["conditions"], st.SETTINGS_DIFFER)
+    assert cond is not None and cond["status"] == "True" and len(cond["message"]) <= MESSAGE_LIMIT
+    assert patch["effective"]["algorithm"] == eff["algorithm"]
+    assert len(json.dumps(patch)) < 4096
+
+
+def test_truncate_keeps_short_text_and_cuts_long_text_to_the_limit_with_the_marker() -> None:
+    import pytest
+
+    from sglang_operator.api.base import MESSAGE_LIMIT, TRUNCATED, truncate
+
+    assert truncate("short") == "short"
+    assert truncate("x" * MESSAGE_LIMIT) == "x" * MESSAGE_LIMIT
+    cut = truncate("y" * (MESSAGE_LIMIT + 1))
+    assert len(cut) == MESSAGE_LIMIT and cut == "y" * (MESSAGE_LIMIT - len(TRUNCATED)) + TRUNCATED
+    with pytest.raises(ValueError, match="shorter than the marker"):
+        truncate("abc", 3)

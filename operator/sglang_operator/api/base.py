@@ -40,6 +40,21 @@ PROMOTE_ANNOTATION = f"{GROUP}/promote"
 MESSAGE_LIMIT = 1024
 """Characters at most of a condition's or an event's message the operator writes (the API server refuses an Event
 whose message is longer than 1 KiB)."""
+VALUE_LIMIT = 256
+"""Characters at most of a string read from an SGLang pod (``/server_info``) that the operator stores in ``status``
+(``status.effective.algorithm``; the longest real value, ``"STANDALONE"``, has 10)."""
+TRUNCATED = "…[truncated]"
+"""The marker :func:`truncate` ends a cut string with."""
+
+
+def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` when it has at most ``limit`` characters, else its first characters followed by :data:`TRUNCATED`,
+    ``limit`` characters in all. Every string the operator writes into ``status``, a condition or an event that may
+    come from an SGLang pod (an untrusted image) goes through it. Raises ``ValueError`` when ``limit`` is shorter
+    than the marker."""
+    if limit < len(TRUNCATED):
+        raise ValueError(f"truncate: limit {limit} is shorter than the marker {TRUNCATED!r}")
+    return text if len(text) <= limit else text[:limit - len(TRUNCATED)] + TRUNCATED
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ import kopf
 
 from sglang_operator import builders
 from sglang_operator.api import GROUP, PLURAL, VERSION
-from sglang_operator.api.base import MESSAGE_LIMIT
+from sglang_operator.api.base import truncate
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.builders.labels import MANAGED_BY
 from sglang_operator.control import restore
@@ -67,7 +67,7 @@ def _patch_status(patch: kopf.Patch, values: dict[str, Any]) -> None:
 
 
 async def _event(body: kopf.Body, type_: str, reason: str, message: str) -> None:
-    await kube.post_event(dict(body), type_, reason, message[:MESSAGE_LIMIT])
+    await kube.post_event(dict(body), type_, reason, truncate(message))
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, m
     only when the failure is new for this server (``memory.apply_failure``, shown by the observer too)."""
     meta = body.get("metadata", {})
     conds = merge(status.get("conditions") or [],
-                  [condition("Degraded", "True", "ApplyFailed", message[:MESSAGE_LIMIT], generation, _now())])
+                  [condition("Degraded", "True", "ApplyFailed", truncate(message), generation, _now())])
     await kube.patch_status(str(meta.get("namespace")), str(meta.get("name")), None, {"conditions": conds})
     if memory.apply_failure != message:
         memory.apply_failure = message

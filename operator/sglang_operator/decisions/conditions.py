@@ -11,6 +11,8 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any, Literal
 
+from sglang_operator.api.base import truncate
+
 Status = Literal["True", "False", "Unknown"]
 Condition = dict[str, Any]
 
@@ -23,12 +25,13 @@ def rfc3339(now: dt.datetime) -> str:
 def condition(
     type_: str, status: Status, reason: str, message: str, generation: int, now: dt.datetime
 ) -> Condition:
-    """A new condition; ``reason`` is CamelCase as the API conventions ask."""
+    """A new condition; ``reason`` is CamelCase as the API conventions ask; ``message`` cut to
+    :data:`~sglang_operator.api.base.MESSAGE_LIMIT` characters (:func:`~sglang_operator.api.base.truncate`)."""
     return {
         "type": type_,
         "status": status,
         "reason": reason,
-        "message": message,
+        "message": truncate(message),
         "observedGeneration": generation,
         "lastTransitionTime": rfc3339(now),
     }

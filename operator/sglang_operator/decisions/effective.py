@@ -13,6 +13,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from sglang_operator.api.base import VALUE_LIMIT, truncate
+
 #: status key (camelCase) -> SGLang ``ServerArgs`` field.
 FIELDS: dict[str, str] = {
     "algorithm": "speculative_algorithm",
@@ -30,9 +32,10 @@ _INTS = {"numSteps", "eagleTopk", "numDraftTokens", "maxRunningRequests", "conte
 
 
 def _clean(key: str, value: Any) -> Any:
-    """``value`` if it has the type status needs for ``key`` (finite numbers, strings), else None."""
+    """``value`` if it has the type status needs for ``key`` (finite numbers, strings cut to :data:`VALUE_LIMIT`
+    characters), else None."""
     if key == "algorithm":
-        return value if isinstance(value, str) else None
+        return truncate(value, VALUE_LIMIT) if isinstance(value, str) else None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return int(value) if key in _INTS and float(value).is_integer() else (value if key not in _INTS else None)
@@ -43,7 +46,8 @@ def effective_settings(server_info: Mapping[str, Any]) -> dict[str, Any]:
 
     ``max_running_requests`` prefers ``internal_states[0].effective_max_running_requests_per_dp``
     (what the scheduler really uses) over the server arg. Missing keys, and values of the wrong type
-    (a broken or foreign endpoint), are left out.
+    (a broken or foreign endpoint), are left out; a string is cut to :data:`VALUE_LIMIT` characters with the
+    :data:`~sglang_operator.api.base.TRUNCATED` marker (the pod runs any image: its answer is untrusted).
     """
     raw: dict[str, Any] = {key: server_info.get(arg) for key, arg in FIELDS.items()}
     states = server_info.get("internal_states")

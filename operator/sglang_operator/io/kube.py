@@ -18,7 +18,7 @@ from lightkube import AsyncClient
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 
-from sglang_operator.api.base import MESSAGE_LIMIT
+from sglang_operator.api.base import truncate
 from sglang_operator.io.fence import FENCE, NotLeader
 
 FIELD_MANAGER = "sglang-operator"
@@ -255,7 +255,7 @@ async def post_event(obj: Mapping[str, Any], type_: str, reason: str, message: s
         "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": meta.get("namespace")},
         "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": meta["name"],
                            "namespace": meta.get("namespace"), "uid": meta.get("uid")},
-        "type": type_, "reason": reason, "message": message[:MESSAGE_LIMIT],
+        "type": type_, "reason": reason, "message": truncate(message),
         "source": {"component": FIELD_MANAGER}, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         "reportingComponent": FIELD_MANAGER, "reportingInstance": FIELD_MANAGER,
     }

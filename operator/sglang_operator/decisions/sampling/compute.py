@@ -31,6 +31,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from sglang_operator.api.base import truncate
 from sglang_operator.decisions.sampling.model import Figures, PodView, Sample, SampleKind, Signal
 from sglang_operator.decisions.sampling.parse import HistogramSeries, Parsed
 from sglang_operator.decisions.sampling.roles import MetricRoles, Role
@@ -256,7 +257,7 @@ def compute_sample(
     figs, generated = figures(pairs, roles, signal, probe)
 
     def sample(kind: SampleKind, reason: str = "") -> Sample:
-        return Sample(kind, revision, start, end, figs, covered, tuple(revision_pods), signal, reason)
+        return Sample(kind, revision, start, end, figs, covered, tuple(revision_pods), signal, truncate(reason))
 
     failed = [f for f in current.values() if isinstance(f, ScrapeFailure) and f.pod not in vanished]
     if failed:
