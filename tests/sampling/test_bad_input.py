@@ -51,6 +51,13 @@ def filler(total: int) -> Iterator[bytes]:
         yield chunk
 
 
+def comments(total: int) -> Iterator[bytes]:
+    """Comment lines only: no sample to count, so only the body size limit stops them."""
+    chunk = b"# HELP sglang_sim_filler " + b"x" * (MIB - 26) + b"\n"
+    for _ in range(total // len(chunk) + 1):
+        yield chunk
+
+
 def flood(total: int) -> Iterator[bytes]:
     """Wanted lines (the same series again and again): the worst case for the line filter's memory."""
     line = f'sglang:generation_tokens_total{{{LABELS},is_streaming="true"}} 1.0\n'.encode()
@@ -90,8 +97,9 @@ CASES: dict[str, tuple[object, SampleKind, str | None]] = {
     "truncated": (lambda f: text(lambda n: healthy(n)[:-25]), SampleKind.ERROR, "truncated"),
     "cut": (lambda f: stream(lambda: [healthy(1).encode()[:500]], total=len(healthy(1)), cut=True),
             SampleKind.ERROR, "transport"),
-    "huge": (lambda f: stream(lambda: filler(50 * MIB)), SampleKind.ERROR, "too_large"),
-    "flood": (lambda f: stream(lambda: flood(50 * MIB)), SampleKind.ERROR, "too_large"),
+    "huge": (lambda f: stream(lambda: comments(50 * MIB)), SampleKind.ERROR, "too_large"),
+    "filler": (lambda f: stream(lambda: filler(50 * MIB)), SampleKind.ERROR, "too_many_samples"),
+    "flood": (lambda f: stream(lambda: flood(50 * MIB)), SampleKind.ERROR, "too_many_samples"),
     "hanging": (lambda f: hang(30), SampleKind.ERROR, "timeout"),
     "dripping": (lambda f: drip, SampleKind.ERROR, "timeout"),
     "http500": (lambda f: status(500), SampleKind.ERROR, "http_status"),
@@ -138,7 +146,7 @@ async def test_every_bad_input_is_counted_or_handled_and_others_are_unaffected(f
 
     rss_before = rss_mib()
     before = {r: _errors(r) for r in ("parse", "truncated", "transport", "too_large", "timeout", "http_status",
-                                      "connection")}
+                                      "connection", "too_many_samples")}
     dup_before = telemetry.DUPLICATE_SAMPLES._value.get()
     try:
         first = dict(zip(names, await asyncio.gather(*(timed(n) for n in names)), strict=True))
@@ -164,8 +172,8 @@ async def test_every_bad_input_is_counted_or_handled_and_others_are_unaffected(f
         if reason is not None:
             assert f"({reason})" in s.reason, (name, s.reason)
     counted = {r: _errors(r) - before[r] for r in before}
-    assert counted == {"parse": 2, "truncated": 2, "transport": 2, "too_large": 4, "timeout": 4, "http_status": 2,
-                       "connection": 2}, counted
+    assert counted == {"parse": 2, "truncated": 2, "transport": 2, "too_large": 2, "timeout": 4, "http_status": 2,
+                       "connection": 2, "too_many_samples": 4}, counted
     assert telemetry.DUPLICATE_SAMPLES._value.get() - dup_before == 2
     [nan], _ = second["nan_gauges"]
     assert nan.figures.accept_rate is None and nan.figures.queued_requests == 0  # non-finite gauges left out

@@ -7,33 +7,75 @@ streaming ``POST /v1/chat/completions`` and measures time to first token (second
 server's ``usage`` (``stream_options.include_usage``); SGLang sends it in a last chunk with empty ``choices``
 (``python/sglang/srt/entrypoints/openai/serving_chat.py``).
 Errors never raise out of the measuring functions: a failed stream is a :class:`StreamResult` with ``error``.
+
+The pod runs any image, so its answer is untrusted: the body is read incrementally (raw bytes, ``Accept-Encoding:
+identity``, lines split here) under :class:`ProbeLimits` on the total bytes, the length of one line and the number
+of ``data:`` chunks; reaching one stops the read with ``error`` set to its name (:data:`BODY_TOO_LARGE`,
+:data:`LINE_TOO_LONG`, :data:`TOO_MANY_CHUNKS`), and the gaps between chunks are counted in a fixed-size
+:class:`~sglang_operator.decisions.sampling.loghist.LogHistogram`, never kept one by one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
 from sglang_operator.api.rollback import PROBE_PROMPT
+from sglang_operator.decisions.sampling.loghist import LogHistogram
 
 CODING_PROMPT = PROBE_PROMPT
 """The fixed coding request (about 512 tokens) of the published measurements and the operator's probe."""
 DEFAULT_MAX_TOKENS = 512
 
+# The simulator's longest probe answer (DP 8 x TP 8, max_tokens 2048, speculative: ~1.75 tokens per chunk) is
+# 201 092 bytes in 1 506 lines (753 chunks), its longest line 273 bytes; spec.rollback.probe.maxTokens is at most
+# 8 192, one token per chunk without speculative decoding: ~8 200 chunks, ~2.2 MB. The defaults are >= 10 x that.
+PROBE_BODY_BYTES = 32 * 1024 * 1024
+"""Default cap on one probe answer, bytes (``--probe-body-limit``)."""
+PROBE_LINE_BYTES = 64 * 1024
+"""Default cap on one line of a probe answer, bytes (``--probe-line-limit``)."""
+PROBE_CHUNKS = 100_000
+"""Default cap on the ``data:`` chunks of one probe answer (``--probe-chunk-limit``)."""
+BODY_TOO_LARGE = "probe_body_too_large"
+LINE_TOO_LONG = "probe_line_too_long"
+TOO_MANY_CHUNKS = "probe_too_many_chunks"
+LIMIT_REASONS = frozenset({BODY_TOO_LARGE, LINE_TOO_LONG, TOO_MANY_CHUNKS})
+"""The ``error`` of a stream stopped at a :class:`ProbeLimits` cap (also the reason it is counted under)."""
+
+
+@dataclass(frozen=True)
+class ProbeLimits:
+    """Caps on one streamed answer: ``body_bytes`` in all, ``line_bytes`` per line, ``chunks`` (``data:`` lines).
+    Raises ``ValueError`` when one is below 1."""
+
+    body_bytes: int = PROBE_BODY_BYTES
+    line_bytes: int = PROBE_LINE_BYTES
+    chunks: int = PROBE_CHUNKS
+
+    def __post_init__(self) -> None:
+        if min(self.body_bytes, self.line_bytes, self.chunks) < 1:
+            raise ValueError(f"probe limits must be positive: {self}")
+
 
 @dataclass
 class StreamResult:
-    """One streamed request: TTFT and total time (s), completion tokens, gaps between chunks (s)."""
+    """One streamed request: TTFT and total time (s), completion tokens, the gaps between content chunks (s) as a
+    :class:`LogHistogram`, ``bytes_read`` (of the body), ``error`` (None: complete; a name of
+    :data:`LIMIT_REASONS` when a cap stopped it)."""
 
     ttft_s: float | None = None
     e2e_s: float = 0.0
     completion_tokens: int = 0
-    chunk_gaps_s: list[float] = field(default_factory=list)
+    chunk_gaps: LogHistogram = field(default_factory=LogHistogram)
+    bytes_read: int = 0
     error: str | None = None
 
     @property
@@ -78,12 +120,17 @@ class LoadResult:
     def total_tok_s(self) -> float:
         return sum(r.completion_tokens for r in self.ok) / self.wall_s if self.wall_s > 0 else 0.0
 
+    @property
+    def chunk_gaps(self) -> LogHistogram:
+        """The inter-chunk gaps of every successful request, seconds, in one histogram."""
+        merged = LogHistogram()
+        for r in self.ok:
+            merged.merge(r.chunk_gaps)
+        return merged
+
     def gap_quantile(self, q: float) -> float:
         """The ``q`` quantile (0..1) of all inter-chunk gaps, seconds (0 when there are none)."""
-        gaps = sorted(g for r in self.ok for g in r.chunk_gaps_s)
-        if not gaps:
-            return 0.0
-        return gaps[min(len(gaps) - 1, int(q * len(gaps)))]
+        return self.chunk_gaps.quantile(q)
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -97,37 +144,100 @@ async def served_model(client: httpx.AsyncClient, base_url: str, api_key: str | 
     return str(resp.json()["data"][0]["id"])
 
 
+class _Stop(Exception):
+    """A :class:`ProbeLimits` cap was reached; ``args[0]`` is its name."""
+
+
+_DATA = re.compile(rb"^data:[ ]?([^\r\n]*)", re.MULTILINE)
+
+
+class _Reader:
+    """Consumes the raw body chunk by chunk: splits it into lines (keeping only the partial last one between
+    chunks), measures each ``data:`` chunk into ``res``. Raises :class:`_Stop` at a cap, ``ValueError`` /
+    ``KeyError`` / ``TypeError`` for a chunk that is not the expected JSON."""
+
+    def __init__(self, res: StreamResult, limits: ProbeLimits, clock: Callable[[], float], t0: float) -> None:
+        self.res, self.limits, self.clock, self.t0 = res, limits, clock, t0
+        self.carry = b""
+        self.chunks = 0
+        self.last: float | None = None
+
+    def feed(self, data: bytes) -> None:
+        self.res.bytes_read += len(data)
+        if self.res.bytes_read > self.limits.body_bytes:
+            raise _Stop(BODY_TOO_LARGE)
+        cut = data.rfind(b"\n")
+        if cut == -1:  # no line ends here: the partial line grows, up to the cap
+            if len(self.carry) + len(data) > self.limits.line_bytes:
+                raise _Stop(LINE_TOO_LONG)
+            self.carry += data
+            return
+        complete, rest = self.carry + data[:cut], data[cut + 1:]
+        if len(rest) > self.limits.line_bytes:
+            raise _Stop(LINE_TOO_LONG)
+        self.carry = rest
+        for m in _DATA.finditer(complete):  # in C: lines other than data: cost nothing here
+            self.chunk(m[1])
+
+    def finish(self) -> None:
+        if self.carry.strip():
+            for m in _DATA.finditer(self.carry):
+                self.chunk(m[1])
+
+    def chunk(self, payload: bytes) -> None:
+        if len(payload) > self.limits.line_bytes:
+            raise _Stop(LINE_TOO_LONG)
+        if payload == b"[DONE]":
+            return
+        self.chunks += 1
+        if self.chunks > self.limits.chunks:
+            raise _Stop(TOO_MANY_CHUNKS)
+        chunk: Any = json.loads(payload)
+        if not isinstance(chunk, dict):
+            raise ValueError(f"chunk {self.chunks} is not a JSON object")
+        res = self.res
+        if chunk.get("usage"):
+            res.completion_tokens = int(chunk["usage"]["completion_tokens"])
+        choices = chunk.get("choices") or []
+        if choices and (choices[0].get("delta") or {}).get("content"):
+            now = self.clock()
+            if res.ttft_s is None:
+                res.ttft_s = now - self.t0
+            elif self.last is not None:
+                res.chunk_gaps.add(now - self.last)
+            self.last = now
+
+
 async def stream_once(client: httpx.AsyncClient, base_url: str, model: str, *, prompt: str = CODING_PROMPT,
-                      max_tokens: int = DEFAULT_MAX_TOKENS, api_key: str | None = None) -> StreamResult:
-    """One streaming chat completion; never raises for HTTP/transport errors (see ``error``)."""
+                      max_tokens: int = DEFAULT_MAX_TOKENS, api_key: str | None = None,
+                      limits: ProbeLimits | None = None,
+                      clock: Callable[[], float] = time.perf_counter) -> StreamResult:
+    """One streaming chat completion read under ``limits`` (default :class:`ProbeLimits`); never raises for
+    HTTP/transport errors, malformed chunks or a reached cap (see ``error``). ``clock``: seconds, monotonic."""
+    limits = limits or ProbeLimits()
     body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
             "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
     res = StreamResult()
-    t0 = time.perf_counter()
-    last: float | None = None
+    t0 = clock()
     try:
         async with client.stream("POST", f"{base_url}/v1/chat/completions", json=body,
-                                 headers=_headers(api_key)) as resp:
+                                 headers={**_headers(api_key), "Accept-Encoding": "identity"}) as resp:
             if resp.status_code != 200:
                 res.error = f"HTTP {resp.status_code}"
                 return res
-            async for line in resp.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                if chunk.get("usage"):
-                    res.completion_tokens = int(chunk["usage"]["completion_tokens"])
-                choices = chunk.get("choices") or []
-                if choices and (choices[0].get("delta") or {}).get("content"):
-                    now = time.perf_counter()
-                    if res.ttft_s is None:
-                        res.ttft_s = now - t0
-                    elif last is not None:
-                        res.chunk_gaps_s.append(now - last)
-                    last = now
-    except (httpx.HTTPError, ValueError, KeyError) as exc:
+            encoding = resp.headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                res.error = f"unsupported Content-Encoding {encoding[:40]!r}"
+                return res
+            reader = _Reader(res, limits, clock, t0)
+            async for data in resp.aiter_raw():
+                reader.feed(data)
+            reader.finish()
+    except _Stop as stop:
+        res.error = str(stop.args[0])
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
         res.error = f"{type(exc).__name__}: {exc}"
-    res.e2e_s = time.perf_counter() - t0
+    res.e2e_s = clock() - t0
     return res
 
 

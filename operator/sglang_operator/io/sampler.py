@@ -3,12 +3,18 @@ the previous and current scrapes into one :class:`~sglang_operator.decisions.sam
 (:func:`~sglang_operator.decisions.sampling.compute.compute_sample`).
 
 - Scrapes share the operator's one :class:`~sglang_operator.io.sglang_http.SGLangHTTP` (keep-alive,
-  per-target deadline, size cap, bounded concurrency); each is counted in ``sglang_operator_scrape_duration_seconds``
-  and, when it fails, in ``sglang_operator_scrape_errors_total{endpoint="metrics", reason}``.
+  per-target deadline, bounded concurrency) and are read under the operator's
+  :class:`~sglang_operator.decisions.sampling.limits.ScrapeLimits` (body size, samples, labels, label value
+  length), label sets through each pod's own bounded
+  :class:`~sglang_operator.decisions.sampling.cache.SeriesCache` (dropped with the pod); each is counted in
+  ``sglang_operator_scrape_duration_seconds`` and, when it fails, in
+  ``sglang_operator_scrape_errors_total{endpoint="metrics", reason}``.
 - Signal ``probe``: after the scrape that ends an interval, one probe request (the probe prompt, greedy, streamed,
   with the API key when one is set; :func:`sglang_operator.io.loadgen.stream_once`) goes to the next Ready pod
   of each revision in turn; the next interval collects its single-stream decode speed, so the probe's tokens and
-  the counters cover the same interval. A probe never outlives its interval.
+  the counters cover the same interval. A probe never outlives its interval, and its answer is read under the
+  operator's :class:`~sglang_operator.io.loadgen.ProbeLimits` (a breach is counted under
+  ``{endpoint="probe", reason}`` with the limit's name, e.g. ``probe_line_too_long``).
 - A pod that was deleted or left Ready while it was scraped is "vanished": its failure is neither an Error
   sample nor a counted scrape error.
 """
@@ -24,7 +30,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sglang_operator.decisions.sampling.cache import SeriesCache
 from sglang_operator.decisions.sampling.compute import ProbeOutcome, Scrape, ScrapeFailure, compute_sample
+from sglang_operator.decisions.sampling.limits import ScrapeLimits
 from sglang_operator.decisions.sampling.model import PodView, Sample, Signal
 from sglang_operator.decisions.sampling.parse import LineFilter
 from sglang_operator.decisions.sampling.roles import MetricRoles
@@ -76,9 +84,11 @@ def sampling_params(rollback: Any, interval_override: float | None = None) -> Sa
 class SamplerState:
     """What the sampler keeps about one SGLangServer between intervals (held by the server's
     :class:`~sglang_operator.control.memory.ServerMemory`, dropped with it): each pod's previous scrape, the end of
-    the last interval, each revision's pending probe and whose turn it is to be probed."""
+    the last interval, each revision's pending probe and whose turn it is to be probed, each pod's
+    :class:`SeriesCache` (``caches``, kept while the pod lives)."""
 
     previous: dict[str, Scrape] = field(default_factory=dict)
+    caches: dict[str, SeriesCache] = field(default_factory=dict)
     last: dt.datetime | None = None
     probes: dict[str, asyncio.Task[ProbeOutcome]] = field(default_factory=dict)
     turn: dict[str, int] = field(default_factory=dict)
@@ -110,11 +120,15 @@ def _now() -> dt.datetime:
 class Sampler:
     """Scrapes and probes; what it keeps between intervals is each server's :class:`SamplerState` (no per-server
     state of its own, so nothing outlives a server's memory). Only the probe tasks are tracked here as well, to be
-    cancelled when the operator stops."""
+    cancelled when the operator stops. ``limits`` and ``probe_limits``: the operator's bounds on a scrape and on a
+    probe answer (defaults :class:`ScrapeLimits`, :class:`loadgen.ProbeLimits`)."""
 
     def __init__(self, http: SGLangHTTP, clock: Callable[[], dt.datetime] = _now,
-                 draining: Callable[[str, str], bool] = lambda _ns, _name: False) -> None:
+                 draining: Callable[[str, str], bool] = lambda _ns, _name: False,
+                 limits: ScrapeLimits | None = None, probe_limits: loadgen.ProbeLimits | None = None) -> None:
         self.http = http
+        self.limits = limits or ScrapeLimits()
+        self.probe_limits = probe_limits or loadgen.ProbeLimits()
         self.clock = clock
         self._draining = draining  # (namespace, name) -> whether its old pods are being drained: send no probe
         self._tasks: weakref.WeakSet[asyncio.Task[ProbeOutcome]] = weakref.WeakSet()
@@ -171,6 +185,7 @@ class Sampler:
         """Drop everything kept for a deleted server (and cancel its probes)."""
         state.cancel()
         state.previous.clear()
+        state.caches.clear()
         state.turn.clear()
         state.last = None
 
@@ -190,13 +205,19 @@ class Sampler:
                 state.previous[r.pod] = r
         for pod in set(state.previous) - live:
             del state.previous[pod]
+        for pod in set(state.caches) - live:
+            del state.caches[pod]
 
     async def _scrape(self, server: ServerRef, t: Target, params: SamplingParams) -> Scrape | ScrapeFailure:
         assert t.ip is not None
         url = base_url(t.ip, server.port) + "/metrics"
         started = time.perf_counter()
         try:
-            parsed = await self.http.get(url, LineFilter(server.roles), timeout=params.scrape_timeout_seconds)
+            cache = server.state.caches.get(t.name)
+            if cache is None:
+                cache = server.state.caches[t.name] = SeriesCache(self.limits.cache_bytes)
+            parsed = await self.http.get(url, LineFilter(server.roles, cache, self.limits),
+                                         timeout=params.scrape_timeout_seconds, max_bytes=self.limits.body_bytes)
         except ScrapeError as err:
             return ScrapeFailure(t.name, err.reason, str(err))
         finally:
@@ -239,12 +260,14 @@ class Sampler:
             async with asyncio.timeout(timeout):
                 res = await loadgen.stream_once(self.http.http, base_url(t.ip, server.port), server.model,
                                                 prompt=params.probe_prompt, max_tokens=params.probe_max_tokens,
-                                                api_key=api_key)
+                                                api_key=api_key, limits=self.probe_limits)
         except TimeoutError:
             telemetry.count_scrape_error("probe", "timeout")
             return ProbeOutcome(t.name, error=f"no complete answer within {timeout:g} s")
         if res.error is not None:
-            telemetry.count_scrape_error("probe", "http_status" if res.error.startswith("HTTP") else "transport")
+            reason = res.error if res.error in loadgen.LIMIT_REASONS else \
+                "http_status" if res.error.startswith("HTTP") else "transport"
+            telemetry.count_scrape_error("probe", reason)
             return ProbeOutcome(t.name, error=res.error)
         speed = res.decode_tok_s
         return ProbeOutcome(t.name, speed if speed > 0 else None)

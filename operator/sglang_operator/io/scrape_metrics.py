@@ -8,7 +8,9 @@ from prometheus_client import Counter, Histogram
 
 SCRAPE_ERRORS = Counter(
     "sglang_operator_scrape_errors", "Failed reads of SGLang endpoints, by endpoint (metrics, server_info, probe) "
-    "and reason (timeout, connection, transport, http_status, too_large, truncated, parse, bad_url).",
+    "and reason (timeout, connection, transport, http_status, too_large, truncated, parse, bad_url; a breached "
+    "limit: too_many_samples, too_many_labels, label_value_too_long, probe_body_too_large, probe_line_too_long, "
+    "probe_too_many_chunks).",
     ["endpoint", "reason"],
 )
 SCRAPE_DURATION = Histogram(

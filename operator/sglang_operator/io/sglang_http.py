@@ -16,7 +16,9 @@ Why aiohttp for scrapes: reading a 0.5.23 server's ~200 KiB ``/metrics`` costs ~
 
 Every failure raises :class:`ScrapeError` with a ``reason`` (the label value the caller counts it under):
 ``timeout``, ``connection`` (refused, reset, DNS), ``transport`` (protocol errors, a body cut short),
-``http_status``, ``too_large``, ``bad_url``, or the consumer's own reason (``parse``, ``truncated``). This module
+``http_status``, ``too_large``, ``bad_url``, or the consumer's own reason (``parse``, ``truncated``, a breached
+limit: ``too_many_samples``, ``too_many_labels``, ``label_value_too_long``), raised from :meth:`BodyConsumer.feed`
+(the read stops there) or :meth:`BodyConsumer.finish`. This module
 counts nothing: the glue that calls it does (``sglang_operator.process.telemetry``).
 """
 
@@ -29,9 +31,12 @@ from typing import Any, Protocol, TypeVar
 import aiohttp
 import httpx
 
+from sglang_operator.decisions.sampling.limits import BODY_BYTES
+
 T = TypeVar("T", covariant=True)
-MAX_BODY_BYTES = 8 * 1024 * 1024
-"""Default cap on a decoded body, bytes (a real 0.5.23 server's ``/metrics`` is a few hundred KiB)."""
+MAX_BODY_BYTES = BODY_BYTES
+"""Default cap on a decoded body, bytes (``--scrape-body-limit``; a real 0.5.23 server's ``/metrics`` is a few
+hundred KiB, :mod:`sglang_operator.decisions.sampling.limits`)."""
 CONCURRENCY = 32
 """Default number of bodies read at the same time (bounds memory and sockets)."""
 
@@ -45,8 +50,8 @@ class ScrapeError(Exception):
 
 
 class BodyConsumer(Protocol[T]):
-    """Receives a body chunk by chunk; :meth:`finish` returns the result or raises ``ValueError`` (with an
-    optional ``reason`` attribute, default ``parse``)."""
+    """Receives a body chunk by chunk; :meth:`feed` (to stop the read early) and :meth:`finish` (which returns
+    the result) raise ``ValueError`` with an optional ``reason`` attribute (default ``parse``) for a bad body."""
 
     def feed(self, chunk: bytes) -> None: ...
 
@@ -110,7 +115,10 @@ class SGLangHTTP:
                             size += len(chunk)
                             if size > cap:
                                 raise ScrapeError("too_large", f"GET {url}: body over {cap} bytes")
-                            consumer.feed(chunk)
+                            try:
+                                consumer.feed(chunk)
+                            except ValueError as exc:  # a limit of the consumer's, breached: stop reading now
+                                raise ScrapeError(getattr(exc, "reason", "parse"), f"GET {url}: {exc}") from exc
             except ScrapeError:
                 raise
             except TimeoutError as exc:

@@ -2,15 +2,20 @@
 
 A real 0.5.23 server exposes ~160 families (~200 KiB); the sampler needs a dozen (:mod:`.roles`). The body is fed
 chunk by chunk to a :class:`LineFilter`, which keeps only the lines of wanted sample names (one regex scan per chunk,
-in C) and never holds the whole body; the kept lines are then parsed strictly, label sets through a cache (the same
-series come back every interval).
+in C) and never holds the whole body; the kept lines are then parsed strictly, label sets through the pod's
+:class:`~sglang_operator.decisions.sampling.cache.SeriesCache` (the same series come back every interval), all
+under :class:`~sglang_operator.decisions.sampling.limits.ScrapeLimits`.
 
 What counts as broken, with the ``reason`` the scrape error is counted under (``sglang_operator_scrape_errors_total``):
 
 - ``parse``: the first sample line is not Prometheus text (HTML, binary, JSON), a kept line is malformed, or it
   is not UTF-8;
 - ``truncated``: the body does not end with a line feed (the format requires it; Prometheus' own parser fails
-  such a scrape: ``model/textparse/promparse.go``).
+  such a scrape: ``model/textparse/promparse.go``);
+- ``too_many_samples``, ``too_many_labels``, ``label_value_too_long``: a limit of
+  :class:`~sglang_operator.decisions.sampling.limits.ScrapeLimits` is breached (Prometheus' ``sample_limit``,
+  ``label_limit``, ``label_value_length_limit``); the sample limit stops the read as soon as it is passed, and a
+  kept line long enough to hold a too long label value is checked as it arrives, not after the body.
 
 What is handled as Prometheus handles it (no error): duplicate series (the first sample is kept, later ones are
 dropped and counted in :attr:`Parsed.duplicates`, like ``prometheus_target_scrapes_sample_duplicate_timestamp_total``);
@@ -25,7 +30,10 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
+from sglang_operator.decisions.sampling.cache import SeriesCache
+from sglang_operator.decisions.sampling.limits import ScrapeLimits
 from sglang_operator.decisions.sampling.roles import MetricRoles, Role
 
 LE = "le"
@@ -78,14 +86,20 @@ def _unescape(value: str) -> str:
     return _UNESCAPE.sub(lambda m: "\n" if m[1] == "n" else m[1], value) if "\\" in value else value
 
 
-def _labels(text: str) -> dict[str, str]:
+def _labels(text: str, limits: ScrapeLimits) -> dict[str, str]:
     out: dict[str, str] = {}
     pos, end = 0, len(text.rstrip(" \t"))
     while pos < end:
         m = _LABEL.match(text, pos)
         if m is None or m.end() == pos:
             raise ParseError("parse", f"bad label set {{{text[:80]}}}")
-        out[m[1]] = _unescape(m[2])
+        if len(out) >= limits.labels:
+            raise ParseError("too_many_labels", f"more than {limits.labels} labels: {{{text[:80]}")
+        value = _unescape(m[2])
+        if len(value) > limits.label_value_length:
+            raise ParseError("label_value_too_long", f"label {m[1]} has a value of {len(value)} characters, over "
+                                                     f"{limits.label_value_length}")
+        out[m[1]] = value
         pos = m.end()
     return out
 
@@ -115,6 +129,7 @@ def _trie(words: list[bytes]) -> bytes:
     return body
 
 
+@lru_cache(maxsize=32)  # one per SGLang release's roles
 def _line_pattern(names: tuple[bytes, ...]) -> re.Pattern[bytes]:
     """Lines starting with one of ``names`` followed by ``{`` or a blank, each preceded by a line feed (the
     caller puts one in front of the first line). The literal prefix all names share lets the regex engine scan
@@ -128,22 +143,27 @@ def _line_pattern(names: tuple[bytes, ...]) -> re.Pattern[bytes]:
 
 
 class LineFilter:
-    """Fed a body chunk by chunk; keeps the lines whose sample name is wanted by ``roles``.
+    """Fed a body chunk by chunk; keeps the lines whose sample name is wanted by ``roles``, under ``limits``
+    (default :class:`ScrapeLimits`; the body size is the reader's to enforce), label sets through ``cache`` (the
+    pod's; default a fresh one of ``limits.cache_bytes``).
 
     Memory: the kept lines, the first sample line and one partial line — never the body. :meth:`finish` ends it.
     """
 
-    def __init__(self, roles: MetricRoles) -> None:
+    def __init__(self, roles: MetricRoles, cache: SeriesCache | None = None,
+                 limits: ScrapeLimits | None = None) -> None:
         self.roles = roles
-        self._pattern = _PATTERNS.get(roles.prefixes) or _PATTERNS.setdefault(roles.prefixes,
-                                                                              _line_pattern(roles.prefixes))
+        self.limits = limits or ScrapeLimits()
+        self.cache = cache if cache is not None else SeriesCache(self.limits.cache_bytes)
+        self._pattern = _line_pattern(roles.prefixes)
         self._carry = b"\n"  # a line feed, then the partial line not yet complete
         self.kept: list[bytes] = []
         self.first_sample: bytes | None = None
         self.size = 0
+        self.samples = 0
 
     def feed(self, chunk: bytes) -> None:
-        """Consume the next chunk of the body."""
+        """Consume the next chunk of the body. Raises :class:`ParseError` as soon as a limit is breached."""
         if not chunk:
             return
         self.size += len(chunk)
@@ -154,7 +174,14 @@ class LineFilter:
             return
         if self.first_sample is None:
             self.first_sample = _first_sample(complete)
-        self.kept.extend(self._pattern.findall(complete))
+        self.samples += complete.count(b"\n") - complete.count(b"\n#")  # every line starts with a line feed
+        if self.samples > self.limits.samples:
+            raise ParseError("too_many_samples", f"more than {self.limits.samples} samples")
+        found = self._pattern.findall(complete)
+        for line in found:  # only a line this long can hold a too long label value: check it before keeping it
+            if len(line) > self.limits.label_value_length and (m := _LINE.fullmatch(line)) is not None:
+                _labels(_utf8(m[2] or b"", line), self.limits)
+        self.kept.extend(found)
 
     def finish(self) -> Parsed:
         """The wanted series of everything fed. Raises :class:`ParseError` (see the module docstring)."""
@@ -162,10 +189,9 @@ class LineFilter:
             raise ParseError("truncated", f"body ends inside a line: {self._carry[-60:]!r}")
         if self.first_sample is not None and not looks_like_sample(self.first_sample):
             raise ParseError("parse", f"not Prometheus text: {self.first_sample[:80]!r}")
-        return parse_lines(self.kept, self.roles, self.size)
+        return parse_lines(self.kept, self.roles, self.size, self.cache, self.limits)
 
 
-_PATTERNS: dict[tuple[bytes, ...], re.Pattern[bytes]] = {}
 
 
 def _first_sample(text: bytes) -> bytes | None:
@@ -181,58 +207,55 @@ def _first_sample(text: bytes) -> bytes | None:
     return None
 
 
-LABEL_CACHE_SIZE = 65536
-"""Label sets remembered between scrapes (the same series come back every interval)."""
-_series: dict[tuple[bytes, bool], tuple[str, float | None]] = {}
+def _utf8(raw: bytes, line: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError("parse", f"labels are not UTF-8: {line[:80]!r}") from exc
 
 
-def _series_of(raw: bytes, bucket: bool, line: bytes) -> tuple[str, float | None]:
+def _series_of(raw: bytes, bucket: bool, line: bytes, limits: ScrapeLimits) -> tuple[str, float | None]:
     """(series key: sorted ``name="value"`` pairs without ``le`` for a bucket, the bucket's upper bound)."""
-    hit = _series.get((raw, bucket))
-    if hit is None:
-        try:
-            labels = _labels(raw.decode("utf-8")) if raw else {}
-        except UnicodeDecodeError as exc:
-            raise ParseError("parse", f"labels are not UTF-8: {line[:80]!r}") from exc
-        bound = None
-        if bucket:
-            le = labels.pop(LE, None)
-            if le is None:
-                raise ParseError("parse", f"bucket without le: {line[:80]!r}")
-            bound = _value(le.encode())
-            if math.isnan(bound):
-                raise ParseError("parse", f"bucket with le=NaN: {line[:80]!r}")
-        hit = (",".join(f'{k}="{v}"' for k, v in sorted(labels.items())), bound)
-        if len(_series) >= LABEL_CACHE_SIZE:
-            _series.clear()
-        _series[(raw, bucket)] = hit
-    return hit
+    labels = _labels(_utf8(raw, line), limits) if raw else {}
+    bound = None
+    if bucket:
+        le = labels.pop(LE, None)
+        if le is None:
+            raise ParseError("parse", f"bucket without le: {line[:80]!r}")
+        bound = _value(le.encode())
+        if math.isnan(bound):
+            raise ParseError("parse", f"bucket with le=NaN: {line[:80]!r}")
+    return ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())), bound
 
 
 _Info = tuple[Role, str, str, float | None, str]  # role, suffix, series key, bucket bound, kind
 
 
-def _info(roles: MetricRoles, name: bytes, raw: bytes, line: bytes) -> _Info | None:
-    """What a sample line of ``name{raw}`` is, remembered between scrapes (in ``roles.lines``); None for a name
-    that is not wanted."""
-    infos: dict[tuple[bytes, bytes], _Info | None] = roles.lines
+def _info(roles: MetricRoles, name: bytes, raw: bytes, line: bytes, cache: SeriesCache,
+          limits: ScrapeLimits) -> _Info | None:
+    """What a sample line of ``name{raw}`` is, remembered between scrapes (in ``cache``); None for a name that is
+    not wanted. A line that breaks a limit raises before anything of it is cached."""
     k = (name, raw)
-    if k in infos:
-        return infos[k]
+    if k in cache:
+        info: _Info | None = cache.get(k)
+        return info
     wanted = roles.samples.get(name)
-    info: _Info | None = None
+    info = None
     if wanted is not None:
         role, suffix = wanted
-        key, bound = _series_of(raw, suffix == "_bucket", line)
+        key, bound = _series_of(raw, suffix == "_bucket", line, limits)
         info = (role, suffix, key, bound, roles.kinds[role])
-    if len(infos) >= LABEL_CACHE_SIZE:
-        infos.clear()
-    infos[k] = info
+    cache.put(k, info, len(info[2]) if info is not None else 0)
     return info
 
 
-def parse_lines(lines: list[bytes], roles: MetricRoles, size: int = 0) -> Parsed:
-    """Parse kept sample lines strictly. Raises :class:`ParseError` (reason ``parse``) on a malformed line."""
+def parse_lines(lines: list[bytes], roles: MetricRoles, size: int = 0, cache: SeriesCache | None = None,
+                limits: ScrapeLimits | None = None) -> Parsed:
+    """Parse kept sample lines strictly, label sets through ``cache`` (default: a fresh one), under ``limits``
+    (default :class:`ScrapeLimits`). Raises :class:`ParseError`: reason ``parse`` on a malformed line,
+    ``too_many_labels`` / ``label_value_too_long`` on a breached limit."""
+    limits = limits or ScrapeLimits()
+    cache = cache if cache is not None else SeriesCache(limits.cache_bytes)
     counters: dict[Role, dict[str, float]] = {}
     gauges: dict[Role, dict[str, float]] = {}
     hist: dict[Role, dict[str, tuple[list[tuple[float, float]], dict[str, float]]]] = {}
@@ -244,7 +267,7 @@ def parse_lines(lines: list[bytes], roles: MetricRoles, size: int = 0) -> Parsed
         if m is None:
             raise ParseError("parse", f"bad sample line {line[:80]!r}")
         name, raw, text = m.group(1, 2, 3)
-        info = _info(roles, name, raw or b"", line)
+        info = _info(roles, name, raw or b"", line, cache, limits)
         if info is None:  # a longer name sharing a wanted prefix (e.g. ..._total_foo)
             continue
         role, suffix, key, bound, kind = info
@@ -271,8 +294,15 @@ def parse_lines(lines: list[bytes], roles: MetricRoles, size: int = 0) -> Parsed
     return Parsed(counters, gauges, histograms, duplicates, size)
 
 
-def parse_text(body: bytes, roles: MetricRoles) -> Parsed:
-    """Parse a whole body at once (tests, tools); same rules as :class:`LineFilter`."""
-    f = LineFilter(roles)
-    f.feed(body)
+FEED_BYTES = 65536
+"""Bytes per :meth:`LineFilter.feed` of :func:`parse_text` (the size of the HTTP reader's chunks)."""
+
+
+def parse_text(body: bytes, roles: MetricRoles, limits: ScrapeLimits | None = None,
+               cache: SeriesCache | None = None) -> Parsed:
+    """Parse a whole body (tests, tools), fed in :data:`FEED_BYTES` pieces; same rules and errors as
+    :class:`LineFilter`, except the body size limit (the reader's)."""
+    f = LineFilter(roles, cache, limits)
+    for pos in range(0, len(body), FEED_BYTES):
+        f.feed(body[pos:pos + FEED_BYTES])
     return f.finish()

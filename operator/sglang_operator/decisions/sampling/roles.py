@@ -9,10 +9,9 @@ Names and types: ``python/sglang/srt/observability/metrics_collector.py`` (0.5.1
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
-from typing import Any
 
 from sglang_operator.sglang.metrics import load_metrics
 from sglang_operator.sglang.versions import SGLangVersion
@@ -70,8 +69,6 @@ class MetricRoles:
     names: dict[Role, str]
     kinds: dict[Role, str]
     samples: dict[bytes, tuple[Role, str]]
-    lines: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
-    """The parser's memory of sample lines seen before (:mod:`.parse`)."""
 
     @property
     def prefixes(self) -> tuple[bytes, ...]:
