@@ -217,3 +217,34 @@ def test_import_warns_when_render_would_refuse_the_result() -> None:
     assert "spec.memory.mambaSchedulerStrategy (unset)" in result.stderr
     assert "# warning: sglang-operator render would refuse this:" in result.stdout
     yaml.safe_load(result.stdout)  # still a valid YAML document to fix
+
+
+def test_run_passes_every_read_limit_to_the_runner_with_its_default(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
+
+    calls: list[dict] = []
+    monkeypatch.setattr("sglang_operator.entry.runner.run", lambda **kw: calls.append(kw))
+    assert runner.invoke(app, ["run"]).exit_code == 0
+    assert calls[-1]["scrape_limits"] == ScrapeLimits() and calls[-1]["probe_limits"] == ProbeLimits()
+    result = runner.invoke(app, ["run", "--scrape-body-limit", "1000", "--scrape-sample-limit", "7",
+                                 "--scrape-label-limit", "3", "--scrape-label-value-length-limit", "40",
+                                 "--scrape-cache-bytes", "5000", "--probe-body-limit", "2000",
+                                 "--probe-line-limit", "99", "--probe-chunk-limit", "12"])
+    assert result.exit_code == 0, result.output
+    assert calls[-1]["scrape_limits"] == ScrapeLimits(1000, 7, 3, 40, 5000)
+    assert calls[-1]["probe_limits"] == ProbeLimits(2000, 99, 12)
+    assert runner.invoke(app, ["run", "--probe-chunk-limit", "0"]).exit_code == 2
+
+
+async def test_the_limits_reach_the_http_client_and_the_sampler_through_the_config() -> None:
+    from sglang_operator.control.handlers import Config
+    from sglang_operator.control.observer import Observer
+    from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
+
+    config = Config(scrape_limits=ScrapeLimits(body_bytes=1234, samples=9), probe_limits=ProbeLimits(chunks=5))
+    observer = Observer(5.0, scrape_limits=config.scrape_limits, probe_limits=config.probe_limits)
+    try:
+        assert observer.http.max_body_bytes == 1234
+        assert observer.sampler.limits.samples == 9 and observer.sampler.probe_limits.chunks == 5
+    finally:
+        await observer.stop()

@@ -29,7 +29,7 @@ import datetime as dt
 import gc
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -47,6 +47,7 @@ from sglang_operator.control.observer import RESYNC_SECONDS, Observer, same_spec
 from sglang_operator.decisions import groups
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.conditions import condition, merge
+from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.io import kube
 from sglang_operator.io.discovery import POD_MONITORS
 from sglang_operator.process import telemetry
@@ -75,12 +76,15 @@ class Config:
     """The operator's settings the handlers need (``sglang-operator run``, passed in kopf's ``memo`` as ``config``):
     ``status_interval`` seconds between two observations of a server; ``sample_interval``: replaces every server's
     ``spec.rollback.intervalSeconds`` (None: each its own); ``resync_seconds`` between two resyncs (0: never);
-    ``namespaces`` watched (empty: clusterwide)."""
+    ``namespaces`` watched (empty: clusterwide); ``scrape_limits`` and ``probe_limits``: the bounds on what is read
+    from a pod (:mod:`sglang_operator.decisions.sampling.limits`)."""
 
     status_interval: float = 5.0
     sample_interval: float | None = None
     resync_seconds: float = RESYNC_SECONDS
     namespaces: tuple[str, ...] = ()
+    scrape_limits: ScrapeLimits = field(default_factory=ScrapeLimits)
+    probe_limits: ProbeLimits = field(default_factory=ProbeLimits)
 
 
 def observer_of(memo: Any) -> Observer:
@@ -272,7 +276,8 @@ async def start_observer(memo: Any, **_: Any) -> None:
     await POD_MONITORS.wanted()  # auto: discovered once here, re-checked while absent
     config = getattr(memo, "config", None) or Config()
     memo.observer = Observer(config.status_interval, config.sample_interval, config.resync_seconds,
-                             config.namespaces)
+                             config.namespaces, scrape_limits=config.scrape_limits,
+                             probe_limits=config.probe_limits)
     freeze_heap()
     READINESS.start(kube.sglangserver_uids)
     memo.observer.start()

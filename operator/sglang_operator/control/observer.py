@@ -51,6 +51,7 @@ from sglang_operator.decisions import status as st
 from sglang_operator.decisions.derive import speculative_condition
 from sglang_operator.decisions.observation import Decision, Observed, decide
 from sglang_operator.decisions.rollback import Apply, Observation, setup_of
+from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.sampling.model import PodView, Sample, SampleKind, Signal
 from sglang_operator.decisions.sampling.roles import roles_for
 from sglang_operator.io import kube
@@ -164,11 +165,16 @@ class Observer:
     ``interval`` s; samples each server every ``spec.rollback.intervalSeconds``, or every ``sample_interval``
     s when that is set (``--sample-interval``: an operator-wide override for tests and demos). Every per-server
     thing it keeps is in that server's :class:`~sglang_operator.control.memory.ServerMemory` (:attr:`memories`).
-    ``namespaces``: the watched namespaces (empty: clusterwide), for the resync's LIST."""
+    ``namespaces``: the watched namespaces (empty: clusterwide), for the resync's LIST. ``scrape_limits`` and
+    ``probe_limits``: the bounds on what the HTTP client and the sampler read from a pod (defaults
+    :class:`ScrapeLimits`, :class:`ProbeLimits`; ``/server_info`` shares the scrape's body limit)."""
 
     def __init__(self, interval: float, sample_interval: float | None = None, resync_seconds: float = RESYNC_SECONDS,
-                 namespaces: tuple[str, ...] = ()) -> None:
+                 namespaces: tuple[str, ...] = (), *, scrape_limits: ScrapeLimits | None = None,
+                 probe_limits: ProbeLimits | None = None) -> None:
         self.interval = interval
+        self.scrape_limits = scrape_limits or ScrapeLimits()
+        self.probe_limits = probe_limits or ProbeLimits()
         self.sample_interval = sample_interval
         self.resync_seconds = resync_seconds
         self.namespaces = namespaces
@@ -184,14 +190,15 @@ class Observer:
     def http(self) -> SGLangHTTP:
         """The one HTTP client for SGLang pods (created on the running loop at first use)."""
         if self._http is None:
-            self._http = SGLangHTTP()
+            self._http = SGLangHTTP(max_body_bytes=self.scrape_limits.body_bytes)
         return self._http
 
     @property
     def sampler(self) -> Sampler:
         """The sampler (created with the HTTP client)."""
         if self._sampler is None:
-            self._sampler = Sampler(self.http, draining=self.memories.draining)
+            self._sampler = Sampler(self.http, draining=self.memories.draining, limits=self.scrape_limits,
+                                    probe_limits=self.probe_limits)
         return self._sampler
 
     @property

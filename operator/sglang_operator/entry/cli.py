@@ -20,6 +20,7 @@ import yaml
 
 from sglang_operator.api.crd import crd_yaml
 from sglang_operator.api.server import SpecError, parse
+from sglang_operator.decisions.sampling import limits as lim
 from sglang_operator.process.leader import LeaderElectionConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False,
@@ -205,6 +206,30 @@ def run(
     resync_seconds: Annotated[float, typer.Option(
         min=0.0, help="seconds between two full LISTs of SGLangServers and their pods, which forget what was "
                       "deleted during a watch gap (0: never)")] = 300.0,
+    scrape_body_limit: Annotated[int, typer.Option(
+        min=1, help="bytes at most of one /metrics or /server_info body of an SGLang pod (Prometheus' "
+                    "body_size_limit); a larger one is a scrape error too_large")] = lim.BODY_BYTES,
+    scrape_sample_limit: Annotated[int, typer.Option(
+        min=1, help="non-comment lines at most of one /metrics body (Prometheus' sample_limit); more is a scrape "
+                    "error too_many_samples")] = lim.SAMPLES,
+    scrape_label_limit: Annotated[int, typer.Option(
+        min=1, help="labels at most of one sample the sampler reads (Prometheus' label_limit); more is a scrape "
+                    "error too_many_labels")] = lim.LABELS,
+    scrape_label_value_length_limit: Annotated[int, typer.Option(
+        min=1, help="characters at most of one label value of a sample the sampler reads (Prometheus' "
+                    "label_value_length_limit); longer is a scrape error label_value_too_long")]
+        = lim.LABEL_VALUE_LENGTH,
+    scrape_cache_bytes: Annotated[int, typer.Option(
+        min=1, help="bytes of label sets remembered between scrapes, per pod")] = lim.CACHE_BYTES,
+    probe_body_limit: Annotated[int, typer.Option(
+        min=1, help="bytes at most of one probe answer; more fails the probe (probe_body_too_large)")]
+        = lim.PROBE_BODY_BYTES,
+    probe_line_limit: Annotated[int, typer.Option(
+        min=1, help="bytes at most of one line of a probe answer; longer fails the probe (probe_line_too_long)")]
+        = lim.PROBE_LINE_BYTES,
+    probe_chunk_limit: Annotated[int, typer.Option(
+        min=1, help="data: chunks at most of one probe answer; more fails the probe (probe_too_many_chunks)")]
+        = lim.PROBE_CHUNKS,
 ) -> None:
     """Run the operator (kopf) until SIGINT/SIGTERM."""
     from sglang_operator.io.discovery import PodMonitorMode, parse_labels
@@ -225,7 +250,10 @@ def run(
     runner.run(leader_election=election, namespaces=namespace or (), liveness=liveness, peering=peering,
                verbose=verbose,
                pod_monitors=monitors, pod_monitor_labels=monitor_labels,
-               metrics_port=metrics_port, sample_interval=sample_interval, resync_seconds=resync_seconds)
+               metrics_port=metrics_port, sample_interval=sample_interval, resync_seconds=resync_seconds,
+               scrape_limits=lim.ScrapeLimits(scrape_body_limit, scrape_sample_limit, scrape_label_limit,
+                                              scrape_label_value_length_limit, scrape_cache_bytes),
+               probe_limits=lim.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit))
 
 
 @app.command("prometheus-config")

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import kopf
 
+from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.process.leader import LeaderElectionConfig
 
 
@@ -122,6 +123,8 @@ def run(
     metrics_port: int = 9808,
     sample_interval: float | None = None,
     resync_seconds: float = 300.0,
+    scrape_limits: ScrapeLimits | None = None,
+    probe_limits: ProbeLimits | None = None,
 ) -> None:
     """Block running the operator until SIGINT/SIGTERM.
 
@@ -134,6 +137,8 @@ def run(
     ``sample_interval``: seconds between two samples of every server, replacing ``spec.rollback.intervalSeconds``
     (None: each server's own); ``resync_seconds``: between two resyncs of the observer (0: never). The seconds
     between two observations of a server come from ``SGLANG_OPERATOR_STATUS_INTERVAL`` (default 5).
+    ``scrape_limits``, ``probe_limits``: the bounds on what is read from an SGLang pod (defaults: those of
+    :mod:`sglang_operator.decisions.sampling.limits`).
     These reach the handlers as kopf's ``memo.config`` (:class:`sglang_operator.control.handlers.Config`).
     """
     from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
@@ -142,7 +147,8 @@ def run(
     handlers = importlib.import_module("sglang_operator.control.handlers")  # registers the handlers
     memo = kopf.Memo(config=handlers.Config(
         status_interval=float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5")), sample_interval=sample_interval,
-        resync_seconds=resync_seconds, namespaces=tuple(namespaces)))
+        resync_seconds=resync_seconds, namespaces=tuple(namespaces), scrape_limits=scrape_limits or ScrapeLimits(),
+        probe_limits=probe_limits or ProbeLimits()))
     handlers.READINESS.namespaces = list(namespaces)  # the startup LIST of /readyz (sglang_operator.process.readiness)
     kopf.on.startup()(configure)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,

@@ -9,10 +9,11 @@ server's ``usage`` (``stream_options.include_usage``); SGLang sends it in a last
 Errors never raise out of the measuring functions: a failed stream is a :class:`StreamResult` with ``error``.
 
 The pod runs any image, so its answer is untrusted: the body is read incrementally (raw bytes, ``Accept-Encoding:
-identity``, lines split here) under :class:`ProbeLimits` on the total bytes, the length of one line and the number
-of ``data:`` chunks; reaching one stops the read with ``error`` set to its name (:data:`BODY_TOO_LARGE`,
-:data:`LINE_TOO_LONG`, :data:`TOO_MANY_CHUNKS`), and the gaps between chunks are counted in a fixed-size
-:class:`~sglang_operator.decisions.sampling.loghist.LogHistogram`, never kept one by one.
+identity``, lines split here) under :class:`~sglang_operator.decisions.sampling.limits.ProbeLimits` on the total
+bytes, the length of one line and the number of ``data:`` chunks; reaching one stops the read with ``error`` set
+to its name (``probe_body_too_large``, ``probe_line_too_long``, ``probe_too_many_chunks``), and the gaps between
+chunks are counted in a fixed-size :class:`~sglang_operator.decisions.sampling.loghist.LogHistogram`, never kept
+one by one.
 """
 
 from __future__ import annotations
@@ -29,47 +30,23 @@ from typing import Any
 import httpx
 
 from sglang_operator.api.rollback import PROBE_PROMPT
+from sglang_operator.decisions.sampling.limits import (
+    BODY_TOO_LARGE,
+    LINE_TOO_LONG,
+    TOO_MANY_CHUNKS,
+    ProbeLimits,
+)
 from sglang_operator.decisions.sampling.loghist import LogHistogram
 
 CODING_PROMPT = PROBE_PROMPT
 """The fixed coding request (about 512 tokens) of the published measurements and the operator's probe."""
 DEFAULT_MAX_TOKENS = 512
 
-# The simulator's longest probe answer (DP 8 x TP 8, max_tokens 2048, speculative: ~1.75 tokens per chunk) is
-# 201 092 bytes in 1 506 lines (753 chunks), its longest line 273 bytes; spec.rollback.probe.maxTokens is at most
-# 8 192, one token per chunk without speculative decoding: ~8 200 chunks, ~2.2 MB. The defaults are >= 10 x that.
-PROBE_BODY_BYTES = 32 * 1024 * 1024
-"""Default cap on one probe answer, bytes (``--probe-body-limit``)."""
-PROBE_LINE_BYTES = 64 * 1024
-"""Default cap on one line of a probe answer, bytes (``--probe-line-limit``)."""
-PROBE_CHUNKS = 100_000
-"""Default cap on the ``data:`` chunks of one probe answer (``--probe-chunk-limit``)."""
-BODY_TOO_LARGE = "probe_body_too_large"
-LINE_TOO_LONG = "probe_line_too_long"
-TOO_MANY_CHUNKS = "probe_too_many_chunks"
-LIMIT_REASONS = frozenset({BODY_TOO_LARGE, LINE_TOO_LONG, TOO_MANY_CHUNKS})
-"""The ``error`` of a stream stopped at a :class:`ProbeLimits` cap (also the reason it is counted under)."""
-
-
-@dataclass(frozen=True)
-class ProbeLimits:
-    """Caps on one streamed answer: ``body_bytes`` in all, ``line_bytes`` per line, ``chunks`` (``data:`` lines).
-    Raises ``ValueError`` when one is below 1."""
-
-    body_bytes: int = PROBE_BODY_BYTES
-    line_bytes: int = PROBE_LINE_BYTES
-    chunks: int = PROBE_CHUNKS
-
-    def __post_init__(self) -> None:
-        if min(self.body_bytes, self.line_bytes, self.chunks) < 1:
-            raise ValueError(f"probe limits must be positive: {self}")
-
-
 @dataclass
 class StreamResult:
     """One streamed request: TTFT and total time (s), completion tokens, the gaps between content chunks (s) as a
     :class:`LogHistogram`, ``bytes_read`` (of the body), ``error`` (None: complete; a name of
-    :data:`LIMIT_REASONS` when a cap stopped it)."""
+    :data:`~sglang_operator.decisions.sampling.limits.LIMIT_REASONS` when a cap stopped it)."""
 
     ttft_s: float | None = None
     e2e_s: float = 0.0

@@ -13,7 +13,7 @@ the previous and current scrapes into one :class:`~sglang_operator.decisions.sam
   with the API key when one is set; :func:`sglang_operator.io.loadgen.stream_once`) goes to the next Ready pod
   of each revision in turn; the next interval collects its single-stream decode speed, so the probe's tokens and
   the counters cover the same interval. A probe never outlives its interval, and its answer is read under the
-  operator's :class:`~sglang_operator.io.loadgen.ProbeLimits` (a breach is counted under
+  operator's :class:`~sglang_operator.decisions.sampling.limits.ProbeLimits` (a breach is counted under
   ``{endpoint="probe", reason}`` with the limit's name, e.g. ``probe_line_too_long``).
 - A pod that was deleted or left Ready while it was scraped is "vanished": its failure is neither an Error
   sample nor a counted scrape error.
@@ -32,7 +32,7 @@ from typing import Any
 
 from sglang_operator.decisions.sampling.cache import SeriesCache
 from sglang_operator.decisions.sampling.compute import ProbeOutcome, Scrape, ScrapeFailure, compute_sample
-from sglang_operator.decisions.sampling.limits import ScrapeLimits
+from sglang_operator.decisions.sampling.limits import LIMIT_REASONS, ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.sampling.model import PodView, Sample, Signal
 from sglang_operator.decisions.sampling.parse import LineFilter
 from sglang_operator.decisions.sampling.roles import MetricRoles
@@ -121,14 +121,14 @@ class Sampler:
     """Scrapes and probes; what it keeps between intervals is each server's :class:`SamplerState` (no per-server
     state of its own, so nothing outlives a server's memory). Only the probe tasks are tracked here as well, to be
     cancelled when the operator stops. ``limits`` and ``probe_limits``: the operator's bounds on a scrape and on a
-    probe answer (defaults :class:`ScrapeLimits`, :class:`loadgen.ProbeLimits`)."""
+    probe answer (defaults :class:`ScrapeLimits`, :class:`ProbeLimits`)."""
 
     def __init__(self, http: SGLangHTTP, clock: Callable[[], dt.datetime] = _now,
                  draining: Callable[[str, str], bool] = lambda _ns, _name: False,
-                 limits: ScrapeLimits | None = None, probe_limits: loadgen.ProbeLimits | None = None) -> None:
+                 limits: ScrapeLimits | None = None, probe_limits: ProbeLimits | None = None) -> None:
         self.http = http
         self.limits = limits or ScrapeLimits()
-        self.probe_limits = probe_limits or loadgen.ProbeLimits()
+        self.probe_limits = probe_limits or ProbeLimits()
         self.clock = clock
         self._draining = draining  # (namespace, name) -> whether its old pods are being drained: send no probe
         self._tasks: weakref.WeakSet[asyncio.Task[ProbeOutcome]] = weakref.WeakSet()
@@ -265,7 +265,7 @@ class Sampler:
             telemetry.count_scrape_error("probe", "timeout")
             return ProbeOutcome(t.name, error=f"no complete answer within {timeout:g} s")
         if res.error is not None:
-            reason = res.error if res.error in loadgen.LIMIT_REASONS else \
+            reason = res.error if res.error in LIMIT_REASONS else \
                 "http_status" if res.error.startswith("HTTP") else "transport"
             telemetry.count_scrape_error("probe", reason)
             return ProbeOutcome(t.name, error=res.error)

@@ -1,5 +1,7 @@
-"""Bounds on one ``/metrics`` scrape of an SGLang pod, after Prometheus' scrape-config limits: the pod runs any image
-(``spec.sglang.image``), so its exposition is untrusted input to the shared operator.
+"""Bounds on what the operator reads from an SGLang pod: the pod runs any image (``spec.sglang.image``), so its
+answers are untrusted input to the shared operator. :class:`ScrapeLimits` bound one ``/metrics`` scrape, after
+Prometheus' scrape-config limits; :class:`ProbeLimits` bound one probe answer (a streamed chat completion,
+:func:`sglang_operator.io.loadgen.stream_once`). Every limit is an operator flag (``sglang-operator run``).
 
 =========================  ===========================  ==========================  ==========================
 limit                      Prometheus                   operator flag               reason counted on a breach
@@ -17,6 +19,11 @@ Prometheus fails the scrape. ``samples`` counts every line of the body that is n
 wanted or not; ``labels`` and ``label_value_length`` apply to the sample lines the sampler reads
 (:mod:`.roles`), which are the only ones it parses. ``cache_bytes``: the per-pod memory of label sets seen before
 (:class:`~sglang_operator.decisions.sampling.cache.SeriesCache`).
+
+A probe answer over ``body_bytes`` (``--probe-body-limit``), with a line over ``line_bytes``
+(``--probe-line-limit``; a line is never held beyond it) or more than ``chunks`` ``data:`` lines
+(``--probe-chunk-limit``) stops being read; the probe fails with the limit's reason (:data:`LIMIT_REASONS`),
+counted under ``{endpoint="probe", reason}``.
 """
 
 from __future__ import annotations
@@ -52,3 +59,33 @@ class ScrapeLimits:
     def __post_init__(self) -> None:
         if min(self.body_bytes, self.samples, self.labels, self.label_value_length, self.cache_bytes) < 1:
             raise ValueError(f"scrape limits must be positive: {self}")
+
+
+# The simulator's longest probe answer (DP 8 x TP 8, max_tokens 2048, speculative: ~1.75 tokens per chunk) is
+# 201 092 bytes in 1 506 lines (753 chunks), its longest line 273 bytes; spec.rollback.probe.maxTokens is at most
+# 8 192, one token per chunk without speculative decoding: ~8 200 chunks, ~2.2 MB. The defaults are >= 10 x that.
+PROBE_BODY_BYTES = 32 * 1024 * 1024
+"""Default cap on one probe answer, bytes (``--probe-body-limit``)."""
+PROBE_LINE_BYTES = 64 * 1024
+"""Default cap on one line of a probe answer, bytes (``--probe-line-limit``)."""
+PROBE_CHUNKS = 100_000
+"""Default cap on the ``data:`` chunks of one probe answer (``--probe-chunk-limit``)."""
+BODY_TOO_LARGE = "probe_body_too_large"
+LINE_TOO_LONG = "probe_line_too_long"
+TOO_MANY_CHUNKS = "probe_too_many_chunks"
+LIMIT_REASONS = frozenset({BODY_TOO_LARGE, LINE_TOO_LONG, TOO_MANY_CHUNKS})
+"""The ``error`` of a stream stopped at a :class:`ProbeLimits` cap (also the reason it is counted under)."""
+
+
+@dataclass(frozen=True)
+class ProbeLimits:
+    """Caps on one streamed answer: ``body_bytes`` in all, ``line_bytes`` per line, ``chunks`` (``data:`` lines).
+    Raises ``ValueError`` when one is below 1."""
+
+    body_bytes: int = PROBE_BODY_BYTES
+    line_bytes: int = PROBE_LINE_BYTES
+    chunks: int = PROBE_CHUNKS
+
+    def __post_init__(self) -> None:
+        if min(self.body_bytes, self.line_bytes, self.chunks) < 1:
+            raise ValueError(f"probe limits must be positive: {self}")
