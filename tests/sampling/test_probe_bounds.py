@@ -179,3 +179,28 @@ async def test_the_sampler_counts_a_probe_stopped_at_a_cap_under_the_cap_s_name(
     finally:
         await http.aclose()
     assert outcome.error == LINE_TOO_LONG and counter._value.get() - before == 1
+
+
+async def test_a_fast_endless_stream_does_not_hold_the_event_loop() -> None:
+    """The mock transport never suspends: only the reader's own yields let another task run meanwhile."""
+    import asyncio
+
+    async def tiny() -> AsyncIterator[bytes]:
+        while True:
+            yield CONTENT * 100
+
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.get_running_loop().create_task(ticker())
+    try:
+        res = await read(Pulled(tiny), ProbeLimits(chunks=20_000))
+    finally:
+        task.cancel()
+    assert res.error == TOO_MANY_CHUNKS
+    assert ticks >= res.bytes_read // loadgen.YIELD_BYTES >= 3

@@ -41,6 +41,9 @@ from sglang_operator.decisions.sampling.loghist import LogHistogram
 CODING_PROMPT = PROBE_PROMPT
 """The fixed coding request (about 512 tokens) of the published measurements and the operator's probe."""
 DEFAULT_MAX_TOKENS = 512
+YIELD_BYTES = 256 * 1024
+"""Bytes of a probe answer read between two yields to the event loop (a socket with data buffered does not yield;
+256 KiB of one-token chunks is ~5 000 chunks, a few ms of parsing)."""
 
 @dataclass
 class StreamResult:
@@ -207,8 +210,12 @@ async def stream_once(client: httpx.AsyncClient, base_url: str, model: str, *, p
                 res.error = f"unsupported Content-Encoding {encoding[:40]!r}"
                 return res
             reader = _Reader(res, limits, clock, t0)
+            pause = YIELD_BYTES
             async for data in resp.aiter_raw():
                 reader.feed(data)
+                if res.bytes_read >= pause:  # a fast server never holds the event loop for long
+                    pause = res.bytes_read + YIELD_BYTES
+                    await asyncio.sleep(0)
             reader.finish()
     except _Stop as stop:
         res.error = str(stop.args[0])
