@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator.api.analysis import AnalysisPhase
-from sglang_operator.api.base import MESSAGE_LIMIT
+from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import RollbackAction
 from sglang_operator.api.status import ConditionType
 from sglang_operator.decisions.conditions import Condition, condition
@@ -38,7 +38,7 @@ def analysis_conditions(
     out: list[Condition] = []
     a = state.analysis
     if a is not None:
-        message = (a.message or "")[:MESSAGE_LIMIT]
+        message = truncate(a.message or "")
         if a.phase in (AnalysisPhase.ROLLING_BACK, AnalysisPhase.ROLLED_BACK):
             out.append(condition(ConditionType.DEGRADED, "True", "RolledBack", message, generation, now))
         elif a.phase == AnalysisPhase.PAUSED and a.reason in PAUSED_FAILED_REASONS:
@@ -47,7 +47,7 @@ def analysis_conditions(
         regression = a.stable_regression if a is not None and a.revision == state.stable_revision else None
         if regression is not None:
             out.append(condition(ConditionType.STABLE_REGRESSED, "True", "BelowBaseline",
-                                 regression.message[:MESSAGE_LIMIT], generation, now))
+                                 truncate(regression.message), generation, now))
         else:
             out.append(condition(ConditionType.STABLE_REGRESSED, "False", "MeetsBaseline",
                                  f"stable revision {state.stable_revision} meets its baseline or is not running",

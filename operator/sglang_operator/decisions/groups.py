@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_operator.api.base import MESSAGE_LIMIT
+from sglang_operator.api.base import truncate
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.leaderworkerset import API_VERSION, GROUP_INDEX_LABEL, LEADER_INDEX, WORKER_INDEX_LABEL
 from sglang_operator.decisions.conditions import condition, find, merge
@@ -164,7 +164,7 @@ def lws_missing(status: Mapping[str, Any], warnings: list[str], generation: int,
     ``Pending``. The last applied revision, if any, keeps running and keeps its ``status.revision``."""
     msg = lws_missing_message()
     if warnings:
-        valid = condition("SpecValid", "True", "ValidWithWarnings", "; ".join(warnings)[:MESSAGE_LIMIT], generation,
+        valid = condition("SpecValid", "True", "ValidWithWarnings", truncate("; ".join(warnings)), generation,
                           now)
     else:
         valid = condition("SpecValid", "True", "Valid", "spec is valid for its SGLang release", generation, now)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sglang_operator.api.base import MESSAGE_LIMIT
+from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.decisions import judging
 from sglang_operator.decisions import status as st
@@ -87,7 +87,7 @@ def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Obse
     conditions = judged.conditions
     if o.apply_failure:  # the reconcile handler could not apply the spec (kopf retries): say so, not "healthy"
         conditions = [c for c in conditions if c["type"] != "Degraded"] + [
-            condition("Degraded", "True", "ApplyFailed", o.apply_failure[:MESSAGE_LIMIT], o.generation, o.now)]
+            condition("Degraded", "True", "ApplyFailed", truncate(o.apply_failure), o.generation, o.now)]
     new = st.observed(status, replace(o.health, conditions=conditions), o.generation, o.now, o.effective, o.diffs,
                       o.figures)
     new = {**applied, **new, **judged.status}

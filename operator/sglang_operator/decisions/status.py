@@ -11,7 +11,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sglang_operator.api.base import MESSAGE_LIMIT
+from sglang_operator.api.base import truncate
 from sglang_operator.decisions.conditions import Condition, condition, merge, rfc3339, same
 from sglang_operator.decisions.pods import PodHealth
 from sglang_operator.decisions.sampling.model import Figures
@@ -54,7 +54,7 @@ def invalid(status: Mapping[str, Any], errors: list[str], generation: int, now: 
     """Status after a refused spec: SpecValid=False with every error; nothing else changes, so the last
     applied revision (if any) keeps running and keeps being reported. Phase ``Invalid`` only when nothing
     was ever applied."""
-    msg = "; ".join(errors)[:MESSAGE_LIMIT]
+    msg = truncate("; ".join(errors))
     conds = merge(status.get("conditions") or [], [condition(SPEC_VALID, "False", "InvalidSpec", msg, generation, now)])
     out: dict[str, Any] = {"conditions": conds, "observedGeneration": generation}
     if not status.get("revision"):
@@ -110,7 +110,7 @@ def applied(
     metrics) and sets phase Progressing.
     """
     if warnings:
-        valid = condition(SPEC_VALID, "True", "ValidWithWarnings", "; ".join(warnings)[:MESSAGE_LIMIT], generation, now)
+        valid = condition(SPEC_VALID, "True", "ValidWithWarnings", truncate("; ".join(warnings)), generation, now)
     else:
         valid = condition(SPEC_VALID, "True", "Valid", "spec is valid for its SGLang release", generation, now)
     out: dict[str, Any] = dict(rendered_status)
