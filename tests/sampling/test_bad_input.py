@@ -97,8 +97,8 @@ CASES: dict[str, tuple[object, SampleKind, str | None]] = {
     "truncated": (lambda f: text(lambda n: healthy(n)[:-25]), SampleKind.ERROR, "truncated"),
     "cut": (lambda f: stream(lambda: [healthy(1).encode()[:500]], total=len(healthy(1)), cut=True),
             SampleKind.ERROR, "transport"),
-    "huge": (lambda f: stream(lambda: comments(50 * MIB)), SampleKind.ERROR, "too_large"),
-    "filler": (lambda f: stream(lambda: filler(50 * MIB)), SampleKind.ERROR, "too_many_samples"),
+    "huge": (lambda f: stream(lambda: filler(50 * MIB)), SampleKind.ERROR, "too_large"),
+    "comments": (lambda f: stream(lambda: comments(50 * MIB)), SampleKind.ERROR, "too_large"),
     "flood": (lambda f: stream(lambda: flood(50 * MIB)), SampleKind.ERROR, "too_many_samples"),
     "hanging": (lambda f: hang(30), SampleKind.ERROR, "timeout"),
     "dripping": (lambda f: drip, SampleKind.ERROR, "timeout"),
@@ -172,8 +172,8 @@ async def test_every_bad_input_is_counted_or_handled_and_others_are_unaffected(f
         if reason is not None:
             assert f"({reason})" in s.reason, (name, s.reason)
     counted = {r: _errors(r) - before[r] for r in before}
-    assert counted == {"parse": 2, "truncated": 2, "transport": 2, "too_large": 2, "timeout": 4, "http_status": 2,
-                       "connection": 2, "too_many_samples": 4}, counted
+    assert counted == {"parse": 2, "truncated": 2, "transport": 2, "too_large": 4, "timeout": 4, "http_status": 2,
+                       "connection": 2, "too_many_samples": 2}, counted
     assert telemetry.DUPLICATE_SAMPLES._value.get() - dup_before == 2
     [nan], _ = second["nan_gauges"]
     assert nan.figures.accept_rate is None and nan.figures.queued_requests == 0  # non-finite gauges left out

@@ -87,7 +87,7 @@ async def test_each_breached_limit_is_a_counted_error_and_nothing_of_it_is_cache
     for name, ref in refs.items():
         cache = ref.state.caches[name]
         assert cache.size <= limit
-        assert all(len(raw) < 4096 for _, raw in cache._entries), name  # no line of the hostile series kept
+        assert all(len(raw) < 4096 for _, raw in cache.entries), name  # no line of the hostile series kept
     assert len(refs["good"].state.caches["good"]) > 0
     assert refs["long_label"].state.caches["long_label"].size < len(HUGE_VALUE) // 1000
 
@@ -115,7 +115,7 @@ def test_a_label_value_over_the_limit_is_refused_as_its_line_arrives_and_not_cac
     with pytest.raises(ParseError) as err:
         f.feed(line)
     assert err.value.reason == "label_value_too_long"
-    assert all(b"evil" not in raw for _, raw in cache._entries)
+    assert all(b"evil" not in raw for _, raw in cache.entries)
     ok = parse_text((healthy(1) + f'sglang:num_queue_reqs{{{LABELS},evil="{"w" * 100}"}} 1\n').encode(), ROLES,
                     limits)
     assert any('evil="' in key for key in ok.gauges[Role.QUEUED_REQUESTS])  # at the limit: accepted

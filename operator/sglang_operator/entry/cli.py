@@ -210,8 +210,8 @@ def run(
         min=1, help="bytes at most of one /metrics or /server_info body of an SGLang pod (Prometheus' "
                     "body_size_limit); a larger one is a scrape error too_large")] = lim.BODY_BYTES,
     scrape_sample_limit: Annotated[int, typer.Option(
-        min=1, help="non-comment lines at most of one /metrics body (Prometheus' sample_limit); more is a scrape "
-                    "error too_many_samples")] = lim.SAMPLES,
+        min=1, help="samples the sampler reads at most in one /metrics body (Prometheus' sample_limit, after "
+                    "relabelling); more is a scrape error too_many_samples")] = lim.SAMPLES,
     scrape_label_limit: Annotated[int, typer.Option(
         min=1, help="labels at most of one sample the sampler reads (Prometheus' label_limit); more is a scrape "
                     "error too_many_labels")] = lim.LABELS,

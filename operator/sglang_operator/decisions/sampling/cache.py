@@ -23,29 +23,26 @@ class SeriesCache:
             raise ValueError(f"cache size must be positive, not {max_bytes}")
         self.max_bytes = max_bytes
         self.size = 0
-        self._entries: dict[tuple[bytes, bytes], Any] = {}
+        self.entries: dict[tuple[bytes, bytes], Any] = {}
+        """The entries (read them here, on the parser's hot path; add them with :meth:`put` only)."""
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.entries)
 
     def __contains__(self, key: tuple[bytes, bytes]) -> bool:
-        return key in self._entries
-
-    def get(self, key: tuple[bytes, bytes]) -> Any:
-        """The entry of ``key`` (KeyError when absent)."""
-        return self._entries[key]
+        return key in self.entries
 
     def put(self, key: tuple[bytes, bytes], value: Any, text_bytes: int) -> None:
         """Remember ``value`` for ``key``; ``text_bytes``: the bytes of text ``value`` holds besides ``key``."""
         cost = len(key[0]) + len(key[1]) + text_bytes + ENTRY_OVERHEAD
-        if cost > self.max_bytes or key in self._entries:
+        if cost > self.max_bytes or key in self.entries:
             return
         if self.size + cost > self.max_bytes:
             self.clear()
-        self._entries[key] = value
+        self.entries[key] = value
         self.size += cost
 
     def clear(self) -> None:
         """Forget every entry."""
-        self._entries.clear()
+        self.entries.clear()
         self.size = 0

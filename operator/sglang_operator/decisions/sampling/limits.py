@@ -15,9 +15,10 @@ limit                      Prometheus                   operator flag           
 =========================  ===========================  ==========================  ==========================
 
 A breach fails that pod's scrape (``sglang_operator_scrape_errors_total{endpoint="metrics", reason}``), as
-Prometheus fails the scrape. ``samples`` counts every line of the body that is not a comment (blank lines too),
-wanted or not; ``labels`` and ``label_value_length`` apply to the sample lines the sampler reads
-(:mod:`.roles`), which are the only ones it parses. ``cache_bytes``: the per-pod memory of label sets seen before
+Prometheus fails the scrape. All three apply to the sample lines the sampler reads (:mod:`.roles`), which are the
+only ones it keeps and parses; the other lines are dropped by the line filter at C speed and bounded by
+``body_bytes`` alone — as Prometheus' ``sample_limit`` counts the samples left after ``metric_relabel_configs``.
+``cache_bytes``: the per-pod memory of label sets seen before
 (:class:`~sglang_operator.decisions.sampling.cache.SeriesCache`).
 
 A probe answer over ``body_bytes`` (``--probe-body-limit``), with a line over ``line_bytes``
@@ -34,8 +35,9 @@ from dataclasses import dataclass
 # 6 labels, label values of at most 16 characters (a real 0.5.23 server's is ~200 KiB). Defaults are >= 10 x that.
 BODY_BYTES = 8 * 1024 * 1024
 """Default ``body_bytes``: bytes of one decoded body."""
-SAMPLES = 50_000
-"""Default ``samples``: non-comment lines of one body."""
+SAMPLES = 10_000
+"""Default ``samples``: sample lines the sampler reads in one body (the simulator's: 79 of its 147; the kept lines
+are held until the body ends: 10 000 lines are ~2 MiB, 32 scrapes at once ~64 MiB at most)."""
 LABELS = 64
 """Default ``labels``: labels of one sample (``le`` included)."""
 LABEL_VALUE_LENGTH = 2048

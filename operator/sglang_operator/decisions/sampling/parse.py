@@ -174,13 +174,14 @@ class LineFilter:
             return
         if self.first_sample is None:
             self.first_sample = _first_sample(complete)
-        self.samples += complete.count(b"\n") - complete.count(b"\n#")  # every line starts with a line feed
-        if self.samples > self.limits.samples:
-            raise ParseError("too_many_samples", f"more than {self.limits.samples} samples")
         found = self._pattern.findall(complete)
-        for line in found:  # only a line this long can hold a too long label value: check it before keeping it
-            if len(line) > self.limits.label_value_length and (m := _LINE.fullmatch(line)) is not None:
-                _labels(_utf8(m[2] or b"", line), self.limits)
+        self.samples += len(found)
+        if self.samples > self.limits.samples:
+            raise ParseError("too_many_samples", f"more than {self.limits.samples} samples the sampler reads")
+        if found and max(map(len, found)) > self.limits.label_value_length:
+            for line in found:  # only a line this long can hold a too long label value: check it before keeping it
+                if len(line) > self.limits.label_value_length and (m := _LINE.fullmatch(line)) is not None:
+                    _labels(_utf8(m[2] or b"", line), self.limits)
         self.kept.extend(found)
 
     def finish(self) -> Parsed:
@@ -229,18 +230,16 @@ def _series_of(raw: bytes, bucket: bool, line: bytes, limits: ScrapeLimits) -> t
 
 
 _Info = tuple[Role, str, str, float | None, str]  # role, suffix, series key, bucket bound, kind
+_MISS: object = object()  # not in the cache (None is a cached answer: not wanted)
 
 
-def _info(roles: MetricRoles, name: bytes, raw: bytes, line: bytes, cache: SeriesCache,
+def _info(roles: MetricRoles, k: tuple[bytes, bytes], line: bytes, cache: SeriesCache,
           limits: ScrapeLimits) -> _Info | None:
-    """What a sample line of ``name{raw}`` is, remembered between scrapes (in ``cache``); None for a name that is
-    not wanted. A line that breaks a limit raises before anything of it is cached."""
-    k = (name, raw)
-    if k in cache:
-        info: _Info | None = cache.get(k)
-        return info
+    """What a sample line of ``name{raw}`` (``k``) not in ``cache`` is, remembered there for the next scrapes; None
+    for a name that is not wanted. A line that breaks a limit raises before anything of it is cached."""
+    name, raw = k
     wanted = roles.samples.get(name)
-    info = None
+    info: _Info | None = None
     if wanted is not None:
         role, suffix = wanted
         key, bound = _series_of(raw, suffix == "_bucket", line, limits)
@@ -262,12 +261,16 @@ def parse_lines(lines: list[bytes], roles: MetricRoles, size: int = 0, cache: Se
     seen: set[tuple[Role, str, str, float | None]] = set()
     duplicates = 0
     fullmatch = _LINE.fullmatch
+    entries = cache.entries
     for line in lines:
         m = fullmatch(line)
         if m is None:
             raise ParseError("parse", f"bad sample line {line[:80]!r}")
         name, raw, text = m.group(1, 2, 3)
-        info = _info(roles, name, raw or b"", line, cache, limits)
+        k = (name, raw or b"")
+        info = entries.get(k, _MISS)
+        if info is _MISS:
+            info = _info(roles, k, line, cache, limits)
         if info is None:  # a longer name sharing a wanted prefix (e.g. ..._total_foo)
             continue
         role, suffix, key, bound, kind = info
