@@ -19,7 +19,7 @@ from prometheus_client import REGISTRY, generate_latest
 from rollback_driver import BAD, OTHER, Run
 
 from sglang_operator import builders
-from sglang_operator.api.server import parse
+from sglang_operator.api.server import parse, parse_status
 from sglang_operator.control import handlers, observer, restore
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.control.observer import Observer
@@ -74,7 +74,7 @@ def test_a_refused_spec_asks_the_analysis_for_nothing() -> None:
     body["metadata"]["generation"] = 2
     body["status"] = {"revision": "r1", "conditions": [
         {"type": "SpecValid", "status": "False", "reason": "InvalidSpec", "observedGeneration": 2}]}
-    assert obs._spec_revision(obs.memory(body), parse(body), body) is None
+    assert obs._spec_revision(obs.memory(body), parse(body), body, parse_status(body)) is None
 
 
 def test_an_unchanged_spec_asks_for_the_running_revision_whatever_the_render() -> None:
@@ -85,7 +85,7 @@ def test_an_unchanged_spec_asks_for_the_running_revision_whatever_the_render() -
     body["metadata"]["generation"] = 1
     body["status"] = {"revision": "old-defaults", "revisions": [
         {"revision": "old-defaults", "spec": {**body["spec"], "replicas": 7}}]}
-    assert obs._spec_revision(obs.memory(body), parse(body), body) == "old-defaults"
+    assert obs._spec_revision(obs.memory(body), parse(body), body, parse_status(body)) == "old-defaults"
 
 
 # --- the worker: the handler and the observer for one server ----------------------------------------------------
@@ -253,7 +253,7 @@ def test_a_thousand_servers_created_and_deleted_leave_no_memory() -> None:
         body = {**server(f"s{i}"), "status": {"revision": "r1"}}
         obs.track("ADDED", body)
         mem = obs.memory(body)
-        obs._parsed(mem, body)
+        obs._parsed(mem, body, parse_status(body))
         mem.apply_failure, mem.diffs, mem.digests["r1"] = "failed", ["x"], "sha256:0"
         refs.append(weakref.ref(mem))
     assert len(obs.memories) == 1000
@@ -302,7 +302,8 @@ async def test_a_resume_writes_nothing_also_when_only_the_operators_defaults_cha
                              logger=handlers.logging.getLogger("test"), memo=memo)
     assert kube.writes[writes:] == [] and p.status == {}  # running pods are not restarted by an upgrade
     b = kube.server("a")
-    assert memo.observer._spec_revision(memo.observer.memory(b), parse(b), b) == body["status"]["revision"]
+    obs = memo.observer
+    assert obs._spec_revision(obs.memory(b), parse(b), b, parse_status(b)) == body["status"]["revision"]
 
 
 async def test_a_failed_apply_is_degraded_once_and_retried(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from sglang_operator import builders
+from sglang_operator.api.server import parse_status
 from sglang_operator.api.spec import StrategyType
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.decisions.pods import is_ready
@@ -112,15 +113,16 @@ async def drain_old_pods(body: Mapping[str, Any], spec: Any, new_revision: str,
     being applied. The reconcile handler calls it; the rollback path must call it too before it applies an earlier
     revision (``control.restore.apply_revision``)."""
     strategy = spec.strategy
-    old = (body.get("status") or {}).get("revision")
+    status = parse_status(body)
+    old = status.revision
     if strategy.type is not StrategyType.RECREATE or strategy.drain_seconds <= 0 or not old or old == new_revision:
         return None
     meta = body.get("metadata") or {}
     namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
     port = spec.port
-    for record in (body.get("status") or {}).get("revisions") or []:  # the running revision's own port
-        if record.get("revision") == old and isinstance((record.get("spec") or {}).get("port"), int):
-            port = record["spec"]["port"]
+    record = status.record(old)  # the running revision's own port
+    if record is not None and isinstance((record.spec or {}).get("port"), int):
+        port = int((record.spec or {})["port"])
     pods = await kube.list_pods(namespace, builders.selector_labels(name))
     urls = [base_url(p["status"]["podIP"], port) for p in pods
             if is_ready(p) and (p.get("status") or {}).get("podIP")

@@ -37,7 +37,7 @@ import kopf
 from sglang_operator import builders
 from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.base import MESSAGE_LIMIT
-from sglang_operator.api.server import SpecError, parse
+from sglang_operator.api.server import SpecError, parse, parse_status
 from sglang_operator.builders.labels import MANAGED_BY
 from sglang_operator.control import restore
 from sglang_operator.control.apply import apply_placement, placement
@@ -96,7 +96,7 @@ async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, m
     """Degraded=True (reason ApplyFailed) written now (kopf retries the handler); a Warning event and a log line
     only when the failure is new for this server (``memory.apply_failure``, shown by the observer too)."""
     meta = body.get("metadata", {})
-    conds = merge(status.get("conditions") or [],
+    conds = merge([c.dump() for c in parse_status(body).conditions],
                   [condition("Degraded", "True", "ApplyFailed", message[:MESSAGE_LIMIT], generation, _now())])
     await kube.patch_status(str(meta.get("namespace")), str(meta.get("name")), None, {"conditions": conds})
     if memory.apply_failure != message:
@@ -135,10 +135,9 @@ async def _unchanged_since_applied(body: kopf.Body, rendered: builders.Rendered)
     """On resume: whether the spec is the one ``status.revision`` was applied from (replicas aside) while it now
     renders otherwise (the operator's defaults changed with an upgrade) and the children still exist: then nothing
     is applied, so an operator upgrade restarts no running pod; the new render applies at the next spec change."""
-    status = body.get("status") or {}
-    record = next((r for r in status.get("revisions") or [] if r.get("revision") == status.get("revision")), None)
-    if record is None or rendered.revision == status.get("revision") or not same_spec(record.get("spec"),
-                                                                                          body.get("spec")):
+    status = parse_status(body)
+    record = status.applied_record
+    if record is None or rendered.revision == status.revision or not same_spec(record.spec, body.get("spec")):
         return False
     try:
         for child in (rendered.workload, rendered.service):
@@ -167,7 +166,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
         return
     if reason == kopf.Reason.RESUME and await _unchanged_since_applied(body, rendered):
         logger.info("revision %s runs; the spec renders as %s with this operator's defaults: applied at the next "
-                    "spec change", status.get("revision"), rendered.revision)
+                    "spec change", parse_status(body).revision, rendered.revision)
         telemetry.count_reconcile("applied")
         return
     observer.note_spec_revision(body, generation, rendered.revision)
