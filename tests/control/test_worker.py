@@ -244,6 +244,34 @@ async def test_a_server_deleted_during_a_watch_gap_leaves_memory_series_and_targ
     assert exported() == ""
 
 
+async def test_a_watch_restart_resyncs_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kopf re-lists after a 410 Gone (events of type None, no DELETED for what went meanwhile): a listed pod the
+    cache holds already marks the re-list, and the loop resyncs after its next tick, long before the periodic
+    resync (here never)."""
+    kube = FakeKube().install(monkeypatch)
+    obs = Observer(0.05, resync_seconds=3600)
+    body = kube.put({**server("a"), "status": {"revision": "r1"}})
+    obs.track(None, body)  # kopf's first listing: nothing known yet, no resync wanted
+    kube.put(pod("a-1", "a", 50))
+    kube.put(pod("a-2", "a", 51))
+    await obs.pods.pods("ns", "a")
+    obs.pod_event(None, kube.put(pod("a-3", "a", 52)))  # a pod seen first in a listing: not a re-list
+    assert not obs.relisted
+    kube.delete("Pod", "ns", "a-2")  # deleted during the watch gap: no DELETED event comes
+    obs.pod_event(None, pod("a-1", "a", 50))  # the re-list after the 410 brings a-1 again
+    assert obs.relisted
+    obs.start()
+    try:
+        for _ in range(100):
+            if not any(p["metadata"]["name"] == "a-2" for p in obs.pods.pods_now("ns", "a")):
+                break
+            await asyncio.sleep(0.02)
+        assert sorted(p["metadata"]["name"] for p in obs.pods.pods_now("ns", "a")) == ["a-1", "a-3"]
+        assert not obs.relisted
+    finally:
+        await obs.stop()
+
+
 # --- leaks -------------------------------------------------------------------------------------------------------
 
 def test_a_thousand_servers_created_and_deleted_leave_no_memory() -> None:

@@ -225,7 +225,8 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
 @kopf.on.event(*RESOURCE)
 async def track(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_: Any) -> None:
     """Keep the observer's view of every SGLangServer current (no finalizer needed)."""
-    observer_of(memo).track(str(event.get("type")), dict(body))
+    kind = event.get("type")
+    observer_of(memo).track(None if kind is None else str(kind), dict(body))
     if event.get("type") == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
         READINESS.forget(str(body.get("metadata", {}).get("uid")))
 

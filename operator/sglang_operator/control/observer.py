@@ -18,7 +18,8 @@ Every observation runs in the server's own worker (:class:`~sglang_operator.cont
 shared with the reconcile handler): a server whose worker is busy (the handler applying, a rollback draining) is
 not observed that tick, and a rollback's drain and apply run as that server's job, outside the tick, so one
 server never delays another's observation. A resync (a full LIST of SGLangServers and of the pods of every
-namespace the pod cache holds, every ``resync_seconds``) forgets servers and pods deleted during a watch gap.
+namespace the pod cache holds, every ``resync_seconds`` and after every watch restart) forgets servers and pods
+deleted during a watch gap.
 Replicas, port and requested settings come from the spec last applied (the ledger), not a refused update.
 Read failures are counted (``sglang_operator_scrape_errors_total``) and logged; one server's failure never
 stops the loop.
@@ -179,6 +180,9 @@ class Observer:
         self._sampler: Sampler | None = None
         self._task: asyncio.Task[None] | None = None
         self._last_resync: float | None = None
+        self.relisted = False
+        """Set when a watch was re-listed (kopf restarts a watch after a 410 Gone or a lost connection with a LIST,
+        whose events have type None and whose deletions come as no event): the loop resyncs after its tick."""
 
     @property
     def http(self) -> SGLangHTTP:
@@ -203,12 +207,16 @@ class Observer:
         """The memory of the server ``body`` (created on first sight)."""
         return self.memories.of(key_of(body), str((body.get("metadata") or {}).get("uid") or ""))
 
-    def track(self, event_type: str, body: dict[str, Any]) -> None:
-        """Record the latest ``body`` of a watch event (``DELETED`` forgets the server: :meth:`forget`)."""
+    def track(self, event_type: str | None, body: dict[str, Any]) -> None:
+        """Record the latest ``body`` of a watch event (``DELETED`` forgets the server: :meth:`forget`; None: kopf's
+        listing, a re-list when the server was known already: :attr:`relisted`)."""
         if event_type == "DELETED":
             self.forget(key_of(body))
             return
-        self.memory(body).body = body
+        mem = self.memory(body)
+        if event_type is None and mem.body is not None:
+            self.relisted = True
+        mem.body = body
 
     def forget(self, key: Key) -> None:
         """Drop everything kept about server ``key``: its memory, its series, the sampler's state, its pods."""
@@ -217,7 +225,10 @@ class Observer:
         self.pods.forget_server(*key)
 
     def pod_event(self, event_type: str | None, body: dict[str, Any]) -> None:
-        """A watch event of a managed pod (None: kopf's initial listing)."""
+        """A watch event of a managed pod (None: kopf's listing; of a pod the cache holds already, a re-list:
+        :attr:`relisted`)."""
+        if event_type is None and self.pods.holds(body):
+            self.relisted = True
         self.pods.apply(event_type, body)
 
     async def child_deleted(self, child: dict[str, Any]) -> None:
@@ -565,8 +576,9 @@ class Observer:
             started = loop.time()
             try:
                 await self.tick()
-                if self.resync_seconds > 0 and loop.time() - self._last_resync >= self.resync_seconds:
-                    self._last_resync = loop.time()
+                due = self.resync_seconds > 0 and loop.time() - self._last_resync >= self.resync_seconds
+                if due or self.relisted:  # periodic, and after every watch restart
+                    self._last_resync, self.relisted = loop.time(), False
                     await self.resync()
             except Exception:  # never let the loop die silently: log and go on next tick
                 log.exception("observer tick failed")
