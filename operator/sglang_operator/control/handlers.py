@@ -248,9 +248,8 @@ async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_
 
 def freeze_heap() -> None:
     """Move every object alive now (modules, the SGLang tables and parsers :func:`sglang_args.warm_up` built, kopf's
-    registry) out of the garbage collector's reach (``gc.freeze``): they live as long as the process, and a full
-    collection scanning them stopped the event loop for 85-110 ms every few seconds with 150 servers (issue 10,
-    ``bench/operator_apply.py`` at 5/s: those pauses were the operator's p99)."""
+    registry) out of the garbage collector's reach (``gc.freeze``): they live as long as the process, and full
+    collections scanning them paused the event loop (the figures: docs/architecture.md, "Under load")."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
@@ -258,8 +257,8 @@ def freeze_heap() -> None:
 
 GC_THRESHOLDS = (10_000, 10, 50)
 """``gc.set_threshold``: young collections every 10 000 allocations (CPython: 700) and a full one at most every 50
-second-generation collections (10): the live heap of 500 servers took 30-95 ms per full collection, every 10-15 s
-while servers were being created at 5/s (issue 10)."""
+second-generation collections (10): full collections of the live heap are long and come rarely (docs/architecture.md,
+"Under load")."""
 
 
 @kopf.on.startup()

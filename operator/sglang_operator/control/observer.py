@@ -152,10 +152,8 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
 def offset_in_interval(meta: Mapping[str, Any]) -> float:
     """Where in the observer's interval a server is observed, in [0, 1): fixed per server (a hash of its uid, else
     of its namespace and name), so the first observations of servers created together (a status patch and an
-    event each) spread over the interval like the servers' own hashes. Spread by position in the list instead, the
-    servers created during the last interval were observed back to back at its end: at 5 creations/s, 25 status
-    patches and 25 events in under a second, every 5 s, and the creations in that second waited for them (issue 10,
-    ``bench/operator_apply.py``)."""
+    event each) spread over the interval like the servers' own hashes, not in bursts (why and the figures:
+    docs/architecture.md, "Under load")."""
     key = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
     return zlib.crc32(key.encode()) / 2**32
 
@@ -507,8 +505,8 @@ class Observer:
         """Observe every tracked server once, spread over :data:`SPREAD` of the interval (at most
         :data:`CONCURRENCY` at a time), each at its own fixed point of it (:func:`offset_in_interval`), in its own
         worker (a server whose worker is busy is skipped this tick). One loop walks the servers in phase order and
-        starts each observation when its point comes: a task per server sleeping until its point, all created at the
-        tick's start, held the event loop for several milliseconds every interval at 500 servers (issue 10)."""
+        starts each observation when its point comes (not a sleeping task per server: docs/architecture.md,
+        "Under load")."""
         sem = asyncio.Semaphore(CONCURRENCY)
         servers = [m.body for m in self.memories.values() if m.body is not None]
         telemetry.set_servers((m.status_of(m.body).phase for m in self.memories.values() if m.body is not None),
