@@ -61,9 +61,26 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _patch_status(patch: kopf.Patch, values: dict[str, Any]) -> None:
-    for key, value in values.items():
-        patch.status[key] = value
+STALE_RETRY_SECONDS = 1.0
+"""Seconds before kopf calls the reconcile handler again when its status patch was refused as stale (409)."""
+
+
+async def _write_status(body: kopf.Body, status: kopf.Status, values: dict[str, Any], memory: ServerMemory) -> None:
+    """The handler's ONE status patch: what of ``values`` differs from the stored ``status``, as a merge patch with the
+    body's resourceVersion as precondition, written before the handler returns (inside the server's worker), not by
+    kopf's patch after it. Refused as stale (the object changed since kopf read it: the observer's patch, another
+    update): raises ``kopf.TemporaryError``, and kopf calls the handler again with the newer object; the stale
+    decision is never written. The answer becomes the server's newest view (``memory.body``)."""
+    delta = st.changed(status, values)
+    if not delta:
+        return
+    meta = body.get("metadata", {})
+    patched = await kube.patch_status(str(meta.get("namespace")), str(meta.get("name")), meta.get("resourceVersion"),
+                                      st.merge_patch(status, delta))
+    if patched is None:
+        raise kopf.TemporaryError("the object changed while it was reconciled: reconciled again from the newer one",
+                                  delay=STALE_RETRY_SECONDS)
+    memory.body = patched
 
 
 async def _event(body: kopf.Body, type_: str, reason: str, message: str) -> None:
@@ -98,7 +115,9 @@ async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, m
     meta = body.get("metadata", {})
     conds = merge([c.dump() for c in parse_status(body).conditions],
                   [condition("Degraded", "True", "ApplyFailed", message[:MESSAGE_LIMIT], generation, _now())])
-    await kube.patch_status(str(meta.get("namespace")), str(meta.get("name")), None, {"conditions": conds})
+    # with the body's resourceVersion: a stale view writes nothing (kopf retries the handler anyway)
+    await kube.patch_status(str(meta.get("namespace")), str(meta.get("name")), meta.get("resourceVersion"),
+                            {"conditions": conds})
     if memory.apply_failure != message:
         memory.apply_failure = message
         await _event(body, "Warning", "ApplyFailed", message)
@@ -109,8 +128,7 @@ async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, m
 @kopf.on.create(*RESOURCE)
 @kopf.on.update(*RESOURCE, field="spec")
 async def reconcile(
-    body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, reason: str,
-    logger: Logger, memo: Any = None, **_: Any,
+    body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reason: str, logger: Logger, memo: Any = None, **_: Any,
 ) -> None:
     """Render and apply the children of one SGLangServer; write status; post an event; in the server's worker
     (a rollback's job in flight is cancelled first). However it ends, the server counts as seen for ``/readyz``
@@ -126,7 +144,7 @@ async def reconcile(
                 await job
         async with memory.lock:
             memory.applied = {}  # the handler decides from the object itself: what a cancelled job applied is moot
-            await _reconcile(body, meta, status, patch, reason, logger, observer, memory)
+            await _reconcile(body, meta, status, reason, logger, observer, memory)
     finally:
         READINESS.seen(str(meta.get("uid")))
 
@@ -149,7 +167,7 @@ async def _unchanged_since_applied(body: kopf.Body, rendered: builders.Rendered)
     return True
 
 
-async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, reason: str,
+async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reason: str,
                      logger: Logger, observer: Observer, memory: ServerMemory) -> None:
     generation = int(meta.get("generation") or 0)
     now = _now()
@@ -159,7 +177,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
         rendered = builders.render(server)
     except (SpecError, builders.InvalidSpec) as err:
         errors = err.messages if isinstance(err, SpecError) else err.errors
-        _patch_status(patch, st.changed(status, st.invalid(status, errors, generation, now)))
+        await _write_status(body, status, st.invalid(status, errors, generation, now), memory)
         await _event(body, "Warning", "InvalidSpec", "; ".join(errors))
         logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
         telemetry.count_reconcile("invalid")
@@ -185,7 +203,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
         new = await apply_placement(body, [placement(body, rendered, spec_dict)], now, memory, write_children=write,
                                     warnings=rendered.warnings)
     except LeaderWorkerSetMissing as err:  # nothing applied; the observer applies once the API is served
-        _patch_status(patch, st.changed(status, groups.lws_missing(status, rendered.warnings, generation, now)))
+        await _write_status(body, status, groups.lws_missing(status, rendered.warnings, generation, now), memory)
         await _event(body, "Warning", groups.LWS_MISSING, str(err))
         logger.warning("%s", err)
         telemetry.count_reconcile("refused")
@@ -197,15 +215,15 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
             await _apply_failed(body, status, generation, failure.describe(), logger, memory)
             raise kopf.TemporaryError(failure.describe(), delay=30) from None
         refusal = failure.describe()
-        _patch_status(patch, st.changed(status, st.invalid(status, [refusal], generation, now)))
+        await _write_status(body, status, st.invalid(status, [refusal], generation, now), memory)
         await _event(body, "Warning", "InvalidSpec", refusal)
         logger.warning("%s", refusal)
         telemetry.count_reconcile("refused")
         return
     memory.apply_failure = None
-    memory.handled = (generation, rendered.revision, time.monotonic())  # until a view shows it (kopf's patch)
+    memory.handled = (generation, rendered.revision, time.monotonic())  # until a watch view shows it
     logger.debug("applied revision %s", rendered.revision)
-    _patch_status(patch, st.changed(status, new))
+    await _write_status(body, status, new, memory)
     if held_back:
         logger.info("%s", held_back)
         if reason != kopf.Reason.RESUME:

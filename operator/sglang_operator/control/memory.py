@@ -85,8 +85,8 @@ class ServerMemory:
     job: asyncio.Task[None] | None = None
     applied: dict[str, Any] = field(default_factory=dict)
     handled: tuple[int, str, float] | None = None
-    """``(generation, revision, monotonic time)`` the reconcile handler applied and has not seen in a view yet: its
-    status is written by kopf's patch after the handler returns, so until a view shows that revision the view is
+    """``(generation, revision, monotonic time)`` the reconcile handler applied and has not seen in a view yet: until
+    a view shows that revision (the watch may still bring views from before the handler's status patch), the view is
     older than what runs (an observation would take the handler's apply for a lost update and apply it again)."""
     sampling: SamplerState = field(default_factory=SamplerState)
     typed: tuple[str, SGLangServerStatus] | None = None

@@ -63,7 +63,7 @@ from sglang_operator.sglang.versions import SGLangVersionError, dialect, parse_v
 
 log = logging.getLogger("sglang_operator.control.observer")
 HANDLED_WAIT_SECONDS = 30.0
-"""How long an observation waits for a view showing the reconcile handler's apply (kopf's patch) at most."""
+"""How long an observation waits for a view showing the reconcile handler's apply (its status patch) at most."""
 RESYNC_SECONDS = 300.0
 """Seconds between two resyncs (:meth:`Observer.resync`), the operator's ``--resync-seconds``."""
 CONCURRENCY = 8
