@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from sglang_operator import builders
-from sglang_operator.api.server import parse
+from sglang_operator.api.server import parse, parse_status
 from sglang_operator.control import observer
 from sglang_operator.control.observer import SPREAD, Observer, offset_in_interval
 
@@ -108,7 +108,7 @@ def test_the_parse_is_reused_while_uid_generation_and_revision_stay() -> None:
     obs = Observer(5.0)
 
     def parsed(b: dict[str, Any]) -> Any:
-        return obs._parsed(obs.memory(b), b)
+        return obs._parsed(obs.memory(b), b, parse_status(b))
 
     first = parsed(body("a"))
     again = parsed({**body("a"), "status": {"revision": "r1", "phase": "Ready"}})  # a status change only
@@ -130,7 +130,7 @@ def test_the_applied_spec_comes_from_the_ledger_record_of_the_running_revision()
     recorded["replicas"] = 1
     b["spec"]["replicas"] = 4  # an update that was refused: replicas 1 still run
     b["status"]["revisions"] = [{"revision": "r1", "spec": recorded}]
-    server, spec = obs._parsed(obs.memory(b), b)
+    server, spec = obs._parsed(obs.memory(b), b, parse_status(b))
     assert (server.spec.replicas, spec.replicas) == (4, 1)
 
 
@@ -145,7 +145,8 @@ def test_the_handlers_render_spares_the_observer_its_own(monkeypatch: pytest.Mon
         raise AssertionError("rendered again")
 
     monkeypatch.setattr(observer.builders, "render", render)
-    assert obs._spec_revision(obs.memory(b), server, b) == "abc123"
+    assert obs._spec_revision(obs.memory(b), server, b, parse_status(b)) == "abc123"
     monkeypatch.setattr(observer.builders, "render", real)
     b2 = body("a", generation=2)
-    assert obs._spec_revision(obs.memory(b2), server, b2) == real(server).revision  # another generation: rendered
+    # another generation: rendered
+    assert obs._spec_revision(obs.memory(b2), server, b2, parse_status(b2)) == real(server).revision

@@ -19,7 +19,7 @@ from prometheus_client import REGISTRY, generate_latest
 from rollback_driver import BAD, OTHER, Run
 
 from sglang_operator import builders
-from sglang_operator.api.server import parse
+from sglang_operator.api.server import parse, parse_status
 from sglang_operator.control import handlers, observer, restore
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.control.observer import Observer
@@ -74,7 +74,7 @@ def test_a_refused_spec_asks_the_analysis_for_nothing() -> None:
     body["metadata"]["generation"] = 2
     body["status"] = {"revision": "r1", "conditions": [
         {"type": "SpecValid", "status": "False", "reason": "InvalidSpec", "observedGeneration": 2}]}
-    assert obs._spec_revision(obs.memory(body), parse(body), body) is None
+    assert obs._spec_revision(obs.memory(body), parse(body), body, parse_status(body)) is None
 
 
 def test_an_unchanged_spec_asks_for_the_running_revision_whatever_the_render() -> None:
@@ -85,26 +85,19 @@ def test_an_unchanged_spec_asks_for_the_running_revision_whatever_the_render() -
     body["metadata"]["generation"] = 1
     body["status"] = {"revision": "old-defaults", "revisions": [
         {"revision": "old-defaults", "spec": {**body["spec"], "replicas": 7}}]}
-    assert obs._spec_revision(obs.memory(body), parse(body), body) == "old-defaults"
+    assert obs._spec_revision(obs.memory(body), parse(body), body, parse_status(body)) == "old-defaults"
 
 
 # --- the worker: the handler and the observer for one server ----------------------------------------------------
 
 async def _created(kube: FakeKube, obs: Observer, name: str) -> dict[str, Any]:
-    """Create ``name`` through the reconcile handler, as kopf would call it (its status patch applied after)."""
+    """Create ``name`` through the reconcile handler, as kopf would call it (the handler writes its status)."""
     body = kube.put(server(name))
-    patch: dict[str, Any] = {"status": {}}
-
-    class Patch(dict[str, Any]):
-        status: dict[str, Any]
-
-    p = Patch()
-    p.status = patch["status"]
-    await handlers.reconcile(body=body, meta=body["metadata"], status=body.get("status") or {}, patch=p,
+    await handlers.reconcile(body=body, meta=body["metadata"], status=body.get("status") or {}, patch={},
                              reason="create", logger=handlers.logging.getLogger("test"),
                              memo=type("Memo", (), {"observer": obs})())
-    patched = await kube.patch_status("ns", name, None, p.status)
-    assert patched is not None
+    patched = kube.server(name)
+    assert patched["status"]["revision"] and obs.memory(patched).body == patched  # the answer is the newest view
     obs.track("MODIFIED", patched)
     return patched
 
@@ -142,16 +135,14 @@ async def test_a_spec_update_during_a_rollbacks_drain_wins(monkeypatch: pytest.M
     spec = copy.deepcopy(body["spec"])
     spec["memory"]["maxRunningRequests"] = 8
     updated = kube.update_spec("a", spec)
-    p: Any = type("Patch", (dict,), {})()
-    p.status = {}
     started = asyncio.get_running_loop().time()
-    await handlers.reconcile(body=updated, meta=updated["metadata"], status=updated["status"], patch=p,
+    await handlers.reconcile(body=updated, meta=updated["metadata"], status=updated["status"], patch={},
                              reason="update", logger=handlers.logging.getLogger("test"),
                              memo=type("Memo", (), {"observer": obs})())
     assert asyncio.get_running_loop().time() - started < 5  # did not wait out the drain
     assert mem.job is not None and mem.job.cancelled()
     want = builders.render(parse(updated)).revision
-    assert p.status["revision"] == want != body["status"]["revision"]
+    assert kube.server("a")["status"]["revision"] == want != body["status"]["revision"]
     dep = kube.get("Deployment", "ns", "a")
     assert dep is not None and dep["metadata"]["labels"][builders.REVISION_LABEL] == want
 
@@ -170,6 +161,36 @@ async def test_a_409_during_persist_writes_nothing_more(monkeypatch: pytest.Monk
     assert mem.stale_rv == (mem.body or body)["metadata"]["resourceVersion"] and mem.job is None
     await obs.tick()  # the same stale view: not observed again
     assert [w[0] for w in kube.writes[writes:]] == ["patch_status"]
+
+
+async def test_the_handlers_status_patch_refused_as_stale_is_decided_again_on_the_newer_object(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reconcile handler writes its status itself, with the body's resourceVersion: when the object changed
+    since kopf read it (here the observer's status patch landed in between), nothing stale is written, kopf is told
+    to call the handler again, and that call, on the newer object, writes the spec's revision."""
+    import kopf
+
+    kube = FakeKube().install(monkeypatch)
+    obs = Observer(1.0)
+    body = await _created(kube, obs, "a")
+    spec = copy.deepcopy(body["spec"])
+    spec["memory"]["maxRunningRequests"] = 8
+    updated = kube.update_spec("a", spec)  # what kopf hands the handler
+    newer = await kube.patch_status("ns", "a", None, {"phase": "Ready"})  # then another write lands
+    assert newer is not None
+    memo = type("Memo", (), {"observer": obs})()
+    with pytest.raises(kopf.TemporaryError):
+        await handlers.reconcile(body=updated, meta=updated["metadata"], status=updated["status"], patch={},
+                                 reason="update", logger=handlers.logging.getLogger("test"), memo=memo)
+    assert kube.server("a")["status"]["revision"] == body["status"]["revision"]  # the stale decision: unwritten
+    assert not [e for e in kube.events if e[2] == "Updated"]
+    fresh = kube.server("a")
+    await handlers.reconcile(body=fresh, meta=fresh["metadata"], status=fresh["status"], patch={},
+                             reason="update", logger=handlers.logging.getLogger("test"), memo=memo)
+    want = builders.render(parse(fresh)).revision
+    got = kube.server("a")["status"]
+    assert got["revision"] == want != body["status"]["revision"] and got["phase"] == "Progressing"
+    assert [e[2] for e in kube.events].count("Updated") == 1
 
 
 # --- one server never freezes another ----------------------------------------------------------------------------
@@ -244,6 +265,34 @@ async def test_a_server_deleted_during_a_watch_gap_leaves_memory_series_and_targ
     assert exported() == ""
 
 
+async def test_a_watch_restart_resyncs_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kopf re-lists after a 410 Gone (events of type None, no DELETED for what went meanwhile): a listed pod the
+    cache holds already marks the re-list, and the loop resyncs after its next tick, long before the periodic
+    resync (here never)."""
+    kube = FakeKube().install(monkeypatch)
+    obs = Observer(0.05, resync_seconds=3600)
+    body = kube.put({**server("a"), "status": {"revision": "r1"}})
+    obs.track(None, body)  # kopf's first listing: nothing known yet, no resync wanted
+    kube.put(pod("a-1", "a", 50))
+    kube.put(pod("a-2", "a", 51))
+    await obs.pods.pods("ns", "a")
+    obs.pod_event(None, kube.put(pod("a-3", "a", 52)))  # a pod seen first in a listing: not a re-list
+    assert not obs.relisted
+    kube.delete("Pod", "ns", "a-2")  # deleted during the watch gap: no DELETED event comes
+    obs.pod_event(None, pod("a-1", "a", 50))  # the re-list after the 410 brings a-1 again
+    assert obs.relisted
+    obs.start()
+    try:
+        for _ in range(100):
+            if not any(p["metadata"]["name"] == "a-2" for p in obs.pods.pods_now("ns", "a")):
+                break
+            await asyncio.sleep(0.02)
+        assert sorted(p["metadata"]["name"] for p in obs.pods.pods_now("ns", "a")) == ["a-1", "a-3"]
+        assert not obs.relisted
+    finally:
+        await obs.stop()
+
+
 # --- leaks -------------------------------------------------------------------------------------------------------
 
 def test_a_thousand_servers_created_and_deleted_leave_no_memory() -> None:
@@ -253,7 +302,7 @@ def test_a_thousand_servers_created_and_deleted_leave_no_memory() -> None:
         body = {**server(f"s{i}"), "status": {"revision": "r1"}}
         obs.track("ADDED", body)
         mem = obs.memory(body)
-        obs._parsed(mem, body)
+        obs._parsed(mem, body, parse_status(body))
         mem.apply_failure, mem.diffs, mem.digests["r1"] = "failed", ["x"], "sha256:0"
         refs.append(weakref.ref(mem))
     assert len(obs.memories) == 1000
@@ -282,11 +331,9 @@ async def test_a_resume_writes_nothing_also_when_only_the_operators_defaults_cha
     body = await _created(kube, obs, "a")
     writes, events = len(kube.writes), len(kube.events)
     memo = type("Memo", (), {"observer": Observer(1.0)})()  # a new process
-    p: Any = type("Patch", (dict,), {})()
-    p.status = {}
-    await handlers.reconcile(body=body, meta=body["metadata"], status=body["status"], patch=p, reason="resume",
+    await handlers.reconcile(body=body, meta=body["metadata"], status=body["status"], patch={}, reason="resume",
                              logger=handlers.logging.getLogger("test"), memo=memo)
-    assert kube.writes[writes:] == [] and kube.events[events:] == [] and p.status == {}
+    assert kube.writes[writes:] == [] and kube.events[events:] == []
 
     real = builders.render
 
@@ -298,11 +345,12 @@ async def test_a_resume_writes_nothing_also_when_only_the_operators_defaults_cha
         return builders.Rendered(r.command, workload, r.service, "new-default", r.selector, r.warnings, r.notes)
 
     monkeypatch.setattr(handlers.builders, "render", upgraded)
-    await handlers.reconcile(body=body, meta=body["metadata"], status=body["status"], patch=p, reason="resume",
+    await handlers.reconcile(body=body, meta=body["metadata"], status=body["status"], patch={}, reason="resume",
                              logger=handlers.logging.getLogger("test"), memo=memo)
-    assert kube.writes[writes:] == [] and p.status == {}  # running pods are not restarted by an upgrade
+    assert kube.writes[writes:] == []  # running pods are not restarted by an upgrade, no status written
     b = kube.server("a")
-    assert memo.observer._spec_revision(memo.observer.memory(b), parse(b), b) == body["status"]["revision"]
+    obs = memo.observer
+    assert obs._spec_revision(obs.memory(b), parse(b), b, parse_status(b)) == body["status"]["revision"]
 
 
 async def test_a_failed_apply_is_degraded_once_and_retried(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -320,10 +368,8 @@ async def test_a_failed_apply_is_degraded_once_and_retried(monkeypatch: pytest.M
     body = kube.put(server("a"))
     memo = type("Memo", (), {"observer": obs})()
     for _ in range(2):
-        p: Any = type("Patch", (dict,), {})()
-        p.status = {}
         with pytest.raises(kopf.TemporaryError):
-            await handlers.reconcile(body=body, meta=body["metadata"], status={}, patch=p, reason="create",
+            await handlers.reconcile(body=body, meta=body["metadata"], status={}, patch={}, reason="create",
                                      logger=handlers.logging.getLogger("test"), memo=memo)
     assert [e[2] for e in kube.events] == ["ApplyFailed"]  # one event for one failure
     degraded = next(c for c in kube.server("a")["status"]["conditions"] if c["type"] == "Degraded")
@@ -365,13 +411,9 @@ async def test_the_ledger_records_each_revision_once_and_prunes_to_the_history_l
         spec["speculative"] = {**spec["speculative"], "numSteps": steps, "numDraftTokens": steps + 1}
         spec["rollback"] = {**spec.get("rollback", {}), "historyLimit": 2}
         updated = kube.update_spec("a", spec)
-        p: Any = type("Patch", (dict,), {})()
-        p.status = {}
-        await handlers.reconcile(body=updated, meta=updated["metadata"], status=updated["status"], patch=p,
+        await handlers.reconcile(body=updated, meta=updated["metadata"], status=updated["status"], patch={},
                                  reason="update", logger=handlers.logging.getLogger("test"), memo=memo)
-        patched = await kube.patch_status("ns", "a", None, p.status)
-        assert patched is not None
-        seen.append(patched["status"]["revision"])
+        seen.append(kube.server("a")["status"]["revision"])
     names = sorted(n for (k, _, n) in kube.objects if k == "ControllerRevision")
     assert len(set(seen)) == 4 and len(names) <= 3, names  # historyLimit 2 (+ the serving one kept)
     assert f"a-{seen[-1]}" in names

@@ -7,6 +7,7 @@ import datetime as dt
 from typing import Any
 
 from sglang_operator.api import parse
+from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions.conditions import find
 from sglang_operator.decisions.groups import (
     LWS_MISSING,
@@ -120,5 +121,6 @@ def test_lws_missing_status_says_how_to_install_and_is_recognised() -> None:
     assert valid["status"] == "True" and valid["reason"] == "ValidWithWarnings" and valid["message"] == "a warning"
     assert find(out["conditions"], "Degraded")["reason"] == "AllReplicasReady"  # other conditions kept
     assert out["phase"] == "Pending"
-    assert waiting_for_lws(out)
-    assert not waiting_for_lws({"conditions": [{"type": "Ready", "status": "False", "reason": "ReplicasNotReady"}]})
+    assert waiting_for_lws(SGLangServerStatus.model_validate(out))
+    assert not waiting_for_lws(SGLangServerStatus.model_validate(
+        {"conditions": [{"type": "Ready", "status": "False", "reason": "ReplicasNotReady"}]}))

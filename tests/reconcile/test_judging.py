@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import datetime as dt
 
+from sglang_operator.api.analysis import Analysis
 from sglang_operator.decisions.judging import warm_up_ends
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 
 
+def analysis(**fields: object) -> Analysis:
+    return Analysis.model_validate({"revision": "r1", "since": "2026-12-01T11:59:00Z",
+                                   "progressStartedAt": "2026-12-01T11:59:00Z", **fields})
+
+
 def test_warm_up_ends_once_the_pods_were_ready_for_the_warm_up() -> None:
-    warming = {"analysis": {"phase": "WarmingUp", "readySince": "2026-12-01T11:59:50Z"}}
-    assert warm_up_ends(warming, 10, NOW)
-    assert not warm_up_ends(warming, 11, NOW)
-    assert not warm_up_ends({"analysis": {**warming["analysis"], "warmedUpAt": "2026-12-01T12:00:00Z"}}, 10, NOW)
-    assert not warm_up_ends({"analysis": {"phase": "WarmingUp"}}, 0, NOW)  # not all pods Ready yet
-    assert not warm_up_ends({}, 0, NOW)
+    warming = {"phase": "WarmingUp", "readySince": "2026-12-01T11:59:50Z"}
+    assert warm_up_ends(analysis(**warming), 10, NOW)
+    assert not warm_up_ends(analysis(**warming), 11, NOW)
+    assert not warm_up_ends(analysis(**warming, warmedUpAt="2026-12-01T12:00:00Z"), 10, NOW)
+    assert not warm_up_ends(analysis(phase="WarmingUp"), 0, NOW)  # not all pods Ready yet
+    assert not warm_up_ends(analysis(**{**warming, "phase": "Verifying"}), 0, NOW)
+    assert not warm_up_ends(None, 0, NOW)
 
 
 def _verifying_status(revision: str, valid: list[tuple[float, float]]) -> dict:

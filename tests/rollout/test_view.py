@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.plugin.view import age, flag_diff, history_rows, parse_flags
 
 GOOD = ("SGLANG_ENABLE_SPEC_V2=1 sglang serve --model-path Qwen/Qwen3.6-27B --tp-size 2 --enable-metrics "
@@ -46,7 +47,7 @@ def test_age_like_kubectl() -> None:
 
 def test_history_rows_join_status_and_controller_revisions() -> None:
     status = {"revision": "9699b6738c", "stableRevision": "9699b6738c", "revisions": [
-        {"revision": "9699b6738c", "verdict": "Stable", "tokensPerSecond": 51.6, "acceptLength": 2.73, "samples": 5,
+        {"revision": "9699b6738c", "verdict": "Promoted", "tokensPerSecond": 51.6, "acceptLength": 2.73, "samples": 5,
          "createdAt": "2026-12-01T11:50:00Z"},
         {"revision": "9f4c2d9294", "verdict": "Rejected", "tokensPerSecond": 36.0, "acceptLength": 1.75,
          "reason": "36.0 tok/s < 0.85 × 51.6 tok/s", "createdAt": "2026-12-01T11:55:00Z"},
@@ -56,7 +57,7 @@ def test_history_rows_join_status_and_controller_revisions() -> None:
             "revision": 1, "data": {"image": "lmsysorg/sglang:v0.5.10-cu129"}},
            {"metadata": {"labels": {"sglang-operator.io/revision": "9f4c2d9294"}}, "revision": 2,
             "data": {"image": "lmsysorg/sglang:v0.5.10-cu129"}}]
-    good, bad = history_rows(status, crs, NOW)
+    good, bad = history_rows(SGLangServerStatus.model_validate(status), crs, NOW)
     assert (good.stable, good.serving, good.number, good.image) == (True, True, 1,
                                                                      "docker.io/lmsysorg/sglang@sha256:ab")
     assert (bad.stable, bad.serving, bad.verdict, bad.image) == (False, False, "Rejected",

@@ -9,7 +9,15 @@ import pytest
 from expo import LABELS, exposition
 
 from sglang_operator.decisions.sampling.parse import LineFilter, ParseError, parse_text
-from sglang_operator.decisions.sampling.roles import ROLE_NAMES, MetricTableError, Role, build_roles, roles_for
+from sglang_operator.decisions.sampling.roles import (
+    DRAIN_ROLES,
+    ROLE_NAMES,
+    SAMPLER_ROLES,
+    MetricTableError,
+    Role,
+    build_roles,
+    roles_for,
+)
 from sglang_operator.sglang.metrics import load_metrics
 from sglang_operator.sglang.versions import parse_version
 
@@ -21,7 +29,8 @@ def test_every_role_name_is_in_a_supported_release_table_with_its_type() -> None
     for role, (name, kind) in ROLE_NAMES.items():
         found = [t[name].type for t in tables if name in t]
         assert found and set(found) == {kind}, (role, name, found)
-    assert set(R23.names) == set(Role)  # 0.5.23 has every figure
+    assert set(R23.names) == SAMPLER_ROLES == set(Role) - {Role.E2E_REQUEST_LATENCY}  # 0.5.23 has every figure
+    assert set(roles_for(parse_version("0.5.23"), DRAIN_ROLES).names) == DRAIN_ROLES
     with pytest.raises(MetricTableError, match="is a gauge"):
         build_roles({"sglang:generation_tokens_total": "gauge"})
 

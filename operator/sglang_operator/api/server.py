@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -12,6 +13,7 @@ from sglang_operator.api.base import ApiModel, CelRule, FreeForm
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus
 
+log = logging.getLogger("sglang_operator.api")
 _DNS_1035 = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
@@ -81,6 +83,21 @@ def parse(body: Mapping[str, Any]) -> SGLangServer:
         return SGLangServer.model_validate(dict(body))
     except ValidationError as err:
         raise SpecError(error_messages(err)) from None
+
+
+def parse_status(body: Mapping[str, Any]) -> SGLangServerStatus:
+    """``body['status']`` (a kopf body or a watch/GET object) as :class:`SGLangServerStatus`; none yet: an empty one.
+
+    The status is the operator's own (written only by it), so unknown keys are ignored and a status that does not
+    parse (edited by hand) reads as empty, logged: nothing was applied as far as the operator can tell.
+    """
+    raw = body.get("status") or {}
+    try:
+        return SGLangServerStatus.model_validate(dict(raw))
+    except ValidationError as err:
+        log.warning("status of %s does not parse; read as empty: %s",
+                    (body.get("metadata") or {}).get("name"), error_messages(err, "status"))
+        return SGLangServerStatus()
 
 
 def parse_spec(spec: Mapping[str, Any]) -> SGLangServerSpec:

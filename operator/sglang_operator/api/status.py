@@ -202,3 +202,16 @@ class SGLangServerStatus(StatusModel):
     def dump(self) -> dict[str, Any]:
         """camelCase dict for a status patch, unset fields left out."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    def record(self, revision: str | None) -> RevisionRecord | None:
+        """The ledger record of ``revision`` (None: no such record, or ``revision`` is None)."""
+        return next((r for r in self.revisions if revision is not None and r.revision == revision), None)
+
+    @property
+    def applied_record(self) -> RevisionRecord | None:
+        """The ledger record of :attr:`revision`, the revision applied (what a refused update leaves running)."""
+        return self.record(self.revision)
+
+    def condition(self, type_: str) -> Condition | None:
+        """The condition of type ``type_`` (:class:`ConditionType`), None when status has none."""
+        return next((c for c in self.conditions if c.type == type_), None)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sglang_operator import builders
-from sglang_operator.api.server import SGLangServer, SpecError, parse
+from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_status
 from sglang_operator.control import ledger
 from sglang_operator.control.children import apply_children
 from sglang_operator.control.drain import drain_old_pods
@@ -87,6 +87,7 @@ async def apply_placement(
     new = st.applied(status, p.rendered.status, list(warnings), entry, generation, history, now)
     if keep_spec_valid:
         keep = [c for c in new["conditions"] if c["type"] != st.SPEC_VALID]
-        new["conditions"] = merge([c for c in status.get("conditions") or [] if c["type"] == st.SPEC_VALID], keep)
+        valid = parse_status(body).condition(st.SPEC_VALID)
+        new["conditions"] = merge([valid.dump()] if valid is not None else [], keep)
     await ledger.record_applied(body, p.rendered, p.spec, history)
     return new

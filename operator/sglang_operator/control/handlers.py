@@ -37,7 +37,7 @@ import kopf
 from sglang_operator import builders
 from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.base import truncate
-from sglang_operator.api.server import SpecError, parse
+from sglang_operator.api.server import SpecError, parse, parse_status
 from sglang_operator.builders.labels import MANAGED_BY
 from sglang_operator.control import restore
 from sglang_operator.control.apply import apply_placement, placement
@@ -62,9 +62,26 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _patch_status(patch: kopf.Patch, values: dict[str, Any]) -> None:
-    for key, value in values.items():
-        patch.status[key] = value
+STALE_RETRY_SECONDS = 1.0
+"""Seconds before kopf calls the reconcile handler again when its status patch was refused as stale (409)."""
+
+
+async def _write_status(body: kopf.Body, status: kopf.Status, values: dict[str, Any], memory: ServerMemory) -> None:
+    """The handler's ONE status patch: what of ``values`` differs from the stored ``status``, as a merge patch with the
+    body's resourceVersion as precondition, written before the handler returns (inside the server's worker), not by
+    kopf's patch after it. Refused as stale (the object changed since kopf read it: the observer's patch, another
+    update): raises ``kopf.TemporaryError``, and kopf calls the handler again with the newer object; the stale
+    decision is never written. The answer becomes the server's newest view (``memory.body``)."""
+    delta = st.changed(status, values)
+    if not delta:
+        return
+    meta = body.get("metadata", {})
+    patched = await kube.patch_status(str(meta.get("namespace")), str(meta.get("name")), meta.get("resourceVersion"),
+                                      st.merge_patch(status, delta))
+    if patched is None:
+        raise kopf.TemporaryError("the object changed while it was reconciled: reconciled again from the newer one",
+                                  delay=STALE_RETRY_SECONDS)
+    memory.body = patched
 
 
 async def _event(body: kopf.Body, type_: str, reason: str, message: str) -> None:
@@ -100,9 +117,11 @@ async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, m
     """Degraded=True (reason ApplyFailed) written now (kopf retries the handler); a Warning event and a log line
     only when the failure is new for this server (``memory.apply_failure``, shown by the observer too)."""
     meta = body.get("metadata", {})
-    conds = merge(status.get("conditions") or [],
+    conds = merge([c.dump() for c in parse_status(body).conditions],
                   [condition("Degraded", "True", "ApplyFailed", truncate(message), generation, _now())])
-    await kube.patch_status(str(meta.get("namespace")), str(meta.get("name")), None, {"conditions": conds})
+    # with the body's resourceVersion: a stale view writes nothing (kopf retries the handler anyway)
+    await kube.patch_status(str(meta.get("namespace")), str(meta.get("name")), meta.get("resourceVersion"),
+                            {"conditions": conds})
     if memory.apply_failure != message:
         memory.apply_failure = message
         await _event(body, "Warning", "ApplyFailed", message)
@@ -113,8 +132,7 @@ async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, m
 @kopf.on.create(*RESOURCE)
 @kopf.on.update(*RESOURCE, field="spec")
 async def reconcile(
-    body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, reason: str,
-    logger: Logger, memo: Any = None, **_: Any,
+    body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reason: str, logger: Logger, memo: Any = None, **_: Any,
 ) -> None:
     """Render and apply the children of one SGLangServer; write status; post an event; in the server's worker
     (a rollback's job in flight is cancelled first). However it ends, the server counts as seen for ``/readyz``
@@ -130,7 +148,7 @@ async def reconcile(
                 await job
         async with memory.lock:
             memory.applied = {}  # the handler decides from the object itself: what a cancelled job applied is moot
-            await _reconcile(body, meta, status, patch, reason, logger, observer, memory)
+            await _reconcile(body, meta, status, reason, logger, observer, memory)
     finally:
         READINESS.seen(str(meta.get("uid")))
 
@@ -139,10 +157,9 @@ async def _unchanged_since_applied(body: kopf.Body, rendered: builders.Rendered)
     """On resume: whether the spec is the one ``status.revision`` was applied from (replicas aside) while it now
     renders otherwise (the operator's defaults changed with an upgrade) and the children still exist: then nothing
     is applied, so an operator upgrade restarts no running pod; the new render applies at the next spec change."""
-    status = body.get("status") or {}
-    record = next((r for r in status.get("revisions") or [] if r.get("revision") == status.get("revision")), None)
-    if record is None or rendered.revision == status.get("revision") or not same_spec(record.get("spec"),
-                                                                                          body.get("spec")):
+    status = parse_status(body)
+    record = status.applied_record
+    if record is None or rendered.revision == status.revision or not same_spec(record.spec, body.get("spec")):
         return False
     try:
         for child in (rendered.workload, rendered.service):
@@ -154,7 +171,7 @@ async def _unchanged_since_applied(body: kopf.Body, rendered: builders.Rendered)
     return True
 
 
-async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, reason: str,
+async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reason: str,
                      logger: Logger, observer: Observer, memory: ServerMemory) -> None:
     generation = int(meta.get("generation") or 0)
     now = _now()
@@ -164,14 +181,14 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
         rendered = builders.render(server)
     except (SpecError, builders.InvalidSpec) as err:
         errors = err.messages if isinstance(err, SpecError) else err.errors
-        _patch_status(patch, st.changed(status, st.invalid(status, errors, generation, now)))
+        await _write_status(body, status, st.invalid(status, errors, generation, now), memory)
         await _event(body, "Warning", "InvalidSpec", "; ".join(errors))
         logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
         telemetry.count_reconcile("invalid")
         return
     if reason == kopf.Reason.RESUME and await _unchanged_since_applied(body, rendered):
         logger.info("revision %s runs; the spec renders as %s with this operator's defaults: applied at the next "
-                    "spec change", status.get("revision"), rendered.revision)
+                    "spec change", parse_status(body).revision, rendered.revision)
         telemetry.count_reconcile("applied")
         return
     observer.note_spec_revision(body, generation, rendered.revision)
@@ -190,7 +207,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
         new = await apply_placement(body, [placement(body, rendered, spec_dict)], now, memory, write_children=write,
                                     warnings=rendered.warnings)
     except LeaderWorkerSetMissing as err:  # nothing applied; the observer applies once the API is served
-        _patch_status(patch, st.changed(status, groups.lws_missing(status, rendered.warnings, generation, now)))
+        await _write_status(body, status, groups.lws_missing(status, rendered.warnings, generation, now), memory)
         await _event(body, "Warning", groups.LWS_MISSING, str(err))
         logger.warning("%s", err)
         telemetry.count_reconcile("refused")
@@ -202,15 +219,15 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
             await _apply_failed(body, status, generation, failure.describe(), logger, memory)
             raise kopf.TemporaryError(failure.describe(), delay=30) from None
         refusal = failure.describe()
-        _patch_status(patch, st.changed(status, st.invalid(status, [refusal], generation, now)))
+        await _write_status(body, status, st.invalid(status, [refusal], generation, now), memory)
         await _event(body, "Warning", "InvalidSpec", refusal)
         logger.warning("%s", refusal)
         telemetry.count_reconcile("refused")
         return
     memory.apply_failure = None
-    memory.handled = (generation, rendered.revision, time.monotonic())  # until a view shows it (kopf's patch)
+    memory.handled = (generation, rendered.revision, time.monotonic())  # until a watch view shows it
     logger.debug("applied revision %s", rendered.revision)
-    _patch_status(patch, st.changed(status, new))
+    await _write_status(body, status, new, memory)
     if held_back:
         logger.info("%s", held_back)
         if reason != kopf.Reason.RESUME:
@@ -230,7 +247,8 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patc
 @kopf.on.event(*RESOURCE)
 async def track(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_: Any) -> None:
     """Keep the observer's view of every SGLangServer current (no finalizer needed)."""
-    observer_of(memo).track(str(event.get("type")), dict(body))
+    kind = event.get("type")
+    observer_of(memo).track(None if kind is None else str(kind), dict(body))
     if event.get("type") == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
         READINESS.forget(str(body.get("metadata", {}).get("uid")))
 
@@ -252,9 +270,8 @@ async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_
 
 def freeze_heap() -> None:
     """Move every object alive now (modules, the SGLang tables and parsers :func:`sglang_args.warm_up` built, kopf's
-    registry) out of the garbage collector's reach (``gc.freeze``): they live as long as the process, and a full
-    collection scanning them stopped the event loop for 85-110 ms every few seconds with 150 servers (issue 10,
-    ``bench/operator_apply.py`` at 5/s: those pauses were the operator's p99)."""
+    registry) out of the garbage collector's reach (``gc.freeze``): they live as long as the process, and full
+    collections scanning them paused the event loop (the figures: docs/architecture.md, "Under load")."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
@@ -262,8 +279,8 @@ def freeze_heap() -> None:
 
 GC_THRESHOLDS = (10_000, 10, 50)
 """``gc.set_threshold``: young collections every 10 000 allocations (CPython: 700) and a full one at most every 50
-second-generation collections (10): the live heap of 500 servers took 30-95 ms per full collection, every 10-15 s
-while servers were being created at 5/s (issue 10)."""
+second-generation collections (10): full collections of the live heap are long and come rarely (docs/architecture.md,
+"Under load")."""
 
 
 @kopf.on.startup()

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from sglang_operator import builders
-from sglang_operator.api.server import SGLangServer, parse
+from sglang_operator.api.server import SGLangServer, parse, parse_status
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.revision import (
     DIGEST_ANNOTATION,
@@ -124,10 +124,10 @@ async def record_applied(body: Mapping[str, Any], rendered: builders.Rendered, s
                          history_limit: int) -> None:
     """Record ``rendered`` (applied from ``spec``) in the ControllerRevision ledger; failures are logged (the
     ledger in status still holds the spec), never raised."""
-    status, meta = body.get("status") or {}, body.get("metadata") or {}
-    keep = {r for r in (status.get("stableRevision"), status.get("revision")) if r}
+    status, meta = parse_status(body), body.get("metadata") or {}
+    keep = {r for r in (status.stable_revision, status.revision) if r}
     try:
-        await record(body, rendered, spec, history_limit, keep, fresh=not status.get("revisions"))
+        await record(body, rendered, spec, history_limit, keep, fresh=not status.revisions)
     except Exception as exc:
         log.warning("%s/%s: ControllerRevision of %s not recorded: %s", meta.get("namespace"), meta.get("name"),
                     rendered.revision, exc)

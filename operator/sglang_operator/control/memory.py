@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sglang_operator.api.server import parse_status
+from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.io.sampler import SamplerState
 
 if TYPE_CHECKING:
@@ -83,10 +85,23 @@ class ServerMemory:
     job: asyncio.Task[None] | None = None
     applied: dict[str, Any] = field(default_factory=dict)
     handled: tuple[int, str, float] | None = None
-    """``(generation, revision, monotonic time)`` the reconcile handler applied and has not seen in a view yet: its
-    status is written by kopf's patch after the handler returns, so until a view shows that revision the view is
+    """``(generation, revision, monotonic time)`` the reconcile handler applied and has not seen in a view yet: until
+    a view shows that revision (the watch may still bring views from before the handler's status patch), the view is
     older than what runs (an observation would take the handler's apply for a lost update and apply it again)."""
     sampling: SamplerState = field(default_factory=SamplerState)
+    typed: tuple[str, SGLangServerStatus] | None = None
+    """``(resourceVersion, status)``: the newest view's status parsed (:meth:`status_of`)."""
+
+    def status_of(self, view: Any) -> SGLangServerStatus:
+        """``view['status']`` typed (:func:`sglang_operator.api.server.parse_status`), parsed once per
+        resourceVersion; a view with what the server's job applied merged in (:attr:`applied`) is parsed each
+        time (rare: once after a rollback's apply)."""
+        rv = str((view.get("metadata") or {}).get("resourceVersion") or "")
+        if self.applied or not rv:
+            return parse_status(view)
+        if self.typed is None or self.typed[0] != rv:
+            self.typed = (rv, parse_status(view))
+        return self.typed[1]
 
     @property
     def key(self) -> Key:

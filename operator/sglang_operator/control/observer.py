@@ -18,7 +18,8 @@ Every observation runs in the server's own worker (:class:`~sglang_operator.cont
 shared with the reconcile handler): a server whose worker is busy (the handler applying, a rollback draining) is
 not observed that tick, and a rollback's drain and apply run as that server's job, outside the tick, so one
 server never delays another's observation. A resync (a full LIST of SGLangServers and of the pods of every
-namespace the pod cache holds, every ``resync_seconds``) forgets servers and pods deleted during a watch gap.
+namespace the pod cache holds, every ``resync_seconds`` and after every watch restart) forgets servers and pods
+deleted during a watch gap.
 Replicas, port and requested settings come from the spec last applied (the ledger), not a refused update.
 Read failures are counted (``sglang_operator_scrape_errors_total``) and logged; one server's failure never
 stops the loop.
@@ -36,9 +37,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator import builders
-from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_spec
+from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_spec, parse_status
 from sglang_operator.api.spec import SGLangServerSpec
-from sglang_operator.api.status import Phase
+from sglang_operator.api.status import Phase, SGLangServerStatus
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
 from sglang_operator.builders.revision import DIGEST_ANNOTATION
 from sglang_operator.control import ledger, restore, testhooks
@@ -63,7 +64,7 @@ from sglang_operator.sglang.versions import SGLangVersionError, dialect, parse_v
 
 log = logging.getLogger("sglang_operator.control.observer")
 HANDLED_WAIT_SECONDS = 30.0
-"""How long an observation waits for a view showing the reconcile handler's apply (kopf's patch) at most."""
+"""How long an observation waits for a view showing the reconcile handler's apply (its status patch) at most."""
 RESYNC_SECONDS = 300.0
 """Seconds between two resyncs (:meth:`Observer.resync`), the operator's ``--resync-seconds``."""
 CONCURRENCY = 8
@@ -88,7 +89,7 @@ def requested_settings(server_spec: Any, num_draft_tokens: int | None) -> dict[s
 
 
 async def read_effective(
-    http: SGLangHTTP, url: str, version: str, status: dict[str, Any], server_spec: Any, namespace: str = "default"
+    http: SGLangHTTP, url: str, version: str, status: SGLangServerStatus, server_spec: Any, namespace: str = "default"
 ) -> tuple[dict[str, Any] | None, list[str] | None]:
     """(new effective settings or None, differences or None) of a Ready server at ``url``.
 
@@ -96,7 +97,8 @@ async def read_effective(
     effective settings (new or already in status). Failures are logged and counted, never raised.
     """
     effective = None
-    if not status.get("effective"):
+    stored = status.effective.dump() if status.effective is not None else None
+    if not stored:
         try:
             path = dialect(parse_version(version)).server_info_path
             ref = server_spec.api_key_secret_ref  # SGLang's --api-key guards /server_info (not /metrics)
@@ -105,24 +107,23 @@ async def read_effective(
         except ScrapeError as err:
             telemetry.count_scrape_error("server_info", err.reason)
             log.debug("server info not read yet: %s", err)
-    known = effective or status.get("effective")
+    known = effective or stored
     diffs = None
     if known:
-        diffs = eff.differences(requested_settings(server_spec, status.get("numDraftTokens")), known)
+        diffs = eff.differences(requested_settings(server_spec, status.num_draft_tokens), known)
     return effective, diffs
 
 
-def applied_spec(body: dict[str, Any]) -> SGLangServerSpec:
+def applied_spec(body: Mapping[str, Any], status: SGLangServerStatus) -> SGLangServerSpec:
     """The spec last applied (the ledger record of ``status.revision``), else the object's spec; parsed.
 
     After a refused update the object's spec is not what runs: replicas, port and requested settings must
     come from what was applied. Raises :class:`SpecError` when neither parses.
     """
-    status = body.get("status") or {}
-    record = next((r for r in status.get("revisions") or [] if r.get("revision") == status.get("revision")), None)
-    if record and record.get("spec"):
+    record = status.applied_record
+    if record is not None and record.spec:
         try:
-            return parse_spec(record["spec"])
+            return parse_spec(record.spec)
         except SpecError:
             pass
     return parse_spec(body.get("spec") or {})
@@ -141,7 +142,7 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
         rendered = builders.render(server)
     except (SpecError, builders.InvalidSpec):
         return
-    if rendered.revision != (body.get("status") or {}).get("revision"):
+    if rendered.revision != parse_status(body).revision:
         return
     await apply_placement(body, [placement(body, rendered)], dt.datetime.now(dt.UTC), drain=False)
     log.warning("%s/%s: %s deleted; re-applied revision %s", namespace, name, missing, rendered.revision)
@@ -152,10 +153,8 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
 def offset_in_interval(meta: Mapping[str, Any]) -> float:
     """Where in the observer's interval a server is observed, in [0, 1): fixed per server (a hash of its uid, else
     of its namespace and name), so the first observations of servers created together (a status patch and an
-    event each) spread over the interval like the servers' own hashes. Spread by position in the list instead, the
-    servers created during the last interval were observed back to back at its end: at 5 creations/s, 25 status
-    patches and 25 events in under a second, every 5 s, and the creations in that second waited for them (issue 10,
-    ``bench/operator_apply.py``)."""
+    event each) spread over the interval like the servers' own hashes, not in bursts (why and the figures:
+    docs/architecture.md, "Under load")."""
     key = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
     return zlib.crc32(key.encode()) / 2**32
 
@@ -185,6 +184,9 @@ class Observer:
         self._sampler: Sampler | None = None
         self._task: asyncio.Task[None] | None = None
         self._last_resync: float | None = None
+        self.relisted = False
+        """Set when a watch was re-listed (kopf restarts a watch after a 410 Gone or a lost connection with a LIST,
+        whose events have type None and whose deletions come as no event): the loop resyncs after its tick."""
 
     @property
     def http(self) -> SGLangHTTP:
@@ -210,12 +212,16 @@ class Observer:
         """The memory of the server ``body`` (created on first sight)."""
         return self.memories.of(key_of(body), str((body.get("metadata") or {}).get("uid") or ""))
 
-    def track(self, event_type: str, body: dict[str, Any]) -> None:
-        """Record the latest ``body`` of a watch event (``DELETED`` forgets the server: :meth:`forget`)."""
+    def track(self, event_type: str | None, body: dict[str, Any]) -> None:
+        """Record the latest ``body`` of a watch event (``DELETED`` forgets the server: :meth:`forget`; None: kopf's
+        listing, a re-list when the server was known already: :attr:`relisted`)."""
         if event_type == "DELETED":
             self.forget(key_of(body))
             return
-        self.memory(body).body = body
+        mem = self.memory(body)
+        if event_type is None and mem.body is not None:
+            self.relisted = True
+        mem.body = body
 
     def forget(self, key: Key) -> None:
         """Drop everything kept about server ``key``: its memory, its series, the sampler's state, its pods."""
@@ -224,7 +230,10 @@ class Observer:
         self.pods.forget_server(*key)
 
     def pod_event(self, event_type: str | None, body: dict[str, Any]) -> None:
-        """A watch event of a managed pod (None: kopf's initial listing)."""
+        """A watch event of a managed pod (None: kopf's listing; of a pod the cache holds already, a re-list:
+        :attr:`relisted`)."""
+        if event_type is None and self.pods.holds(body):
+            self.relisted = True
         self.pods.apply(event_type, body)
 
     async def child_deleted(self, child: dict[str, Any]) -> None:
@@ -270,57 +279,58 @@ class Observer:
         the revision to apply as the server's job). The caller holds the server's lock."""
         meta, stored = body.get("metadata", {}), body.get("status") or {}
         mem = self.memory(body)
-        status = {**stored, **mem.applied} if mem.applied else stored  # what the server's job applied
-        view = {**body, "status": status} if mem.applied else body
+        view = {**body, "status": {**stored, **mem.applied}} if mem.applied else body  # what the server's job applied
+        status = mem.status_of(view)
         if groups.waiting_for_lws(status):  # nothing applied for want of the LeaderWorkerSet API: re-check
             await apply_when_served(body, now)
             return
-        if not status.get("revision") or meta.get("deletionTimestamp"):
+        if not status.revision or meta.get("deletionTimestamp"):
             return
         if mem.handled is not None:  # the reconcile handler applied a revision its patch has not shown yet
             generation, handled, at = mem.handled
-            if status.get("revision") == handled or time.monotonic() - at > HANDLED_WAIT_SECONDS \
+            if status.revision == handled or time.monotonic() - at > HANDLED_WAIT_SECONDS \
                     or int(meta.get("generation") or 0) != generation:
                 mem.handled = None
             else:
                 return  # an older view than what runs: the watch brings the handler's status next
         try:
-            server, spec = self._parsed(mem, view)
+            server, spec = self._parsed(mem, view, status)
         except SpecError:
             return
-        observed, policy = await self.gather(mem, view, server, spec, now)
+        observed, policy = await self.gather(mem, view, status, server, spec, now)
         await self.persist(mem, body, decide(stored, mem.applied, observed, policy), now)
 
-    async def gather(self, mem: ServerMemory, view: dict[str, Any], server: SGLangServer, spec: SGLangServerSpec,
-                     now: dt.datetime) -> tuple[Observed, Any]:
+    async def gather(self, mem: ServerMemory, view: dict[str, Any], status: SGLangServerStatus, server: SGLangServer,
+                     spec: SGLangServerSpec, now: dt.datetime) -> tuple[Observed, Any]:
         """The I/O of one observation: the pods (from the cache), ``/server_info`` once Ready, the image digest, the
         interval's samples. Returns what was observed and the policy in force (``intervalSeconds`` the sampling
-        interval). ``view``: the object with what the server's job applied; ``spec``: the spec it runs."""
-        meta, status = view.get("metadata", {}), view.get("status") or {}
-        revision = str(status.get("revision"))
+        interval). ``view``: the object with what the server's job applied, ``status`` its status (a revision
+        applied); ``spec``: the spec it runs."""
+        meta = view.get("metadata", {})
+        revision = str(status.revision)
         generation = int(meta.get("generation") or 0)
         pods = await self.pods.pods(server.namespace, server.name)
         health = groups.server_health(pods, spec, revision, generation, now)  # per group (leaders) multi-node
         effective = diffs = None
         if health.phase == "Ready" and health.pod_ips:
             effective, diffs = await read_effective(self.http, base_url(health.pod_ips[0], spec.port),
-                                                    status.get("sglangVersion") or "", status, spec,
-                                                    server.namespace)
+                                                    status.sglang_version or "", status, spec, server.namespace)
             await self._note_digest(mem, revision, pods)
         policy = server.spec.rollback
-        if judging.warm_up_ends(status, policy.warmup_seconds, now):  # align the first judged interval
+        if judging.warm_up_ends(status.analysis, policy.warmup_seconds, now):  # align the first judged interval
             Sampler.restart_interval(mem.sampling)
-        samples, figures, interval = await self.sample(view, spec, policy, now, mem)
+        samples, figures, interval = await self.sample(view, status, spec, policy, now, mem)
         policy = policy.model_copy(update={"interval_seconds": max(1, round(interval))})
         sample = judging.sample_for(samples, revision)
         serving = [t for t in targets(groups.serving_pods(pods, spec)) if t.revision == revision]
         observation = Observation(
             revision=revision, desired_pods=spec.replicas, setup=setup_of(spec),
             pods=tuple(PodView(t.name, t.ready, t.restarts) for t in serving),
-            spec_revision=None if mem.apply_failure else self._spec_revision(mem, server, view),  # kopf retries it
+            spec_revision=None if mem.apply_failure else self._spec_revision(mem, server, view, status),  # kopf retries
             retry_token=restore.retry_token(view))
         speculative = speculative_condition(
-            spec.speculative.algorithm.value if spec.speculative else None, effective or status.get("effective"),
+            spec.speculative.algorithm.value if spec.speculative else None,
+            effective or (status.effective.dump() if status.effective is not None else None),
             None if sample is None or sample.kind is not SampleKind.MEASURED
             else sample.figures.accept_length is not None,
             health.phase == "Ready", generation, now)
@@ -375,23 +385,22 @@ class Observer:
             return False
         return True
 
-    def _parsed(self, mem: ServerMemory, body: dict[str, Any]) -> tuple[SGLangServer, SGLangServerSpec]:
+    def _parsed(self, mem: ServerMemory, body: dict[str, Any],
+                status: SGLangServerStatus) -> tuple[SGLangServer, SGLangServerSpec]:
         """``body`` parsed without its status, and the spec it last applied (:func:`applied_spec`), cached while
         its uid, generation and ``status.revision`` stay: parsing both was a fifth of an observation's time
         (every server, every interval). Raises :class:`SpecError`."""
         meta = body.get("metadata", {})
-        revision = str((body.get("status") or {}).get("revision"))
-        stamp = (str(meta.get("uid")), int(meta.get("generation") or 0), revision)
+        stamp = (str(meta.get("uid")), int(meta.get("generation") or 0), str(status.revision))
         cached = mem.parsed
         if cached is not None and cached.stamp == stamp:
             return cached.server, cached.applied
         server = parse({k: v for k, v in body.items() if k != "status"})  # the status is the observer's to write
-        spec = applied_spec(body)
+        spec = applied_spec(body, status)
         if spec == server.spec:  # mostly: one model held per server, not two
             spec = server.spec
-        status = body.get("status") or {}
-        record = next((r for r in status.get("revisions") or [] if r.get("revision") == status.get("revision")), None)
-        unchanged = record is not None and same_spec(record.get("spec"), body.get("spec"))
+        record = status.applied_record
+        unchanged = record is not None and same_spec(record.spec, body.get("spec"))
         mem.parsed = ParseCache(stamp, server, spec, unchanged)
         return server, spec
 
@@ -400,7 +409,8 @@ class Observer:
         not render it again (:meth:`_spec_revision`; a refused spec, rare, the observer renders once itself)."""
         self.memory(body).spec_revision = (generation, revision)
 
-    def _spec_revision(self, mem: ServerMemory, server: SGLangServer, body: Mapping[str, Any]) -> str | None:
+    def _spec_revision(self, mem: ServerMemory, server: SGLangServer, body: Mapping[str, Any],
+                       status: SGLangServerStatus) -> str | None:
         """The revision the object's spec asks for, for the analysis' ``converge`` (None: nothing to converge to).
 
         None when the spec was refused at this generation (``SpecValid=False``: the API server or the validation
@@ -409,14 +419,12 @@ class Observer:
         changed (an upgrade) is applied at the server's next spec change, never by a resume. Else the spec's
         render, cached per generation."""
         generation = int((body.get("metadata") or {}).get("generation") or 0)
-        status = body.get("status") or {}
-        refused = next((c for c in status.get("conditions") or [] if c.get("type") == st.SPEC_VALID
-                        and c.get("status") == "False" and c.get("observedGeneration") == generation), None)
-        if refused is not None:
+        valid = status.condition(st.SPEC_VALID)
+        if valid is not None and valid.status == "False" and valid.observed_generation == generation:
             return None
-        self._parsed(mem, dict(body))  # cached per uid, generation and revision: with it whether the spec changed
+        self._parsed(mem, dict(body), status)  # cached per uid, generation and revision: with whether the spec changed
         if mem.parsed is not None and mem.parsed.unchanged:
-            return str(status.get("revision"))
+            return str(status.revision)
         cached = mem.spec_revision
         if cached is not None and cached[0] == generation:
             return cached[1]
@@ -469,16 +477,16 @@ class Observer:
         mem.apply_error = None
         mem.applied = new
 
-    async def sample(self, body: dict[str, Any], spec: Any, policy: Any, now: dt.datetime,
+    async def sample(self, body: dict[str, Any], status: SGLangServerStatus, spec: Any, policy: Any, now: dt.datetime,
                      mem: ServerMemory | None = None) -> tuple[list[Sample] | None, dict[str, Any], float]:
         """Sample the server when its interval has passed: export every revision's sample; return the samples
         (None: not due), the status figures of the serving revision (:func:`decisions.status.figures_patch`;
         ``{}`` when nothing to write) and the sampling interval in seconds. ``spec``: the applied spec (port,
         model, API key); ``policy``: the object's ``spec.rollback`` (signal, interval, probe)."""
-        meta, status = body["metadata"], body.get("status") or {}
+        meta = body["metadata"]
         ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
         try:
-            roles = roles_for(parse_version(status.get("sglangVersion") or ""))
+            roles = roles_for(parse_version(status.sglang_version or ""))
         except SGLangVersionError:
             return None, {}, float(self.sample_interval or policy.interval_seconds)
         params = sampling_params(policy, self.sample_interval)
@@ -495,8 +503,7 @@ class Observer:
         self.series.export(ns, name, samples)
         for s in samples:
             log.debug("%s/%s revision %s: %s %s %s", ns, name, s.revision, s.kind.value, s.reason, s.figures)
-        serving = next((s for s in samples if s.revision == status.get("revision")
-                        and s.kind is SampleKind.MEASURED), None)
+        serving = next((s for s in samples if s.revision == status.revision and s.kind is SampleKind.MEASURED), None)
         if serving is None:
             return samples, {}, params.interval_seconds
         return samples, st.figures_patch(status, serving.figures, serving.end, now), params.interval_seconds
@@ -505,11 +512,12 @@ class Observer:
         """Observe every tracked server once, spread over :data:`SPREAD` of the interval (at most
         :data:`CONCURRENCY` at a time), each at its own fixed point of it (:func:`offset_in_interval`), in its own
         worker (a server whose worker is busy is skipped this tick). One loop walks the servers in phase order and
-        starts each observation when its point comes: a task per server sleeping until its point, all created at the
-        tick's start, held the event loop for several milliseconds every interval at 500 servers (issue 10)."""
+        starts each observation when its point comes (not a sleeping task per server: docs/architecture.md,
+        "Under load")."""
         sem = asyncio.Semaphore(CONCURRENCY)
         servers = [m.body for m in self.memories.values() if m.body is not None]
-        telemetry.set_servers(((b.get("status") or {}).get("phase") for b in servers), [p.value for p in Phase])
+        telemetry.set_servers((m.status_of(m.body).phase for m in self.memories.values() if m.body is not None),
+                              [p.value for p in Phase])
         spread = SPREAD * self.interval
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -573,8 +581,9 @@ class Observer:
             started = loop.time()
             try:
                 await self.tick()
-                if self.resync_seconds > 0 and loop.time() - self._last_resync >= self.resync_seconds:
-                    self._last_resync = loop.time()
+                due = self.resync_seconds > 0 and loop.time() - self._last_resync >= self.resync_seconds
+                if due or self.relisted:  # periodic, and after every watch restart
+                    self._last_resync, self.relisted = loop.time(), False
                     await self.resync()
             except Exception:  # never let the loop die silently: log and go on next tick
                 log.exception("observer tick failed")

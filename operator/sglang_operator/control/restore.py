@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglang_operator import builders
-from sglang_operator.api.server import parse
+from sglang_operator.api.server import parse, parse_status
 from sglang_operator.control import ledger
 from sglang_operator.control.apply import apply_placement, placement
 from sglang_operator.control.memory import ServerMemory
-from sglang_operator.decisions.judging import state_of
-from sglang_operator.decisions.rollback import RETRY_ANNOTATION, what_should_run
+from sglang_operator.decisions.rollback import RETRY_ANNOTATION, RollbackState, what_should_run
 
 log = logging.getLogger("sglang_operator.control.restore")
 
@@ -54,7 +53,7 @@ async def target(body: Mapping[str, Any], rendered: builders.Rendered) -> Choice
     """What to apply when the object's spec renders ``rendered``: that, or the stable revision rendered from the
     ledger with the reason the spec's revision is not run. Raises :class:`NotInLedger` when the stable revision
     has no ledger entry (then the caller applies nothing new)."""
-    state = state_of(body.get("status") or {})
+    state = RollbackState.from_status(parse_status(body))
     choice = what_should_run(rendered.revision, state, retry_token(body))
     if choice.revision == rendered.revision:
         return Choice(rendered, dict(body.get("spec") or {}))

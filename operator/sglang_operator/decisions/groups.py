@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_operator.api.base import truncate
+from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.leaderworkerset import API_VERSION, GROUP_INDEX_LABEL, LEADER_INDEX, WORKER_INDEX_LABEL
-from sglang_operator.decisions.conditions import condition, find, merge
+from sglang_operator.decisions.conditions import condition, merge
 from sglang_operator.decisions.pods import PodHealth, is_ready, pod_health
 
 LWS_MISSING = "LeaderWorkerSetMissing"
@@ -174,8 +175,8 @@ def lws_missing(status: Mapping[str, Any], warnings: list[str], generation: int,
             "conditions": merge(status.get("conditions") or [], conds)}
 
 
-def waiting_for_lws(status: Mapping[str, Any]) -> bool:
+def waiting_for_lws(status: SGLangServerStatus) -> bool:
     """Whether ``status`` says the LeaderWorkerSet API was missing at the last reconcile (the observer then
     re-checks each tick)."""
-    ready = find(status.get("conditions") or [], "Ready")
-    return ready is not None and ready.get("reason") == LWS_MISSING
+    ready = status.condition("Ready")
+    return ready is not None and ready.reason == LWS_MISSING

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sglang_operator.api.analysis import AnalysisPhase, Baseline
+from sglang_operator.api.analysis import Analysis, AnalysisPhase, Baseline
 from sglang_operator.api.base import PROMOTE_ANNOTATION as PROMOTE_ANNOTATION
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.status import SGLangServerStatus, Verdict
@@ -117,16 +117,13 @@ def promote(state: RollbackState, token: str, policy: RollbackPolicy, now: dt.da
                                  state.baseline.samples), Event("Normal", "Promoted", message)]
 
 
-def warm_up_ends(status: Mapping[str, Any], warmup_seconds: float, now: dt.datetime) -> bool:
+def warm_up_ends(analysis: Analysis | None, warmup_seconds: float, now: dt.datetime) -> bool:
     """Whether the warm-up of the analysed revision ends at this tick (all its pods Ready since
     ``analysis.readySince`` for ``warmup_seconds``, not yet marked warmed up): the observer then starts a sampling
     interval now, so the first judged interval begins at the warm-up's end and the earliest rollback is
     warm-up + failureThreshold × interval after the pods were Ready, not up to one interval later."""
-    a = status.get("analysis") or {}
-    if a.get("phase") not in ("WarmingUp", "RolledBack", "Stable") or a.get("warmedUpAt") or not a.get("readySince"):
+    a = analysis
+    if a is None or a.phase not in (AnalysisPhase.WARMING_UP, AnalysisPhase.ROLLED_BACK, AnalysisPhase.STABLE) \
+            or a.warmed_up_at is not None or a.ready_since is None:
         return False
-    try:
-        ready = dt.datetime.fromisoformat(str(a["readySince"]).replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return now >= ready + dt.timedelta(seconds=warmup_seconds)
+    return now >= a.ready_since + dt.timedelta(seconds=warmup_seconds)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator.api.base import truncate
+from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions.conditions import Condition, condition, merge, rfc3339, same
 from sglang_operator.decisions.pods import PodHealth
 from sglang_operator.decisions.sampling.model import Figures
@@ -191,7 +192,7 @@ def _moved(old: Any, new: float | None, fraction: float) -> bool:
     return abs(new - old) > fraction * abs(old) if old else new != 0
 
 
-def figures_patch(status: Mapping[str, Any], figures: Figures | None, measured_at: dt.datetime,
+def figures_patch(status: SGLangServerStatus, figures: Figures | None, measured_at: dt.datetime,
                   now: dt.datetime) -> dict[str, Any]:
     """The serving revision's figures for ``status``, or ``{}`` when they are not worth a write.
 
@@ -208,12 +209,12 @@ def figures_patch(status: Mapping[str, Any], figures: Figures | None, measured_a
     if all(v is None for v in new.values()):
         return {}
     try:
-        updated: dt.datetime | None = dt.datetime.fromisoformat(str(status.get("metricsUpdatedAt")))
+        updated: dt.datetime | None = dt.datetime.fromisoformat(str(status.metrics_updated_at))
     except ValueError:
         updated = None
     stale = updated is None or now - updated >= FIGURES_REFRESH
-    moved = (_moved(status.get("acceptLength"), new["acceptLength"], ACCEPT_LENGTH_MOVE)
-             or _moved(status.get("tokensPerSecond"), new["tokensPerSecond"], TOKENS_PER_SECOND_MOVE))
+    moved = (_moved(status.accept_length, new["acceptLength"], ACCEPT_LENGTH_MOVE)
+             or _moved(status.tokens_per_second, new["tokensPerSecond"], TOKENS_PER_SECOND_MOVE))
     if not (stale or moved):
         return {}
     return {**{k: v for k, v in new.items() if v is not None}, "metricsUpdatedAt": rfc3339(measured_at)}

@@ -40,8 +40,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.client_timeout = 300
     # A per-object worker keeps its slot while it idles (idle_timeout) after the object's last event, and every
     # server gets several events within seconds of its creation (kopf's patches, the observer's): with 64 slots and
-    # kopf's 5 s idling, creations beyond ~8/s queued without bound (issue 10, bench/operator_apply.py at 20/s: apply →
-    # Deployment p99 55 s with 64 slots, 4.9 s with these).
+    # kopf's 5 s idling, creations beyond ~8/s queued without bound (docs/architecture.md, "Under load").
     settings.queueing.worker_limit = WORKER_LIMIT
     settings.queueing.idle_timeout = 1.0  # seconds (kopf: 5)
     settings.execution.max_workers = 16
@@ -51,7 +50,7 @@ class LeanDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
     """kopf's annotation diff-base storage, building the same essence from less: kopf's ``DiffBaseStorage.build``
     deep-copies the whole body, status (with the revision ledger) and ``metadata.managedFields`` included, then
     drops all but the spec, labels and annotations (``kopf/_cogs/configs/diffbase.py``). It runs on every watch
-    event of every SGLangServer: 8 % of the operator's CPU at 20 creations/s (py-spy, issue 10). Here the body is
+    event of every SGLangServer (its cost: docs/architecture.md, "Under load"). Here the body is
     cut down to those parts first; with extra fields outside them (none of this operator's handlers has any) the
     whole body is used."""
 

@@ -29,10 +29,8 @@ _client: AsyncClient | None = None
 def client() -> AsyncClient:
     """The process-wide client, created on first use. HTTP/1.1 (httpx's pool: up to 100 connections, 20 kept
     alive): the slow kind, Service applies, is bounded apart (:data:`SERVICE_APPLIES`), so slow answers cannot hold
-    every connection. Over HTTP/2 (``h2``) each request cost the operator 2.2 ms of CPU against 1.5 ms (a small
-    patch against the local control plane, a ServiceAccount token: ``h2`` Huffman-encodes the never-indexed
-    Authorization header on every request); at 5 creations/s that was a sixth of the operator's CPU, and its
-    apply → Deployment p99 went from 78 to 65 ms with HTTP/1.1 (issue 10, bench/operator_apply.py)."""
+    every connection. Not HTTP/2: ``h2`` Huffman-encodes the never-indexed Authorization header on every request, which
+    cost more CPU per request than the multiplexing saved (docs/architecture.md, "Under load")."""
     global _client
     if _client is None:
         _client = AsyncClient(field_manager=FIELD_MANAGER, http2=False)
@@ -77,10 +75,8 @@ async def get_object(kind: str, namespace: str, name: str) -> dict[str, Any] | N
 SERVICE_APPLIES = 16
 """Service applies in flight at once. The API server allocates ClusterIPs one at a time (``MetaAllocator``'s mutex
 held across an IPAddress create, ``pkg/registry/core/service/ipallocator/cidrallocator.go``), so under load a
-Service creation takes seconds and more of them in flight go no faster. Unbounded, at 20 creations/s they held most
-of the 100 streams of the HTTP/2 connection the client then used, and every other request waited for one: apply →
-Deployment p90 3.4 s, 3.4 s of it before the Deployment's request reached the API server (issue 10,
-bench/operator_apply.py, kube-apiserver goroutine dump and audit log)."""
+Service creation takes seconds and more of them in flight go no faster; unbounded, they held the client's
+connections while every other request waited (docs/architecture.md, "Under load")."""
 
 _service_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 

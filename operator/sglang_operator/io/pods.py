@@ -97,6 +97,11 @@ class PodCache:
         server = str((meta.get("labels") or {}).get(INSTANCE_LABEL, ""))
         self._by_server.setdefault((ns, server), {})[name] = pod
 
+    def holds(self, body: Mapping[str, Any]) -> bool:
+        """Whether the pod ``body`` (any version of it) is in the cache."""
+        meta = body.get("metadata") or {}
+        return str(meta.get("name")) in self._pods.get(str(meta.get("namespace") or "default"), {})
+
     def _drop(self, ns: str, name: str) -> None:
         old = self._pods.get(ns, {}).pop(name, None)
         if old is not None:

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sglang_operator.api.base import GROUP, PROMOTE_ANNOTATION, RETRY_ANNOTATION
+from sglang_operator.api.server import parse_status
 from sglang_operator.plugin import view
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="The revision ledger of an SGLangServer: "
@@ -98,17 +99,17 @@ def history(name: Name, namespace: Namespace = "default", output: Output = "tabl
     serving marked ▶)."""
     client = _client()
     body = _server(client, namespace, name)
-    rows = view.history_rows(body.get("status") or {}, _revisions(client, namespace, name), dt.datetime.now(dt.UTC))
+    rows = view.history_rows(parse_status(body), _revisions(client, namespace, name), dt.datetime.now(dt.UTC))
     if output == "json":
         typer.echo(json.dumps([r.as_json() for r in rows], indent=2))
         return
     table = Table(title=f"SGLangServer {namespace}/{name}", title_justify="left")
-    for col in ("", "REVISION", "AGE", "VERDICT", "TOK/S", "ACCEPT LEN", "ACCEPT RATE", "SAMPLES", "IMAGE"):
+    for col in ("", "REVISION", "AGE", "VERDICT", "TOK/S", "ACCEPT LEN", "SAMPLES", "IMAGE"):
         table.add_column(col, no_wrap=col != "IMAGE")
     for r in rows:
         mark = ("★" if r.stable else "") + ("▶" if r.serving else "")
         table.add_row(mark, r.revision, r.age, r.verdict, _fmt(r.tokens_per_second, 1), _fmt(r.accept_length, 2),
-                      _fmt(r.accept_rate, 2), view.ABSENT if r.samples is None else str(r.samples), r.image)
+                      view.ABSENT if r.samples is None else str(r.samples), r.image)
     Console(width=200).print(table)
     for r in rows:
         if r.reason:
@@ -125,10 +126,10 @@ def diff(
     """Show the SGLang flags (and environment) two revisions differ in, side by side."""
     client = _client()
     body = _server(client, namespace, name)
-    status = body.get("status") or {}
+    status = parse_status(body)
     revisions = _revisions(client, namespace, name)
-    rev_a = rev_a or _spec_revision(body) or status.get("revision")
-    rev_b = rev_b or status.get("stableRevision")
+    rev_a = rev_a or _spec_revision(body) or status.revision
+    rev_b = rev_b or status.stable_revision
     if not rev_a or not rev_b:
         raise _fail("name two revisions: this server has no stable revision yet")
     a, b = _by_hash(revisions, rev_a), _by_hash(revisions, rev_b)
@@ -175,7 +176,7 @@ def promote(name: Name, namespace: Namespace = "default") -> None:
     """Accept the revision that serves now as the stable revision (its samples so far become the baseline)."""
     client = _client()
     body = _server(client, namespace, name)
-    serving = (body.get("status") or {}).get("revision")
+    serving = parse_status(body).revision
     if not serving:
         raise _fail(f"{name} serves no revision yet")
     _annotate(client, namespace, name, PROMOTE_ANNOTATION, serving)
@@ -196,13 +197,13 @@ def undo(
 
     client = _client()
     body = _server(client, namespace, name)
-    status = body.get("status") or {}
-    target = to or status.get("stableRevision")
+    status = parse_status(body)
+    target = to or status.stable_revision
     if not target:
         raise _fail(f"{name} has no stable revision yet: name one with --to")
     cr = _by_hash(_revisions(client, namespace, name), target)
     rev = cr["metadata"]["labels"][f"{GROUP}/revision"]
-    if any(r.get("revision") == rev for r in status.get("rejectedRevisions") or []):
+    if any(r.revision == rev for r in status.rejected_revisions):
         raise _fail(f"revision {rev} was rejected by the rollback; to try it again use "
                     f"`sglang-operator retry {name}` after restoring its spec")
     patch = [{"op": "replace", "path": "/spec", "value": cr["data"]["spec"]}]

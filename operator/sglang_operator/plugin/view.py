@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders.revision import DIGEST_ANNOTATION
 from sglang_operator.decisions.conditions import rfc3339
 
@@ -29,7 +30,6 @@ class HistoryRow:
     verdict: str
     tokens_per_second: float | None
     accept_length: float | None
-    accept_rate: float | None
     samples: int | None
     image: str
     stable: bool
@@ -40,7 +40,7 @@ class HistoryRow:
         """camelCase dict for ``-o json``."""
         return {"revision": self.revision, "number": self.number, "age": self.age, "verdict": self.verdict,
                 "tokensPerSecond": self.tokens_per_second, "acceptLength": self.accept_length,
-                "acceptRate": self.accept_rate, "samples": self.samples, "image": self.image,
+                "samples": self.samples, "image": self.image,
                 "stable": self.stable, "serving": self.serving, "reason": self.reason}
 
 
@@ -59,25 +59,25 @@ def age(created: str | None, now: dt.datetime) -> str:
     return f"{secs}s"
 
 
-def history_rows(status: Mapping[str, Any], revisions: Sequence[Mapping[str, Any]], now: dt.datetime,
+def history_rows(status: SGLangServerStatus, revisions: Sequence[Mapping[str, Any]], now: dt.datetime,
                  serving: str | None = None) -> list[HistoryRow]:
     """One row per revision in ``status.revisions`` (oldest first), joined with its ControllerRevision (by the
     ``sglang-operator.io/revision`` label) for the ordinal number and the image by digest. ``serving``: the
     revision the pods run (default ``status.revision``)."""
     by_hash = {(r.get("metadata") or {}).get("labels", {}).get("sglang-operator.io/revision"): r for r in revisions}
-    stable = status.get("stableRevision")
-    serving = serving or status.get("revision")
+    stable = status.stable_revision
+    serving = serving or status.revision
     rows = []
-    for rec in status.get("revisions") or []:
-        rev = str(rec.get("revision"))
+    for rec in status.revisions:
+        rev = rec.revision
         cr = by_hash.get(rev) or {}
         digest = ((cr.get("metadata") or {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
-        image = digest or (cr.get("data") or {}).get("image") or (rec.get("summary") or {}).get("image") or ABSENT
+        image = digest or (cr.get("data") or {}).get("image") or rec.summary.get("image") or ABSENT
         rows.append(HistoryRow(
-            revision=rev, number=cr.get("revision"), age=age(rec.get("createdAt"), now),
-            verdict=str(rec.get("verdict") or ABSENT), tokens_per_second=rec.get("tokensPerSecond"),
-            accept_length=rec.get("acceptLength"), accept_rate=rec.get("acceptRate"), samples=rec.get("samples"),
-            image=str(image), stable=rev == stable, serving=rev == serving, reason=str(rec.get("reason") or ""),
+            revision=rev, number=cr.get("revision"), age=age(rec.created_at, now),
+            verdict=rec.verdict or ABSENT, tokens_per_second=rec.tokens_per_second,
+            accept_length=rec.accept_length, samples=rec.samples,
+            image=str(image), stable=rev == stable, serving=rev == serving, reason=rec.reason or "",
         ))
     return rows
 

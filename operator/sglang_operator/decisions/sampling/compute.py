@@ -226,6 +226,23 @@ def figures(pairs: Sequence[tuple[Scrape, Scrape]], roles: MetricRoles, signal: 
     return out, gen_total
 
 
+def requests_in_flight(parsed: Parsed) -> int:
+    """Requests a server has in flight by one ``/metrics`` body (parsed with roles
+    :data:`~sglang_operator.decisions.sampling.roles.DRAIN_ROLES`): requests that streamed their first token minus
+    those that finished or were aborted (``sglang:time_to_first_token_seconds_count`` minus
+    ``sglang:e2e_request_latency_seconds_count``, summed over their series; the tokenizer manager observes both as it
+    happens, ``TokenizerMetricsCollector``), else the ``sglang:num_running_reqs`` gauge summed, which the scheduler
+    refreshes at decode-log intervals only (every 30 s when idle: ``scheduler.py`` ``check_memory``), so it reads 1 for
+    up to 30 s after the last request ended. 0 when none is exposed."""
+    started = parsed.histograms.get(Role.TIME_TO_FIRST_TOKEN)
+    finished = parsed.histograms.get(Role.E2E_REQUEST_LATENCY)
+    if started and finished:
+        begun = sum(s.count or 0.0 for s in started.values())
+        ended = sum(s.count or 0.0 for s in finished.values())
+        return max(int(begun - ended), 0)
+    return int(sum((parsed.gauges.get(Role.RUNNING_REQUESTS) or {}).values()))
+
+
 def _names(pods: Iterable[str]) -> str:
     return ", ".join(sorted(pods)) or "none"
 

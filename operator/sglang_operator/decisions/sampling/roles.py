@@ -32,6 +32,7 @@ class Role(StrEnum):
     NUM_DRAFT_TOKENS = "num_draft_tokens"
     TIME_TO_FIRST_TOKEN = "time_to_first_token"
     INTER_TOKEN_LATENCY = "inter_token_latency"
+    E2E_REQUEST_LATENCY = "e2e_request_latency"
 
 
 ROLE_NAMES: dict[Role, tuple[str, str]] = {
@@ -47,8 +48,13 @@ ROLE_NAMES: dict[Role, tuple[str, str]] = {
     Role.NUM_DRAFT_TOKENS: ("sglang:spec_num_draft_tokens", "gauge"),
     Role.TIME_TO_FIRST_TOKEN: ("sglang:time_to_first_token_seconds", "histogram"),
     Role.INTER_TOKEN_LATENCY: ("sglang:inter_token_latency_seconds", "histogram"),
+    Role.E2E_REQUEST_LATENCY: ("sglang:e2e_request_latency_seconds", "histogram"),
 }
 """Role → (declared family name in the metric table, expected type)."""
+DRAIN_ROLES = frozenset({Role.RUNNING_REQUESTS, Role.TIME_TO_FIRST_TOKEN, Role.E2E_REQUEST_LATENCY})
+"""What the drain before a Recreate reads (:func:`sglang_operator.decisions.sampling.compute.requests_in_flight`);
+the sampler's roles (:data:`SAMPLER_ROLES`) leave out the end-to-end latency it never uses."""
+SAMPLER_ROLES = frozenset(ROLE_NAMES) - {Role.E2E_REQUEST_LATENCY}
 
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
@@ -80,14 +86,14 @@ class MetricRoles:
         return role in self.names
 
 
-def build_roles(declared: dict[str, str]) -> MetricRoles:
-    """:class:`MetricRoles` from a table's ``{declared name: type}``; raises :class:`MetricTableError` when a role's
-    family has an unexpected type."""
+def build_roles(declared: dict[str, str], wanted: frozenset[Role] = SAMPLER_ROLES) -> MetricRoles:
+    """:class:`MetricRoles` of the ``wanted`` roles from a table's ``{declared name: type}``; raises
+    :class:`MetricTableError` when a role's family has an unexpected type."""
     names: dict[Role, str] = {}
     kinds: dict[Role, str] = {}
     samples: dict[bytes, tuple[Role, str]] = {}
     for role, (name, kind) in ROLE_NAMES.items():
-        if name not in declared:
+        if name not in declared or role not in wanted:
             continue
         if declared[name] != kind:
             raise MetricTableError(f"{name} is a {declared[name]} in the metric table; the sampler reads a {kind}")
@@ -101,6 +107,7 @@ def build_roles(declared: dict[str, str]) -> MetricRoles:
 
 
 @cache
-def roles_for(version: SGLangVersion) -> MetricRoles:
-    """The roles of ``version``'s nearest supported metric table (raises ``SGLangVersionError`` if unsupported)."""
-    return build_roles({m.name: m.type for m in load_metrics(version).values()})
+def roles_for(version: SGLangVersion, wanted: frozenset[Role] = SAMPLER_ROLES) -> MetricRoles:
+    """The ``wanted`` roles (default: the sampler's) of ``version``'s nearest supported metric table (raises
+    ``SGLangVersionError`` if unsupported)."""
+    return build_roles({m.name: m.type for m in load_metrics(version).values()}, wanted)
