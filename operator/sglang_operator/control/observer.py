@@ -298,7 +298,7 @@ class Observer:
         except SpecError:
             return
         observed, policy = await self.gather(mem, view, status, server, spec, now)
-        await self.persist(mem, body, decide(stored, mem.applied, observed, policy), now)
+        await self.persist(mem, body, decide(stored, mem.applied, observed, policy, status), now)
 
     async def gather(self, mem: ServerMemory, view: dict[str, Any], status: SGLangServerStatus, server: SGLangServer,
                      spec: SGLangServerSpec, now: dt.datetime) -> tuple[Observed, Any]:
