@@ -253,15 +253,42 @@ async def track(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_: An
         READINESS.forget(str(body.get("metadata", {}).get("uid")))
 
 
-@kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
-@kopf.on.event("", "v1", "services", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
+MANAGED_LABELS = {"app.kubernetes.io/managed-by": MANAGED_BY}
+"""The label every object the operator creates carries (:func:`sglang_operator.builders.labels.common_labels`)."""
+MANAGED_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_LABELS.items())
+""":data:`MANAGED_LABELS` as a Kubernetes label selector: ``app.kubernetes.io/managed-by=sglang-operator``."""
+DEPLOYMENTS = ("apps", "v1", "deployments")
+SERVICES = ("", "v1", "services")
+PODS = ("", "v1", "pods")
+MANAGED_WATCHES = (DEPLOYMENTS, SERVICES, PODS)
+"""The (group, version, plural) of every kopf watch of objects the operator manages (not SGLangServers: all of
+them are the operator's). No LeaderWorkerSet is watched: the observer reads them (control/multinode.py)."""
+
+
+def watch_only_managed(settings: kopf.OperatorSettings) -> None:
+    """Make kopf's LIST and WATCH of :data:`MANAGED_WATCHES` select :data:`MANAGED_SELECTOR` server-side.
+
+    The ``labels=`` filter of a kopf handler is evaluated client-side, after kopf has listed and watched every
+    object of the resource in the cluster (or the watched namespaces) and kept per-object state for each. kopf's
+    ``settings.watching.label_selectors`` (``kopf/_cogs/configs/configuration.py``, ``WatchingSettings``; read in
+    kopf 1.45 by ``kopf/_cogs/clients/fetching.py`` ``fetch_objs`` and ``kopf/_cogs/clients/watching.py``
+    ``watch_objs``, which both put the selectors matching a resource, joined by ``,``, into the ``labelSelector``
+    query parameter) is sent to the API server, which then lists and streams only the managed objects. The
+    handlers keep their ``labels=`` filter as well (it then always matches). Called by kopf's startup handler
+    :func:`sglang_operator.entry.runner.configure`, before any watch starts."""
+    for resource in MANAGED_WATCHES:
+        settings.watching.label_selectors[resource] = MANAGED_SELECTOR
+
+
+@kopf.on.event(*DEPLOYMENTS, labels=MANAGED_LABELS)
+@kopf.on.event(*SERVICES, labels=MANAGED_LABELS)
 async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_: Any) -> None:
     """A child deleted behind the operator's back is re-applied (same revision, Warning event)."""
     if event.get("type") == "DELETED":
         await observer_of(memo).child_deleted(dict(body))
 
 
-@kopf.on.event("", "v1", "pods", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
+@kopf.on.event(*PODS, labels=MANAGED_LABELS)
 async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_: Any) -> None:
     """Keep the observer's pod cache current (initial listing: event type None)."""
     kind = event.get("type")

@@ -29,7 +29,8 @@ from sglang_operator.process.leader import LeaderElectionConfig
 
 
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    """kopf startup hook: persistence, posting, watching and queueing settings."""
+    """kopf startup hook: persistence, posting, watching (the managed children only, server-side:
+    :func:`sglang_operator.control.handlers.watch_only_managed`) and queueing settings."""
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="sglang-operator.io")
     settings.persistence.diffbase_storage = LeanDiffBaseStorage(
         prefix="sglang-operator.io", key="last-handled-configuration",
@@ -44,6 +45,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.queueing.worker_limit = WORKER_LIMIT
     settings.queueing.idle_timeout = 1.0  # seconds (kopf: 5)
     settings.execution.max_workers = 16
+    from sglang_operator.control.handlers import watch_only_managed
+
+    watch_only_managed(settings)  # pods, Deployments, Services: only the managed ones are listed and watched
 
 
 class LeanDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
