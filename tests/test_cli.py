@@ -236,6 +236,21 @@ def test_run_passes_every_read_limit_to_the_runner_with_its_default(monkeypatch)
     assert runner.invoke(app, ["run", "--probe-chunk-limit", "0"]).exit_code == 2
 
 
+def test_run_passes_the_metrics_server_settings_with_their_defaults(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from sglang_operator.process.metrics_http import MetricsServerConfig
+
+    calls: list[dict] = []
+    monkeypatch.setattr("sglang_operator.entry.runner.run", lambda **kw: calls.append(kw))
+    assert runner.invoke(app, ["run"]).exit_code == 0
+    assert calls[-1]["metrics_server"] == MetricsServerConfig() and not MetricsServerConfig().secure
+    result = runner.invoke(app, ["run", "--metrics-read-timeout", "2.5", "--metrics-write-timeout", "7",
+                                 "--metrics-max-connections", "9", "--metrics-secure"])
+    assert result.exit_code == 0, result.output
+    assert calls[-1]["metrics_server"] == MetricsServerConfig(2.5, 7.0, 9, True)
+    assert runner.invoke(app, ["run", "--metrics-max-connections", "0"]).exit_code == 2
+    assert runner.invoke(app, ["run", "--metrics-read-timeout", "0"]).exit_code == 2
+
+
 async def test_the_limits_reach_the_http_client_and_the_sampler_through_the_config() -> None:
     from sglang_operator.control.handlers import Config
     from sglang_operator.control.observer import Observer

@@ -1,5 +1,5 @@
 """``/readyz``: the tracker's answers (:mod:`sglang_operator.process.readiness`), served with ``/metrics`` from one real
-HTTP server on a loopback port (:func:`sglang_operator.process.telemetry.serve`), and the handlers that feed it."""
+HTTP server on a loopback port (:func:`sglang_operator.process.metrics_http.serve`), and the handlers that feed it."""
 
 from __future__ import annotations
 
@@ -14,10 +14,9 @@ import kopf
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.cluster.procs import free_port
 from sglang_operator.control import handlers
 from sglang_operator.control.observer import Observer
-from sglang_operator.process import telemetry
+from sglang_operator.process import metrics_http, telemetry
 from sglang_operator.process.readiness import Readiness
 
 
@@ -43,13 +42,11 @@ def tracker(leading: Leading) -> Readiness:
 
 @pytest.fixture
 def url(tracker: Readiness) -> Iterator[str]:
-    port = free_port()
-    server = telemetry.serve(port, "127.0.0.1", readiness=tracker)
+    server = metrics_http.serve(0, "127.0.0.1", readiness=tracker)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{server.port}"
     finally:
         server.shutdown()
-        server.server_close()
 
 
 def get(url: str, path: str = "/readyz") -> httpx.Response:
@@ -111,7 +108,7 @@ def test_a_taken_port_raises_oserror() -> None:
         held.bind(("127.0.0.1", 0))
         held.listen()
         with pytest.raises(OSError):
-            telemetry.serve(held.getsockname()[1], "127.0.0.1")
+            metrics_http.serve(held.getsockname()[1], "127.0.0.1")
 
 
 async def test_start_lists_once_then_rechecks_until_ready(tracker: Readiness) -> None:

@@ -9,9 +9,8 @@ import urllib.request
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.cluster.procs import free_port
 from sglang_operator.decisions.sampling.model import Figures, Sample, SampleKind
-from sglang_operator.process import telemetry
+from sglang_operator.process import metrics_http, telemetry
 
 T1 = dt.datetime(2026, 12, 1, 12, 0, 30, tzinfo=dt.UTC)
 
@@ -70,10 +69,12 @@ def test_servers_by_phase_and_counters() -> None:
 def test_the_endpoint_serves_every_operator_family() -> None:
     series = telemetry.ServerSeries()
     series.export("tns", "qwen", [sample("r1", accept_length=2.72)])
-    port = free_port()
-    telemetry.serve(port, "127.0.0.1")
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        families = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+    server = metrics_http.serve(0, "127.0.0.1")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as r:
+            families = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+    finally:
+        server.shutdown()
     for name in ("sglang_operator_server_accept_length", "sglang_operator_scrape_errors",
                  "sglang_operator_scrape_duration_seconds", "sglang_operator_reconcile", "sglang_operator_servers",
                  "process_resident_memory_bytes"):

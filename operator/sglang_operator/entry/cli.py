@@ -200,6 +200,17 @@ def run(
         help="KEY=VALUE label put on every PodMonitor (repeatable), e.g. release=kube-prometheus-stack")] = None,
     metrics_port: Annotated[int, typer.Option(min=0, max=65535,
                                               help="port of the operator's own /metrics (0: off)")] = 9808,
+    metrics_read_timeout: Annotated[float, typer.Option(
+        min=0.001, help="seconds a connection to the metrics port may take to send a complete request head, from "
+                        "opening or from its previous answer; then it is closed")] = 10.0,
+    metrics_write_timeout: Annotated[float, typer.Option(
+        min=0.001, help="seconds to answer one request of the metrics port (token reviews included); then the "
+                        "connection is aborted")] = 30.0,
+    metrics_max_connections: Annotated[int, typer.Option(
+        min=1, help="open connections to the metrics port at most; one more is answered 503 and closed")] = 128,
+    metrics_secure: Annotated[bool, typer.Option(
+        help="/metrics needs a bearer token whose user may get the non-resource URL /metrics (TokenReview and "
+             "SubjectAccessReview, as controller-runtime's metrics filter); /readyz stays open")] = False,
     sample_interval: Annotated[float | None, typer.Option(
         min=1.0, help="seconds between two samples of every server, replacing spec.rollback.intervalSeconds "
                       "(tests, demos; default: each server's own)")] = None,
@@ -233,6 +244,7 @@ def run(
 ) -> None:
     """Run the operator (kopf) until SIGINT/SIGTERM."""
     from sglang_operator.io.discovery import PodMonitorMode, parse_labels
+    from sglang_operator.process.metrics_http import MetricsServerConfig
 
     try:
         monitors = PodMonitorMode(pod_monitors)
@@ -253,7 +265,9 @@ def run(
                metrics_port=metrics_port, sample_interval=sample_interval, resync_seconds=resync_seconds,
                scrape_limits=lim.ScrapeLimits(scrape_body_limit, scrape_sample_limit, scrape_label_limit,
                                               scrape_label_value_length_limit, scrape_cache_bytes),
-               probe_limits=lim.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit))
+               probe_limits=lim.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit),
+               metrics_server=MetricsServerConfig(metrics_read_timeout, metrics_write_timeout,
+                                                  metrics_max_connections, metrics_secure))
 
 
 @app.command("prometheus-config")

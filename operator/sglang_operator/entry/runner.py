@@ -26,6 +26,7 @@ import kopf
 
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.process.leader import LeaderElectionConfig
+from sglang_operator.process.metrics_http import MetricsServerConfig
 
 
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -128,6 +129,7 @@ def run(
     resync_seconds: float = 300.0,
     scrape_limits: ScrapeLimits | None = None,
     probe_limits: ProbeLimits | None = None,
+    metrics_server: MetricsServerConfig | None = None,
 ) -> None:
     """Block running the operator until SIGINT/SIGTERM.
 
@@ -141,7 +143,8 @@ def run(
     (None: each server's own); ``resync_seconds``: between two resyncs of the observer (0: never). The seconds
     between two observations of a server come from ``SGLANG_OPERATOR_STATUS_INTERVAL`` (default 5).
     ``scrape_limits``, ``probe_limits``: the bounds on what is read from an SGLang pod (defaults: those of
-    :mod:`sglang_operator.decisions.sampling.limits`).
+    :mod:`sglang_operator.decisions.sampling.limits`). ``metrics_server``: the metrics port's timeouts, connection cap
+    and authentication (default :class:`sglang_operator.process.metrics_http.MetricsServerConfig`).
     These reach the handlers as kopf's ``memo.config`` (:class:`sglang_operator.control.handlers.Config`).
     """
     from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
@@ -158,10 +161,10 @@ def run(
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     quiet_request_logs(verbose)
     if metrics_port:
-        from sglang_operator.process import telemetry
+        from sglang_operator.process import metrics_http
 
         try:
-            telemetry.serve(metrics_port)
+            metrics_http.serve(metrics_port, config=metrics_server)
         except OSError as err:
             raise SystemExit(f"sglang-operator run: cannot serve /metrics on port {metrics_port}: {err}") from None
     options: dict[str, Any] = {"clusterwide": not namespaces, "namespaces": list(namespaces),

@@ -1,4 +1,4 @@
-"""The operator's readiness (``GET /readyz`` on the metrics port, :func:`sglang_operator.process.telemetry.serve`):
+"""The operator's readiness (``GET /readyz`` on the metrics port, :func:`sglang_operator.process.metrics_http.serve`):
 has this process seen every SGLangServer once?
 
 The servers that existed when the process started watching are *expected* (one LIST per watched namespace, or

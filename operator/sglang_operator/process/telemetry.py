@@ -7,31 +7,23 @@ are set from Measured samples only, so they keep the last measured value through
 set from every sample that read them. Series of a retired revision (no pod left) or a deleted server are removed.
 The operator's health: scrape errors by endpoint and reason, scrape durations, reconcile results, servers by
 phase; prometheus-client adds ``process_*`` (RSS, CPU) and ``python_*`` series. Every series is listed in
-``docs/metrics.md``. The same port answers ``/readyz`` (:mod:`sglang_operator.process.readiness`, :func:`serve`).
+``docs/metrics.md``. They are served, with ``/readyz`` (:mod:`sglang_operator.process.readiness`), by
+:func:`sglang_operator.process.metrics_http.serve`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import socket
-import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from typing import Any
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, make_wsgi_app
-from prometheus_client.exposition import ThreadingWSGIServer
+from prometheus_client import Counter, Gauge
 
 from sglang_operator.decisions.sampling.model import Figures, Sample, SampleKind
 from sglang_operator.io.scrape_metrics import DUPLICATE_SAMPLES as DUPLICATE_SAMPLES
 from sglang_operator.io.scrape_metrics import SCRAPE_DURATION as SCRAPE_DURATION
 from sglang_operator.io.scrape_metrics import SCRAPE_ERRORS as SCRAPE_ERRORS
 from sglang_operator.io.scrape_metrics import count_scrape_error as count_scrape_error
-from sglang_operator.process.readiness import READINESS, Readiness
-
-if TYPE_CHECKING:
-    from wsgiref.types import StartResponse, WSGIEnvironment
-    from wsgiref.types import WSGIApplication as WSGIApp
 
 SERVER_LABELS = ("namespace", "sglang_server", "revision")
 ANALYSIS_PHASES = ("WarmingUp", "Verifying", "Stable", "RollingBack", "RolledBack", "Paused")
@@ -218,43 +210,3 @@ class ServerSeries:
 def _discard(metric: Gauge | Counter, labels: tuple[str, ...]) -> None:
     with contextlib.suppress(KeyError):
         metric.remove(*labels)
-
-
-class _QuietHandler(WSGIRequestHandler):
-    """No access log line per request (Prometheus and the kubelet's probes ask every few seconds)."""
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-def app(readiness: Readiness = READINESS, registry: CollectorRegistry = REGISTRY) -> WSGIApp:
-    """The WSGI app of the metrics port: ``GET /readyz`` → :meth:`sglang_operator.process.readiness.Readiness.report`
-    (200 or 503, text/plain, one line); any other path → prometheus-client's ``make_wsgi_app`` of ``registry``
-    (``/metrics``)."""
-    metrics = make_wsgi_app(registry)
-
-    def route(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") != "/readyz":
-            answer: Iterable[bytes] = metrics(environ, start_response)
-            return answer
-        ready, text = readiness.report()
-        body = f"{text}\n".encode()
-        start_response("200 OK" if ready else "503 Service Unavailable",
-                       [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
-        return [body]
-
-    return route
-
-
-def serve(port: int, address: str = "0.0.0.0", readiness: Readiness = READINESS) -> WSGIServer:
-    """Serve :func:`app` (``/metrics`` of the default registry, ``/readyz`` of ``readiness``) on
-    ``http://address:port`` from a daemon thread, one thread per request (prometheus-client's
-    ``ThreadingWSGIServer``), so a busy event loop delays neither. Returns the server (``shutdown()`` stops it).
-    Raises ``OSError`` when the port is taken."""
-
-    class Server(ThreadingWSGIServer):
-        address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
-
-    httpd = make_server(address, port, app(readiness), server_class=Server, handler_class=_QuietHandler)
-    threading.Thread(target=httpd.serve_forever, name="metrics-http", daemon=True).start()
-    return httpd

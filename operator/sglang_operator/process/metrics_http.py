@@ -1,0 +1,294 @@
+"""The HTTP server of the metrics port: ``/metrics`` (prometheus-client's text of a registry) and ``/readyz``
+(:mod:`sglang_operator.process.readiness`), with bounds on what clients can hold, and optionally
+authenticated and authorized like controller-runtime's metrics server.
+
+The server is ``aiohttp.web``'s low-level ``web.Server`` (aiohttp is a kopf dependency) on an asyncio loop of its
+own, in one daemon thread: connections cost a coroutine, not a thread (prometheus-client's ``ThreadingWSGIServer``
+started a thread per connection and never timed a read out: 800 idle connections held 800 threads), and neither a
+busy kopf loop nor a standby waiting for the Lease (kopf not running) delays an answer. The bounds
+(:class:`MetricsServerConfig`, ``sglang-operator run --metrics-…``):
+
+- **read timeout**: a connection that has not sent a complete request head within ``read_timeout`` seconds of
+  opening or of its previous answer is closed (aiohttp's ``keepalive_timeout``: armed at ``connection_made`` and
+  after every answer, not extended by partial data, and it closes a connection still waiting for a request;
+  ``aiohttp/web_protocol.py`` ``RequestHandler.connection_made`` and ``_process_keepalive``, aiohttp 3.14). A
+  slow-loris client dribbling a header byte by byte is closed too;
+- **write timeout**: one answer (the reviews of a secure request included) must be written within
+  ``write_timeout`` seconds, or the connection is aborted (a client that stops reading a large ``/metrics``);
+- **connection cap**: beyond ``max_connections`` open connections a new one is answered
+  ``503 Service Unavailable`` and closed at once, without reading it.
+
+Request bodies are never read; a request sending one is closed after its answer (``lingering_time`` 0).
+
+With ``secure`` (``--metrics-secure``), every path but ``/readyz`` (the kubelet's readiness probe, which sends no
+token) needs ``Authorization: Bearer TOKEN``: the token is checked with a ``TokenReview`` and the user it names with
+a ``SubjectAccessReview`` of the non-resource URL (the request's path, e.g. ``/metrics``) and the request's method
+in lower case (``get``) — controller-runtime's ``pkg/metrics/filters`` ``WithAuthenticationAndAuthorization``, whose
+answers this repeats: no or an unknown token 401 ``Unauthorized``, a TokenReview that cannot be made 401
+``Authentication failed``, a SubjectAccessReview that cannot be made 500 ``Authorization for user U failed``, not
+allowed 403 ``Authorization denied for user U``. Decisions are cached per token digest, path and verb (allowed
+:data:`ALLOW_TTL` s, denied :data:`DENY_TTL` s, at most :data:`CACHE_ENTRIES`; controller-runtime caches a token's
+authentication 1 min and allows 5 min, denials 30 s). The port speaks plain HTTP: the token crosses the pod network
+unencrypted (the chart's NetworkPolicy limits who can reach the port).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import hashlib
+import logging
+import socket
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from aiohttp import web
+from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client.exposition import choose_encoder, gzip_accepted
+
+from sglang_operator.process.readiness import READINESS, Readiness
+
+log = logging.getLogger(__name__)
+
+ALLOW_TTL = 60.0
+"""Seconds an allowed (token, path, verb) is remembered."""
+DENY_TTL = 10.0
+"""Seconds a refused (token, path, verb) (401 unknown token, 403 not allowed) is remembered; errors are not."""
+CACHE_ENTRIES = 1024
+"""Decisions remembered at most (the oldest goes first)."""
+OPEN_PATHS = frozenset({"/readyz"})
+"""Paths answered without a token when ``secure``."""
+_REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            b"Content-Length: 20\r\nConnection: close\r\n\r\ntoo many connections")
+
+
+@dataclass(frozen=True)
+class MetricsServerConfig:
+    """The metrics port's bounds and authentication (``sglang-operator run --metrics-read-timeout``,
+    ``--metrics-write-timeout``, ``--metrics-max-connections``, ``--metrics-secure``; the module docstring says what
+    each does). Seconds, connections. Raises ``ValueError`` for a timeout not above 0 or a cap below 1."""
+
+    read_timeout: float = 10.0
+    write_timeout: float = 30.0
+    max_connections: int = 128
+    secure: bool = False
+
+    def __post_init__(self) -> None:
+        if not (self.read_timeout > 0 and self.write_timeout > 0):
+            raise ValueError(f"metrics timeouts must be above 0 s: read {self.read_timeout}, "
+                             f"write {self.write_timeout}")
+        if self.max_connections < 1:
+            raise ValueError(f"metrics connection cap must be at least 1: {self.max_connections}")
+
+
+class Reviews(Protocol):
+    """Creates a review object (``TokenReview``, ``SubjectAccessReview``, a dict in the API's JSON shape) and returns
+    the API server's answer with its ``status`` (:class:`sglang_operator.io.reviews.KubeReviews`; a fake in
+    tests). May raise anything: the request is then refused (401 or 500)."""
+
+    async def create(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class Gate:
+    """Authentication (TokenReview) and authorization (SubjectAccessReview, non-resource URL) of one request, with
+    the decision cache of the module docstring. Used from the metrics server's loop only (no lock)."""
+
+    def __init__(self, reviews: Reviews, clock: Callable[[], float] = time.monotonic) -> None:
+        self._reviews = reviews
+        self._clock = clock
+        self._cache: OrderedDict[tuple[str, str, str], tuple[float, int, str]] = OrderedDict()
+
+    async def check(self, token: str | None, path: str, verb: str) -> tuple[int, str]:
+        """``(200, "")`` when the token's user may ``verb`` the non-resource URL ``path``, else the HTTP status and
+        one line of text (401, 403 or 500, as the module docstring lists). Never raises."""
+        if not token:
+            return 401, "Unauthorized"
+        key = (hashlib.sha256(token.encode()).hexdigest(), path, verb)
+        now = self._clock()
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1], cached[2]
+        status, text, cacheable = await self._review(token, path, verb)
+        if cacheable:
+            self._cache[key] = (now + (ALLOW_TTL if status == 200 else DENY_TTL), status, text)
+            self._cache.move_to_end(key)
+            while len(self._cache) > CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+        return status, text
+
+    async def _review(self, token: str, path: str, verb: str) -> tuple[int, str, bool]:
+        try:
+            review = await self._reviews.create({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                                                 "spec": {"token": token}})
+        except Exception as exc:
+            log.warning("metrics: TokenReview failed: %s", exc)
+            return 401, "Authentication failed", False
+        status = review.get("status") or {}
+        if not status.get("authenticated"):
+            return 401, "Unauthorized", True
+        user = status.get("user") or {}
+        name = str(user.get("username") or "")
+        spec: dict[str, Any] = {k: user[k] for k in ("uid", "groups", "extra") if user.get(k)}
+        spec.update(user=name, nonResourceAttributes={"path": path, "verb": verb})
+        try:
+            access = await self._reviews.create({"apiVersion": "authorization.k8s.io/v1",
+                                                 "kind": "SubjectAccessReview", "spec": spec})
+        except Exception as exc:
+            log.warning("metrics: SubjectAccessReview for %s failed: %s", name, exc)
+            return 500, f"Authorization for user {name} failed", False
+        if not (access.get("status") or {}).get("allowed"):
+            return 403, f"Authorization denied for user {name}", True
+        return 200, "", True
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer TOKEN`` header (scheme case-insensitive), else None."""
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+class _CappedServer(web.Server):
+    """aiohttp's low-level server, answering a connection beyond ``limit`` open ones 503 and closing it."""
+
+    def __init__(self, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]], *, limit: int,
+                 **kwargs: Any) -> None:
+        super().__init__(handler, **kwargs)
+        self._limit = limit
+
+    def connection_made(self, handler: Any, transport: asyncio.Transport) -> None:
+        if len(self.connections) >= self._limit:
+            transport.write(_REFUSAL)
+            transport.close()
+        super().connection_made(handler, transport)
+
+
+class MetricsServer:
+    """The running server (:func:`serve`): ``port`` it listens on; :meth:`shutdown` stops it."""
+
+    def __init__(self, sock: socket.socket, readiness: Readiness, registry: CollectorRegistry,
+                 config: MetricsServerConfig, reviews: Reviews | None) -> None:
+        self._sock = sock
+        self.port: int = sock.getsockname()[1]
+        self._readiness = readiness
+        self._registry = registry
+        self._config = config
+        self._reviews = reviews
+        self._gate = Gate(reviews) if config.secure and reviews is not None else None
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, name="metrics-http", daemon=True)
+
+    def start(self, timeout: float = 10.0) -> None:
+        """Start the thread and wait until it listens. Raises what starting raised (``OSError``), or
+        ``TimeoutError``."""
+        self._thread.start()
+        if not self._started.wait(timeout):
+            raise TimeoutError(f"the metrics server did not start within {timeout} s")
+        if self._error is not None:
+            raise self._error
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop serving, close every connection, end the thread (waiting ``timeout`` seconds at most)."""
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop ended meanwhile
+                loop.call_soon_threadsafe(stop.set)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # reported by start(), or logged once running
+            if not self._started.is_set():
+                self._error = exc
+                self._started.set()
+            else:
+                log.exception("the metrics server stopped")
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        low = _CappedServer(self._handle, limit=self._config.max_connections, handler_cancellation=True,
+                            keepalive_timeout=self._config.read_timeout, lingering_time=0.0, access_log=None)
+        server = await self._loop.create_server(low, sock=self._sock)
+        self._started.set()
+        try:
+            await self._stop.wait()
+        finally:
+            server.close()
+            await low.shutdown(1.0)
+            await server.wait_closed()
+            close = getattr(self._reviews, "close", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        try:
+            async with asyncio.timeout(self._config.write_timeout):
+                return await self._answer(request)
+        except TimeoutError:
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=503, text="timed out\n")
+
+    async def _answer(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.path == "/readyz":
+            ready, text = self._readiness.report()
+            return await _send(request, 200 if ready else 503, f"{text}\n".encode())
+        if self._gate is not None and request.path not in OPEN_PATHS:
+            status, text = await self._gate.check(bearer_token(request.headers.get("Authorization")),
+                                                  request.path, request.method.lower())
+            if status != 200:
+                return await _send(request, status, f"{text}\n".encode())
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        names = request.query.getall("name[]", [])
+        registry = self._registry.restricted_registry(names) if names else self._registry
+        body = encoder(registry)
+        encoding = None
+        if gzip_accepted(request.headers.get("Accept-Encoding", "")):
+            body, encoding = gzip.compress(body), "gzip"
+        return await _send(request, 200, body, content_type, encoding)
+
+
+async def _send(request: web.BaseRequest, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8",
+                encoding: str | None = None) -> web.StreamResponse:
+    """Write the whole answer here, inside the handler's write timeout (not in aiohttp's finish after it)."""
+    response = web.StreamResponse(status=status, headers={"Content-Type": content_type})
+    if encoding:
+        response.headers["Content-Encoding"] = encoding
+    response.content_length = len(body)
+    await response.prepare(request)
+    await response.write(body)
+    await response.write_eof()
+    return response
+
+
+def serve(port: int, address: str = "0.0.0.0", readiness: Readiness = READINESS, registry: CollectorRegistry = REGISTRY,
+          config: MetricsServerConfig | None = None, reviews: Reviews | None = None) -> MetricsServer:
+    """Serve ``/metrics`` of ``registry`` and ``/readyz`` of ``readiness`` on ``http://address:port`` (port 0: a free
+    one, :attr:`MetricsServer.port`) with the bounds of ``config`` (default :class:`MetricsServerConfig`), from a
+    daemon thread. ``config.secure`` needs ``reviews`` (default: :class:`sglang_operator.io.reviews.KubeReviews`).
+    Returns the running server. Raises ``OSError`` when the port is taken."""
+    config = config or MetricsServerConfig()
+    if config.secure and reviews is None:
+        from sglang_operator.io.reviews import KubeReviews
+
+        reviews = KubeReviews()
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.create_server((address, port), family=family, backlog=min(1024, 2 * config.max_connections))
+    server = MetricsServer(sock, readiness, registry, config, reviews)
+    try:
+        server.start()
+    except BaseException:
+        sock.close()
+        raise
+    return server
