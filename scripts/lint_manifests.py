@@ -42,6 +42,12 @@ MODES: dict[str, list[str]] = {
     "defaults (cluster-wide, 2 replicas, leader election, CRD)": [],
     "namespaced, kopf peering": ["--set", "watchNamespaces={team-a,team-b}", "--set", "peering=ops"],
     "monitoring objects": MONITORING,
+    "secure metrics, namespaced, NetworkPolicy, token Secret": [
+        *MONITORING, "--set", "metrics.secure=true", "--set", "watchNamespaces={team-a}",
+        "--set", "metrics.readerServiceAccounts[0].name=prometheus",
+        "--set", "metrics.readerServiceAccounts[0].namespace=monitoring",
+        "--set", "metrics.networkPolicy.enabled=true", "--set", "serviceMonitor.bearerTokenSecret.name=prom"],
+    "secure metrics, the Prometheus' own token": [*MONITORING, "--set", "metrics.secure=true"],
     "one replica, no Lease, no CRD, no PodMonitors": [
         "--set", "replicaCount=1", "--set", "leaderElection.enabled=false", "--set", "crds.install=false",
         "--set", "podMonitor.enabled=false", "--set", "podAntiAffinity=required"],

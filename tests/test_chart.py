@@ -262,3 +262,92 @@ def test_readme_permission_table_is_what_the_chart_grants_per_namespace() -> Non
     assert ("", "secrets") not in cluster  # namespaced mode: per namespace only
     clusterwide = render(helm)
     assert any(_matches(r, "", "secrets", "get") for r in effective_rules(clusterwide, sa, None))
+
+
+NEEDED_SECURE: list[tuple[str, str, str, tuple[str, ...], str]] = [
+    ("cluster", "authentication.k8s.io", "tokenreviews", ("create",), "process/metrics_http.py Gate (metrics.secure)"),
+    ("cluster", "authorization.k8s.io", "subjectaccessreviews", ("create",),
+     "process/metrics_http.py Gate (metrics.secure)"),
+]
+
+
+def _args(objs: list[dict[str, Any]]) -> list[str]:
+    args: list[str] = only(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    return args
+
+
+def _grants(objs: list[dict[str, Any]], group: str, resource: str, verb: str) -> bool:
+    sa = only(objs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    return any(_matches(r, group, resource, verb) for r in effective_rules(objs, sa, None))
+
+
+def test_secure_metrics_get_review_rights_in_both_modes_and_a_reader_role(monkeypatch: pytest.MonkeyPatch) -> None:
+    helm = require_helm()
+    plain = render(helm)
+    assert "--metrics-secure" not in _args(plain)
+    assert not any(_grants(plain, g, r, "create") for _, g, r, _v, _w in NEEDED_SECURE)  # not granted unless secure
+    assert not [o for o in plain if o["metadata"]["name"].endswith("-metrics-reader")]
+    readers = [{"name": "prometheus", "namespace": "monitoring"}]
+    for extra in ({}, {"watchNamespaces": WATCHED}):
+        objs = render(helm, metrics={"secure": True, "readerServiceAccounts": readers}, **extra)
+        assert "--metrics-secure" in _args(objs)
+        for _, group, resource, verbs, _why in NEEDED_SECURE:
+            assert all(_grants(objs, group, resource, v) for v in verbs), (extra, resource)
+        assert missing(objs, list(WATCHED) if extra else [None]) == []
+        [reader] = [o for o in objs if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-metrics-reader")]
+        assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+        [binding] = [o for o in objs if o["kind"] == "ClusterRoleBinding"
+                     and o["roleRef"]["name"] == reader["metadata"]["name"]]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", **readers[0]}]
+        needed = {(g, r, v) for _, g, r, verbs, _ in [*NEEDED, *NEEDED_SECURE] for v in verbs}
+        for o in objs:  # still no write beyond what is called
+            for rule in o.get("rules", []):
+                extra_writes = {(g, r, v) for g in rule.get("apiGroups", []) for r in rule.get("resources", [])
+                                for v in rule["verbs"] if v in WRITE_VERBS} - needed
+                assert not extra_writes, (o["metadata"]["name"], extra_writes)
+    calls: list[dict[str, Any]] = []  # the flags parse with the real CLI into the runner's config
+    monkeypatch.setattr("sglang_operator.entry.runner.run", lambda **kw: calls.append(kw))
+    from sglang_operator.entry.cli import app
+    from sglang_operator.process.metrics_http import MetricsServerConfig
+
+    objs = render(helm, metrics={"secure": True, "readTimeout": 5, "writeTimeout": 20, "maxConnections": 64})
+    result = CliRunner().invoke(app, ["run", *_args(objs)])
+    assert result.exit_code == 0, result.output
+    assert calls[-1]["metrics_server"] == MetricsServerConfig(5.0, 20.0, 64, True)
+    result = CliRunner().invoke(app, ["run", *_args(plain)])
+    assert calls[-1]["metrics_server"] == MetricsServerConfig()  # the chart's defaults are the CLI's
+
+
+def _endpoint(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    [endpoint] = only(objs, "ServiceMonitor")["spec"]["endpoints"]
+    return dict(endpoint)
+
+
+def test_the_service_monitor_sends_a_token_when_metrics_are_secure() -> None:
+    helm = require_helm()
+    plain = _endpoint(render(helm, serviceMonitor={"enabled": True}))
+    assert plain["scheme"] == "http" and "bearerTokenFile" not in plain and "authorization" not in plain
+    own = _endpoint(render(helm, serviceMonitor={"enabled": True}, metrics={"secure": True}))
+    assert own["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert "authorization" not in own
+    secret = _endpoint(render(helm, metrics={"secure": True}, serviceMonitor={
+        "enabled": True, "bearerTokenSecret": {"name": "prom-token", "key": "token"}}))
+    assert secret["authorization"] == {"type": "Bearer", "credentials": {"name": "prom-token", "key": "token"}}
+    assert "bearerTokenFile" not in secret
+
+
+def test_the_network_policy_opens_only_the_metrics_port_to_the_given_peers() -> None:
+    helm = require_helm()
+    assert not [o for o in render(helm) if o["kind"] == "NetworkPolicy"]
+    peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    objs = render(helm, metrics={"networkPolicy": {"enabled": True, "from": peers}})
+    policy = only(objs, "NetworkPolicy")
+    assert policy["metadata"]["namespace"] == RELEASE_NS
+    labels = only(objs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [{"ports": [{"port": "metrics", "protocol": "TCP"}], "from": peers}]
+    ports = {p["name"] for p in only(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert "metrics" in ports
+    anyone = only(render(helm, metrics={"networkPolicy": {"enabled": True}}), "NetworkPolicy")
+    assert anyone["spec"]["ingress"] == [{"ports": [{"port": "metrics", "protocol": "TCP"}]}]
