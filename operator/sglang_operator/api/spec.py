@@ -186,9 +186,14 @@ class Resources(ApiModel):
     """``nvidia.com/gpu`` requested and limited per pod; default parallelism.tensor × parallelism.pipeline ×
     parallelism.data ÷ parallelism.nodes (every pod of a multi-node group gets the same number)."""
     cpu: Quantity | None = None
-    """CPU request and limit, e.g. ``8``."""
+    """CPU request and limit, e.g. ``8``. Unset: requested only (no limit), 4 cores per GPU of the pod (at least
+    4): SGLang runs one scheduler process per GPU that keeps a core busy launching kernels, beside its tokenizer,
+    detokenizer and HTTP server (builders/workload.py ``CPU_PER_GPU``)."""
     memory: Quantity | None = None
-    """Memory request and limit, e.g. ``64Gi`` (the /dev/shm emptyDir counts against it)."""
+    """Memory request and limit, e.g. ``64Gi`` (the /dev/shm emptyDir counts against it). Unset: requested only
+    (no limit), 16Gi per GPU of the pod (at least 16Gi): every rank reads its weight shard through host memory while
+    loading (builders/workload.py ``MEMORY_GIB_PER_GPU``). With these requests a GPU pod is Burstable, never
+    BestEffort (the first pods evicted under node memory pressure)."""
     shm_size: Quantity = "16Gi"
     """Size limit of the memory-backed ``/dev/shm`` (NCCL and tensor parallel workers use it)."""
 
@@ -322,8 +327,19 @@ class SGLangServerSpec(ApiModel):
     """Secrets for pulling the image."""
     service_account_name: str | None = None
     """ServiceAccount of the pods."""
+    automount_service_account_token: bool | None = None
+    """Pod ``automountServiceAccountToken``; unset means false: SGLang never calls the Kubernetes API, so its pods
+    get no token (a compromised model server cannot act as its ServiceAccount). Set true for an image that calls
+    the Kubernetes API itself."""
     security_context: SecurityContext | None = None
-    """SecurityContext of the SGLang container."""
+    """SecurityContext of the SGLang container, merged per field over the operator's defaults
+    ``allowPrivilegeEscalation: false``, ``capabilities: {drop: [ALL]}``, ``seccompProfile: {type: RuntimeDefault}``
+    (a field set here wins; ``capabilities.add`` is kept beside the default ``drop: [ALL]`` unless ``drop`` is set
+    here too). The image's user and a writable root filesystem are kept: SGLang images run as root and write caches.
+    RDMA / InfiniBand (GPUDirect RDMA, NCCL over IB verbs) needs ``capabilities: {add: [IPC_LOCK]}`` to pin
+    (mlock) its registered memory beyond the memlock limit; IPC_LOCK is outside the Pod Security Standards
+    ``baseline`` level, so such a namespace must allow ``privileged``. A model cache whose files another user owns
+    needs ``add: [DAC_OVERRIDE]`` (within ``baseline``: without capabilities root may not write them)."""
     pod_labels: dict[str, str] = Field(default_factory=dict)
     """Extra labels of the pods (the operator's own ``app.kubernetes.io/*`` labels win)."""
     pod_annotations: dict[str, str] = Field(default_factory=dict)
