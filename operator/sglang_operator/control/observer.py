@@ -298,7 +298,7 @@ class Observer:
         except SpecError:
             return
         observed, policy = await self.gather(mem, view, status, server, spec, now)
-        await self.persist(mem, body, decide(stored, mem.applied, observed, policy), now)
+        await self.persist(mem, body, decide(stored, mem.applied, observed, policy, status), now)
 
     async def gather(self, mem: ServerMemory, view: dict[str, Any], status: SGLangServerStatus, server: SGLangServer,
                      spec: SGLangServerSpec, now: dt.datetime) -> tuple[Observed, Any]:
@@ -583,6 +583,8 @@ class Observer:
                 await self.tick()
                 due = self.resync_seconds > 0 and loop.time() - self._last_resync >= self.resync_seconds
                 if due or self.relisted:  # periodic, and after every watch restart
+                    if self.relisted:
+                        log.info("resync: a watch was re-listed (kopf restarts a watch after a 410 Gone)")
                     self._last_resync, self.relisted = loop.time(), False
                     await self.resync()
             except Exception:  # never let the loop die silently: log and go on next tick

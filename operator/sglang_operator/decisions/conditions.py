@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any, Literal
 
 from sglang_operator.api.base import truncate
@@ -17,6 +18,7 @@ Status = Literal["True", "False", "Unknown"]
 Condition = dict[str, Any]
 
 
+@lru_cache(maxsize=16)  # one observation formats the same instant for each of its conditions
 def rfc3339(now: dt.datetime) -> str:
     """``now`` as the RFC 3339 UTC timestamp Kubernetes writes (seconds precision)."""
     return now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

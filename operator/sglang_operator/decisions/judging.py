@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from sglang_operator.api.analysis import Analysis, AnalysisPhase, Baseline
 from sglang_operator.api.base import PROMOTE_ANNOTATION as PROMOTE_ANNOTATION
+from sglang_operator.api.base import clone
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.status import SGLangServerStatus, Verdict
 from sglang_operator.decisions import criteria
@@ -61,12 +62,14 @@ def judge(
     status: Mapping[str, Any], sample: Sample | None, policy: RollbackPolicy, now: dt.datetime,
     observed: Observation, pod_conditions: list[Condition], generation: int,
     speculative: Condition | None = None, promote_token: str | None = None,
+    typed: SGLangServerStatus | None = None,
 ) -> Judged:
     """One tick: ``status`` as stored, the interval's ``sample`` of the applied revision (or None), the policy of
     the object's spec, what the observer saw (``observed``), pod health's conditions, the
     ``SpeculativeDecodingActive`` condition when it can be told, and the annotation :data:`PROMOTE_ANNOTATION`
-    (:func:`promote`)."""
-    state, actions = step(state_of(status), sample, policy, now, observed=observed)
+    (:func:`promote`). ``typed``: ``status`` parsed already (the caller's cache; read, never modified)."""
+    state = RollbackState.from_status(typed) if typed is not None else state_of(status)
+    state, actions = step(state, sample, policy, now, observed=observed)
     if promote_token is not None:
         state, more = promote(state, promote_token, policy, now, observed)
         actions += more
@@ -93,7 +96,7 @@ def promote(state: RollbackState, token: str, policy: RollbackPolicy, now: dt.da
     if (a is None or token != observed.revision or a.revision != token or state.stable_revision == token
             or a.phase in (AnalysisPhase.ROLLING_BACK, AnalysisPhase.ROLLED_BACK) or a.promote_token == token):
         return state, []
-    state = state.model_copy(deep=True)
+    state = clone(state)
     assert state.analysis is not None
     a = state.analysis
     a.promote_token = token

@@ -21,6 +21,7 @@ from typing import Any
 
 from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import RollbackPolicy
+from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions import judging
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.conditions import Condition, condition
@@ -75,15 +76,16 @@ def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Observed,
-           policy: RollbackPolicy) -> Decision:
+           policy: RollbackPolicy, typed: SGLangServerStatus | None = None) -> Decision:
     """Decide one observation: ``stored`` status (as the API server holds it), ``applied`` (status keys of what the
     server's job applied since, not written yet: the analysis follows them), what was ``observed``, and the policy
-    of the object's spec (its ``intervalSeconds`` the sampling interval in force). Pure."""
+    of the object's spec (its ``intervalSeconds`` the sampling interval in force). ``typed``: the stored status
+    with ``applied`` merged in, parsed (the caller's cache; read, never modified). Pure."""
     status = {**stored, **applied}
     o = observed
     revision = str(status.get("revision"))
     judged = judging.judge(status, judging.sample_for(o.samples, revision), policy, o.now, o.observation,
-                           list(o.health.conditions), o.generation, o.speculative, o.promote_token)
+                           list(o.health.conditions), o.generation, o.speculative, o.promote_token, typed)
     conditions = judged.conditions
     if o.apply_failure:  # the reconcile handler could not apply the spec (kopf retries): say so, not "healthy"
         conditions = [c for c in conditions if c["type"] != "Degraded"] + [

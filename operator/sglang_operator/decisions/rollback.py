@@ -46,7 +46,7 @@ from sglang_operator.api.analysis import (
     StableRegression,
 )
 from sglang_operator.api.base import RETRY_ANNOTATION as RETRY_ANNOTATION
-from sglang_operator.api.base import StatusModel
+from sglang_operator.api.base import StatusModel, clone
 from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus, Verdict
@@ -198,7 +198,7 @@ def step(
     observed: Observation,
 ) -> tuple[RollbackState, list[Action]]:
     """One tick of the rollback analysis: the new state and what to do. Pure; ``state`` is not modified."""
-    decision = _Decision(state.model_copy(deep=True), policy, now, observed)
+    decision = _Decision(clone(state), policy, now, observed)
     decision.run(sample)
     return decision.state, decision.actions
 

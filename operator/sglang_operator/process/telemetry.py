@@ -124,6 +124,7 @@ class ServerSeries:
         self._kinds: dict[tuple[str, str, str], set[str]] = {}
         self._stable: dict[tuple[str, str], str] = {}
         self._rollbacks: dict[tuple[str, str], set[Any]] = {}
+        self._exported: dict[tuple[str, str], tuple[Any, ...]] = {}
 
     def export(self, namespace: str, server: str, samples: Sequence[Sample]) -> None:
         """Export this interval's samples of one server (one per live revision); the series of revisions without
@@ -142,6 +143,12 @@ class ServerSeries:
         0 when the server is first seen: the operator counts what it did, as a restart resets counters)."""
         key = (namespace, server)
         phase = state.analysis.phase if state.analysis is not None else None
+        base = state.baseline
+        exported = (phase, base.tokens_per_second if base else None, base.accept_length if base else None,
+                    state.stable_revision, tuple(r.at for r in state.rollbacks))
+        if self._exported.get(key) == exported:  # most observations: nothing moved
+            return
+        self._exported[key] = exported
         for p in ANALYSIS_PHASES:
             ANALYSIS_PHASE.labels(namespace, server, p).set(1 if p == phase else 0)
         if state.baseline is not None:
@@ -171,6 +178,7 @@ class ServerSeries:
         if stable is not None:
             _discard(STABLE_INFO, (namespace, server, stable))
         self._rollbacks.pop((namespace, server), None)
+        self._exported.pop((namespace, server), None)
         for revision in self._revisions.pop((namespace, server), set()):
             self._remove(namespace, server, revision)
 
