@@ -81,7 +81,8 @@ def main() -> None:
     parser.add_argument("--quiet", type=float, default=15.0, help="seconds watched after the restart resumed all")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sglang-footprint-"))
-    cluster = Cluster(build(), NodeOptions(count=2, gpus=2 * args.count + 8))
+    gpus = 2 * args.count + 8  # the fake nodes' CPU and memory cover the pods' default requests (4 CPU, 16Gi a GPU)
+    cluster = Cluster(build(), NodeOptions(count=2, gpus=gpus, cpu=str(4 * gpus), memory=f"{16 * gpus}Gi"))
     cluster.start()
     k8s = K8sCluster(cluster.kubeconfig, cluster.kubectl, cluster)
     op: OperatorProcess | None = None

@@ -28,6 +28,7 @@ import pytest
 from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.tests.test_operator import columns, cond, ready_pods, sample, sgls, wait_ready
+from sglang_operator.builders.workload import DEFAULT_SECURITY_CONTEXT
 from sglang_operator.io.loadgen import LoadResult, probe
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
@@ -94,10 +95,11 @@ def test_pass_through_typos_are_refused_by_the_api_server(k8s_cluster: K8sCluste
     body["spec"]["affinity"] = {"nodeAfinity": {}}
     assert 'unknown field "spec.affinity.nodeAfinity"' in refused(k8s_cluster, namespace, body)
     body = sample()
-    body["spec"]["securityContext"] = {"runAsUser": 1000}  # the right spelling goes through to the container
+    body["spec"]["securityContext"] = {"runAsUser": 1000}  # the right spelling goes through to the container,
     k8s_cluster.apply(body, namespace)
     dep = wait_for("the Deployment", lambda: k8s_cluster.get("deployments", "-n", namespace)["items"], timeout=30)
-    assert dep[0]["spec"]["template"]["spec"]["containers"][0]["securityContext"] == {"runAsUser": 1000}
+    assert dep[0]["spec"]["template"]["spec"]["containers"][0]["securityContext"] == {  # over the defaults
+        **DEFAULT_SECURITY_CONTEXT, "runAsUser": 1000}
 
 
 def test_a_child_the_api_server_refuses_is_reported_once(k8s_cluster: K8sCluster, namespace: str,

@@ -99,6 +99,14 @@ def owned(flag: str, field: str, abbrev_of: str | None = None) -> str:
     return message
 
 
+def secret(flag: str, field: str) -> str:
+    """The refusal of a secret-carrying flag (api/spec.py SECRET_FLAGS) in extraArgs: names the flag as written and
+    the typed field that takes a Secret reference, never the value."""
+    message = owned_flag_refusal(flag)
+    assert message.startswith(f"spec.extraArgs: {flag} takes a secret") and field in message, message
+    return message
+
+
 def ndt(value: int, steps: int) -> str:
     return (f"spec.speculative.numDraftTokens is {value} but must equal numSteps + 1 = {steps + 1} when eagleTopk "
             f"is 1 (SGLang would silently change it); set it to {steps + 1} or omit it to have it derived")
@@ -172,6 +180,16 @@ CASES: list[Case] = [
         value="--speculative-num"),
     cel("extra-model", owned("--model", "spec.model.path"), setting(S + "extraArgs", ["--model", "other/model"]),
         rule="extra-args-owned-flag", value="--model"),
+    cel("extra-api-key", secret("--api-key", "spec.apiKeySecretRef"),
+        setting(S + "extraArgs", ["--api-key", "sk-not-shown"]), rule="extra-args-owned-flag", value="--api-key"),
+    cel("extra-admin-api-key-equals", secret("--admin-api-key", "spec.adminApiKeySecretRef"),
+        setting(S + "extraArgs", ["--admin-api-key=sk-not-shown"]), rule="extra-args-owned-flag",
+        value="--admin-api-key"),
+    cel("extra-admin-abbrev", secret("--admin", "spec.adminApiKeySecretRef"),
+        setting(S + "extraArgs", ["--admin", "sk-not-shown"]), rule="extra-args-owned-flag", value="--admin"),
+    cel("extra-ssl-keyfile-password", secret("--ssl-keyfile-password", "spec.sslKeyfilePasswordSecretRef"),
+        setting(S + "extraArgs", ["--ssl-keyfile", "/tls/key.pem", "--ssl-keyfile-password", "not-shown"]),
+        rule="extra-args-owned-flag", value="--ssl-keyfile-password"),
     cel("cache-two-sources", CACHE_TWO,
         setting(S + "model.cache", {"pvc": {"claimName": "hf"}, "hostPath": "/data/hf"}),
         rule="cache-one-source", value="sets 2"),
@@ -287,6 +305,10 @@ CASES: list[Case] = [
          setting(S + "sglang.image", "lmsysorg/sglang:v0.5.23-cu130"), setting(S + "speculative.specV2", False),
          setting(S + "extraArgs", ["--cuda-graph-max-bs", "64"]), rule="extra-args-known-flag",
          value="--cuda-graph-max-bs"),
+    case("admin-key-before-0.5.8", None, "spec.adminApiKeySecretRef: SGLang 0.5.6 has no --admin-api-key",
+         setting(S + "sglang.image", "lmsysorg/sglang:v0.5.6"), setting(S + "speculative.specV2", False),
+         setting(S + "adminApiKeySecretRef", {"name": "sglang-admin"}), rule="typed-flag-in-release",
+         value="--admin-api-key"),
     case("env-overrides-operator", None, "spec.env: SGLANG_ENABLE_SPEC_V2 is set by the operator from "
          "spec.speculative.specV2", setting(S + "env", [{"name": "SGLANG_ENABLE_SPEC_V2", "value": "0"}]),
          rule="env-owned", value="SGLANG_ENABLE_SPEC_V2"),

@@ -252,7 +252,15 @@ def test_dashboard_and_alerts_on_live_servers(k8s_cluster: K8sCluster, namespace
                     if not prom.query(fill(expr, ns, name)):
                         out.append(f"{title}: {expr}")
                 return out
-            wait_for(f"data for every panel of {name} (empty: see last)", lambda e=empty: not e(), timeout=90)
+            missing: list[list[str]] = [[]]
+
+            def complete(e: Any = empty, missing: list[list[str]] = missing) -> bool:
+                missing[0] = e()
+                return not missing[0]
+            try:
+                wait_for(f"data for every panel of {name}", complete, timeout=90)
+            except AssertionError as err:
+                raise AssertionError(f"{err}; panels without data: {missing[0]}") from None
         for _, expr in panel_queries():  # annotations and rollback panels at least evaluate
             prom.query(fill(expr, ns, "qwen-a"))
         print(f"rollback series not exported yet (their panels are empty): {sorted(absent_rollback)}")

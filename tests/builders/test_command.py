@@ -105,3 +105,57 @@ def test_extra_args_are_appended_and_checked_by_sglang() -> None:
     body["spec"]["extraArgs"] = ["--page-size", "not-a-number"]
     errors = check(parse(body).spec).errors
     assert errors and "refuses the command line" in errors[0]
+
+
+ALL_SECRETS = {"apiKeySecretRef": {"name": "sglang-key"}, "adminApiKeySecretRef": {"name": "sglang-admin"},
+               "sslKeyfilePasswordSecretRef": {"name": "tls-pass", "key": "pw"}}
+
+
+def test_every_secret_ref_renders_an_env_reference_and_a_placeholder() -> None:
+    body = copy.deepcopy(KNOWN_GOOD)
+    body["spec"].update(copy.deepcopy(ALL_SECRETS))
+    body["spec"]["extraArgs"] = ["--ssl-keyfile", "/tls/key.pem", "--ssl-certfile", "/tls/cert.pem"]
+    out = render(parse(body))
+    args = out.command.args
+    expected = {"--api-key": ("SGLANG_API_KEY", "sglang-key", "api-key"),
+                "--admin-api-key": ("SGLANG_ADMIN_API_KEY", "sglang-admin", "admin-api-key"),
+                "--ssl-keyfile-password": ("SGLANG_SSL_KEYFILE_PASSWORD", "tls-pass", "pw")}
+    env = {e["name"]: e for e in out.deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    for flag, (var, secret, key) in expected.items():
+        assert args[args.index(flag) + 1] == f"$({var})"
+        assert f"{flag} '$({var})'" in out.command.command_line
+        assert env[var] == {"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+    assert check(parse(body).spec).valid, check(parse(body).spec).errors
+    assert not any("sslKeyfilePasswordSecretRef" in w for w in out.command.warnings)
+
+
+def test_a_spec_without_the_new_refs_renders_as_before() -> None:
+    """The argv and env of a spec with only apiKeySecretRef keep their order (no revision change on upgrade)."""
+    body = copy.deepcopy(KNOWN_GOOD)
+    body["spec"]["apiKeySecretRef"] = {"name": "sglang-key"}
+    cmd = render_command(parse(body).spec)
+    assert cmd.args[cmd.args.index("--enable-metrics") + 1: cmd.args.index("--enable-metrics") + 3] == [
+        "--api-key", "$(SGLANG_API_KEY)"]
+    assert [e["name"] for e in cmd.env] == ["SGLANG_API_KEY", "SGLANG_ENABLE_SPEC_V2"]
+
+
+@pytest.mark.parametrize(("field", "flag", "image", "since"), [
+    ("adminApiKeySecretRef", "--admin-api-key", "lmsysorg/sglang:v0.5.6", "0.5.8"),
+    ("sslKeyfilePasswordSecretRef", "--ssl-keyfile-password", "lmsysorg/sglang:v0.5.9", "0.5.10"),
+])
+def test_a_secret_ref_is_refused_by_a_release_without_its_flag(field: str, flag: str, image: str,
+                                                               since: str) -> None:
+    body = copy.deepcopy(KNOWN_GOOD)
+    body["spec"]["sglang"] = {"image": image}
+    body["spec"]["speculative"]["specV2"] = False
+    body["spec"][field] = copy.deepcopy(ALL_SECRETS[field])
+    errors = check(parse(body).spec).errors
+    assert any(e.startswith(f"spec.{field}: SGLang") and f"has no {flag}" in e and since in e for e in errors), errors
+
+
+def test_a_keyfile_password_without_a_keyfile_is_a_warning() -> None:
+    body = copy.deepcopy(KNOWN_GOOD)
+    body["spec"]["sslKeyfilePasswordSecretRef"] = {"name": "tls-pass"}
+    out = check(parse(body).spec)
+    assert out.valid and any(w.startswith("spec.sslKeyfilePasswordSecretRef has no effect without --ssl-keyfile")
+                             for w in out.warnings), out.warnings

@@ -67,7 +67,9 @@ def error_messages(err: ValidationError, prefix: str = "") -> list[str]:
         loc = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
         msg = str(e["msg"]).removeprefix("Value error, ")
         given = e.get("input")
-        if e["type"] not in ("value_error", "missing", "extra_forbidden") and isinstance(given, str | int | float):
+        free_text = any(p in ("extraArgs", "extra_args", "env") for p in e["loc"])  # may hold a secret: not echoed
+        if (e["type"] not in ("value_error", "missing", "extra_forbidden") and isinstance(given, str | int | float)
+                and not free_text):
             msg += f" (got {given!r})"  # the offending value, as the API server shows it
         # cross-field rules already name their field (``spec.model.servedModelName ...``)
         out.append(f"{loc}: {msg}" if loc and not msg.startswith(("spec.", "metadata.")) else msg)

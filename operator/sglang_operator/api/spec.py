@@ -21,6 +21,23 @@ from sglang_operator.api.base import (
 from sglang_operator.api.blocks import Memory, ModelSpec, Parallelism, SecretKeyRef, SGLangImage, Speculative
 from sglang_operator.api.rollback import RollbackPolicy
 
+SECRET_FLAGS: dict[str, str] = {
+    "--api-key": "spec.apiKeySecretRef",
+    "--admin-api-key": "spec.adminApiKeySecretRef",
+    "--ssl-keyfile-password": "spec.sslKeyfilePasswordSecretRef",
+}
+"""The SGLang launch flags whose value is a secret (every spelling in any supported release; flag tables in
+``sglang/data/flags.json``) → the typed field that takes a Secret reference instead. Such a field renders
+``--flag $(VAR)`` with ``VAR`` an env var ``valueFrom.secretKeyRef``, so the value appears in no argv, annotation,
+status or event; ``extraArgs`` may not name one of these flags (nor an abbreviation of one), in either spelling
+``--flag value`` or ``--flag=value``. tests/api/test_secret_flags.py scans every release's flag table for names with
+``key``, ``password``, ``token`` or ``secret`` in them: each is here or exempted there with its reason."""
+
+NOT_ABBREVIATIONS: tuple[str, ...] = ("--ssl-keyfile",)
+"""Real SGLang flags (of their own, not owned) that are a prefix of an owned flag (``--ssl-keyfile``, a file path,
+of ``--ssl-keyfile-password``): argparse takes an exact match before any abbreviation, so ``extraArgs`` may use
+them. tests/api/test_owned_flags.py checks the list against every release's flag table."""
+
 #: Every spelling (aliases included, in any supported SGLang release) of the launch flags that typed fields
 #: render → the field that renders it. ``extraArgs`` may not name one of them nor an abbreviation of one. Aliases
 #: as in the extracted flag tables (``sglang/data/flags-<version>.json``); tests/api/test_owned_flags.py checks
@@ -36,7 +53,7 @@ OWNED: dict[str, str] = {
     "--dist-init-addr": "spec.parallelism.nodes", "--nccl-init-addr": "spec.parallelism.nodes",
     "--host": "the operator (always --host 0.0.0.0)", "--port": "spec.port",
     "--enable-metrics": "the operator (always --enable-metrics)",
-    "--api-key": "spec.apiKeySecretRef",
+    **SECRET_FLAGS,
     "--speculative-algorithm": "spec.speculative.algorithm", "--speculative-num-steps": "spec.speculative.numSteps",
     "--speculative-eagle-topk": "spec.speculative.eagleTopk",
     "--speculative-num-draft-tokens": "spec.speculative.numDraftTokens",
@@ -60,7 +77,7 @@ def flag_name(arg: str) -> str | None:
 def owned_by_typed_field(arg: str) -> str | None:
     """The owned flag ``arg`` equals or abbreviates (argparse prefix matching), or None."""
     name = flag_name(arg)
-    if name is None:
+    if name is None or name in NOT_ABBREVIATIONS:
         return None
     return next((f for f in OWNED_FLAGS if f.startswith(name)), None)
 
@@ -74,7 +91,13 @@ def _owned_groups() -> dict[str, tuple[str, ...]]:
 
 
 def _owned_message(name: str, field: str) -> str:
-    """The refusal of flag ``name`` in extraArgs, owned by ``field`` (``%s`` as name: the CEL template)."""
+    """The refusal of flag ``name`` in extraArgs, owned by ``field`` (``%s`` as name: the CEL template; no quote nor
+    other ``%`` in it). A secret's refusal shows the flag only, never the value."""
+    if field in SECRET_FLAGS.values():
+        flags = ", ".join(_owned_groups()[field])
+        return (f"spec.extraArgs: {name} takes a secret, which spec.extraArgs would show in status.command, the "
+                f"Deployment and events: remove it from spec.extraArgs, put the value in a Secret and set {field} "
+                f"(SGLang {flags}, passed from the Secret through the env)")
     if field.startswith("spec."):
         flags = ", ".join(_owned_groups()[field])
         return (f"spec.extraArgs: {name} is rendered from {field} (SGLang {flags}); remove it from spec.extraArgs "
@@ -93,17 +116,23 @@ def owned_flag_refusal(arg: str) -> str:
 def _owned_rule(field: str, flags: tuple[str, ...]) -> CelRule:
     """One CEL rule per owning field: no extraArgs item may equal or abbreviate one of ``flags``."""
     listed = "[" + ", ".join(f"'{f}'" for f in flags) + "]"
+    exempt = tuple(n for n in NOT_ABBREVIATIONS if any(f.startswith(n) for f in flags))
     hit = f"a.startsWith('--') && {listed}.exists(f, f.startsWith(a.split('=')[0]))"
+    if exempt:
+        hit += " && !(a.split('=')[0] in [" + ", ".join(f"'{n}'" for n in exempt) + "])"
     first = f"self.extraArgs.filter(a, {hit})[0].split('=')[0]"
+
+    def hits(name: str | None) -> bool:
+        return name is not None and name not in exempt and any(f.startswith(name) for f in flags)
+
     return CelRule(
         f"!has(self.extraArgs) || !self.extraArgs.exists(a, {hit})",
         _owned_message(" or ".join(flags) + " (or an abbreviation)", field),
-        lambda m: not any(n is not None and any(f.startswith(n) for f in flags)
-                          for n in map(flag_name, m.extra_args)),
+        lambda m: not any(hits(n) for n in map(flag_name, m.extra_args)),
         ".extraArgs",
         message_expression=f"'{_owned_message('%s', field)}'.format([{first}])",
-        explain=lambda m: _owned_message(next(n for n in map(flag_name, m.extra_args)
-                                              if n is not None and any(f.startswith(n) for f in flags)), field),
+        explain=lambda m: _owned_message(next(n for n in map(flag_name, m.extra_args) if n is not None and hits(n)),
+                                         field),
         name="extra-args-owned-flag",
     )
 
@@ -134,6 +163,22 @@ class ApiKeyRef(SecretKeyRef):
     """Key inside the Secret."""
 
 
+class AdminApiKeyRef(SecretKeyRef):
+    """Secret key holding the admin API key SGLang requires on its admin endpoints (``--admin-api-key``, SGLang
+    0.5.8 and later)."""
+
+    key: Annotated[str, Field(min_length=1)] = "admin-api-key"
+    """Key inside the Secret."""
+
+
+class SslKeyfilePasswordRef(SecretKeyRef):
+    """Secret key holding the password of the TLS private key file (``--ssl-keyfile-password``, SGLang 0.5.10 and
+    later; the key file itself is ``--ssl-keyfile`` in ``spec.extraArgs``, mounted from ``spec.volumes``)."""
+
+    key: Annotated[str, Field(min_length=1)] = "ssl-keyfile-password"
+    """Key inside the Secret."""
+
+
 class Resources(ApiModel):
     """Compute resources of the SGLang container."""
 
@@ -141,9 +186,14 @@ class Resources(ApiModel):
     """``nvidia.com/gpu`` requested and limited per pod; default parallelism.tensor × parallelism.pipeline ×
     parallelism.data ÷ parallelism.nodes (every pod of a multi-node group gets the same number)."""
     cpu: Quantity | None = None
-    """CPU request and limit, e.g. ``8``."""
+    """CPU request and limit, e.g. ``8``. Unset: requested only (no limit), 4 cores per GPU of the pod (at least
+    4): SGLang runs one scheduler process per GPU that keeps a core busy launching kernels, beside its tokenizer,
+    detokenizer and HTTP server (builders/workload.py ``CPU_PER_GPU``)."""
     memory: Quantity | None = None
-    """Memory request and limit, e.g. ``64Gi`` (the /dev/shm emptyDir counts against it)."""
+    """Memory request and limit, e.g. ``64Gi`` (the /dev/shm emptyDir counts against it). Unset: requested only
+    (no limit), 16Gi per GPU of the pod (at least 16Gi): every rank reads its weight shard through host memory while
+    loading (builders/workload.py ``MEMORY_GIB_PER_GPU``). With these requests a GPU pod is Burstable, never
+    BestEffort (the first pods evicted under node memory pressure)."""
     shm_size: Quantity = "16Gi"
     """Size limit of the memory-backed ``/dev/shm`` (NCCL and tensor parallel workers use it)."""
 
@@ -250,6 +300,12 @@ class SGLangServerSpec(ApiModel):
     """Type of the Service in front of the pods."""
     api_key_secret_ref: ApiKeyRef | None = None
     """Secret holding the API key (``--api-key``, passed through the env, not the command line)."""
+    admin_api_key_secret_ref: AdminApiKeyRef | None = None
+    """Secret holding the admin API key (``--admin-api-key``, SGLang 0.5.8 and later; passed through the env, not
+    the command line). An older release refuses it (SpecValid=False)."""
+    ssl_keyfile_password_secret_ref: SslKeyfilePasswordRef | None = None
+    """Secret holding the TLS key file's password (``--ssl-keyfile-password``, SGLang 0.5.10 and later; passed
+    through the env, not the command line). An older release refuses it (SpecValid=False)."""
     extra_args: Annotated[list[Annotated[str, Field(max_length=512)]], Field(max_length=128)] = Field(
         default_factory=list
     )
@@ -271,8 +327,19 @@ class SGLangServerSpec(ApiModel):
     """Secrets for pulling the image."""
     service_account_name: str | None = None
     """ServiceAccount of the pods."""
+    automount_service_account_token: bool | None = None
+    """Pod ``automountServiceAccountToken``; unset means false: SGLang never calls the Kubernetes API, so its pods
+    get no token (a compromised model server cannot act as its ServiceAccount). Set true for an image that calls
+    the Kubernetes API itself."""
     security_context: SecurityContext | None = None
-    """SecurityContext of the SGLang container."""
+    """SecurityContext of the SGLang container, merged per field over the operator's defaults
+    ``allowPrivilegeEscalation: false``, ``capabilities: {drop: [ALL]}``, ``seccompProfile: {type: RuntimeDefault}``
+    (a field set here wins; ``capabilities.add`` is kept beside the default ``drop: [ALL]`` unless ``drop`` is set
+    here too). The image's user and a writable root filesystem are kept: SGLang images run as root and write caches.
+    RDMA / InfiniBand (GPUDirect RDMA, NCCL over IB verbs) needs ``capabilities: {add: [IPC_LOCK]}`` to pin
+    (mlock) its registered memory beyond the memlock limit; IPC_LOCK is outside the Pod Security Standards
+    ``baseline`` level, so such a namespace must allow ``privileged``. A model cache whose files another user owns
+    needs ``add: [DAC_OVERRIDE]`` (within ``baseline``: without capabilities root may not write them)."""
     pod_labels: dict[str, str] = Field(default_factory=dict)
     """Extra labels of the pods (the operator's own ``app.kubernetes.io/*`` labels win)."""
     pod_annotations: dict[str, str] = Field(default_factory=dict)
@@ -304,6 +371,15 @@ class SGLangServerSpec(ApiModel):
             name="gpus-cover-parallelism",
         ),
     )
+
+    def secret_refs(self) -> dict[str, SecretKeyRef]:
+        """Flag of :data:`SECRET_FLAGS` → its Secret reference, for the references set (in that order)."""
+        refs: dict[str, SecretKeyRef | None] = {
+            "--api-key": self.api_key_secret_ref,
+            "--admin-api-key": self.admin_api_key_secret_ref,
+            "--ssl-keyfile-password": self.ssl_keyfile_password_secret_ref,
+        }
+        return {flag: ref for flag, ref in refs.items() if ref is not None}
 
     @property
     def gpus(self) -> int:

@@ -10,7 +10,10 @@ Rules (facts from ``../shared/sglang`` §0, §1a, §1b, §6; SGLang files cited 
 - ``SGLANG_ENABLE_SPEC_V2`` is rendered only on releases that read it (``python/sglang/srt/environ.py``;
   removed in 0.5.14), and only when ``specV2`` differs from the release's default: ``=1`` on 0.5.10 (opt-in),
   ``=0`` on 0.5.11–0.5.13 with specV2 false (default on there).
-- Secrets never appear in the argv: ``--api-key $(SGLANG_API_KEY)`` is expanded by the kubelet from the env.
+- Secrets never appear in the argv: ``--api-key $(SGLANG_API_KEY)`` (and ``--admin-api-key``,
+  ``--ssl-keyfile-password``: :data:`SECRET_ENV`) is expanded by the kubelet from the env, which references the
+  Secret by name (``valueFrom.secretKeyRef``). A release without the flag is refused by validation
+  (:mod:`.validate`, ``typed-flag-in-release``).
 - Multi-node (``parallelism.nodes`` > 1): ``--nnodes``, ``--node-rank 0`` (the leader's argv; the worker template
   of the LeaderWorkerSet puts ``$(LWS_WORKER_INDEX)`` there, :mod:`.leaderworkerset`) and one
   ``--dist-init-addr $(LWS_LEADER_ADDRESS):20000`` (``python/sglang/srt/server_args.py``: ``host:port`` of rank 0,
@@ -24,10 +27,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_operator.api.blocks import SpeculativeAlgorithm
-from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.api.spec import SGLangServerSpec, flag_name
 from sglang_operator.builders.dialect import Dialect, Release, SGLangVersion, resolve_release
 
 API_KEY_ENV = "SGLANG_API_KEY"
+SECRET_ENV: dict[str, str] = {
+    "--api-key": API_KEY_ENV,
+    "--admin-api-key": "SGLANG_ADMIN_API_KEY",
+    "--ssl-keyfile-password": "SGLANG_SSL_KEYFILE_PASSWORD",
+}
+"""Flag of :data:`sglang_operator.api.spec.SECRET_FLAGS` → the env var its Secret reference renders
+(``valueFrom.secretKeyRef``); the argv holds ``--flag $(VAR)``, which the kubelet expands at container start."""
 HF_TOKEN_ENV = "HF_TOKEN"
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 NGRAM_DEFAULT_DRAFT_TOKENS = 12
@@ -120,9 +130,12 @@ def render_command(spec: SGLangServerSpec, release: Release | None = None) -> Re
         args += ["--nnodes", str(spec.parallelism.nodes), NODE_RANK_FLAG, "0",
                  "--dist-init-addr", f"$({LEADER_ADDRESS_ENV}):{DIST_INIT_PORT}"]
     args.append("--enable-metrics")
-    if spec.api_key_secret_ref:
-        args += ["--api-key", f"$({API_KEY_ENV})"]
-        env.append(_secret_env(API_KEY_ENV, spec.api_key_secret_ref.name, spec.api_key_secret_ref.key))
+    for flag, ref in spec.secret_refs().items():
+        args += [flag, f"$({SECRET_ENV[flag]})"]
+        env.append(_secret_env(SECRET_ENV[flag], ref.name, ref.key))
+    if spec.ssl_keyfile_password_secret_ref and not any(flag_name(a) == "--ssl-keyfile" for a in spec.extra_args):
+        warnings.append("spec.sslKeyfilePasswordSecretRef has no effect without --ssl-keyfile in spec.extraArgs "
+                        "(SGLang serves plain HTTP); add --ssl-keyfile and --ssl-certfile, or remove the reference")
     ndt = None
     s = spec.speculative
     if s is not None:

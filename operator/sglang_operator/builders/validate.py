@@ -35,13 +35,14 @@ FIELD_OF_FLAG: dict[str, str] = {f: v for f, v in OWNED.items() if v.startswith(
 """Flag (every owned spelling) → the spec field that renders it (for messages)."""
 
 PYTHON_RULES: tuple[str, ...] = (
-    "version-supported", "typed-choice-in-release", "extra-args-known-flag", "env-owned", "mtp-or-draft",
-    "sglang-refuses",
+    "version-supported", "typed-flag-in-release", "typed-choice-in-release", "extra-args-known-flag", "env-owned",
+    "mtp-or-draft", "sglang-refuses",
 )
-"""Names of the release-dependent rules checked here (``SpecCheck.rules`` says which failed). Two more guards
-no spec reaches while the flag tables agree with :data:`sglang_operator.api.spec.OWNED`
-(tests/api/test_owned_flags.py): ``typed-flag-in-release`` (a typed field's flag missing from a release) and
-``extra-args-owned-dest`` (an extraArgs spelling of an owned option that CEL does not know)."""
+"""Names of the release-dependent rules checked here (``SpecCheck.rules`` says which failed).
+``typed-flag-in-release``: a typed field whose flag the release lacks (``spec.adminApiKeySecretRef`` before SGLang
+0.5.8, ``spec.sslKeyfilePasswordSecretRef`` before 0.5.10). One more guard no spec reaches while the flag tables
+agree with :data:`sglang_operator.api.spec.OWNED` (tests/api/test_owned_flags.py): ``extra-args-owned-dest`` (an
+extraArgs spelling of an owned option that CEL does not know)."""
 
 
 @dataclass

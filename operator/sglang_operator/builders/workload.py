@@ -2,7 +2,10 @@
 
 The Deployment uses ``spec.strategy``: Recreate by default (two copies of a large model do not fit the GPUs), or
 RollingUpdate with maxSurge 0; it requests and limits
-``nvidia.com/gpu``, a memory-backed ``/dev/shm``, a named container port ``http``, a startup budget fit for
+``nvidia.com/gpu`` and requests CPU and memory (``spec.resources``, else :func:`default_requests`), no service
+account token unless ``spec.automountServiceAccountToken`` (SGLang never calls the Kubernetes API), a container
+``securityContext`` of :data:`DEFAULT_SECURITY_CONTEXT` merged with ``spec.securityContext``, a memory-backed
+``/dev/shm``, a named container port ``http``, a startup budget fit for
 loading tens of GB (startupProbe every 10 s, 180 failures = 30 min), readiness on the release's readiness
 endpoint (``/ready`` from 0.5.20, else ``/health_generate``; ``python/sglang/srt/entrypoints/http_server.py``),
 liveness on ``/health``, and ``terminationMessagePolicy: FallbackToLogsOnError`` so a crash's log tail shows in
@@ -37,6 +40,24 @@ HEALTH_TIMEOUT_SECONDS = 30
 (``SGLANG_HEALTH_CHECK_TIMEOUT``) before answering 503."""
 
 
+CPU_PER_GPU = 4
+"""Default CPU request per GPU (cores): SGLang runs one scheduler process per GPU (tensor-parallel rank), which
+keeps a core busy launching kernels, beside the tokenizer, detokenizer and HTTP server processes; fewer cores than
+about 2 per GPU slow decoding (CPU launch overhead shows as lower tok/s)."""
+MEMORY_GIB_PER_GPU = 16
+"""Default memory request per GPU (GiB): each rank reads its weight shard through host memory while loading
+(safetensors, pinned buffers) and keeps its own Python process, CUDA context and NCCL buffers; 16 GiB per GPU is a
+floor for a 27B model at tensor 2, not a limit (none is set)."""
+DEFAULT_SECURITY_CONTEXT: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""The SGLang container's securityContext defaults (Kubernetes Pod Security Standards ``restricted`` asks for the
+three of them; ``baseline`` is met): no setuid escalation, no Linux capability, the container runtime's default
+seccomp filter. Read-only: :func:`security_context` copies it."""
+
+
 def _probe(path: str, period: int, failures: int, timeout: int) -> dict[str, Any]:
     return {
         "httpGet": {"path": path, "port": PORT_NAME},
@@ -46,15 +67,36 @@ def _probe(path: str, period: int, failures: int, timeout: int) -> dict[str, Any
     }
 
 
+def default_requests(gpus: int) -> dict[str, str]:
+    """The CPU and memory requested when ``spec.resources`` gives none: :data:`CPU_PER_GPU` cores and
+    :data:`MEMORY_GIB_PER_GPU` GiB per GPU of the pod (at least one GPU's worth), e.g. ``{"cpu": "8", "memory":
+    "32Gi"}`` for 2 GPUs. Requests only, never limits: the pod is Burstable (not BestEffort, the first evicted under
+    node memory pressure) and may use more while the node has it."""
+    n = max(gpus, 1)
+    return {"cpu": str(CPU_PER_GPU * n), "memory": f"{MEMORY_GIB_PER_GPU * n}Gi"}
+
+
 def _resources(spec: SGLangServerSpec) -> dict[str, Any]:
-    amounts: dict[str, str] = {}
+    """``nvidia.com/gpu`` requested and limited; CPU and memory requested and limited as ``spec.resources`` says,
+    each one it leaves out only requested, at its :func:`default_requests` value."""
+    limits: dict[str, str] = {}
     if spec.gpus > 0:
-        amounts[GPU_RESOURCE] = str(spec.gpus)
+        limits[GPU_RESOURCE] = str(spec.gpus)
     if spec.resources.cpu:
-        amounts["cpu"] = spec.resources.cpu
+        limits["cpu"] = spec.resources.cpu
     if spec.resources.memory:
-        amounts["memory"] = spec.resources.memory
-    return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
+        limits["memory"] = spec.resources.memory
+    return {"requests": {**default_requests(spec.gpus), **limits}, **({"limits": limits} if limits else {})}
+
+
+def security_context(spec: SGLangServerSpec) -> dict[str, Any]:
+    """The SGLang container's ``securityContext``: :data:`DEFAULT_SECURITY_CONTEXT` merged per field with
+    ``spec.securityContext`` (a field the spec sets wins; ``capabilities`` merged per key: the spec's ``add`` is kept
+    alongside the default ``drop: [ALL]`` unless the spec sets ``drop`` too). Root and a writable root filesystem
+    are left as the image has them (SGLang images run as root and write caches under ``/root``)."""
+    given = dict(spec.security_context or {})
+    caps = {**DEFAULT_SECURITY_CONTEXT["capabilities"], **(given.pop("capabilities", None) or {})}
+    return {**DEFAULT_SECURITY_CONTEXT, **given, "capabilities": caps}
 
 
 def _volumes(spec: SGLangServerSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -110,12 +152,12 @@ def pod_template(name: str, spec: SGLangServerSpec, cmd: RenderedCommand) -> dic
         container["env"] = env
     volumes, mounts = _volumes(spec)
     container["volumeMounts"] = mounts
-    if spec.security_context:
-        container["securityContext"] = spec.security_context
+    container["securityContext"] = security_context(spec)
     pod: dict[str, Any] = {
         "containers": [container],
         "volumes": volumes,
         "enableServiceLinks": False,
+        "automountServiceAccountToken": spec.automount_service_account_token is True,
         "terminationGracePeriodSeconds": 60,
     }
     optional: dict[str, Any] = {

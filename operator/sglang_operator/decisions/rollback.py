@@ -59,6 +59,9 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 FIGURES_KEPT = 120
 """Valid samples kept for the baseline median (the most recent)."""
 REJECTIONS_KEPT = 20
+"""Rejections kept in ``status.rejectedRevisions``: the newest, but the rejection of the spec's own revision is never
+evicted (an older one goes in its place). Evicting one posts a Warning event ``RejectionForgotten``
+(:func:`kept_rejections`): that revision would run again, unjudged by its old rejection, should a spec ask for it."""
 ROLLBACKS_KEPT = 10
 """Rollback records kept (at least ``maxRollbacks``, so the window count stays right)."""
 PAUSED_FAILED_REASONS = ("NoStableRevision", "NotRolledBack", "MaxRollbacksReached")
@@ -152,6 +155,20 @@ class RollbackState(StatusModel):
     def rejection(self, revision: str | None) -> Rejection | None:
         """The rejection of ``revision``, if any."""
         return next((r for r in self.rejected_revisions if r.revision == revision), None)
+
+
+def kept_rejections(rejections: list[Rejection], wanted: str | None,
+                    limit: int = REJECTIONS_KEPT) -> tuple[list[Rejection], list[Rejection]]:
+    """``(kept, evicted)`` of ``rejections`` (oldest first, as in ``status``): at most ``limit`` kept, the oldest
+    evicted first, except the rejection of ``wanted`` (the spec's revision), which is never evicted (an older one
+    goes in its place): the revision the spec asks for must never run again only because newer rejections pushed
+    its own out. Both lists keep the given order. Raises ``ValueError`` when ``limit`` is below 2 (the newest
+    rejection, just made, would be the one evicted)."""
+    if limit < 2:
+        raise ValueError(f"kept_rejections: limit {limit} is below 2")
+    surplus = max(0, len(rejections) - limit)
+    evicted = {id(r) for r in [r for r in rejections if r.revision != wanted][:surplus]}
+    return ([r for r in rejections if id(r) not in evicted], [r for r in rejections if id(r) in evicted])
 
 
 def setup_of(spec: SGLangServerSpec, gpu_product: str | None = None) -> Setup:
@@ -459,8 +476,14 @@ class _Decision:
                figures: tuple[float | None, float | None, int | None]) -> None:
         a = self.a
         others = [r for r in self.state.rejected_revisions if r.revision != a.revision]
-        self.state.rejected_revisions = [*others, Rejection(revision=a.revision, reason=message, at=self.now,
-                                                            retry_token=self.obs.retry_token)][-REJECTIONS_KEPT:]
+        rejections = [*others, Rejection(revision=a.revision, reason=message, at=self.now,
+                                         retry_token=self.obs.retry_token)]
+        self.state.rejected_revisions, evicted = kept_rejections(rejections, self.wanted)
+        for old in evicted:
+            self.event("Warning", "RejectionForgotten",
+                       f"the rejection of revision {old.revision} (at {old.at.isoformat()}) is forgotten: only the "
+                       f"newest {REJECTIONS_KEPT} rejections are kept; a spec asking for {old.revision} again would "
+                       f"run it without the rollback's memory of: {old.reason}")
         kept = max(ROLLBACKS_KEPT, self.policy.max_rollbacks)
         record = RollbackRecord(**{"from": a.revision, "to": stable, "reason": message, "at": self.now})
         self.state.rollbacks = [*self.state.rollbacks, record][-kept:]

@@ -21,6 +21,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from sglang_operator.api.spec import SECRET_FLAGS
 from sglang_operator.sglang import flags as _flags
 from sglang_operator.sglang import guidance as _guidance
 from sglang_operator.sglang import versions as _versions
@@ -196,8 +197,9 @@ def import_command(argv: list[str], env: dict[str, str], image: str | None = Non
         typed = next((TYPED[o] for o in f.options if o in TYPED), None)
         if any(o in IGNORED for o in f.options):
             continue
-        if "--api-key" in f.options:
-            notes.append("--api-key dropped: put the key in a Secret and set spec.apiKeySecretRef")
+        secret = next((o for o in f.options if o in SECRET_FLAGS), None)
+        if secret is not None:  # never copied: the value would show in status.command, the Deployment, events
+            notes.append(f"{secret} dropped (a secret): put the value in a Secret and set {SECRET_FLAGS[secret]}")
         elif typed is None:
             extra += [f.name] + ([value] if value is not None else [])
         else:
