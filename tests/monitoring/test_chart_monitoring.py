@@ -68,7 +68,7 @@ def test_service_monitor_selects_the_metrics_service() -> None:
     sm, svc = one(objs, "ServiceMonitor"), one(objs, "Service")
     assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
     assert sm["spec"]["namespaceSelector"] == {"matchNames": ["ops"]}
-    assert sm["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
+    assert sm["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "scheme": "http", "interval": "30s"}]
     assert sm["metadata"]["labels"]["release"] == "kps"
 
 
