@@ -77,13 +77,44 @@ def crd() -> None:
 def render(
     file: Annotated[str, typer.Argument(help="SGLangServer YAML file (several documents allowed), or -")],
     namespace: Annotated[str, typer.Option(help="namespace when the object has none")] = "default",
+    admission_level: Annotated[str, typer.Option(
+        help="the chart's admission policy level to check each SGLangServer against: baseline (the chart's "
+             "default), restricted, or off (a cluster without the policy)")] = "baseline",
+    allowed_host_path: Annotated[list[str] | None, typer.Option(
+        help="a hostPath prefix the policy allows (admissionPolicy.allowedHostPaths; repeatable)")] = None,
+    allowed_service_account: Annotated[list[str] | None, typer.Option(
+        help="a spec.serviceAccountName the policy allows, NAME or NAMESPACE/NAME "
+             "(admissionPolicy.allowedServiceAccounts; repeatable)")] = None,
+    operator_service_account: Annotated[str, typer.Option(
+        help="the operator's ServiceAccount as NAMESPACE/NAME, never allowed as spec.serviceAccountName (the "
+             "chart's: <release namespace>/<release fullname>)")] = "sglang-operator/sglang-operator",
 ) -> None:
     """Print the SGLang command line, warnings, Deployment and Service of each SGLangServer, offline.
 
-    Exit status 1 when a spec is invalid (the messages the SpecValid condition would carry go to stderr).
+    Each SGLangServer is first held to the chart's admission policy (docs/security.md) at --admission-level: a
+    refusal is printed as the API server would give it. The policy's authorization checks cannot run offline:
+    a note names each Secret the creating user must be allowed to get.
+
+    Exit status 1 when a spec is invalid or refused (the messages the SpecValid condition or the API server would
+    carry go to stderr).
     """
     from sglang_operator.builders import InvalidSpec
+    from sglang_operator.builders import admission
     from sglang_operator.builders import render as render_server
+
+    params: admission.Params | None = None
+    if admission_level != "off":
+        op_ns, _, op_sa = operator_service_account.rpartition("/")
+        try:
+            params = admission.Params(admission.Level(admission_level), tuple(allowed_host_path or ()),
+                                      tuple(allowed_service_account or ()), op_sa, op_ns)
+        except ValueError:
+            typer.echo(f"render: --admission-level is baseline, restricted or off, not {admission_level!r}", err=True)
+            raise typer.Exit(2) from None
+        if not op_ns or not op_sa:
+            typer.echo(f"render: --operator-service-account is NAMESPACE/NAME, not {operator_service_account!r}",
+                       err=True)
+            raise typer.Exit(2)
 
     docs: list[dict[str, Any]] = []
     failed = False
@@ -112,9 +143,16 @@ def render(
             for msg in getattr(err, "messages", None) or getattr(err, "errors", []):
                 typer.echo(f"{name}: invalid: {msg}", err=True)
             continue
+        verdict = admission.check(body, params) if params is not None else admission.Verdict()
+        if verdict.refusals:
+            failed = True
+            for msg in verdict.refusals:
+                typer.echo(f"{name}: refused by the admission policy ({admission_level}): {msg}", err=True)
+            continue
         header = [f"# {name}: SGLang {out.command.version}, revision {out.revision}", f"# {out.command.command_line}"]
         header += [f"# warning: {w}" for w in out.warnings]
         header += [f"# note: {n}" for n in getattr(out, "notes", ())]
+        header += [f"# note: admission policy: {n}" for n in verdict.secrets]
         typer.echo("\n".join(header))
         docs += [out.deployment, out.service]
         typer.echo(yaml.safe_dump_all([out.deployment, out.service], sort_keys=False, explicit_start=True), nl=False)

@@ -1,0 +1,194 @@
+"""The tenant boundary's rules (builders/admission.py) offline: the chart's generated copy is fresh, each forbidden
+spec is refused naming its field, what is allowed passes, and the CEL the API server runs says the same words."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sglang_operator.builders import admission as adm
+from sglang_operator.builders.admission import Level, Params
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = ROOT / "charts" / "sglang-operator" / "files" / "admission-policy.json"
+KNOWN_GOOD = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
+OPERATOR = Params(operator_service_account="sglang-operator", operator_namespace="ops")
+
+
+def server(namespace: str = "team-a", **spec: Any) -> dict[str, Any]:
+    body = copy.deepcopy(KNOWN_GOOD)
+    body["metadata"]["namespace"] = namespace
+    body["spec"].update(spec)
+    return body
+
+
+def refusals(body: dict[str, Any], params: Params = OPERATOR) -> tuple[str, ...]:
+    return adm.check(body, params).refusals
+
+
+def test_the_charts_copy_is_what_the_generator_writes() -> None:
+    assert COMMITTED.read_text() == adm.policy_rules_json(), (
+        "stale: python -m sglang_operator.builders.admission > charts/sglang-operator/files/admission-policy.json")
+
+
+def test_the_known_good_sample_passes_baseline_and_not_restricted() -> None:
+    assert refusals(server()) == ()
+    assert refusals(server(), Params(level=Level.RESTRICTED)) == (
+        "spec.securityContext.runAsNonRoot is unset: level restricted needs a container that runs as a non-root user "
+        "(lmsysorg/sglang images run as root) (Pod Security Standards restricted, check runAsNonRoot); set it to true "
+        "with an image that runs as a non-root user, and runAsUser if the image names no numeric user",)
+
+
+FORBIDDEN: list[tuple[str, dict[str, Any], str]] = [
+    ("privileged", {"securityContext": {"privileged": True}}, "spec.securityContext.privileged is true: "),
+    ("SYS_ADMIN", {"securityContext": {"capabilities": {"add": ["CHOWN", "SYS_ADMIN"]}}},
+     "spec.securityContext.capabilities.add adds SYS_ADMIN: "),
+    ("IPC_LOCK (RDMA)", {"securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}},
+     "spec.securityContext.capabilities.add adds IPC_LOCK: "),
+    ("seccomp Unconfined", {"securityContext": {"seccompProfile": {"type": "Unconfined"}}},
+     "spec.securityContext.seccompProfile.type is Unconfined: "),
+    ("AppArmor Unconfined", {"securityContext": {"appArmorProfile": {"type": "Unconfined"}}},
+     "spec.securityContext.appArmorProfile.type is Unconfined: "),
+    ("procMount Unmasked", {"securityContext": {"procMount": "Unmasked"}},
+     "spec.securityContext.procMount is Unmasked: "),
+    ("SELinux spc_t", {"securityContext": {"seLinuxOptions": {"type": "spc_t"}}},
+     "spec.securityContext.seLinuxOptions.type is spc_t: "),
+    ("hostPath / as model cache", {"model": {"path": "Qwen/Qwen3.6-27B", "cache": {"hostPath": "/"}}},
+     "spec.model.cache.hostPath is /: "),
+    ("hostPath volume", {"volumes": [{"name": "root", "hostPath": {"path": "/etc"}}]},
+     "spec.volumes[root].hostPath.path is /etc: "),
+    ("the operator's ServiceAccount", {"serviceAccountName": "sglang-operator"},
+     "spec.serviceAccountName is sglang-operator in ops (ops/sglang-operator): it is the operator's own"),
+    ("a ServiceAccount not allowed", {"serviceAccountName": "cluster-admin-sa"},
+     "spec.serviceAccountName is cluster-admin-sa: it is not one the admission policy allows "
+     "(admissionPolicy.allowedServiceAccounts: none)"),
+]
+
+
+@pytest.mark.parametrize(("what", "spec", "message"), FORBIDDEN, ids=[f[0] for f in FORBIDDEN])
+def test_each_forbidden_spec_is_refused_naming_its_field(what: str, spec: dict[str, Any], message: str) -> None:
+    namespace = "ops" if what == "the operator's ServiceAccount" else "team-a"
+    got = refusals(server(namespace, **spec))
+    assert any(m.startswith(message) for m in got), got
+    assert all(m.startswith("spec.") for m in got)
+
+
+def test_the_operators_service_account_is_refused_even_when_listed() -> None:
+    params = Params(allowed_service_accounts=("sglang-operator", "ops/sglang-operator"),
+                    operator_service_account="sglang-operator", operator_namespace="ops")
+    got = refusals(server("ops", serviceAccountName="sglang-operator"), params)
+    assert len(got) == 1 and "the operator's own ServiceAccount" in got[0]
+    assert refusals(server("team-a", serviceAccountName="sglang-operator"), params) == ()  # another namespace's
+
+
+def test_allowed_service_accounts_by_name_or_namespace_and_name() -> None:
+    params = Params(allowed_service_accounts=("puller", "team-a/hf-reader"))
+    assert refusals(server(serviceAccountName="puller"), params) == ()
+    assert refusals(server(serviceAccountName="hf-reader"), params) == ()
+    assert refusals(server("team-b", serviceAccountName="hf-reader"), params) != ()
+    assert refusals(server(serviceAccountName="default"), Params()) == ()
+
+
+def test_an_allowed_model_cache_prefix_passes_by_whole_segments() -> None:
+    params = Params(allowed_host_paths=("/models",))
+
+    def cache(path: str) -> dict[str, Any]:
+        return server(model={"path": "Qwen/Qwen3.6-27B", "cache": {"hostPath": path}})
+
+    assert refusals(cache("/models"), params) == ()
+    assert refusals(cache("/models/hf"), params) == ()
+    assert refusals(cache("/models2"), params)[0].startswith("spec.model.cache.hostPath is /models2: ")
+    assert refusals(cache("/models/../etc"), params)[0].startswith("spec.model.cache.hostPath is /models/../etc: ")
+    assert "(allowed: /models)" in refusals(cache("/var"), params)[0]
+
+
+def test_unset_fields_count_as_the_operators_defaults() -> None:
+    # drop: [] replaces the default drop: [ALL]; restricted wants ALL dropped, baseline does not care
+    body = server(securityContext={"runAsNonRoot": True, "capabilities": {"drop": []}})
+    assert refusals(body) == ()
+    assert refusals(body, Params(level=Level.RESTRICTED)) == (
+        "spec.securityContext.capabilities.drop is []: level restricted needs every capability dropped (Pod Security "
+        "Standards restricted, check capabilities_restricted); add ALL or remove drop (default [ALL])",)
+    assert refusals(server(securityContext={"runAsNonRoot": True}), Params(level=Level.RESTRICTED)) == ()
+
+
+def test_restricted_adds_its_rules() -> None:
+    params = Params(level=Level.RESTRICTED)
+    body = server(securityContext={"runAsNonRoot": True, "runAsUser": 0, "allowPrivilegeEscalation": True,
+                                   "capabilities": {"add": ["CHOWN"]}},
+                  volumes=[{"name": "nfs", "nfs": {"server": "x", "path": "/"}}])
+    got = refusals(body, params)
+    assert [m.split(":")[0] for m in got] == [
+        "spec.securityContext.runAsUser is 0", "spec.securityContext.allowPrivilegeEscalation is true",
+        "spec.securityContext.capabilities.add adds CHOWN", "spec.volumes[nfs] is nfs"]
+    assert refusals(body) == ()  # all of it is baseline
+
+
+def test_secrets_are_listed_with_their_fields_and_counted() -> None:
+    body = server(apiKeySecretRef={"name": "keys"}, adminApiKeySecretRef={"name": "keys"},
+                  env=[{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}],
+                  volumes=[{"name": "tls", "secret": {"secretName": "tls"}}], imagePullSecrets=[{"name": "pull"}])
+    assert adm.check(body, Params()).secrets == (
+        "spec.apiKeySecretRef.name, spec.adminApiKeySecretRef.name names Secret keys in team-a: the user creating or "
+        "updating this SGLangServer must be allowed to get it (RBAC: get secrets)",
+        "spec.env[HF_TOKEN].valueFrom.secretKeyRef.name names Secret hf in team-a: the user creating or updating this "
+        "SGLangServer must be allowed to get it (RBAC: get secrets)",
+        "spec.volumes[tls].secret.secretName names Secret tls in team-a: the user creating or updating this "
+        "SGLangServer must be allowed to get it (RBAC: get secrets)",
+        "spec.imagePullSecrets[pull] names Secret pull in team-a: the user creating or updating this SGLangServer "
+        "must be allowed to get it (RBAC: get secrets)")
+    many = server(env=[{"name": f"S{i}", "valueFrom": {"secretKeyRef": {"name": f"s{i}", "key": "k"}}}
+                       for i in range(adm.SECRET_SLOTS + 1)])
+    assert refusals(many) == (f"spec names {adm.SECRET_SLOTS + 1} distinct Secrets; at most {adm.SECRET_SLOTS} are "
+                              "checked (the API server's CEL cost limit on authorization checks): use fewer Secrets",)
+
+
+def _literals(message_expression: str) -> list[str]:
+    """The text parts of a messageExpression: its double-quoted literals (the generator writes every one with
+    json.dumps) that start it or follow a ``+`` (not those inside a list or a call)."""
+    out, i = [], 0
+    while (start := message_expression.find('"', i)) >= 0:
+        text, length = json.JSONDecoder().raw_decode(message_expression[start:])
+        if message_expression[:start].rstrip().endswith("+") or start == 0:
+            out.append(text)
+        i = start + length
+    return out
+
+
+@pytest.mark.parametrize(("what", "spec", "message"), FORBIDDEN, ids=[f[0] for f in FORBIDDEN])
+def test_the_cel_message_says_what_python_says(what: str, spec: dict[str, Any], message: str) -> None:
+    """Each Python refusal is built from the texts its rule's messageExpression holds, in the same order."""
+    namespace = "ops" if what == "the operator's ServiceAccount" else "team-a"
+    body = server(namespace, **spec)
+    for rule in adm.rules_for(Level.BASELINE):
+        msg = rule.refusal(body, OPERATOR)
+        if msg is None:
+            continue
+        (validation,) = rule.cel()
+        at = 0
+        for text in _literals(validation["messageExpression"]):
+            if text in {", ", "none", "unset", ""}:
+                continue
+            found = msg.find(text, at)
+            assert found >= 0, (text, msg)
+            at = found + len(text)
+
+
+def test_the_policy_has_every_rule_at_its_levels_and_only_variables_for_values() -> None:
+    rules = adm.policy_rules()
+    for level in Level:
+        validations = rules["validations"][level.value]
+        assert len(validations) == sum(len(r.cel()) for r in adm.rules_for(level))
+        assert all(v["message"].startswith("spec") and v["reason"] == "Forbidden" for v in validations)
+    checks = [v for v in rules["validations"]["baseline"] if "authorizer." in v["expression"]]
+    assert len(checks) == adm.SECRET_SLOTS  # one authorizer check per expression: 350k of the 1M per-call limit
+    assert all(v["expression"].count(".check(") == 1 for v in checks)
+    text = json.dumps(rules)
+    for name in adm.PARAM_VARIABLES:
+        assert f"variables.{name}" in text
+    assert [v["name"] for v in rules["variables"]] == ["secretRefs", "secretNames"]
