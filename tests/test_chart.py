@@ -1,12 +1,14 @@
 """The Helm chart ``charts/sglang-operator`` rendered by a real helm (``python -m e2e.tools helm``), no cluster:
 lint, the objects of both modes, the operator command line, and RBAC that covers every API call the operator
 makes (and no write beyond them). The chart's CRD copy is checked by ``tests/api/test_crd.py``; the RBAC is
-exercised against a real API server by ``e2e/tests/test_chart_rbac.py``.
+exercised against a real API server by ``e2e/tests/test_chart_rbac.py``, the admission policy by
+``e2e/tests/test_admission.py``.
 """
 
 from __future__ import annotations
 
 import getpass
+import json
 import tomllib
 from collections import Counter
 from pathlib import Path
@@ -65,6 +67,13 @@ NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
      "io/kube.py crd_served: is the LeaderWorkerSet API served (children.lws_missing, multinode)"),
     ("cluster", "", "namespaces", ("list", "watch"), "kopf namespace_observer (namespaced mode)"),
 ]
+
+
+def operators(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``objs`` without the users' ClusterRoles (aggregated into admin/edit/view, bound to nobody by the chart:
+    :func:`test_edit_and_view_aggregate_sglangservers` pins their rules)."""
+    return [o for o in objs if not any(k.startswith("rbac.authorization.k8s.io/aggregate-to-")
+                                       for k in o["metadata"].get("labels", {}))]
 
 
 def render(helm: Path, **values: Any) -> list[dict[str, Any]]:
@@ -128,8 +137,9 @@ def test_clusterwide_objects() -> None:
     helm = require_helm()
     objs = render(helm)
     assert Counter(o["kind"] for o in objs) == Counter(
-        {"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "Service": 1,
-         "Role": 1, "RoleBinding": 1, "PodDisruptionBudget": 1, "CustomResourceDefinition": 1})
+        {"ServiceAccount": 1, "ClusterRole": 3, "ClusterRoleBinding": 1, "Deployment": 1, "Service": 1,
+         "Role": 1, "RoleBinding": 1, "PodDisruptionBudget": 1, "CustomResourceDefinition": 1,
+         "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1})
     args = only(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert not [a for a in args if a.startswith("--namespace")]
     assert missing(objs, [None]) == []
@@ -139,8 +149,9 @@ def test_namespaced_objects() -> None:
     helm = require_helm()
     objs = render(helm, watchNamespaces=WATCHED)
     assert Counter(o["kind"] for o in objs) == Counter(
-        {"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 3, "RoleBinding": 3,
-         "Deployment": 1, "Service": 1, "PodDisruptionBudget": 1, "CustomResourceDefinition": 1})
+        {"ServiceAccount": 1, "ClusterRole": 3, "ClusterRoleBinding": 1, "Role": 3, "RoleBinding": 3,
+         "Deployment": 1, "Service": 1, "PodDisruptionBudget": 1, "CustomResourceDefinition": 1,
+         "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1})
     assert sorted(o["metadata"]["namespace"] for o in objs if o["kind"] in ("Role", "RoleBinding")) == \
         sorted([*WATCHED, RELEASE_NS] * 2)  # the release namespace: the Lease's Role
     for o in objs:
@@ -158,7 +169,7 @@ def test_no_write_beyond_needed() -> None:
     helm = require_helm()
     needed = {(g, r, v) for _, g, r, verbs, _ in NEEDED for v in verbs}
     for objs in (render(helm), render(helm, watchNamespaces=WATCHED)):
-        for o in objs:
+        for o in operators(objs):
             for rule in o.get("rules", []):
                 assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
                 extra = {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"]
@@ -300,7 +311,7 @@ def test_secure_metrics_get_review_rights_in_both_modes_and_a_reader_role(monkey
                      and o["roleRef"]["name"] == reader["metadata"]["name"]]
         assert binding["subjects"] == [{"kind": "ServiceAccount", **readers[0]}]
         needed = {(g, r, v) for _, g, r, verbs, _ in [*NEEDED, *NEEDED_SECURE] for v in verbs}
-        for o in objs:  # still no write beyond what is called
+        for o in operators(objs):  # still no write beyond what is called
             for rule in o.get("rules", []):
                 extra_writes = {(g, r, v) for g in rule.get("apiGroups", []) for r in rule.get("resources", [])
                                 for v in rule["verbs"] if v in WRITE_VERBS} - needed
@@ -351,3 +362,69 @@ def test_the_network_policy_opens_only_the_metrics_port_to_the_given_peers() -> 
     assert "metrics" in ports
     anyone = only(render(helm, metrics={"networkPolicy": {"enabled": True}}), "NetworkPolicy")
     assert anyone["spec"]["ingress"] == [{"ports": [{"port": "metrics", "protocol": "TCP"}]}]
+
+
+def _policy(objs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    return only(objs, "ValidatingAdmissionPolicy"), only(objs, "ValidatingAdmissionPolicyBinding")
+
+
+def test_the_admission_policy_is_the_generated_rules_at_the_chosen_level() -> None:
+    from sglang_operator.builders import admission
+
+    helm = require_helm()
+    rules = admission.policy_rules()
+    for level in ("baseline", "restricted"):
+        vap, binding = _policy(render(helm, admissionPolicy={"level": level}))
+        assert vap["metadata"]["name"] == binding["metadata"]["name"] == f"{RELEASE}-sglang-operator-sglangservers"
+        assert binding["spec"] == {"policyName": vap["metadata"]["name"], "validationActions": ["Deny"]}
+        spec = vap["spec"]
+        assert spec["failurePolicy"] == "Fail" and "paramKind" not in spec
+        assert spec["validations"] == rules["validations"][level]
+        assert spec["matchConstraints"] == rules["matchConstraints"]
+        assert spec["matchConditions"] == rules["matchConditions"]
+        assert spec["variables"][len(admission.PARAM_VARIABLES):] == rules["variables"]
+    assert len(_policy(render(helm, admissionPolicy={"level": "restricted"}))[0]["spec"]["validations"]) > \
+        len(_policy(render(helm))[0]["spec"]["validations"])
+
+
+def test_the_admins_values_reach_the_cel_only_as_literal_variables() -> None:
+    helm = require_helm()
+    tricky = "/models/a'b\\" + '"c) || true || ("'
+    vap, _ = _policy(render(helm, admissionPolicy={"allowedHostPaths": ["/models", tricky],
+                                                   "allowedServiceAccounts": ["puller", "team-a/hf"]}))
+    variables = {v["name"]: v["expression"] for v in vap["spec"]["variables"]}
+    assert json.loads(variables["allowedHostPaths"]) == ["/models", tricky]  # one JSON string array, escaped
+    assert json.loads(variables["allowedServiceAccounts"]) == ["puller", "team-a/hf"]
+    assert json.loads(variables["operatorServiceAccount"]) == f"{RELEASE}-sglang-operator"
+    assert json.loads(variables["operatorNamespace"]) == RELEASE_NS
+    assert all("/models" not in v["expression"] for v in vap["spec"]["validations"])
+    defaults, _ = _policy(render(helm))
+    assert {v["name"]: v["expression"] for v in defaults["spec"]["variables"]}["allowedHostPaths"] == "[]"
+
+
+def test_the_admission_policy_can_be_turned_off_and_refuses_an_unknown_level() -> None:
+    import subprocess
+
+    helm = require_helm()
+    objs = render(helm, admissionPolicy={"enabled": False})
+    assert not [o for o in objs if o["kind"].startswith("ValidatingAdmissionPolicy")]
+    proc = subprocess.run([str(helm), "template", RELEASE, str(CHART), "--set", "admissionPolicy.level=privileged"],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "admissionPolicy/level" in proc.stderr
+
+
+def test_edit_and_view_aggregate_sglangservers() -> None:
+    helm = require_helm()
+    objs = render(helm)
+    roles = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ClusterRole"}
+    edit, view = roles[f"{RELEASE}-sglang-operator-edit"], roles[f"{RELEASE}-sglang-operator-view"]
+    assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert "rbac.authorization.k8s.io/aggregate-to-edit" not in view["metadata"]["labels"]
+    assert edit["rules"] == [{"apiGroups": ["sglang-operator.io"], "resources": ["sglangservers"],
+                              "verbs": ["create", "update", "patch", "delete", "get", "list", "watch"]}]
+    assert view["rules"] == [{"apiGroups": ["sglang-operator.io"], "resources": ["sglangservers", "sglangservers/status"],
+                              "verbs": ["get", "list", "watch"]}]
+    assert not [o for o in render(helm, aggregateClusterRoles=False) if o["metadata"]["name"] in roles
+                and o["metadata"]["name"].endswith(("-edit", "-view"))]

@@ -89,7 +89,10 @@ def test_import_systemd_unit_round_trips_through_render(tmp_path: Path) -> None:
     assert "would refuse" not in imported.output
     spec_file = tmp_path / "server.yaml"
     spec_file.write_text(imported.stdout)
-    rendered = runner.invoke(app, ["render", str(spec_file)])
+    refused = runner.invoke(app, ["render", str(spec_file)])  # the chart's admission policy: no hostPath by default
+    assert refused.exit_code == 1
+    assert "refused by the admission policy (baseline): spec.model.cache.hostPath is /data/hf: " in refused.stderr
+    rendered = runner.invoke(app, ["render", str(spec_file), "--allowed-host-path", "/data"])
     assert rendered.exit_code == 0, rendered.output
     dep = next(d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] == "Deployment")
     original = UNIT.split("launch_server", 1)[1].replace("\\\n", " ").split("\nRestart")[0].split()
@@ -263,3 +266,31 @@ async def test_the_limits_reach_the_http_client_and_the_sampler_through_the_conf
         assert observer.sampler.limits.samples == 9 and observer.sampler.probe_limits.chunks == 5
     finally:
         await observer.stop()
+
+
+def test_render_holds_each_server_to_the_admission_policy(tmp_path: Path) -> None:
+    from sglang_operator.builders import admission
+
+    doc = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
+    doc["spec"]["securityContext"] = {"privileged": True}
+    doc["spec"]["apiKeySecretRef"] = {"name": "api"}
+    path = tmp_path / "privileged.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    result = runner.invoke(app, ["render", str(path), "--namespace", "team-a"])
+    assert result.exit_code == 1 and result.stdout == ""
+    body = {**doc, "metadata": {**doc["metadata"], "namespace": "team-a"}}
+    (expected,) = admission.check(body, admission.Params()).refusals
+    assert result.stderr == f"qwen36-27b: refused by the admission policy (baseline): {expected}\n"
+    assert expected.startswith("spec.securityContext.privileged is true: ")
+    off = runner.invoke(app, ["render", str(path), "--admission-level", "off"])
+    assert off.exit_code == 0, off.output
+    del doc["spec"]["securityContext"]
+    path.write_text(yaml.safe_dump(doc))
+    ok = runner.invoke(app, ["render", str(path), "--namespace", "team-a", "--admission-level", "restricted"])
+    assert ok.exit_code == 1 and "spec.securityContext.runAsNonRoot is unset: " in ok.stderr
+    ok = runner.invoke(app, ["render", str(path), "--namespace", "team-a"])
+    assert ok.exit_code == 0, ok.output
+    assert ("# note: admission policy: spec.apiKeySecretRef.name names Secret api in team-a: the user creating or "
+            "updating this SGLangServer must be allowed to get it (RBAC: get secrets)") in ok.stdout
+    bad = runner.invoke(app, ["render", str(path), "--admission-level", "lax"])
+    assert bad.exit_code == 2
