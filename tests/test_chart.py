@@ -424,7 +424,8 @@ def test_edit_and_view_aggregate_sglangservers() -> None:
     assert "rbac.authorization.k8s.io/aggregate-to-edit" not in view["metadata"]["labels"]
     assert edit["rules"] == [{"apiGroups": ["sglang-operator.io"], "resources": ["sglangservers"],
                               "verbs": ["create", "update", "patch", "delete", "get", "list", "watch"]}]
-    assert view["rules"] == [{"apiGroups": ["sglang-operator.io"], "resources": ["sglangservers", "sglangservers/status"],
+    assert view["rules"] == [{"apiGroups": ["sglang-operator.io"],
+                              "resources": ["sglangservers", "sglangservers/status"],
                               "verbs": ["get", "list", "watch"]}]
     assert not [o for o in render(helm, aggregateClusterRoles=False) if o["metadata"]["name"] in roles
                 and o["metadata"]["name"].endswith(("-edit", "-view"))]

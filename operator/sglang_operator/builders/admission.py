@@ -135,8 +135,15 @@ def _message_cel(prefix: str, value_cel: str, suffix: str) -> str:
 class Rule(Protocol):
     """One rule: its CEL validations and its Python refusal, from the same parameters."""
 
-    name: str
-    levels: tuple[Level, ...]
+    @property
+    def name(self) -> str:
+        """The rule's ID (tests, docs)."""
+        ...
+
+    @property
+    def levels(self) -> tuple[Level, ...]:
+        """The levels whose policy holds the rule."""
+        ...
 
     def cel(self) -> list[dict[str, str]]:
         """The ``ValidatingAdmissionPolicy`` validations: ``{expression, message, messageExpression, reason}``."""
@@ -207,7 +214,7 @@ class ValueRule:
 
     def refusal(self, obj: Mapping[str, Any], params: Params) -> str | None:
         found, value = _lookup(_spec(obj), self.path)
-        if found and self._ok(value) or not found and self._unset_ok():
+        if (found and self._ok(value)) or (not found and self._unset_ok()):
             return None
         return f"{self.field} is {_text(value) if found else 'unset'}: {self.says} ({self.pss}); {self.fix}"
 
@@ -277,7 +284,7 @@ class ContainsRule:
 
     def refusal(self, obj: Mapping[str, Any], params: Params) -> str | None:
         found, value = _lookup(_spec(obj), self.path)
-        if found and isinstance(value, list) and self.item in value or not found and self._unset_ok():
+        if (found and isinstance(value, list) and self.item in value) or (not found and self._unset_ok()):
             return None
         return f"{self.field} is [{_text(value) if found else ''}]: {self.says} ({self.pss}); {self.fix}"
 

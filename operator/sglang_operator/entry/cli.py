@@ -98,8 +98,7 @@ def render(
     Exit status 1 when a spec is invalid or refused (the messages the SpecValid condition or the API server would
     carry go to stderr).
     """
-    from sglang_operator.builders import InvalidSpec
-    from sglang_operator.builders import admission
+    from sglang_operator.builders import InvalidSpec, admission
     from sglang_operator.builders import render as render_server
 
     params: admission.Params | None = None
