@@ -48,6 +48,11 @@ MODES: dict[str, list[str]] = {
         "--set", "metrics.readerServiceAccounts[0].namespace=monitoring",
         "--set", "metrics.networkPolicy.enabled=true", "--set", "serviceMonitor.bearerTokenSecret.name=prom"],
     "secure metrics, the Prometheus' own token": [*MONITORING, "--set", "metrics.secure=true"],
+    "admission policy restricted, allowed host paths and service accounts, no aggregate roles": [
+        "--set", "admissionPolicy.level=restricted", "--set", "admissionPolicy.allowedHostPaths={/models,/data/hf}",
+        "--set", "admissionPolicy.allowedServiceAccounts={puller,team-a/hf-reader}",
+        "--set", "aggregateClusterRoles=false"],
+    "no admission policy": ["--set", "admissionPolicy.enabled=false"],
     "one replica, no Lease, no CRD, no PodMonitors": [
         "--set", "replicaCount=1", "--set", "leaderElection.enabled=false", "--set", "crds.install=false",
         "--set", "podMonitor.enabled=false", "--set", "podAntiAffinity=required"],
