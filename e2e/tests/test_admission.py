@@ -1,0 +1,146 @@
+"""Issue 16 item 2, "tenant boundary, declared and enforced", against the real API server (no operator needed: the
+policy admits or refuses the SGLangServer itself).
+
+The chart's ValidatingAdmissionPolicy and binding, rendered by a real helm, are applied with the binding narrowed to
+the test's namespace (the other tests share the cluster); then:
+
+- each forbidden SGLangServer (privileged, an added SYS_ADMIN, a hostPath ``/`` cache, the operator's
+  ServiceAccount) is refused with a message naming the field, the same text ``sglang-operator render`` prints;
+- a model cache under an allowed hostPath prefix passes;
+- a user with ``create`` on sglangservers but no ``get`` on the Secret of ``apiKeySecretRef`` is refused; one who
+  may get it passes (``kubectl --as``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from e2e.conftest import K8sCluster, wait_for
+from e2e.tools import helm_template, require_helm
+from sglang_operator.entry.cli import app
+
+pytestmark = [pytest.mark.cluster]
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "sglang-operator"
+SAMPLE = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
+OPERATOR_NS = "sglang-ops"
+ALLOWED = "/models"
+
+
+def server(name: str, **spec: Any) -> dict[str, Any]:
+    body = copy.deepcopy(SAMPLE)
+    body["metadata"] = {"name": name}
+    body["spec"].update(spec)
+    return body
+
+
+@contextlib.contextmanager
+def policy_installed(k8s: K8sCluster, namespace: str) -> Iterator[str]:
+    """The chart's policy objects for a release in :data:`OPERATOR_NS`, the binding limited to ``namespace``;
+    yields the release fullname (the operator's ServiceAccount name); deletes both afterwards."""
+    k8s.install_crd(CHART / "files" / "crds" / "sglangservers.yaml")
+    release = f"adm-{namespace[-5:]}"
+    objs = helm_template(require_helm(), CHART, release, OPERATOR_NS,
+                         {"admissionPolicy": {"allowedHostPaths": [ALLOWED]}})
+    vap = next(o for o in objs if o["kind"] == "ValidatingAdmissionPolicy")
+    binding = next(o for o in objs if o["kind"] == "ValidatingAdmissionPolicyBinding")
+    binding["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": namespace}}}
+    k8s.apply(vap)
+    k8s.apply(binding)
+    try:
+        probe = server("probe", securityContext={"privileged": True})
+        wait_for("the policy in force", lambda: "spec.securityContext.privileged" in k8s.run(
+            "apply", "--dry-run=server", "-n", namespace, "-f", "-", input=json.dumps(probe), check=False).stderr,
+            timeout=30)
+        yield f"{release}-sglang-operator"
+    finally:
+        k8s.run("delete", "validatingadmissionpolicybinding", binding["metadata"]["name"], "--ignore-not-found",
+                check=False)
+        k8s.run("delete", "validatingadmissionpolicy", vap["metadata"]["name"], "--ignore-not-found", check=False)
+
+
+def apply(k8s: K8sCluster, namespace: str, body: dict[str, Any], *extra: str) -> Any:
+    return k8s.run("apply", *extra, "-n", namespace, "-f", "-", input=json.dumps(body), check=False)
+
+
+def rendered_refusals(tmp_path: Path, namespace: str, body: dict[str, Any], operator_sa: str) -> list[str]:
+    path = tmp_path / f"{body['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(body))
+    result = CliRunner().invoke(app, ["render", str(path), "--namespace", namespace, "--allowed-host-path", ALLOWED,
+                                      "--operator-service-account", f"{OPERATOR_NS}/{operator_sa}"])
+    assert result.exit_code == 1, result.output
+    prefix = f"{body['metadata']['name']}: refused by the admission policy (baseline): "
+    return [line.removeprefix(prefix) for line in result.stderr.splitlines()]
+
+
+def test_the_api_server_refuses_what_render_refuses(k8s_cluster: K8sCluster, namespace: str, tmp_path: Path) -> None:
+    with policy_installed(k8s_cluster, namespace) as operator_sa:
+        forbidden = [
+            (server("privileged", securityContext={"privileged": True}), "spec.securityContext.privileged is true: "),
+            (server("sys-admin", securityContext={"capabilities": {"add": ["SYS_ADMIN"]}}),
+             "spec.securityContext.capabilities.add adds SYS_ADMIN: "),
+            (server("root-cache", model={"path": "Qwen/Qwen3.6-27B", "cache": {"hostPath": "/"}}),
+             "spec.model.cache.hostPath is /: "),
+        ]
+        for body, field in forbidden:
+            proc = apply(k8s_cluster, namespace, body)
+            assert proc.returncode != 0, f"{body['metadata']['name']} admitted"
+            assert field in proc.stderr, proc.stderr
+            (message,) = rendered_refusals(tmp_path, namespace, body, operator_sa)
+            assert message.startswith(field)
+            assert message in proc.stderr, (message, proc.stderr)  # the same words
+        cached = server("cached", model={"path": "Qwen/Qwen3.6-27B", "cache": {"hostPath": f"{ALLOWED}/hf"}})
+        proc = apply(k8s_cluster, namespace, cached)
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_the_operators_service_account_is_refused(k8s_cluster: K8sCluster, tmp_path: Path) -> None:
+    """In the operator's own namespace (a fresh one, named as the release namespace of the rendered chart)."""
+    k8s_cluster.run("create", "namespace", OPERATOR_NS, check=False)
+    try:
+        with policy_installed(k8s_cluster, OPERATOR_NS) as operator_sa:
+            body = server("as-operator", serviceAccountName=operator_sa)
+            proc = apply(k8s_cluster, OPERATOR_NS, body, "--dry-run=server")
+            assert proc.returncode != 0
+            assert f"spec.serviceAccountName is {operator_sa} in {OPERATOR_NS}" in proc.stderr, proc.stderr
+            messages = rendered_refusals(tmp_path, OPERATOR_NS, body, operator_sa)
+            assert all(m in proc.stderr for m in messages), (messages, proc.stderr)
+    finally:
+        k8s_cluster.run("delete", "namespace", OPERATOR_NS, "--wait=false", "--ignore-not-found", check=False)
+
+
+def test_a_secret_the_user_may_not_read_is_refused(k8s_cluster: K8sCluster, namespace: str) -> None:
+    k8s_cluster.run("create", "secret", "generic", "api", "-n", namespace, "--from-literal=api-key=s3cret")
+    rules = [{"apiGroups": ["sglang-operator.io"], "resources": ["sglangservers"],
+              "verbs": ["create", "get", "patch", "update"]}]
+    for user, extra in (("alice", []), ("bob", [{"apiGroups": [""], "resources": ["secrets"],
+                                                  "resourceNames": ["api"], "verbs": ["get"]}])):
+        k8s_cluster.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                           "metadata": {"name": user}, "rules": rules + extra}, namespace)
+        k8s_cluster.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                           "metadata": {"name": user},
+                           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
+                           "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]},
+                          namespace)
+    with policy_installed(k8s_cluster, namespace):
+        body = server("keyed", apiKeySecretRef={"name": "api"})
+        alice = apply(k8s_cluster, namespace, body, "--as=alice")
+        assert alice.returncode != 0
+        assert "spec.apiKeySecretRef.name names Secret api in " + namespace in alice.stderr, alice.stderr
+        assert "alice may not" in alice.stderr
+        bob = apply(k8s_cluster, namespace, body, "--as=bob")
+        assert bob.returncode == 0, bob.stderr
+        # an update that leaves the spec as it was is not judged again (alice may label it)
+        labelled = k8s_cluster.run("label", "sglangserver", "keyed", "-n", namespace, "team=a", "--as=alice",
+                                   check=False)
+        assert labelled.returncode == 0, labelled.stderr
