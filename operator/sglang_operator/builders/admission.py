@@ -484,21 +484,21 @@ def secret_refs(obj: Mapping[str, Any]) -> list[SecretRef]:
 
 _S = OBJECT
 _SECRET_REFS_CEL = " + ".join([
-    *(f"(has({_S}.{k}) ? [{{'field': {_lit(f)}, 'name': {_S}.{k}.name}}] : [])" for k, f in _SECRET_FIELDS),
+    *(f"(has({_S}.{k}) ? [{{'field': {_lit(f)}, 'name': string({_S}.{k}.name)}}] : [])" for k, f in _SECRET_FIELDS),
     f"(has({_S}.env) ? {_S}.env.filter(e, has(e.valueFrom) && has(e.valueFrom.secretKeyRef))"
     ".map(e, {'field': 'spec.env[' + e.name + '].valueFrom.secretKeyRef.name', "
-    "'name': e.valueFrom.secretKeyRef.name}) : [])",
+    "'name': string(e.valueFrom.secretKeyRef.name)}) : [])",
     f"(has({_S}.volumes) ? {_S}.volumes.filter(v, has(v.secret) && has(v.secret.secretName))"
-    ".map(v, {'field': 'spec.volumes[' + v.name + '].secret.secretName', 'name': v.secret.secretName}) : [])",
+    ".map(v, {'field': 'spec.volumes[' + v.name + '].secret.secretName', 'name': string(v.secret.secretName)}) : [])",
     f"(has({_S}.volumes) ? {_S}.volumes.filter(v, has(v.projected) && has(v.projected.sources))"
     ".map(v, v.projected.sources.filter(s, has(s.secret) && has(s.secret.name))"
-    ".map(s, {'field': 'spec.volumes[' + v.name + '].projected.sources[].secret.name', 'name': s.secret.name}))"
+    ".map(s, {'field': 'spec.volumes[' + v.name + '].projected.sources[].secret.name', 'name': string(s.secret.name)}))"
     ".flatten() : [])",
     f"(has({_S}.volumes) ? {_S}.volumes.filter(v, has(v.csi) && has(v.csi.nodePublishSecretRef))"
     ".map(v, {'field': 'spec.volumes[' + v.name + '].csi.nodePublishSecretRef.name', "
-    "'name': v.csi.nodePublishSecretRef.name}) : [])",
+    "'name': string(v.csi.nodePublishSecretRef.name)}) : [])",
     f"(has({_S}.imagePullSecrets) ? {_S}.imagePullSecrets"
-    ".map(p, {'field': 'spec.imagePullSecrets[' + p.name + ']', 'name': p.name}) : [])",
+    ".map(p, {'field': 'spec.imagePullSecrets[' + p.name + ']', 'name': string(p.name)}) : [])",
 ])
 
 VARIABLES: tuple[dict[str, str], ...] = (
