@@ -7,6 +7,8 @@ the test's namespace (the other tests share the cluster); then:
 - each forbidden SGLangServer (privileged, an added SYS_ADMIN, a hostPath ``/`` cache, the operator's
   ServiceAccount) is refused with a message naming the field, the same text ``sglang-operator render`` prints;
 - a model cache under an allowed hostPath prefix passes;
+- at level restricted, a volume source outside the level and a server running as root are refused, a non-root one
+  with an emptyDir passes;
 - a user with ``create`` on sglangservers but no ``get`` on the Secret of ``apiKeySecretRef`` is refused; one who
   may get it passes (``kubectl --as``).
 """
@@ -44,13 +46,14 @@ def server(name: str, **spec: Any) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def policy_installed(k8s: K8sCluster, namespace: str) -> Iterator[str]:
-    """The chart's policy objects for a release in :data:`OPERATOR_NS`, the binding limited to ``namespace``;
-    yields the release fullname (the operator's ServiceAccount name); deletes both afterwards."""
+def policy_installed(k8s: K8sCluster, namespace: str, level: str = "baseline") -> Iterator[str]:
+    """The chart's policy objects (``admissionPolicy.level`` ``level``) for a release in :data:`OPERATOR_NS`, the
+    binding limited to ``namespace``; yields the release fullname (the operator's ServiceAccount name); deletes both
+    afterwards."""
     k8s.install_crd(CHART / "files" / "crds" / "sglangservers.yaml")
     release = f"adm-{namespace[-5:]}"
     objs = helm_template(require_helm(), CHART, release, OPERATOR_NS,
-                         {"admissionPolicy": {"allowedHostPaths": [ALLOWED]}})
+                         {"admissionPolicy": {"allowedHostPaths": [ALLOWED], "level": level}})
     vap = next(o for o in objs if o["kind"] == "ValidatingAdmissionPolicy")
     binding = next(o for o in objs if o["kind"] == "ValidatingAdmissionPolicyBinding")
     binding["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {
@@ -73,13 +76,15 @@ def apply(k8s: K8sCluster, namespace: str, body: dict[str, Any], *extra: str) ->
     return k8s.run("apply", *extra, "-n", namespace, "-f", "-", input=json.dumps(body), check=False)
 
 
-def rendered_refusals(tmp_path: Path, namespace: str, body: dict[str, Any], operator_sa: str) -> list[str]:
+def rendered_refusals(tmp_path: Path, namespace: str, body: dict[str, Any], operator_sa: str,
+                      level: str = "baseline") -> list[str]:
     path = tmp_path / f"{body['metadata']['name']}.yaml"
     path.write_text(yaml.safe_dump(body))
     result = CliRunner().invoke(app, ["render", str(path), "--namespace", namespace, "--allowed-host-path", ALLOWED,
-                                      "--operator-service-account", f"{OPERATOR_NS}/{operator_sa}"])
+                                      "--operator-service-account", f"{OPERATOR_NS}/{operator_sa}",
+                                      "--admission-level", level])
     assert result.exit_code == 1, result.output
-    prefix = f"{body['metadata']['name']}: refused by the admission policy (baseline): "
+    prefix = f"{body['metadata']['name']}: refused by the admission policy ({level}): "
     return [line.removeprefix(prefix) for line in result.stderr.splitlines()]
 
 
@@ -104,6 +109,30 @@ def test_the_api_server_refuses_what_render_refuses(k8s_cluster: K8sCluster, nam
         assert proc.returncode == 0, proc.stderr
 
 
+def test_the_restricted_level(k8s_cluster: K8sCluster, namespace: str, tmp_path: Path) -> None:
+    """The restricted validations compile too; a volume source outside the level is refused with render's words, a
+    non-root server with an allowed volume passes."""
+    non_root = {"runAsNonRoot": True, "runAsUser": 1000}
+    with policy_installed(k8s_cluster, namespace, "restricted") as operator_sa:
+        nfs = server("nfs", securityContext=non_root, volumes=[{"name": "data", "nfs": {"server": "nfs.example",
+                                                                                        "path": "/export"}}])
+        proc = apply(k8s_cluster, namespace, nfs, "--dry-run=server")
+        assert proc.returncode != 0, "nfs admitted"
+        messages = rendered_refusals(tmp_path, namespace, nfs, operator_sa, "restricted")
+        assert messages == ["spec.volumes[data] is nfs: restricted allows only configMap, csi, downwardAPI, emptyDir, "
+                            "ephemeral, persistentVolumeClaim, projected, secret volumes (Pod Security Standards "
+                            "restricted, check restrictedVolumes); use one of them or ask an admin for "
+                            "admissionPolicy.level baseline"], messages
+        assert messages[0] in proc.stderr, (messages, proc.stderr)
+        root = server("root")
+        proc = apply(k8s_cluster, namespace, root, "--dry-run=server")
+        assert proc.returncode != 0, "root admitted"
+        assert rendered_refusals(tmp_path, namespace, root, operator_sa, "restricted")[0] in proc.stderr, proc.stderr
+        scratch = server("scratch", securityContext=non_root, volumes=[{"name": "scratch", "emptyDir": {}}])
+        proc = apply(k8s_cluster, namespace, scratch, "--dry-run=server")
+        assert proc.returncode == 0, proc.stderr
+
+
 def test_the_operators_service_account_is_refused(k8s_cluster: K8sCluster, tmp_path: Path) -> None:
     """In the operator's own namespace (a fresh one, named as the release namespace of the rendered chart)."""
     k8s_cluster.run("create", "namespace", OPERATOR_NS, check=False)
@@ -113,8 +142,10 @@ def test_the_operators_service_account_is_refused(k8s_cluster: K8sCluster, tmp_p
             proc = apply(k8s_cluster, OPERATOR_NS, body, "--dry-run=server")
             assert proc.returncode != 0
             assert f"spec.serviceAccountName is {operator_sa} in {OPERATOR_NS}" in proc.stderr, proc.stderr
+            # render lists every refusal in the policy's order; the API server reports only the first denied
+            # validation (plugin/policy/validating/dispatcher.go: deniedDecisions[0])
             messages = rendered_refusals(tmp_path, OPERATOR_NS, body, operator_sa)
-            assert all(m in proc.stderr for m in messages), (messages, proc.stderr)
+            assert messages[0] in proc.stderr, (messages, proc.stderr)
     finally:
         k8s_cluster.run("delete", "namespace", OPERATOR_NS, "--wait=false", "--ignore-not-found", check=False)
 

@@ -371,8 +371,10 @@ class VolumeTypesRule:
                 "an admin for admissionPolicy.level baseline")
 
     def cel(self) -> list[dict[str, str]]:
-        bad = f"{OBJECT}.volumes.filter(v, v.exists(k, !(k in {_lit(self._keys)})))"
-        kind = f"{bad}[0].filter(k, !(k in {_lit(self._keys)})).join(', ')"
+        # dyn(): the CRD types a volume as an object, which the type checker will not iterate (a warning in the
+        # policy's status.typeChecking); at admission it is a map of its set fields, iterated by key
+        bad = f"{OBJECT}.volumes.filter(v, dyn(v).exists(k, !(k in {_lit(self._keys)})))"
+        kind = f"dyn({bad}[0]).filter(k, !(k in {_lit(self._keys)})).join(', ')"
         return [_validation(f"!has({OBJECT}.volumes) || {bad}.size() == 0",
                             f"spec.volumes[] uses a volume source outside the level{self._tail()}",
                             f"'spec.volumes[' + {bad}[0].name + '] is ' + {kind} + {_lit(self._tail())}")]
