@@ -28,6 +28,12 @@ SIM_OPTIONS: dict[str, tuple[str, type]] = {
     "--sim-fault-metrics-mode": ("", str),
     "--sim-fault-metrics-delay-s": ("", float),
     "--sim-fault-metrics-huge-mb": ("", float),
+    "--sim-fault-metrics-label-mb": ("", float),
+    "--sim-fault-metrics-series": ("", int),
+    "--sim-fault-probe-mode": ("", str),
+    "--sim-fault-probe-line-mb": ("", float),
+    "--sim-fault-probe-chunks": ("", int),
+    "--sim-fault-server-info-string-mb": ("", float),
     "--sim-fault-http-500-rate": ("", float),
     "--sim-fault-ready-flap-period-s": ("", float),
 }

@@ -1,13 +1,26 @@
 """Fault injection for tests: set at start-up by ``--sim-fault-*`` flags / ``SGLANG_SIM_FAULT_*`` env, and at
 run time by ``POST /sim/admin/faults`` (JSON object with any of the fields below; ``GET`` returns them).
 
+The hostile modes (``long_label``, ``many_series``, ``endless_line``, ``tiny_chunks``) write their bodies in blocks
+made on the fly (:data:`BLOCK_BYTES` at most held per request), each write waiting for the client to drain the
+previous one, and stop when the client goes away: the simulator's memory and CPU stay bounded whatever the client
+reads (issue 16's hostile pods, ``e2e/tests/test_hostile.py``, ``bench/hostile.py``).
+
 Fields:
 - ``accept_alpha`` (0..1 or null): per-position acceptance override; e.g. 0.05 collapses accept length to ≈1.05
 - ``throughput_drop_pct`` (0..99): decode steps take 1 / (1 - pct/100) as long
 - ``crash_after_s`` (seconds of wall time after the fault is set, or null): the process exits with code 1
   (after logging a scheduler exception like SGLang's ``Scheduler hit an exception``)
 - ``metrics_mode``: ``ok`` | ``hang`` (never answers) | ``slow`` (answers after ``metrics_delay_s``) |
-  ``garbage`` (not Prometheus text) | ``huge`` (``metrics_huge_mb`` MB of valid series)
+  ``garbage`` (not Prometheus text) | ``huge`` (``metrics_huge_mb`` MB of valid series) | ``long_label`` (the
+  real body, then one more ``sglang:num_running_reqs`` sample whose label ``evil`` is ``metrics_label_mb`` MiB long)
+  | ``many_series`` (the real body, then ``metrics_series`` more series of ``sglang:num_running_reqs``)
+- ``probe_mode`` (the streamed answers of ``/v1/chat/completions`` and ``/v1/completions``, what the operator's probe
+  calls; the request never reaches the engine): ``ok`` | ``endless_line`` (HTTP 200, then one ``data:`` line of
+  ``probe_line_mb`` MiB that ends only after that) | ``tiny_chunks`` (``probe_chunks`` valid chunks of one
+  character each, then the usage chunk and ``[DONE]``)
+- ``server_info_string_mb`` (MiB or null): ``/server_info`` reports ``speculative_algorithm`` as a string of
+  that size (``NEXTN``, then ``x`` repeated; the operator puts it in ``status.effective.algorithm``)
 - ``http_500_rate`` (0..1): fraction of API requests (all but ``/sim/admin/*``) answered with HTTP 500
 - ``ready_flap_period_s`` (seconds or null): health/readiness endpoints alternate 200 / 503 every period
 """
@@ -20,7 +33,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MetricsMode = Literal["ok", "hang", "slow", "garbage", "huge"]
+MetricsMode = Literal["ok", "hang", "slow", "garbage", "huge", "long_label", "many_series"]
+ProbeMode = Literal["ok", "endless_line", "tiny_chunks"]
+BLOCK_BYTES = 64 * 1024
+"""Bytes of one write of a hostile body (the most a hostile mode holds per request)."""
 
 
 class Faults(BaseModel):
@@ -34,6 +50,12 @@ class Faults(BaseModel):
     metrics_mode: MetricsMode = "ok"
     metrics_delay_s: float = Field(default=5.0, ge=0.0)
     metrics_huge_mb: float = Field(default=20.0, gt=0.0)
+    metrics_label_mb: float = Field(default=7.0, gt=0.0, le=1024.0)
+    metrics_series: int = Field(default=100_000, ge=1, le=100_000_000)
+    probe_mode: ProbeMode = "ok"
+    probe_line_mb: float = Field(default=1024.0, gt=0.0, le=1024.0 * 1024)
+    probe_chunks: int = Field(default=5_000_000, ge=1, le=1_000_000_000)
+    server_info_string_mb: float | None = Field(default=None, gt=0.0, le=64.0)
     http_500_rate: float = Field(default=0.0, ge=0.0, le=1.0)
     ready_flap_period_s: float | None = Field(default=None, gt=0.0)
     crash_at_wall: float | None = None

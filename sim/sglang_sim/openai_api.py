@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from sglang_sim import perf
+from sglang_sim import hostile, perf
 from sglang_sim.engine import SimRequest
 from sglang_sim.state import SIM_KEY, SimState
 
@@ -170,6 +170,11 @@ async def _openai(request: web.Request, chat: bool) -> web.StreamResponse:
         prompt = _tokens_of(str(body["prompt"]))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     stream = bool(body.get("stream"))
+    mode = sim.faults.probe_mode
+    if stream and mode != "ok":  # hostile (sglang_sim.faults): never reaches the engine
+        blocks = hostile.endless_line(sim.faults.probe_line_mb, chat) if mode == "endless_line" \
+            else hostile.tiny_chunks(sim.faults.probe_chunks, chat)
+        return await hostile.write_blocks(request, blocks, "text/event-stream")
     req = _new_request(sim, prompt, max_tokens, stream, bool(body.get("ignore_eos")))
     rid = ("chatcmpl-" if chat else "cmpl-") + req.rid
     created = int(time.time())

@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from sglang_sim import metrics, openai_api
+from sglang_sim import hostile, metrics, openai_api
 from sglang_sim.state import SIM_KEY, SimState
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -80,6 +80,8 @@ def server_info_body(sim: SimState) -> dict[str, Any]:
     if sim.facts.server_info_extras:
         body.update(launch_command=sim.launch_command, startup_time=sim.startup_seconds, frontend="python",
                     kv_events=None)
+    if sim.faults.server_info_string_mb is not None:  # hostile: a string the operator must cut before status
+        body["speculative_algorithm"] = "NEXTN" + "x" * max(int(sim.faults.server_info_string_mb * hostile.MIB) - 5, 0)
     return body
 
 
@@ -117,6 +119,10 @@ async def metrics_endpoint(request: web.Request) -> web.StreamResponse:
         return web.Response(body=b"<html>\x00\xff garbage {{{ not prometheus\nsglang:oops{= 1 2 3\n",
                             headers={"Content-Type": ctype})
     text = metrics.render(sim.engine.stats, sim.metrics_ctx)
+    if mode == "long_label":
+        return await hostile.write_blocks(request, hostile.long_label(text, sim.faults.metrics_label_mb), ctype)
+    if mode == "many_series":
+        return await hostile.write_blocks(request, hostile.many_series(text, sim.faults.metrics_series), ctype)
     if mode == "huge":
         target = int(sim.faults.metrics_huge_mb * 1024 * 1024)
         filler = []
