@@ -22,6 +22,9 @@ import yaml
 from e2e.kubelet.rest import JSON, ApiError, Rest
 
 REPO = Path(__file__).resolve().parents[2]
+PYTHONPATH = os.pathsep.join(str(REPO / d) for d in ("operator", "sim", "tools", ""))
+"""The pods' ``PYTHONPATH``: this checkout's packages (operator, simulator, tools) and its root, ahead of any
+installed copy (a venv's editable install may point at another checkout)."""
 _VERSION = re.compile(r"(\d+\.\d+\.\d+(?:\.post\d+)?)")
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.\-]*)\)")
 
@@ -143,7 +146,7 @@ def launch_spec(rules: list[ImageRule], pod: JSON, container: JSON, env: dict[st
     if rule.append_container_argv:
         argv += [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/"),
-            "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8",
+            "PYTHONPATH": PYTHONPATH, "PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8",
             "HOSTNAME": pod["metadata"]["name"]}
     for k in ("E2E_CLUSTER_ID", "XDG_CACHE_HOME", "HF_HOME"):
         if k in os.environ:
