@@ -4,6 +4,7 @@ is cached, each pod's label-set cache stays within its byte bound and is dropped
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Iterator
 
 import pytest
@@ -119,6 +120,25 @@ def test_a_label_value_over_the_limit_is_refused_as_its_line_arrives_and_not_cac
     ok = parse_text((healthy(1) + f'sglang:num_queue_reqs{{{LABELS},evil="{"w" * 100}"}} 1\n').encode(), ROLES,
                     limits)
     assert any('evil="' in key for key in ok.gauges[Role.QUEUED_REQUESTS])  # at the limit: accepted
+
+
+@pytest.mark.parametrize("value", ["v" * (7 * MIB), "\\n" * (7 * MIB // 2)], ids=["plain", "escapes"])
+def test_a_7_mib_label_value_is_refused_in_memory_of_the_order_of_the_line(value: str) -> None:
+    """The label value is matched without a backtracking point per character (the regex engine kept ~190 bytes per
+    character of a 7 MiB value: 1.3 GiB for one scrape, found by e2e/tests/test_hostile.py)."""
+    body = (healthy(1) + f'sglang:num_queue_reqs{{{SCHED},evil="{value}"}} 1\n').encode()
+    chunks = [body[pos:pos + 65536] for pos in range(0, len(body), 65536)]
+    tracemalloc.start()
+    try:
+        f = LineFilter(ROLES)
+        with pytest.raises(ParseError) as err:
+            for chunk in chunks:
+                f.feed(chunk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert err.value.reason == "label_value_too_long"
+    assert peak < 4 * len(body), f"peak {peak / MIB:.0f} MiB for a {len(body) / MIB:.0f} MiB line"
 
 
 def test_the_cache_is_bounded_by_bytes_not_entries() -> None:
