@@ -176,7 +176,7 @@ def test_all_hostile_modes_at_once_leave_the_operator_small_and_the_healthy_serv
     assert peak < RSS_LIMIT_MIB, f"operator peak RSS {peak:.0f} MiB"
     # the healthy servers: sampled every interval, never an error
     assert max(gaps.values()) <= 1.6 * INTERVAL, gaps  # the next tick after due (1 s apart): no interval skipped
-    assert min(sampled.values()) >= WINDOW / (1.3 * INTERVAL), sampled
+    assert min(sampled.values()) >= WINDOW / (1.6 * INTERVAL), sampled
     assert not any(healthy_errors.values()), healthy_errors
     # each hostile server: Error samples, its reason in its status and counted
     for name, mode in ERRORS.items():
@@ -196,7 +196,7 @@ def test_all_hostile_modes_at_once_leave_the_operator_small_and_the_healthy_serv
     # the idle connections: each closed by the read timeout, none refused, no thread per connection
     assert idle.error is None, idle.error
     assert idle.refused == 0 and idle.most_open == IDLE, idle.summary()
-    assert len(idle.closed_after) >= IDLE * int(WINDOW // (READ_TIMEOUT + 1)), idle.summary()
+    assert len(idle.closed_after) >= IDLE * (int(WINDOW // (READ_TIMEOUT + 1)) - 1), idle.summary()  # 4 waves
     assert min(idle.closed_after) >= READ_TIMEOUT - 1 and max(idle.closed_after) <= READ_TIMEOUT + 3, idle.summary()
     assert idle.oldest_at_end <= READ_TIMEOUT + 3, idle.oldest_at_end
     assert max(threads) <= threads_before + 16, (threads_before, max(threads))  # not one per connection

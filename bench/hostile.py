@@ -1,0 +1,188 @@
+"""Benchmark: what each hostile input of issue 16 costs the operator, one mode at a time, for ``--minutes`` each.
+
+On a local control plane of its own, the operator (``sglang-operator run``, defaults but ``--metrics-max-connections
+1024``, which leaves room for this bench's own reads beside 500 idle connections) serves ``--healthy`` healthy
+simulated SGLangServers (the known-good sample, the fast rollback policy: sampled and probed every 5 s). Then, in
+turn, a baseline without any hostile input, and each mode of ``e2e/hostile.py``: one hostile SGLangServer (an endless
+SSE line on the probe's stream, 5 000 000 tiny chunks, a 7 MiB label value, 100 000 series, a 1 MiB ``/server_info``
+string), or 500 idle TCP connections to the operator's metrics port. Per mode it prints:
+
+- the operator's peak RSS over the mode (VmHWM, reset at the mode's start through ``/proc/<pid>/clear_refs``; where
+  that is not allowed, the peak since the operator started) and its RSS at the end, MiB;
+- its CPU share (of one core) over the mode;
+- the scrape errors it counted during the mode, by endpoint and reason, and the hostile server's Error samples;
+- whether every healthy server kept being sampled every interval (its sample count grew with no gap over 1.6
+  intervals), with the fewest samples of one and the longest gap.
+
+    python bench/hostile.py                          # 20 healthy servers, every mode for 10 minutes (~75 min)
+    python bench/hostile.py --minutes 0.5            # a smoke run
+    python bench/hostile.py --modes tiny-chunks,long-label --minutes 2
+
+Exit status 0 either way (a benchmark, not a test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from e2e.build_k8s import build  # noqa: E402
+from e2e.cluster import Cluster, NodeOptions  # noqa: E402
+from e2e.conftest import K8sCluster, wait_for  # noqa: E402
+from e2e.hostile import (  # noqa: E402
+    IDLE_MODE,
+    MODES,
+    IdleClients,
+    Reading,
+    cpu_seconds,
+    error_deltas,
+    longest_gap,
+    read_metrics,
+    reset_peak,
+    rss_mib,
+    server,
+)
+from e2e.operator_proc import OperatorProcess  # noqa: E402
+from e2e.policies import INTERVAL  # noqa: E402
+
+NS = "hostile"
+BASELINE = "baseline"
+IDLE = 500
+
+
+def statuses(k8s: K8sCluster) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o.get("status") or {} for o in k8s.get("sglangservers", "-n", NS)["items"]}
+
+
+def apply(k8s: K8sCluster, items: list[dict[str, Any]]) -> None:
+    k8s.run("apply", "-n", NS, "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+            timeout=300)
+
+
+def wait_ready(k8s: K8sCluster, op: OperatorProcess, names: list[str], timeout: float = 300) -> None:
+    """Until every server of ``names`` is Ready and has one sample."""
+    wait_for(f"{len(names)} servers Ready", lambda: all(
+        statuses(k8s).get(n, {}).get("phase") == "Ready" for n in names), timeout=timeout, interval=2)
+
+    def sampled() -> bool:
+        r = read_metrics(op.metrics_port, NS)
+        return all(r.count(n) + r.count(n, error=True) > 0 for n in names)
+    wait_for("a sample of each", sampled, timeout=60, interval=1)
+
+
+def wait_gone(k8s: K8sCluster, name: str) -> None:
+    """Until the pods of server ``name`` are gone (the next mode starts without them)."""
+    wait_for(f"the pods of {name} gone", lambda: not k8s.get(
+        "pods", "-n", NS, "-l", f"app.kubernetes.io/instance={name}")["items"], timeout=120, interval=1)
+
+
+def measure(op: OperatorProcess, seconds: float) -> tuple[list[Reading], float, float, float, bool]:
+    """Read the operator's ``/metrics`` every second for ``seconds``: (readings, CPU share of one core, peak RSS
+    MiB, end RSS MiB, whether the peak is the mode's own)."""
+    assert op.proc is not None
+    pid = op.proc.pid
+    own_peak = reset_peak(pid)
+    first = read_metrics(op.metrics_port, NS)
+    cpu0 = cpu_seconds(pid)
+    readings = [first]
+    while time.monotonic() - first.at < seconds:
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - readings[-1].at)))
+        readings.append(read_metrics(op.metrics_port, NS))
+    cpu = (cpu_seconds(pid) - cpu0) / (readings[-1].at - first.at)
+    rss, peak, _ = rss_mib(pid)
+    return readings, cpu, peak, rss, own_peak
+
+
+def report(mode: str, healthy: list[str], hostile: str | None, readings: list[Reading], cpu: float, peak: float,
+           rss: float, own_peak: bool, extra: str = "") -> None:
+    first, last = readings[0], readings[-1]
+    window = last.at - first.at
+    gaps = {n: longest_gap(readings, n) for n in healthy}
+    counts = {n: last.count(n) - first.count(n) for n in healthy}
+    healthy_errors = sum(last.count(n, error=True) - first.count(n, error=True) for n in healthy)
+    kept = max(gaps.values()) <= 1.6 * INTERVAL and not healthy_errors and min(counts.values()) >= window / (
+        1.6 * INTERVAL)
+    errors = error_deltas(first, last)
+    line = (f"{mode:<17} peak RSS {peak:5.0f} MiB{'' if own_peak else ' (since start)'}, end {rss:5.0f} MiB, "
+            f"CPU {100 * cpu:5.1f} % of one core; errors "
+            f"{', '.join(f'{e}/{r} {v:.0f}' for (e, r), v in sorted(errors.items())) or 'none'}")
+    if hostile is not None:
+        line += (f"; {hostile}: {last.count(hostile, error=True) - first.count(hostile, error=True):.0f} Error, "
+                 f"{last.count(hostile) - first.count(hostile):.0f} other samples")
+    line += (f"; healthy sampled every interval: {'yes' if kept else 'NO'} (fewest samples {min(counts.values()):.0f} "
+             f"in {window:.0f} s, longest gap {max(gaps.values()):.1f} s, {healthy_errors:.0f} Error samples)")
+    print(line + (f"; {extra}" if extra else ""), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=10.0, help="minutes each mode is measured")
+    parser.add_argument("--healthy", type=int, default=20, help="healthy simulated SGLangServers")
+    parser.add_argument("--modes", default=",".join([BASELINE, *MODES, IDLE_MODE]),
+                        help="comma-separated, in order (default: all, the baseline first)")
+    args = parser.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = set(modes) - {BASELINE, IDLE_MODE, *MODES}
+    if unknown:
+        parser.error(f"unknown modes {sorted(unknown)}; known: {BASELINE}, {', '.join(MODES)}, {IDLE_MODE}")
+    work = Path(tempfile.mkdtemp(prefix="sglang-hostile-"))
+    gpus = args.healthy + 8  # 2 GPUs a server (tensor 2), on 2 nodes, and room for one hostile server
+    cluster = Cluster(build(), NodeOptions(count=2, gpus=gpus))
+    cluster.start()
+    k8s = K8sCluster(cluster.kubeconfig, cluster.kubectl, cluster)
+    op: OperatorProcess | None = None
+    try:
+        k8s.install_crd()
+        k8s.run("create", "namespace", NS)
+        op = OperatorProcess(cluster.kubeconfig, work / "operator.log", sample_interval=None,
+                             args=["--metrics-max-connections", "1024"])
+        op.start()
+        healthy = [f"healthy-{i:02d}" for i in range(args.healthy)]
+        t0 = time.monotonic()
+        apply(k8s, [server(n) for n in healthy])
+        wait_ready(k8s, op, healthy)
+        print(f"{args.healthy} healthy servers Ready and sampled in {time.monotonic() - t0:.0f} s; sampling interval "
+              f"{INTERVAL} s; each mode measured {args.minutes:g} min", flush=True)
+        for mode in modes:
+            if mode == BASELINE:
+                report(mode, healthy, None, *measure(op, 60 * args.minutes))
+            elif mode == IDLE_MODE:
+                idle = IdleClients(op.metrics_port, IDLE)
+                thread = idle.start()
+                try:
+                    got = measure(op, 60 * args.minutes)
+                finally:
+                    idle.stop.set()
+                    thread.join(10)
+                report(mode, healthy, None, *got, extra=idle.summary() + (f" ({idle.error!r})" if idle.error else ""))
+            else:
+                apply(k8s, [server(mode, MODES[mode].faults, hostile=True)])
+                wait_ready(k8s, op, [mode])
+                got = measure(op, 60 * args.minutes)
+                reason = ((statuses(k8s).get(mode, {}).get("analysis") or {}).get("lastSample") or {}).get("reason")
+                cut = ""
+                if mode == "server-info":
+                    st = statuses(k8s)[mode]
+                    algo = (st.get("effective") or {}).get("algorithm", "")
+                    cut = f"status.effective.algorithm {len(algo)} characters, status {len(json.dumps(st))} bytes"
+                report(mode, healthy, mode, *got, extra=cut or f"last sample: {str(reason)[:160]}")
+                k8s.run("delete", "sglangserver", mode, "-n", NS, "--wait=true", timeout=120)
+                wait_gone(k8s, mode)
+    finally:
+        if op is not None:
+            op.stop()
+        cluster.stop()
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
+if __name__ == "__main__":
+    main()
