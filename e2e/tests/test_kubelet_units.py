@@ -44,6 +44,8 @@ def test_sglang_image_runs_the_simulator_with_container_argv_and_env() -> None:
     assert argv[1:] == ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--port", "30000"]
     assert env["SGLANG_SIM_HOST"] == "127.1.0.9" and env["SGLANG_SIM_GPU"] == "NVIDIA-RTX-A6000"
     assert env["SGLANG_SIM_VERSION"] == "0.5.10" and env["MODEL"] == "m"
+    root = Path(__file__).resolve().parents[2]  # the checkout's packages first: not another checkout's install
+    assert env["PYTHONPATH"].split(":") == [str(root / d) for d in ("operator", "sim", "tools")] + [str(root)]
 
 
 def test_unknown_image_gets_the_idle_placeholder_on_its_ports() -> None:
