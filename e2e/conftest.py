@@ -118,6 +118,24 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "local_cluster: needs the local control plane and its fake kubelet (images.yaml, PIDs)")
 
 
+LONGEST_FIRST = ("test_rollback.py", "test_first_day.py", "test_memory_rounds.py", "test_control_loop.py",
+                 "test_multinode.py", "test_helm.py", "test_prometheus.py", "test_leader_election.py")
+"""e2e modules by measured wall time in CI (hundreds of seconds each, longest first)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the run for the README's ``-n 2 --dist loadfile --no-loadscope-reorder``: the e2e modules of
+    :data:`LONGEST_FIRST`, the other e2e modules, then the unit tests. Each xdist worker is handed whole modules in
+    this order as it runs out of work, so the longest go first and the short ones fill in at the end (the order
+    changes only the wall time, never an outcome: every module sets up what it needs)."""
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        path = Path(str(item.path))
+        if "e2e" not in path.parts:
+            return (2, 0)
+        return (0, LONGEST_FIRST.index(path.name)) if path.name in LONGEST_FIRST else (1, 0)
+    items.sort(key=rank)  # stable: the order inside each rank stays the collection's
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in _startup:
         terminalreporter.write_line(line)

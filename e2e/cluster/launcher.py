@@ -71,6 +71,18 @@ class NodeOptions:
     cpu: str = "64"
     memory: str = "512Gi"
     backoff_base: float = 10.0  # seconds, CrashLoopBackOff start (kubelet: 10 s, doubling, cap 300 s)
+    pod_cidr: str = field(default_factory=lambda: worker_pod_cidr())
+
+
+def worker_pod_cidr() -> str:
+    """The loopback network this process's clusters take pod IPs from: 127.1.0.0/16, or 127.(2 + N).0.0/16 for the
+    pytest-xdist worker ``gwN`` (``PYTEST_XDIST_WORKER``), so clusters of parallel test workers never hand out the
+    same address (their pods' ports would collide)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker.removeprefix("gw")) + 2 if worker.startswith("gw") and worker[2:].isdigit() else 1
+    if index > 254:
+        raise ClusterError(f"no pod network for xdist worker {worker} (at most 253 workers)")
+    return f"127.{index}.0.0/16"
 
 
 @dataclass
@@ -211,7 +223,7 @@ class Cluster:
             sys.executable, "-m", "e2e.kubelet", f"--kubeconfig={self.kubeconfig}",
             f"--nodes={n.count}", f"--gpus={n.gpus}", f"--gpu-product={n.gpu_product}",
             f"--cpu={n.cpu}", f"--memory={n.memory}", f"--backoff-base={n.backoff_base}",
-            f"--images={self.images}", f"--workdir={wd / 'pods'}",
+            f"--pod-cidr={n.pod_cidr}", f"--images={self.images}", f"--workdir={wd / 'pods'}",
         ], death_signal=signal.SIGTERM)
         insecure = ssl.create_default_context()
         insecure.check_hostname = False

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import signal
 import threading
 from pathlib import Path
 
 from e2e.kubelet.images import load_rules
-from e2e.kubelet.kubelet import Kubelet
+from e2e.kubelet.kubelet import POD_CIDR, Kubelet
 from e2e.kubelet.nodes import NodeSpec
 from e2e.kubelet.rest import Rest
 
@@ -27,6 +28,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--memory", default="512Gi")
     p.add_argument("--backoff-base", type=float, default=10.0, help="CrashLoopBackOff start, seconds")
     p.add_argument("--images", type=Path, default=DEFAULT_IMAGES)
+    p.add_argument("--pod-cidr", type=ipaddress.IPv4Network, default=POD_CIDR,
+                   help="loopback network the pod IPs come from (one per parallel test worker)")
     p.add_argument("--workdir", type=Path, required=True, help="per-pod directories and container logs")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -34,7 +37,8 @@ def main(argv: list[str] | None = None) -> None:
     a.workdir.mkdir(parents=True, exist_ok=True)
     nodes = [NodeSpec(f"{a.node_prefix}{i + 1}", f"127.0.1.{i + 1}", a.gpus, a.gpu_product, a.cpu, a.memory)
              for i in range(a.nodes)]
-    kubelet = Kubelet(Rest(a.kubeconfig), nodes, load_rules(a.images), a.workdir, a.backoff_base)
+    kubelet = Kubelet(Rest(a.kubeconfig), nodes, load_rules(a.images), a.workdir, a.backoff_base,
+                      a.pod_cidr)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

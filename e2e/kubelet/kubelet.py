@@ -29,8 +29,9 @@ class IPAllocator:
     clusters on one machine (parallel test sessions) would otherwise hand out the same first addresses and
     their pods' ports would collide."""
 
-    def __init__(self) -> None:
-        self.hosts = [str(h) for h in POD_CIDR.hosts()][1:]  # skip 127.1.0.1
+    def __init__(self, cidr: ipaddress.IPv4Network = POD_CIDR) -> None:
+        self.cidr = cidr
+        self.hosts = [str(h) for h in cidr.hosts()][1:]  # skip the network's first address (127.1.0.1)
         self.used: set[str] = set()
         self.next = random.randrange(len(self.hosts))
         self.lock = threading.Lock()
@@ -43,7 +44,7 @@ class IPAllocator:
                 if ip not in self.used:
                     self.used.add(ip)
                     return ip
-        raise RuntimeError(f"no free pod IP left in {POD_CIDR}")
+        raise RuntimeError(f"no free pod IP left in {self.cidr}")
 
     def release(self, ip: str) -> None:
         with self.lock:
@@ -52,13 +53,13 @@ class IPAllocator:
 
 class Kubelet:
     def __init__(self, rest: Rest, nodes: list[NodeSpec], rules: list[ImageRule], workdir: Path,
-                 backoff_base: float) -> None:
+                 backoff_base: float, pod_cidr: ipaddress.IPv4Network = POD_CIDR) -> None:
         self.rest = rest
         self.nodes = {n.name: n for n in nodes}
         self.workers: dict[str, PodWorker] = {}
         self.finished: set[str] = set()  # uids whose worker has ended: never restarted
         self.stop_event = threading.Event()
-        ips = IPAllocator()
+        ips = IPAllocator(pod_cidr)
         self.ctx = PodContext(rest, rules, workdir, backoff_base,
                               host_ip=lambda n: self.nodes[n].ip,
                               gpu_product=lambda n: self.nodes[n].gpu_product,

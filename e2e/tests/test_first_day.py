@@ -315,3 +315,31 @@ def test_recreate_drains_in_flight_requests(k8s_cluster: K8sCluster, namespace: 
     new = wait_for("the new revision", lambda: (o := sgls(k8s_cluster, namespace, NAME))["status"]
                    .get("revision") != obj["status"]["revision"] and o, timeout=30)
     wait_ready(k8s_cluster, namespace, NAME, new["status"]["revision"], timeout=90)
+
+
+def test_the_default_pods_run_under_pod_security_baseline_and_a_privileged_one_is_refused(
+        k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess) -> None:
+    """Issue 16 item 4: with the operator's pod defaults (no token, no privilege escalation, capabilities dropped,
+    RuntimeDefault seccomp) an SGLang pod is admitted by the API server's Pod Security admission at ``baseline``
+    and runs; the same namespace refuses a privileged one (so the label is enforced, not ignored)."""
+    k8s_cluster.run("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=baseline",
+                    "pod-security.kubernetes.io/enforce-version=latest")
+    k8s_cluster.apply(sample(), namespace)
+    obj = wait_ready(k8s_cluster, namespace, NAME)
+    (pod,) = ready_pods(k8s_cluster, namespace, NAME)
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    assert pod["spec"]["containers"][0]["securityContext"] == DEFAULT_SECURITY_CONTEXT
+    assert obj["status"]["readyReplicas"] == 1
+
+    privileged = sample()
+    privileged["metadata"]["name"] = "privileged"
+    privileged["spec"]["securityContext"] = {"privileged": True}
+    k8s_cluster.apply(privileged, namespace)
+
+    def refused_by_pod_security() -> str | None:
+        evs = k8s_cluster.get("events", "-n", namespace, "--field-selector", "reason=FailedCreate")["items"]
+        return next((e["message"] for e in evs if "violates PodSecurity" in e.get("message", "")), None)
+    message = wait_for("the privileged pod refused by Pod Security admission", refused_by_pod_security, timeout=30)
+    assert '"baseline:latest"' in message and "privileged" in message, message
+    assert not [p for p in k8s_cluster.get("pods", "-n", namespace)["items"]
+                if p["metadata"]["name"].startswith("privileged")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 import time
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from e2e.cluster import Cluster, ClusterError
+from e2e.cluster.launcher import worker_pod_cidr
 from e2e.kubelet.container import ContainerRunner
 from e2e.kubelet.images import expand, image_version, launch_spec, load_rules
 from e2e.kubelet.kubelet import IPAllocator
@@ -61,6 +63,16 @@ def test_ip_allocator_never_hands_out_an_address_twice() -> None:
     assert len(set(first)) == 100 and all(ip.startswith("127.1.") for ip in first)
     ips.release(first[0])
     assert ips.allocate() not in first  # round-robin: a released address is not reused at once
+
+
+def test_each_xdist_worker_gets_a_pod_network_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    nets = []
+    for worker in ("", "gw0", "gw1", "gw7"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        nets.append(worker_pod_cidr())
+    assert nets == ["127.1.0.0/16", "127.2.0.0/16", "127.3.0.0/16", "127.9.0.0/16"]
+    ips = IPAllocator(ipaddress.ip_network(nets[2]))
+    assert all(ip.startswith("127.3.") for ip in (ips.allocate() for _ in range(50)))
 
 
 def test_container_restarts_with_back_off_and_log_tail(tmp_path: Path) -> None:

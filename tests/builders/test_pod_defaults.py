@@ -135,7 +135,15 @@ def test_a_gpu_pod_is_burstable_not_best_effort() -> None:
     ({"runAsUser": 1000, "runAsNonRoot": True}, {**DEFAULT_SC, "runAsUser": 1000, "runAsNonRoot": True}),
     ({"privileged": True, "allowPrivilegeEscalation": True},
      {**DEFAULT_SC, "privileged": True, "allowPrivilegeEscalation": True}),
-], ids=["escalation", "seccomp", "add-ipc-lock", "own-drop", "add-and-empty-drop", "non-root", "privileged"])
+    # the API server refuses allowPrivilegeEscalation false beside these: the default is left out, not imposed
+    ({"privileged": True}, {k: v for k, v in {**DEFAULT_SC, "privileged": True}.items()
+                            if k != "allowPrivilegeEscalation"}),
+    ({"capabilities": {"add": ["SYS_ADMIN"]}}, {"capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]},
+                                                "seccompProfile": DEFAULT_SC["seccompProfile"]}),
+    ({"capabilities": {"add": ["CAP_SYS_ADMIN"]}, "allowPrivilegeEscalation": False},  # said so: kept, refused
+     {**DEFAULT_SC, "capabilities": {"drop": ["ALL"], "add": ["CAP_SYS_ADMIN"]}}),
+], ids=["escalation", "seccomp", "add-ipc-lock", "own-drop", "add-and-empty-drop", "non-root", "privileged",
+        "privileged-alone", "sys-admin", "sys-admin-explicit-false"])
 def test_the_spec_security_context_wins_per_field(given: dict[str, Any], expected: dict[str, Any]) -> None:
     for t in templates(with_spec(securityContext=given)) + templates(with_spec(MULTINODE, securityContext=given)):
         assert container(t)["securityContext"] == expected

@@ -36,7 +36,8 @@ def server(name: str, ns: str = "ns") -> dict[str, Any]:
     return obj
 
 
-def pod(name: str, server_name: str, rv: int, ip: str = "127.0.0.9", ns: str = "ns") -> dict[str, Any]:
+def pod(name: str, server_name: str, rv: int, ip: str | None = None, ns: str = "ns") -> dict[str, Any]:
+    ip = ip or f"127.1.{sum(map(ord, ns + name)) % 256}.{len(name)}"  # live pods never share an IP
     return {"kind": "Pod", "metadata": {
         "name": name, "namespace": ns, "resourceVersion": str(rv),
         "labels": {"app.kubernetes.io/instance": server_name, "app.kubernetes.io/managed-by": "sglang-operator",

@@ -9,11 +9,14 @@ from typing import Any
 from sglang_operator.io.pods import PodCache, Target, targets
 
 
-def pod(name: str, rv: int, server: str = "qwen", ready: bool = True, **extra: Any) -> dict[str, Any]:
+def pod(name: str, rv: int, server: str = "qwen", ready: bool = True, ip: str | None = None,
+        **extra: Any) -> dict[str, Any]:
+    """A pod; its IP by default one of its own (127.1.0.x from its name): live pods never share one."""
+    ip = ip or f"127.1.{sum(map(ord, name)) % 256}.{len(name)}"
     return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": str(rv),
                          "labels": {"app.kubernetes.io/instance": server, "sglang-operator.io/revision": "r1"},
                          "managedFields": [{"manager": "kubelet"}], **extra},
-            "status": {"podIP": "127.1.0.2", "conditions": [{"type": "Ready", "status": str(ready)}],
+            "status": {"podIP": ip, "conditions": [{"type": "Ready", "status": str(ready)}],
                        "containerStatuses": [{"restartCount": 2}, {"restartCount": 1}]}}
 
 
@@ -85,6 +88,31 @@ def test_targets_are_live_pods_with_restarts_and_revision() -> None:
     deleting = pod("x", 3, deletionTimestamp="2026-12-01T00:00:00Z")
     no_ip = pod("y", 4)
     no_ip["status"].pop("podIP")
-    assert targets([pod("b", 1), deleting, no_ip, pod("a", 2, ready=False)]) == [
-        Target("a", "r1", "127.1.0.2", False, 3), Target("b", "r1", "127.1.0.2", True, 3),
+    assert targets([pod("b", 1, ip="127.1.0.3"), deleting, no_ip, pod("a", 2, ready=False, ip="127.1.0.2")]) == [
+        Target("a", "r1", "127.1.0.2", False, 3), Target("b", "r1", "127.1.0.3", True, 3),
         Target("y", "r1", None, True, 3)]
+
+
+async def test_a_pod_ip_taken_by_another_servers_pod_drops_the_ghost_holding_it() -> None:
+    """Issue 16 item 6: server qwen's pod ``a`` was deleted during a watch gap (no DELETED event); its IP now belongs
+    to a pod of another tenant's server. The moment that pod is seen, ``a`` leaves qwen's targets, so qwen's API key
+    is never sent to it; an older LIST or event cannot bring ``a`` back."""
+    async def lister(ns: str) -> list[dict[str, Any]]:
+        return [pod("a", 10, ip="127.1.7.7")]
+
+    cache = PodCache(lister)
+    assert [t.ip for t in targets(await cache.pods("ns", "qwen"))] == ["127.1.7.7"]
+    cache.apply("ADDED", pod("b", 30, server="tenant-b", ip="127.1.7.7"))  # the IP reused: a is gone
+    assert cache.pods_now("ns", "qwen") == []
+    assert [t.ip for t in targets(cache.pods_now("ns", "tenant-b"))] == ["127.1.7.7"]
+    cache.apply(None, pod("a", 10, ip="127.1.7.7"))  # a stale listing of the ghost
+    cache.apply("MODIFIED", pod("a", 12, ip="127.1.7.7"))  # a late event of it, older than b
+    assert cache.pods_now("ns", "qwen") == [] and names(cache.pods_now("ns", "tenant-b")) == ["b"]
+    await cache.resync("ns")  # a LIST from before b: the ghost stays gone (its tombstone), b is kept (newer)
+    assert cache.pods_now("ns", "qwen") == [] and names(cache.pods_now("ns", "tenant-b")) == ["b"]
+    cache.apply("DELETED", pod("b", 31, server="tenant-b", ip="127.1.7.7"))
+    cache.apply("ADDED", pod("c", 40, ip="127.1.7.7"))  # qwen's new pod takes the address again
+    assert [(t.name, t.ip) for t in targets(cache.pods_now("ns", "qwen"))] == [("c", "127.1.7.7")]
+    cache.forget_server("ns", "qwen")
+    cache.apply("ADDED", pod("d", 41, server="tenant-b", ip="127.1.7.7"))
+    assert names(cache.pods_now("ns", "tenant-b")) == ["d"]

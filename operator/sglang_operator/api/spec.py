@@ -335,11 +335,12 @@ class SGLangServerSpec(ApiModel):
     """SecurityContext of the SGLang container, merged per field over the operator's defaults
     ``allowPrivilegeEscalation: false``, ``capabilities: {drop: [ALL]}``, ``seccompProfile: {type: RuntimeDefault}``
     (a field set here wins; ``capabilities.add`` is kept beside the default ``drop: [ALL]`` unless ``drop`` is set
-    here too). The image's user and a writable root filesystem are kept: SGLang images run as root and write caches.
-    RDMA / InfiniBand (GPUDirect RDMA, NCCL over IB verbs) needs ``capabilities: {add: [IPC_LOCK]}`` to pin
-    (mlock) its registered memory beyond the memlock limit; IPC_LOCK is outside the Pod Security Standards
-    ``baseline`` level, so such a namespace must allow ``privileged``. A model cache whose files another user owns
-    needs ``add: [DAC_OVERRIDE]`` (within ``baseline``: without capabilities root may not write them)."""
+    here too; ``privileged: true`` or an added ``SYS_ADMIN`` leaves the default ``allowPrivilegeEscalation`` out,
+    which the API server refuses beside them). The image's user and a writable root filesystem are kept: SGLang images
+    run as root and write caches. RDMA / InfiniBand (GPUDirect RDMA, NCCL over IB verbs) needs ``capabilities: {add:
+    [IPC_LOCK]}`` to pin (mlock) its registered memory beyond the memlock limit; IPC_LOCK is outside the Pod Security
+    Standards ``baseline`` level, so such a namespace must allow ``privileged``. A model cache whose files another
+    user owns needs ``add: [DAC_OVERRIDE]`` (within ``baseline``: without capabilities root may not write them)."""
     pod_labels: dict[str, str] = Field(default_factory=dict)
     """Extra labels of the pods (the operator's own ``app.kubernetes.io/*`` labels win)."""
     pod_annotations: dict[str, str] = Field(default_factory=dict)

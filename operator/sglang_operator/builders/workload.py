@@ -96,7 +96,20 @@ def security_context(spec: SGLangServerSpec) -> dict[str, Any]:
     are left as the image has them (SGLang images run as root and write caches under ``/root``)."""
     given = dict(spec.security_context or {})
     caps = {**DEFAULT_SECURITY_CONTEXT["capabilities"], **(given.pop("capabilities", None) or {})}
-    return {**DEFAULT_SECURITY_CONTEXT, **given, "capabilities": caps}
+    merged = {**DEFAULT_SECURITY_CONTEXT, **given, "capabilities": caps}
+    if "allowPrivilegeEscalation" not in given and escalates(merged):
+        del merged["allowPrivilegeEscalation"]  # the default would make the pod template invalid
+    return merged
+
+
+def escalates(context: dict[str, Any]) -> bool:
+    """Whether a container ``securityContext`` (camelCase) grants privilege escalation by itself: ``privileged:
+    true`` or ``capabilities.add`` holding ``SYS_ADMIN``. The API server refuses such a context with
+    ``allowPrivilegeEscalation: false`` ("cannot set `allowPrivilegeEscalation` to false and `privileged` to true",
+    k8s.io/kubernetes pkg/apis/core/validation/validation.go ``ValidateSecurityContext``), so the default is left
+    out there (an explicit ``false`` from the spec is kept: the API server's refusal then names it)."""
+    added = (context.get("capabilities") or {}).get("add") or []
+    return context.get("privileged") is True or any(c in ("SYS_ADMIN", "CAP_SYS_ADMIN") for c in added)
 
 
 def _volumes(spec: SGLangServerSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -6,6 +6,11 @@ tick, and the view of them the sampler needs (:class:`Target`).
 no signal that its initial listing is complete and an empty cache must not read as "no pods". Events and the LIST
 can race; ``metadata.resourceVersion`` (an integer in every etcd-backed API server) orders them, and a deleted
 pod leaves a tombstone so an older LIST cannot bring it back.
+
+A pod IP belongs to one live pod at a time (SGLang pods never use ``hostNetwork``): when a pod arrives with an IP
+a cached pod holds, the older of the two (by resourceVersion) is gone even if its DELETED event was lost in a watch
+gap, and is dropped at once, so the sampler never sends one server's API key to the IP of another's pod (issue 16
+item 6).
 """
 
 from __future__ import annotations
@@ -55,6 +60,10 @@ def _rv(pod: Mapping[str, Any]) -> int | None:
     return int(rv) if rv.isdigit() else None
 
 
+def _ip(pod: Mapping[str, Any]) -> str | None:
+    return str((pod.get("status") or {}).get("podIP") or "") or None
+
+
 def _newer(new: int | None, old: int | None) -> bool:
     return new is None or old is None or new >= old
 
@@ -69,6 +78,7 @@ class PodCache:
         self._tombstones: dict[str, dict[str, int | None]] = {}
         self._primed: set[str] = set()
         self._priming: dict[str, asyncio.Task[None]] = {}
+        self._by_ip: dict[str, tuple[str, str]] = {}
 
     def apply(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """Apply one watch event (``ADDED``, ``MODIFIED``, ``DELETED``, or None for kopf's initial listing)."""
@@ -80,10 +90,7 @@ class PodCache:
             return
         tomb = self._tombstones.setdefault(ns, {})
         if event_type == "DELETED":
-            self._drop(ns, name)
-            tomb[name] = rv
-            while len(tomb) > TOMBSTONES:
-                del tomb[next(iter(tomb))]
+            self._bury(ns, name, rv)
             return
         if name in tomb:
             dead = tomb[name]
@@ -92,21 +99,42 @@ class PodCache:
             del tomb[name]
         pod = {k: v for k, v in body.items() if k != "metadata"}
         pod["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+        ip = _ip(pod)
+        holder = self._by_ip.get(ip) if ip else None
+        if ip and holder is not None and holder != (ns, name):
+            other = self._pods.get(holder[0], {}).get(holder[1])
+            if other is not None and not _newer(rv, _rv(other)):
+                self._bury(ns, name, rv)  # the newer pod holds the IP: this one is gone
+                return
+            self._bury(*holder, _rv(other) if other is not None else None)
         self._drop(ns, name)
         self._pods[ns][name] = pod
         server = str((meta.get("labels") or {}).get(INSTANCE_LABEL, ""))
         self._by_server.setdefault((ns, server), {})[name] = pod
+        if ip:
+            self._by_ip[ip] = (ns, name)
 
     def holds(self, body: Mapping[str, Any]) -> bool:
         """Whether the pod ``body`` (any version of it) is in the cache."""
         meta = body.get("metadata") or {}
         return str(meta.get("name")) in self._pods.get(str(meta.get("namespace") or "default"), {})
 
+    def _bury(self, ns: str, name: str, rv: int | None) -> None:
+        """Drop pod ``ns/name`` and remember it as deleted at ``rv``."""
+        self._drop(ns, name)
+        tomb = self._tombstones.setdefault(ns, {})
+        tomb[name] = rv
+        while len(tomb) > TOMBSTONES:
+            del tomb[next(iter(tomb))]
+
     def _drop(self, ns: str, name: str) -> None:
         old = self._pods.get(ns, {}).pop(name, None)
         if old is not None:
             server = str((old["metadata"].get("labels") or {}).get(INSTANCE_LABEL, ""))
             self._by_server.get((ns, server), {}).pop(name, None)
+            ip = _ip(old)
+            if ip and self._by_ip.get(ip) == (ns, name):
+                del self._by_ip[ip]
 
     async def prime(self, namespace: str) -> None:
         """LIST ``namespace`` once (concurrent callers share the LIST); raises what the lister raises (the next
@@ -150,8 +178,9 @@ class PodCache:
 
     def forget_server(self, namespace: str, server: str) -> None:
         """Drop the pods of a deleted SGLangServer (their own DELETED events may still come, and are harmless)."""
-        for name in list(self._by_server.pop((namespace, server), {})):
-            self._pods.get(namespace, {}).pop(name, None)
+        for name in list(self._by_server.get((namespace, server), {})):
+            self._drop(namespace, name)
+        self._by_server.pop((namespace, server), None)
 
     async def pods(self, namespace: str, server: str) -> list[Pod]:
         """The pods of SGLangServer ``namespace/server`` (priming the namespace first if needed)."""
