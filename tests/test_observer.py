@@ -88,11 +88,11 @@ def test_a_server_deleted_before_its_point_is_not_observed() -> None:
 
 def test_cancelling_a_tick_cancels_the_observations_under_way() -> None:
     async def run() -> Recording:
-        obs = Recording(0.2, hold=asyncio.Event())  # every observation waits forever
+        obs = Recording(1.0, hold=asyncio.Event())  # every observation waits forever
         for i in range(4):
             obs.track("ADDED", body(f"s{i}"))
         tick = asyncio.get_running_loop().create_task(obs.tick())
-        await asyncio.sleep(0.3)  # past every point: all four under way
+        await asyncio.sleep(SPREAD + 0.1)  # past every point, before the interval's end: all four under way
         tick.cancel()
         with pytest.raises(asyncio.CancelledError):
             await tick
@@ -102,6 +102,47 @@ def test_cancelling_a_tick_cancels_the_observations_under_way() -> None:
     obs = asyncio.run(run())
     assert len(obs.started) == 4
     assert sorted(obs.cancelled) == sorted(n for n, _ in obs.started)
+
+
+class Slow(Recording):
+    """``slow`` takes ``seconds`` to observe (a hostile pod up to its probe's timeout); the others are instant."""
+
+    def __init__(self, interval: float, slow: str, seconds: float) -> None:
+        super().__init__(interval)
+        self.slow, self.seconds = slow, seconds
+
+    async def observe(self, body: dict[str, Any], now: Any) -> None:
+        await super().observe(body, now)
+        if body["metadata"]["name"] == self.slow:
+            try:
+                await asyncio.sleep(self.seconds)
+            except asyncio.CancelledError:
+                self.cancelled.append(self.slow)
+                raise
+
+
+def test_a_slow_observation_delays_no_other_server_and_is_not_started_twice() -> None:
+    """A server whose observation takes 3.5 intervals holds no other: the loop's ticks stay one interval apart,
+    every other server is observed at each, and the slow one again only after its observation ended."""
+    interval = 0.5
+
+    async def run() -> Slow:
+        obs = Slow(interval, "s0", 3.5 * interval)
+        obs.resync_seconds = 0
+        for i in range(4):
+            obs.track("ADDED", body(f"s{i}"))
+        obs.start()
+        await asyncio.sleep(6 * interval)
+        await obs.stop()
+        return obs
+
+    obs = asyncio.run(run())
+    times = {n: [at for name, at in obs.started if name == n] for n in ("s0", "s1", "s2", "s3")}
+    for name in ("s1", "s2", "s3"):
+        assert len(times[name]) >= 5, (name, times)
+        assert max(b - a for a, b in zip(times[name], times[name][1:])) < 1.5 * interval, (name, times)
+    assert len(times["s0"]) == 2 and times["s0"][1] - times["s0"][0] >= 3.5 * interval, times["s0"]
+    assert obs.cancelled == ["s0"]  # its second observation, still under way, ended by stop()
 
 
 def test_the_parse_is_reused_while_uid_generation_and_revision_stay() -> None:

@@ -83,6 +83,9 @@ class ServerMemory:
     diffs: list[str] | None = None
     draining: bool = False
     job: asyncio.Task[None] | None = None
+    observation: asyncio.Task[None] | None = None
+    """The observation of this server under way (it may outlast its tick: a slow pod holds no other server; the
+    next tick skips this one until it ends)."""
     applied: dict[str, Any] = field(default_factory=dict)
     handled: tuple[int, str, float] | None = None
     """``(generation, revision, monotonic time)`` the reconcile handler applied and has not seen in a view yet: until
@@ -109,8 +112,9 @@ class ServerMemory:
 
     @property
     def busy(self) -> bool:
-        """Whether the server's worker is writing now (an observation would wait for it: it is skipped)."""
-        return self.lock.locked() or (self.job is not None and not self.job.done())
+        """Whether the server's worker is at work now (writing, or observing since an earlier tick): a new
+        observation would wait for it, so it is skipped."""
+        return self.lock.locked() or any(t is not None and not t.done() for t in (self.job, self.observation))
 
     @contextlib.contextmanager
     def draining_pods(self) -> Iterator[None]:
@@ -146,12 +150,13 @@ class Memories:
         return mem
 
     def drop(self, key: Key) -> ServerMemory | None:
-        """Forget ``key`` (its job, if any, is cancelled); returns what was dropped."""
+        """Forget ``key`` (its job and observation, if any, are cancelled); returns what was dropped."""
         mem = self._by_key.pop(key, None)
         if mem is not None:
             mem.sampling.cancel()
-            if mem.job is not None and not mem.job.done():
-                mem.job.cancel()
+            for task in (mem.job, mem.observation):
+                if task is not None and not task.done():
+                    task.cancel()
         return mem
 
     def draining(self, namespace: str, name: str) -> bool:

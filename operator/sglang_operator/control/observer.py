@@ -183,6 +183,7 @@ class Observer:
         self._http: SGLangHTTP | None = None
         self._sampler: Sampler | None = None
         self._task: asyncio.Task[None] | None = None
+        self._slots: asyncio.Semaphore | None = None  # CONCURRENCY observations at a time, across ticks
         self._last_resync: float | None = None
         self.relisted = False
         """Set when a watch was re-listed (kopf restarts a watch after a 410 Gone or a lost connection with a LIST,
@@ -258,7 +259,7 @@ class Observer:
 
     async def stop(self) -> None:
         """Cancel the loop and every server's job and wait for them; cancel probes and close the HTTP client."""
-        jobs = [m.job for m in self.memories.values() if m.job is not None and not m.job.done()]
+        jobs = [t for m in self.memories.values() for t in (m.job, m.observation) if t is not None and not t.done()]
         for task in [self._task, *jobs]:
             if task is not None:
                 task.cancel()
@@ -513,8 +514,12 @@ class Observer:
         :data:`CONCURRENCY` at a time), each at its own fixed point of it (:func:`offset_in_interval`), in its own
         worker (a server whose worker is busy is skipped this tick). One loop walks the servers in phase order and
         starts each observation when its point comes (not a sleeping task per server: docs/architecture.md,
-        "Under load")."""
-        sem = asyncio.Semaphore(CONCURRENCY)
+        "Under load"). Returns when every observation ended or the interval is over, whichever is first: an
+        observation still under way (a slow or hostile pod, up to its probe's timeout) goes on in its server's
+        memory (:attr:`ServerMemory.observation`), and the next tick starts on time for every other server."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(CONCURRENCY)
+        sem = self._slots
         servers = [m.body for m in self.memories.values() if m.body is not None]
         telemetry.set_servers((m.status_of(m.body).phase for m in self.memories.values() if m.body is not None),
                               [p.value for p in Phase])
@@ -529,6 +534,7 @@ class Observer:
             if mem.stale_rv is not None and mem.stale_rv == mem.body["metadata"].get("resourceVersion"):
                 return
             mem.stale_rv = None
+            mem.observation = asyncio.current_task()
             async with sem, mem.lock:
                 if mem.body is None or self.memories.get(key) is not mem:
                     return
@@ -547,10 +553,11 @@ class Observer:
                 running.add(task)
                 task.add_done_callback(running.discard)
             if running:
-                await asyncio.gather(*running)
-        finally:  # cancelled (the operator stops): so are the observations under way
+                await asyncio.wait(set(running), timeout=max(0.0, started + self.interval - loop.time()))
+        except asyncio.CancelledError:  # the operator stops: so do the observations this tick started
             for task in list(running):
                 task.cancel()
+            raise
 
     async def resync(self) -> None:
         """A full LIST of SGLangServers (the watched namespaces, or clusterwide) and of the managed pods of every
