@@ -250,6 +250,12 @@ def test_run_passes_the_metrics_server_settings_with_their_defaults(monkeypatch)
                                  "--metrics-max-connections", "9", "--metrics-secure"])
     assert result.exit_code == 0, result.output
     assert calls[-1]["metrics_server"] == MetricsServerConfig(2.5, 7.0, 9, True)
+    result = runner.invoke(app, ["run", "--metrics-secure", "--metrics-cert-dir", "/certs"])
+    assert result.exit_code == 0, result.output
+    assert calls[-1]["metrics_server"] == MetricsServerConfig(secure=True, cert_dir="/certs")
+    calls.clear()
+    result = runner.invoke(app, ["run", "--metrics-cert-dir", "/certs"])  # TLS only with --metrics-secure
+    assert result.exit_code == 2 and "needs secure metrics (--metrics-secure)" in result.stderr and not calls
     assert runner.invoke(app, ["run", "--metrics-max-connections", "0"]).exit_code == 2
     assert runner.invoke(app, ["run", "--metrics-read-timeout", "0"]).exit_code == 2
 

@@ -246,8 +246,13 @@ def run(
     metrics_max_connections: Annotated[int, typer.Option(
         min=1, help="open connections to the metrics port at most; one more is answered 503 and closed")] = 128,
     metrics_secure: Annotated[bool, typer.Option(
-        help="/metrics needs a bearer token whose user may get the non-resource URL /metrics (TokenReview and "
-             "SubjectAccessReview, as controller-runtime's metrics filter); /readyz stays open")] = False,
+        help="the metrics port speaks HTTPS only (TLS 1.2+) and /metrics needs a bearer token whose user may get "
+             "the non-resource URL /metrics (TokenReview and SubjectAccessReview, as controller-runtime's secure "
+             "metrics server); /readyz stays open, over the same TLS")] = False,
+    metrics_cert_dir: Annotated[str | None, typer.Option(
+        help="with --metrics-secure: the directory of the metrics port's certificate, tls.crt (PEM chain, serving "
+             "certificate first) and tls.key (its unencrypted PEM key), e.g. a mounted kubernetes.io/tls Secret; "
+             "read again when the files change (default: a self-signed certificate made at start)")] = None,
     sample_interval: Annotated[float | None, typer.Option(
         min=1.0, help="seconds between two samples of every server, replacing spec.rollback.intervalSeconds "
                       "(tests, demos; default: each server's own)")] = None,
@@ -292,6 +297,12 @@ def run(
     election = _leader_election(leader_elect, leader_elect_resource_name, leader_elect_resource_namespace,
                                 leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period)
     try:
+        metrics_server = MetricsServerConfig(metrics_read_timeout, metrics_write_timeout, metrics_max_connections,
+                                             metrics_secure, metrics_cert_dir)
+    except ValueError as err:
+        typer.echo(f"run: {err}", err=True)
+        raise typer.Exit(2) from None
+    try:
         runner = importlib.import_module("sglang_operator.entry.runner")
     except ModuleNotFoundError as err:
         typer.echo(f"run: the operator runtime is missing ({err})", err=True)
@@ -303,8 +314,7 @@ def run(
                scrape_limits=lim.ScrapeLimits(scrape_body_limit, scrape_sample_limit, scrape_label_limit,
                                               scrape_label_value_length_limit, scrape_cache_bytes),
                probe_limits=lim.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit),
-               metrics_server=MetricsServerConfig(metrics_read_timeout, metrics_write_timeout,
-                                                  metrics_max_connections, metrics_secure))
+               metrics_server=metrics_server)
 
 
 @app.command("prometheus-config")

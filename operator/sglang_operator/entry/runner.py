@@ -138,13 +138,14 @@ def run(
     exits with status 1 if it loses the Lease.
     ``pod_monitors``: ``auto``/``always``/``never`` (:mod:`sglang_operator.io.discovery`);
     ``pod_monitor_labels``: put on every PodMonitor.
-    ``metrics_port``: the operator's ``/metrics`` (0: not served; exits with a message when the port is taken);
+    ``metrics_port``: the operator's ``/metrics`` (0: not served; exits with a message when the port is taken or,
+    with ``metrics_server.cert_dir``, a certificate file cannot serve, naming it);
     ``sample_interval``: seconds between two samples of every server, replacing ``spec.rollback.intervalSeconds``
     (None: each server's own); ``resync_seconds``: between two resyncs of the observer (0: never). The seconds
     between two observations of a server come from ``SGLANG_OPERATOR_STATUS_INTERVAL`` (default 5).
     ``scrape_limits``, ``probe_limits``: the bounds on what is read from an SGLang pod (defaults: those of
     :mod:`sglang_operator.decisions.sampling.limits`). ``metrics_server``: the metrics port's timeouts, connection cap
-    and authentication (default :class:`sglang_operator.process.metrics_http.MetricsServerConfig`).
+    authentication and TLS (default :class:`sglang_operator.process.metrics_http.MetricsServerConfig`).
     These reach the handlers as kopf's ``memo.config`` (:class:`sglang_operator.control.handlers.Config`).
     """
     from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
@@ -165,7 +166,7 @@ def run(
 
         try:
             metrics_http.serve(metrics_port, config=metrics_server)
-        except OSError as err:
+        except (OSError, ValueError) as err:  # the port taken; a metrics cert dir that cannot serve (CertError)
             raise SystemExit(f"sglang-operator run: cannot serve /metrics on port {metrics_port}: {err}") from None
     options: dict[str, Any] = {"clusterwide": not namespaces, "namespaces": list(namespaces),
                                "standalone": peering is None, "peering_name": peering, "liveness_endpoint": liveness,

@@ -1,6 +1,6 @@
 """The HTTP server of the metrics port: ``/metrics`` (prometheus-client's text of a registry) and ``/readyz``
 (:mod:`sglang_operator.process.readiness`), with bounds on what clients can hold, and optionally
-authenticated and authorized like controller-runtime's metrics server.
+authenticated and authorized, and served over TLS, like controller-runtime's secure metrics server.
 
 The server is ``aiohttp.web``'s low-level ``web.Server`` (aiohttp is a kopf dependency) on an asyncio loop of its
 own, in one daemon thread: connections cost a coroutine, not a thread (prometheus-client's ``ThreadingWSGIServer``
@@ -9,14 +9,19 @@ busy kopf loop nor a standby waiting for the Lease (kopf not running) delays an 
 (:class:`MetricsServerConfig`, ``sglang-operator run --metrics-…``):
 
 - **read timeout**: a connection that has not sent a complete request head within ``read_timeout`` seconds of
-  opening or of its previous answer is closed (aiohttp's ``keepalive_timeout``: armed at ``connection_made`` and
-  after every answer, not extended by partial data, and it closes a connection still waiting for a request;
-  ``aiohttp/web_protocol.py`` ``RequestHandler.connection_made`` and ``_process_keepalive``, aiohttp 3.14). A
-  slow-loris client dribbling a header byte by byte is closed too;
+  opening (with TLS: of its handshake's end) or of its previous answer is closed (aiohttp's ``keepalive_timeout``:
+  armed at ``connection_made`` and after every answer, not extended by partial data, and it closes a connection
+  still waiting for a request; ``aiohttp/web_protocol.py`` ``RequestHandler.connection_made`` and
+  ``_process_keepalive``, aiohttp 3.14). A slow-loris client dribbling a header byte by byte is closed too. With
+  TLS the handshake must end within ``read_timeout`` of the connection's opening, and a closing connection's
+  ``close_notify`` exchange within ``read_timeout`` too (asyncio's ``ssl_handshake_timeout`` and
+  ``ssl_shutdown_timeout``, 60 s and 30 s by default; ``asyncio/sslproto.py``): a client that opens TCP and never
+  completes the handshake, or never answers the close, is dropped;
 - **write timeout**: one answer (the reviews of a secure request included) must be written within
   ``write_timeout`` seconds, or the connection is aborted (a client that stops reading a large ``/metrics``);
-- **connection cap**: beyond ``max_connections`` open connections a new one is answered
-  ``503 Service Unavailable`` and closed at once, without reading it.
+- **connection cap**: beyond ``max_connections`` open TCP connections a new one is closed as it is accepted,
+  before a byte is read or a TLS handshake begun (in plain HTTP after writing ``503 Service Unavailable``):
+  :class:`_CappedListener`.
 
 Request bodies are never read; a request sending one is closed after its answer (``lingering_time`` 0).
 
@@ -28,8 +33,14 @@ answers this repeats: no or an unknown token 401 ``Unauthorized``, a TokenReview
 ``Authentication failed``, a SubjectAccessReview that cannot be made 500 ``Authorization for user U failed``, not
 allowed 403 ``Authorization denied for user U``. Decisions are cached per token digest, path and verb (allowed
 :data:`ALLOW_TTL` s, denied :data:`DENY_TTL` s, at most :data:`CACHE_ENTRIES`; controller-runtime caches a token's
-authentication 1 min and allows 5 min, denials 30 s). The port speaks plain HTTP: the token crosses the pod network
-unencrypted (the chart's NetworkPolicy limits who can reach the port).
+authentication 1 min and allows 5 min, denials 30 s).
+
+With ``secure`` the port also speaks TLS only (HTTPS, TLS 1.2 or later), so the token never crosses the network in
+clear: the certificate of ``cert_dir`` (``--metrics-cert-dir``: ``tls.crt``, ``tls.key``), reloaded when its files
+change, or a self-signed one made at start (:mod:`sglang_operator.process.metrics_tls`; controller-runtime's
+``pkg/metrics/server/server.go`` ``createListener``). ``/readyz`` answers over the same TLS, without a token (the
+kubelet's HTTPS probe does not verify the certificate). Without ``secure`` the port speaks plain HTTP, as
+controller-runtime's default does.
 """
 
 from __future__ import annotations
@@ -42,8 +53,9 @@ import logging
 import socket
 import threading
 import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -51,6 +63,7 @@ from aiohttp import web
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
+from sglang_operator.process import metrics_tls
 from sglang_operator.process.readiness import READINESS, Readiness
 
 log = logging.getLogger(__name__)
@@ -65,18 +78,22 @@ OPEN_PATHS = frozenset({"/readyz"})
 """Paths answered without a token when ``secure``."""
 _REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
             b"Content-Length: 20\r\nConnection: close\r\n\r\ntoo many connections")
+"""A plain-HTTP connection beyond the cap gets this before it is closed (a TLS one: nothing, it is not yet TLS)."""
 
 
 @dataclass(frozen=True)
 class MetricsServerConfig:
-    """The metrics port's bounds and authentication (``sglang-operator run --metrics-read-timeout``,
-    ``--metrics-write-timeout``, ``--metrics-max-connections``, ``--metrics-secure``; the module docstring says what
-    each does). Seconds, connections. Raises ``ValueError`` for a timeout not above 0 or a cap below 1."""
+    """The metrics port's bounds, authentication and TLS (``sglang-operator run --metrics-read-timeout``,
+    ``--metrics-write-timeout``, ``--metrics-max-connections``, ``--metrics-secure``, ``--metrics-cert-dir``; the
+    module docstring says what each does). Seconds, connections, a directory path (None: a self-signed certificate
+    when ``secure``). Raises ``ValueError`` for a timeout not above 0, a cap below 1, or a ``cert_dir`` without
+    ``secure`` (TLS is part of ``secure``)."""
 
     read_timeout: float = 10.0
     write_timeout: float = 30.0
     max_connections: int = 128
     secure: bool = False
+    cert_dir: str | None = None
 
     def __post_init__(self) -> None:
         if not (self.read_timeout > 0 and self.write_timeout > 0):
@@ -84,6 +101,9 @@ class MetricsServerConfig:
                              f"write {self.write_timeout}")
         if self.max_connections < 1:
             raise ValueError(f"metrics connection cap must be at least 1: {self.max_connections}")
+        if self.cert_dir is not None and not self.secure:
+            raise ValueError(f"a metrics cert dir ({self.cert_dir}) needs secure metrics (--metrics-secure): "
+                             "without it the port speaks plain HTTP")
 
 
 class Reviews(Protocol):
@@ -153,27 +173,49 @@ def bearer_token(authorization: str | None) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
-class _CappedServer(web.Server):
-    """aiohttp's low-level server, answering a connection beyond ``limit`` open ones 503 and closing it."""
+class _CappedListener(socket.socket):
+    """The listening socket, closing a connection beyond ``limit`` open ones as it is accepted, before asyncio sees
+    it: no byte read, no TLS handshake begun, no protocol made (a cap counted by aiohttp's handlers would see a TLS
+    connection only after its handshake). ``refusal`` is written first (plain HTTP). asyncio accepts with
+    ``sock.accept()`` and closes a connection's socket with ``close()`` (``asyncio/selector_events.py``
+    ``_accept_connection``, ``_SelectorTransport._call_connection_lost``); the open ones are those accepted whose
+    ``fileno()`` is not -1, held weakly (a socket dropped without ``close()`` no longer counts). Used from the
+    server's loop only."""
 
-    def __init__(self, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]], *, limit: int,
-                 **kwargs: Any) -> None:
-        super().__init__(handler, **kwargs)
+    def configure(self, limit: int, refusal: bytes) -> None:
+        """Set the cap and the refusal (before serving)."""
         self._limit = limit
+        self._refusal = refusal
+        self._open: weakref.WeakSet[socket.socket] = weakref.WeakSet()
 
-    def connection_made(self, handler: Any, transport: asyncio.Transport) -> None:
-        if len(self.connections) >= self._limit:
-            transport.write(_REFUSAL)
-            transport.close()
-        super().connection_made(handler, transport)
+    def open_connections(self) -> int:
+        """Connections accepted and not closed yet."""
+        return sum(1 for conn in list(self._open) if conn.fileno() != -1)
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        """The next waiting connection within the cap; those beyond it are refused and closed on the way. Raises
+        ``BlockingIOError`` when none waits (asyncio then waits for the next), ``OSError`` as ``socket.accept``."""
+        while True:
+            conn, address = super().accept()
+            if self.open_connections() < self._limit:
+                self._open.add(conn)
+                return conn, address
+            with contextlib.suppress(OSError):
+                conn.setblocking(False)
+                if self._refusal:
+                    conn.send(self._refusal)
+            conn.close()
 
 
 class MetricsServer:
     """The running server (:func:`serve`): ``port`` it listens on; :meth:`shutdown` stops it."""
 
-    def __init__(self, sock: socket.socket, readiness: Readiness, registry: CollectorRegistry,
-                 config: MetricsServerConfig, reviews: Reviews | None) -> None:
+    def __init__(self, sock: _CappedListener, readiness: Readiness, registry: CollectorRegistry,
+                 config: MetricsServerConfig, reviews: Reviews | None, tls: metrics_tls.ServingCert | None = None
+                 ) -> None:
         self._sock = sock
+        self.tls = tls
+        """The TLS certificate served (``config.secure``), else None: plain HTTP."""
         self.port: int = sock.getsockname()[1]
         self._readiness = readiness
         self._registry = registry
@@ -216,20 +258,35 @@ class MetricsServer:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        low = _CappedServer(self._handle, limit=self._config.max_connections, handler_cancellation=True,
-                            keepalive_timeout=self._config.read_timeout, lingering_time=0.0, access_log=None)
-        server = await self._loop.create_server(low, sock=self._sock)
+        low = web.Server(self._handle, handler_cancellation=True, keepalive_timeout=self._config.read_timeout,
+                         lingering_time=0.0, access_log=None)
+        tls: dict[str, Any] = {}
+        if self.tls is not None:
+            tls = {"ssl": self.tls.context, "ssl_handshake_timeout": self._config.read_timeout,
+                   "ssl_shutdown_timeout": self._config.read_timeout}
+        server = await self._loop.create_server(low, sock=self._sock, **tls)
         self._started.set()
+        watch = (self._loop.create_task(self._watch_cert(self.tls))
+                 if self.tls is not None and self.tls.cert_dir is not None else None)
         try:
             await self._stop.wait()
         finally:
+            if watch is not None:
+                watch.cancel()
             server.close()
             await low.shutdown(1.0)
-            await server.wait_closed()
+            with contextlib.suppress(TimeoutError):  # a TLS handshake under way ends by its timeout only
+                await asyncio.wait_for(server.wait_closed(), 1.0)
             close = getattr(self._reviews, "close", None)
             if close is not None:
                 with contextlib.suppress(Exception):
                     await close()
+
+    @staticmethod
+    async def _watch_cert(tls: metrics_tls.ServingCert) -> None:
+        while True:
+            await asyncio.sleep(metrics_tls.RELOAD_SECONDS)
+            tls.reload_if_changed()
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         try:
@@ -274,21 +331,29 @@ async def _send(request: web.BaseRequest, status: int, body: bytes, content_type
 
 def serve(port: int, address: str = "0.0.0.0", readiness: Readiness = READINESS, registry: CollectorRegistry = REGISTRY,
           config: MetricsServerConfig | None = None, reviews: Reviews | None = None) -> MetricsServer:
-    """Serve ``/metrics`` of ``registry`` and ``/readyz`` of ``readiness`` on ``http://address:port`` (port 0: a free
-    one, :attr:`MetricsServer.port`) with the bounds of ``config`` (default :class:`MetricsServerConfig`), from a
-    daemon thread. ``config.secure`` needs ``reviews`` (default: :class:`sglang_operator.io.reviews.KubeReviews`).
-    Returns the running server. Raises ``OSError`` when the port is taken."""
+    """Serve ``/metrics`` of ``registry`` and ``/readyz`` of ``readiness`` on ``http://address:port`` (with
+    ``config.secure``: ``https://``; port 0: a free one, :attr:`MetricsServer.port`) with the bounds of ``config``
+    (default :class:`MetricsServerConfig`), from a daemon thread. ``config.secure`` needs ``reviews`` (default:
+    :class:`sglang_operator.io.reviews.KubeReviews`) and serves the certificate of ``config.cert_dir`` or a
+    self-signed one (:class:`sglang_operator.process.metrics_tls.ServingCert`, before the port is bound). Returns the
+    running server. Raises :class:`sglang_operator.process.metrics_tls.CertError` (a ``ValueError``) for a cert dir
+    that cannot serve, naming the file; ``OSError`` when the port is taken."""
     config = config or MetricsServerConfig()
+    tls = metrics_tls.ServingCert(config.cert_dir) if config.secure else None
     if config.secure and reviews is None:
         from sglang_operator.io.reviews import KubeReviews
 
         reviews = KubeReviews()
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    sock = socket.create_server((address, port), family=family, backlog=min(1024, 2 * config.max_connections))
-    server = MetricsServer(sock, readiness, registry, config, reviews)
+    plain = socket.create_server((address, port), family=family, backlog=min(1024, 2 * config.max_connections))
+    sock = _CappedListener(plain.family, plain.type, plain.proto, fileno=plain.detach())
+    sock.configure(config.max_connections, b"" if tls is not None else _REFUSAL)
+    server = MetricsServer(sock, readiness, registry, config, reviews, tls)
     try:
         server.start()
     except BaseException:
         sock.close()
         raise
+    if tls is not None:
+        log.info("metrics: serving HTTPS on port %d with %s", server.port, tls.describe())
     return server
