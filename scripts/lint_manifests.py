@@ -42,12 +42,13 @@ MODES: dict[str, list[str]] = {
     "defaults (cluster-wide, 2 replicas, leader election, CRD)": [],
     "namespaced, kopf peering": ["--set", "watchNamespaces={team-a,team-b}", "--set", "peering=ops"],
     "monitoring objects": MONITORING,
-    "secure metrics, namespaced, NetworkPolicy, token Secret": [
+    "secure metrics, namespaced, NetworkPolicy, token Secret, certificate Secret": [
         *MONITORING, "--set", "metrics.secure=true", "--set", "watchNamespaces={team-a}",
         "--set", "metrics.readerServiceAccounts[0].name=prometheus",
         "--set", "metrics.readerServiceAccounts[0].namespace=monitoring",
-        "--set", "metrics.networkPolicy.enabled=true", "--set", "serviceMonitor.bearerTokenSecret.name=prom"],
-    "secure metrics, the Prometheus' own token": [*MONITORING, "--set", "metrics.secure=true"],
+        "--set", "metrics.networkPolicy.enabled=true", "--set", "serviceMonitor.bearerTokenSecret.name=prom",
+        "--set", "metrics.certSecret=metrics-cert"],
+    "secure metrics, the Prometheus' own token, self-signed certificate": [*MONITORING, "--set", "metrics.secure=true"],
     "admission policy restricted, allowed host paths and service accounts, no aggregate roles": [
         "--set", "admissionPolicy.level=restricted", "--set", "admissionPolicy.allowedHostPaths={/models,/data/hf}",
         "--set", "admissionPolicy.allowedServiceAccounts={puller,team-a/hf-reader}",

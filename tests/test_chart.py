@@ -347,6 +347,59 @@ def test_the_service_monitor_sends_a_token_when_metrics_are_secure() -> None:
     assert "bearerTokenFile" not in secret
 
 
+def _container(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    container: dict[str, Any] = only(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
+def test_secure_metrics_are_https_and_the_probe_and_service_monitor_follow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """metrics.secure: the readinessProbe and the ServiceMonitor use HTTPS; without metrics.certSecret the
+    operator's self-signed certificate (not verified), with it that Secret mounted as --metrics-cert-dir and
+    verified by the ServiceMonitor against its ca.crt for the metrics Service's DNS name."""
+    helm = require_helm()
+    plain = render(helm, serviceMonitor={"enabled": True})
+    assert "tlsConfig" not in _endpoint(plain)
+    assert "scheme" not in _container(plain)["readinessProbe"]["httpGet"]  # HTTP, the kubelet's default
+    assert not [a for a in _args(plain) if a.startswith("--metrics-cert-dir")]
+    assert "POD_IP" not in {e["name"] for e in _container(plain)["env"]}
+
+    own = render(helm, serviceMonitor={"enabled": True}, metrics={"secure": True})
+    endpoint = _endpoint(own)
+    assert endpoint["scheme"] == "https" and endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+    assert _container(own)["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics", "scheme": "HTTPS"}
+    assert not [a for a in _args(own) if a.startswith("--metrics-cert-dir")]
+    assert [v["name"] for v in only(own, "Deployment")["spec"]["template"]["spec"]["volumes"]] == ["tmp"]
+    env = {e["name"]: e for e in _container(own)["env"]}  # a name of the self-signed certificate
+    assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+
+    objs = render(helm, serviceMonitor={"enabled": True}, metrics={"secure": True, "certSecret": "metrics-cert"})
+    endpoint = _endpoint(objs)
+    service = next(o for o in objs if o["kind"] == "Service" and o["metadata"]["name"].endswith("-metrics"))
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert endpoint["scheme"] == "https" and endpoint["tlsConfig"] == {
+        "ca": {"secret": {"name": "metrics-cert", "key": "ca.crt"}},
+        "serverName": f"{service['metadata']['name']}.{RELEASE_NS}.svc"}
+    assert endpoint["bearerTokenFile"]  # the token still goes with it
+    container = _container(objs)
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    [cert_dir] = [a.split("=", 1)[1] for a in _args(objs) if a.startswith("--metrics-cert-dir=")]
+    pod = only(objs, "Deployment")["spec"]["template"]["spec"]
+    [volume] = [v for v in pod["volumes"] if v["name"] != "tmp"]
+    assert volume["secret"] == {"secretName": "metrics-cert"}
+    assert {"name": volume["name"], "mountPath": cert_dir, "readOnly": True} in container["volumeMounts"]
+
+    calls: list[dict[str, Any]] = []  # the flags parse with the real CLI
+    monkeypatch.setattr("sglang_operator.entry.runner.run", lambda **kw: calls.append(kw))
+    from sglang_operator.entry.cli import app
+    from sglang_operator.process.metrics_http import MetricsServerConfig
+
+    result = CliRunner().invoke(app, ["run", *_args(objs)])
+    assert result.exit_code == 0, result.output
+    assert calls[-1]["metrics_server"] == MetricsServerConfig(secure=True, cert_dir=cert_dir)
+    with pytest.raises(AssertionError, match="metrics.certSecret needs metrics.secure=true"):
+        render(helm, metrics={"certSecret": "metrics-cert"})
+
+
 def test_the_network_policy_opens_only_the_metrics_port_to_the_given_peers() -> None:
     helm = require_helm()
     assert not [o for o in render(helm) if o["kind"] == "NetworkPolicy"]
