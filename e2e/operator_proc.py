@@ -2,7 +2,9 @@
 
 The process gets ``KUBECONFIG``, a free loopback liveness port, ``SGLANG_OPERATOR_STATUS_INTERVAL`` and, unless
 ``args`` set them, ``--metrics-port`` (a free port: concurrent test runs never share 9808) and ``--sample-interval``;
-its log goes to a file. :meth:`OperatorProcess.readyz` and :meth:`OperatorProcess.wait_ready` read its ``/readyz``.
+its log goes to a file. :meth:`OperatorProcess.readyz` and :meth:`OperatorProcess.wait_ready` read its ``/readyz``,
+over HTTPS when ``args`` hold ``--metrics-secure`` (:attr:`OperatorProcess.metrics_scheme`; the certificate is not
+verified, as the kubelet's probe does not).
 :meth:`OperatorProcess.stop` ends it (SIGINT, then SIGKILL) and leaves no process behind.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -37,6 +40,9 @@ class OperatorProcess:
         self.metrics_port = int(given[-1]) if given else free_port()
         if not given:
             self.args += ["--metrics-port", str(self.metrics_port)]
+        secure = [a for a in self.args if a in ("--metrics-secure", "--no-metrics-secure")]
+        self.metrics_scheme = "https" if secure and secure[-1] == "--metrics-secure" else "http"
+        """``https`` when the metrics port speaks TLS (``--metrics-secure``), else ``http``."""
         self.env = dict(env or {})
         if sample_interval is not None and not any(a.split("=", 1)[0] == "--sample-interval" for a in self.args):
             self.args += ["--sample-interval", str(sample_interval)]
@@ -85,11 +91,19 @@ class OperatorProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(5)
 
+    def metrics_url(self, path: str) -> str:
+        """The URL of ``path`` on the metrics port, in its scheme."""
+        return f"{self.metrics_scheme}://127.0.0.1:{self.metrics_port}{path}"
+
     def readyz(self) -> tuple[int, str] | None:
-        """``GET /readyz`` on the metrics port: (HTTP status, body without its line feed), None while nothing
-        answers."""
+        """``GET /readyz`` on the metrics port (HTTPS without verifying the certificate when the port speaks TLS):
+        (HTTP status, body without its line feed), None while nothing answers."""
+        context = None
+        if self.metrics_scheme == "https":
+            context = ssl.create_default_context()
+            context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=2) as r:
+            with urllib.request.urlopen(self.metrics_url("/readyz"), timeout=2, context=context) as r:
                 return r.status, r.read().decode().strip()
         except urllib.error.HTTPError as err:
             return err.code, err.read().decode().strip()

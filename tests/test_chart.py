@@ -396,7 +396,7 @@ def test_secure_metrics_are_https_and_the_probe_and_service_monitor_follow(monke
     result = CliRunner().invoke(app, ["run", *_args(objs)])
     assert result.exit_code == 0, result.output
     assert calls[-1]["metrics_server"] == MetricsServerConfig(secure=True, cert_dir=cert_dir)
-    with pytest.raises(AssertionError, match="metrics.certSecret needs metrics.secure=true"):
+    with pytest.raises(AssertionError, match=r"metrics\.certSecret needs metrics\.secure=true"):
         render(helm, metrics={"certSecret": "metrics-cert"})
 
 
