@@ -37,14 +37,15 @@ def persisted(stored: dict[str, Any], d: Decision) -> dict[str, Any]:
 def test_an_apply_failure_is_degraded_and_posted_once() -> None:
     stored = {"revision": GOOD}
     first = decide(stored, {}, observed(apply_failure="applying the Deployment failed (HTTP 500): x"), FAST)
-    degraded = next(c for c in first.status["conditions"] if c["type"] == "Degraded")
-    assert (degraded["status"], degraded["reason"]) == ("True", "ApplyFailed")
+    degraded = first.status.condition("Degraded")
+    assert degraded is not None and (degraded.status, degraded.reason) == ("True", "ApplyFailed")
     assert [e.reason for e in first.events if e.type == "Warning"] == ["ApplyFailed"]  # and the analysis's own
     again = decide(persisted(stored, first), {}, observed(T0 + dt.timedelta(seconds=1),
                                                           apply_failure="applying the Deployment failed"), FAST)
     assert [e.reason for e in again.events if e.reason == "ApplyFailed"] == []  # the same reason: no second event
     healed = decide(persisted(stored, first), {}, observed(T0 + dt.timedelta(seconds=2)), FAST)
-    assert next(c for c in healed.status["conditions"] if c["type"] == "Degraded")["status"] == "False"
+    healed_degraded = healed.status.condition("Degraded")
+    assert healed_degraded is not None and healed_degraded.status == "False"
 
 
 def test_settings_differ_is_posted_when_the_differences_change_only() -> None:

@@ -15,6 +15,7 @@ of SettingsDiffer's differences; the analysis' own).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -58,17 +59,25 @@ class Observed:
 
 @dataclass(frozen=True)
 class Decision:
-    """What to persist: ``status`` (every key the observation owns, with what the server's job applied merged in),
-    ``delta`` (the keys that differ from the stored status: the one patch; empty: no write), ``events`` in the order
-    to post them, ``apply`` (at most one revision to apply, as the server's job), ``state`` (the analysis, for the
-    operator's series), ``diffs`` (the SettingsDiffer differences observed, for the server's memory)."""
+    """What to persist: ``status_json`` (every key the observation owns, with what the server's job applied merged
+    in, as JSON) and :attr:`status` (the same, typed), ``delta`` (the keys that differ from the stored status: the
+    one merge patch; empty: no write), ``events`` in the order to post them, ``apply`` (at most one revision to
+    apply, as the server's job), ``state`` (the analysis, for the operator's series), ``diffs`` (the SettingsDiffer
+    differences observed, for the server's memory)."""
 
-    status: dict[str, Any]
+    status_json: dict[str, Any]
     delta: dict[str, Any]
     events: list[Event]
     apply: Apply | None
     state: RollbackState
     diffs: list[str] | None = None
+
+    @functools.cached_property
+    def status(self) -> SGLangServerStatus:
+        """The new status as :class:`SGLangServerStatus`, parsed at its first read (the observer persists
+        ``delta`` and reads the next view's status typed, so a tick pays no second parse). Raises
+        ``pydantic.ValidationError`` if the decision broke the status schema (a bug)."""
+        return SGLangServerStatus.model_validate(self.status_json)
 
 
 def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
