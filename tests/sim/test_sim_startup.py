@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import httpx
@@ -83,13 +84,26 @@ def test_memory_model_decides_fit() -> None:
 
 def test_startup_logs_and_port_opens_only_after_load() -> None:
     sim = start_sim(to_0523(REGRESSED), extra=["--sim-load-seconds", "4"], wait_ready=False)
+    lines: list[str] = []
+    assert sim.proc.stderr is not None
+    reader = threading.Thread(target=lambda: lines.extend(iter(sim.proc.stderr.readline, "")), daemon=True)
+    reader.start()
     try:
-        time.sleep(1.5)  # interpreter start-up; the simulated weight loading takes 4 s
-        assert sim.proc.poll() is None
+        # the interpreter's start-up takes its time on a loaded machine: wait for the loading to begin (it then
+        # takes 4 s), not a fixed while
+        deadline = time.monotonic() + 30
+        while not any(" TP1] Load weight begin." in line for line in list(lines)):
+            assert sim.proc.poll() is None, "".join(lines)
+            assert time.monotonic() < deadline, f"no 'Load weight begin' in 30 s: {''.join(lines)}"
+            time.sleep(0.05)
         with pytest.raises(httpx.ConnectError):  # SGLang opens its port only after loading weights
             httpx.get(sim.base_url + "/health", timeout=1)
     finally:
-        err = sim.stop()
+        if sim.proc.poll() is None:
+            sim.proc.terminate()
+        sim.proc.wait(timeout=10)
+        reader.join(10)
+    err = "".join(lines)
     assert "Max running requests is reset to 48 for speculative decoding" in err
     assert " TP0] Load weight begin. avail mem=" in err and " TP1] Load weight begin. avail mem=" in err
     assert "Load weight end." not in err
