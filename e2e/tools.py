@@ -6,6 +6,7 @@ Usage::
     python -m e2e.tools helm                      # build (or reuse) helm and print its path
     python -m e2e.tools prometheus                # build (or reuse) prometheus + promtool, print the directory
     python -m e2e.tools prometheus-operator-crds  # fetch the Prometheus Operator CRDs, print the directory
+    python -m e2e.tools prometheus-operator       # build (or reuse) the Prometheus Operator, print the directory
     python -m e2e.tools kubeconform               # build (or reuse) kubeconform and print its path
 
 Cache (``${XDG_CACHE_HOME:-$HOME/.cache}/sglang-operator/tools/``):
@@ -20,6 +21,14 @@ Cache (``${XDG_CACHE_HOME:-$HOME/.cache}/sglang-operator/tools/``):
   copied from the ``github.com/prometheus-operator/prometheus-operator@<version>`` module zip
   (``go mod download -json``; ``example/prometheus-operator-crd/``).
 
+- ``prometheus-operator-<version>/``: ``operator`` (the Prometheus Operator's controller,
+  ``github.com/prometheus-operator/prometheus-operator/cmd/operator``, built with ``go build`` from the wrapper
+  module ``e2e/prometheus_operator/`` whose ``go.mod`` requires it as a ``tool`` and whose ``go.sum`` pins the
+  graph: the upstream go.mod's ``replace`` directives point at local paths, so ``go install …@version`` cannot
+  work; cold: about 4 minutes of 2 cores), ``crds/`` (every CRD of its module zip, the ``Prometheus`` one
+  included) and ``stamp`` (hash of the wrapper's go.mod and go.sum; a mismatch rebuilds). The tests use it for
+  the scrape configuration it generates (``e2e/prometheus_operator.py``).
+
 - ``kubeconform-<version>/kubeconform``: ``go install github.com/yannh/kubeconform/cmd/kubeconform@<version>``
   (about 30 s); used with local schemas only (``scripts/lint_manifests.py``).
 
@@ -29,6 +38,7 @@ Errors: ``SystemExit`` with a message when ``go`` is not on PATH or the build/do
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -58,6 +68,9 @@ PROMETHEUS_OPERATOR_VERSION = "v0.85.0"  # the only root-module version the prox
 PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
 PROMETHEUS_OPERATOR_CRDS = ("podmonitors", "servicemonitors", "prometheusrules")
 PROMETHEUS_OPERATOR_CRDS_COMMAND = "python -m e2e.tools prometheus-operator-crds"
+PROMETHEUS_OPERATOR_MODULE_DIR = Path(__file__).resolve().parent / "prometheus_operator"
+PROMETHEUS_OPERATOR_PACKAGE = f"{PROMETHEUS_OPERATOR_MODULE}/cmd/operator"
+PROMETHEUS_OPERATOR_BUILD_COMMAND = "python -m e2e.tools prometheus-operator"
 
 KUBECONFORM_VERSION = "v0.8.0"
 KUBECONFORM_PACKAGE = "github.com/yannh/kubeconform/cmd/kubeconform"
@@ -238,6 +251,80 @@ def fetch_prometheus_operator_crds(version: str = PROMETHEUS_OPERATOR_VERSION, f
     return d
 
 
+def prometheus_operator_dir(version: str = PROMETHEUS_OPERATOR_VERSION) -> Path:
+    """The cache directory of the Prometheus Operator ``version`` (``operator``, ``crds/``, ``stamp``; may not
+    exist)."""
+    return cache_root() / "tools" / f"prometheus-operator-{version}"
+
+
+def prometheus_operator_wrapper_version(module_dir: Path = PROMETHEUS_OPERATOR_MODULE_DIR) -> str:
+    """The Prometheus Operator version the wrapper module's go.mod requires (``v0.85.0``)."""
+    for line in (module_dir / "go.mod").read_text().splitlines():
+        parts = line.removeprefix("require").split()
+        if len(parts) >= 2 and parts[0] == PROMETHEUS_OPERATOR_MODULE:
+            return parts[1]
+    raise SystemExit(f"tools: {module_dir / 'go.mod'} does not require {PROMETHEUS_OPERATOR_MODULE}")
+
+
+def _wrapper_stamp(module_dir: Path) -> str:
+    h = hashlib.sha256()
+    for name in ("go.mod", "go.sum"):
+        h.update((module_dir / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def find_prometheus_operator(version: str = PROMETHEUS_OPERATOR_VERSION) -> Path | None:
+    """The cache directory when the binary, its CRDs and a current stamp are there, else None."""
+    d = prometheus_operator_dir(version)
+    stamp = d / "stamp"
+    ok = ((d / "operator").is_file() and os.access(d / "operator", os.X_OK)
+          and (d / "crds" / crd_file_name("prometheuses")).is_file()
+          and stamp.is_file() and stamp.read_text().strip() == _wrapper_stamp(PROMETHEUS_OPERATOR_MODULE_DIR))
+    return d if ok else None
+
+
+def build_prometheus_operator(force: bool = False) -> Path:
+    """Return the cache directory with the Prometheus Operator's ``operator`` binary and ``crds/``, building it
+    with ``go build`` in the wrapper module when missing, stale (go.mod/go.sum changed) or ``force``. Version
+    stamps as its Makefile sets them (``operator --version``)."""
+    module_dir = PROMETHEUS_OPERATOR_MODULE_DIR
+    version = prometheus_operator_wrapper_version(module_dir)
+    d = prometheus_operator_dir(version)
+    if not force and find_prometheus_operator(version):
+        log(f"cached Prometheus Operator {version} at {d}")
+        return d
+    _require_go(f"building the Prometheus Operator {version}", PROMETHEUS_OPERATOR_BUILD_COMMAND)
+    ref = f"{PROMETHEUS_OPERATOR_MODULE}@{version}"
+    proc = subprocess.run(["go", "mod", "download", "-json", ref], env=_go_env(), cwd=module_dir,
+                          capture_output=True, text=True)
+    try:
+        info = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        info = {"Error": proc.stderr.strip() or "no output"}
+    if proc.returncode != 0 or "Error" in info:
+        raise SystemExit(f"tools: go mod download {ref} failed: {info.get('Error', proc.stderr.strip())}")
+    crds = d / "crds"
+    shutil.rmtree(crds, ignore_errors=True)
+    crds.mkdir(parents=True)
+    for src in sorted((Path(info["Dir"]) / "example" / "prometheus-operator-crd").glob("monitoring.coreos.com_*.yaml")):
+        shutil.copyfile(src, crds / src.name)
+    log(f"building {PROMETHEUS_OPERATOR_PACKAGE}@{version} into {d} (cold: about 4 minutes of 2 cores)")
+    start = time.monotonic()
+    stamp = "github.com/prometheus/common/version"
+    ldflags = " ".join(["-s", "-w", f"-X {stamp}.Version={version.removeprefix('v')}", f"-X {stamp}.Revision={version}",
+                        f"-X {stamp}.Branch=HEAD", f"-X {stamp}.BuildUser=sglang-operator-e2e",
+                        f"-X {stamp}.BuildDate={time.strftime('%Y%m%d-%H:%M:%S', time.gmtime())}"])
+    tmp = d / ".operator.tmp"
+    proc = subprocess.run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(tmp), PROMETHEUS_OPERATOR_PACKAGE],
+                          env=_go_env(), cwd=module_dir, capture_output=True, text=True)
+    if proc.returncode != 0 or not tmp.is_file():
+        raise SystemExit(f"tools: go build {PROMETHEUS_OPERATOR_PACKAGE} failed:\n{proc.stderr.strip()}")
+    os.replace(tmp, d / "operator")  # atomic: a half-written binary is never at the path
+    (d / "stamp").write_text(_wrapper_stamp(module_dir) + "\n")
+    log(f"built the Prometheus Operator {version} in {time.monotonic() - start:.0f} s")
+    return d
+
+
 def _require(found: Path | None, what: str, where: Path, command: str) -> Path:
     import pytest
 
@@ -265,6 +352,13 @@ def require_prometheus_operator_crds() -> list[Path]:
     d = _require(find_prometheus_operator_crds(), f"Prometheus Operator CRDs {PROMETHEUS_OPERATOR_VERSION}",
                  prometheus_operator_crds_dir(), PROMETHEUS_OPERATOR_CRDS_COMMAND)
     return [d / crd_file_name(p) for p in PROMETHEUS_OPERATOR_CRDS]
+
+
+def require_prometheus_operator() -> Path:
+    """The cached Prometheus Operator directory for tests (``operator``, ``crds/``): ``pytest.fail`` (never skip)
+    with the build command when missing."""
+    return _require(find_prometheus_operator(), f"the Prometheus Operator {PROMETHEUS_OPERATOR_VERSION}",
+                    prometheus_operator_dir(), f"{PROMETHEUS_OPERATOR_BUILD_COMMAND} (go build, about 4 minutes)")
 
 
 def kubeconform_path(version: str = KUBECONFORM_VERSION) -> Path:
@@ -295,7 +389,8 @@ def build_kubeconform(version: str = KUBECONFORM_VERSION, force: bool = False) -
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m e2e.tools", description=__doc__.split("\n")[0])
-    parser.add_argument("tool", choices=["helm", "prometheus", "prometheus-operator-crds", "kubeconform"],
+    parser.add_argument("tool", choices=["helm", "prometheus", "prometheus-operator-crds",
+                                                 "prometheus-operator", "kubeconform"],
                         help="the tool to build (or reuse) and print the path of")
     parser.add_argument("--version", help=f"tool version (defaults: helm {HELM_VERSION}, prometheus "
                         f"{PROMETHEUS_VERSION}, prometheus-operator-crds {PROMETHEUS_OPERATOR_VERSION})")
@@ -307,6 +402,11 @@ def main(argv: list[str] | None = None) -> None:
         print(build_kubeconform(args.version or KUBECONFORM_VERSION, args.force))
     elif args.tool == "prometheus":
         print(build_prometheus(args.version or PROMETHEUS_VERSION, args.force))
+    elif args.tool == "prometheus-operator":
+        if args.version and args.version != prometheus_operator_wrapper_version():
+            raise SystemExit("tools: the Prometheus Operator's version is the wrapper module's "
+                             f"({PROMETHEUS_OPERATOR_MODULE_DIR / 'go.mod'}); change it there")
+        print(build_prometheus_operator(args.force))
     else:
         print(fetch_prometheus_operator_crds(args.version or PROMETHEUS_OPERATOR_VERSION, args.force))
 
