@@ -23,7 +23,7 @@ Cache (``${XDG_CACHE_HOME:-$HOME/.cache}/sglang-operator/tools/``):
 
 - ``prometheus-operator-<version>/``: ``operator`` (the Prometheus Operator's controller,
   ``github.com/prometheus-operator/prometheus-operator/cmd/operator``, built with ``go build`` from the wrapper
-  module ``e2e/prometheus_operator/`` whose ``go.mod`` requires it as a ``tool`` and whose ``go.sum`` pins the
+  module ``e2e/prometheus-operator/`` whose ``go.mod`` requires it as a ``tool`` and whose ``go.sum`` pins the
   graph: the upstream go.mod's ``replace`` directives point at local paths, so ``go install …@version`` cannot
   work; cold: about 4 minutes of 2 cores), ``crds/`` (every CRD of its module zip, the ``Prometheus`` one
   included) and ``stamp`` (hash of the wrapper's go.mod and go.sum; a mismatch rebuilds). The tests use it for
@@ -68,7 +68,7 @@ PROMETHEUS_OPERATOR_VERSION = "v0.85.0"  # the only root-module version the prox
 PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
 PROMETHEUS_OPERATOR_CRDS = ("podmonitors", "servicemonitors", "prometheusrules")
 PROMETHEUS_OPERATOR_CRDS_COMMAND = "python -m e2e.tools prometheus-operator-crds"
-PROMETHEUS_OPERATOR_MODULE_DIR = Path(__file__).resolve().parent / "prometheus_operator"
+PROMETHEUS_OPERATOR_MODULE_DIR = Path(__file__).resolve().parent / "prometheus-operator"
 PROMETHEUS_OPERATOR_PACKAGE = f"{PROMETHEUS_OPERATOR_MODULE}/cmd/operator"
 PROMETHEUS_OPERATOR_BUILD_COMMAND = "python -m e2e.tools prometheus-operator"
 
@@ -315,8 +315,8 @@ def build_prometheus_operator(force: bool = False) -> Path:
                         f"-X {stamp}.Branch=HEAD", f"-X {stamp}.BuildUser=sglang-operator-e2e",
                         f"-X {stamp}.BuildDate={time.strftime('%Y%m%d-%H:%M:%S', time.gmtime())}"])
     tmp = d / ".operator.tmp"
-    proc = subprocess.run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(tmp), PROMETHEUS_OPERATOR_PACKAGE],
-                          env=_go_env(), cwd=module_dir, capture_output=True, text=True)
+    proc = subprocess.run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(tmp),
+                           PROMETHEUS_OPERATOR_PACKAGE], env=_go_env(), cwd=module_dir, capture_output=True, text=True)
     if proc.returncode != 0 or not tmp.is_file():
         raise SystemExit(f"tools: go build {PROMETHEUS_OPERATOR_PACKAGE} failed:\n{proc.stderr.strip()}")
     os.replace(tmp, d / "operator")  # atomic: a half-written binary is never at the path

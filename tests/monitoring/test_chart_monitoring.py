@@ -68,7 +68,10 @@ def test_service_monitor_selects_the_metrics_service() -> None:
     sm, svc = one(objs, "ServiceMonitor"), one(objs, "Service")
     assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
     assert sm["spec"]["namespaceSelector"] == {"matchNames": ["ops"]}
-    assert sm["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "scheme": "http", "interval": "30s"}]
+    # honorLabels: the operator's series keep their own namespace label (the SGLangServer's), e2e:
+    # e2e/tests/test_prometheus_operator.py with the real Prometheus Operator's generated configuration
+    assert sm["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "scheme": "http", "interval": "30s",
+                                        "honorLabels": True}]
     assert sm["metadata"]["labels"]["release"] == "kps"
 
 

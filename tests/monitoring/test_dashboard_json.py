@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import yaml
 from sglang_operator_tools.monitoring import dashboard, series
@@ -103,3 +104,49 @@ def test_every_query_is_valid_promql(tmp_path: Path) -> None:
     proc = subprocess.run([str(promtool), "check", "rules", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "$" not in path.read_text()
+
+
+def panel(title: str) -> dict[str, Any]:
+    return next(p for p in dashboard.panels(doc()) if p["title"] == title)
+
+
+def test_speculative_row_leads_with_accept_length_and_its_baseline() -> None:
+    row = next(p for p in doc()["panels"] if p.get("title") == "Speculative decoding, per revision")  # type: ignore[union-attr]
+    first = min((p for p in dashboard.panels(doc()) if p["gridPos"]["y"] > row["gridPos"]["y"]),
+                key=lambda p: (p["gridPos"]["y"], p["gridPos"]["x"]))
+    assert first["title"] == "Accept length"
+    exprs_ = [t["expr"] for t in first["targets"]]
+    assert any(series.OP_BASELINE_ACCEPT_LENGTH in e for e in exprs_)
+    rate = panel("Accept rate")["description"]
+    assert "0.5.10" in rate and "draft tokens − 1" in rate and "0.875" in rate and "accept length" in rate
+
+
+def test_the_note_says_the_operator_series_need_the_service_monitor() -> None:
+    note = next(p for p in doc()["panels"] if p["type"] == "text")  # type: ignore[index]
+    assert "serviceMonitor.enabled=true" in note["options"]["content"]
+    assert "prometheus-config" in note["options"]["content"]
+
+
+def test_steps_and_draft_tokens_fall_back_to_the_operators_effective_settings(tmp_path: Path) -> None:
+    """promtool: a 0.5.23 revision shows SGLang's gauges; a 0.5.10 revision (no gauge) the operator's."""
+    promtool = require_promtool()
+    targets = panel("Speculative steps and draft tokens")["targets"]
+    sel = {"namespace": "ns", "sglang_server": "qwen"}
+
+    def s(name: str, revision: str, value: int, **extra: str) -> dict[str, str]:
+        labels = ", ".join(f'{k}="{v}"' for k, v in {**sel, "revision": revision, **extra}.items())
+        return {"series": f"{name}{{{labels}}}", "values": f"{value}x5"}
+    inputs = [s(series.SPEC_NUM_STEPS, "new", 3, pod="p1"), s(series.SPEC_NUM_DRAFT_TOKENS, "new", 4, pod="p1"),
+              s(series.OP_SPEC_NUM_STEPS, "new", 3), s(series.OP_SPEC_NUM_DRAFT_TOKENS, "new", 4),
+              s(series.OP_SPEC_NUM_STEPS, "old", 1), s(series.OP_SPEC_NUM_DRAFT_TOKENS, "old", 2)]
+    tests = [{"expr": fill(t["expr"]), "eval_time": "2m",
+              "exp_samples": [{"labels": '{revision="new"}', "value": want_new},
+                              {"labels": '{revision="old"}', "value": want_old}]}
+             for t, (want_new, want_old) in zip(targets, ((3, 1), (4, 2)), strict=True)]
+    rules = tmp_path / "none.yaml"
+    rules.write_text("groups: []\n")
+    path = tmp_path / "test.yaml"
+    path.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [
+        {"interval": "1m", "input_series": inputs, "promql_expr_test": tests}]}))
+    proc = subprocess.run([str(promtool), "test", "rules", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

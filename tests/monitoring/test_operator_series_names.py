@@ -13,7 +13,8 @@ SERVER = ("namespace", "sglang_server", "revision")
 LABELS = {
     series.OP_ACCEPT_LENGTH: SERVER, series.OP_ACCEPT_RATE: SERVER, series.OP_GENERATION_TPS: SERVER,
     series.OP_DECODE_TPS: SERVER, series.OP_RUNNING: SERVER, series.OP_QUEUED: SERVER,
-    series.OP_KV_CACHE_USAGE: SERVER, series.OP_TTFT: (*SERVER, "quantile"), series.OP_ITL: (*SERVER, "quantile"),
+    series.OP_KV_CACHE_USAGE: SERVER, series.OP_SPEC_NUM_STEPS: SERVER, series.OP_SPEC_NUM_DRAFT_TOKENS: SERVER,
+    series.OP_TTFT: (*SERVER, "quantile"), series.OP_ITL: (*SERVER, "quantile"),
     series.OP_SCRAPE_ERRORS: ("reason",), series.OP_SCRAPE_DURATION: (), series.OP_RECONCILE: ("result",),
     series.OP_SERVERS: ("phase",),
     series.OP_ANALYSIS_PHASE: ("namespace", "sglang_server", "phase"),

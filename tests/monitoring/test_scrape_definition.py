@@ -1,6 +1,7 @@
 """The PodMonitor and the plain Prometheus scrape config come from one definition and label the same pods the
 same way: both are evaluated here on the pods of a rendered SGLangServer with Prometheus' relabelling rules, and
-the plain config passes the real ``promtool check config``."""
+the plain config passes the real ``promtool check config``; its job for the operator itself keeps the chart's
+operator pods and their series' own labels."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from e2e.tools import require_promtool
+from e2e.tools import helm_template, require_helm, require_promtool
 from sglang_operator import builders
 from sglang_operator.api.server import parse
 from sglang_operator.builders import monitoring as mon
@@ -139,13 +140,54 @@ def test_cli_prints_the_plain_config(tmp_path: Path) -> None:
     from sglang_operator.entry.cli import app
 
     result = CliRunner().invoke(app, ["prometheus-config", "--namespace", "team-a", "--kubeconfig-file",
-                                      "/etc/kubeconfig", "--scrape-interval", "5s"])
+                                      "/etc/kubeconfig", "--scrape-interval", "5s", "--operator-namespace", "ops"])
     assert result.exit_code == 0, result.output
     doc = yaml.safe_load(result.output)
-    assert doc == mon.prometheus_config(namespaces=("team-a",), kubeconfig_file="/etc/kubeconfig", interval="5s")
-    (job,) = doc["scrape_configs"]
+    assert doc == mon.prometheus_config(namespaces=("team-a",), kubeconfig_file="/etc/kubeconfig", interval="5s",
+                                        operator_namespaces=("ops",))
+    job, operator = doc["scrape_configs"]
     assert job["kubernetes_sd_configs"][0]["namespaces"] == {"names": ["team-a"]}
     assert job["scrape_interval"] == "5s"
+    assert operator["job_name"] == "sglang-operator" and operator["honor_labels"] is True
+    assert operator["kubernetes_sd_configs"][0] | {"namespaces": {"names": ["ops"]},
+                                                   "kubeconfig_file": "/etc/kubeconfig"} \
+        == operator["kubernetes_sd_configs"][0]
+    assert operator["scrape_interval"] == "5s"
+    without = yaml.safe_load(CliRunner().invoke(app, ["prometheus-config", "--no-operator-job"]).output)
+    assert [j["job_name"] for j in without["scrape_configs"]] == ["sglang"]
+
+
+def chart_operator_pod() -> dict[str, Any]:
+    """The chart's operator pod template (``helm template``, release ``rel`` in ``ops``)."""
+    objs = helm_template(require_helm(), ROOT / "charts" / "sglang-operator", "rel", "ops")
+    template: dict[str, Any] = next(o for o in objs if o["kind"] == "Deployment")["spec"]["template"]
+    return template
+
+
+def operator_discovered(pod: dict[str, Any], port_name: str, phase: str = "Running") -> dict[str, str]:
+    meta = {"__address__": "10.1.2.9:9808", "__meta_kubernetes_namespace": "ops",
+            "__meta_kubernetes_pod_name": "rel-sglang-operator-5f7c-abcde", "__meta_kubernetes_pod_phase": phase,
+            "__meta_kubernetes_pod_container_port_name": port_name, "instance": "10.1.2.9:9808"}
+    meta |= {mon.meta_pod_label(k): v for k, v in pod["metadata"]["labels"].items()}
+    return meta
+
+
+def test_the_operator_job_scrapes_the_charts_pods_and_keeps_their_labels() -> None:
+    pod = chart_operator_pod()
+    [container] = pod["spec"]["containers"]
+    assert mon.OPERATOR_PORT_NAME in [p["name"] for p in container["ports"]]
+    job = mon.operator_scrape_config()
+    assert job["honor_labels"] is True  # the operator's own namespace label (the SGLangServer's) wins
+    configs = job["relabel_configs"]
+    assert relabel(operator_discovered(pod, mon.OPERATOR_PORT_NAME), configs) == {
+        "namespace": "ops", "pod": "rel-sglang-operator-5f7c-abcde", "instance": "10.1.2.9:9808"}
+    assert relabel(operator_discovered(pod, "healthz"), configs) is None
+    assert relabel(operator_discovered(pod, mon.OPERATOR_PORT_NAME, "Failed"), configs) is None
+    sglang_pod = {"metadata": {"labels": mon.managed_pod_labels("qwen")}}
+    assert relabel(operator_discovered(sglang_pod, mon.OPERATOR_PORT_NAME), configs) is None
+    assert relabel(discovered(mon.managed_pod_labels("qwen"), mon.SCRAPE.port), configs) is None
+    secure = mon.operator_scrape_config(secure=True)
+    assert secure["scheme"] == "https" and secure["authorization"]["credentials_file"] == mon.SERVICE_ACCOUNT_TOKEN
 
 
 def test_promtool_accepts_the_plain_config(tmp_path: Path) -> None:
@@ -156,7 +198,8 @@ def test_promtool_accepts_the_plain_config(tmp_path: Path) -> None:
         "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
-    for kwargs in ({}, {"kubeconfig_file": str(kubeconfig), "namespaces": ("a", "b"), "interval": "2s"}):
+    for kwargs in ({}, {"kubeconfig_file": str(kubeconfig), "namespaces": ("a", "b"), "interval": "2s",
+                        "operator_namespaces": ("ops",), "operator_secure": True}):
         config = tmp_path / "prometheus.yml"
         config.write_text(yaml.safe_dump(mon.prometheus_config(**kwargs)))
         proc = subprocess.run([str(promtool), "check", "config", "--syntax-only", str(config)],

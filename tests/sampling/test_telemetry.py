@@ -55,6 +55,26 @@ def test_retired_revisions_and_deleted_servers_lose_their_series() -> None:
     assert value("sglang_operator_server_accept_length", revision="new") is None
 
 
+def test_effective_speculative_settings_follow_the_serving_revision() -> None:
+    series = telemetry.ServerSeries()
+    steps = "sglang_operator_server_speculative_num_steps"
+    drafts = "sglang_operator_server_speculative_num_draft_tokens"
+    series.export_effective("tns", "qwen", "good", None)  # not read yet: nothing exported
+    assert value(steps, revision="good") is None
+    series.export_effective("tns", "qwen", "good", {"algorithm": "EAGLE", "numSteps": 3, "numDraftTokens": 4})
+    assert (value(steps, revision="good"), value(drafts, revision="good")) == (3, 4)
+    series.export_effective("tns", "qwen", "bad", None)  # a new revision: status.effective was reset
+    assert value(steps, revision="good") is None and value(steps, revision="bad") is None
+    series.export_effective("tns", "qwen", "bad", {"numSteps": 1, "numDraftTokens": 2})
+    series.export_effective("tns", "qwen", "good", {"numSteps": 3, "numDraftTokens": 4})  # rolled back
+    assert (value(steps, revision="bad"), value(drafts, revision="bad")) == (None, None)
+    assert (value(steps, revision="good"), value(drafts, revision="good")) == (3, 4)
+    series.export_effective("tns", "qwen", "good", {"numSteps": 3, "numDraftTokens": True})  # not a count
+    assert (value(steps, revision="good"), value(drafts, revision="good")) == (3, None)
+    series.forget("tns", "qwen")
+    assert value(steps, revision="good") is None
+
+
 def test_servers_by_phase_and_counters() -> None:
     telemetry.set_servers(["Ready", "Ready", None], known=["Ready", "Degraded"])
     assert REGISTRY.get_sample_value("sglang_operator_servers", {"phase": "Ready"}) == 2

@@ -12,6 +12,12 @@
   plus ``relabel_configs``) for users without the Prometheus Operator; the keep/drop rules do what the
   PodMonitor's selector, port and the Prometheus Operator's default phase filter do.
 
+The operator's own ``/metrics`` (the chart's pods, container port ``metrics``): :func:`operator_scrape_config`, the
+plain job standing for the chart's ServiceMonitor. Both keep the labels the operator's series carry
+(``honor_labels``): those series name the SGLangServer they describe with ``namespace``, ``sglang_server`` and
+``revision``, and the target's own ``namespace`` (the operator's) would otherwise replace it (Prometheus renames
+the scraped one ``exported_namespace``).
+
 Both take their port, path and labels from :data:`SCRAPE`, so they cannot drift apart
 (``tests/monitoring/test_scrape.py`` evaluates both on the same pod).
 """
@@ -162,7 +168,59 @@ def scrape_config(job_name: str = DEFAULT_JOB_NAME, namespaces: tuple[str, ...] 
     return job
 
 
-def prometheus_config(**kwargs: Any) -> dict[str, Any]:
-    """A Prometheus configuration file holding only :func:`scrape_config` (``{"scrape_configs": [...]}``);
-    keyword arguments as :func:`scrape_config`."""
-    return {"scrape_configs": [scrape_config(**kwargs)]}
+OPERATOR_APP_NAME = "sglang-operator"
+"""The chart's pod label ``app.kubernetes.io/name`` (``charts/sglang-operator``: ``.Chart.Name``, selectorLabels)."""
+OPERATOR_PORT_NAME = "metrics"
+"""The chart's container port of the operator's ``/metrics`` (``--metrics-port``)."""
+DEFAULT_OPERATOR_JOB_NAME = "sglang-operator"
+SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def operator_scrape_config(job_name: str = DEFAULT_OPERATOR_JOB_NAME, namespaces: tuple[str, ...] = (),
+                           kubeconfig_file: str | None = None, interval: str | None = None,
+                           secure: bool = False) -> dict[str, Any]:
+    """The plain Prometheus ``scrape_configs`` entry for the operator's own ``/metrics``, as the chart's ServiceMonitor
+    scrapes it: pods labelled ``app.kubernetes.io/name=sglang-operator``, their container port ``metrics``, not
+    finished; target labels ``namespace`` and ``pod`` (the operator's pod); ``honor_labels``, so the operator's
+    series keep their own ``namespace`` (the SGLangServer's).
+
+    ``namespaces``: where the operator runs (empty: discover every namespace). ``kubeconfig_file``, ``interval``: as
+    :func:`scrape_config`. ``secure``: the chart's ``metrics.secure`` (HTTPS, the certificate not verified, the
+    Prometheus' own ServiceAccount token as the bearer; bind it to the chart's metrics-reader ClusterRole).
+    """
+    sd: dict[str, Any] = {"role": "pod",
+                          "selectors": [{"role": "pod", "label": f"{NAME_LABEL}={OPERATOR_APP_NAME}"}]}
+    if namespaces:
+        sd["namespaces"] = {"names": list(namespaces)}
+    if kubeconfig_file:
+        sd["kubeconfig_file"] = kubeconfig_file
+    job: dict[str, Any] = {"job_name": job_name, "honor_labels": True, "metrics_path": "/metrics",
+                           "scheme": "https" if secure else "http"}
+    if secure:
+        job |= {"tls_config": {"insecure_skip_verify": True},
+                "authorization": {"type": "Bearer", "credentials_file": SERVICE_ACCOUNT_TOKEN}}
+    if interval:
+        job["scrape_interval"] = interval
+    job["kubernetes_sd_configs"] = [sd]
+    job["relabel_configs"] = [r.prometheus() for r in (
+        Relabel((meta_pod_label(NAME_LABEL),), action="keep", regex=OPERATOR_APP_NAME),
+        Relabel(("__meta_kubernetes_pod_container_port_name",), action="keep", regex=OPERATOR_PORT_NAME),
+        Relabel(("__meta_kubernetes_pod_phase",), action="drop", regex=FINISHED_POD_PHASES),
+        Relabel(("__meta_kubernetes_namespace",), target_label="namespace"),
+        Relabel(("__meta_kubernetes_pod_name",), target_label="pod"),
+    )]
+    return job
+
+
+def prometheus_config(operator_namespaces: tuple[str, ...] = (), operator_job: bool = True,
+                      operator_job_name: str = DEFAULT_OPERATOR_JOB_NAME, operator_secure: bool = False,
+                      **kwargs: Any) -> dict[str, Any]:
+    """A Prometheus configuration file (``{"scrape_configs": [...]}``): :func:`scrape_config` (SGLang's pods) and,
+    unless not ``operator_job``, :func:`operator_scrape_config` (the operator itself, in ``operator_namespaces``;
+    empty: every namespace). ``kubeconfig_file`` and ``interval`` apply to both; the other keyword arguments as
+    :func:`scrape_config`."""
+    jobs = [scrape_config(**kwargs)]
+    if operator_job:
+        jobs.append(operator_scrape_config(operator_job_name, operator_namespaces, kwargs.get("kubeconfig_file"),
+                                           kwargs.get("interval"), operator_secure))
+    return {"scrape_configs": jobs}

@@ -317,6 +317,8 @@ class Observer:
             effective, diffs = await read_effective(self.http, base_url(health.pod_ips[0], spec.port),
                                                     status.sglang_version or "", status, spec, server.namespace)
             await self._note_digest(mem, revision, pods)
+        known = effective or (status.effective.dump() if status.effective is not None else None)
+        self.series.export_effective(server.namespace, server.name, revision, known)  # for 0.5.10's missing gauges
         policy = server.spec.rollback
         if judging.warm_up_ends(status.analysis, policy.warmup_seconds, now):  # align the first judged interval
             Sampler.restart_interval(mem.sampling)
@@ -331,7 +333,7 @@ class Observer:
             retry_token=restore.retry_token(view))
         speculative = speculative_condition(
             spec.speculative.algorithm.value if spec.speculative else None,
-            effective or (status.effective.dump() if status.effective is not None else None),
+            known,
             None if sample is None or sample.kind is not SampleKind.MEASURED
             else sample.figures.accept_length is not None,
             health.phase == "Ready", generation, now)

@@ -320,20 +320,34 @@ def run(
 @app.command("prometheus-config")
 def prometheus_config(
     namespace: Annotated[list[str] | None, typer.Option(
-        "--namespace", "-n", help="discover pods only in this namespace (repeatable)")] = None,
+        "--namespace", "-n", help="discover SGLang pods only in this namespace (repeatable)")] = None,
     kubeconfig_file: Annotated[str | None, typer.Option(
         help="kubeconfig Prometheus reaches the API server with (default: in-cluster service account)")] = None,
-    job_name: Annotated[str, typer.Option(help="scrape job name")] = "sglang",
+    job_name: Annotated[str, typer.Option(help="scrape job name of the SGLang pods")] = "sglang",
     scrape_interval: Annotated[str | None, typer.Option(help="scrape interval, e.g. 15s (default: global)")] = None,
+    operator_namespace: Annotated[list[str] | None, typer.Option(
+        help="the namespace the operator runs in (repeatable; default: discover it in every namespace)")] = None,
+    operator_job: Annotated[bool, typer.Option(
+        help="also scrape the operator's own /metrics (the dashboard's decode speed, baseline, rollback and "
+             "operator panels need it)")] = True,
+    operator_job_name: Annotated[str, typer.Option(help="scrape job name of the operator")] = "sglang-operator",
+    operator_secure: Annotated[bool, typer.Option(
+        help="the operator runs with metrics.secure: HTTPS (not verified) and Prometheus' ServiceAccount token",
+    )] = False,
 ) -> None:
-    """Print a Prometheus configuration that scrapes every SGLangServer's pods like the operator's PodMonitors
-    (Kubernetes pod discovery plus relabelling: labels namespace, pod, sglang_server, revision), for a
-    Prometheus without the Prometheus Operator. Merge its ``scrape_configs`` into your prometheus.yml."""
+    """Print a Prometheus configuration for a Prometheus without the Prometheus Operator: a job scraping every
+    SGLangServer's pods like the operator's PodMonitors (Kubernetes pod discovery plus relabelling: labels namespace,
+    pod, sglang_server, revision) and a job scraping the operator's own pods like the chart's ServiceMonitor
+    (honor_labels: its series keep the SGLangServer's namespace). Merge its ``scrape_configs`` into your
+    prometheus.yml."""
     from sglang_operator.builders.monitoring import prometheus_config as render_config
 
     doc = render_config(job_name=job_name, namespaces=tuple(namespace or ()), kubeconfig_file=kubeconfig_file,
-                        interval=scrape_interval)
-    typer.echo("# sglang-operator prometheus-config: SGLang pods, as the operator's PodMonitors scrape them")
+                        interval=scrape_interval, operator_namespaces=tuple(operator_namespace or ()),
+                        operator_job=operator_job, operator_job_name=operator_job_name,
+                        operator_secure=operator_secure)
+    typer.echo("# sglang-operator prometheus-config: SGLang pods, as the operator's PodMonitors scrape them"
+               + ("; the operator, as the chart's ServiceMonitor does" if operator_job else ""))
     typer.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
 
 

@@ -5,6 +5,9 @@ Per server and revision (labels ``namespace``, ``sglang_server``, ``revision``) 
 are set from Measured samples only, so they keep the last measured value through idle or failed intervals, with
 ``sglang_operator_server_sample_timestamp_seconds`` telling how old it is; request counts and KV-cache usage are
 set from every sample that read them. Series of a retired revision (no pod left) or a deleted server are removed.
+The speculative settings SGLang resolved for the serving revision (``status.effective``, its ``/server_info``):
+``sglang_operator_server_speculative_num_steps`` and ``..._num_draft_tokens``, one revision per server (the one in
+``status.revision``), for releases whose own ``/metrics`` has no ``sglang:spec_num_steps`` (0.5.10).
 The operator's health: scrape errors by endpoint and reason, scrape durations, reconcile results, servers by
 phase; prometheus-client adds ``process_*`` (RSS, CPU) and ``python_*`` series. Every series is listed in
 ``docs/metrics.md``. They are served, with ``/readyz`` (:mod:`sglang_operator.process.readiness`), by
@@ -14,7 +17,7 @@ phase; prometheus-client adds ``process_*`` (RSS, CPU) and ``python_*`` series. 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import Counter, Gauge
@@ -68,6 +71,12 @@ STABLE_INFO = Gauge("sglang_operator_server_stable_revision_info", "1 for the se
                     "revision.", ["namespace", "sglang_server", "stable_revision"])
 ROLLBACKS = Counter("sglang_operator_rollbacks", "Automatic rollbacks to the stable revision.",
                     ["namespace", "sglang_server"])
+SPEC_NUM_STEPS = Gauge("sglang_operator_server_speculative_num_steps", "speculative_num_steps SGLang resolved for "
+                       "the serving revision (its /server_info, status.effective.numSteps).", SERVER_LABELS)
+SPEC_NUM_DRAFT_TOKENS = Gauge("sglang_operator_server_speculative_num_draft_tokens", "speculative_num_draft_tokens "
+                              "SGLang resolved for the serving revision (its /server_info, "
+                              "status.effective.numDraftTokens; with eagle_topk 1 it forces num_steps + 1).",
+                              SERVER_LABELS)
 SAMPLE_TIMESTAMP = Gauge("sglang_operator_server_sample_timestamp_seconds", "End of the last Measured interval, "
                          "Unix seconds (how old the figures above are).", SERVER_LABELS)
 
@@ -117,6 +126,7 @@ class ServerSeries:
         self._stable: dict[tuple[str, str], str] = {}
         self._rollbacks: dict[tuple[str, str], set[Any]] = {}
         self._exported: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self._effective: dict[tuple[str, str], tuple[str, int | None, int | None]] = {}
 
     def export(self, namespace: str, server: str, samples: Sequence[Sample]) -> None:
         """Export this interval's samples of one server (one per live revision); the series of revisions without
@@ -160,8 +170,30 @@ class ServerSeries:
             counter.inc(len(stamps - seen))
         self._rollbacks[key] = stamps if seen is None else seen | stamps
 
+    def export_effective(self, namespace: str, server: str, revision: str,
+                         settings: Mapping[str, Any] | None) -> None:
+        """Export the speculative settings SGLang resolved for ``revision``, the serving one (``settings``:
+        ``status.effective`` keys, ``numSteps``, ``numDraftTokens``; None or missing keys: not read yet). The series
+        of the server's previous serving revision are removed, so each server has at most one."""
+        key = (namespace, server)
+        wanted = (revision, _int(settings, "numSteps"), _int(settings, "numDraftTokens"))
+        old = self._effective.get(key)
+        if old == wanted:
+            return
+        if old is not None:  # a value gone, or another revision serving: its series go first
+            for gauge in (SPEC_NUM_STEPS, SPEC_NUM_DRAFT_TOKENS):
+                _discard(gauge, (namespace, server, old[0]))
+        for gauge, value in ((SPEC_NUM_STEPS, wanted[1]), (SPEC_NUM_DRAFT_TOKENS, wanted[2])):
+            if value is not None:
+                gauge.labels(namespace, server, revision).set(value)
+        self._effective[key] = wanted
+
     def forget(self, namespace: str, server: str) -> None:
         """Remove every series of a deleted server."""
+        effective = self._effective.pop((namespace, server), None)
+        if effective is not None:
+            for gauge in (SPEC_NUM_STEPS, SPEC_NUM_DRAFT_TOKENS):
+                _discard(gauge, (namespace, server, effective[0]))
         for p in ANALYSIS_PHASES:
             _discard(ANALYSIS_PHASE, (namespace, server, p))
         for metric in (BASELINE_TPS, BASELINE_ACCEPT, ROLLBACKS):
@@ -205,6 +237,11 @@ class ServerSeries:
                 _discard(gauge, (*labels, q))
         for kind in self._kinds.pop(labels, set()):
             _discard(SAMPLES, (*labels, kind))
+
+
+def _int(settings: Mapping[str, Any] | None, key: str) -> int | None:
+    value = (settings or {}).get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _discard(metric: Gauge | Counter, labels: tuple[str, ...]) -> None:

@@ -6,8 +6,10 @@ Variables: ``datasource`` (Prometheus), ``namespace`` and ``server`` (from the `
 per-server panel is split by ``revision``. SGLang's own series answer what SGLang reports (throughput, accept
 length and rate, steps and draft tokens, requests, TTFT, ITL, KV-cache, prefix-cache hits, retractions); the
 operator's series answer what only it knows (per-request decode speed from its probe, the rollback's phase,
-baseline, stable revision and rollbacks). The rollback series exist once the rollback exports them; until then
-their panels show no data.
+baseline, stable revision and rollbacks, and the speculative steps and draft tokens SGLang resolved where its
+release has no gauge for them). Those need the operator's own ``/metrics`` scraped (the chart's ServiceMonitor,
+``serviceMonitor.enabled``, or the ``sglang-operator`` job of ``sglang-operator prometheus-config``); a text panel
+at the top says so.
 
 Regenerate the checked-in copies with ``python -m sglang_operator_tools.monitoring.generate``.
 """
@@ -22,10 +24,11 @@ from typing import Any, TypeVar
 
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
-from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, timeseries
+from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, text, timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models.dashboard import DashboardCursorSync, DataSourceRef, VariableRefresh
+from grafana_foundation_sdk.models.text import TextMode
 
 from sglang_operator_tools.monitoring import series as s
 
@@ -63,6 +66,37 @@ ACCEPT_LENGTH = (
 )
 """Tokens per verify step from counter increases where the release has ``sglang:spec_verify_calls_total``
 (0.5.2x), else SGLang's windowed gauge (mean over pods)."""
+
+
+def _or_operator(sglang: str, operator: str) -> str:
+    """``sglang`` (an aggregation by revision of SGLang's own gauge), else the operator's series of the same setting
+    (``or``: per revision, SGLang's value wins where it reports one)."""
+    return f"{sglang}\n  or max by (revision) ({_sel(operator)})"
+
+
+OPERATOR_SERIES = "the operator's series: see the note at the top"
+SOURCES_NOTE = (
+    "SGLang's own series come from its pods (the PodMonitors the operator creates, or the `sglang` job of "
+    "`sglang-operator prometheus-config`). The decode speed, baselines, steps and draft tokens on 0.5.10, the "
+    "rollback and the operator rows come from **the operator's own /metrics**: with the Prometheus Operator, "
+    "install the chart with `serviceMonitor.enabled=true` (its ServiceMonitor keeps the operator's `namespace` "
+    "label: `honorLabels: true`); with a plain Prometheus, keep the `sglang-operator` job of "
+    "`sglang-operator prometheus-config`. Without them those panels show no data."
+)
+"""The dashboard's note on which scrape each panel needs (a text panel at the top)."""
+
+ACCEPT_RATE_DESCRIPTION = (
+    f"{s.SPEC_ACCEPT_RATE} as SGLang computes it, and the formula depends on the release: 0.5.10 divides the "
+    "accepted tokens (the bonus token included) by verify steps × draft tokens (= accept length ÷ draft tokens); "
+    "0.5.11 and later divide the accepted drafts by verify steps × (draft tokens − 1) (= (accept length − 1) ÷ "
+    "(draft tokens − 1)). Either way a revision with fewer draft tokens divides by less: the published regression "
+    "(1 step, 2 draft tokens, accept length 1.75) reads 0.875 on 0.5.10 against the known-good revision's 0.688 "
+    "(accept length 2.75, 4 draft tokens), though it accepts over a third fewer tokens per step. Compare revisions "
+    "by accept length, not by this rate."
+)
+"""The accept-rate panel's caveat. Formulas: SGLang 0.5.10 ``observability/scheduler_metrics_mixin.py``, 0.5.23
+``managers/scheduler_components/metrics_reporter.py`` (PR #13212); the simulator models both
+(``sglang_sim.perf.accept_rate``)."""
 
 
 def _query(t: Target, ref: str) -> prometheus.Dataquery:
@@ -112,7 +146,8 @@ def build() -> db.Dashboard:
     """The dashboard builder (call ``.build()`` for the model); panels and rows numbered from 1 in order."""
     ids = itertools.count(1)
     d = (db.Dashboard(TITLE).uid(UID).tags(["sglang", "sglang-operator", "speculative-decoding"])
-         .description("Per revision of one SGLangServer: is MTP / NEXTN speculative decoding paying off?")
+         .description("Per revision of one SGLangServer: is MTP / NEXTN speculative decoding paying off? The "
+                      "operator's panels need its /metrics scraped (chart: serviceMonitor.enabled=true).")
          .refresh("30s").time("now-3h", "now").timezone("browser").tooltip(DashboardCursorSync.CROSSHAIR)
          .editable())
     d = d.with_variable(db.DatasourceVariable("datasource").label("Data source").type("prometheus"))
@@ -132,29 +167,34 @@ def build() -> db.Dashboard:
         .expr(f"count by (revision) ({_sel(s.NUM_RUNNING_REQS)}) unless count by (revision) "
               f"({_sel(s.NUM_RUNNING_REQS)} offset 1m)"))
 
+    d = _add(d, ids, text.Panel().title("Where the series come from").height(3).span(24).mode(TextMode.MARKDOWN)
+             .transparent(True).content(SOURCES_NOTE))
     d = d.with_row(db.Row("Speculative decoding, per revision").id(next(ids)))
+    d = _add(d, ids, series_panel(
+        "Accept length", "Tokens per verify step (accepted drafts + 1), the figure to compare revisions by. From "
+        f"counters ({s.GENERATION_TOKENS} ÷ {s.SPEC_VERIFY_CALLS}) where SGLang has them (0.5.2x), else the "
+        f"{s.SPEC_ACCEPT_LENGTH} gauge; \"baseline\" is the stable revision's, the one a new revision is judged "
+        f"against ({s.OP_BASELINE_ACCEPT_LENGTH}, {OPERATOR_SERIES}).", "short",
+        [Target(ACCEPT_LENGTH), Target(_sel(s.OP_BASELINE_ACCEPT_LENGTH), "baseline")]))
+    d = _add(d, ids, series_panel("Accept rate", ACCEPT_RATE_DESCRIPTION, "percentunit",
+                                  [Target(f"avg by (revision) ({_sel(s.SPEC_ACCEPT_RATE)})")]))
+    d = _add(d, ids, series_panel(
+        "Decode speed per request", "Single-stream decode tok/s the operator measures (its probe, or 1 / mean "
+        "inter-token latency), the figure the rollback compares, and the stable revision's baseline "
+        f"({OPERATOR_SERIES}).", "short", [Target(_sel(s.OP_DECODE_TPS)), Target(_sel(s.OP_BASELINE_TPS), "baseline")]))
     d = _add(d, ids, series_panel(
         "Generation throughput", "Output tokens per second over all pods of the revision "
         f"(rate of {s.GENERATION_TOKENS}; counts when a request finishes).", "short",
         [Target(f"sum by (revision) ({_rate(s.GENERATION_TOKENS)})")]))
     d = _add(d, ids, series_panel(
-        "Accept length", "Tokens per verify step (accepted drafts + 1). From counters "
-        f"({s.GENERATION_TOKENS} ÷ {s.SPEC_VERIFY_CALLS}) where SGLang has them (0.5.2x), else the "
-        f"{s.SPEC_ACCEPT_LENGTH} gauge.", "short", [Target(ACCEPT_LENGTH)]))
-    d = _add(d, ids, series_panel(
-        "Accept rate", f"Accepted ÷ proposed draft tokens ({s.SPEC_ACCEPT_RATE}; 0.5.10 divides by steps × "
-        "draft tokens, 0.5.2x by steps × (draft tokens − 1)).", "percentunit",
-        [Target(f"avg by (revision) ({_sel(s.SPEC_ACCEPT_RATE)})")]))
-    d = _add(d, ids, series_panel(
-        "Decode speed per request", "Single-stream decode tok/s the operator measures (its probe, or 1 / mean "
-        "inter-token latency), the figure the rollback compares, and the stable revision's baseline.",
-        "short", [Target(_sel(s.OP_DECODE_TPS)),
-                  Target(_sel(s.OP_BASELINE_TPS), "baseline")]))
-    d = _add(d, ids, series_panel(
         "Speculative steps and draft tokens", f"{s.SPEC_NUM_STEPS} and {s.SPEC_NUM_DRAFT_TOKENS} as SGLang runs "
-        "them (SGLang 0.5.2x reports them; 0.5.10 does not).", "short",
-        [Target(f"max by (revision) ({_sel(s.SPEC_NUM_STEPS)})", "steps {{revision}}"),
-         Target(f"max by (revision) ({_sel(s.SPEC_NUM_DRAFT_TOKENS)})", "draft tokens {{revision}}")]))
+        "them where it reports them (0.5.2x); else what SGLang resolved at start for the serving revision, read "
+        f"by the operator from /server_info ({s.OP_SPEC_NUM_STEPS}, {s.OP_SPEC_NUM_DRAFT_TOKENS}, "
+        f"{OPERATOR_SERIES}).", "short",
+        [Target(_or_operator(f"max by (revision) ({_sel(s.SPEC_NUM_STEPS)})", s.OP_SPEC_NUM_STEPS),
+                "steps {{revision}}"),
+         Target(_or_operator(f"max by (revision) ({_sel(s.SPEC_NUM_DRAFT_TOKENS)})", s.OP_SPEC_NUM_DRAFT_TOKENS),
+                "draft tokens {{revision}}")]))
     d = _add(d, ids, series_panel(
         "Running and queued requests", f"{s.NUM_RUNNING_REQS} and {s.NUM_QUEUE_REQS}, summed over pods.", "short",
         [Target(f"sum by (revision) ({_sel(s.NUM_RUNNING_REQS)})", "running {{revision}}"),

@@ -72,6 +72,11 @@ OP_TTFT = "sglang_operator_server_time_to_first_token_seconds"
 """Gauge with label ``quantile`` (``0.5``, ``0.95``)."""
 OP_ITL = "sglang_operator_server_inter_token_latency_seconds"
 """Gauge with label ``quantile`` (``0.5``, ``0.95``)."""
+OP_SPEC_NUM_STEPS = "sglang_operator_server_speculative_num_steps"
+"""Gauge: ``speculative_num_steps`` SGLang resolved for the serving revision (``status.effective.numSteps``); the
+fallback where SGLang has no ``sglang:spec_num_steps`` (0.5.10)."""
+OP_SPEC_NUM_DRAFT_TOKENS = "sglang_operator_server_speculative_num_draft_tokens"
+"""Gauge: ``speculative_num_draft_tokens`` SGLang resolved for the serving revision (``status.effective``)."""
 
 # The operator's health
 OP_SCRAPE_ERRORS = "sglang_operator_scrape_errors_total"

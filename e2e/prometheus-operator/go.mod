@@ -1,7 +1,7 @@
 // Wrapper module for the Prometheus Operator's controller, built by `python -m e2e.tools prometheus-operator`.
 // `go install github.com/prometheus-operator/prometheus-operator/cmd/operator@v0.85.0` cannot work: the upstream
 // go.mod replaces its own submodules with local paths. Requiring the published submodules needs no replace.
-module github.com/sglang-operator/sglang-operator/e2e/prometheus_operator
+module github.com/sglang-operator/sglang-operator/e2e/prometheus-operator
 
 go 1.24.0
 
