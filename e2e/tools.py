@@ -357,8 +357,8 @@ def require_prometheus_operator_crds() -> list[Path]:
 def require_prometheus_operator() -> Path:
     """The cached Prometheus Operator directory for tests (``operator``, ``crds/``): ``pytest.fail`` (never skip)
     with the build command when missing."""
-    return _require(find_prometheus_operator(), f"the Prometheus Operator {PROMETHEUS_OPERATOR_VERSION}",
-                    prometheus_operator_dir(), f"{PROMETHEUS_OPERATOR_BUILD_COMMAND} (go build, about 4 minutes)")
+    return _require(find_prometheus_operator(), f"the Prometheus Operator {PROMETHEUS_OPERATOR_VERSION} (go build, "
+                    "about 4 minutes)", prometheus_operator_dir(), PROMETHEUS_OPERATOR_BUILD_COMMAND)
 
 
 def kubeconform_path(version: str = KUBECONFORM_VERSION) -> Path:

@@ -2,8 +2,9 @@
 
 The real Prometheus Operator CRDs are installed, so the API server validates the operator's PodMonitors and the
 chart's ServiceMonitor / PrometheusRule against their real schemas. Prometheus runs with exactly the
-``sglang-operator prometheus-config`` output (pod discovery through a kubeconfig pointing at the local API server),
-a static target for the operator (a host process here) and the alert rules rendered with second-long windows.
+``sglang-operator prometheus-config`` output (pod discovery through a kubeconfig pointing at the local API server;
+its job for the operator, a host process here, on the target pod discovery would give the chart's operator pod,
+``e2e/prometheus_operator.py`` ``pod_target``) and the alert rules rendered with second-long windows.
 While simulated servers take load: every dashboard panel's PromQL returns data, every alert expression of the
 checked-in rules evaluates, and the accept-length alert fires for the regressed sample applied over the
 known-good one, never for a known-good-only server.
@@ -33,6 +34,7 @@ from e2e.conftest import K8sCluster, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.prometheus import PrometheusProcess
 from e2e.prometheus import install_crds as install
+from e2e.prometheus_operator import pod_target, with_static_targets
 from e2e.tools import helm_template, require_helm, require_prometheus, require_prometheus_operator_crds
 from sglang_operator.builders.monitoring import TARGET_LABELS
 from sglang_operator.io.loadgen import served_model, stream_once
@@ -49,6 +51,7 @@ FAST = rules.fast(accept_length_window="2m", for_duration="4s", rate_window=RATE
                   rollback_window="5m")
 SIM_ENV = [{"name": "SGLANG_SIM_LOAD_SECONDS", "value": "1"}, {"name": "SGLANG_SIM_TIME_SCALE", "value": "4"}]
 V23 = "lmsysorg/sglang:v0.5.23-cu130"
+OPERATOR_NS = "sglang-operator"  # where the operator's (synthesised) pod runs: not the servers' namespace
 
 
 def install_crds(k8s: K8sCluster) -> None:
@@ -138,12 +141,15 @@ def stack(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> 
                               "--kubeconfig-file", str(k8s_cluster.kubeconfig), "--scrape-interval", INTERVAL],
                              capture_output=True, text=True, check=True).stdout
     config = yaml.safe_load(printed)
+    # the printed job for the operator, on the target pod discovery would give the chart's operator pod (the operator
+    # runs on this host): its relabelling and honor_labels as printed
+    pod = chart_operator_pod()
+    config["scrape_configs"] = [with_static_targets(j, [pod_target(pod, "metrics", f"127.0.0.1:{metrics_port}")])
+                                if j["job_name"] == "sglang-operator" else j for j in config["scrape_configs"]]
     rules_file = work / "rules.yaml"
     rules_file.write_text(yaml.safe_dump(rules.rule_groups(FAST), sort_keys=False))
     config |= {"global": {"scrape_interval": INTERVAL, "evaluation_interval": INTERVAL},
                "rule_files": [str(rules_file)]}
-    config["scrape_configs"].append({"job_name": "sglang-operator",
-                                     "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}]})
     prom = PrometheusProcess(prometheus_bin, work / "prom", config)
     prom.start()
     try:
@@ -153,6 +159,15 @@ def stack(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> 
         op.stop()
         print("--- prometheus log\n" + prom.log_tail(20))
         print("--- operator log\n" + op.log_tail(30))
+
+
+def chart_operator_pod() -> dict[str, Any]:
+    """A pod of the chart's operator Deployment (release ``rel`` in ``sglang-operator``), as the API server would hold
+    it: the Deployment's pod template with a name."""
+    objs = helm_template(require_helm(), CHART, "rel", OPERATOR_NS, {"replicaCount": 1})
+    template = next(o for o in objs if o["kind"] == "Deployment")["spec"]["template"]
+    return {"metadata": {**template["metadata"], "name": "rel-sglang-operator-5d8f7c9b4-x2x7k",
+                         "namespace": OPERATOR_NS}, "spec": template["spec"]}
 
 
 def test_chart_monitoring_objects_pass_the_real_schemas(k8s_cluster: K8sCluster, namespace: str,
@@ -185,7 +200,7 @@ def test_chart_monitoring_objects_pass_the_real_schemas(k8s_cluster: K8sCluster,
 
 def panel_queries() -> list[tuple[str, str]]:
     doc = json.loads(DASHBOARD.read_text())
-    return [(p["title"], t["expr"]) for p in dashboard.panels(doc) for t in p["targets"]] + \
+    return [(p["title"], t["expr"]) for p in dashboard.panels(doc) for t in p.get("targets", [])] + \
         [(f"annotation {a['name']}", a["expr"]) for a in doc["annotations"]["list"]]
 
 
@@ -223,7 +238,8 @@ def test_dashboard_and_alerts_on_live_servers(k8s_cluster: K8sCluster, namespace
             assert set(TARGET_LABELS) <= r["metric"].keys()
             assert r["metric"]["revision"] == {"qwen-a": good_a, "qwen-b": good_b}[r["metric"]["sglang_server"]]
             assert r["metric"]["instance"].endswith(":30000")  # Prometheus' own instance label untouched
-        # the operator's own series, through its static target; accept length ≈ 2.7 with its revision
+        # the operator's own series, through its job (honor_labels: the servers' namespace, not the operator's);
+        # accept length ≈ 2.7 with its revision
         accept = wait_for("the operator's accept length of both servers", lambda: (lambda rs: rs if len(rs) == 2
                           else None)(prom.query(f'{series.OP_ACCEPT_LENGTH}{{namespace="{ns}"}}')), timeout=90)
         for r in accept:
@@ -241,14 +257,12 @@ def test_dashboard_and_alerts_on_live_servers(k8s_cluster: K8sCluster, namespace
         # every panel's PromQL returns data; the rollback's series may not exist yet (issue 8)
         names = prom.metric_names()
         absent_rollback = {n for n in series.ROLLBACK_SERIES if n not in names}
-        for name, only_023 in (("qwen-a", False), ("qwen-b", True)):
-            def empty(name: str = name, only_023: bool = only_023) -> list[str]:
+        for name in ("qwen-a", "qwen-b"):  # 0.5.10's steps and draft tokens: the operator's effective settings
+            def empty(name: str = name) -> list[str]:
                 out = []
                 for title, expr in panel_queries():
                     if any(n in expr for n in absent_rollback) or title.startswith("annotation"):
                         continue
-                    if only_023 and (series.SPEC_NUM_STEPS in expr or series.SPEC_NUM_DRAFT_TOKENS in expr):
-                        continue  # 0.5.10 does not report steps and draft tokens
                     if not prom.query(fill(expr, ns, name)):
                         out.append(f"{title}: {expr}")
                 return out
