@@ -123,3 +123,4 @@ async def test_no_secret_value_is_shown_anywhere(monkeypatch: pytest.MonkeyPatch
     for flag, var in (("--api-key", "SGLANG_API_KEY"), ("--admin-api-key", "SGLANG_ADMIN_API_KEY"),
                       ("--ssl-keyfile-password", "SGLANG_SSL_KEYFILE_PASSWORD")):
         assert args[args.index(flag) + 1] == f"$({var})"
+    obs.series.forget("ns", "a")  # prometheus-client's registry is the process's: leave no series to the next test
