@@ -1,6 +1,6 @@
 """A real Prometheus 3 for tests: the binary from ``python -m e2e.tools prometheus``, started on a free loopback
-port with a configuration the test composes (typically ``sglang-operator prometheus-config`` output plus rule
-files and a static target for the operator), a throw-away TSDB, and its HTTP API as small helpers.
+port with a configuration the test composes (the ``sglang-operator prometheus-config`` output or the Prometheus
+Operator's, :mod:`e2e.prometheus_operator`, plus rule files), a throw-away TSDB, and its HTTP API as small helpers.
 
 :class:`PrometheusProcess` ``start()`` waits for ``/-/ready``; ``stop()`` ends it (SIGTERM, then SIGKILL) and
 leaves no process behind. Queries raise :class:`PrometheusError` with Prometheus' own error message.
