@@ -200,8 +200,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
         telemetry.count_reconcile("error")
         return
     spec_dict, held_back = choice.spec, choice.reason
-    if held_back:
-        rendered = choice.rendered
+    rendered = choice.rendered  # the spec's own (its image as that revision runs or ran), or the stable one's
     try:
         write = reason != kopf.Reason.RESUME or not await up_to_date(rendered, body)  # a restart writes nothing
         new = await apply_placement(body, [placement(body, rendered, spec_dict)], now, memory, write_children=write,

@@ -144,6 +144,7 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
         return
     if rendered.revision != parse_status(body).revision:
         return
+    rendered = await restore.as_ran(body, rendered)  # recreated with the image it ran (pinned by a rollback)
     await apply_placement(body, [placement(body, rendered)], dt.datetime.now(dt.UTC), drain=False)
     log.warning("%s/%s: %s deleted; re-applied revision %s", namespace, name, missing, rendered.revision)
     await kube.post_event(body, "Warning", "ChildRecreated", f"{missing} was deleted; re-applied revision "
