@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator.api.base import truncate
+from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions.conditions import Condition, condition, merge, rfc3339, same
 from sglang_operator.decisions.pods import PodHealth
@@ -66,10 +67,11 @@ def invalid(status: Mapping[str, Any], errors: list[str], generation: int, now: 
 def ledger_entry(
     revision: str, generation: int, command: str, summary: dict[str, str], spec: Mapping[str, Any], now: dt.datetime
 ) -> dict[str, Any]:
-    """A new ``status.revisions[]`` record, verdict ``Verifying`` (``api.status.Verdict``)."""
+    """A new ``status.revisions[]`` record, verdict ``Verifying`` (``api.status.Verdict``); ``spec`` kept without a
+    default probe prompt (``api.rollback.without_default_prompt``: an older object's copy of the built-in text)."""
     return {
         "revision": revision, "generation": generation, "createdAt": rfc3339(now), "command": command,
-        "summary": summary, "spec": dict(spec), "verdict": "Verifying",
+        "summary": summary, "spec": without_default_prompt(spec), "verdict": "Verifying",
     }
 
 
