@@ -142,3 +142,26 @@ async def test_a_revision_without_a_recorded_digest_runs_its_tag(monkeypatch: py
     kube.update_spec("a", copy.deepcopy(GOOD["spec"]))
     await _reconcile(kube, obs, "update")
     assert _label(kube) == good and _image(kube) == TAG
+
+
+async def test_a_scale_or_a_policy_change_posts_no_revision_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 19 item 7: ``Updated revision …: <command>`` only when the revision changes."""
+    kube = FakeKube().install(monkeypatch)
+    obs = Observer(1.0)
+    kube.put({**copy.deepcopy(GOOD), "metadata": {"name": "a", "namespace": "ns"}})
+    await _reconcile(kube, obs, "create")
+    spec = copy.deepcopy(GOOD["spec"])
+    spec["replicas"] = 2
+    kube.update_spec("a", spec)
+    await _reconcile(kube, obs, "update")
+    spec["rollback"] = {"warmupSeconds": 30, "probe": {"maxTokens": 64}}
+    kube.update_spec("a", spec)
+    await _reconcile(kube, obs, "update")
+    dep = kube.get("Deployment", "ns", "a")
+    assert dep is not None and dep["spec"]["replicas"] == 2  # applied all the same
+    assert [e[2] for e in kube.events] == ["Created"]
+    spec["memory"]["maxRunningRequests"] = 8
+    kube.update_spec("a", spec)
+    await _reconcile(kube, obs, "update")
+    assert [e[2] for e in kube.events] == ["Created", "Updated"]
+    assert kube.events[-1][3].startswith(f"revision {kube.server('a')['status']['revision']}: ")

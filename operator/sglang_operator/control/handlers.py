@@ -3,7 +3,8 @@ the clients.
 
 - ``reconcile`` (create / spec update / resume): parse and validate, render, drain the old pods when a
   Recreate replaces them (``spec.strategy.drainSeconds``), server-side apply the Deployment and Service (owned
-  by the SGLangServer), write the render's status, post an event. An invalid spec applies nothing and is
+  by the SGLangServer), write the render's status, post an event (``Created``; ``Updated`` only when the revision
+  changes: a scale or a policy-only change posts none). An invalid spec applies nothing and is
   reported as ``SpecValid=False`` with a Warning event; so is a child the API server refuses for the spec's
   sake; any other failure to apply is ``Degraded=True`` (reason ``ApplyFailed``) with a Warning event, and kopf
   retries. Every event comes from one source, ``sglang-operator`` (:func:`sglang_operator.io.kube.post_event`;
@@ -175,6 +176,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
                      logger: Logger, observer: Observer, memory: ServerMemory) -> None:
     generation = int(meta.get("generation") or 0)
     now = _now()
+    before = parse_status(body).revision  # the revision applied before this call
     logger.debug("reconcile (%s) of generation %s", reason, generation)
     try:
         server = parse(body)
@@ -234,8 +236,8 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
         telemetry.count_reconcile("applied")
         return
     telemetry.count_reconcile("applied")
-    if reason == kopf.Reason.RESUME:
-        return
+    if reason == kopf.Reason.RESUME or (reason != kopf.Reason.CREATE and rendered.revision == before):
+        return  # a scale or a policy-only change: the same revision runs, nothing to announce
     verb = "Created" if reason == kopf.Reason.CREATE else "Updated"
     message = f"revision {rendered.revision}: {rendered.command.command_line}"
     await _event(body, "Normal", verb, message)
