@@ -135,8 +135,8 @@ def test_undo_after_a_rollback_restarts_nothing_and_the_users_next_apply_replace
         assert ("field manager kubectl owns it" in out) == (name == SERVER)
     for name in names:
         generation = obj(k8s_cluster, ns, name)["metadata"]["generation"]
-        wait_status(k8s_cluster, ns, name, "the undo observed", lambda s, g=generation: s.get("observedGeneration") == g,
-                    timeout=30)
+        wait_status(k8s_cluster, ns, name, "the undo observed",
+                    lambda s, g=generation: s.get("observedGeneration") == g, timeout=30)
     deadline = time.monotonic() + 4 * INTERVAL  # several observations and samples later: the same pods, unrestarted
     while time.monotonic() < deadline:
         for name in names:

@@ -79,8 +79,10 @@ def test_an_older_objects_copy_of_the_built_in_prompt_reads_as_the_default() -> 
     assert sampling_params(own.rollback).probe_prompt == "Write a haiku."
     stored = {**base, "rollback": {"probe": {"prompt": PROBE_PROMPT, "maxTokens": 64}}}
     assert without_default_prompt(stored) == {**base, "rollback": {"probe": {"maxTokens": 64}}}
-    assert without_default_prompt({**base, "rollback": {"probe": {"prompt": ""}}}) == {**base, "rollback": {"probe": {}}}
-    assert without_default_prompt({**base, "rollback": {"probe": {"prompt": "x"}}})["rollback"]["probe"]["prompt"] == "x"
+    empty = {**base, "rollback": {"probe": {"prompt": ""}}}
+    assert without_default_prompt(empty) == {**base, "rollback": {"probe": {}}}
+    own = {**base, "rollback": {"probe": {"prompt": "x"}}}
+    assert without_default_prompt(own) == own
 
 
 @pytest.mark.parametrize("prompt", [None, "", PROBE_PROMPT])

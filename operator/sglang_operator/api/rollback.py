@@ -109,7 +109,9 @@ def without_default_prompt(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of the SGLangServer ``spec`` dict (camelCase) without ``rollback.probe.prompt`` when it is the default:
     empty, or the built-in text older objects hold (once the CRD default). What the ledger keeps and compares."""
     rollback = spec.get("rollback")
-    probe = rollback.get("probe") if isinstance(rollback, Mapping) else None
+    if not isinstance(rollback, Mapping):
+        return dict(spec)
+    probe = rollback.get("probe")
     if not isinstance(probe, Mapping) or probe.get("prompt", None) not in ("", PROBE_PROMPT):
         return dict(spec)
     return {**spec, "rollback": {**rollback, "probe": {k: v for k, v in probe.items() if k != "prompt"}}}

@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from sglang_operator.api.base import GROUP, PROMOTE_ANNOTATION, RETRY_ANNOTATION
-from sglang_operator.api.server import parse_status
 from sglang_operator.api.rollback import without_default_prompt
+from sglang_operator.api.server import parse_status
 from sglang_operator.plugin import undo as undo_plan
 from sglang_operator.plugin import view
 
@@ -301,7 +301,8 @@ def _ownership(client: Any, namespace: str, name: str, plan: undo_plan.Plan, sch
             fields = undo_plan.owned(body, plan.applier, plan.revision_keys, applied)
             if fields is None:
                 break
-            patch = [{"op": "replace", "path": "/metadata/resourceVersion", "value": body["metadata"]["resourceVersion"]},
+            rv = body["metadata"]["resourceVersion"]
+            patch = [{"op": "replace", "path": "/metadata/resourceVersion", "value": rv},
                      {"op": "replace", "path": "/metadata/managedFields", "value": fields}]
             try:
                 client.patch(sglangserver_resource(), name, patch, namespace=namespace, patch_type=PatchType.JSON,

@@ -114,7 +114,7 @@ def plan(body: Mapping[str, Any], revision_spec: Mapping[str, Any], schema: Mapp
     last = _last_applied(meta)
     new_last: dict[str, Any] | None = None
     if last is not None:
-        user_spec = last.get("spec") if isinstance(last.get("spec"), Mapping) else {}
+        user_spec: Mapping[str, Any] = last["spec"] if isinstance(last.get("spec"), Mapping) else {}
         applied = applied_spec(spec, revision_keys, schema)
         new_last = {**last, "spec": {**{k: v for k, v in user_spec.items() if k not in revision_keys}, **applied}}
         if patch or new_last != last:
