@@ -110,7 +110,7 @@ def test_the_revision_hash_of_an_object_is_the_same_whichever_default_prompt_it_
     ({"minTokensPerSecond": 10}, "spec.rollback.minTokensPerSecond is 10: a probe of probe.maxTokens 256 tokens"),
     ({"minRelativeTokensPerSecond": 1.2}, "less than or equal to 1"),
     ({"action": "Rollforward"}, "'Rollback', 'Alert' or 'DryRun'"),
-    ({"windowSeconds": 300}, "Extra inputs are not permitted"),
+    ({"windowSeconds": 300}, "spec.rollback.windowSeconds: unknown field; did you mean rollbackWindowSeconds?"),
 ])
 def test_impossible_policies_are_refused_with_the_values(rollback: dict[str, Any], message: str) -> None:
     spec = {"sglang": {"image": "lmsysorg/sglang:v0.5.10-cu129"}, "model": {"path": "Qwen/Qwen3.6-27B"},
