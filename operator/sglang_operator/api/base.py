@@ -135,9 +135,11 @@ class ApiModel(BaseModel):
 
     @model_validator(mode="after")
     def _check_cel_rules(self) -> ApiModel:
-        for rule in type(self).cel_rules:
-            if not rule.check(self):
-                raise ValueError(rule.refusal(self))
+        """Every rule of the model that fails, as the API server lists them (one line each: ``error_messages``
+        splits them), not only the first."""
+        failures = [rule.refusal(self) for rule in type(self).cel_rules if not rule.check(self)]
+        if failures:
+            raise ValueError("\n".join(failures))
         return self
 
     def dump(self) -> dict[str, Any]:

@@ -77,8 +77,9 @@ def error_messages(err: ValidationError, prefix: str = "", model: type[BaseModel
         if (e["type"] not in ("value_error", "missing", "extra_forbidden") and isinstance(given, str | int | float)
                 and not free_text):
             msg += f" (got {given!r})"  # the offending value, as the API server shows it
-        # cross-field rules already name their field (``spec.model.servedModelName ...``)
-        out.append(f"{loc}: {msg}" if loc and not msg.startswith(("spec.", "metadata.")) else msg)
+        for line in msg.split("\n"):  # a model's broken cross-field rules, one line each (ApiModel)
+            # cross-field rules already name their field (``spec.model.servedModelName ...``)
+            out.append(f"{loc}: {line}" if loc and not line.startswith(("spec.", "metadata.")) else line)
     return out
 
 

@@ -98,7 +98,7 @@ def render(
     Exit status 1 when a spec is invalid or refused (the messages the SpecValid condition or the API server would
     carry go to stderr).
     """
-    from sglang_operator.builders import InvalidSpec, admission
+    from sglang_operator.builders import InvalidSpec, admission, refusals
     from sglang_operator.builders import render as render_server
 
     params: admission.Params | None = None
@@ -139,7 +139,7 @@ def render(
             out = render_server(parse(body))
         except (SpecError, InvalidSpec) as err:
             failed = True
-            for msg in getattr(err, "messages", None) or getattr(err, "errors", []):
+            for msg in refusals(body) or getattr(err, "messages", None) or getattr(err, "errors", []):
                 typer.echo(f"{name}: invalid: {msg}", err=True)
             continue
         verdict = admission.check(body, params) if params is not None else admission.Verdict()
