@@ -220,8 +220,14 @@ def _sglang_warning(text: str, spec: SGLangServerSpec, version: SGLangVersion) -
     if text.startswith(_INFO):
         return None
     if text.startswith("Overlap scheduler is disabled when spec v2 is off"):
-        return (f"spec.speculative.specV2 is false: SGLang {version} then runs speculative decoding without the "
-                "overlap scheduler; set specV2: true (eagleTopk 1) to overlap scheduling and drafting")
+        said = (f"spec.speculative.specV2 is false: SGLang {version} then runs speculative decoding without the "
+                "overlap scheduler; ")
+        topk = spec.speculative.eagle_topk if spec.speculative is not None else 1
+        if topk == 1:
+            return said + "set specV2: true to overlap scheduling and drafting"
+        return (said + f"spec v2 overlaps scheduling and drafting with eagleTopk 1 only (SGLang: \"Spec v2 currently "
+                f"only supports topk = 1\"), and eagleTopk is {topk}: set eagleTopk: 1 and specV2: true for it, or "
+                f"keep eagleTopk {topk} without overlap")
     if text.startswith("Disabling overlap schedule since mamba no_buffer"):
         value = _value_at(spec, "spec.memory.mambaSchedulerStrategy") or "unset (auto: no_buffer)"
         return (f"spec.memory.mambaSchedulerStrategy is {value}: SGLang {version} turns the overlap scheduler off "
