@@ -24,6 +24,7 @@ from sglang_operator.decisions.sampling import limits as lim
 from sglang_operator.process.leader import LeaderElectionConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False,
+                  rich_markup_mode=None,  # click's plain help: rich's panels cut long option names at 80 columns
                   help="Run the SGLang operator, print its CRD, render SGLangServer manifests offline, or import an "
                        "SGLang command line or systemd unit.")
 

@@ -29,7 +29,8 @@ from sglang_operator.plugin import undo as undo_plan
 from sglang_operator.plugin import view
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="The revision ledger of an SGLangServer: "
-                  "history, diff, retry, promote and undo.", pretty_exceptions_enable=False)
+                  "history, diff, retry, promote and undo.", pretty_exceptions_enable=False,
+                  rich_markup_mode=None)  # click's plain help: no option name cut at 80 columns
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="namespace of the SGLangServer")]
 Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
 Name = Annotated[str, typer.Argument(help="name of the SGLangServer")]
