@@ -58,6 +58,12 @@ def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
     return text if len(text) <= limit else text[:limit - len(TRUNCATED)] + TRUNCATED
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``count`` with its noun in the right number: ``1 sample``, ``2 samples``, ``0 samples`` (``nouns``: an
+    irregular plural; default ``noun + "s"``)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
 @dataclass(frozen=True)
 class CelRule:
     """One cross-field rule, as CEL for the API server and as a Python predicate for offline validation.

@@ -85,14 +85,17 @@ def bounded(ledger: list[dict[str, Any]], history_limit: int, stable: str | None
 def judged(
     ledger: list[dict[str, Any]], revision: str, verdict: str, reason: str, now: dt.datetime,
     tokens_per_second: float | None = None, accept_length: float | None = None, samples: int | None = None,
+    accept_rate: float | None = None,
 ) -> list[dict[str, Any]]:
     """``status.revisions`` with ``revision``'s record given ``verdict`` (``api.status.Verdict``), ``reason``,
-    ``judgedAt`` and the figures (tok/s, acceptance length, sample count) where given; unchanged when the
-    revision has no record. Figures of the rollback decision: ``decisions.rollback.RecordVerdict``."""
+    ``judgedAt`` and the figures (tok/s, acceptance length, sample count, acceptance rate 0..1) where given;
+    unchanged when the revision has no record. Figures of the rollback decision: ``decisions.rollback.RecordVerdict``;
+    the acceptance rate: the release's own gauge in the last sample (``decisions.judging.accept_rate``)."""
     out = []
     for r in ledger:
         if r.get("revision") == revision:
-            figures = {"tokensPerSecond": tokens_per_second, "acceptLength": accept_length, "samples": samples}
+            figures = {"tokensPerSecond": tokens_per_second, "acceptLength": accept_length, "samples": samples,
+                       "acceptRate": None if accept_rate is None else round(accept_rate, 3)}
             r = {**r, "verdict": verdict, "reason": reason, "judgedAt": rfc3339(now),
                  **{k: v for k, v in figures.items() if v is not None}}
         out.append(dict(r))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 from typing import Annotated, Any
 
 import typer
@@ -92,8 +93,9 @@ def _spec_revision(body: dict[str, Any]) -> str | None:
         return None
 
 
-def _fmt(value: float | None, digits: int) -> str:
-    return view.ABSENT if value is None else f"{value:.{digits}f}"
+def _width() -> int:
+    """Columns of the terminal (``$COLUMNS``, else stdout's terminal), 200 when output goes to no terminal."""
+    return shutil.get_terminal_size((200, 24)).columns
 
 
 @app.command()
@@ -106,14 +108,9 @@ def history(name: Name, namespace: Namespace = "default", output: Output = "tabl
     if output == "json":
         typer.echo(json.dumps([r.as_json() for r in rows], indent=2))
         return
-    table = Table(title=f"SGLangServer {namespace}/{name}", title_justify="left")
-    for col in ("", "REVISION", "AGE", "VERDICT", "TOK/S", "ACCEPT LEN", "SAMPLES", "IMAGE"):
-        table.add_column(col, no_wrap=col != "IMAGE")
-    for r in rows:
-        mark = ("★" if r.stable else "") + ("▶" if r.serving else "")
-        table.add_row(mark, r.revision, r.age, r.verdict, _fmt(r.tokens_per_second, 1), _fmt(r.accept_length, 2),
-                      view.ABSENT if r.samples is None else str(r.samples), r.image)
-    Console(width=200).print(table)
+    typer.echo(f"SGLangServer {namespace}/{name}")
+    for line in view.history_table(rows, _width()):
+        typer.echo(line)
     for r in rows:
         if r.reason:
             typer.echo(r.reason if r.reason.startswith(r.revision) else f"{r.revision}: {r.reason}")
@@ -147,7 +144,7 @@ def diff(
         table.add_column(col, no_wrap=True)
     for row in rows:
         table.add_row(*row)
-    Console(width=200).print(table)
+    Console(width=_width()).print(table)
     if not rows:
         typer.echo("the two revisions run the same SGLang flags")
 
@@ -179,11 +176,26 @@ def promote(name: Name, namespace: Namespace = "default") -> None:
     """Accept the revision that serves now as the stable revision (its samples so far become the baseline)."""
     client = _client()
     body = _server(client, namespace, name)
-    serving = parse_status(body).revision
+    status = parse_status(body)
+    serving = status.revision
     if not serving:
         raise _fail(f"{name} serves no revision yet")
     _annotate(client, namespace, name, PROMOTE_ANNOTATION, serving)
     typer.echo(f"sglangserver.{GROUP}/{name} promotion of revision {serving} requested")
+    warning = view.promote_warning(status, _min_samples(body))
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
+
+
+def _min_samples(body: dict[str, Any]) -> int:
+    """``spec.rollback.minSamples`` of the object (its default when the spec does not parse)."""
+    from sglang_operator.api.rollback import RollbackPolicy
+    from sglang_operator.api.server import SpecError, parse_spec
+
+    try:
+        return parse_spec(body.get("spec") or {}).rollback.min_samples
+    except SpecError:
+        return RollbackPolicy().min_samples
 
 
 @app.command()
