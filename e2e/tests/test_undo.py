@@ -118,11 +118,13 @@ def test_undo_after_a_rollback_restarts_nothing_and_the_users_next_apply_replace
         assert "@sha256:" in container["image"]  # the rollback pinned the digest the stable revision ran
 
     # a policy-only change (kubectl patch of spec.rollback), kept by undo; no revision event for it
+    rejected = len(events(k8s_cluster, ns, CLIENT, "RevisionRejected"))
     k8s_cluster.run("patch", "sglangserver", CLIENT, "-n", ns, "--type=merge", "-p",
                     json.dumps({"spec": {"rollback": {"historyLimit": 9}}}))
     wait_status(k8s_cluster, ns, CLIENT, "the policy change observed",
                 lambda s: s.get("observedGeneration") == obj(k8s_cluster, ns, CLIENT)["metadata"]["generation"],
                 timeout=30)
+    assert len(events(k8s_cluster, ns, CLIENT, "RevisionRejected")) == rejected  # said once, not per change
     updated = {n: len(events(k8s_cluster, ns, n, "Updated")) for n in names}
     before = {n: pods(k8s_cluster, ns, n) for n in names}
     templates = {n: k8s_cluster.get("deployment", n, "-n", ns)["spec"]["template"] for n in names}

@@ -165,3 +165,25 @@ async def test_a_scale_or_a_policy_change_posts_no_revision_event(monkeypatch: p
     await _reconcile(kube, obs, "update")
     assert [e[2] for e in kube.events] == ["Created", "Updated"]
     assert kube.events[-1][3].startswith(f"revision {kube.server('a')['status']['revision']}: ")
+
+
+async def test_a_policy_change_of_a_rejected_spec_does_not_repeat_its_rejection(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    kube = FakeKube().install(monkeypatch)
+    obs = Observer(1.0)
+    good, bad = await _rolled_back(kube, obs)
+    events = len(kube.events)
+    spec = copy.deepcopy(BAD["spec"])
+    spec["rollback"] = {"historyLimit": 9}  # still the rejected revision: the stable one keeps running
+    kube.update_spec("a", spec)
+    await _reconcile(kube, obs, "update")
+    spec["replicas"] = 2
+    kube.update_spec("a", spec)
+    await _reconcile(kube, obs, "update")
+    assert kube.events[events:] == [] and _label(kube) == good
+    dep = kube.get("Deployment", "ns", "a")
+    assert dep is not None and dep["spec"]["replicas"] == 2
+    spec["replicas"] = 3  # a new operator process has not said it yet: it says it once
+    kube.update_spec("a", spec)
+    await _reconcile(kube, Observer(1.0), "update")
+    assert [e[2] for e in kube.events[events:]] == ["RevisionRejected"] and bad in kube.events[-1][3]

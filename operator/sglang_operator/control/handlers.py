@@ -4,7 +4,8 @@ the clients.
 - ``reconcile`` (create / spec update / resume): parse and validate, render, drain the old pods when a
   Recreate replaces them (``spec.strategy.drainSeconds``), server-side apply the Deployment and Service (owned
   by the SGLangServer), write the render's status, post an event (``Created``; ``Updated`` only when the revision
-  changes: a scale or a policy-only change posts none). An invalid spec applies nothing and is
+  changes: a scale or a policy-only change posts none, nor a second ``RevisionRejected`` while the spec's rejected
+  revision is held back). An invalid spec applies nothing and is
   reported as ``SpecValid=False`` with a Warning event; so is a child the API server refuses for the spec's
   sake; any other failure to apply is ``Degraded=True`` (reason ``ApplyFailed``) with a Warning event, and kopf
   retries. Every event comes from one source, ``sglang-operator`` (:func:`sglang_operator.io.kube.post_event`;
@@ -193,7 +194,9 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
                     "spec change", parse_status(body).revision, rendered.revision)
         telemetry.count_reconcile("applied")
         return
+    noted = memory.spec_revision  # the spec's revision as last rendered (this process), before this change
     observer.note_spec_revision(body, generation, rendered.revision)
+    same_spec_revision = noted is not None and noted[1] == rendered.revision
     try:  # the spec's revision, unless the rollback rejected it: then the stable one (the spec is not edited)
         choice = await restore.target(dict(body), rendered)
     except restore.NotInLedger as err:
@@ -231,8 +234,8 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
     await _write_status(body, status, new, memory)
     if held_back:
         logger.info("%s", held_back)
-        if reason != kopf.Reason.RESUME:
-            await _event(body, "Warning", "RevisionRejected", held_back)
+        if reason != kopf.Reason.RESUME and not (same_spec_revision and rendered.revision == before):
+            await _event(body, "Warning", "RevisionRejected", held_back)  # not again for a scale or a policy change
         telemetry.count_reconcile("applied")
         return
     telemetry.count_reconcile("applied")
