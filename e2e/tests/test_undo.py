@@ -124,6 +124,7 @@ def test_undo_after_a_rollback_restarts_nothing_and_the_users_next_apply_replace
     wait_status(k8s_cluster, ns, CLIENT, "the policy change observed",
                 lambda s: s.get("observedGeneration") == obj(k8s_cluster, ns, CLIENT)["metadata"]["generation"],
                 timeout=30)
+    time.sleep(2)  # the handler posts its events after its status patch
     assert len(events(k8s_cluster, ns, CLIENT, "RevisionRejected")) == rejected  # said once, not per change
     updated = {n: len(events(k8s_cluster, ns, n, "Updated")) for n in names}
     before = {n: pods(k8s_cluster, ns, n) for n in names}
