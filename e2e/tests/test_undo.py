@@ -96,6 +96,9 @@ def test_undo_after_a_rollback_restarts_nothing_and_the_users_next_apply_replace
     k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
 ) -> None:
     ns, names = namespace, (CLIENT, SERVER)
+    explained = wait_for("kubectl explain of the probe prompt", lambda: k8s_cluster.run(
+        "explain", "sglangserver.spec.rollback.probe.prompt", check=False).stdout, timeout=30)
+    assert "Empty (the default): the operator's built-in prompt" in " ".join(explained.split()), explained
     for name in names:
         apply(k8s_cluster, ns, name, manifest(GOOD, name))
     good = {n: wait_status(k8s_cluster, ns, n, "the known-good revision promoted",
