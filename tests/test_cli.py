@@ -195,6 +195,17 @@ def test_help_is_plain_text_and_every_option_is_documented() -> None:
     assert "log at DEBUG" in runner.invoke(app, ["run", "--help"]).stdout
 
 
+def test_run_help_shows_every_option_name_whole_at_80_columns() -> None:
+    """Issue 19: rich's help panels cut names such as --metrics-write-timeout to "--metrics-write…" at 80 columns."""
+    run = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    text = runner.invoke(app, ["run", "--help"], terminal_width=80, env={"COLUMNS": "80"}).stdout
+    assert "…" not in text
+    for param in run.params:
+        for opt in param.opts if isinstance(param, click.Option) else ():
+            assert opt in text, opt
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
 def test_import_notes_every_assumption_and_dropped_item(tmp_path: Path) -> None:
     unit = tmp_path / "sglang.service"
     unit.write_text(UNIT.replace('Environment="SGLANG_ENABLE_SPEC_V2=1"', 'Environment="SGLANG_ENABLE_SPEC_V2=1"\n'

@@ -270,7 +270,7 @@ CASES: list[Case] = [
          setting(S + "strategy", {"type": "Canary"}), value="Canary"),
     case("max-unavailable-text", "should match", "should match pattern",
          setting(S + "strategy", {"type": "RollingUpdate", "maxUnavailable": "lots"}), value="lots"),
-    case("typo-field", 'unknown field "spec.speculative.numDraftToken"', "Extra inputs are not permitted",
+    case("typo-field", 'unknown field "spec.speculative.numDraftToken"', "unknown field; did you mean numDraftTokens?",
          setting(S + "speculative.numDraftToken", 4), value="numDraftToken"),
     # --- pass-through pod fields carry Kubernetes' own schemas (api/kube_types.py) ---
     case("security-context-typo", 'unknown field "spec.securityContext.runAsUsr"', "runAsUsr: unknown field",

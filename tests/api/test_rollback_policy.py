@@ -3,14 +3,19 @@ prompt, and the impossible combinations refused with the values named."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sglang_operator.api.crd import crd
-from sglang_operator.api.rollback import PROBE_PROMPT, RollbackAction, RollbackPolicy, Signal
+from sglang_operator.api.rollback import PROBE_PROMPT, RollbackAction, RollbackPolicy, Signal, without_default_prompt
 from sglang_operator.api.server import SpecError, parse_spec
 from sglang_operator.io import loadgen
+from sglang_operator.io.sampler import sampling_params
+
+ROOT = Path(__file__).resolve().parents[2]
 
 UNITS = ("seconds", "count", "tok/s", "fraction", "tokens per verify step", "tokens")
 
@@ -30,7 +35,7 @@ def test_defaults_are_the_issues() -> None:
     assert p.min_tokens_per_second is None and p.min_accept_length is None
     assert p.min_traffic.running_requests == 1
     assert (p.max_rollbacks, p.rollback_window_seconds, p.history_limit) == (3, 86400, 10)
-    assert p.probe.prompt == PROBE_PROMPT and p.probe.max_tokens == 256
+    assert p.probe.prompt == "" and p.probe.text == PROBE_PROMPT and p.probe.max_tokens == 256
     assert p.probe.timeout_seconds < p.interval_seconds
 
 
@@ -51,7 +56,50 @@ def test_the_default_probe_prompt_is_about_512_tokens_and_the_load_generators() 
     assert 480 <= len(PROBE_PROMPT) / 4 <= 580
     assert 450 <= len(PROBE_PROMPT.split()) / 0.75 <= 580
     assert loadgen.CODING_PROMPT == PROBE_PROMPT
-    assert rollback_schema()["properties"]["probe"]["properties"]["prompt"]["default"] == PROBE_PROMPT
+
+
+def test_the_built_in_prompt_is_not_copied_into_objects_and_kubectl_explain_names_it() -> None:
+    """The CRD default is empty (issue 19: the 2 KB text was written into every object); the description says
+    what empty sends."""
+    prompt = rollback_schema()["properties"]["probe"]["properties"]["prompt"]
+    assert prompt["default"] == ""
+    assert "Empty (the default): the operator's built-in prompt" in prompt["description"]
+    assert PROBE_PROMPT[:40] not in yaml.safe_dump(crd())
+
+
+def test_an_older_objects_copy_of_the_built_in_prompt_reads_as_the_default() -> None:
+    base = {"sglang": {"image": "lmsysorg/sglang:v0.5.10-cu129"}, "model": {"path": "Qwen/Qwen3.6-27B"}}
+    old = parse_spec({**base, "rollback": {"probe": {"prompt": PROBE_PROMPT, "maxTokens": 64}}})
+    new = parse_spec({**base, "rollback": {"probe": {"maxTokens": 64}}})
+    assert old.rollback == new.rollback and old.rollback.probe.prompt == ""
+    assert old.rollback.probe.text == PROBE_PROMPT
+    own = parse_spec({**base, "rollback": {"probe": {"prompt": "Write a haiku."}}})
+    assert own.rollback.probe.prompt == own.rollback.probe.text == "Write a haiku."
+    assert sampling_params(old.rollback).probe_prompt == sampling_params(new.rollback).probe_prompt == PROBE_PROMPT
+    assert sampling_params(own.rollback).probe_prompt == "Write a haiku."
+    stored = {**base, "rollback": {"probe": {"prompt": PROBE_PROMPT, "maxTokens": 64}}}
+    assert without_default_prompt(stored) == {**base, "rollback": {"probe": {"maxTokens": 64}}}
+    empty = {**base, "rollback": {"probe": {"prompt": ""}}}
+    assert without_default_prompt(empty) == {**base, "rollback": {"probe": {}}}
+    own = {**base, "rollback": {"probe": {"prompt": "x"}}}
+    assert without_default_prompt(own) == own
+
+
+@pytest.mark.parametrize("prompt", [None, "", PROBE_PROMPT])
+def test_the_revision_hash_of_an_object_is_the_same_whichever_default_prompt_it_holds(prompt: str | None) -> None:
+    """The hashes the samples rendered before issue 19 (the prompt is not in the pod template): an object stored
+    with the old default, one with the new, and one without any, all run the revision they ran."""
+    from sglang_operator import builders
+    from sglang_operator.api.server import parse
+
+    hashes = {}
+    for name, revision in (("qwen3.6-27b-known-good.yaml", "456b406687"), ("qwen3.6-27b-regressed.yaml", "12e27607e6")):
+        body = yaml.safe_load((ROOT / "samples" / name).read_text())
+        body["metadata"]["namespace"] = "default"
+        if prompt is not None:
+            body["spec"]["rollback"] = {"probe": {"prompt": prompt}}
+        hashes[name] = (builders.render(parse(body)).revision, revision)
+    assert all(got == want for got, want in hashes.values()), hashes
 
 
 @pytest.mark.parametrize(("rollback", "message"), [
@@ -62,7 +110,7 @@ def test_the_default_probe_prompt_is_about_512_tokens_and_the_load_generators() 
     ({"minTokensPerSecond": 10}, "spec.rollback.minTokensPerSecond is 10: a probe of probe.maxTokens 256 tokens"),
     ({"minRelativeTokensPerSecond": 1.2}, "less than or equal to 1"),
     ({"action": "Rollforward"}, "'Rollback', 'Alert' or 'DryRun'"),
-    ({"windowSeconds": 300}, "Extra inputs are not permitted"),
+    ({"windowSeconds": 300}, "spec.rollback.windowSeconds: unknown field; did you mean rollbackWindowSeconds?"),
 ])
 def test_impossible_policies_are_refused_with_the_values(rollback: dict[str, Any], message: str) -> None:
     spec = {"sglang": {"image": "lmsysorg/sglang:v0.5.10-cu129"}, "model": {"path": "Qwen/Qwen3.6-27B"},

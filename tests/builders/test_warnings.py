@@ -53,6 +53,16 @@ def test_actionable_sglang_lines_are_said_in_spec_terms() -> None:
     assert result.errors == []
     assert any(w.startswith("spec.speculative.specV2 is false: SGLang 0.5.10 then runs speculative decoding "
                             "without the overlap scheduler") for w in result.warnings), result.warnings
+    [overlap] = [w for w in result.warnings if w.startswith("spec.speculative.specV2 is false")]
+    assert overlap.endswith("without the overlap scheduler; set specV2: true to overlap scheduling and drafting")
+    wide = checked(model__path="meta-llama/Llama-3.1-8B-Instruct", speculative__algorithm="EAGLE3",
+                   speculative__draftModelPath="jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B",
+                   speculative__specV2=False, speculative__eagleTopk=8, speculative__numDraftTokens=16,
+                   parallelism__tensor=1, memory__mambaSchedulerStrategy=None, memory__mambaFullMemoryRatio=None)
+    assert wide.errors == []
+    [overlap] = [w for w in wide.warnings if w.startswith("spec.speculative.specV2 is false")]  # issue 19: EAGLE3, 8
+    assert "spec v2 overlaps scheduling and drafting with eagleTopk 1 only" in overlap and "eagleTopk is 8" in overlap
+    assert "keep eagleTopk 8 without overlap" in overlap and "(eagleTopk 1)" not in overlap
     draft = checked(model__path="deepseek-ai/DeepSeek-V3", speculative__draftModelPath="deepseek-ai/DeepSeek-V3",
                     memory__mambaSchedulerStrategy=None, memory__mambaFullMemoryRatio=None)
     assert any(w.startswith("spec.speculative.draftModelPath deepseek-ai/DeepSeek-V3 is not needed")

@@ -73,3 +73,49 @@ def test_a_promotion_without_a_measured_sample_is_refused_once() -> None:
     again = judge({**status, **out.status}, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
                   promote_token="9699b6738c")
     assert not [a for a in again.actions if getattr(a, "reason", "") == "PromoteRefused"]
+
+
+def test_a_promotion_with_fewer_than_min_samples_says_so_in_a_warning() -> None:
+    """Issue 19: a user's promotion set a baseline from one sample without a word, and said "median of 1 samples"."""
+    from sglang_operator.api.rollback import RollbackPolicy
+    from sglang_operator.decisions.judging import judge
+
+    out = judge(_verifying_status("9699b6738c", [(50.0, 2.7)]), None, RollbackPolicy(), NOW,
+                _observation("9699b6738c"), [], 1, promote_token="9699b6738c")
+    [event] = [a for a in out.actions if getattr(a, "reason", "") == "Promoted"]
+    assert event.type == "Warning"  # type: ignore[union-attr]
+    assert "(median of 1 sample)" in event.message  # type: ignore[union-attr]
+    assert "only 1 sample of minSamples 5" in event.message  # type: ignore[union-attr]
+    enough = judge(_verifying_status("9699b6738c", [(50.0, 2.7)] * 5), None, RollbackPolicy(), NOW,
+                   _observation("9699b6738c"), [], 1, promote_token="9699b6738c")
+    [event] = [a for a in enough.actions if getattr(a, "reason", "") == "Promoted"]
+    assert event.type == "Normal" and "minSamples" not in event.message  # type: ignore[union-attr]
+    assert "(median of 5 samples)" in event.message  # type: ignore[union-attr]
+
+
+def test_a_verdict_records_the_accept_rate_the_release_reported() -> None:
+    """The ledger keeps SGLang's sglang:spec_accept_rate of the last sample with the verdict (history's ACCEPT
+    RATE), none where the release reports none."""
+    from sglang_operator.api.rollback import RollbackPolicy
+    from sglang_operator.decisions.judging import judge
+
+    status = _verifying_status("9699b6738c", [(50.0, 2.7)])
+    status["analysis"]["lastSample"] = {"at": "2026-12-01T11:59:30Z", "kind": "Measured", "verdict": "Pass",
+                                        "tokensPerSecond": 50.0, "acceptLength": 2.7, "acceptRate": 0.5671}
+    out = judge(status, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1, promote_token="9699b6738c")
+    assert out.status["revisions"][0]["acceptRate"] == 0.567
+    del status["analysis"]["lastSample"]["acceptRate"]
+    out = judge(status, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1, promote_token="9699b6738c")
+    assert "acceptRate" not in out.status["revisions"][0]
+
+
+def test_the_accept_rate_of_this_intervals_sample_comes_first() -> None:
+    from sglang_operator.decisions.judging import accept_rate
+    from sglang_operator.decisions.rollback import RollbackState
+    from sglang_operator.decisions.sampling.model import Figures, Sample, SampleKind
+
+    sample = Sample(SampleKind.MEASURED, "r1", NOW, NOW, Figures(accept_rate=0.42))
+    assert accept_rate("r1", sample, RollbackState()) == 0.42
+    assert accept_rate("r2", sample, RollbackState()) is None
+    assert accept_rate("r1", Sample(SampleKind.MEASURED, "r1", NOW, NOW, Figures(accept_rate=float("nan"))),
+                       RollbackState()) is None

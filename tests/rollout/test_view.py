@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
+from sglang_operator.api.base import plural
 from sglang_operator.api.status import SGLangServerStatus
-from sglang_operator.plugin.view import age, flag_diff, history_rows, parse_flags
+from sglang_operator.plugin.view import (
+    HISTORY_COLUMNS,
+    age,
+    flag_diff,
+    history_cells,
+    history_rows,
+    history_table,
+    parse_flags,
+    promote_warning,
+)
 
 GOOD = ("SGLANG_ENABLE_SPEC_V2=1 sglang serve --model-path Qwen/Qwen3.6-27B --tp-size 2 --enable-metrics "
         "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
@@ -63,3 +75,58 @@ def test_history_rows_join_status_and_controller_revisions() -> None:
     assert (bad.stable, bad.serving, bad.verdict, bad.image) == (False, False, "Rejected",
                                                                   "lmsysorg/sglang:v0.5.10-cu129")
     assert bad.reason.startswith("36.0 tok/s") and good.age == "10m"
+
+
+def _rows() -> list:  # type: ignore[type-arg]
+    status = {"revision": "9699b6738c", "stableRevision": "9699b6738c", "revisions": [
+        {"revision": "9699b6738c", "verdict": "Promoted", "tokensPerSecond": 51.6, "acceptLength": 2.73, "samples": 5,
+         "acceptRate": 0.58, "createdAt": "2026-12-01T11:50:00Z"},
+        {"revision": "9f4c2d9294", "verdict": "Rejected", "tokensPerSecond": 36.0, "acceptLength": 1.75,
+         "samples": 3, "createdAt": "2026-12-01T11:55:00Z"},
+    ]}
+    crs = [{"metadata": {"labels": {"sglang-operator.io/revision": "9699b6738c"}, "annotations": {
+        "sglang-operator.io/image-digest": "docker.io/lmsysorg/sglang@sha256:" + "f4e0eb578320" + "0" * 52}},
+        "revision": 1, "data": {"image": "lmsysorg/sglang:v0.5.10-cu129"}}]
+    return history_rows(SGLangServerStatus.model_validate(status), crs, NOW)
+
+
+def test_history_shows_the_accept_rate_where_the_release_reported_it() -> None:
+    good, bad = _rows()
+    assert (good.accept_rate, bad.accept_rate) == (0.58, None)
+    assert good.as_json()["acceptRate"] == 0.58
+    cells = history_cells([good, bad])
+    assert cells[0][HISTORY_COLUMNS.index("ACCEPT RATE")] == "0.58"
+    assert cells[1][HISTORY_COLUMNS.index("ACCEPT RATE")] == "—"
+    assert cells[0][-1] == "docker.io/lmsysorg/sglang@sha256:f4e0eb578320"  # a short digest, as docker shows IDs
+
+
+@pytest.mark.parametrize("width", [200, 120, 80, 60])
+def test_history_fits_the_terminal(width: int) -> None:
+    lines = history_table(_rows(), width)
+    assert lines[0].split() == ["REVISION", "AGE", "VERDICT", "TOK/S", "ACCEPT", "LEN", "ACCEPT", "RATE",
+                                "SAMPLES", *(["IMAGE"] if width >= 120 else [])]
+    if width >= 80:
+        assert max(map(len, lines)) <= width, lines
+    if width < 120:  # the images on lines of their own
+        assert lines[-2:] == ["9699b6738c image: docker.io/lmsysorg/sglang@sha256:f4e0eb578320",
+                              "9f4c2d9294 image: —"]
+    assert any(line.startswith("★▶  9699b6738c") for line in lines)
+
+
+def test_promote_warns_below_min_samples() -> None:
+    def status(samples: int) -> SGLangServerStatus:
+        return SGLangServerStatus.model_validate({"revision": "r1", "analysis": {
+            "revision": "r1", "phase": "Verifying", "since": "2026-12-01T11:58:00Z",
+            "progressStartedAt": "2026-12-01T11:57:00Z",
+            "validFigures": [{"tokensPerSecond": 50.0}] * samples}})
+
+    assert promote_warning(status(1), 5) == ("revision r1 has 1 measured sample of spec.rollback.minSamples 5: its "
+                                             "baseline, the median of it, is less certain than a verified revision's")
+    assert "has 3 measured samples of spec.rollback.minSamples 5" in (promote_warning(status(3), 5) or "")
+    assert "no measured sample yet" in (promote_warning(status(0), 5) or "")
+    assert promote_warning(status(5), 5) is None
+
+
+def test_plural() -> None:
+    assert (plural(1, "sample"), plural(0, "sample"), plural(2, "pod")) == ("1 sample", "0 samples", "2 pods")
+    assert plural(2, "query", "queries") == "2 queries"

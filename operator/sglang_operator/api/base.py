@@ -58,6 +58,12 @@ def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
     return text if len(text) <= limit else text[:limit - len(TRUNCATED)] + TRUNCATED
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``count`` with its noun in the right number: ``1 sample``, ``2 samples``, ``0 samples`` (``nouns``: an
+    irregular plural; default ``noun + "s"``)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
 @dataclass(frozen=True)
 class CelRule:
     """One cross-field rule, as CEL for the API server and as a Python predicate for offline validation.
@@ -135,9 +141,11 @@ class ApiModel(BaseModel):
 
     @model_validator(mode="after")
     def _check_cel_rules(self) -> ApiModel:
-        for rule in type(self).cel_rules:
-            if not rule.check(self):
-                raise ValueError(rule.refusal(self))
+        """Every rule of the model that fails, as the API server lists them (one line each: ``error_messages``
+        splits them), not only the first."""
+        failures = [rule.refusal(self) for rule in type(self).cel_rules if not rule.check(self)]
+        if failures:
+            raise ValueError("\n".join(failures))
         return self
 
     def dump(self) -> dict[str, Any]:

@@ -22,6 +22,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from sglang_operator.api.names import did_you_mean
+
 KUBERNETES_VERSION = "v1.36.0"
 SOURCE = f"kubernetes-validate: kubernetes-json-schema/{KUBERNETES_VERSION}-local-strict/_definitions.json"
 DATA_FILE = "k8s-pod-types-v1.36.json"
@@ -175,7 +177,7 @@ def errors(kind: str, value: Any) -> list[str]:
             known = set(err.schema.get("properties") or {})
             for name in sorted(set(err.instance) - known):
                 out.append(f"{path + '.' if path else ''}{name}: unknown field (Kubernetes {KUBERNETES_VERSION} "
-                           f"{kind} schema)")
+                           f"{kind} schema){did_you_mean(name, known)}")
         else:
             out.append(f"{path}: {err.message}" if path else err.message)
     return out

@@ -13,10 +13,11 @@ it to stable, with the median of its samples as the new baseline. The decision i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from sglang_operator.api.base import ApiModel, CelRule
 
@@ -44,8 +45,10 @@ PROBE_PROMPT = (
     "2 * log2(n + 1). Explain the time complexity of each operation in a short closing paragraph, and point "
     "out two common bugs in textbook implementations of delete and how your code avoids them."
 )
-"""Default probe prompt: a fixed coding request of about 512 tokens (≈ 4 characters per token), like the one the
-published case was measured with. ``io/loadgen.py`` uses the same text."""
+"""The built-in probe prompt: a fixed coding request of about 512 tokens (≈ 4 characters per token), like the one the
+published case was measured with. ``io/loadgen.py`` uses the same text. Sent when ``probe.prompt`` is empty (its
+default); never copied into objects (before issue 19 it was the CRD default, so older objects hold it: that exact
+text reads as the default, see :class:`ProbePolicy`)."""
 
 
 class RollbackAction(StrEnum):
@@ -77,18 +80,41 @@ class MinTraffic(ApiModel):
     """Running requests (``sglang:num_running_reqs``, summed over the revision's pods), count."""
 
 
+def _empty_if_builtin(text: str) -> str:
+    """``""`` for the built-in prompt's text (an older object's copy of the default), else ``text``."""
+    return "" if text == PROBE_PROMPT else text
+
+
 class ProbePolicy(ApiModel):
     """The request the operator sends each interval with signal ``probe``."""
 
-    prompt: Annotated[str, Field(min_length=1, max_length=65536)] = PROBE_PROMPT
+    prompt: Annotated[str, Field(max_length=65536), AfterValidator(_empty_if_builtin)] = ""
     """Prompt text, sent as one user message of a streaming ``/v1/chat/completions`` request with temperature 0.
-    Default: a fixed coding request of about 512 tokens. Changing it makes samples incomparable with the
-    baseline measured with the old prompt."""
+    Empty (the default): the operator's built-in prompt, a fixed coding request of about 512 tokens (a red-black
+    tree module in Python, like the prompt the published case was measured with). Changing it makes samples
+    incomparable with the baseline measured with the old prompt."""
     max_tokens: Annotated[int, Field(ge=2, le=8192)] = 256
     """Output tokens per probe request (``max_tokens``), count."""
     timeout_seconds: Annotated[int, Field(ge=1, le=3600)] = 25
     """Timeout of one probe request, seconds; shorter than ``intervalSeconds`` (one probe per interval). A probe
     that times out is a measurement error, not a failure."""
+
+    @property
+    def text(self) -> str:
+        """The prompt sent: ``prompt``, or the built-in :data:`PROBE_PROMPT` when it is empty."""
+        return self.prompt or PROBE_PROMPT
+
+
+def without_default_prompt(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the SGLangServer ``spec`` dict (camelCase) without ``rollback.probe.prompt`` when it is the default:
+    empty, or the built-in text older objects hold (once the CRD default). What the ledger keeps and compares."""
+    rollback = spec.get("rollback")
+    if not isinstance(rollback, Mapping):
+        return dict(spec)
+    probe = rollback.get("probe")
+    if not isinstance(probe, Mapping) or probe.get("prompt", None) not in ("", PROBE_PROMPT):
+        return dict(spec)
+    return {**spec, "rollback": {**rollback, "probe": {k: v for k, v in probe.items() if k != "prompt"}}}
 
 
 class RollbackPolicy(ApiModel):

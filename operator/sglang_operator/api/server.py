@@ -7,9 +7,10 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from sglang_operator.api.base import ApiModel, CelRule, FreeForm
+from sglang_operator.api.names import did_you_mean, fields_at
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus
 
@@ -60,19 +61,25 @@ class SpecError(ValueError):
         self.messages = messages
 
 
-def error_messages(err: ValidationError, prefix: str = "") -> list[str]:
-    """pydantic errors as ``spec.a.b: message`` strings (camelCase paths as in YAML)."""
+def error_messages(err: ValidationError, prefix: str = "", model: type[BaseModel] | None = None) -> list[str]:
+    """pydantic errors as ``spec.a.b: message`` strings (camelCase paths as in YAML). An unknown field (pydantic's
+    ``extra_forbidden``) reads ``unknown field`` as the API server says it, with the closest field of ``model`` (the
+    model validated) at that place: ``spec.speculative.numStep: unknown field; did you mean numSteps?``."""
     out = []
     for e in err.errors():
         loc = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
         msg = str(e["msg"]).removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden" and e["loc"]:
+            known = fields_at(model, e["loc"][:-1]) if model is not None else []
+            msg = "unknown field" + did_you_mean(str(e["loc"][-1]), known)
         given = e.get("input")
         free_text = any(p in ("extraArgs", "extra_args", "env") for p in e["loc"])  # may hold a secret: not echoed
         if (e["type"] not in ("value_error", "missing", "extra_forbidden") and isinstance(given, str | int | float)
                 and not free_text):
             msg += f" (got {given!r})"  # the offending value, as the API server shows it
-        # cross-field rules already name their field (``spec.model.servedModelName ...``)
-        out.append(f"{loc}: {msg}" if loc and not msg.startswith(("spec.", "metadata.")) else msg)
+        for line in msg.split("\n"):  # a model's broken cross-field rules, one line each (ApiModel)
+            # cross-field rules already name their field (``spec.model.servedModelName ...``)
+            out.append(f"{loc}: {line}" if loc and not line.startswith(("spec.", "metadata.")) else line)
     return out
 
 
@@ -84,7 +91,7 @@ def parse(body: Mapping[str, Any]) -> SGLangServer:
     try:
         return SGLangServer.model_validate(dict(body))
     except ValidationError as err:
-        raise SpecError(error_messages(err)) from None
+        raise SpecError(error_messages(err, model=SGLangServer)) from None
 
 
 def parse_status(body: Mapping[str, Any]) -> SGLangServerStatus:
@@ -107,4 +114,4 @@ def parse_spec(spec: Mapping[str, Any]) -> SGLangServerSpec:
     try:
         return SGLangServerSpec.model_validate(dict(spec))
     except ValidationError as err:
-        raise SpecError(error_messages(err, "spec")) from None
+        raise SpecError(error_messages(err, "spec", SGLangServerSpec)) from None

@@ -22,7 +22,7 @@ from sglang_operator.builders.labels import (
 )
 from sglang_operator.builders.leaderworkerset import leader_selector, leader_service, leader_worker_set, pod_templates
 from sglang_operator.builders.owner import adopt, owner_reference
-from sglang_operator.builders.validate import SpecCheck, check, validate
+from sglang_operator.builders.validate import SpecCheck, check, refusals, validate
 from sglang_operator.builders.workload import deployment, service
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "leader_worker_set",
     "owner_reference",
     "pod_templates",
+    "refusals",
     "render",
     "render_command",
     "revision_hash",

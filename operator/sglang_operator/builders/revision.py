@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sglang_operator.api.base import GROUP
+from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.builders.labels import MANAGED_BY, REVISION_LABEL, selector_labels
 
 DIGEST_ANNOTATION = f"{GROUP}/image-digest"
@@ -39,7 +40,8 @@ def controller_revision(
     """The ControllerRevision dict (no ownerReferences: :func:`sglang_operator.builders.adopt` adds them).
 
     ``number``: the ordinal ``revision`` field (1, 2, … in the order revisions were first applied).
-    ``spec``: the SGLangServer spec (camelCase dict) that rendered ``revision``. Shape of ``data``:
+    ``spec``: the SGLangServer spec (camelCase dict) that rendered ``revision``, kept without a default probe prompt
+    (``api.rollback.without_default_prompt``). Shape of ``data``:
     ``{spec, command, sglangVersion, image}``.
     """
     return {
@@ -50,7 +52,8 @@ def controller_revision(
             "namespace": namespace,
             "labels": {**ledger_labels(server), REVISION_LABEL: revision},
         },
-        "data": {"spec": dict(spec), "command": command, "sglangVersion": sglang_version, "image": image},
+        "data": {"spec": without_default_prompt(spec), "command": command, "sglangVersion": sglang_version,
+                 "image": image},
         "revision": number,
     }
 

@@ -16,10 +16,14 @@ Every refusal names the field, the offending value and the fix. Errors are the S
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_operator.api.blocks import SpeculativeAlgorithm
+from pydantic import ValidationError
+
+from sglang_operator.api.blocks import SGLangImage, SpeculativeAlgorithm
+from sglang_operator.api.server import SpecError, parse
 from sglang_operator.api.spec import OWNED, SGLangServerSpec, flag_name, owned_flag_refusal
 from sglang_operator.builders.command import RenderedCommand, render_command
 from sglang_operator.builders.dialect import (
@@ -90,15 +94,15 @@ def _typed_flag_errors(out: SpecCheck, cmd: RenderedCommand, release: Release, n
                                                   f"(choices: {', '.join(info.choices)})")
 
 
-def _extra_args_errors(out: SpecCheck, spec: SGLangServerSpec, release: Release) -> None:
+def _extra_args_errors(out: SpecCheck, extra_args: list[str], release: Release) -> None:
     owned = {info.dest: f for f in OWNED if (info := release.flag(f)) is not None}
-    for i, arg in enumerate(spec.extra_args):
+    for i, arg in enumerate(extra_args):
         name = flag_name(arg)
         if name is None:
             continue
         info = release.flag(name)
         if info is None:  # renamed, abbreviated, misspelt...: successors / closest flags, SGLang's wording
-            nxt = spec.extra_args[i + 1] if i + 1 < len(spec.extra_args) else None
+            nxt = extra_args[i + 1] if i + 1 < len(extra_args) else None
             value = nxt if nxt is not None and flag_name(nxt) is None and "=" not in arg else None
             out.refuse("extra-args-known-flag",
                        f"spec.extraArgs: {release.advice(arg, value, FIELD_OF_FLAG).text}")
@@ -216,8 +220,14 @@ def _sglang_warning(text: str, spec: SGLangServerSpec, version: SGLangVersion) -
     if text.startswith(_INFO):
         return None
     if text.startswith("Overlap scheduler is disabled when spec v2 is off"):
-        return (f"spec.speculative.specV2 is false: SGLang {version} then runs speculative decoding without the "
-                "overlap scheduler; set specV2: true (eagleTopk 1) to overlap scheduling and drafting")
+        said = (f"spec.speculative.specV2 is false: SGLang {version} then runs speculative decoding without the "
+                "overlap scheduler; ")
+        topk = spec.speculative.eagle_topk if spec.speculative is not None else 1
+        if topk == 1:
+            return said + "set specV2: true to overlap scheduling and drafting"
+        return (said + f"spec v2 overlaps scheduling and drafting with eagleTopk 1 only (SGLang: \"Spec v2 currently "
+                f"only supports topk = 1\"), and eagleTopk is {topk}: set eagleTopk: 1 and specV2: true for it, or "
+                f"keep eagleTopk {topk} without overlap")
     if text.startswith("Disabling overlap schedule since mamba no_buffer"):
         value = _value_at(spec, "spec.memory.mambaSchedulerStrategy") or "unset (auto: no_buffer)"
         return (f"spec.memory.mambaSchedulerStrategy is {value}: SGLang {version} turns the overlap scheduler off "
@@ -248,7 +258,7 @@ def check(spec: SGLangServerSpec) -> SpecCheck:
     out.command = cmd
     out.warnings += cmd.warnings
     _typed_flag_errors(out, cmd, release, len(spec.extra_args))
-    _extra_args_errors(out, spec, release)
+    _extra_args_errors(out, spec.extra_args, release)
     _env_errors(out, spec, cmd)
     _mtp_or_draft(out, spec)
     if out.errors:
@@ -265,6 +275,46 @@ def check(spec: SGLangServerSpec) -> SpecCheck:
         elif actionable not in out.warnings:
             out.warnings.append(actionable)
     return out
+
+
+EXTRA_ARGS = "spec.extraArgs: "
+"""How every refusal of an ``extraArgs`` item begins (the CEL rules' and the release's)."""
+
+
+def refusals(body: Mapping[str, Any]) -> list[str]:
+    """Every refusal ``sglang-operator render`` (and ``import``) gives the SGLangServer dict ``body``: the schema's
+    and the CEL rules' (:func:`sglang_operator.api.server.parse`), else the release's (:func:`check`). The problems
+    of ``spec.extraArgs`` come in one message whichever stage finds them, so they are fixed in one round: a flag a
+    typed field owns (CEL, before the release is looked at) is reported with the items the release does not know
+    (renamed, misspelt, abbreviated: :func:`_extra_args_errors`) whenever ``spec.sglang`` names a release."""
+    try:
+        return _one_extra_args_message(check(parse(body).spec).errors)
+    except SpecError as err:
+        messages = list(err.messages)
+    spec = body.get("spec")
+    args = spec.get("extraArgs") if isinstance(spec, Mapping) else None
+    if (isinstance(spec, Mapping) and isinstance(args, list) and all(isinstance(a, str) for a in args)
+            and any(m.startswith(EXTRA_ARGS) for m in messages)):
+        try:  # the release needs spec.sglang only
+            release = resolve_release(SGLangImage.model_validate(spec.get("sglang")))
+        except (ValidationError, VersionError, ValueError):
+            return _one_extra_args_message(messages)
+        found = SpecCheck()
+        _extra_args_errors(found, list(args), release)
+        messages += [m for m, rule in zip(found.errors, found.rules, strict=True)
+                     if rule == "extra-args-known-flag" and m not in messages]  # owned ones: CEL's said them
+    return _one_extra_args_message(messages)
+
+
+def _one_extra_args_message(messages: list[str]) -> list[str]:
+    """``messages`` with every ``spec.extraArgs: …`` refusal joined into the first one's place."""
+    extra = [m.removeprefix(EXTRA_ARGS) for m in messages if m.startswith(EXTRA_ARGS)]
+    if len(extra) < 2:
+        return messages
+    joined = f"{EXTRA_ARGS}{len(extra)} problems: " + "; ".join(extra)
+    first = next(i for i, m in enumerate(messages) if m.startswith(EXTRA_ARGS))
+    rest = [m for m in messages if not m.startswith(EXTRA_ARGS)]
+    return [*rest[:first], joined, *rest[first:]]
 
 
 def validate(spec: SGLangServerSpec, version: SGLangVersion | None = None) -> list[str]:

@@ -3,7 +3,9 @@ the clients.
 
 - ``reconcile`` (create / spec update / resume): parse and validate, render, drain the old pods when a
   Recreate replaces them (``spec.strategy.drainSeconds``), server-side apply the Deployment and Service (owned
-  by the SGLangServer), write the render's status, post an event. An invalid spec applies nothing and is
+  by the SGLangServer), write the render's status, post an event (``Created``; ``Updated`` only when the revision
+  changes: a scale or a policy-only change posts none, nor a second ``RevisionRejected`` while the spec's rejected
+  revision is held back). An invalid spec applies nothing and is
   reported as ``SpecValid=False`` with a Warning event; so is a child the API server refuses for the spec's
   sake; any other failure to apply is ``Degraded=True`` (reason ``ApplyFailed``) with a Warning event, and kopf
   retries. Every event comes from one source, ``sglang-operator`` (:func:`sglang_operator.io.kube.post_event`;
@@ -175,6 +177,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
                      logger: Logger, observer: Observer, memory: ServerMemory) -> None:
     generation = int(meta.get("generation") or 0)
     now = _now()
+    before = parse_status(body).revision  # the revision applied before this call
     logger.debug("reconcile (%s) of generation %s", reason, generation)
     try:
         server = parse(body)
@@ -191,7 +194,9 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
                     "spec change", parse_status(body).revision, rendered.revision)
         telemetry.count_reconcile("applied")
         return
+    noted = memory.spec_revision  # the spec's revision as last rendered (this process), before this change
     observer.note_spec_revision(body, generation, rendered.revision)
+    same_spec_revision = noted is not None and noted[1] == rendered.revision
     try:  # the spec's revision, unless the rollback rejected it: then the stable one (the spec is not edited)
         choice = await restore.target(dict(body), rendered)
     except restore.NotInLedger as err:
@@ -200,8 +205,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
         telemetry.count_reconcile("error")
         return
     spec_dict, held_back = choice.spec, choice.reason
-    if held_back:
-        rendered = choice.rendered
+    rendered = choice.rendered  # the spec's own (its image as that revision runs or ran), or the stable one's
     try:
         write = reason != kopf.Reason.RESUME or not await up_to_date(rendered, body)  # a restart writes nothing
         new = await apply_placement(body, [placement(body, rendered, spec_dict)], now, memory, write_children=write,
@@ -230,13 +234,13 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
     await _write_status(body, status, new, memory)
     if held_back:
         logger.info("%s", held_back)
-        if reason != kopf.Reason.RESUME:
-            await _event(body, "Warning", "RevisionRejected", held_back)
+        if reason != kopf.Reason.RESUME and not (same_spec_revision and rendered.revision == before):
+            await _event(body, "Warning", "RevisionRejected", held_back)  # not again for a scale or a policy change
         telemetry.count_reconcile("applied")
         return
     telemetry.count_reconcile("applied")
-    if reason == kopf.Reason.RESUME:
-        return
+    if reason == kopf.Reason.RESUME or (reason != kopf.Reason.CREATE and rendered.revision == before):
+        return  # a scale or a policy-only change: the same revision runs, nothing to announce
     verb = "Created" if reason == kopf.Reason.CREATE else "Updated"
     message = f"revision {rendered.revision}: {rendered.command.command_line}"
     await _event(body, "Normal", verb, message)

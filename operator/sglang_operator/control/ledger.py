@@ -10,6 +10,7 @@ never pruned.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
@@ -104,20 +105,45 @@ def render_revision(body: Mapping[str, Any], cr: Mapping[str, Any]) -> builders.
         spec["replicas"] = body["spec"]["replicas"]
     server: SGLangServer = parse({**body, "spec": spec, "status": None})
     rendered = builders.render(server)
-    digest = ((cr.get("metadata") or {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
     if rendered.revision != _hash(cr):
         log.warning("%s: ledger entry %s renders as %s (operator upgrade?); applying it under its recorded hash",
                     server.name, _hash(cr), rendered.revision)
-    dep = rendered.workload
+    return pinned(rendered, recorded_digest(cr), _hash(cr))
+
+
+def recorded_digest(cr: Mapping[str, Any] | None) -> str | None:
+    """The image reference by digest (``repo@sha256:…``) recorded on ledger entry ``cr``; None without one (its pods
+    never reported an ``imageID``, or no entry)."""
+    digest = (((cr or {}).get("metadata") or {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
+    return str(digest) if digest else None
+
+
+def workload_image(workload: Mapping[str, Any] | None) -> str | None:
+    """The image of the ``sglang`` container of a workload's (first) pod template, as stored; None without one."""
+    if not workload:
+        return None
+    try:
+        return str(builders.pod_templates(dict(workload))[0]["spec"]["containers"][0]["image"])
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def pinned(rendered: builders.Rendered, digest_ref: str | None, revision: str | None = None) -> builders.Rendered:
+    """``rendered`` with the image of every pod template (a Deployment's, a LeaderWorkerSet's leader and worker)
+    pinned to the digest of ``digest_ref`` (:func:`pinned_image`; unchanged without a digest) and, when given,
+    labelled ``revision`` (the hash over the template as first applied: a pinned image never changes a revision).
+    A copy: ``rendered`` is left as it was."""
+    dep = copy.deepcopy(rendered.workload)
     templates = builders.pod_templates(dep)  # one of a Deployment, leader and worker of a LeaderWorkerSet
     for template in templates:
         container = template["spec"]["containers"][0]
-        container["image"] = pinned_image(container["image"], digest)
+        container["image"] = pinned_image(container["image"], digest_ref)
+    if revision is None:
+        return replace(rendered, workload=dep)
     for m in (dep["metadata"], *(t["metadata"] for t in templates)):
-        m["labels"][REVISION_LABEL] = _hash(cr)
-        m.setdefault("annotations", {})[REVISION_LABEL] = _hash(cr)
-    dep["metadata"]["labels"][REVISION_LABEL] = _hash(cr)
-    return replace(rendered, workload=dep, revision=_hash(cr))
+        m["labels"][REVISION_LABEL] = revision
+        m.setdefault("annotations", {})[REVISION_LABEL] = revision
+    return replace(rendered, workload=dep, revision=revision)
 
 
 async def record_applied(body: Mapping[str, Any], rendered: builders.Rendered, spec: Mapping[str, Any],

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator import builders
+from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_spec, parse_status
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import Phase, SGLangServerStatus
@@ -144,6 +145,7 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
         return
     if rendered.revision != parse_status(body).revision:
         return
+    rendered = await restore.as_ran(body, rendered)  # recreated with the image it ran (pinned by a rollback)
     await apply_placement(body, [placement(body, rendered)], dt.datetime.now(dt.UTC), drain=False)
     log.warning("%s/%s: %s deleted; re-applied revision %s", namespace, name, missing, rendered.revision)
     await kube.post_event(body, "Warning", "ChildRecreated", f"{missing} was deleted; re-applied revision "
@@ -603,7 +605,9 @@ class Observer:
 
 def same_spec(applied: Any, spec: Any) -> bool:
     """Whether the spec ``applied`` (a ledger record's) is ``spec`` (the object's), ``replicas`` aside (scaling is
-    the user's, not the revision's)."""
+    the user's, not the revision's; a default probe prompt, empty or an older object's copy of the built-in text, is
+    no difference)."""
     if not isinstance(applied, Mapping) or not isinstance(spec, Mapping):
         return False
-    return {k: v for k, v in applied.items() if k != "replicas"} == {k: v for k, v in spec.items() if k != "replicas"}
+    a, b = without_default_prompt(applied), without_default_prompt(spec)
+    return {k: v for k, v in a.items() if k != "replicas"} == {k: v for k, v in b.items() if k != "replicas"}

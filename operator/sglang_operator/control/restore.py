@@ -17,10 +17,13 @@ from typing import Any
 
 from sglang_operator import builders
 from sglang_operator.api.server import parse, parse_status
+from sglang_operator.builders.labels import REVISION_LABEL
+from sglang_operator.builders.revision import pinned_image
 from sglang_operator.control import ledger
 from sglang_operator.control.apply import apply_placement, placement
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.decisions.rollback import RETRY_ANNOTATION, RollbackState, what_should_run
+from sglang_operator.io import kube
 
 log = logging.getLogger("sglang_operator.control.restore")
 
@@ -49,6 +52,40 @@ class Choice:
     reason: str = ""
 
 
+async def as_ran(body: Mapping[str, Any], rendered: builders.Rendered) -> builders.Rendered:
+    """The spec's own ``rendered`` revision with the image reference that revision runs, or ran:
+
+    - the revision status says runs (``status.revision``), its workload's pod template labelled with it: the image
+      that workload runs when it is the rendered one pinned to a digest (a rollback restored it from the ledger, or
+      it was returned to), so a scale, a policy change or an ``undo`` to it restarts no pod;
+    - else, for a revision that ran before (a record in ``status.revisions``), the digest recorded on its
+      ControllerRevision (:func:`sglang_operator.control.ledger.note_digest`): a return to it runs the bytes that
+      were measured, as a rollback's restore does;
+    - else ``rendered`` unchanged: a new revision runs its tag.
+
+    One GET of the workload (the running revision only) or one LIST of the ledger (an earlier revision only); a read
+    that fails leaves ``rendered`` unchanged (logged)."""
+    status = parse_status(body)
+    if status.record(rendered.revision) is None:
+        return rendered
+    ns, name = _ns_name(body)
+    own = ledger.workload_image(rendered.workload)
+    try:
+        if status.revision == rendered.revision:
+            live = await kube.get_object(str(rendered.workload["kind"]), ns, name)
+            labels = ((builders.pod_templates(live)[0].get("metadata") or {}).get("labels") or {}) if live else {}
+            image = ledger.workload_image(live)
+            if labels.get(REVISION_LABEL) == rendered.revision and image and own:
+                keep = image != own and "@sha256:" in image and pinned_image(own, image) == image
+                return ledger.pinned(rendered, image) if keep else rendered
+        digest = ledger.recorded_digest(await ledger.load(ns, name, rendered.revision))
+    except Exception as exc:  # unreadable: the tag, as before
+        log.warning("%s/%s: the image revision %s ran not read, its tag is applied: %s", ns, name, rendered.revision,
+                    exc)
+        return rendered
+    return ledger.pinned(rendered, digest) if digest else rendered
+
+
 async def target(body: Mapping[str, Any], rendered: builders.Rendered) -> Choice:
     """What to apply when the object's spec renders ``rendered``: that, or the stable revision rendered from the
     ledger with the reason the spec's revision is not run. Raises :class:`NotInLedger` when the stable revision
@@ -56,7 +93,7 @@ async def target(body: Mapping[str, Any], rendered: builders.Rendered) -> Choice
     state = RollbackState.from_status(parse_status(body))
     choice = what_should_run(rendered.revision, state, retry_token(body))
     if choice.revision == rendered.revision:
-        return Choice(rendered, dict(body.get("spec") or {}))
+        return Choice(await as_ran(body, rendered), dict(body.get("spec") or {}))
     ns, name = _ns_name(body)
     cr = await ledger.load(ns, name, choice.revision)
     if cr is None:
@@ -80,7 +117,7 @@ async def apply_revision(body: dict[str, Any], revision: str, reason: str, now: 
     except builders.InvalidSpec:
         own = None
     if own is not None and own.revision == revision:
-        rendered, spec = own, dict(body.get("spec") or {})
+        rendered, spec = await as_ran(body, own), dict(body.get("spec") or {})
     else:
         cr = await ledger.load(ns, name, revision)
         if cr is None:

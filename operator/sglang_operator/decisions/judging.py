@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from sglang_operator.api.analysis import Analysis, AnalysisPhase, Baseline
 from sglang_operator.api.base import PROMOTE_ANNOTATION as PROMOTE_ANNOTATION
-from sglang_operator.api.base import clone
+from sglang_operator.api.base import clone, plural
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.status import SGLangServerStatus, Verdict
 from sglang_operator.decisions import criteria
@@ -68,8 +68,8 @@ def judge(
     the object's spec, what the observer saw (``observed``), pod health's conditions, the
     ``SpeculativeDecodingActive`` condition when it can be told, and the annotation :data:`PROMOTE_ANNOTATION`
     (:func:`promote`). ``typed``: ``status`` parsed already (the caller's cache; read, never modified)."""
-    state = RollbackState.from_status(typed) if typed is not None else state_of(status)
-    state, actions = step(state, sample, policy, now, observed=observed)
+    before = RollbackState.from_status(typed) if typed is not None else state_of(status)
+    state, actions = step(before, sample, policy, now, observed=observed)
     if promote_token is not None:
         state, more = promote(state, promote_token, policy, now, observed)
         actions += more
@@ -78,11 +78,23 @@ def judge(
     verdicts = [a for a in actions if isinstance(a, RecordVerdict)]
     for v in verdicts:
         ledger = st.judged(ledger, v.revision, v.verdict.value, v.reason, now, v.tokens_per_second,
-                           v.accept_length, v.samples)
+                           v.accept_length, v.samples, accept_rate(v.revision, sample, before))
     if verdicts:
         out["revisions"] = ledger
     conditions = derive(pod_conditions, state, policy.action, generation, now, speculative)
     return Judged(state, out, conditions, [a for a in actions if not isinstance(a, RecordVerdict)])
+
+
+def accept_rate(revision: str, sample: Sample | None, before: RollbackState) -> float | None:
+    """The acceptance rate to record with a verdict on ``revision``: SGLang's ``sglang:spec_accept_rate`` (0..1, the
+    release's own formula) in this interval's ``sample`` of it, else in the analysis' last sample of it; None where
+    the release reports none (or no sample measured it)."""
+    if sample is not None and sample.revision == revision and sample.figures.accept_rate is not None:
+        return criteria.finite(sample.figures.accept_rate)
+    a = before.analysis
+    if a is not None and a.revision == revision and a.last_sample is not None:
+        return a.last_sample.accept_rate
+    return None
 
 
 def promote(state: RollbackState, token: str, policy: RollbackPolicy, now: dt.datetime,
@@ -90,8 +102,9 @@ def promote(state: RollbackState, token: str, policy: RollbackPolicy, now: dt.da
     """A user's promotion (``sglang-operator promote``): when ``token`` (the annotation
     :data:`PROMOTE_ANNOTATION`) names the revision being verified (``observed.revision``, not already stable, not
     being rolled back), it becomes the stable revision now, its baseline the median of its valid samples so far.
-    With no valid sample yet nothing happens but a Warning event (once per token: the analysis remembers it).
-    Pure; ``state`` is not modified."""
+    With no valid sample yet nothing happens but a Warning event (once per token: the analysis remembers it); with
+    fewer than ``minSamples`` the promotion's event is a Warning that says so (a baseline from one sample is a
+    guess). Pure; ``state`` is not modified."""
     a = state.analysis
     if (a is None or token != observed.revision or a.revision != token or state.stable_revision == token
             or a.phase in (AnalysisPhase.ROLLING_BACK, AnalysisPhase.ROLLED_BACK) or a.promote_token == token):
@@ -111,13 +124,17 @@ def promote(state: RollbackState, token: str, policy: RollbackPolicy, now: dt.da
     state.rejected_revisions = [r for r in state.rejected_revisions if r.revision != token]
     shown = criteria.tps(med.tokens_per_second) + (
         "" if med.accept_length is None else f", accept length {criteria.length(med.accept_length)}")
-    message = (f"{token}: promoted by the user ({PROMOTE_ANNOTATION}) with {shown} (median of {len(a.valid_figures)} "
-               f"samples); stable revision" + (f" in place of {previous}" if previous else ""))
+    samples = len(a.valid_figures)
+    early = (f"; only {plural(samples, 'sample')} of minSamples {policy.min_samples}: the baseline new revisions are "
+             "compared with is less certain than a verified one" if samples < policy.min_samples else "")
+    message = (f"{token}: promoted by the user ({PROMOTE_ANNOTATION}) with {shown} (median of "
+               f"{plural(samples, 'sample')}); stable revision" + (f" in place of {previous}" if previous else "")
+               + early)
     a.valid_figures, a.failing_figures = [], []
     a.phase, a.since, a.reason, a.message = AnalysisPhase.STABLE, now, "Promoted", message
     a.consecutive_failures = 0
     return state, [RecordVerdict(token, Verdict.PROMOTED, message, med.tokens_per_second, med.accept_length,
-                                 state.baseline.samples), Event("Normal", "Promoted", message)]
+                                 state.baseline.samples), Event("Warning" if early else "Normal", "Promoted", message)]
 
 
 def warm_up_ends(analysis: Analysis | None, warmup_seconds: float, now: dt.datetime) -> bool:

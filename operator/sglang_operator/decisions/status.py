@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator.api.base import truncate
+from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions.conditions import Condition, condition, merge, rfc3339, same
 from sglang_operator.decisions.pods import PodHealth
@@ -66,10 +67,11 @@ def invalid(status: Mapping[str, Any], errors: list[str], generation: int, now: 
 def ledger_entry(
     revision: str, generation: int, command: str, summary: dict[str, str], spec: Mapping[str, Any], now: dt.datetime
 ) -> dict[str, Any]:
-    """A new ``status.revisions[]`` record, verdict ``Verifying`` (``api.status.Verdict``)."""
+    """A new ``status.revisions[]`` record, verdict ``Verifying`` (``api.status.Verdict``); ``spec`` kept without a
+    default probe prompt (``api.rollback.without_default_prompt``: an older object's copy of the built-in text)."""
     return {
         "revision": revision, "generation": generation, "createdAt": rfc3339(now), "command": command,
-        "summary": summary, "spec": dict(spec), "verdict": "Verifying",
+        "summary": summary, "spec": without_default_prompt(spec), "verdict": "Verifying",
     }
 
 
@@ -83,14 +85,17 @@ def bounded(ledger: list[dict[str, Any]], history_limit: int, stable: str | None
 def judged(
     ledger: list[dict[str, Any]], revision: str, verdict: str, reason: str, now: dt.datetime,
     tokens_per_second: float | None = None, accept_length: float | None = None, samples: int | None = None,
+    accept_rate: float | None = None,
 ) -> list[dict[str, Any]]:
     """``status.revisions`` with ``revision``'s record given ``verdict`` (``api.status.Verdict``), ``reason``,
-    ``judgedAt`` and the figures (tok/s, acceptance length, sample count) where given; unchanged when the
-    revision has no record. Figures of the rollback decision: ``decisions.rollback.RecordVerdict``."""
+    ``judgedAt`` and the figures (tok/s, acceptance length, sample count, acceptance rate 0..1) where given;
+    unchanged when the revision has no record. Figures of the rollback decision: ``decisions.rollback.RecordVerdict``;
+    the acceptance rate: the release's own gauge in the last sample (``decisions.judging.accept_rate``)."""
     out = []
     for r in ledger:
         if r.get("revision") == revision:
-            figures = {"tokensPerSecond": tokens_per_second, "acceptLength": accept_length, "samples": samples}
+            figures = {"tokensPerSecond": tokens_per_second, "acceptLength": accept_length, "samples": samples,
+                       "acceptRate": None if accept_rate is None else round(accept_rate, 3)}
             r = {**r, "verdict": verdict, "reason": reason, "judgedAt": rfc3339(now),
                  **{k: v for k, v in figures.items() if v is not None}}
         out.append(dict(r))

@@ -24,6 +24,7 @@ from sglang_operator.decisions.sampling import limits as lim
 from sglang_operator.process.leader import LeaderElectionConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False,
+                  rich_markup_mode=None,  # click's plain help: rich's panels cut long option names at 80 columns
                   help="Run the SGLang operator, print its CRD, render SGLangServer manifests offline, or import an "
                        "SGLang command line or systemd unit.")
 
@@ -98,7 +99,7 @@ def render(
     Exit status 1 when a spec is invalid or refused (the messages the SpecValid condition or the API server would
     carry go to stderr).
     """
-    from sglang_operator.builders import InvalidSpec, admission
+    from sglang_operator.builders import InvalidSpec, admission, refusals
     from sglang_operator.builders import render as render_server
 
     params: admission.Params | None = None
@@ -139,7 +140,7 @@ def render(
             out = render_server(parse(body))
         except (SpecError, InvalidSpec) as err:
             failed = True
-            for msg in getattr(err, "messages", None) or getattr(err, "errors", []):
+            for msg in refusals(body) or getattr(err, "messages", None) or getattr(err, "errors", []):
                 typer.echo(f"{name}: invalid: {msg}", err=True)
             continue
         verdict = admission.check(body, params) if params is not None else admission.Verdict()

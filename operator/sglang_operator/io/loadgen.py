@@ -1,9 +1,9 @@
 """Load generator and probe client for SGLang's OpenAI-compatible API (async httpx).
 
 :func:`probe` sends the fixed coding request (:data:`CODING_PROMPT`, "implement a red-black tree", about 512
-tokens: the default of ``spec.rollback.probe.prompt``), asking for ``max_tokens`` = 512 output tokens, as a
-streaming ``POST /v1/chat/completions`` and measures time to first token (seconds) and single-stream speed
-(tok/s); :func:`hold_concurrency` keeps N such streams in flight for a duration. Token counts come from the
+tokens: what an empty ``spec.rollback.probe.prompt``, its default, sends), asking for ``max_tokens`` = 512 output
+tokens, as a streaming ``POST /v1/chat/completions`` and measures time to first token (seconds) and single-stream
+speed (tok/s); :func:`hold_concurrency` keeps N such streams in flight for a duration. Token counts come from the
 server's ``usage`` (``stream_options.include_usage``); SGLang sends it in a last chunk with empty ``choices``
 (``python/sglang/srt/entrypoints/openai/serving_chat.py``).
 Errors never raise out of the measuring functions: a failed stream is a :class:`StreamResult` with ``error``.

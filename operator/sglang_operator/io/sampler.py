@@ -74,7 +74,7 @@ def sampling_params(rollback: Any, interval_override: float | None = None) -> Sa
         interval_seconds=interval,
         signal=Signal(getattr(signal, "value", signal)),
         min_running_requests=float(getattr(traffic, "running_requests", 1)),
-        probe_prompt=str(getattr(probe, "prompt", loadgen.CODING_PROMPT)),
+        probe_prompt=str(getattr(probe, "prompt", "") or loadgen.CODING_PROMPT),  # empty: the built-in prompt
         probe_max_tokens=int(getattr(probe, "max_tokens", 256)),
         probe_timeout_seconds=float(getattr(probe, "timeout_seconds", 60)),
     )

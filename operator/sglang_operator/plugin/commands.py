@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 from typing import Annotated, Any
 
 import typer
@@ -23,11 +24,14 @@ from rich.console import Console
 from rich.table import Table
 
 from sglang_operator.api.base import GROUP, PROMOTE_ANNOTATION, RETRY_ANNOTATION
+from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.api.server import parse_status
+from sglang_operator.plugin import undo as undo_plan
 from sglang_operator.plugin import view
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="The revision ledger of an SGLangServer: "
-                  "history, diff, retry, promote and undo.", pretty_exceptions_enable=False)
+                  "history, diff, retry, promote and undo.", pretty_exceptions_enable=False,
+                  rich_markup_mode=None)  # click's plain help: no option name cut at 80 columns
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="namespace of the SGLangServer")]
 Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
 Name = Annotated[str, typer.Argument(help="name of the SGLangServer")]
@@ -89,8 +93,9 @@ def _spec_revision(body: dict[str, Any]) -> str | None:
         return None
 
 
-def _fmt(value: float | None, digits: int) -> str:
-    return view.ABSENT if value is None else f"{value:.{digits}f}"
+def _width() -> int:
+    """Columns of the terminal (``$COLUMNS``, else stdout's terminal), 200 when output goes to no terminal."""
+    return shutil.get_terminal_size((200, 24)).columns
 
 
 @app.command()
@@ -103,14 +108,9 @@ def history(name: Name, namespace: Namespace = "default", output: Output = "tabl
     if output == "json":
         typer.echo(json.dumps([r.as_json() for r in rows], indent=2))
         return
-    table = Table(title=f"SGLangServer {namespace}/{name}", title_justify="left")
-    for col in ("", "REVISION", "AGE", "VERDICT", "TOK/S", "ACCEPT LEN", "SAMPLES", "IMAGE"):
-        table.add_column(col, no_wrap=col != "IMAGE")
-    for r in rows:
-        mark = ("★" if r.stable else "") + ("▶" if r.serving else "")
-        table.add_row(mark, r.revision, r.age, r.verdict, _fmt(r.tokens_per_second, 1), _fmt(r.accept_length, 2),
-                      view.ABSENT if r.samples is None else str(r.samples), r.image)
-    Console(width=200).print(table)
+    typer.echo(f"SGLangServer {namespace}/{name}")
+    for line in view.history_table(rows, _width()):
+        typer.echo(line)
     for r in rows:
         if r.reason:
             typer.echo(r.reason if r.reason.startswith(r.revision) else f"{r.revision}: {r.reason}")
@@ -144,7 +144,7 @@ def diff(
         table.add_column(col, no_wrap=True)
     for row in rows:
         table.add_row(*row)
-    Console(width=200).print(table)
+    Console(width=_width()).print(table)
     if not rows:
         typer.echo("the two revisions run the same SGLang flags")
 
@@ -176,39 +176,162 @@ def promote(name: Name, namespace: Namespace = "default") -> None:
     """Accept the revision that serves now as the stable revision (its samples so far become the baseline)."""
     client = _client()
     body = _server(client, namespace, name)
-    serving = parse_status(body).revision
+    status = parse_status(body)
+    serving = status.revision
     if not serving:
         raise _fail(f"{name} serves no revision yet")
     _annotate(client, namespace, name, PROMOTE_ANNOTATION, serving)
     typer.echo(f"sglangserver.{GROUP}/{name} promotion of revision {serving} requested")
+    warning = view.promote_warning(status, _min_samples(body))
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
+
+
+def _min_samples(body: dict[str, Any]) -> int:
+    """``spec.rollback.minSamples`` of the object (its default when the spec does not parse)."""
+    from sglang_operator.api.rollback import RollbackPolicy
+    from sglang_operator.api.server import SpecError, parse_spec
+
+    try:
+        return parse_spec(body.get("spec") or {}).rollback.min_samples
+    except SpecError:
+        return RollbackPolicy().min_samples
 
 
 @app.command()
 def undo(
     name: Name,
     to: Annotated[str | None, typer.Option("--to", help="revision hash (default: the stable revision)")] = None,
+    with_policy: Annotated[bool, typer.Option(
+        "--with-policy", help="also restore spec.rollback and spec.strategy as the revision had them (default: "
+                              "kept as they are)")] = False,
+    field_manager: Annotated[str, typer.Option(
+        help="the server-side apply field manager that owns the restored fields afterwards, when it applied the "
+             "object (kubectl apply --server-side's default: kubectl)")] = undo_plan.SERVER_SIDE_MANAGER,
     namespace: Namespace = "default",
 ) -> None:
-    """Write the spec of an earlier revision into the SGLangServer (like kubectl rollout undo). The operator then
-    applies it as any spec change. A rejected revision is refused: use retry."""
+    """Write the spec of an earlier revision into the SGLangServer (like kubectl rollout undo); the operator then
+    applies it as any spec change. replicas is kept, and so are spec.rollback and spec.strategy unless
+    --with-policy. The revision runs the image digest it ran (recorded on its ControllerRevision): the revision a
+    rollback restored keeps its pods. A later kubectl apply of your own file replaces what undo wrote, client-side
+    (the last-applied-configuration annotation is updated) or --server-side (the fields belong to --field-manager).
+    A rejected revision is refused: use retry."""
+    from lightkube import ApiError
+    from lightkube.types import PatchType
+
+    from sglang_operator.api.crd import model_schema
+    from sglang_operator.api.spec import SGLangServerSpec
+    from sglang_operator.io.kube import sglangserver_resource
+
+    client = _client()
+    schema = model_schema(SGLangServerSpec)
+    for attempt in range(1, ATTEMPTS + 1):
+        body = _server(client, namespace, name)
+        status = parse_status(body)
+        target = to or status.stable_revision
+        if not target:
+            raise _fail(f"{name} has no stable revision yet: name one with --to")
+        cr = _by_hash(_revisions(client, namespace, name), target)
+        rev = cr["metadata"]["labels"][f"{GROUP}/revision"]
+        if any(r.revision == rev for r in status.rejected_revisions):
+            raise _fail(f"revision {rev} was rejected by the rollback; to try it again use "
+                        f"`sglang-operator retry {name}` after restoring its spec")
+        plan = undo_plan.plan(body, without_default_prompt(cr["data"]["spec"]), schema, with_policy=with_policy,
+                              applier=field_manager)
+        if not plan.patch:
+            typer.echo(f"sglangserver.{GROUP}/{name} spec is revision {rev}'s already: nothing written")
+            break
+        try:
+            client.patch(sglangserver_resource(), name, plan.patch, namespace=namespace, patch_type=PatchType.JSON,
+                         field_manager=plan.field_manager)
+        except ApiError as exc:
+            if exc.status.code == 409 and attempt < ATTEMPTS:
+                continue  # changed since it was read: read it again
+            raise _fail(f"the API server refused the spec of revision {rev}"
+                        f"{'' if with_policy else ' with the object' + chr(39) + 's rollback policy'}: "
+                        f"{exc.status.message}") from None
+        typer.echo(f"sglangserver.{GROUP}/{name} spec set to revision {rev}")
+        break
+    kept = [k for k in plan.kept if k != "replicas" or "replicas" in (cr["data"]["spec"] or {})]
+    if kept:
+        typer.echo(f"kept as they are: spec.{', spec.'.join(kept)}"
+                   f"{'' if with_policy else ' (--with-policy restores the revision' + chr(39) + 's policy too)'}")
+    typer.echo(_image_note(client, namespace, name, status, rev, cr, plan.spec))
+    if plan.patch:
+        typer.echo(_ownership(client, namespace, name, plan, schema))
+
+
+ATTEMPTS = 5
+"""Writes ``undo`` tries when the object changed between its read and its write (409 each time)."""
+
+
+def _image_note(client: Any, namespace: str, name: str, status: Any, rev: str, cr: dict[str, Any],
+                spec: dict[str, Any]) -> str:
+    """What image revision ``rev`` runs after ``undo``, and why (the operator's ``restore.as_ran``)."""
+    from sglang_operator.builders.revision import DIGEST_ANNOTATION
+
+    image = str((spec.get("sglang") or {}).get("image") or "")
+    digest = ((cr.get("metadata") or {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
+    if "@sha256:" in image:
+        return f"image: {image} (pinned in the spec)"
+    if status.revision == rev:
+        running = _running_image(client, namespace, name)
+        shown = running or "as it runs"
+        return f"image: revision {rev} runs already, its pods are kept ({shown})"
+    if digest:
+        return f"image: {image} pinned to {str(digest).rpartition('@')[2]}, the digest revision {rev} ran"
+    return (f"image: {image} by its tag: revision {rev} has no recorded digest (its pods never reported an imageID), "
+            "so the tag runs as it resolves now")
+
+
+def _running_image(client: Any, namespace: str, name: str) -> str | None:
+    """The image of the SGLangServer's Deployment (None: none, or unreadable)."""
+    from lightkube import ApiError
+    from lightkube.resources.apps_v1 import Deployment
+
+    try:
+        dep = client.get(Deployment, name, namespace=namespace).to_dict()
+        return str(dep["spec"]["template"]["spec"]["containers"][0]["image"])
+    except (ApiError, KeyError, IndexError):
+        return None
+
+
+def _ownership(client: Any, namespace: str, name: str, plan: undo_plan.Plan, schema: dict[str, Any]) -> str:
+    """Make ``plan.applier`` (server-side apply) the one owner of what undo wrote (a second write, no value
+    changes); returns the line saying how a later ``kubectl apply`` will treat it."""
+    from lightkube import ApiError
     from lightkube.types import PatchType
 
     from sglang_operator.io.kube import sglangserver_resource
 
-    client = _client()
-    body = _server(client, namespace, name)
-    status = parse_status(body)
-    target = to or status.stable_revision
-    if not target:
-        raise _fail(f"{name} has no stable revision yet: name one with --to")
-    cr = _by_hash(_revisions(client, namespace, name), target)
-    rev = cr["metadata"]["labels"][f"{GROUP}/revision"]
-    if any(r.revision == rev for r in status.rejected_revisions):
-        raise _fail(f"revision {rev} was rejected by the rollback; to try it again use "
-                    f"`sglang-operator retry {name}` after restoring its spec")
-    patch = [{"op": "replace", "path": "/spec", "value": cr["data"]["spec"]}]
-    client.patch(sglangserver_resource(), name, patch, namespace=namespace, patch_type=PatchType.JSON)
-    typer.echo(f"sglangserver.{GROUP}/{name} spec set to revision {rev}")
+    said = []
+    if plan.last_applied is not None:
+        said.append(f"the {undo_plan.LAST_APPLIED} annotation holds it (kubectl apply)")
+    if plan.applier is not None:
+        applied = undo_plan.applied_spec(plan.spec, plan.revision_keys, schema)
+        for attempt in range(1, ATTEMPTS + 1):
+            body = _server(client, namespace, name)
+            fields = undo_plan.owned(body, plan.applier, plan.revision_keys, applied)
+            if fields is None:
+                break
+            rv = body["metadata"]["resourceVersion"]
+            patch = [{"op": "replace", "path": "/metadata/resourceVersion", "value": rv},
+                     {"op": "replace", "path": "/metadata/managedFields", "value": fields}]
+            try:
+                client.patch(sglangserver_resource(), name, patch, namespace=namespace, patch_type=PatchType.JSON,
+                             field_manager=undo_plan.UNDO_MANAGER)
+                break
+            except ApiError as exc:
+                if exc.status.code == 409 and attempt < ATTEMPTS:
+                    continue
+                return (f"warning: the fields undo wrote are not owned by field manager {plan.applier}: "
+                        f"{exc.status.message}; a later kubectl apply --server-side may leave some of them")
+        said.append(f"field manager {plan.applier} owns it (kubectl apply --server-side)")
+    if not said:
+        return (f"ownership: written with field manager {plan.field_manager}; neither kubectl apply nor a "
+                f"server-side apply by {undo_plan.SERVER_SIDE_MANAGER!r} manages this object (--field-manager names "
+                "another)")
+    return f"ownership: what undo wrote is replaced by your next apply: {'; '.join(said)}"
 
 
 def main() -> None:

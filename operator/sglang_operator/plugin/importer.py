@@ -216,14 +216,11 @@ def import_command(argv: list[str], env: dict[str, str], image: str | None = Non
 
 
 def refusals(server: dict[str, Any]) -> list[str]:
-    """What ``sglang-operator render`` would refuse in ``server``: schema, CEL and release rules."""
-    from sglang_operator.api.server import SpecError, parse
-    from sglang_operator.builders import check
+    """What ``sglang-operator render`` would refuse in ``server``: schema, CEL and release rules
+    (:func:`sglang_operator.builders.refusals`)."""
+    from sglang_operator.builders import refusals as render_refusals
 
-    try:
-        return check(parse(server).spec).errors
-    except SpecError as err:
-        return list(err.messages)
+    return render_refusals(server)
 
 
 def _import_env(spec: dict[str, Any], env: dict[str, str], notes: list[str]) -> None:

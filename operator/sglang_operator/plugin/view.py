@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sglang_operator.api.base import plural
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders.revision import DIGEST_ANNOTATION
 from sglang_operator.decisions.conditions import rfc3339
@@ -30,6 +31,7 @@ class HistoryRow:
     verdict: str
     tokens_per_second: float | None
     accept_length: float | None
+    accept_rate: float | None
     samples: int | None
     image: str
     stable: bool
@@ -40,7 +42,7 @@ class HistoryRow:
         """camelCase dict for ``-o json``."""
         return {"revision": self.revision, "number": self.number, "age": self.age, "verdict": self.verdict,
                 "tokensPerSecond": self.tokens_per_second, "acceptLength": self.accept_length,
-                "samples": self.samples, "image": self.image,
+                "acceptRate": self.accept_rate, "samples": self.samples, "image": self.image,
                 "stable": self.stable, "serving": self.serving, "reason": self.reason}
 
 
@@ -76,10 +78,57 @@ def history_rows(status: SGLangServerStatus, revisions: Sequence[Mapping[str, An
         rows.append(HistoryRow(
             revision=rev, number=cr.get("revision"), age=age(rec.created_at, now),
             verdict=rec.verdict or ABSENT, tokens_per_second=rec.tokens_per_second,
-            accept_length=rec.accept_length, samples=rec.samples,
+            accept_length=rec.accept_length, accept_rate=rec.accept_rate, samples=rec.samples,
             image=str(image), stable=rev == stable, serving=rev == serving, reason=rec.reason or "",
         ))
     return rows
+
+
+HISTORY_COLUMNS = ("", "REVISION", "AGE", "VERDICT", "TOK/S", "ACCEPT LEN", "ACCEPT RATE", "SAMPLES", "IMAGE")
+"""The columns of ``history``'s table; figures at the verdict (tok/s, tokens per verify step, 0..1, count)."""
+GAP = 2
+"""Spaces between two columns of ``history``'s table (kubectl prints 3)."""
+
+
+def _figure(value: float | None, digits: int) -> str:
+    return ABSENT if value is None else f"{value:.{digits}f}"
+
+
+def short_image(image: str) -> str:
+    """An image reference with its digest cut to 12 hex digits, as ``docker images`` shows IDs
+    (``lmsysorg/sglang@sha256:f4e0eb578320``); a reference by tag unchanged."""
+    name, at, digest = image.partition("@sha256:")
+    return f"{name}@sha256:{digest[:12]}" if at else image
+
+
+def history_cells(rows: Sequence[HistoryRow]) -> list[list[str]]:
+    """One list of cells per row in :data:`HISTORY_COLUMNS` order (the stable revision marked ★, the serving ▶)."""
+    return [[("★" if r.stable else "") + ("▶" if r.serving else ""), r.revision, r.age, r.verdict,
+             _figure(r.tokens_per_second, 1), _figure(r.accept_length, 2), _figure(r.accept_rate, 2),
+             ABSENT if r.samples is None else str(r.samples), short_image(r.image)] for r in rows]
+
+
+def history_table(rows: Sequence[HistoryRow], width: int) -> list[str]:
+    """``history``'s table as lines of at most ``width`` characters where the figures fit: kubectl's layout (left
+    aligned, no borders); when the IMAGE column does not fit it leaves the table and each revision's image follows
+    it on a line of its own (``REVISION image: …``)."""
+    cells = history_cells(rows)
+
+    def widths(columns: int) -> list[int]:
+        return [max(len(HISTORY_COLUMNS[i]), *(len(c[i]) for c in cells)) for i in range(columns)]
+
+    columns = len(HISTORY_COLUMNS)
+    if sum(widths(columns)) + GAP * (columns - 1) > width:
+        columns -= 1  # without IMAGE
+    w = widths(columns)
+
+    def line(values: Sequence[str]) -> str:
+        return (" " * GAP).join(v.ljust(n) for v, n in zip(values, w, strict=False)).rstrip()
+
+    out = [line(HISTORY_COLUMNS[:columns]), *(line(c[:columns]) for c in cells)]
+    if columns < len(HISTORY_COLUMNS):
+        out += [f"{c[1]} image: {c[-1]}" for c in cells]
+    return out
 
 
 def parse_flags(command: str) -> dict[str, str]:
@@ -107,6 +156,21 @@ def flag_diff(command_a: str, command_b: str) -> list[tuple[str, str, str]]:
     a, b = parse_flags(command_a), parse_flags(command_b)
     keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
     return [(k, a.get(k, ABSENT), b.get(k, ABSENT)) for k in keys]
+
+
+def promote_warning(status: SGLangServerStatus, min_samples: int) -> str | None:
+    """What ``promote`` warns of: the serving revision has fewer measured samples than ``minSamples`` (the baseline
+    would be their median: one sample is a guess, none refuses the promotion); None when it has enough."""
+    a = status.analysis
+    samples = len(a.valid_figures) if a is not None and a.revision == status.revision else 0
+    if samples >= min_samples:
+        return None
+    if samples == 0:
+        return (f"revision {status.revision} has no measured sample yet: the operator refuses the promotion (event "
+                "PromoteRefused)")
+    return (f"revision {status.revision} has {plural(samples, 'measured sample')} of spec.rollback.minSamples "
+            f"{min_samples}: its baseline, the median of {'it' if samples == 1 else 'them'}, is less certain than a "
+            "verified revision's")
 
 
 def now_rfc3339(now: dt.datetime) -> str:
