@@ -53,8 +53,8 @@ from sglang_operator.api.analysis import (
     Setup,
     StableRegression,
 )
-from sglang_operator.api.base import RETRY_ANNOTATION as RETRY_ANNOTATION
 from sglang_operator.api.base import MESSAGE_LIMIT, StatusModel, clone, truncate
+from sglang_operator.api.base import RETRY_ANNOTATION as RETRY_ANNOTATION
 from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus, Verdict
@@ -545,7 +545,8 @@ class _Decision:
         a, stable = self.a, self.state.stable_revision
         if stable is None or stable == a.revision or self.policy.action != RollbackAction.ROLLBACK:
             return
-        message = f"{truncate(a.message or a.revision, MESSAGE_LIMIT // 2)}; then {self.ready_pods()}: it serves nothing"
+        before = truncate(a.message or a.revision, MESSAGE_LIMIT // 2)
+        message = f"{before}; then {self.ready_pods()}: it serves nothing"
         self.reject("NotServing", message, stable, (None, None, None))
 
     def track_regression(self, message: str, med: SampleFigures | None) -> None:
