@@ -122,9 +122,9 @@ class RollbackPolicy(ApiModel):
     max_restarts_before_ready: Annotated[int, Field(ge=1, le=100)] = 3
     """Restarts of one pod before it was ever Ready, count, that fail a revision at once instead of at
     progressDeadlineSeconds (a crash loop at start-up: a flag the image rejects, "Not enough memory"). Multi-node:
-    restarts of a group's leader pod (a LeaderWorkerSet group recreated with its leader counts as one); workers
-    are not counted. A pod that has been Ready once is judged by the deadline and the samples instead (readiness
-    blips never reset the deadline)."""
+    restarts of a group's leader pod, a worker's own restarts are not counted; LeaderWorkerSet recreates the whole
+    group after any container's restart, and each leader recreated so counts as one. A pod that has been Ready once
+    is judged by the deadline and the samples instead (readiness blips never reset the deadline)."""
     min_relative_tokens_per_second: Annotated[float, Field(gt=0, le=1)] = 0.85
     """A sample fails when its decode speed (tok/s) is below this fraction of the baseline's (0.85 = more than
     15 % slower). Applies only when the model (path and revision), GPU product and parallelism equal the
