@@ -8,8 +8,9 @@
                                      # prints the Degraded/RolledBack message, `history` and `diff`
     python -m e2e.demo --keep        # keep everything running until Ctrl-C (prints the KUBECONFIG export)
 
-Both samples get the fast rollback policy of ``e2e/policies.py`` (printed; production defaults stay in
-``samples/``). Every SGLang pod runs the project's simulator (``sglang-sim``) at real speed on a fake GPU node;
+Both samples are applied from ``samples/local/``: the published ones with the fast rollback policy (printed;
+production defaults stay in ``samples/``) and the simulator's one-second model load. Every SGLang pod runs the
+project's simulator (``sglang-sim``) at real speed on a fake GPU node;
 throughput figures are the simulator's calibrated model of Qwen3.6-27B on 2×A6000, not a real GPU.
 """
 
@@ -32,7 +33,7 @@ from e2e.build_k8s import build
 from e2e.cluster import Cluster, NodeOptions
 from e2e.conftest import K8sCluster
 from e2e.operator_proc import OperatorProcess
-from e2e.policies import BAD, FAST_POLICY, GOOD, earliest_rollback_seconds, policy, sample
+from e2e.policies import BAD, FAST_POLICY, GOOD, LOCAL, earliest_rollback_seconds, policy
 from sglang_operator.io.loadgen import probe
 
 NAME = "qwen36-27b"
@@ -111,8 +112,8 @@ def measure(cluster: Cluster) -> float:
 
 
 def apply_sample(cluster: Cluster, name: str) -> None:
-    print(f"\n-- kubectl apply -f samples/{name}   (+ spec.rollback: the fast policy, spec.env: the simulator's)")
-    print("   " + kubectl(cluster, "apply", "-f", "-", input=json.dumps(sample(name))).rstrip())
+    print(f"\n-- kubectl apply -f samples/local/{name}   (the sample with the fast policy and the simulator's env)")
+    print("   " + kubectl(cluster, "apply", "-f", str(LOCAL / name)).rstrip())
 
 
 def print_policy() -> None:

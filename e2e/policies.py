@@ -1,8 +1,10 @@
 """The fast rollback policy and simulator settings shared by the rollback e2e tests, the demo and the rollback bench.
 
-Production defaults stay in ``samples/`` (earliest rollback 120 + 3 × 30 = 210 s after all pods are Ready); the
-tests, ``python -m e2e.demo --regress`` and ``bench/rollback.py`` patch in :data:`FAST_POLICY` (earliest rollback
-5 + 3 × 5 = 20 s) and run the simulator at real speed (time scale 1) with a one-second model load.
+Production defaults stay in ``samples/`` (earliest rollback 120 + 3 × 30 = 210 s after all pods are Ready). The
+fast variants in ``samples/local/`` add :data:`FAST_POLICY` (earliest rollback 5 + 3 × 5 = 20 s) and
+:data:`SIM_ENV` (the simulator at real speed with a one-second model load); both are read from there, so the
+tests, ``python -m e2e.demo --regress``, ``bench/rollback.py`` and a user following the README apply the same
+objects.
 """
 
 from __future__ import annotations
@@ -19,15 +21,16 @@ ROOT = Path(__file__).resolve().parents[1]
 GOOD, BAD = "qwen3.6-27b-known-good.yaml", "qwen3.6-27b-regressed.yaml"
 """The published known-good and regressed samples (``samples/``)."""
 
-INTERVAL = 5
+LOCAL = ROOT / "samples" / "local"
+"""The fast-policy variants of the samples, for the local cluster."""
+_local_good: dict[str, Any] = yaml.safe_load((LOCAL / GOOD).read_text())
+FAST_POLICY: dict[str, Any] = _local_good["spec"]["rollback"]
+"""``spec.rollback`` for demos and tests (camelCase, as written in the object; from ``samples/local/``); unset
+fields keep their defaults."""
+INTERVAL: int = FAST_POLICY["intervalSeconds"]
 """``intervalSeconds`` of the fast policy, seconds."""
-FAST_POLICY: dict[str, Any] = {
-    "warmupSeconds": 5, "intervalSeconds": INTERVAL, "minSamples": 3, "verifySeconds": 15, "failureThreshold": 3,
-    "errorThreshold": 4, "progressDeadlineSeconds": 120, "probe": {"maxTokens": 64, "timeoutSeconds": 4},
-}
-"""``spec.rollback`` for demos and tests (camelCase, as written in the object); unset fields keep their defaults."""
-SIM_ENV: list[dict[str, str]] = [{"name": "SGLANG_SIM_LOAD_SECONDS", "value": "1"}]
-"""``spec.env`` for the simulator: real speed (time scale 1), a one-second model load."""
+SIM_ENV: list[dict[str, str]] = _local_good["spec"]["env"]
+"""``spec.env`` for the simulator (from ``samples/local/``): real speed (time scale 1), a one-second model load."""
 
 
 def policy(overrides: dict[str, Any] | None = None) -> RollbackPolicy:
@@ -43,9 +46,8 @@ def earliest_rollback_seconds(p: RollbackPolicy) -> int:
 
 
 def sample(name: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The sample ``samples/<name>`` as an object to apply, with the simulator's :data:`SIM_ENV` and
-    ``spec.rollback`` = :data:`FAST_POLICY` updated by ``overrides``."""
-    obj: dict[str, Any] = yaml.safe_load((ROOT / "samples" / name).read_text())
-    obj["spec"].setdefault("env", []).extend(copy.deepcopy(SIM_ENV))
+    """The fast-policy sample ``samples/local/<name>`` as an object to apply (the simulator's :data:`SIM_ENV`,
+    ``spec.rollback`` = :data:`FAST_POLICY`), its ``spec.rollback`` updated by ``overrides``."""
+    obj: dict[str, Any] = yaml.safe_load((LOCAL / name).read_text())
     obj["spec"]["rollback"] = {**copy.deepcopy(FAST_POLICY), **(overrides or {})}
     return obj

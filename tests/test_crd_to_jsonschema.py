@@ -51,7 +51,7 @@ def test_our_crd_accepts_the_samples_and_refuses_mistakes(tmp_path: Path) -> Non
     (path,) = map(Path, proc.stdout.split())
     assert path == tmp_path / "sglang-operator.io" / "sglangserver_v1alpha1.json"
     v = validator(json.loads(path.read_text()))
-    for sample in sorted((ROOT / "samples").glob("*.yaml")):
+    for sample in sorted((ROOT / "samples").rglob("*.yaml")):
         obj = yaml.safe_load(sample.read_text())
         assert v.is_valid(obj), [e.message for e in v.iter_errors(obj)]
     bad = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())

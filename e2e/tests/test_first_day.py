@@ -227,23 +227,29 @@ def test_known_good_sample_gets_no_warning_and_the_limit_warning_is_honest(
 def test_scale_up_is_available_events_have_one_source_and_logs_are_quiet(
         k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess) -> None:
     body = sample()
-    body["spec"]["env"] = [e if e["name"] != "SGLANG_SIM_LOAD_SECONDS" else {**e, "value": "6"}
-                           for e in body["spec"]["env"]]  # a scale-up window long enough to look at
     k8s_cluster.apply(body, namespace)
     wait_ready(k8s_cluster, namespace, NAME)
     log_start = len(operator.log_text())
-    k8s_cluster.run("scale", "sglangserver", NAME, "-n", namespace, "--replicas=2")
+    # The state looked at (one replica serving, the second not yet Ready) is held open deterministically: every
+    # node is cordoned, so the scheduler leaves the new pod Pending until the nodes are uncordoned. (With a
+    # timed model load instead, a loaded machine could let the window pass before the operator reported it.)
+    nodes = [n["metadata"]["name"] for n in k8s_cluster.get("nodes")["items"]]
+    k8s_cluster.run("cordon", *nodes)
+    try:
+        k8s_cluster.run("scale", "sglangserver", NAME, "-n", namespace, "--replicas=2")
 
-    def serving_not_ready() -> dict[str, str] | None:
-        obj = sgls(k8s_cluster, namespace, NAME)
-        if cond(obj, "Available").get("status") != "True" or cond(obj, "Ready").get("status") != "False":
-            return None
-        table = k8s_cluster.run("get", "sgls", NAME, "-n", namespace).stdout.splitlines()
-        return columns(table[0], table[1])
-    cols = wait_for("Available=True while Ready=False", serving_not_ready, timeout=30, interval=0.2)
-    assert (cols["READY"], cols["AVAILABLE"], cols["REPLICAS"], cols["DESIRED"]) == ("False", "True", "1", "2")
+        def serving_not_ready() -> dict[str, str] | None:
+            obj = sgls(k8s_cluster, namespace, NAME)
+            if cond(obj, "Available").get("status") != "True" or cond(obj, "Ready").get("status") != "False":
+                return None
+            table = k8s_cluster.run("get", "sgls", NAME, "-n", namespace).stdout.splitlines()
+            return columns(table[0], table[1])
+        cols = wait_for("Available=True while Ready=False", serving_not_ready, timeout=60, interval=0.2)
+        assert (cols["READY"], cols["AVAILABLE"], cols["REPLICAS"], cols["DESIRED"]) == ("False", "True", "1", "2")
+    finally:
+        k8s_cluster.run("uncordon", *nodes)
     wait_for("2 ready replicas", lambda: sgls(k8s_cluster, namespace, NAME)["status"].get("readyReplicas") == 2,
-             timeout=60)
+             timeout=90)
     obj = sgls(k8s_cluster, namespace, NAME)
     assert cond(obj, "Ready")["status"] == "True" and cond(obj, "Available")["status"] == "True"
     # one event source, the operator's own
