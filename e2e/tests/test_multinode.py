@@ -6,8 +6,9 @@ DeepSeek-V3-sized spec (``tensor: 16, nodes: 2``) gives one group of two pods wi
 1, one dist-init address, Ready from the leader; the leader losing readiness or its process makes the group not
 Ready; a speculative change rolls the group to a new revision; deleting the SGLangServer removes the
 LeaderWorkerSet and its pods. Without the LWS API nothing is applied and the Ready condition says so until it
-is installed (no edit). ``tensor: 10, nodes: 4`` and ``tensor: 4, data: 2, nodes: 4`` are refused naming the
-fields.
+is installed (no edit). A group that crashes at start-up fails at its leader's third restart (a recreated group
+counts), not at the progress deadline. ``tensor: 10, nodes: 4`` and ``tensor: 4, data: 2, nodes: 4`` are refused
+naming the fields.
 """
 
 from __future__ import annotations
@@ -242,6 +243,32 @@ def test_speculative_change_rolls_the_group_and_deletion_removes_it(
         and k8s_cluster.get("statefulsets", "-n", namespace)["items"] == []
         and k8s_cluster.get("pods", "-n", namespace)["items"] == []
         and k8s_cluster.get("services", "-n", namespace)["items"] == []), timeout=90)
+
+
+def test_a_crash_looping_group_fails_at_its_leaders_third_restart(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess, lws: LWSController
+) -> None:
+    """Issue 19 item 1, multi-node: LWS recreates the whole group as soon as a container restarts
+    (``RecreateGroupOnPodRestart``), so the leader comes back under its name with another uid and a restart count
+    of 0; each such comeback counts. With ``progressDeadlineSeconds: 3600`` the group that dies at start-up fails
+    after 3 (``maxRestartsBeforeReady``); no stable revision: Paused, reason ``NoStableRevision``."""
+    lws.start()
+    body = dsv3()
+    body["spec"]["env"] = [*body["spec"]["env"], {"name": "SGLANG_SIM_FAULT_CRASH_AFTER_S", "value": "0.5"}]
+    body["spec"]["rollback"] = {"progressDeadlineSeconds": 3600}
+    k8s_cluster.apply(body, namespace)
+    uids: set[str] = set()
+
+    def paused() -> dict[str, Any] | None:
+        a = server(k8s_cluster, namespace).get("status", {}).get("analysis") or {}
+        uids.update(s["uid"] for s in (a.get("podStarts") or {}).values() if s.get("uid"))
+        return a if a.get("phase") == "Paused" else None
+
+    analysis = wait_for("the crash-looping group Paused", paused, timeout=90, interval=0.5)
+    assert analysis["reason"] == "NoStableRevision", analysis
+    assert analysis["message"].startswith(f"{analysis['revision']}: leader pod {NAME}-0 restarted 3 times and was "
+                                          "never Ready (maxRestartsBeforeReady 3)"), analysis["message"]
+    assert len(uids) >= 2, uids  # leaders of several incarnations seen
 
 
 @pytest.mark.parametrize(("parallelism", "fields"), [

@@ -284,7 +284,7 @@ def test_dashboard_and_alerts_on_live_servers(k8s_cluster: K8sCluster, namespace
             for r in group["rules"]:
                 prom.query(r["expr"])
         loaded = prom.rules()
-        assert len(loaded) == 8 and all(r["health"] == "ok" for r in loaded), loaded  # 1 recording, 7 alerts
+        assert len(loaded) == 9 and all(r["health"] == "ok" for r in loaded), loaded  # 1 recording, 8 alerts
         assert firing(prom, "SGLangAcceptLengthCollapsed") == []
 
         # let the known-good figures fill most of the 2-minute median, then regress qwen-a

@@ -3,24 +3,30 @@ speed: the published known-good sample is verified and promoted with a baseline 
 sample applied over it is judged slower by the operator's probes (no other traffic) and the known-good revision
 is applied again by itself, without touching the user's spec; the rejected revision stays rejected (10 intervals,
 an operator restart) until ``retry``, which makes exactly one new attempt; a crash-looping revision is rolled
-back at its progress deadline; the operator killed at each named point resumes to the same end.
+back at its third restart, and a revision that never becomes Ready is replaced even once ``maxRollbacks`` is used
+up (issue 19); the operator killed at each named point resumes to the same end.
 
 The policy is fast (5 s intervals, 5 s warm-up, 3 samples): each scenario takes one to two minutes.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.conftest import K8sCluster, running_operator, wait_for
+from e2e.kubelet.rest import Rest
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, GOOD, INTERVAL, sample
 
@@ -160,22 +166,112 @@ def test_regressed_revision_is_rolled_back_to_the_known_good_one(
     assert len(events(k8s_cluster, ns, "RollingBack")) == 2
 
 
-def test_a_crash_looping_revision_is_rolled_back_at_its_progress_deadline(
+def pods_of(k8s: K8sCluster, ns: str, revision: str) -> list[dict[str, Any]]:
+    return [p for p in k8s.get("pods", "-n", ns)["items"]
+            if p["metadata"]["labels"].get("sglang-operator.io/revision") == revision]
+
+
+def at(stamp: str) -> dt.datetime:
+    """An RFC 3339 time of the API (``…Z``, seconds or microseconds) as an aware datetime."""
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def test_a_crash_loop_is_rolled_back_at_its_third_restart_and_never_left_down_after_max_rollbacks(
     k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
 ) -> None:
+    """Issue 19 items 1 and 2. With ``progressDeadlineSeconds: 3600`` a revision that crash-loops at start-up
+    (``memFractionStatic: 0.5``: SGLang's "Not enough memory") is rolled back after its 3rd restart
+    (``maxRestartsBeforeReady``) plus at most one interval, the reason quoting the crash. With ``maxRollbacks: 1``
+    thus used up, a revision that never becomes Ready (unschedulable: no such GPU; it fails at its own 10 s progress
+    deadline) is still replaced by the stable revision; a regressed revision that serves is then Paused, shown by
+    the REASON column and the operator's phase series (the ``SGLangServerRollbackPaused`` alert's input)."""
     ns = namespace
-    rev_good = promoted(k8s_cluster, ns)["revision"]
-    broken = sample(GOOD, {"progressDeadlineSeconds": 20})
-    broken["spec"]["memory"]["memFractionStatic"] = 0.2  # SGLang: "Not enough memory": exits at start-up
-    k8s_cluster.apply(broken, ns)
-    rev_bad = wait_status(k8s_cluster, ns, "the broken revision applied",
-                          lambda s: s.get("revision") != rev_good, timeout=30)["revision"]
-    rolled = wait_status(k8s_cluster, ns, "the broken revision rolled back",
-                         lambda s: s.get("revision") == rev_good and cond(s, "Degraded").get("reason") == "RolledBack",
-                         timeout=90)
-    rejected = rolled["rejectedRevisions"][-1]
-    assert rejected["revision"] == rev_bad and "progressDeadlineSeconds" in rejected["reason"]
+    policy = {"progressDeadlineSeconds": 3600, "maxRollbacks": 1}
+    k8s_cluster.apply(sample(GOOD, policy), ns)
+    rev_good = wait_status(k8s_cluster, ns, "the known-good revision promoted",
+                           lambda s: s.get("stableRevision") and s.get("stableRevision") == s.get("revision")
+                           and phase(s) == "Stable", 150)["revision"]
+
+    broken = sample(GOOD, policy)
+    broken["spec"]["memory"]["memFractionStatic"] = 0.5  # SGLang: "Not enough memory": exits at start-up
+    seen: list[dict[str, Any]] = []  # every pod update of the namespace, from a watch of the API
+    rest = Rest(k8s_cluster.kubeconfig)
+    listed = rest.get(f"/api/v1/namespaces/{ns}/pods")["metadata"]["resourceVersion"]
+    stop = threading.Event()
+
+    def watch() -> None:
+        for event in rest.watch(f"/api/v1/namespaces/{ns}/pods", listed, timeout_seconds=120):
+            if stop.is_set():
+                return
+            if event["type"] in ("ADDED", "MODIFIED"):
+                seen.append(event["object"])
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        applied = dt.datetime.now(dt.UTC)
+        k8s_cluster.apply(broken, ns)
+        rev_bad = wait_status(k8s_cluster, ns, "the broken revision applied",
+                              lambda s: s.get("revision") != rev_good, timeout=30)["revision"]
+        st = wait_status(k8s_cluster, ns, "the broken revision rolled back",
+                         lambda s: s.get("revision") == rev_good and s.get("rollbacks"), timeout=90)
+    finally:
+        stop.set()
+    third_restart: dt.datetime | None = None  # when its container started again for the 3rd time (kubelet's clock)
+    restarts_seen = 0
+    for pod in list(seen):
+        if pod["metadata"]["labels"].get("sglang-operator.io/revision") != rev_bad:
+            continue
+        cs = (pod["status"].get("containerStatuses") or [{}])[0]
+        restarts_seen = max(restarts_seen, int(cs.get("restartCount") or 0))
+        run = (cs.get("state") or {}).get("running") or (cs.get("lastState") or {}).get("terminated") or {}
+        if cs.get("restartCount") == 3 and run.get("startedAt"):
+            third_restart = min(third_restart or at(run["startedAt"]), at(run["startedAt"]))
+    rollback = st["rollbacks"][-1]
+    decided = at(rollback["at"])
+    reason = rollback["reason"]
+    print(f"crash loop: rolled back {(decided - applied).total_seconds():.1f} s after the apply, "
+          f"{(decided - third_restart).total_seconds() if third_restart else float('nan'):.1f} s after the 3rd "
+          f"restart; restarts seen {restarts_seen}; reason: {reason.splitlines()[0]} … {reason.splitlines()[-1]}")
+    assert rollback["from"] == rev_bad and rollback["to"] == rev_good
+    assert reason.startswith(f"{rev_bad}: pod ") and "restarted 3 times and was never Ready" in reason, reason
+    assert "RuntimeError: Not enough memory" in reason and "mem_fraction_static=0.5" in reason, reason
+    assert third_restart is not None, "the 3rd restart was never seen"
+    assert -1 <= (decided - third_restart).total_seconds() <= INTERVAL + 1  # seconds resolution of startedAt
+    assert (decided - applied).total_seconds() < 90  # not 3600
+    rejected = wait_status(k8s_cluster, ns, "the stable revision Ready again",
+                           lambda s: cond(s, "Ready").get("status") == "True" and phase(s) == "RolledBack")
+    assert cond(rejected, "Degraded")["reason"] == "RolledBack" and "Not enough memory" in \
+        cond(rejected, "Degraded")["message"]
+
+    # maxRollbacks 1 used up: a revision that never becomes Ready is still replaced
+    pending = sample(GOOD, {**policy, "progressDeadlineSeconds": 10})
+    pending["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}  # no such node
+    k8s_cluster.apply(pending, ns)
+    rev_pending = wait_status(k8s_cluster, ns, "the unschedulable revision applied",
+                              lambda s: s.get("revision") not in (rev_good, rev_bad), timeout=30)["revision"]
+    replaced = wait_status(k8s_cluster, ns, "the unschedulable revision replaced although maxRollbacks is used up",
+                           lambda s: s.get("revision") == rev_good and len(s.get("rollbacks") or []) == 2,
+                           timeout=60)
+    assert replaced["rollbacks"][-1]["from"] == rev_pending
+    assert "progressDeadlineSeconds" in replaced["rollbacks"][-1]["reason"]
+    note = [e["message"] for e in events(k8s_cluster, ns, "RollingBack") if rev_pending in e["message"]]
+    assert note and "although 1 rollbacks in the last 86400 s (maxRollbacks 1): it serves nothing (0/1 pods Ready)" \
+        in note[0], note
     wait_status(k8s_cluster, ns, "the stable revision Ready again", lambda s: cond(s, "Ready").get("status") == "True")
+
+    # a regressed revision that serves is Paused: the REASON column and the phase series say so
+    k8s_cluster.apply(sample(BAD, policy), ns)
+    wait_status(k8s_cluster, ns, "the regressed revision Paused (maxRollbacks reached)",
+                lambda s: phase(s) == "Paused" and (s.get("analysis") or {}).get("reason") == "MaxRollbacksReached",
+                timeout=120)
+    table = k8s_cluster.run("get", "sglangserver", NAME, "-n", ns).stdout.splitlines()
+    assert "REASON" in table[0].split() and "MaxRollbacksReached" in table[1].split(), table
+    with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=10) as r:
+        families = text_string_to_metric_families(r.read().decode())
+    phases = {s.labels["phase"]: s.value for f in families if f.name == "sglang_operator_server_analysis_phase"
+              for s in f.samples if s.labels.get("namespace") == ns and s.labels.get("sglang_server") == NAME}
+    assert phases.get("Paused") == 1 and sum(phases.values()) == 1, phases
 
 
 def test_the_operator_killed_at_each_named_point_resumes_to_the_same_end(

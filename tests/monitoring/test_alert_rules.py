@@ -114,6 +114,18 @@ CASES: list[tuple[str, str, list[dict[str, str]], str, list[dict[str, Any]]]] = 
     ("SGLangRollbackHappened", "no rollback", [
         series("sglang_operator_rollbacks_total", {**OPERATOR, **S}, "0x30"),
     ], "15m", []),
+    ("SGLangServerRollbackPaused", "Paused since minute 5 (maxRollbacks reached), another server Stable", [
+        *(series("sglang_operator_server_analysis_phase", {**OPERATOR, **S, "phase": ph}, v)
+          for ph, v in (("Verifying", "1x4 0x20"), ("Paused", "0x4 1x20"), ("Stable", "0x24"))),
+        series("sglang_operator_server_analysis_phase", {**OPERATOR, **S, "sglang_server": "b", "phase": "Stable"},
+               "1x24"),
+    ], "10m", [firing("SGLangServerRollbackPaused", S, "1")]),
+    ("SGLangServerRollbackPaused", "Verifying, Stable, RolledBack; Paused for under a minute before a retry", [
+        *(series("sglang_operator_server_analysis_phase", {**OPERATOR, **S, "phase": ph}, v)
+          for ph, v in (("Paused", "0x8 1 0x15"), ("WarmingUp", "0x9 1x15"), ("RolledBack", "1x4 0x20"))),
+        series("sglang_operator_server_analysis_phase", {**OPERATOR, **S, "sglang_server": "b", "phase": "Stable"},
+               "1x24"),
+    ], "10m", []),
 ]
 
 
@@ -134,7 +146,7 @@ def test_promtool_check_rules() -> None:
     promtool = require_promtool()
     proc = subprocess.run([str(promtool), "check", "rules", str(RULES_FILE)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 8 rules found" in proc.stdout, proc.stdout  # 1 recording rule, 7 alerts
+    assert "SUCCESS: 9 rules found" in proc.stdout, proc.stdout  # 1 recording rule, 8 alerts
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}: {c[1]}" for c in CASES])

@@ -15,6 +15,7 @@ from sglang_operator.decisions.groups import (
     groups,
     leader_pods,
     lws_missing,
+    pod_views,
     server_health,
     serving_pods,
     waiting_for_lws,
@@ -124,3 +125,45 @@ def test_lws_missing_status_says_how_to_install_and_is_recognised() -> None:
     assert waiting_for_lws(SGLangServerStatus.model_validate(out))
     assert not waiting_for_lws(SGLangServerStatus.model_validate(
         {"conditions": [{"type": "Ready", "status": "False", "reason": "ReplicasNotReady"}]}))
+
+
+MINIMAL: dict[str, Any] = {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer",
+                           "metadata": {"name": "dsv3", "namespace": "ml"},
+                           "spec": {"sglang": {"image": "lmsysorg/sglang:v0.5.23"}, "model": {"path": "m"}}}
+
+
+def test_pod_views_single_node_are_the_revisions_live_pods_with_restarts_uid_and_crash() -> None:
+    spec = parse(MINIMAL).spec
+
+    def single(name: str, rev: str = REV, ready: bool = False, restarts: int = 0, deleting: bool = False,
+               crash: str | None = None) -> dict[str, Any]:
+        cs: dict[str, Any] = {"name": "sglang", "restartCount": restarts, "state": {"running": {}}}
+        if crash:
+            cs["lastState"] = {"terminated": {"exitCode": 1, "message": crash}}
+        meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}", "labels": {"sglang-operator.io/revision": rev}}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-12-01T11:59:00Z"
+        return {"metadata": meta, "status": {"conditions": [{"type": "Ready", "status": str(ready)}],
+                                             "containerStatuses": [cs]}}
+    views = pod_views([single("b", restarts=2, crash="RuntimeError: Not enough memory"), single("a", ready=True),
+                       single("old", rev="other"), single("gone", deleting=True)], spec, REV)
+    assert [(v.name, v.ready, v.restarts, v.start_restarts, v.uid) for v in views] == [
+        ("a", True, 0, 0, "uid-a"), ("b", False, 2, 2, "uid-b")]
+    assert views[0].crash is None and views[1].crash == "container sglang exited with code 1: RuntimeError: Not " \
+        "enough memory"
+
+
+def test_pod_views_multi_node_count_the_leaders_restarts_and_quote_its_crash() -> None:
+    spec = parse({**MINIMAL, "spec": {**MINIMAL["spec"], "parallelism": {"tensor": 16, "nodes": 2}}}).spec
+    leader, worker = lws_pod(0, 0, ready=False), lws_pod(0, 1, ready=False, waiting="CrashLoopBackOff")
+    leader["metadata"]["uid"] = "leader-uid"
+    leader["status"]["containerStatuses"][0]["restartCount"] = 1
+    leader["status"]["containerStatuses"][0]["lastState"] = {"terminated": {"exitCode": 1, "message": "boom"}}
+    worker["status"]["containerStatuses"][0]["restartCount"] = 4
+    (view,) = pod_views([leader, worker, lws_pod(1, 0, rev="other")], spec, REV)
+    assert (view.name, view.ready, view.uid, view.leader_restarts, view.start_restarts) == (
+        "dsv3-0", False, "leader-uid", 1, 1)
+    assert view.crash == "container sglang exited with code 1: boom"
+    leader["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # the leader Ready, the worker not:
+    (view,) = pod_views([leader, worker], spec, REV)
+    assert not view.ready and view.restarts == 4 and view.start_restarts == 1  # the stand-in reports the worker

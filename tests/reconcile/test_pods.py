@@ -4,7 +4,7 @@ import datetime as dt
 
 from sglang_operator.api.base import MESSAGE_LIMIT
 from sglang_operator.decisions.conditions import find, merge
-from sglang_operator.decisions.pods import pod_health, tail
+from sglang_operator.decisions.pods import CRASH_QUOTE_LIMIT, crash_text, pod_health, restart_count, tail
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 REV = "abc123"
@@ -107,6 +107,24 @@ def test_oomkilled_and_terminated_state_carry_reason_and_message():
     just_exited = pod(state={"terminated": {"exitCode": 1, "reason": "Error", "message": OOM_LOG}})
     d = find(pod_health([just_exited], 1, REV, 1, NOW).conditions, "Degraded")
     assert d["reason"] == "Error" and d["message"].endswith(CAUSE) and len(d["message"]) <= MESSAGE_LIMIT
+
+
+def test_crash_text_quotes_the_end_of_the_last_crash_within_its_limit():
+    looping = pod(waiting="CrashLoopBackOff", terminated=OOM_LOG)
+    text = crash_text(looping)
+    assert text is not None and len(text) <= CRASH_QUOTE_LIMIT and text.endswith(CAUSE)
+    assert text.startswith("container sglang exited with code 1: …")
+    assert crash_text(pod(ready=True)) is None  # never crashed
+    assert crash_text(pod(state={"terminated": {"exitCode": 0, "reason": "Completed"}})) is None
+    just_exited = pod(state={"terminated": {"exitCode": 137, "reason": "OOMKilled"}})
+    assert crash_text(just_exited) == "container sglang exited with code 137 (OOMKilled)"
+    assert len(crash_text(looping, 80) or "") <= 80
+
+
+def test_restart_count_sums_the_containers():
+    p = pod()
+    p["status"]["containerStatuses"] = [{"name": "a", "restartCount": 2}, {"name": "b", "restartCount": 1}, {}]
+    assert restart_count(p) == 3 and restart_count({}) == 0
 
 
 def test_tail_cuts_at_a_line_boundary_and_marks_the_cut():

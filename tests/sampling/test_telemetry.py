@@ -9,6 +9,8 @@ import urllib.request
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from sglang_operator.api.analysis import Analysis, AnalysisPhase, StableRegression
+from sglang_operator.decisions.rollback import RollbackState
 from sglang_operator.decisions.sampling.model import Figures, Sample, SampleKind
 from sglang_operator.process import metrics_http, telemetry
 
@@ -73,6 +75,32 @@ def test_effective_speculative_settings_follow_the_serving_revision() -> None:
     assert (value(steps, revision="good"), value(drafts, revision="good")) == (3, None)
     series.forget("tns", "qwen")
     assert value(steps, revision="good") is None
+
+
+def test_a_stable_regression_exports_its_current_figures_while_it_lasts() -> None:
+    """The gauges follow the regression's figures (``decisions.rollback`` updates them with every failing sample),
+    and vanish when it clears."""
+    series = telemetry.ServerSeries()
+    analysis = Analysis(revision="r1", phase=AnalysisPhase.STABLE, since=T1, progress_started_at=T1)
+    state = RollbackState(stable_revision="r1", analysis=analysis)
+    series.export_analysis("tns", "qwen", state)
+    assert value("sglang_operator_server_stable_regression_accept_length") is None
+    for tps, accept in ((51.6, 2.2), (40.0, 1.9)):
+        analysis.stable_regression = StableRegression(message="…", since=T1, tokens_per_second=tps,
+                                                      accept_length=accept)
+        series.export_analysis("tns", "qwen", state)
+        assert value("sglang_operator_server_stable_regression_accept_length") == accept
+        assert value("sglang_operator_server_stable_regression_tokens_per_second") == tps
+    analysis.stable_regression = StableRegression(message="pod restarted", since=T1)  # no figure measured
+    series.export_analysis("tns", "qwen", state)
+    assert value("sglang_operator_server_stable_regression_tokens_per_second") is None
+    analysis.stable_regression = StableRegression(message="…", since=T1, tokens_per_second=30.0)
+    series.export_analysis("tns", "qwen", state)
+    assert value("sglang_operator_server_stable_regression_tokens_per_second") == 30.0
+    analysis.stable_regression = None
+    series.export_analysis("tns", "qwen", state)
+    assert value("sglang_operator_server_stable_regression_tokens_per_second") is None
+    series.forget("tns", "qwen")
 
 
 def test_servers_by_phase_and_counters() -> None:

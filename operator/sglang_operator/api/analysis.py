@@ -114,12 +114,40 @@ class LastSample(StatusModel):
 
 
 class StableRegression(StatusModel):
-    """The stable revision fails its own baseline (reported, never rolled back)."""
+    """The stable revision fails its own baseline (reported, never rolled back), with the current figures: every
+    failing sample while it lasts updates ``message``, the figures and ``updatedAt``."""
 
     message: str
-    """The failed criteria with the numbers."""
+    """The failed criteria with the current numbers (the medians of the current run of failing samples)."""
     since: AwareDatetime
     """When failureThreshold failing samples in a row were reached."""
+    updated_at: AwareDatetime | None = None
+    """When the message and figures were last updated (a failing sample)."""
+    tokens_per_second: float | None = None
+    """Current decode speed, tok/s: the median of the measured samples of the current run of failing samples (unset:
+    none was measured, e.g. a pod restarting)."""
+    accept_length: float | None = None
+    """Current acceptance length, median of the same samples."""
+    reported: SampleFigures | None = None
+    """The figures the last ``StableRegressed`` event named (unset: it named none); another event is posted when
+    a figure moves by more than a tenth from them (``decisions.rollback.REGRESSION_CHANGE``)."""
+
+
+class PodStart(StatusModel):
+    """A pod of the analysed revision during the warm-up, for ``maxRestartsBeforeReady`` (multi-node: a group's
+    leader pod)."""
+
+    uid: str | None = None
+    """``metadata.uid`` last seen: another uid under the same name is the pod recreated (a LeaderWorkerSet group
+    recreated after a restart: ``RecreateGroupOnPodRestart``), which counts as a restart."""
+    restart_count: int = 0
+    """Sum of its containers' ``restartCount`` last seen."""
+    restarts: int = 0
+    """Restarts counted since the analysis began while it was never Ready, count."""
+    ready: bool = False
+    """It has been Ready in this analysis (its restarts no longer count)."""
+    crash: str | None = None
+    """The end of its last crash seen (``container NAME exited with code N: <termination message tail>``)."""
 
 
 class Analysis(StatusModel):
@@ -155,6 +183,8 @@ class Analysis(StatusModel):
     """Figures of the current run of failing samples (the rollback message gives their median)."""
     pod_restarts: dict[str, int] = Field(default_factory=dict)
     """Restart count seen per pod that has been Ready (a rise is a restart)."""
+    pod_starts: dict[str, PodStart] = Field(default_factory=dict)
+    """During the warm-up, per pod name (multi-node: per leader pod): restarts before it was ever Ready."""
     disruption: str | None = None
     """A pod restart or a pod leaving Ready after the warm-up, not yet counted as a failing sample."""
     last_interval_at: AwareDatetime | None = None

@@ -117,6 +117,10 @@ PRINTER_COLUMNS = [
     _col("Revision", ".status.revision", "string", "Serving revision (after a rollback: the stable one)"),
     _col("Analysis", ".status.analysis.phase", "string",
          "Rollback analysis of the serving revision: WarmingUp, Verifying, Stable, RollingBack, RolledBack, Paused"),
+    _col("Reason", ".status.analysis.reason", "string",
+         "Why the analysis is in its phase: e.g. Paused for MaxRollbacksReached, NoStableRevision, NotRolledBack or "
+         "MeasurementErrors (kubectl sglang retry resumes it), RollingBack for CrashLoop, Regressed, "
+         "ProgressDeadlineExceeded"),
     _col("Stable", ".status.stableRevision", "string", "Stable revision (what a rollback returns to)"),
     _col("Phase", ".status.phase", "string", "Phase of the pods"),
     _col("Age", ".metadata.creationTimestamp", "date", "Age"),

@@ -145,6 +145,12 @@ class RollbackPolicy(ApiModel):
     """Seconds from the moment a revision is applied until its pods must all be Ready and warmed up; a revision
     that misses it fails (crash loops, a flag the image rejects). Readiness blips do not reset it. Keep it above
     the pod's startup-probe budget (1800 s) in production, or a model still loading fails."""
+    max_restarts_before_ready: Annotated[int, Field(ge=1, le=100)] = 3
+    """Restarts of one pod before it was ever Ready, count, that fail a revision at once instead of at
+    progressDeadlineSeconds (a crash loop at start-up: a flag the image rejects, "Not enough memory"). Multi-node:
+    restarts of a group's leader pod, a worker's own restarts are not counted; LeaderWorkerSet recreates the whole
+    group after any container's restart, and each leader recreated so counts as one. A pod that has been Ready once
+    is judged by the deadline and the samples instead (readiness blips never reset the deadline)."""
     min_relative_tokens_per_second: Annotated[float, Field(gt=0, le=1)] = 0.85
     """A sample fails when its decode speed (tok/s) is below this fraction of the baseline's (0.85 = more than
     15 % slower). Applies only when the model (path and revision), GPU product and parallelism equal the
@@ -159,8 +165,9 @@ class RollbackPolicy(ApiModel):
     min_traffic: MinTraffic = Field(default_factory=MinTraffic, json_schema_extra={"default": {}})
     """Signal ``traffic``: least load for a sample to count."""
     max_rollbacks: Annotated[int, Field(ge=1, le=100)] = 3
-    """Automatic rollbacks allowed per rollbackWindowSeconds, count; one more failing revision is Paused (keeps
-    running, reported) instead of rolled back."""
+    """Automatic rollbacks allowed per rollbackWindowSeconds, count; one more failing revision that still serves (a
+    Ready pod) is Paused (keeps running, reported) instead of rolled back. A failing revision that serves nothing
+    (no Ready pod) is always replaced by the stable revision, whatever this limit says."""
     rollback_window_seconds: Annotated[int, Field(ge=1, le=31536000)] = 86400
     """Window of maxRollbacks, seconds."""
     history_limit: Annotated[int, Field(ge=1, le=50)] = 10

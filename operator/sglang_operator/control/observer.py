@@ -54,7 +54,7 @@ from sglang_operator.decisions.derive import speculative_condition
 from sglang_operator.decisions.observation import Decision, Observed, decide
 from sglang_operator.decisions.rollback import Apply, Observation, setup_of
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
-from sglang_operator.decisions.sampling.model import PodView, Sample, SampleKind, Signal
+from sglang_operator.decisions.sampling.model import Sample, SampleKind, Signal
 from sglang_operator.decisions.sampling.roles import roles_for
 from sglang_operator.io import kube
 from sglang_operator.io.pods import PodCache, targets
@@ -327,10 +327,9 @@ class Observer:
         samples, figures, interval = await self.sample(view, status, spec, policy, now, mem)
         policy = policy.model_copy(update={"interval_seconds": max(1, round(interval))})
         sample = judging.sample_for(samples, revision)
-        serving = [t for t in targets(groups.serving_pods(pods, spec)) if t.revision == revision]
         observation = Observation(
             revision=revision, desired_pods=spec.replicas, setup=setup_of(spec),
-            pods=tuple(PodView(t.name, t.ready, t.restarts) for t in serving),
+            pods=groups.pod_views(pods, spec, revision),
             spec_revision=None if mem.apply_failure else self._spec_revision(mem, server, view, status),  # kopf retries
             retry_token=restore.retry_token(view))
         speculative = speculative_condition(

@@ -30,7 +30,8 @@ from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.leaderworkerset import API_VERSION, GROUP_INDEX_LABEL, LEADER_INDEX, WORKER_INDEX_LABEL
 from sglang_operator.decisions.conditions import condition, merge
-from sglang_operator.decisions.pods import PodHealth, is_ready, pod_health
+from sglang_operator.decisions.pods import PodHealth, crash_text, is_ready, pod_health, restart_count
+from sglang_operator.decisions.sampling.model import PodView
 
 LWS_MISSING = "LeaderWorkerSetMissing"
 LWS_VERSION = "v0.7.0"
@@ -139,6 +140,33 @@ def serving_pods(pods: list[dict[str, Any]], spec: Any) -> list[dict[str, Any]]:
     if nodes == 1:
         return pods
     return [_stand_in(g, nodes) for g in groups(pods) if g.leader is not None]
+
+
+def pod_views(pods: list[dict[str, Any]], spec: Any, revision: str) -> tuple[PodView, ...]:
+    """The live pods of ``revision`` among ``pods`` (an SGLangServer's Pod objects, API JSON) as the rollback decision
+    sees them, sorted by name. Single-node: each pod (``deletionTimestamp`` set: left out), its readiness, restarts,
+    uid and last crash. Multi-node (``spec.parallelism.nodes`` > 1): one per group of ``revision``, the
+    :func:`serving_pods` stand-in (named by its leader, Ready when the whole group is, the restarts of the pod
+    reported for it), with the leader's own uid, restarts (``leader_restarts``) and last crash: only the leader's
+    count towards ``maxRestartsBeforeReady``."""
+    nodes = int(spec.parallelism.nodes)
+    out = []
+    if nodes == 1:
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            if meta.get("deletionTimestamp") or (meta.get("labels") or {}).get(REVISION_LABEL) != revision:
+                continue
+            out.append(PodView(str(meta.get("name")), is_ready(pod), restart_count(pod), uid=meta.get("uid"),
+                               crash=crash_text(pod)))
+    else:
+        for g in groups(pods):
+            if g.leader is None or g.revision != revision:
+                continue
+            meta = g.leader.get("metadata") or {}
+            out.append(PodView(str(meta.get("name")), g.ready(nodes), restart_count(_stand_in(g, nodes)),
+                               uid=meta.get("uid"), leader_restarts=restart_count(g.leader),
+                               crash=crash_text(g.leader)))
+    return tuple(sorted(out, key=lambda v: v.name))
 
 
 def server_health(pods: list[dict[str, Any]], spec: Any, revision: str, generation: int,

@@ -62,8 +62,9 @@ def tail(text: str, limit: int = MESSAGE_LIMIT) -> str:
     return ELLIPSIS + kept
 
 
-def _crash_text(name: str, terminated: dict[str, Any], fallback: str = "") -> str:
-    """``container NAME exited with code N (Reason): <end of the termination message>``."""
+def _crash_text(name: str, terminated: dict[str, Any], fallback: str = "", limit: int = MESSAGE_LIMIT) -> str:
+    """``container NAME exited with code N (Reason): <end of the termination message>``, at most ``limit``
+    characters (the message's end is kept)."""
     code = terminated.get("exitCode")
     reason = terminated.get("reason")
     head = f"container {name} exited with code {code}" if code is not None else f"container {name} failed"
@@ -72,7 +73,30 @@ def _crash_text(name: str, terminated: dict[str, Any], fallback: str = "") -> st
     msg = (terminated.get("message") or fallback or "").strip()
     if not msg:
         return head
-    return f"{head}: {tail(msg, MESSAGE_LIMIT - len(head) - 2)}"
+    return f"{head}: {tail(msg, max(len(ELLIPSIS) + 1, limit - len(head) - 2))}"
+
+
+def restart_count(pod: Mapping[str, Any]) -> int:
+    """Sum of the ``restartCount`` of ``pod``'s containers (API JSON)."""
+    return sum(int(cs.get("restartCount") or 0) for cs in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
+CRASH_QUOTE_LIMIT = 600
+"""Characters at most of a crash quoted in the rollback's reason (the revision, the restart count and the stable
+revision's name fit beside it in the 1 024 of a condition or an event)."""
+
+
+def crash_text(pod: Mapping[str, Any], limit: int = CRASH_QUOTE_LIMIT) -> str | None:
+    """The last crash of ``pod`` (API JSON) in at most ``limit`` characters, or None: the first container whose
+    ``lastState.terminated`` (a restarted container) or ``terminated`` state has a non-zero exit code, as
+    ``container NAME exited with code N: <end of the termination message>`` (the message is what
+    ``terminationMessagePolicy: FallbackToLogsOnError`` fills from the log tail, e.g. SGLang's ``RuntimeError: Not
+    enough memory. ...``)."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        for terminated in ((cs.get("state") or {}).get("terminated"), (cs.get("lastState") or {}).get("terminated")):
+            if terminated and terminated.get("exitCode") not in (None, 0):
+                return _crash_text(str(cs.get("name")), terminated, limit=limit)
+    return None
 
 
 def _trouble(pod: dict[str, Any]) -> tuple[str, str] | None:

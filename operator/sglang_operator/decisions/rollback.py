@@ -9,16 +9,23 @@ I/O, reads no clock and never sees a raw API dict: the observer turns ``status``
 
 - WarmingUp: from the first tick a revision is applied until all its pods have been Ready, without interruption
   (a pod leaving Ready or restarting starts it over), for ``warmupSeconds``; a revision that has not done so
-  ``progressDeadlineSeconds`` after it was applied fails (the deadline is never reset).
+  ``progressDeadlineSeconds`` after it was applied fails (the deadline is never reset). A pod that restarts
+  ``maxRestartsBeforeReady`` times before it was ever Ready in this analysis (a crash loop at start-up) fails the
+  revision at once, its last crash quoted (multi-node: a group's leader pod; a group recreated with its leader counts
+  as a restart); a pod that has been Ready once is left to the deadline (readiness blips).
 - Verifying: every sample whose interval starts after the warm-up counts. Inconclusive samples (no data) count for
   nothing; errors count only towards ``errorThreshold`` in a row → Paused; a measured sample passes or fails
   (:func:`sglang_operator.decisions.criteria.judge`); a pod of the revision restarting or leaving Ready makes the
   interval a failure. ``failureThreshold`` failures in a row fail the revision; ``minSamples`` measured samples
   and ``verifySeconds`` promote it (the baseline becomes the median of its samples).
 - A failed revision is rejected and the stable revision applied again (RollingBack → RolledBack), unless the
-  action is Alert or DryRun, there is no stable revision, or ``maxRollbacks`` were used in the window: then it
-  keeps running, Paused. The stable revision itself is never rolled back: its failures set
-  ``analysis.stableRegression`` (condition StableRegressed) instead.
+  action is Alert or DryRun, there is no stable revision, or ``maxRollbacks`` were used in the window while it
+  still serves (a Ready pod): then it keeps running, Paused. A failed revision that serves nothing (no Ready pod
+  of ``desired_pods`` > 0) is always replaced, whatever ``maxRollbacks`` says, and so is one Paused for
+  ``MaxRollbacksReached`` as soon as it serves nothing. The stable revision itself is never rolled back: its
+  failures set ``analysis.stableRegression`` (condition StableRegressed) instead, updated with the current figures
+  by every failing sample while it lasts (another Warning event when a figure moves by more than
+  :data:`REGRESSION_CHANGE`).
 - A rejected revision runs again only when the annotation ``sglang-operator.io/retry`` changes value; a Paused
   analysis starts over (WarmingUp) on such a change too.
 
@@ -38,6 +45,7 @@ from sglang_operator.api.analysis import (
     AnalysisPhase,
     Baseline,
     LastSample,
+    PodStart,
     Rejection,
     RollbackRecord,
     SampleFigures,
@@ -45,8 +53,8 @@ from sglang_operator.api.analysis import (
     Setup,
     StableRegression,
 )
+from sglang_operator.api.base import MESSAGE_LIMIT, StatusModel, clone, truncate
 from sglang_operator.api.base import RETRY_ANNOTATION as RETRY_ANNOTATION
-from sglang_operator.api.base import StatusModel, clone
 from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus, Verdict
@@ -66,6 +74,13 @@ ROLLBACKS_KEPT = 10
 """Rollback records kept (at least ``maxRollbacks``, so the window count stays right)."""
 PAUSED_FAILED_REASONS = ("NoStableRevision", "NotRolledBack", "MaxRollbacksReached")
 """Paused reasons for a failed revision left running (``Degraded`` reason ``Regressed``)."""
+POD_STARTS_KEPT = 16
+"""Pods no longer seen kept in ``analysis.podStarts`` during the warm-up (a LeaderWorkerSet leader being recreated
+is absent for a while; its restarts must still add up), the most recently added."""
+REGRESSION_CHANGE = 0.1
+"""A stable regression's ``StableRegressed`` event is posted again when its decode speed or accept length moves by
+more than this fraction from the figures the last such event named (the condition and the gauges follow every
+failing sample)."""
 
 
 @dataclass(frozen=True)
@@ -254,6 +269,8 @@ class _Decision:
         if self.a.phase == AnalysisPhase.PAUSED:
             if token_changed:
                 self.resume()
+            elif self.a.reason == "MaxRollbacksReached" and self.serves_nothing():
+                self.replace_paused()
         else:
             self.a.retry_token = self.obs.retry_token
         if self.a.phase not in (AnalysisPhase.PAUSED, AnalysisPhase.ROLLING_BACK):
@@ -282,8 +299,11 @@ class _Decision:
                                           f"pods are Ready (deadline {self.policy.progress_deadline_seconds} s)")
 
     def resume(self) -> None:
-        """The retry annotation changed while Paused: verification starts over."""
+        """The retry annotation changed while Paused: verification starts over; the restarts its pods made before
+        count no longer (``maxRestartsBeforeReady`` counts from here)."""
         self.fresh(AnalysisPhase.WARMING_UP)
+        self.a.pod_starts = {p.name: PodStart(uid=p.uid, restart_count=p.start_restarts, ready=p.ready)
+                             for p in self.obs.pods}
         if not self.is_stable():
             self.actions.append(RecordVerdict(self.a.revision, Verdict.VERIFYING, f"{RETRY_ANNOTATION} changed"))
         self.event("Normal", "Retry", f"annotation {RETRY_ANNOTATION} changed: verifying {self.a.revision} again")
@@ -294,6 +314,10 @@ class _Decision:
         if a.warmed_up_at is None:
             restarted = any(p.restarts > a.pod_restarts.get(p.name, p.restarts) for p in pods)
             a.pod_restarts = {p.name: p.restarts for p in pods}
+            crash_loop = self.count_start_restarts(pods)
+            if crash_loop is not None and self.obs.desired_pods > 0:
+                self.failed("CrashLoop", crash_loop)
+                return
             ready = sum(p.ready for p in pods)
             desired = self.obs.desired_pods
             if desired > 0 and ready >= desired:
@@ -324,9 +348,44 @@ class _Decision:
         if pods is self.obs.pods:
             a.pod_restarts = {k: v for k, v in a.pod_restarts.items() if k in seen}
 
+    def count_start_restarts(self, pods: tuple[PodView, ...]) -> str | None:
+        """Count the restarts of ``pods`` (the revision's, during the warm-up) that have not been Ready in this
+        analysis into ``analysis.podStarts``: the rise of a pod's restart count (multi-node: its leader's), plus one
+        when the same name comes back with another uid (a LeaderWorkerSet group recreated); every restart of a pod
+        first seen counts (it belongs to this revision; :meth:`resume` marks the pods it finds). Returns why the
+        revision fails when one reached ``maxRestartsBeforeReady``, else None."""
+        a, limit = self.a, self.policy.max_restarts_before_ready
+        seen: dict[str, PodStart] = {}
+        for p in pods:
+            count, before = p.start_restarts, a.pod_starts.get(p.name)
+            if before is None:
+                counted = count
+            elif before.ready:
+                counted = before.restarts
+            elif p.uid and before.uid and p.uid != before.uid:
+                counted = before.restarts + 1 + count
+            else:
+                counted = before.restarts + max(0, count - before.restart_count)
+            ready = p.ready or (before is not None and before.ready)
+            seen[p.name] = PodStart(uid=p.uid or (before.uid if before else None), restart_count=count,
+                                    restarts=counted, ready=ready,
+                                    crash=None if ready else p.crash or (before.crash if before else None))
+        gone = [(name, s) for name, s in a.pod_starts.items() if name not in seen][-POD_STARTS_KEPT:]
+        a.pod_starts = {**dict(gone), **seen}
+        looping = next(((p, seen[p.name]) for p in pods if not seen[p.name].ready
+                        and seen[p.name].restarts >= limit), None)
+        if looping is None:
+            return None
+        pod, start = looping
+        what = "leader pod" if pod.leader_restarts is not None else "pod"
+        head = (f"{a.revision}: {what} {pod.name} restarted {start.restarts} times and was never Ready "
+                f"(maxRestartsBeforeReady {limit})")
+        return f"{head}; its last crash: {start.crash}" if start.crash else head
+
     def warmed_up(self, at: dt.datetime, ready: int) -> None:
         a = self.a
         a.warmed_up_at = a.last_interval_at = at
+        a.pod_starts = {}
         if self.is_stable():
             if a.phase == AnalysisPhase.WARMING_UP:
                 self.enter(AnalysisPhase.STABLE, "Promoted", f"stable revision {a.revision}")
@@ -414,7 +473,8 @@ class _Decision:
         a = self.a
         a.consecutive_failures += 1
         a.consecutive_passes = 0
-        if a.consecutive_failures < self.policy.failure_threshold:
+        tracking = self.is_stable() and a.stable_regression is not None  # every failure updates its figures
+        if a.consecutive_failures < self.policy.failure_threshold and not tracking:
             return
         med = criteria.medians(a.failing_figures)
         if med is not None and len(a.failing_figures) >= self.policy.failure_threshold:
@@ -451,29 +511,67 @@ class _Decision:
         med = criteria.medians(a.failing_figures)
         verdict_figures = (med.tokens_per_second, med.accept_length, len(a.failing_figures)) if med else (None,) * 3
         if self.is_stable():
-            if a.stable_regression is None:
-                a.stable_regression = StableRegression(message=message, since=self.now)
-                self.event("Warning", "StableRegressed", f"stable revision {message}; not rolled back "
-                                                         f"automatically")
+            self.track_regression(message, med)
             return
         stable = self.state.stable_revision
         window_start = self.now - dt.timedelta(seconds=p.rollback_window_seconds)
         recent = [r for r in self.state.rollbacks if r.at > window_start]
+        used_up = (f"{len(recent)} rollbacks in the last {p.rollback_window_seconds} s "
+                   f"(maxRollbacks {p.max_rollbacks})")
         if stable is None:
             why, reason = "no stable revision to return to", "NoStableRevision"
         elif p.action != RollbackAction.ROLLBACK:
             why, reason = f"action {p.action.value}: not rolled back", "NotRolledBack"
-        elif len(recent) >= p.max_rollbacks:
-            why, reason = (f"not rolled back: {len(recent)} rollbacks in the last {p.rollback_window_seconds} s "
-                           f"(maxRollbacks {p.max_rollbacks})"), "MaxRollbacksReached"
+        elif len(recent) >= p.max_rollbacks and not self.serves_nothing():
+            why, reason = f"not rolled back: {used_up}", "MaxRollbacksReached"
         else:
-            self.reject(cause, message, stable, verdict_figures)
+            note = "" if len(recent) < p.max_rollbacks else (
+                f" although {used_up}: it serves nothing ({self.ready_pods()})")
+            self.reject(cause, message, stable, verdict_figures, note)
             return
         self.actions.append(RecordVerdict(a.revision, Verdict.FAILED, message, *verdict_figures))
         self.pause(reason, f"{message}; {why}")
 
+    def serves_nothing(self) -> bool:
+        """No pod of the analysed revision is Ready while some are wanted (``desired_pods`` > 0)."""
+        return self.obs.desired_pods > 0 and not any(p.ready for p in self.obs.pods)
+
+    def ready_pods(self) -> str:
+        return f"{sum(p.ready for p in self.obs.pods)}/{self.obs.desired_pods} pods Ready"
+
+    def replace_paused(self) -> None:
+        """A revision Paused for ``MaxRollbacksReached`` that serves nothing now: replaced by the stable revision
+        (the limit is for revisions that serve but regress)."""
+        a, stable = self.a, self.state.stable_revision
+        if stable is None or stable == a.revision or self.policy.action != RollbackAction.ROLLBACK:
+            return
+        before = truncate(a.message or a.revision, MESSAGE_LIMIT // 2)
+        message = f"{before}; then {self.ready_pods()}: it serves nothing"
+        self.reject("NotServing", message, stable, (None, None, None))
+
+    def track_regression(self, message: str, med: SampleFigures | None) -> None:
+        """The stable revision failed (``message``; ``med``: the medians of the current run's measured failures):
+        a new ``analysis.stableRegression`` and its Warning event, or the current one updated, with another event
+        when a figure moved by more than :data:`REGRESSION_CHANGE` from those of the last event."""
+        a = self.a
+        tps, length = (med.tokens_per_second, med.accept_length) if med is not None else (None, None)
+        reg = a.stable_regression
+        if reg is None:
+            a.stable_regression = StableRegression(message=message, since=self.now, updated_at=self.now,
+                                                   tokens_per_second=tps, accept_length=length, reported=med)
+            self.event("Warning", "StableRegressed", f"stable revision {message}; not rolled back automatically")
+            return
+        moved = _moved(reg.reported, med)
+        reg.message, reg.updated_at, reg.tokens_per_second, reg.accept_length = message, self.now, tps, length
+        if moved:
+            was = _figures_text(reg.reported)
+            reg.reported = med
+            self.event("Warning", "StableRegressed", f"stable revision {message} (was {was} at the last report; "
+                                                     f"regressed since {reg.since.isoformat()}); not rolled back "
+                                                     f"automatically")
+
     def reject(self, cause: str, message: str, stable: str,
-               figures: tuple[float | None, float | None, int | None]) -> None:
+               figures: tuple[float | None, float | None, int | None], note: str = "") -> None:
         a = self.a
         others = [r for r in self.state.rejected_revisions if r.revision != a.revision]
         rejections = [*others, Rejection(revision=a.revision, reason=message, at=self.now,
@@ -489,7 +587,7 @@ class _Decision:
         self.state.rollbacks = [*self.state.rollbacks, record][-kept:]
         self.enter(AnalysisPhase.ROLLING_BACK, cause, message)
         self.actions.append(RecordVerdict(a.revision, Verdict.REJECTED, message, *figures))
-        self.event("Warning", "RollingBack", f"{message}; applying the stable revision {stable}")
+        self.event("Warning", "RollingBack", f"{message}; applying the stable revision {stable}{note}")
 
     def pause(self, reason: str, message: str) -> None:
         self.enter(AnalysisPhase.PAUSED, reason, message)
@@ -531,3 +629,24 @@ class _Decision:
             self.actions.append(Apply(self.wanted, reason))
         else:
             self.actions.append(Apply(target.revision, target.reason))
+
+
+def _moved(old: SampleFigures | None, new: SampleFigures | None) -> bool:
+    """Whether a stable regression's figures moved enough for another event: one of them appeared or vanished, or
+    moved by more than :data:`REGRESSION_CHANGE` of its old value."""
+    if old is None or new is None:
+        return (old is None) != (new is None)
+    for was, now in ((old.tokens_per_second, new.tokens_per_second), (old.accept_length, new.accept_length)):
+        if (was is None) != (now is None):
+            return True
+        if was is not None and now is not None and abs(now - was) > REGRESSION_CHANGE * abs(was):
+            return True
+    return False
+
+
+def _figures_text(fig: SampleFigures | None) -> str:
+    """``36.0 tok/s, accept length 1.75``, or ``no figures``."""
+    if fig is None:
+        return "no figures"
+    return criteria.tps(fig.tokens_per_second) + (
+        "" if fig.accept_length is None else f", accept length {criteria.length(fig.accept_length)}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglang_operator.builders.labels import REVISION_LABEL
-from sglang_operator.decisions.pods import is_ready
+from sglang_operator.decisions.pods import is_ready, restart_count
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 TOMBSTONES = 4096
@@ -49,9 +49,8 @@ def targets(pods: Iterable[Mapping[str, Any]]) -> list[Target]:
         meta, status = p.get("metadata") or {}, p.get("status") or {}
         if meta.get("deletionTimestamp"):
             continue
-        restarts = sum(int(cs.get("restartCount") or 0) for cs in status.get("containerStatuses") or [])
         out.append(Target(str(meta.get("name")), str((meta.get("labels") or {}).get(REVISION_LABEL, "")),
-                          status.get("podIP") or None, is_ready(p), restarts))
+                          status.get("podIP") or None, is_ready(p), restart_count(p)))
     return sorted(out, key=lambda t: t.name)
 
 

@@ -69,6 +69,13 @@ BASELINE_ACCEPT = Gauge("sglang_operator_server_baseline_accept_length", "The st
                         "acceptance length (median of its valid samples).", ["namespace", "sglang_server"])
 STABLE_INFO = Gauge("sglang_operator_server_stable_revision_info", "1 for the server's stable (last known-good) "
                     "revision.", ["namespace", "sglang_server", "stable_revision"])
+STABLE_REGRESSION_TPS = Gauge("sglang_operator_server_stable_regression_tokens_per_second", "While the stable "
+                              "revision fails its own baseline (condition StableRegressed): its current decode speed, "
+                              "tok/s (median of the measured samples of the current failing run); absent otherwise.",
+                              ["namespace", "sglang_server"])
+STABLE_REGRESSION_ACCEPT = Gauge("sglang_operator_server_stable_regression_accept_length", "While the stable "
+                                 "revision fails its own baseline: its current acceptance length (same samples); "
+                                 "absent otherwise.", ["namespace", "sglang_server"])
 ROLLBACKS = Counter("sglang_operator_rollbacks", "Automatic rollbacks to the stable revision.",
                     ["namespace", "sglang_server"])
 SPEC_NUM_STEPS = Gauge("sglang_operator_server_speculative_num_steps", "speculative_num_steps SGLang resolved for "
@@ -144,13 +151,21 @@ class ServerSeries:
         stable revision; ``sglang_operator_rollbacks_total`` grows by the rollbacks recorded since last seen (from
         0 when the server is first seen: the operator counts what it did, as a restart resets counters)."""
         key = (namespace, server)
-        phase = state.analysis.phase if state.analysis is not None else None
+        a = state.analysis
+        phase = a.phase if a is not None else None
         base = state.baseline
+        reg = a.stable_regression if a is not None and a.revision == state.stable_revision else None
+        regression = (reg.tokens_per_second, reg.accept_length) if reg is not None else (None, None)
         exported = (phase, base.tokens_per_second if base else None, base.accept_length if base else None,
-                    state.stable_revision, tuple(r.at for r in state.rollbacks))
+                    state.stable_revision, tuple(r.at for r in state.rollbacks), regression)
         if self._exported.get(key) == exported:  # most observations: nothing moved
             return
         self._exported[key] = exported
+        for gauge, value in zip((STABLE_REGRESSION_TPS, STABLE_REGRESSION_ACCEPT), regression, strict=True):
+            if value is None:
+                _discard(gauge, key)
+            else:
+                gauge.labels(namespace, server).set(value)
         for p in ANALYSIS_PHASES:
             ANALYSIS_PHASE.labels(namespace, server, p).set(1 if p == phase else 0)
         if state.baseline is not None:
@@ -196,7 +211,7 @@ class ServerSeries:
                 _discard(gauge, (namespace, server, effective[0]))
         for p in ANALYSIS_PHASES:
             _discard(ANALYSIS_PHASE, (namespace, server, p))
-        for metric in (BASELINE_TPS, BASELINE_ACCEPT, ROLLBACKS):
+        for metric in (BASELINE_TPS, BASELINE_ACCEPT, ROLLBACKS, STABLE_REGRESSION_TPS, STABLE_REGRESSION_ACCEPT):
             _discard(metric, (namespace, server))
         stable = self._stable.pop((namespace, server), None)
         if stable is not None:

@@ -15,6 +15,8 @@ Alerts (group ``sglang-operator``):
 - ``SGLangSpeculativeDecodingInactive``: a server generates tokens while SGLang reports accept length 0
   (``sglang:spec_accept_length`` is 0 when speculative decoding is off).
 - ``SGLangRollbackHappened``: the operator rolled a server back (``sglang_operator_rollbacks_total`` increased).
+- ``SGLangServerRollbackPaused``: a server's rollback analysis is Paused (``sglang_operator_server_analysis_phase``):
+  nothing is judged or rolled back until someone acts (the REASON column of ``kubectl get sgls`` says why).
 
 Regenerate the checked-in copies with ``python -m sglang_operator_tools.monitoring.generate``.
 """
@@ -157,6 +159,16 @@ def alerts(p: RuleParams, t: Templates) -> list[Alert]:
             f"sglang-operator rolled {server} back",
             f"The operator rolled {server} back to its last known-good revision within the last "
             f"{p.rollback_window} (`kubectl describe sgls` shows the RolledBack condition and why).",
+        ),
+        Alert(
+            "SGLangServerRollbackPaused",
+            f'max by ({SERVER}) ({s.OP_ANALYSIS_PHASE}{{phase="Paused"}}) == 1',
+            "1m", "warning",
+            f"Rollback analysis of {server} is Paused",
+            f"The operator judges and rolls back nothing on {server} until someone acts: a failing revision it may not "
+            "roll back keeps running (action Alert or DryRun, no stable revision, maxRollbacks reached) or measurement "
+            "errors came in a row. The REASON column of `kubectl get sgls` says which, `kubectl describe sgls` the "
+            "figures; `kubectl sglang retry` verifies again, `kubectl sglang undo` returns to an earlier revision.",
         ),
     ]
 

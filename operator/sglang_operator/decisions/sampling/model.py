@@ -73,12 +73,28 @@ class Figures:
 
 @dataclass(frozen=True)
 class PodView:
-    """One pod of the judged revision as the sampler saw it."""
+    """One pod of the judged revision as the sampler saw it (multi-node: one per group, named by its leader pod,
+    Ready when the whole group is; ``decisions.groups.pod_views``)."""
 
     name: str
     ready: bool
     restarts: int
-    """Sum of its containers' ``restartCount``."""
+    """Sum of its containers' ``restartCount`` (multi-node: of the pod reported for the group, a troubled worker's
+    when the leader is Ready)."""
+    uid: str | None = None
+    """``metadata.uid`` (multi-node: the leader's); another uid under the same name is a recreated pod."""
+    leader_restarts: int | None = None
+    """Multi-node: the restarts of the group's leader pod alone (what ``maxRestartsBeforeReady`` counts; workers
+    may restart while the leader loads). None: ``restarts`` (a single pod is its own leader)."""
+    crash: str | None = None
+    """The end of its last crash (multi-node: the leader's), from ``lastState.terminated`` or a ``terminated``
+    state: ``container NAME exited with code N: <termination message tail>`` (``decisions.pods.crash_text``)."""
+
+    @property
+    def start_restarts(self) -> int:
+        """The restarts that count towards ``maxRestartsBeforeReady``: :attr:`leader_restarts`, else
+        :attr:`restarts`."""
+        return self.restarts if self.leader_restarts is None else self.leader_restarts
 
 
 @dataclass(frozen=True)
