@@ -53,7 +53,7 @@ from sglang_operator.api.analysis import (
     Setup,
     StableRegression,
 )
-from sglang_operator.api.base import MESSAGE_LIMIT, StatusModel, clone, truncate
+from sglang_operator.api.base import MESSAGE_LIMIT, StatusModel, clone, plural, truncate
 from sglang_operator.api.base import RETRY_ANNOTATION as RETRY_ANNOTATION
 from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.spec import SGLangServerSpec
@@ -389,13 +389,14 @@ class _Decision:
         if self.is_stable():
             if a.phase == AnalysisPhase.WARMING_UP:
                 self.enter(AnalysisPhase.STABLE, "Promoted", f"stable revision {a.revision}")
-                self.event("Normal", "Stable", f"stable revision {a.revision}: {ready} pods Ready for "
+                self.event("Normal", "Stable", f"stable revision {a.revision}: {plural(ready, 'pod')} Ready for "
                                                f"{self.policy.warmup_seconds} s; sampled against its baseline")
             return
         self.enter(AnalysisPhase.VERIFYING)
-        self.event("Normal", "Verifying", f"revision {a.revision}: {ready} pods Ready for "
+        self.event("Normal", "Verifying", f"revision {a.revision}: {plural(ready, 'pod')} Ready for "
                                           f"{self.policy.warmup_seconds} s; verifying for "
-                                          f"{self.policy.verify_seconds} s, {self.policy.min_samples} samples")
+                                          f"{self.policy.verify_seconds} s, "
+                                          f"{plural(self.policy.min_samples, 'sample')}")
 
     # --- samples ---------------------------------------------------------------------------------------------
 
@@ -497,7 +498,8 @@ class _Decision:
         self.state.rejected_revisions = [r for r in self.state.rejected_revisions if r.revision != a.revision]
         shown = criteria.tps(med.tokens_per_second) + (
             "" if med.accept_length is None else f", accept length {criteria.length(med.accept_length)}")
-        message = (f"{a.revision}: {shown} (median of {len(a.valid_figures)} samples over {verified_for:.0f} s); "
+        message = (f"{a.revision}: {shown} (median of {plural(len(a.valid_figures), 'sample')} "
+                   f"over {verified_for:.0f} s); "
                    f"stable revision" + (f" in place of {previous}" if previous else ""))
         a.valid_figures, a.failing_figures = [], []
         self.enter(AnalysisPhase.STABLE, "Promoted", message)
