@@ -21,7 +21,6 @@ from sglang_operator.api.tuning import (
     MAX_LEVELS,
     MAX_TRIAL_RECORDS,
     AlgorithmName,
-    SGLangTuning,
     SGLangTuningStatus,
     TrialSettings,
     TuningMode,
@@ -31,7 +30,7 @@ from sglang_operator.api.tuning import (
 from sglang_operator.entry.cli import app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_status_schema import undeclared  # noqa: E402
+from test_status_schema import undeclared
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -112,6 +111,13 @@ def test_a_minimal_tuning_gets_the_documented_defaults() -> None:
     assert parse_tuning({"metadata": {"name": "a"}, "spec": {
         "serverRef": {"name": "qwen36-27b"}, **{k: spec[k]["default"] for k in ("parameters", "objective", "workload",
                                                                         "budget", "algorithm")}}}).spec.dump() == s.dump()
+
+
+def test_the_sample_parses() -> None:
+    t = parse_tuning(yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-tuning.yaml").read_text()))
+    assert t.spec.server_ref.name == yaml.safe_load(
+        (ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())["metadata"]["name"]
+    assert t.spec.workload.levels() == (1, 16) and t.spec.parameters.adaptive
 
 
 def test_ranges_and_lists() -> None:
