@@ -2,9 +2,10 @@
 
 - ``helm lint --strict`` of the chart in every mode of :data:`MODES`;
 - ``helm template`` in every mode, the samples (``samples/*.yaml``, SGLangTuning included) and what
-  ``sglang-operator render`` makes of the SGLangServer samples and of a two-node variant of the known-good one (a LeaderWorkerSet), through kubeconform v0.8.0
-  ``-strict`` with local schemas only, nothing fetched: the built-in kinds of the local cluster's Kubernetes
-  minor (``e2e.build_k8s``: v1.36) from the ``kubernetes-validate`` package, and the CRDs (ours, the Prometheus
+  ``sglang-operator render`` makes of the SGLangServer samples and of a two-node variant of the known-good one (a
+  LeaderWorkerSet), through kubeconform v0.8.0 ``-strict`` with local schemas only, nothing fetched: the built-in
+  kinds of the local cluster's Kubernetes minor (``e2e.build_k8s``: v1.36) from the ``kubernetes-validate`` package,
+  and the CRDs (ours, the Prometheus
   Operator's, LeaderWorkerSet's) converted by ``scripts/crd_to_jsonschema.py``. A kind without a schema is an
   error (no ``-ignore-missing-schemas``).
 

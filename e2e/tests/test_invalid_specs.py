@@ -412,7 +412,8 @@ TUNING_CASES: list[Case] = [
          setting(T + "mode", "InPlace"), rule="in-place-needs-disruption", value="Forbidden"),
     tcel("tune-output-without-level", "spec.objective.objectiveMetricName outputTokensPerSecond needs "
          "spec.objective.concurrency (the level it is measured at); set it to one of "
-         "spec.workload.concurrency[].level", setting(T + "objective", {"objectiveMetricName": "outputTokensPerSecond"}),
+         "spec.workload.concurrency[].level",
+         setting(T + "objective", {"objectiveMetricName": "outputTokensPerSecond"}),
          rule="objective-concurrency", value="outputTokensPerSecond"),
     tcel("tune-decode-with-level", "spec.objective.concurrency is 16 but objectiveMetricName is decodeTokensPerSecond, "
          "which is measured at concurrency 1; remove concurrency",

@@ -108,9 +108,9 @@ def test_a_minimal_tuning_gets_the_documented_defaults() -> None:
     assert s.algorithm.algorithm_name is AlgorithmName.DEFAULT and s.mode is TuningMode.SHADOW
     # the CRD's defaults are the models' (what the API server fills in equals what the operator assumes)
     spec = _root()["properties"]["spec"]["properties"]
-    assert parse_tuning({"metadata": {"name": "a"}, "spec": {
-        "serverRef": {"name": "qwen36-27b"}, **{k: spec[k]["default"] for k in ("parameters", "objective", "workload",
-                                                                        "budget", "algorithm")}}}).spec.dump() == s.dump()
+    blocks = {k: spec[k]["default"] for k in ("parameters", "objective", "workload", "budget", "algorithm")}
+    filled = parse_tuning({"metadata": {"name": "a"}, "spec": {"serverRef": {"name": "qwen36-27b"}, **blocks}})
+    assert filled.spec.dump() == s.dump()
 
 
 def test_the_sample_parses() -> None:

@@ -93,7 +93,7 @@ class RenderedCommand:
 
 
 def adaptive_config_path(key: str) -> str:
-    """The path ``--speculative-adaptive-config`` names for ConfigMap key ``key`` (under :data:`ADAPTIVE_CONFIG_DIR`)."""
+    """The path ``--speculative-adaptive-config`` names for ConfigMap key ``key`` (in :data:`ADAPTIVE_CONFIG_DIR`)."""
     return f"{ADAPTIVE_CONFIG_DIR}/{key}"
 
 

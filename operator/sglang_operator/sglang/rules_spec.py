@@ -217,7 +217,8 @@ def _adaptive_unsupported(c: Ctx) -> str | None:
     if topk != 1:
         return f"speculative_eagle_topk={topk} (only topk=1 is supported)"
     if v.get("enable_dp_attention"):
-        return "enable_dp_attention=True is not supported (adaptive tier decisions are not synchronized across DP ranks)"
+        return ("enable_dp_attention=True is not supported (adaptive tier decisions are not synchronized across DP "
+                "ranks)")
     if mode is AdaptiveRule.V1_ONLY and not v.get("disable_overlap_schedule"):
         return "the overlap scheduler (spec v2) is enabled (adaptive is only implemented for EAGLEWorker v1)"
     if v.get("enable_multi_layer_eagle"):
