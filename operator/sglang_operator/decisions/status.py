@@ -128,7 +128,8 @@ def applied(
     revision = rendered_status["revision"]
     new_revision = revision != status.get("revision")
     known = next((r for r in ledger if r.get("revision") == revision), None)
-    if known is None or ledger[-1] is not known:  # a new revision, or a return to an earlier one
+    if known is None or (ledger[-1] is not known and new_revision):  # a new revision, or a return to an earlier one
+        # (the revision that serves re-applied while a canary's record is newer is no return)
         for r in ledger:
             if r.get("verdict") == "Verifying":
                 r["verdict"] = "Superseded"
