@@ -9,10 +9,11 @@ action; :func:`target` is what the reconcile handler applies on create, update a
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sglang_operator import builders
@@ -108,7 +109,9 @@ async def target(body: Mapping[str, Any], rendered: builders.Rendered) -> Choice
     cr = await ledger.load(ns, name, choice.revision)
     if cr is None:
         raise NotInLedger(f"revision {choice.revision} has no ControllerRevision {name}-{choice.revision}")
-    return Choice(ledger.render_revision(body, cr), dict(cr["data"]["spec"]), choice.reason, held)
+    rendered = ledger.render_revision(body, cr)
+    return Choice(await live_image(body, rendered) if held else rendered, dict(cr["data"]["spec"]), choice.reason,
+                  held)
 
 
 def canary_holds(body: Mapping[str, Any], wanted: str, target: str) -> bool:
@@ -142,7 +145,33 @@ async def render_for(body: Mapping[str, Any], revision: str) -> tuple[builders.R
     cr = await ledger.load(ns, name, revision)
     if cr is None:
         raise NotInLedger(f"revision {revision} has no ControllerRevision {name}-{revision}")
-    return ledger.render_revision(body, cr), dict(cr["data"]["spec"])
+    return await live_image(body, ledger.render_revision(body, cr)), dict(cr["data"]["spec"])
+
+
+async def live_image(body: Mapping[str, Any], rendered: builders.Rendered) -> builders.Rendered:
+    """``rendered`` (a ledger entry's, pinned to its recorded digest) with the image reference the serving workload
+    runs it with, when that workload runs this very revision (its pod template's revision label): re-applying the
+    revision that serves (a canary's stable share, a scale during a canary) must not roll its pods from the tag to
+    the digest. One GET; unreadable: ``rendered`` unchanged (logged)."""
+    status = parse_status(body)
+    if status.revision != rendered.revision:
+        return rendered
+    ns, name = _ns_name(body)
+    try:
+        live = await kube.get_object(str(rendered.workload["kind"]), ns, serving_name(name, status.serving_workload))
+    except Exception as exc:
+        log.warning("%s/%s: the serving workload not read, revision %s applied as recorded: %s", ns, name,
+                    rendered.revision, exc)
+        return rendered
+    labels = ((builders.pod_templates(live)[0].get("metadata") or {}).get("labels") or {}) if live else {}
+    image = ledger.workload_image(live)
+    if labels.get(REVISION_LABEL) != rendered.revision or not image or image == ledger.workload_image(
+            rendered.workload):
+        return rendered
+    workload = copy.deepcopy(rendered.workload)
+    for template in builders.pod_templates(workload):
+        template["spec"]["containers"][0]["image"] = image
+    return replace(rendered, workload=workload)
 
 
 async def apply_revision(body: dict[str, Any], revision: str, reason: str, now: dt.datetime,
