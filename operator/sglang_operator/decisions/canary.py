@@ -388,7 +388,10 @@ class _Canary:
 
     def end_step(self, verdict: str, reason: str) -> None:
         c = self.c
-        mine, theirs = criteria.medians(c.step_figures), criteria.medians(c.stable_figures)
+        judged = c.step_figures
+        if verdict != "Passed" and c.failing_figures:  # the figures it failed with, beside the stable's of those
+            judged = c.failing_figures
+        mine, theirs = criteria.medians(judged), criteria.medians(c.stable_figures[-len(judged):] if judged else [])
         c.history = [*c.history, CanaryStepRecord(
             step=min(c.step, c.steps - 1) + 1, replicas=c.canary_replicas, stable_replicas=c.stable_replicas,
             verdict=verdict, reason=reason, at=self.now, samples=c.judged,

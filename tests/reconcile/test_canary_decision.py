@@ -203,6 +203,8 @@ def test_a_regressed_canary_runs_on_one_pod_is_judged_against_the_same_interval_
     assert "36.0 tok/s" in failed.message
     [verdict] = [v for v in w.verdicts(BAD) if v.verdict.value == "Rejected"]
     assert verdict.canary_steps and verdict.canary_steps[0]["verdict"] == "Failed"
+    assert verdict.canary_steps[0]["tokensPerSecond"] == pytest.approx(BAD_TPS)
+    assert verdict.canary_steps[0]["stableTokensPerSecond"] == pytest.approx(GOOD_TPS)
     assert w.events("CanaryRemoved") and not w.workloads.get(f"{NAME}-canary")
     assert len(w.workloads[NAME]) == 4
     # the rejected revision is not tried again while the retry annotation stays
