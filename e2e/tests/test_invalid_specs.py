@@ -235,6 +235,20 @@ CASES: list[Case] = [
         "rolling update keeps the other replicas serving); remove drainSeconds or set type: Recreate",
         setting(S + "strategy", {"type": "RollingUpdate", "drainSeconds": 30}), rule="drain-recreate-only",
         value="is 30"),
+    cel("canary-recreate", "spec.strategy.canary is set but type is Recreate: it applies to Canary only; set type: "
+        "Canary or remove canary", setting(S + "strategy", {"canary": {"maxSurge": 1}}), rule="canary-canary-only",
+        value="Recreate"),
+    cel("canary-one-replica", "spec.strategy.type is Canary but spec.replicas is 1: a canary runs beside stable "
+        "replicas, so it needs at least 2; set replicas to 2 or more, or type: Recreate",
+        setting(S + "strategy", {"type": "Canary"}), rule="canary-replicas", value="is 1"),
+    cel("canary-max-unavailable", "spec.strategy.maxUnavailable is 1 but type is Canary: it applies to "
+        "RollingUpdate only; set type: RollingUpdate or remove maxUnavailable", setting(S + "replicas", 2),
+        setting(S + "strategy", {"type": "Canary", "maxUnavailable": 1}), rule="max-unavailable-rolling-only",
+        value="is 1"),
+    cel("canary-multinode", "spec.strategy.type is Canary but spec.parallelism.nodes is 2: a LeaderWorkerSet "
+        "canary is not supported yet; use type: Recreate", setting(S + "replicas", 2),
+        setting(S + "parallelism.nodes", 2), setting(S + "strategy", {"type": "Canary"}), rule="canary-single-node",
+        value="is 2"),
     cel("rollback-verify", "spec.rollback.verifySeconds is 60 but minSamples × intervalSeconds is 5 × 30 = 150 "
         "(promotion needs both minSamples samples and verifySeconds); set verifySeconds to at least 150 or lower "
         "minSamples", setting(S + "rollback", {"minSamples": 5, "intervalSeconds": 30, "verifySeconds": 60}),
@@ -294,8 +308,11 @@ CASES: list[Case] = [
          setting(S + "memory.contextLength", 0), value="0"),
     case("ndt-string", "must be of type integer", "valid integer", setting(S + "speculative.numDraftTokens", "four"),
          value="four"),
-    case("strategy-unknown", 'Unsupported value: "Canary"', "Input should be",
-         setting(S + "strategy", {"type": "Canary"}), value="Canary"),
+    case("strategy-unknown", 'Unsupported value: "BlueGreen"', "Input should be",
+         setting(S + "strategy", {"type": "BlueGreen"}), value="BlueGreen"),
+    case("canary-max-surge-2", "should be less than or equal to 1", "less than or equal to 1",
+         setting(S + "replicas", 2), setting(S + "strategy", {"type": "Canary", "canary": {"maxSurge": 2}}),
+         value="2"),
     case("max-unavailable-text", "should match", "should match pattern",
          setting(S + "strategy", {"type": "RollingUpdate", "maxUnavailable": "lots"}), value="lots"),
     case("typo-field", 'unknown field "spec.speculative.numDraftToken"', "unknown field; did you mean numDraftTokens?",

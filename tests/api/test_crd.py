@@ -130,7 +130,7 @@ def test_names_subresources_and_columns() -> None:
     assert "status" in v["subresources"]
     assert [col["name"] for col in v["additionalPrinterColumns"]] == [
         "Ready", "Available", "Replicas", "Desired", "SpecValid", "Model", "TP", "Algorithm", "Steps", "DraftTokens",
-        "AcceptLen", "Tok/s", "Revision", "Analysis", "Reason", "Stable", "Phase", "Age"]
+        "AcceptLen", "Tok/s", "Revision", "Analysis", "Reason", "Stable", "Canary", "Phase", "Age"]
     status = v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     for col in v["additionalPrinterColumns"]:  # every status path a column shows is declared, to its leaf
         parts = col["jsonPath"].split(".")

@@ -125,6 +125,8 @@ PRINTER_COLUMNS = [
          "MeasurementErrors (kubectl sglang retry resumes it), RollingBack for CrashLoop, Regressed, "
          "ProgressDeadlineExceeded"),
     _col("Stable", ".status.stableRevision", "string", "Stable revision (what a rollback returns to)"),
+    _col("Canary", ".status.canary.split", "string",
+         "Pods wanted during a canary, stable+canary (e.g. 3+1); empty when no canary runs"),
     _col("Phase", ".status.phase", "string", "Phase of the pods"),
     _col("Age", ".metadata.creationTimestamp", "date", "Age"),
 ]

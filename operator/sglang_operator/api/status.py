@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from sglang_operator.api.analysis import Analysis, Baseline, Rejection, RollbackRecord
+from sglang_operator.api.analysis import Analysis, Baseline, CanaryState, CanaryStepRecord, Rejection, RollbackRecord
 from sglang_operator.api.base import FreeForm, StatusModel
 
 
@@ -158,6 +158,8 @@ class RevisionRecord(StatusModel):
     """Why the verdict, e.g. ``9f4c2d9294: 36.0 tok/s < 0.85 × 51.6 tok/s of 9699b6738c``."""
     judged_at: str | None = None
     """When the verdict was given (RFC 3339)."""
+    canary_steps: list[CanaryStepRecord] = Field(default_factory=list)
+    """The steps of its canary, when it ran as one (``spec.strategy.type: Canary``)."""
 
 
 class SGLangServerStatus(StatusModel):
@@ -209,6 +211,11 @@ class SGLangServerStatus(StatusModel):
     """Revisions not run again until the annotation ``sglang-operator.io/retry`` changes, oldest first."""
     rollbacks: list[RollbackRecord] = Field(default_factory=list)
     """Automatic rollbacks, oldest first, the newest few kept."""
+    canary: CanaryState | None = None
+    """The canary in progress (``spec.strategy.type: Canary``), unset when none runs."""
+    serving_workload: str | None = None
+    """Name of the Deployment serving ``revision``: unset for ``<name>``; ``<name>-canary`` after a canary was
+    promoted (the canary's workload took every replica; the next canary runs in ``<name>``)."""
 
     def dump(self) -> dict[str, Any]:
         """camelCase dict for a status patch, unset fields left out."""

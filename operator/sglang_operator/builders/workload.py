@@ -139,11 +139,12 @@ def _volumes(spec: SGLangServerSpec) -> tuple[list[dict[str, Any]], list[dict[st
 
 
 def strategy(spec: SGLangServerSpec) -> dict[str, Any]:
-    """The Deployment ``strategy`` of ``spec.strategy``: ``Recreate``, or ``RollingUpdate`` with
+    """The Deployment ``strategy`` of ``spec.strategy``: ``Recreate`` (also for ``Canary``: a revision that is not
+    canaried, e.g. the first one, replaces the pods), or ``RollingUpdate`` with
     ``maxUnavailable`` (default 1) and ``maxSurge: 0`` (no extra copy of the model is started: its GPUs may not
     exist)."""
     s = spec.strategy
-    if s.type is StrategyType.RECREATE:
+    if s.type in (StrategyType.RECREATE, StrategyType.CANARY):  # Canary: a replacement without a canary recreates
         return {"type": "Recreate"}
     unavailable = 1 if s.max_unavailable is None else s.max_unavailable
     return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": unavailable, "maxSurge": 0}}

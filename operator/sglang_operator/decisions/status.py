@@ -8,7 +8,7 @@ keys they own; :func:`changed` reduces that to a minimal patch, so an unchanged 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sglang_operator.api.base import truncate
@@ -86,12 +86,13 @@ def bounded(ledger: list[dict[str, Any]], history_limit: int, stable: str | None
 def judged(
     ledger: list[dict[str, Any]], revision: str, verdict: str, reason: str, now: dt.datetime,
     tokens_per_second: float | None = None, accept_length: float | None = None, samples: int | None = None,
-    accept_rate: float | None = None,
+    accept_rate: float | None = None, canary_steps: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """``status.revisions`` with ``revision``'s record given ``verdict`` (``api.status.Verdict``), ``reason``,
     ``judgedAt`` and the figures (tok/s, acceptance length, sample count, acceptance rate 0..1) where given;
     unchanged when the revision has no record. Figures of the rollback decision: ``decisions.rollback.RecordVerdict``;
-    the acceptance rate: the release's own gauge in the last sample (``decisions.judging.accept_rate``)."""
+    the acceptance rate: the release's own gauge in the last sample (``decisions.judging.accept_rate``);
+    ``canary_steps``: the steps of its canary (``CanaryStepRecord`` dicts), when it ran as one."""
     out = []
     for r in ledger:
         if r.get("revision") == revision:
@@ -99,6 +100,8 @@ def judged(
                        "acceptRate": None if accept_rate is None else round(accept_rate, 3)}
             r = {**r, "verdict": verdict, "reason": reason, "judgedAt": rfc3339(now),
                  **{k: v for k, v in figures.items() if v is not None}}
+            if canary_steps:
+                r["canarySteps"] = [dict(c) for c in canary_steps]
         out.append(dict(r))
     return out
 
@@ -126,7 +129,8 @@ def applied(
     revision = rendered_status["revision"]
     new_revision = revision != status.get("revision")
     known = next((r for r in ledger if r.get("revision") == revision), None)
-    if known is None or ledger[-1] is not known:  # a new revision, or a return to an earlier one
+    if known is None or (ledger[-1] is not known and new_revision):  # a new revision, or a return to an earlier one
+        # (the revision that serves re-applied while a canary's record is newer is no return)
         for r in ledger:
             if r.get("verdict") == "Verifying":
                 r["verdict"] = "Superseded"
