@@ -39,9 +39,15 @@ def chain_accept_length(alpha: float, num_steps: int) -> float:
     return sum(alpha**i for i in range(num_steps + 1))
 
 
-def tree_accept_length(alpha: float, shape: SpecShape, decay: float) -> float:
-    """Expected tokens per verify step (accepted drafts + 1 bonus) for a draft tree; equals
-    :func:`chain_accept_length` when ``topk`` is 1 and ``num_draft_tokens`` is ``num_steps + 1``."""
+def tree_widths(alpha: float, shape: SpecShape, decay: float) -> list[int]:
+    """Verified nodes per depth (index 0 = depth 1) of the draft tree SGLang builds.
+
+    ``speculative_num_steps`` draft forwards each keep ``speculative_eagle_topk`` beams; the
+    ``num_draft_tokens - 1`` highest-scoring of those ``steps × topk`` nodes are verified
+    (``eagle_utils.py:organize_draft_results``: top-k over the cumulative draft scores). The score of the
+    c-th candidate at depth d is modelled as ``α^(d-1) · P(candidate c is the target's token)`` with
+    P = α·decay^(c-1) after c-1 misses, so shallow and first candidates go first.
+    """
     nodes: list[tuple[float, int, int]] = []
     for depth in range(1, shape.num_steps + 1):
         reach = alpha ** (depth - 1)
@@ -54,13 +60,28 @@ def tree_accept_length(alpha: float, shape: SpecShape, decay: float) -> float:
     width: dict[int, int] = {}
     for _, depth, _cand in nodes[: max(0, shape.num_draft_tokens - 1)]:
         width[depth] = width.get(depth, 0) + 1
-    total = 1.0
+    out: list[int] = []
     for depth in range(1, shape.num_steps + 1):
-        w = width.get(depth, 0)
-        if w == 0:
+        if not width.get(depth):
             break
-        miss = math.prod(1.0 - alpha * decay**c for c in range(w))
-        total += alpha ** (depth - 1) * (1.0 - miss)
+        out.append(width[depth])
+    return out
+
+
+def depth_accept_probability(alpha: float, width: int, decay: float) -> float:
+    """P(one of ``width`` sibling candidates is the target's token) = 1 − Π_c (1 − α·decay^c), c < width."""
+    return 1.0 - math.prod(1.0 - alpha * decay**c for c in range(width))
+
+
+def tree_accept_length(alpha: float, shape: SpecShape, decay: float) -> float:
+    """Expected tokens per verify step (accepted drafts + 1 bonus) for a draft tree: E = 1 + Σ_d Π_{j≤d} a(w_j)
+    with w_j the verified width at depth j (:func:`tree_widths`) and a(w) :func:`depth_accept_probability` (every
+    kept beam is expanded further, so an accepted sibling continues the path like the first candidate does).
+    Equals :func:`chain_accept_length` when ``topk`` is 1 and ``num_draft_tokens`` is ``num_steps + 1``."""
+    total, reach = 1.0, 1.0
+    for w in tree_widths(alpha, shape, decay):
+        reach *= depth_accept_probability(alpha, w, decay)
+        total += reach
     return total
 
 
@@ -78,7 +99,7 @@ def step_cost(model: ModelProfile, shape: SpecShape | None) -> float:
     if shape is None:
         return 1.0
     draft = model.draft_step_cost * shape.num_steps * (1.0 + model.tree_width_cost * (shape.topk - 1))
-    return 1.0 + model.verify_token_cost * (shape.num_draft_tokens - 1) + draft
+    return 1.0 + model.spec_overhead + model.verify_token_cost * (shape.num_draft_tokens - 1) + draft
 
 
 def base_decode_tok_s(model: ModelProfile, gpu: GPUProfile, tp: int) -> float:
