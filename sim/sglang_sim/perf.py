@@ -17,12 +17,20 @@ batch factor(bs), cost = 1 + verify_token_cost·(ndt-1) + draft_step_cost·steps
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 from sglang_sim.profiles import GPUProfile, ModelProfile
 
 GIB_TO_GB = 1.073741824
+LOAD_GIB_PER_S = 1.5
+"""Weight loading speed per GPU (safetensors from a local NVMe disk through the page cache), GiB/s."""
+LOAD_FIXED_SECONDS = 8.0
+"""Start-up besides loading weights and capturing graphs: process start, NCCL init, tokenizer, warm-up, s."""
+GRAPH_RUNNERS_SPEC = 3
+"""CUDA-graph runners an EAGLE-family server captures per batch size: target verify, draft decode and draft
+extend (``eagle_worker.py:init_cuda_graphs``); one without speculative decoding."""
 
 
 @dataclass(frozen=True)
@@ -85,8 +93,9 @@ def tree_accept_length(alpha: float, shape: SpecShape, decay: float) -> float:
     return total
 
 
+@functools.lru_cache(maxsize=4096)
 def expected_accept_length(alpha: float, shape: SpecShape | None, decay: float = 0.5) -> float:
-    """Tokens per verify step; 1.0 without speculative decoding."""
+    """Tokens per verify step; 1.0 without speculative decoding (cached: the engine asks every step)."""
     if shape is None:
         return 1.0
     if shape.topk == 1:
@@ -158,3 +167,16 @@ def accept_rate(accept_length: float, shape: SpecShape | None, formula: str) -> 
         return accept_length / shape.num_draft_tokens
     per_round = shape.num_draft_tokens - 1 or shape.num_steps
     return (accept_length - 1.0) / per_round if per_round > 0 else 0.0
+
+
+def load_seconds(model: ModelProfile, tp: int, spec_on: bool) -> float:
+    """Seconds a fresh server spends before its pools exist: fixed start-up plus the weights of one GPU (the
+    target's and, with speculative decoding, the draft's, divided by ``tp``) at :data:`LOAD_GIB_PER_S`."""
+    gib = (model.weights_gib + (model.draft_weights_gib if spec_on else 0.0)) / max(tp, 1)
+    return LOAD_FIXED_SECONDS + gib / LOAD_GIB_PER_S
+
+
+def capture_seconds(model: ModelProfile, num_graphs: int, spec_on: bool) -> float:
+    """Seconds to capture ``num_graphs`` batch sizes (:func:`sglang_sim.memory.capture_batch_sizes`) with every
+    graph runner of the server (:data:`GRAPH_RUNNERS_SPEC` under speculative decoding)."""
+    return num_graphs * model.graph_capture_seconds * (GRAPH_RUNNERS_SPEC if spec_on else 1)
