@@ -34,6 +34,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from sglang_sim import perf
+from sglang_sim.measure import PointFigures, Workload, measure_point
+from sglang_sim.profiles import GPUProfile, ModelProfile, load_gpu_profile, load_model_profile
+
 from sglang_operator.decisions.tuning import (
     Algorithm,
     LevelFigures,
@@ -49,9 +53,6 @@ from sglang_operator.decisions.tuning import (
     objective_value,
     suggest,
 )
-from sglang_sim import perf
-from sglang_sim.measure import PointFigures, Workload, measure_point
-from sglang_sim.profiles import GPUProfile, ModelProfile, load_gpu_profile, load_model_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED_MEMORY = {"mem_fraction_static": 0.88, "context_length": 131072, "max_running_requests": 16,
@@ -267,7 +268,7 @@ def main() -> None:
                 first = False
             print(f"{'':<16}grid {r['grid']} trials (control + valid points), {r['invalid']} invalid never run, "
                   f"{r['failed']} fail at start-up or under load; searches: maxTrialCount {r['budget']}")
-    print(f"worst ratio over every seed and profile: " + ", ".join(f"{a} {v:.3f}" for a, v in worst.items())
+    print("worst ratio over every seed and profile: " + ", ".join(f"{a} {v:.3f}" for a, v in worst.items())
           + f"; {time.monotonic() - t0:.0f} s")
     print("goal: CoordinateAscent >= 0.98 on every seed and profile with <= 25 % of the grid's trials")
 

@@ -197,8 +197,8 @@ def capture_batch_sizes(gpu: GPUProfile, args: dict[str, Any], shape: SpecShape 
                         max_running_requests: int) -> tuple[int, ...]:
     """``get_batch_sizes_to_capture`` (``cuda_graph_runner.py``): SGLang's list (fewer sizes under speculative
     decoding, more on GPUs over 96 GiB), cut to ``--cuda-graph-max-bs`` (``--cuda-graph-max-bs-decode`` from
-    0.5.20) and to the request pool; ``()`` with ``--disable-cuda-graph``."""
-    if args.get("disable_cuda_graph"):
+    0.5.20) and to the request pool; ``()`` with ``--disable-cuda-graph`` (``--disable-decode-cuda-graph``)."""
+    if args.get("disable_cuda_graph") or args.get("disable_decode_cuda_graph"):
         return ()
     explicit = args.get("cuda_graph_bs") or args.get("cuda_graph_bs_decode")
     if explicit:

@@ -1,5 +1,6 @@
 """The simulator's performance model: pure functions of a model profile, a GPU profile and the resolved
-speculative settings. No I/O, no clock, no randomness (the engine adds seeded jitter).
+speculative settings. No I/O, no clock, no randomness (the engine adds seeded jitter). Calibration and sources:
+``docs/simulator.md``.
 
 Speculative decoding follows SGLang's EAGLE/NEXTN worker (``python/sglang/srt/speculative/eagle_worker.py``,
 ``eagle_worker_v2.py``): per verify step the target model checks ``speculative_num_draft_tokens`` tokens
@@ -8,11 +9,16 @@ prefix plus one bonus token. With a per-position acceptance probability α:
 
 - chain (topk 1, num_draft_tokens = num_steps + 1): expected tokens per verify step
   E = Σ_{i=0..k} α^i with k = num_steps (``accept len`` in SGLang's decode log);
-- tree (topk > 1): the ``num_draft_tokens - 1`` most probable nodes of a "main path plus siblings" tree
-  (the c-th sibling at a depth is accepted with α·decay^(c-1)); E = 1 + Σ_d α^(d-1)·P(some node at depth d).
+- tree (topk > 1): of the steps × topk drafted nodes the ``num_draft_tokens - 1`` best-scored are verified
+  (:func:`tree_widths`: w_d nodes at depth d, the c-th candidate right with α·decay^(c-1)); every kept beam is
+  expanded further, so E = 1 + Σ_d Π_{j≤d} a(w_j), a(w) = 1 − Π_{c<w} (1 − α·decay^c).
 
 Speed: tok/s per request = E / (step seconds), step seconds = (1 / base decode tok/s) × cost(shape) ×
-batch factor(bs), cost = 1 + verify_token_cost·(ndt-1) + draft_step_cost·steps·(1 + tree_width_cost·(topk-1)).
+batch factor(bs), cost = 1 + spec_overhead + verify_token_cost·(ndt-1) +
+draft_step_cost·steps·(1 + tree_width_cost·(topk-1)), batch factor = 1 + batch_slowdown·(bs-1)·(1 +
+verify_batch_factor·(ndt-1)) (verifying many tokens for many requests makes the step compute bound).
+Start-up: :func:`load_seconds` (weights at :data:`LOAD_GIB_PER_S`) + :func:`capture_seconds` (per captured
+CUDA-graph batch size and graph runner).
 """
 
 from __future__ import annotations

@@ -156,14 +156,14 @@ def suggest(settings: SearchSettings, valid: Sequence[Point], trials: Sequence[T
 def _grid(settings: SearchSettings, valid: list[Point]) -> Search:
     yield None
     for p in valid[: settings.max_trial_count - 1]:
-        yield p
+        _ = yield p  # the value is not needed (and ``yield from`` a list would not take it)
 
 
 def _random(settings: SearchSettings, valid: list[Point]) -> Search:
     yield None
     rng = random.Random(settings.seed)
     for p in rng.sample(valid, min(len(valid), settings.max_trial_count - 1)):
-        yield p
+        _ = yield p
 
 
 class _OutOfBudget(Exception):
@@ -255,16 +255,15 @@ def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
     def order(points: Sequence[Point | None]) -> list[Point | None]:
         return sorted(points, key=lambda p: (-sum(runs[p]) / len(runs[p]), _cost(p)))
 
-    left = (max(settings.repeats, settings.max_trial_count - used) if settings.repeats else 0)
-    left = min(left, settings.max_trial_count - used)
+    left = settings.max_trial_count - used if settings.repeats else 0  # the search kept >= ``repeats`` free
     width = FINALISTS
     while left > 0 and runs:
-        for p in order(list(runs))[:width]:
+        for q in order(list(runs))[:width]:
             if left <= 0:
                 break
-            got = yield p
+            got = yield q
             left -= 1
-            runs[p].append(-math.inf if got is None else got)
+            runs[q].append(-math.inf if got is None else got)
         width = 2
 
 

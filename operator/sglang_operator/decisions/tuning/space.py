@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from sglang_operator.api.spec import SGLangServerSpec
@@ -115,9 +115,9 @@ class SearchSpace(TuningModel):
 def shape_reason(p: Point) -> str | None:
     """SGLang's shape rules for one point (see the module docstring); ``None`` when the shape is valid."""
     if p.eagle_topk == 1 and p.num_draft_tokens != p.num_steps + 1:
-        return (f"eagleTopk 1 is a chain: SGLang adjusts speculative_num_draft_tokens to speculative_num_steps + 1 "
-                f"= {p.num_steps + 1} (numDraftTokens {p.num_draft_tokens} would run {p.num_steps}/1/"
-                f"{p.num_steps + 1} again)")
+        return (f"eagleTopk 1 is a chain (SGLang: speculative_num_draft_tokens is adjusted to speculative_num_steps "
+                f"+ 1 when speculative_eagle_topk == 1): numDraftTokens {p.num_draft_tokens} would run "
+                f"{p.num_steps}/1/{p.num_steps + 1} again")
     if p.num_draft_tokens < 2:
         return "numDraftTokens must be at least 2 (the root and one draft token)"
     if p.num_draft_tokens > p.num_steps * p.eagle_topk + 1:
@@ -154,8 +154,8 @@ def spec_validator(spec: SGLangServerSpec) -> Validator:
             speculative = type(base).model_validate({**base.model_dump(), "num_steps": p.num_steps,
                                                      "eagle_topk": p.eagle_topk,
                                                      "num_draft_tokens": p.num_draft_tokens})
-        except ValueError as exc:
-            return str(exc).splitlines()[-1] if str(exc) else type(exc).__name__
+        except ValidationError as exc:
+            return "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
         result = check(spec.model_copy(update={"speculative": speculative}))
         return result.errors[0] if result.errors else None
 
