@@ -40,7 +40,7 @@ SIM_OPTIONS: dict[str, tuple[str, type]] = {
 }
 DEFAULTS: dict[str, Any] = {
     "time_scale": 1.0, "load_seconds": 20.0, "warmup_seconds": 1.0, "seed": 0, "jitter": 0.03,
-    "graph_seconds": 0.01,
+    "graph_seconds": 0.0,
 }
 
 
