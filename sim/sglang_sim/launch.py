@@ -24,6 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from sglang_sim import perf
+from sglang_sim.adaptive import AdaptiveTiers, adaptive_tiers
 from sglang_sim.cli import SimCommand
 from sglang_sim.engine import Engine, EngineConfig, EngineCrash, SimRequest
 from sglang_sim.facts import Resolved, VersionFacts
@@ -103,7 +104,8 @@ def build(facts: VersionFacts, resolved: Resolved, options: Mapping[str, Any], e
         accept_rate_formula=facts.accept_rate_formula, log_prefix=rank_prefix(tp),
         seed=int(options.get("seed", 0)), time_scale=float(options.get("time_scale", 1.0)),
         jitter=float(options.get("jitter", 0.03)), chunked_prefill_size=max(chunked, 1),
-        graph_max_bs=graphs.max_bs, eager_token_limit=graphs.eager_token_limit),
+        graph_max_bs=graphs.max_bs, eager_token_limit=graphs.eager_token_limit,
+        adaptive=_adaptive(args, facts) if shape is not None else None),
         faults or Faults(), log)
     served = str(args.get("served_model_name") or args.get("model_path"))
     load_s = float(options.get("load_seconds", 0.0))
@@ -137,6 +139,15 @@ async def _run_engine(sim: SimState, tp: int, graphs: GraphPlan) -> None:
     except EngineCrash as exc:
         _scheduler_died(sim.logger, tp, eager_oom_message(sim.engine.cfg.gpu, sim.model, exc.tokens, graphs))
         os._exit(1)
+
+
+def _adaptive(args: Mapping[str, Any], facts: VersionFacts) -> AdaptiveTiers | None:
+    """SGLang's adaptive controller for ``args`` (None when off); an unreadable ``--speculative-adaptive-config``
+    ends the start-up as SGLang's would (``open()`` / ``json.load`` in ``adaptive_spec_params.py``)."""
+    try:
+        return adaptive_tiers(args, str(facts.version))
+    except (OSError, ValueError) as err:
+        raise StartupError(f"{type(err).__name__}: {err}") from None
 
 
 async def launch(cmd: SimCommand, facts: VersionFacts, resolved: Resolved, env: Mapping[str, str],

@@ -52,9 +52,21 @@ watched namespace. Write verbs are exactly what the operator calls (tests/test_c
 - apiGroups: ["sglang-operator.io"]
   resources: ["sglangservers/finalizers"]
   verbs: ["update"]
+{{- /* SGLangTuning (issue 17): watched, its status written; its finalizers subresource because its Shadow trial
+Deployments name it as owner with blockOwnerDeletion (OwnerReferencesPermissionEnforcement); those Deployments are
+deleted when their trial ends (deployments: delete). A trial needs no Service: the operator reads its pods by IP. */}}
+- apiGroups: ["sglang-operator.io"]
+  resources: ["sglangtunings"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["sglang-operator.io"]
+  resources: ["sglangtunings/status"]
+  verbs: ["get", "patch"]
+- apiGroups: ["sglang-operator.io"]
+  resources: ["sglangtunings/finalizers"]
+  verbs: ["update"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["get", "list", "watch", "create", "patch"]

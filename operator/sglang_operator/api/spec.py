@@ -59,6 +59,8 @@ OWNED: dict[str, str] = {
     "--speculative-num-draft-tokens": "spec.speculative.numDraftTokens",
     "--speculative-draft-model-path": "spec.speculative.draftModelPath",
     "--speculative-draft-model": "spec.speculative.draftModelPath",
+    "--speculative-adaptive": "spec.speculative.adaptive",
+    "--speculative-adaptive-config": "spec.speculative.adaptive",
     "--mem-fraction-static": "spec.memory.memFractionStatic", "--context-length": "spec.memory.contextLength",
     "--max-running-requests": "spec.memory.maxRunningRequests", "--max-total-tokens": "spec.memory.maxTotalTokens",
     "--chunked-prefill-size": "spec.memory.chunkedPrefillSize",

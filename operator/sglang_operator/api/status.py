@@ -97,6 +97,14 @@ class EffectiveSettings(StatusModel):
     """Resolved ``context_length`` in tokens."""
     avg_spec_accept_length: float | None = None
     """``internal_states[0].avg_spec_accept_length``: cumulative mean acceptance length since start."""
+    adaptive: bool | None = None
+    """Resolved ``speculative_adaptive``: false when SGLang turned adaptive mode off at start-up (it does so with
+    a warning only, ``speculative_hook.py:_maybe_disable_adaptive``)."""
+    active_num_steps: int | None = None
+    """Adaptive mode: the tier SGLang runs now, ``sglang:spec_num_steps`` ("Currently active speculative_num_steps",
+    0.5.13 on; ``/server_info`` keeps the start-up value), updated as it switches."""
+    active_num_draft_tokens: int | None = None
+    """Adaptive mode: ``sglang:spec_num_draft_tokens`` now (steps + 1)."""
     observed_at: str | None = None
     """When it was read (RFC 3339)."""
 

@@ -81,6 +81,8 @@ def requested_settings(server_spec: Any, num_draft_tokens: int | None) -> dict[s
     if spec_dec is not None:
         out |= {"algorithm": spec_dec.algorithm.value, "numSteps": spec_dec.num_steps,
                 "eagleTopk": spec_dec.eagle_topk, "numDraftTokens": num_draft_tokens}
+        if spec_dec.adaptive is not None and spec_dec.adaptive.enabled:
+            out["adaptive"] = True
     mem = server_spec.memory
     for key, value in (("maxRunningRequests", mem.max_running_requests),
                        ("memFractionStatic", mem.mem_fraction_static), ("contextLength", mem.context_length)):

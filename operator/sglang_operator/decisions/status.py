@@ -15,6 +15,7 @@ from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions.conditions import Condition, condition, merge, rfc3339, same
+from sglang_operator.decisions.effective import active_tier
 from sglang_operator.decisions.pods import PodHealth
 from sglang_operator.decisions.sampling.model import Figures
 
@@ -205,10 +206,20 @@ def figures_patch(status: SGLangServerStatus, figures: Figures | None, measured_
     ``measured_at``. Written: ``acceptLength`` and ``acceptRate`` (3 decimals), ``tokensPerSecond`` (per-request
     decode speed, tok/s, 1 decimal: the figure the rollback compares) and ``metricsUpdatedAt`` (``measured_at``),
     when the accept length moved more than 1 % or tok/s more than 2 % from what status holds, or status' figures
-    are 5 minutes old (or absent).
+    are 5 minutes old (or absent). In adaptive mode, a tier switch (:func:`~sglang_operator.decisions.effective.
+    active_tier`) also writes ``effective`` whole, with ``activeNumSteps`` and ``activeNumDraftTokens``.
     """
     if figures is None:
         return {}
+    stored = status.effective.dump() if status.effective is not None else None
+    tier = active_tier(stored, figures.num_steps, figures.num_draft_tokens)
+    if tier:  # adaptive mode switched tiers: status.effective whole, with the tier SGLang runs now
+        return {**_figures(status, figures, measured_at, now), "effective": {**(stored or {}), **tier}}
+    return _figures(status, figures, measured_at, now)
+
+
+def _figures(status: SGLangServerStatus, figures: Figures, measured_at: dt.datetime,
+             now: dt.datetime) -> dict[str, Any]:
     new = {"acceptLength": _round(figures.accept_length, 3), "acceptRate": _round(figures.accept_rate, 3),
            "tokensPerSecond": _round(figures.decode_tokens_per_second, 1)}
     if all(v is None for v in new.values()):
