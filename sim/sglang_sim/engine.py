@@ -56,6 +56,21 @@ class EngineConfig:
     chunked_prefill_size: int = 8192
     adaptive: AdaptiveTiers | None = None
     """SGLang's adaptive controller (``--speculative-adaptive``): the steps switch by the measured acceptance."""
+    speed_factor: float = 1.0
+    """Multiplies every step's duration (a trial's draw of the GPU's clocks and neighbours; 1.0 in a server)."""
+    graph_max_bs: int | None = None
+    """The largest CUDA-graph batch size; bigger decode batches run eagerly (``None``: no memory check)."""
+    eager_token_limit: int | None = None
+    """Tokens an eager decode/verify batch may hold before PyTorch runs out of memory (see :class:`EngineCrash`)."""
+
+
+class EngineCrash(Exception):
+    """The scheduler died: an eager batch of ``tokens`` tokens (running requests × draft tokens) did not fit in
+    the memory left outside the static pools and the CUDA graphs (SGLang then exits with PyTorch's error)."""
+
+    def __init__(self, tokens: int) -> None:
+        super().__init__(f"eager batch of {tokens} tokens out of memory")
+        self.tokens = tokens
 
 
 @dataclass
@@ -170,7 +185,8 @@ class Engine:
 
     # ---- one iteration --------------------------------------------------------------------
     def step(self) -> float:
-        """Run one scheduler iteration; returns its simulated duration in seconds (0 when idle)."""
+        """Run one scheduler iteration; returns its simulated duration in seconds (0 when idle). Raises
+        :class:`EngineCrash` when a decode batch runs out of GPU memory."""
         for r in [r for r in self.running if r.aborted]:
             self.running.remove(r)
             self.stats.num_aborted_requests += 1
@@ -196,6 +212,7 @@ class Engine:
             batch.append(req)
             tokens += req.prompt_tokens
         dt = perf.prefill_seconds(self.cfg.model, self.cfg.gpu, self.cfg.tp_size, tokens) * self._jitter()
+        dt *= self.cfg.speed_factor
         self.vnow += dt
         self.stats.realtime_prefill_tokens += tokens
         for req in batch:
@@ -223,8 +240,12 @@ class Engine:
         if cfg.adaptive is not None:
             self._activate(cfg.adaptive.steps_for(bs))
         shape = self.shape
+        tokens = bs * (shape.num_draft_tokens if shape else 1)
+        if (cfg.graph_max_bs is not None and cfg.eager_token_limit is not None and bs > cfg.graph_max_bs
+                and tokens > cfg.eager_token_limit):
+            raise EngineCrash(tokens)
         dt = perf.step_seconds(cfg.model, cfg.gpu, cfg.tp_size, shape, bs, self.faults.slowdown())
-        dt *= self._jitter()
+        dt *= self._jitter() * cfg.speed_factor
         self.vnow += dt
         before_win = self._win_tokens
         expect = perf.expected_accept_length(self.alpha(), shape, cfg.model.tree_candidate_decay) - 1.0
