@@ -56,6 +56,9 @@ class EngineConfig:
     chunked_prefill_size: int = 8192
     adaptive: AdaptiveTiers | None = None
     """SGLang's adaptive controller (``--speculative-adaptive``): the steps switch by the measured acceptance."""
+    record_step_time: bool = False
+    """``SGLANG_RECORD_STEP_TIME``: every decode log window appends its mean step time (seconds) to
+    ``stats.step_time_dict[running requests]`` (``/server_info`` ``internal_states[].step_time_dict``)."""
 
 
 @dataclass
@@ -292,6 +295,8 @@ class Engine:
             g.spec_num_steps = self.shape.num_steps if self.shape else 0
             g.spec_num_draft_tokens = self.shape.num_draft_tokens if self.shape else 0
         g.num_running_reqs, g.num_queue_reqs = bs, len(self.waiting)
+        if self.cfg.record_step_time:  # RECORD_STEP_TIME in report_decode_stats: gap / decode_log_interval
+            self.stats.step_time_dict.setdefault(bs, []).append(gap / self.cfg.decode_log_interval)
         self.logger.log(decode_line(bs, self._usage(), spec, g.gen_throughput, len(self.waiting)),
                         self.cfg.log_prefix)
         self._win_tokens = self._win_accept = self._win_verify = 0
