@@ -179,10 +179,12 @@ def _print_status(tuning: SGLangTuning, output: str) -> None:
                   f"{tuning.spec.server_ref.name} ({tuning.spec.objective.objective_metric_name.value})",
                   title_justify="left")
     for col in header:
-        table.add_column(col, no_wrap=col != "REASON")
+        table.add_column(col, no_wrap=True)
     for row in rows:
         table.add_row(*row)
     Console(width=200).print(table)
+    for line in tuneplan.reason_lines(tuning):
+        typer.echo(line)
     for line in tuneplan.summary_lines(tuning):
         typer.echo(line)
 

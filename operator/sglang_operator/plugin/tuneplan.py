@@ -208,13 +208,13 @@ def status_levels(status: SGLangTuningStatus) -> list[int]:
 
 def status_rows(tuning: SGLangTuning) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of ``tune status``'s trial table: name, settings, verdict, objective, per level output tok/s,
-    decode tok/s and accept length, and the reason (the best trial marked ★, the control trial ◇)."""
+    decode tok/s and accept length (the best trial marked ★, the control trial ◇); reasons are
+    :func:`reason_lines`."""
     status = tuning.status or SGLangTuningStatus()
     levels = status_levels(status)
     header = ["", "TRIAL", "SETTINGS", "VERDICT", "OBJECTIVE"]
     for c in levels:
         header += [f"c{c} OUT TOK/S", f"c{c} DECODE TOK/S", f"c{c} ACCEPT"]
-    header.append("REASON")
     best = status.best.trial if status.best else None
     rows = []
     for t in status.trials:
@@ -225,9 +225,15 @@ def status_rows(tuning: SGLangTuning) -> tuple[list[str], list[list[str]]]:
             f = by_level.get(c)
             row += [_num(f.output_tokens_per_second if f else None), _num(f.decode_tokens_per_second if f else None),
                     _num(f.accept_length if f else None, 2)]
-        row.append((t.reason or "")[:80])
         rows.append(row)
     return header, rows
+
+
+def reason_lines(tuning: SGLangTuning) -> list[str]:
+    """``<trial>: <reason>`` of every trial with a reason (SGLang's crash tail, the scheduler's message, the
+    pruning rule), in order."""
+    status = tuning.status or SGLangTuningStatus()
+    return [f"{t.name}: {t.reason}" for t in status.trials if t.reason]
 
 
 def summary_lines(tuning: SGLangTuning) -> list[str]:

@@ -54,14 +54,20 @@ def plot_tuning(tuning: SGLangTuning, out: Path) -> Path:
     best_at = {b.concurrency: b.trial for b in status.best_per_level}
     overall = status.best.trial if status.best else None
     control = next((t for t in status.trials if t.name == status.control_trial), None)
-    fig, axes = plt.subplots(len(levels), len(topks), figsize=(4.2 * len(topks) + 0.8, 3.6 * len(levels)),
-                             squeeze=False)
+    from matplotlib.ticker import MaxNLocator
+
+    points = [p for t in status.trials if (p := _point(t.settings)) is not None]
+    xlim = (min(p[0] for p in points) - 0.5, max(p[0] for p in points) + 0.5) if points else (0.5, 1.5)
+    ylim = (min(p[1] for p in points) - 0.8, max(p[1] for p in points) + 0.8) if points else (1.5, 2.5)
+    fig, axes = plt.subplots(len(levels), len(topks), figsize=(4.2 * len(topks) + 1.2, 3.6 * len(levels)),
+                             squeeze=False, layout="constrained")
     for row, level in enumerate(levels):
         values = [v for t in status.trials for f in t.levels if f.concurrency == level
                   and (v := level_score(metric, f)) is not None]
         vmin, vmax = (min(values), max(values)) if values else (0.0, 1.0)
         base = next((level_score(metric, f) for f in (control.levels if control else []) if f.concurrency == level),
                     None)
+        mappable = None
         for col, topk in enumerate(topks):
             ax = axes[row][col]
             xs, ys, cs = [], [], []
@@ -83,10 +89,8 @@ def plot_tuning(tuning: SGLangTuning, out: Path) -> Path:
                 if t.name == best_at.get(level) or (t.name == overall and level not in best_at):
                     ax.scatter([p[0]], [p[1]], marker="*", s=260, facecolors="gold", edgecolors="black", zorder=3)
             if xs:
-                sc = ax.scatter(xs, ys, c=cs, cmap="viridis", vmin=vmin, vmax=vmax, s=70, edgecolors="black",
-                                linewidths=0.4, zorder=2)
-                if col == len(topks) - 1:
-                    fig.colorbar(sc, ax=ax, label=f"{metric.value} (tok/s)")
+                mappable = ax.scatter(xs, ys, c=cs, cmap="viridis", vmin=vmin, vmax=vmax, s=70, edgecolors="black",
+                                      linewidths=0.4, zorder=2)
             title = f"concurrency {level}, topk {topk}"
             if base is not None:
                 title += f"\nno speculation: {base:.0f}"
@@ -95,13 +99,18 @@ def plot_tuning(tuning: SGLangTuning, out: Path) -> Path:
             ax.set_title(title, fontsize=9)
             ax.set_xlabel("speculative num steps")
             ax.set_ylabel("num draft tokens")
+            ax.set_xlim(*xlim)
+            ax.set_ylim(*ylim)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(True, alpha=0.3)
+        if mappable is not None:
+            fig.colorbar(mappable, ax=list(axes[row]), label=f"c{level}: {metric.value} (tok/s)", shrink=0.9)
     name = tuning.metadata.get("name") or "tuning"
     head = f"SGLangTuning {name} on {tuning.spec.server_ref.name}: {metric.value}"
     if status.best is not None:
         head += f"; recommended {status.best.summary or status.best.settings.summary()} ★"
     fig.suptitle(head, fontsize=11)
-    fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)
