@@ -341,3 +341,6 @@ async def stop_observer(memo: Any, **_: Any) -> None:
     observer = getattr(memo, "observer", None)
     if isinstance(observer, Observer):
         await observer.stop()
+
+
+from sglang_operator.control import tuning as _tuning  # noqa: E402,F401  (registers the SGLangTuning daemon)

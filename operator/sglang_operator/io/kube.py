@@ -263,6 +263,39 @@ async def patch_status(namespace: str, name: str, resource_version: str | None,
     return _as_dict(patched)
 
 
+async def get_sglangtuning(namespace: str, name: str) -> dict[str, Any] | None:
+    """The SGLangTuning as stored, or None when it does not exist."""
+    from lightkube import ApiError
+
+    try:
+        return _as_dict(await client().get(sglangtuning_resource(), name, namespace=namespace))
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return None
+        raise
+
+
+async def patch_tuning_status(namespace: str, name: str, resource_version: str | None,
+                              status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Merge-patch an SGLangTuning's ``status`` subresource with ``resource_version`` as a precondition (as
+    :func:`patch_status`). Returns the object as patched, or None on 409 Conflict / 404; other errors raise."""
+    from lightkube import ApiError
+    from lightkube.types import PatchType
+
+    FENCE.check(f"status of SGLangTuning {namespace}/{name}")
+    body: dict[str, Any] = {"status": dict(status)}
+    if resource_version:
+        body["metadata"] = {"resourceVersion": resource_version}
+    try:
+        patched = await client().patch(sglangtuning_resource().Status, name, body, namespace=namespace,
+                                       patch_type=PatchType.MERGE)
+    except ApiError as exc:
+        if exc.status.code in (404, 409):
+            return None
+        raise
+    return _as_dict(patched)
+
+
 async def post_event(obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
     """Post a ``v1`` Event about ``obj`` (the way kopf does: source component ``sglang-operator``).
     Failures are logged, not raised: an event is informative only (one refused by the fence is not posted)."""

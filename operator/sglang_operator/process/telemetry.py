@@ -108,6 +108,52 @@ _PER_REVISION: tuple[Gauge | Counter, ...] = (
 )
 
 
+TUNING_LABELS = ("namespace", "sglang_tuning")
+TUNING_TRIALS = Counter("sglang_operator_tuning_trials", "Finished trials of SGLangTunings, by verdict (Completed, "
+                        "Failed).", [*TUNING_LABELS, "verdict"])
+TUNING_TRIAL_OBJECTIVE = Gauge("sglang_operator_tuning_trial_objective", "The objective a completed trial of an "
+                               "SGLangTuning measured (tok/s), per trial and its settings (steps/topk/draft tokens).",
+                               [*TUNING_LABELS, "trial", "settings"])
+TUNING_BEST_SPEEDUP = Gauge("sglang_operator_tuning_best_speedup", "The recommended point's output tok/s ÷ the "
+                            "control trial's (no speculative decoding), per concurrency level ('all': overall).",
+                            [*TUNING_LABELS, "concurrency"])
+TUNINGS = Counter("sglang_operator_tunings", "SGLangTunings ended, by phase (Succeeded, Failed, Cancelled).",
+                  ["phase"])
+_tuning_series: dict[tuple[str, str], set[tuple[Gauge, tuple[str, ...]]]] = {}
+
+
+def count_tuning_trial(namespace: str, tuning: str, verdict: str, trial: str, settings: str,
+                       objective: float | None) -> None:
+    """Count a finished trial of SGLangTuning ``namespace/tuning`` and, when completed, export its objective
+    (tok/s). Labels are bounded: at most ``api.tuning.MAX_TRIAL_RECORDS`` trials per tuning."""
+    TUNING_TRIALS.labels(namespace, tuning, verdict).inc()
+    if objective is not None:
+        labels = (namespace, tuning, trial, settings)
+        TUNING_TRIAL_OBJECTIVE.labels(*labels).set(objective)
+        _tuning_series.setdefault((namespace, tuning), set()).add((TUNING_TRIAL_OBJECTIVE, labels))
+
+
+def set_tuning_speedups(namespace: str, tuning: str, speedups: Mapping[str, float]) -> None:
+    """Export the recommendation's speedup per concurrency level (``all``: overall)."""
+    for level, value in speedups.items():
+        labels = (namespace, tuning, level)
+        TUNING_BEST_SPEEDUP.labels(*labels).set(value)
+        _tuning_series.setdefault((namespace, tuning), set()).add((TUNING_BEST_SPEEDUP, labels))
+
+
+def count_tuning(phase: str) -> None:
+    """Count an SGLangTuning that ended in ``phase``."""
+    TUNINGS.labels(phase).inc()
+
+
+def forget_tuning(namespace: str, tuning: str) -> None:
+    """Remove the series of a deleted SGLangTuning (its trial counters included)."""
+    for metric, labels in _tuning_series.pop((namespace, tuning), set()):
+        _discard(metric, labels)
+    for verdict in ("Completed", "Failed"):
+        _discard(TUNING_TRIALS, (namespace, tuning, verdict))
+
+
 def count_reconcile(result: str) -> None:
     """Count one reconciliation by ``result`` (applied, invalid, refused, error)."""
     RECONCILE.labels(result).inc()

@@ -1,0 +1,209 @@
+"""The SGLangTuning controller on the local control plane (issue 17 items 1-4): a Shadow tuning of the published
+regressed case (1/1/2 on 2 × RTX A6000, the simulator at real speed) searches numSteps 1-5 of chains (and
+eagleTopk 2, which ``specV2`` refuses: those points are Invalid, never started) at concurrency 1 and recommends a
+point whose noise-free objective (the simulator's perf model, ``sglang_sim.measure`` with ``noise=False``,
+evaluated here) is at least 0.98 × the best over every valid point; each trial is a Deployment
+``<tuning>-trial-<n>`` owned by the SGLangTuning and not selected by the server's Service; none is left at the end;
+the server kept serving throughout (a poller sent a short request every half second and saw none fail); the
+operator's ``/metrics`` has the trials. Quick: 64-token requests, 6 s per level, one repetition, a one-second model
+load."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from e2e.conftest import K8sCluster, running_operator, wait_for
+from e2e.operator_proc import OperatorProcess
+from e2e.policies import BAD, ROOT, sample
+from e2e.tests.objects import pods
+from sglang_operator import builders
+from sglang_operator.api import tuning as api
+from sglang_operator.api.server import parse
+from sglang_operator.decisions.tuning import trials as plan
+
+pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
+
+SERVER = "qwen36-27b"
+TUNING = "qwen36-shadow"
+PORT = 30000
+GPU = "NVIDIA RTX A6000"
+"""The published case's GPU (the sample's node selector; the simulator's default profile)."""
+LEVELS = (1, 16)
+
+
+@pytest.fixture(scope="module")
+def operator(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    k8s_cluster.install_crd(ROOT / "crds" / "sglangtunings.yaml", "sglangtunings.sglang-operator.io")
+    with running_operator(k8s_cluster, tmp_path_factory.mktemp("operator")) as op:
+        yield op
+
+
+def tuning(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": name},
+            "spec": {"serverRef": {"name": SERVER},
+                     "workload": {"maxOutputTokens": 64, "secondsPerLevel": 5, "warmupSeconds": 1, "repetitions": 1,
+                                  "concurrency": [{"level": c} for c in LEVELS]},
+                     **spec}}
+
+
+class Poller:
+    """Sends a short chat completion to the server's pods every half second in a thread; counts failures."""
+
+    def __init__(self, k8s: K8sCluster, ns: str) -> None:
+        self.k8s, self.ns = k8s, ns
+        self.sent = self.failed = 0
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _ips(self) -> list[str]:
+        return [p["status"]["podIP"] for p in pods(self.k8s, self.ns, f"app.kubernetes.io/instance={SERVER}")
+                if p.get("status", {}).get("podIP") and not p["metadata"].get("deletionTimestamp")]
+
+    def _run(self) -> None:
+        ips = self._ips()
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        body = json.dumps({"model": "Qwen/Qwen3.6-27B", "max_tokens": 8,
+                           "messages": [{"role": "user", "content": "Say hello."}]}).encode()
+        while not self.stop.wait(0.5):
+            for ip in ips:
+                assert ip.startswith("127."), ip
+                self.sent += 1
+                try:
+                    req = urllib.request.Request(f"http://{ip}:{PORT}/v1/chat/completions", data=body,
+                                                 headers={"Content-Type": "application/json"})
+                    with opener.open(req, timeout=10) as resp:
+                        json.loads(resp.read())
+                except Exception as exc:
+                    self.failed += 1
+                    self.errors.append(f"{ip}: {exc}")
+
+    def __enter__(self) -> Poller:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.stop.set()
+        self.thread.join(timeout=15)
+
+
+def noise_free(server: dict[str, Any], settings: api.TrialSettings, concurrency: int) -> float | None:
+    """The objective of a trial's settings at ``concurrency`` by the simulator's perf model without noise (decode
+    tok/s at 1, output tok/s above), from the command line the operator renders for it as the simulator resolves
+    it in a pod; None when SGLang would fail (out of memory)."""
+    from sglang_sim.facts import resolve, version_facts
+    from sglang_sim.launch import spec_shape
+    from sglang_sim.measure import Workload, measure_point
+    from sglang_sim.profiles import load_gpu_profile, load_model_profile
+
+    spec = plan.trial_spec(server["spec"], settings)
+    rendered = builders.render(parse({**server, "metadata": {"name": SERVER, "namespace": "default"}, "spec": spec}))
+    args = resolve(rendered.command.args, version_facts(str(rendered.command.version)), {}).server_args
+    fig = measure_point(load_model_profile(str(args["model_path"])), load_gpu_profile(GPU), int(args["tp_size"]),
+                        spec_shape(args), concurrency, noise=False, memory=args,
+                        workload=Workload(prompt_tokens=256, max_new_tokens=64))
+    if fig.failure is not None:
+        return None
+    return fig.decode_tok_s if concurrency == 1 else fig.output_tok_s
+
+
+def finished(k8s: K8sCluster, ns: str, name: str) -> dict[str, Any] | None:
+    obj: dict[str, Any] = k8s.get("sglangtuning", name, "-n", ns)
+    return obj if obj.get("status", {}).get("phase") in plan.TERMINAL_PHASES else None
+
+
+def test_a_shadow_tuning_recommends_the_best_point_per_level_and_leaves_nothing_behind(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    ns = namespace
+    server = sample(BAD)
+    k8s_cluster.apply(server, ns)
+    wait_for("the server Ready", lambda: k8s_cluster.get("sglangserver", SERVER, "-n", ns).get("status", {})
+             .get("phase") == "Ready", timeout=120, interval=1)
+    params = {"numSteps": {"min": 1, "max": 5}, "eagleTopk": {"list": [1, 2]}, "numDraftTokens": {"list": [3, 4]}}
+    valid, invalid = plan.points(api.Parameters.model_validate(params), parse({**server, "metadata": {
+        "name": SERVER, "namespace": ns}}).spec)
+    truth = {c: {p.label: noise_free(server, plan.settings_of(p), c) for p in valid} for c in LEVELS}
+    optimum = {c: max(v for v in truth[c].values() if v is not None) for c in LEVELS}
+    argmax = {c: next(k for k, v in truth[c].items() if v == optimum[c]) for c in LEVELS}
+    assert argmax[1] != argmax[16], truth  # the noise-free optima differ between the levels
+    assert any(v is None for v in truth[1].values()), truth  # and some valid point runs out of memory
+    seen_trials: set[str] = set()
+    started = time.monotonic()
+    with Poller(k8s_cluster, ns) as poller:
+        k8s_cluster.apply(tuning(TUNING, parameters=params, budget={"maxTrialCount": 8}), ns)
+
+        def done() -> dict[str, Any] | None:
+            for d in k8s_cluster.get("deployments", "-n", ns, "-l", f"sglang-operator.io/tuning={TUNING}")["items"]:
+                seen_trials.add(d["metadata"]["name"])
+                labels = d["spec"]["template"]["metadata"]["labels"]
+                assert labels["app.kubernetes.io/instance"] != SERVER  # never selected by the server's Service
+                assert d["metadata"]["ownerReferences"][0]["kind"] == api.KIND
+            return finished(k8s_cluster, ns, TUNING)
+
+        try:
+            obj = wait_for("the tuning finished", done, timeout=420, interval=1)
+        except AssertionError:
+            print(json.dumps(k8s_cluster.get("sglangtuning", TUNING, "-n", ns).get("status"), indent=1))
+            raise
+    took = time.monotonic() - started
+    status = api.SGLangTuningStatus.model_validate(obj["status"])
+    print(f"tuning took {took:.0f} s; noise-free optima {argmax} {optimum}")
+    for t in status.trials:
+        print(f"  {t.name} {t.settings.summary()} {t.verdict} {t.objective} {(t.reason or '')[-120:]}")
+    for b in [status.best, *status.best_per_level]:
+        print(f"  best {b}")
+    assert status.phase == "Succeeded", json.dumps(obj["status"], indent=1)
+    assert poller.sent > 20 and poller.failed == 0, poller.errors[:5]
+
+    # no invalid point ran; a point out of memory failed with SGLang's message, as the perf model says
+    assert status.trials_invalid == len(invalid) > 0
+    started_trials = [t for t in status.trials if t.verdict != "Invalid"]
+    assert status.control_trial and any(not t.settings.speculative for t in started_trials)
+    assert {t.name for t in started_trials} >= seen_trials and seen_trials
+    failed = set()
+    for t in started_trials:
+        if not t.settings.speculative:
+            assert t.verdict == "Completed", t
+            continue
+        label = plan.point_of(t.settings).label  # type: ignore[union-attr]
+        assert label in truth[1], label
+        if t.verdict == "Failed":
+            assert truth[1][label] is None and "Not enough memory" in (t.reason or ""), t
+            failed.add(label)
+        else:
+            assert t.verdict == "Completed" and truth[1][label] is not None, t
+    assert failed
+
+    # the recommendations are within 2 % of the noise-free optimum of their level, never a failed point
+    assert status.best is not None and status.best.settings.speculative
+    per_level = {b.concurrency or 0: b for b in status.best_per_level}
+    assert sorted(per_level) == list(LEVELS)
+    for c, b in [(1, status.best), *per_level.items()]:
+        assert b is not None and c is not None
+        label = b.summary if b.settings.speculative else None
+        value = truth[c][label] if label is not None else None
+        assert label not in failed and value is not None and value >= 0.98 * optimum[c], (c, b, truth[c])
+    assert per_level[1].summary != per_level[16].summary
+    assert status.best.speedup is not None and status.best.speedup > 1.5
+
+    # nothing left behind; the operator exports the trials; Events per trial
+    wait_for("no trial workload left", lambda: not k8s_cluster.get(
+        "deployments", "-n", ns, "-l", f"sglang-operator.io/tuning={TUNING}")["items"] and not pods(
+        k8s_cluster, ns, f"sglang-operator.io/tuning={TUNING}"), timeout=60, interval=1)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(operator.metrics_url("/metrics"), timeout=5) as resp:
+        text = resp.read().decode()
+    assert f'sglang_operator_tuning_trials_total{{namespace="{ns}",sglang_tuning="{TUNING}",verdict="Completed"}}' \
+        in text
+    assert "sglang_operator_tuning_best_speedup" in text
+    events = k8s_cluster.get("events", "-n", ns, "--field-selector", f"involvedObject.name={TUNING}")["items"]
+    reasons = {e["reason"] for e in events}
+    assert {"TuningStarted", "TrialStarted", "TrialCompleted", "TrialFailed", "TuningSucceeded"} <= reasons, reasons
