@@ -6,6 +6,10 @@
     python -m e2e.demo --regress     # ... then apply the regressed sample over it and follow the operator
                                      # judging it slower and applying the known-good revision again by itself;
                                      # prints the Degraded/RolledBack message, `history` and `diff`
+    python -m e2e.demo --tune        # instead: serve the regressed sample (1/1/2) and let an SGLangTuning (Shadow
+                                     # mode: trials beside the server) find a better point; prints each trial,
+                                     # `tune status` and the plot (`tune plot`, with matplotlib), and checks the
+                                     # recommendation is at least as fast as the known-good 3/1/4
     python -m e2e.demo --keep        # keep everything running until Ctrl-C (prints the KUBECONFIG export)
 
 Both samples are applied from ``samples/local/``: the published ones with the fast rollback policy (printed;
@@ -33,7 +37,7 @@ from e2e.build_k8s import build
 from e2e.cluster import Cluster, NodeOptions
 from e2e.conftest import K8sCluster
 from e2e.operator_proc import OperatorProcess
-from e2e.policies import BAD, FAST_POLICY, GOOD, LOCAL, earliest_rollback_seconds, policy
+from e2e.policies import BAD, FAST_POLICY, GOOD, LOCAL, ROOT, earliest_rollback_seconds, policy
 from sglang_operator.io.loadgen import probe
 
 NAME = "qwen36-27b"
@@ -191,10 +195,73 @@ def regress(cluster: Cluster, good: Status) -> None:
         print(f"   {e['type']:<8} {e['reason']:<12} {e['message']}")
 
 
+TUNING = f"{NAME}-tune"
+TUNE_OPTIONS = ("--steps", "1-5", "--concurrency", "1", "--max-output-tokens", "64", "--seconds-per-level", "5",
+                "--warmup-seconds", "1", "--repetitions", "1", "--max-trials", "8")
+"""The demo's tuning: chains of 1-5 steps at concurrency 1 (the published case's single stream), short trials."""
+KNOWN_GOOD = "3/1/4"
+
+
+def tuning_status(cluster: Cluster) -> Status:
+    obj: Status = json.loads(kubectl(cluster, "get", "sglangtuning", TUNING, "-o", "json"))
+    return obj.get("status") or {}
+
+
+def tune(cluster: Cluster, workdir: Path) -> None:
+    """The regressed sample served, then a Shadow SGLangTuning of it followed to its recommendation."""
+    apply_sample(cluster, BAD)
+    follow(cluster, "the regressed revision Ready", lambda st: st.get("phase") == "Ready")
+    regressed = measure(cluster)
+    print(ledger_cli(cluster, "tune", "start", NAME, "--name", TUNING, *TUNE_OPTIONS))
+    print("-- each trial is a Deployment beside the server (no user request reaches it), measured, then deleted:")
+    deadline, shown = time.monotonic() + 330, 0
+    st: Status = {}
+    while time.monotonic() < deadline:
+        st = tuning_status(cluster)
+        trials = [t for t in st.get("trials") or [] if t.get("verdict") in ("Completed", "Failed")]
+        for t in trials[shown:]:
+            figure = f"{t['objective']:.1f} tok/s" if t.get("objective") is not None else (
+                (t.get("reason") or "").strip().splitlines()[-1][:100])
+            print(f"   {time.monotonic() - T0:6.1f} s  {t['name']}: {summary(t['settings'])} {t['verdict']}: {figure}")
+        shown = len(trials)
+        if st.get("phase") in ("Succeeded", "Failed", "Cancelled"):
+            break
+        time.sleep(1)
+    else:
+        raise SystemExit(f"demo: the tuning did not finish; status: {json.dumps(st)}")
+    print(ledger_cli(cluster, "tune", "status", TUNING))
+    image = workdir.parent / f"{TUNING}.png"
+    try:
+        print(ledger_cli(cluster, "tune", "plot", TUNING, "-o", str(image)))
+    except SystemExit as exc:
+        print(f"-- no plot: {exc}")
+    best = st.get("best") or {}
+    good = [t["objective"] for t in st.get("trials") or []
+            if t.get("verdict") == "Completed" and summary(t["settings"]) == KNOWN_GOOD and t.get("objective")]
+    if st.get("phase") != "Succeeded" or not best:
+        raise SystemExit(f"demo: the tuning ended {st.get('phase')}: {json.dumps(st.get('conditions'))}")
+    reference = sum(good) / len(good) if good else None
+    print(f"\n-- recommendation {best['summary']}: {best['objective']:.1f} tok/s ({best.get('speedup') or 0:.2f}x no "
+          f"speculation); regressed 1/1/2: {regressed:.1f} tok/s (one request); known-good {KNOWN_GOOD}: "
+          + (f"{reference:.1f} tok/s" if reference else "not measured"))
+    if reference is not None and best["objective"] < 0.98 * reference:
+        raise SystemExit("demo: the recommendation is slower than the known-good 3/1/4")
+    print("-- the operator recommends; it never writes the server's spec. Apply it with:\n"
+          f"   kubectl sglang tune apply {TUNING}")
+
+
+def summary(settings: Status) -> str:
+    if settings.get("speculative") is False:
+        return "no speculation"
+    return f"{settings.get('numSteps')}/{settings.get('eagleTopk')}/{settings.get('numDraftTokens')}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m e2e.demo", description=__doc__.split("\n")[0])
     parser.add_argument("--regress", action="store_true",
                         help="then apply the regressed configuration and follow the automatic rollback")
+    parser.add_argument("--tune", action="store_true",
+                        help="serve the regressed configuration and let an SGLangTuning recommend a better one")
     parser.add_argument("--keep", action="store_true", help="keep running until Ctrl-C")
     args = parser.parse_args()
     cluster = Cluster(build(), NodeOptions())
@@ -210,6 +277,13 @@ def main() -> None:
         op = OperatorProcess(cluster.kubeconfig, workdir / "operator.log", status_interval=1.0, sample_interval=None)
         op.start()
         print(f"-- operator running (log: {op.log_path}); samples every spec.rollback.intervalSeconds")
+        if args.tune:
+            K8sCluster(cluster.kubeconfig, cluster.kubectl, cluster).install_crd(
+                ROOT / "crds" / "sglangtunings.yaml", "sglangtunings.sglang-operator.io")
+            print("-- CRD sglangtunings.sglang-operator.io installed (crds/sglangtunings.yaml), Established")
+            tune(cluster, workdir)
+            print(f"\n-- demo done in {time.monotonic() - T0:.0f} s (cluster start included)")
+            return
         print_policy()
         apply_sample(cluster, GOOD)
         print("-- the operator warms it up, verifies it with its probes and promotes it:")
