@@ -108,6 +108,9 @@ class Watch:
 
     replicas: int
     pods: dict[str, PodSeen] = field(default_factory=dict)
+    """Pods that exist (name → what was seen)."""
+    history: list[PodSeen] = field(default_factory=list)
+    """Every pod ever seen, deleted ones too."""
     ready_timeline: list[tuple[float, int]] = field(default_factory=list)
     """(moment, Ready pods not being deleted) at each change."""
     requests: list[tuple[float, str, str]] = field(default_factory=list)
@@ -133,7 +136,10 @@ async def watch_pods(client: AsyncClient, ns: str, w: Watch) -> None:
             w.pods.pop(name, None)
             w.note_ready(now)
             continue
-        seen = w.pods.setdefault(name, PodSeen((pod.metadata.labels or {}).get(REVISION_LABEL, ""), created=now))
+        seen = w.pods.get(name)
+        if seen is None:
+            seen = w.pods[name] = PodSeen((pod.metadata.labels or {}).get(REVISION_LABEL, ""), created=now)
+            w.history.append(seen)
         conditions = (pod.status.conditions if pod.status else None) or []
         seen.ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
         seen.deleting = pod.metadata.deletionTimestamp is not None
@@ -226,7 +232,7 @@ def figures(w: Watch, start: float, end: float, good: str) -> dict[str, float]:
         if n < 0:
             break
         level, t_prev, low = n, t, min(low, n)
-    started = [p for p in w.pods.values() if p.created >= start]
+    started = [p for p in w.history if p.created >= start]
     lags = [p.ready_at - p.first_ok for p in started if p.ready_at is not None and p.first_ok is not None]
     return {
         "requests": float(len(reqs)),
