@@ -16,8 +16,8 @@ request fails at once ("no endpoint", what a Service without endpoints does). En
 instant here, so a real cluster fails a few more requests per removed pod. From the regressed spec applied to the
 end, per run:
 
-- **requests**, **failed** (no endpoint / an error or a non-2xx answer from the pod), **regressed %**: the share of
-  all requests that the regressed revision served;
+- **requests**, **failed** (no endpoint / an error or a non-2xx answer from the pod), **regressed** and
+  **regressed %**: the requests the regressed revision served, and their share of all;
 - **lost pod-s**: the integral of ``replicas − Ready pods`` over the run (pod-seconds of capacity lost), **lost/pod**
   that divided by the pods started (seconds not-Ready per replaced pod), **min Ready** and **0-Ready s** (seconds with
   no Ready pod at all: a full outage);
@@ -241,6 +241,7 @@ def figures(w: Watch, start: float, end: float, good: str) -> dict[str, float]:
         "failed": float(sum(1 for r in reqs if r[2] != "ok")),
         "no_endpoint": float(sum(1 for r in reqs if r[2] == "no-endpoint")),
         "error": float(sum(1 for r in reqs if r[2] == "error")),
+        "regressed": float(sum(1 for r in reqs if r[2] == "ok" and r[1] not in ("", good))),
         "regressed_pct": 100.0 * sum(1 for r in reqs if r[2] == "ok" and r[1] not in ("", good)) / total,
         "lost_pod_s": lost,
         "lost_per_pod_s": lost / max(len(started), 1),
@@ -254,10 +255,10 @@ def figures(w: Watch, start: float, end: float, good: str) -> dict[str, float]:
     }
 
 
-COLUMNS = ("requests", "failed", "no_endpoint", "error", "regressed_pct", "lost_pod_s", "lost_per_pod_s",
+COLUMNS = ("requests", "failed", "no_endpoint", "error", "regressed", "regressed_pct", "lost_pod_s", "lost_per_pod_s",
            "min_ready", "zero_ready_s",
            "serve_to_ready_mean_s", "serve_to_ready_med_s", "serve_to_ready_max_s", "pods_started", "done_s")
-COUNTS = {"requests", "failed", "no_endpoint", "error", "min_ready", "pods_started"}
+COUNTS = {"requests", "failed", "no_endpoint", "error", "regressed", "min_ready", "pods_started"}
 
 
 def row(label: str, vals: dict[str, float]) -> str:
@@ -345,7 +346,7 @@ async def drift_run(cluster: Cluster, ns: str, args: argparse.Namespace) -> list
         base = (await server_status(client, ns)).get("baseline") or {}
         out.append(f"promoted {good}; baseline {json.dumps(base, sort_keys=True)[:300]}")
         t0 = time.monotonic()
-        w.drift = {"throughput_drop_pct": args.drift_pct}  # the poller posts it to every pod from now on
+        w.drift = {"throughput_drop_pct": args.drift_pct_now}  # the poller posts it to every pod from now on
         regressed_at: float | None = None
         while time.monotonic() - t0 < args.drift_watch:
             st = await server_status(client, ns)
@@ -369,6 +370,14 @@ async def drift_run(cluster: Cluster, ns: str, args: argparse.Namespace) -> list
             if rejected:
                 out.append(f"fine revision {fine} ROLLED BACK {time.monotonic() - start:.1f} s after it was applied: "
                            f"{rejected[0].get('reason', '')[:400]}")
+                while time.monotonic() - start < RUN_TIMEOUT_SECONDS:
+                    if not [p for p in w.pods.values() if p.revision != good] \
+                            and len([p for p in w.ready_pods() if p.revision == good]) >= args.replicas:
+                        vals = figures(w, start, time.monotonic(), good)
+                        out.append("the fine revision and its rollback, from its apply: " + ", ".join(
+                            f"{c} {vals[c]:.{0 if c in COUNTS else 1}f}" for c in COLUMNS))
+                        break
+                    await asyncio.sleep(0.2)
                 return out
             if fine and an.get("revision") == fine and an.get("phase") == "Stable":
                 out.append(f"fine revision {fine} promoted {time.monotonic() - start:.1f} s after it was applied "
@@ -393,7 +402,9 @@ def main() -> None:
     parser.add_argument("--max-surge", type=int, choices=(0, 1), default=0, help="canary only (default 0)")
     parser.add_argument("--steps", type=json.loads, default=None,
                         help="canary only: spec.strategy.canary.steps as JSON (default: the operator's)")
-    parser.add_argument("--drift-pct", type=float, default=20.0, help="drift mode: throughput_drop_pct (default 20)")
+    parser.add_argument("--drift-pct", default="20",
+                        help="drift mode: throughput_drop_pct, comma-separated for one run each (default 20; 0: the "
+                             "control, no drift)")
     parser.add_argument("--drift-watch", type=float, default=60.0,
                         help="drift mode: seconds the stable revision is watched under drift (default 60)")
     args = parser.parse_args()
@@ -427,10 +438,12 @@ def main() -> None:
                         runs.append(vals)
                         print(row(f"{name}-{i + 1}", vals), flush=True)
                     else:
-                        print(f"-- {name} (no canary){'' if name != 'canary' else ' [canary]'}: "
-                              f"drift {args.drift_pct:g} %")
-                        for line in asyncio.run(drift_run(cluster, ns, args)):
-                            print("   " + line, flush=True)
+                        for j, pct in enumerate(float(x) for x in args.drift_pct.split(",")):
+                            args.drift_pct_now = pct
+                            print(f"-- {name}{' (no canary)' if name != 'canary' else ''}: drift {pct:g} %", flush=True)
+                            for line in asyncio.run(drift_run(cluster, f"{ns}-{j + 1}", args)):
+                                print("   " + line, flush=True)
+                            kubectl(cluster, "delete", "namespace", f"{ns}-{j + 1}", "--wait=true", "--timeout=120s")
                 except Refused as exc:
                     print(f"{name}: the API server refused the SGLangServer with spec.strategy "
                           f"{json.dumps(strategy_of(name, args.max_surge, args.steps))}"
