@@ -1,10 +1,11 @@
 """Lint every manifest the project ships or renders, offline (a ``.ci/run`` stage):
 
 - ``helm lint --strict`` of the chart in every mode of :data:`MODES`;
-- ``helm template`` in every mode, the samples (``samples/*.yaml``) and what ``sglang-operator render`` makes of
-  them and of a two-node variant of the known-good one (a LeaderWorkerSet), through kubeconform v0.8.0
-  ``-strict`` with local schemas only, nothing fetched: the built-in kinds of the local cluster's Kubernetes
-  minor (``e2e.build_k8s``: v1.36) from the ``kubernetes-validate`` package, and the CRDs (ours, the Prometheus
+- ``helm template`` in every mode, the samples (``samples/*.yaml``, SGLangTuning included) and what
+  ``sglang-operator render`` makes of the SGLangServer samples and of a two-node variant of the known-good one (a
+  LeaderWorkerSet), through kubeconform v0.8.0 ``-strict`` with local schemas only, nothing fetched: the built-in
+  kinds of the local cluster's Kubernetes minor (``e2e.build_k8s``: v1.36) from the ``kubernetes-validate`` package,
+  and the CRDs (ours, the Prometheus
   Operator's, LeaderWorkerSet's) converted by ``scripts/crd_to_jsonschema.py``. A kind without a schema is an
   error (no ``-ignore-missing-schemas``).
 
@@ -78,12 +79,12 @@ def k8s_schemas(dest: Path) -> Path:
 
 
 def crd_files() -> list[Path]:
-    """Our CRD, the Prometheus Operator's and LeaderWorkerSet's."""
+    """Our CRDs (SGLangServer, SGLangTuning), the Prometheus Operator's and LeaderWorkerSet's."""
     from e2e import build_lws
 
     lws = build_lws.module_source(build_lws.committed_version()) / build_lws.CRD_SOURCE
     prom = tools.fetch_prometheus_operator_crds()
-    return [ROOT / "crds" / "sglangservers.yaml", *sorted(prom.glob("*.yaml")), lws]
+    return [*sorted((ROOT / "crds").glob("*.yaml")), *sorted(prom.glob("*.yaml")), lws]
 
 
 def run(argv: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -133,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     conform("samples/*.yaml", "\n---\n".join(p.read_text() for p in samples))
     multinode: dict[str, Any] = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
     multinode["spec"]["parallelism"] = {"tensor": 16, "nodes": 2}  # TP 16 over two 8-GPU nodes
-    renders = [(p.name, p.read_text()) for p in samples] + [("two-node known-good", yaml.safe_dump(multinode))]
+    servers = [p for p in samples if yaml.safe_load(p.read_text())["kind"] == "SGLangServer"]  # render takes these
+    renders = [(p.name, p.read_text()) for p in servers] + [("two-node known-good", yaml.safe_dump(multinode))]
     for name, text in renders:
         proc = run([sys.executable, "-m", "sglang_operator.entry.cli", "render", "-"], stdin=text)
         if proc.returncode != 0:

@@ -38,9 +38,21 @@ NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
      "kopf's status patch (handlers.reconcile) and io/kube.py patch_status (observer)"),
     ("namespaced", "sglang-operator.io", "sglangservers/finalizers", ("update",),
      "builders/owner.py blockOwnerDeletion: OwnerReferencesPermissionEnforcement admission"),
+    ("namespaced", "sglang-operator.io", "sglangtunings", ("get", "list", "watch", "patch"),
+     "the SGLangTuning controller (issue 17 item 2: watch, kopf's progress annotations)"),
+    ("namespaced", "sglang-operator.io", "sglangtunings/status", ("patch",),
+     "the SGLangTuning controller's status patch (issue 17 item 3: one writer per tuning)"),
+    ("namespaced", "sglang-operator.io", "sglangtunings/finalizers", ("update",),
+     "Shadow trial workloads owned by their SGLangTuning with blockOwnerDeletion (issue 17 item 1)"),
+    ("namespaced", "apps", "deployments", ("delete",),
+     "Shadow trial Deployments deleted when their trial ends (issue 17 item 1; a trial has no Service)"),
     ("namespaced", "apps", "deployments", ("create", "patch"), "io/kube.py apply (server-side apply)"),
     ("namespaced", "apps", "deployments", ("get",), "io/kube.py get_deployment"),
     ("namespaced", "apps", "deployments", ("list", "watch"), "kopf watch for handlers.child_event"),
+    ("namespaced", "apps", "deployments", ("delete",),
+     "control/canary.py: a canary's Deployment removed, the old stable one after a promotion"),
+    ("namespaced", "leaderworkerset.x-k8s.io", "leaderworkersets", ("delete",),
+     "io/kube.py delete_object: the canary's workload (issue 18; the multi-node canary)"),
     ("namespaced", "", "services", ("create", "patch"), "io/kube.py apply (server-side apply)"),
     ("namespaced", "", "services", ("list", "watch"), "kopf watch for handlers.child_event"),
     ("namespaced", "leaderworkerset.x-k8s.io", "leaderworkersets", ("create", "patch"),
@@ -138,7 +150,7 @@ def test_clusterwide_objects() -> None:
     objs = render(helm)
     assert Counter(o["kind"] for o in objs) == Counter(
         {"ServiceAccount": 1, "ClusterRole": 3, "ClusterRoleBinding": 1, "Deployment": 1, "Service": 1,
-         "Role": 1, "RoleBinding": 1, "PodDisruptionBudget": 1, "CustomResourceDefinition": 1,
+         "Role": 1, "RoleBinding": 1, "PodDisruptionBudget": 1, "CustomResourceDefinition": 2,
          "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1})
     args = only(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert not [a for a in args if a.startswith("--namespace")]
@@ -150,7 +162,7 @@ def test_namespaced_objects() -> None:
     objs = render(helm, watchNamespaces=WATCHED)
     assert Counter(o["kind"] for o in objs) == Counter(
         {"ServiceAccount": 1, "ClusterRole": 3, "ClusterRoleBinding": 1, "Role": 3, "RoleBinding": 3,
-         "Deployment": 1, "Service": 1, "PodDisruptionBudget": 1, "CustomResourceDefinition": 1,
+         "Deployment": 1, "Service": 1, "PodDisruptionBudget": 1, "CustomResourceDefinition": 2,
          "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1})
     assert sorted(o["metadata"]["namespace"] for o in objs if o["kind"] in ("Role", "RoleBinding")) == \
         sorted([*WATCHED, RELEASE_NS] * 2)  # the release namespace: the Lease's Role
@@ -475,10 +487,11 @@ def test_edit_and_view_aggregate_sglangservers() -> None:
     assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
     assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
     assert "rbac.authorization.k8s.io/aggregate-to-edit" not in view["metadata"]["labels"]
-    assert edit["rules"] == [{"apiGroups": ["sglang-operator.io"], "resources": ["sglangservers"],
+    assert edit["rules"] == [{"apiGroups": ["sglang-operator.io"], "resources": ["sglangservers", "sglangtunings"],
                               "verbs": ["create", "update", "patch", "delete", "get", "list", "watch"]}]
     assert view["rules"] == [{"apiGroups": ["sglang-operator.io"],
-                              "resources": ["sglangservers", "sglangservers/status"],
+                              "resources": ["sglangservers", "sglangservers/status", "sglangtunings",
+                                            "sglangtunings/status"],
                               "verbs": ["get", "list", "watch"]}]
     assert not [o for o in render(helm, aggregateClusterRoles=False) if o["metadata"]["name"] in roles
                 and o["metadata"]["name"].endswith(("-edit", "-view"))]

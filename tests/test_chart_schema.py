@@ -22,7 +22,7 @@ import yaml
 from typer.testing import CliRunner
 
 from e2e.tools import helm_template, require_helm
-from sglang_operator.api.crd import crd_yaml
+from sglang_operator.api.crd import CRD_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "sglang-operator"
@@ -149,10 +149,12 @@ def test_spread_and_disruption_budget_follow_the_values() -> None:
 
 def test_crd_is_a_release_object_kept_on_uninstall() -> None:
     assert not (CHART / "crds").exists(), "crds/ is installed once and never upgraded by Helm: use files/crds/"
-    crd = only(render(), "CustomResourceDefinition")
-    generated = yaml.safe_load(crd_yaml())
-    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
-    assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
-    assert crd["metadata"]["name"] == generated["metadata"]["name"]
-    assert crd["spec"] == generated["spec"]
+    rendered = {o["metadata"]["name"]: o for o in render() if o["kind"] == "CustomResourceDefinition"}
+    generated = [yaml.safe_load(text()) for text in CRD_FILES.values()]  # SGLangServer and SGLangTuning
+    assert sorted(rendered) == sorted(g["metadata"]["name"] for g in generated)
+    for g in generated:
+        crd = rendered[g["metadata"]["name"]]
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+        assert crd["spec"] == g["spec"]
     assert not [o for o in render(crds={"install": False}) if o["kind"] == "CustomResourceDefinition"]

@@ -9,7 +9,7 @@ import typer.main
 import yaml
 from typer.testing import CliRunner
 
-from sglang_operator.api.crd import crd_yaml
+from sglang_operator.api.crd import all_crds_yaml, crd_yaml
 from sglang_operator.entry.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,9 +49,11 @@ def _sglang_flags(deployment: dict) -> dict[str, str | None]:
             for i, a in enumerate(args) if a.startswith("--")}
 
 
-def test_crd_prints_the_generated_crd() -> None:
+def test_crd_prints_the_generated_crds() -> None:
     result = runner.invoke(app, ["crd"])
-    assert result.exit_code == 0 and result.stdout == crd_yaml()
+    assert result.exit_code == 0 and result.stdout == all_crds_yaml() and result.stdout.startswith(crd_yaml())
+    one = runner.invoke(app, ["crd", "SGLangServer"])
+    assert one.exit_code == 0 and one.stdout == crd_yaml()
 
 
 def test_render_known_good_sample() -> None:

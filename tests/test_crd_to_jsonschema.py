@@ -51,14 +51,30 @@ def test_our_crd_accepts_the_samples_and_refuses_mistakes(tmp_path: Path) -> Non
     (path,) = map(Path, proc.stdout.split())
     assert path == tmp_path / "sglang-operator.io" / "sglangserver_v1alpha1.json"
     v = validator(json.loads(path.read_text()))
-    for sample in sorted((ROOT / "samples").rglob("*.yaml")):
-        obj = yaml.safe_load(sample.read_text())
-        assert v.is_valid(obj), [e.message for e in v.iter_errors(obj)]
+    samples = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "samples").rglob("*.yaml"))]
+    for obj in samples:
+        if obj["kind"] == "SGLangServer":
+            assert v.is_valid(obj), [e.message for e in v.iter_errors(obj)]
     bad = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
     bad["spec"]["speculative"]["numStep"] = 3
     bad["spec"]["parallelism"]["tensor"] = "two"
     messages = sorted(e.message for e in v.iter_errors(bad))
     assert any("numStep" in m for m in messages) and any("'two' is not of type 'integer'" in m for m in messages), \
+        messages
+
+
+def test_the_tuning_crd_accepts_the_tuning_sample_and_refuses_mistakes(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), str(ROOT / "crds" / "sglangtunings.yaml")],
+                          capture_output=True, text=True, check=True)
+    (path,) = map(Path, proc.stdout.split())
+    assert path == tmp_path / "sglang-operator.io" / "sglangtuning_v1alpha1.json"
+    v = validator(json.loads(path.read_text()))
+    sample = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-tuning.yaml").read_text())
+    assert v.is_valid(sample), [e.message for e in v.iter_errors(sample)]
+    sample["spec"]["budget"]["maxTrials"] = 3
+    sample["spec"]["parameters"]["numSteps"]["min"] = "one"
+    messages = sorted(e.message for e in v.iter_errors(sample))
+    assert any("maxTrials" in m for m in messages) and any("'one' is not of type 'integer'" in m for m in messages), \
         messages
 
 

@@ -1,11 +1,13 @@
-"""Invalid SGLangServer specs, each with its expected message, against the real API server (issue 3 §7).
+"""Invalid SGLangServer (and SGLangTuning) specs, each with its expected message, against the real API server (issue 3
+§7, issue 17 item 1).
 
 ``CASES`` is the table: a mutation of the valid known-good spec, the message the API server gives (schema or
 CEL, checked with ``kubectl apply --dry-run=server``), and the message of the Python side (pydantic models +
 :func:`sglang_operator.builders.check`, i.e. what the operator puts in the SpecValid=False condition). Cases
 with ``server=None`` are beyond the schema (release-dependent): the API server must accept them and the
-Python validator must refuse them. ``tests/api/test_invalid_specs_offline.py`` runs the Python half without a
-cluster.
+Python validator must refuse them. ``TUNING_CASES`` (in ``CASES`` too) mutate a valid SGLangTuning instead
+(:func:`valid_tuning`): the schema and the CEL rules of ``api/tuning.py``, the same text from Python.
+``tests/api/test_invalid_specs_offline.py`` runs the Python half without a cluster.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ import pytest
 from e2e.conftest import K8sCluster, wait_for
 from sglang_operator.api import SpecError, parse
 from sglang_operator.api.spec import owned_flag_refusal
+from sglang_operator.api.tuning import parse_tuning
 from sglang_operator.builders import check
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "sglangservers.yaml"
+TUNING_CRD = ROOT / "crds" / "sglangtunings.yaml"
 
 
 def valid_server() -> dict[str, Any]:
@@ -43,6 +47,24 @@ def valid_server() -> dict[str, Any]:
             "memory": {"memFractionStatic": 0.88, "contextLength": 131072, "maxRunningRequests": 16,
                        "mambaFullMemoryRatio": 0.5, "mambaSchedulerStrategy": "extra_buffer"},
             "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-RTX-A6000"},
+        },
+    }
+
+
+def valid_tuning() -> dict[str, Any]:
+    """A valid SGLangTuning of the published server: chains and trees, two concurrency levels, goodput."""
+    return {
+        "apiVersion": "sglang-operator.io/v1alpha1",
+        "kind": "SGLangTuning",
+        "metadata": {"name": "qwen36-27b-tune"},
+        "spec": {
+            "serverRef": {"name": "qwen36-27b"},
+            "parameters": {"numSteps": {"min": 1, "max": 6}, "eagleTopk": {"list": [1, 2, 4]},
+                           "numDraftTokens": {"min": 2, "max": 16, "step": 2}, "adaptive": True},
+            "objective": {"objectiveMetricName": "goodput", "maxP95InterTokenLatencySeconds": 0.05},
+            "workload": {"concurrency": [{"level": 1, "weight": 2}, {"level": 16}], "secondsPerLevel": 20},
+            "budget": {"maxTrialCount": 12, "maxFailedTrialCount": 2},
+            "algorithm": {"algorithmName": "Default", "seed": 7},
         },
     }
 
@@ -72,9 +94,10 @@ class Case:
     python: str  # substring of the Python-side message (SpecError or SpecValid=False)
     rule: str = "schema"  # the CelRule.name or builders.validate.PYTHON_RULES name that refuses it
     value: str = ""  # the offending value, as the message must name it
+    base: Callable[[], dict[str, Any]] = valid_server  # the valid object the changes mutate
 
     def body(self) -> dict[str, Any]:
-        obj = copy.deepcopy(valid_server())
+        obj = copy.deepcopy(self.base())
         for change in self.changes:
             change(obj)
         return obj
@@ -212,6 +235,20 @@ CASES: list[Case] = [
         "rolling update keeps the other replicas serving); remove drainSeconds or set type: Recreate",
         setting(S + "strategy", {"type": "RollingUpdate", "drainSeconds": 30}), rule="drain-recreate-only",
         value="is 30"),
+    cel("canary-recreate", "spec.strategy.canary is set but type is Recreate: it applies to Canary only; set type: "
+        "Canary or remove canary", setting(S + "strategy", {"canary": {"maxSurge": 1}}), rule="canary-canary-only",
+        value="Recreate"),
+    cel("canary-one-replica", "spec.strategy.type is Canary but spec.replicas is 1: a canary runs beside stable "
+        "replicas, so it needs at least 2; set replicas to 2 or more, or type: Recreate",
+        setting(S + "strategy", {"type": "Canary"}), rule="canary-replicas", value="is 1"),
+    cel("canary-max-unavailable", "spec.strategy.maxUnavailable is 1 but type is Canary: it applies to "
+        "RollingUpdate only; set type: RollingUpdate or remove maxUnavailable", setting(S + "replicas", 2),
+        setting(S + "strategy", {"type": "Canary", "maxUnavailable": 1}), rule="max-unavailable-rolling-only",
+        value="is 1"),
+    cel("canary-multinode", "spec.strategy.type is Canary but spec.parallelism.nodes is 2: a LeaderWorkerSet "
+        "canary is not supported yet; use type: Recreate", setting(S + "replicas", 2),
+        setting(S + "parallelism.nodes", 2), setting(S + "strategy", {"type": "Canary"}), rule="canary-single-node",
+        value="is 2"),
     cel("rollback-verify", "spec.rollback.verifySeconds is 60 but minSamples × intervalSeconds is 5 × 30 = 150 "
         "(promotion needs both minSamples samples and verifySeconds); set verifySeconds to at least 150 or lower "
         "minSamples", setting(S + "rollback", {"minSamples": 5, "intervalSeconds": 30, "verifySeconds": 60}),
@@ -235,6 +272,11 @@ CASES: list[Case] = [
     cel("name-not-dns1035", 'metadata.name "qwen3.6-27b" must be a DNS-1035 label (lowercase letters, digits and '
         "'-', starting with a letter, at most 63 characters): it names the Service; rename the object",
         setting("metadata.name", "qwen3.6-27b"), rule="name-dns-1035", value="qwen3.6-27b"),
+    cel("adaptive-tree", "spec.speculative.adaptive needs eagleTopk 1 and algorithm NEXTN, EAGLE or EAGLE3, got "
+        "eagleTopk 2 and algorithm NEXTN (SGLang would silently run static settings: adaptive_spec_params.py "
+        "adaptive_unsupported_reason); set eagleTopk to 1 or remove adaptive",
+        setting(S + "speculative", {"algorithm": "NEXTN", "numSteps": 3, "eagleTopk": 2, "numDraftTokens": 8,
+                                    "adaptive": {}}), rule="adaptive-chain", value="eagleTopk 2"),
     # --- schema: bounds, enums, required fields, types ---
     case("mem-fraction-1", "should be less than 1", "less than 1 (got 1.0)",
          setting(S + "memory.memFractionStatic", 1.0), value="1.0"),
@@ -266,8 +308,11 @@ CASES: list[Case] = [
          setting(S + "memory.contextLength", 0), value="0"),
     case("ndt-string", "must be of type integer", "valid integer", setting(S + "speculative.numDraftTokens", "four"),
          value="four"),
-    case("strategy-unknown", 'Unsupported value: "Canary"', "Input should be",
-         setting(S + "strategy", {"type": "Canary"}), value="Canary"),
+    case("strategy-unknown", 'Unsupported value: "BlueGreen"', "Input should be",
+         setting(S + "strategy", {"type": "BlueGreen"}), value="BlueGreen"),
+    case("canary-max-surge-2", "should be less than or equal to 1", "less than or equal to 1",
+         setting(S + "replicas", 2), setting(S + "strategy", {"type": "Canary", "canary": {"maxSurge": 2}}),
+         value="2"),
     case("max-unavailable-text", "should match", "should match pattern",
          setting(S + "strategy", {"type": "RollingUpdate", "maxUnavailable": "lots"}), value="lots"),
     case("typo-field", 'unknown field "spec.speculative.numDraftToken"', "unknown field; did you mean numDraftTokens?",
@@ -309,6 +354,19 @@ CASES: list[Case] = [
          setting(S + "sglang.image", "lmsysorg/sglang:v0.5.6"), setting(S + "speculative.specV2", False),
          setting(S + "adminApiKeySecretRef", {"name": "sglang-admin"}), rule="typed-flag-in-release",
          value="--admin-api-key"),
+    case("adaptive-before-0.5.11", None, "spec.speculative.adaptive: SGLang 0.5.10 has no --speculative-adaptive "
+         "(not supported by that release; SGLang has it in 0.5.11 on)", setting(S + "speculative.adaptive", {}),
+         rule="typed-flag-in-release", value="--speculative-adaptive"),
+    case("adaptive-0.5.11-spec-v2", None, "spec.speculative.adaptive: SGLang 0.5.11 would turn it off at start-up and "
+         "run static settings (speculative_adaptive disabled: the overlap scheduler (spec v2) is enabled (adaptive is "
+         "only implemented for EAGLEWorker v1). Falling back to static speculative params.); set "
+         "spec.speculative.specV2 to false", setting(S + "sglang.image", "lmsysorg/sglang:v0.5.11"),
+         setting(S + "speculative.adaptive", {}), rule="adaptive-kept", value="spec v2"),
+    case("adaptive-steps-not-candidate", None, "spec.speculative.numSteps=2: SGLang 0.5.13 refuses the command line: "
+         "ValueError: --speculative-num-steps=2 is not in the adaptive config candidate_steps [1, 3, 7]. Pass one of "
+         "those values.", setting(S + "sglang.image", "lmsysorg/sglang:v0.5.13"),
+         setting(S + "speculative", {"algorithm": "NEXTN", "numSteps": 2, "eagleTopk": 1, "adaptive": {}}),
+         rule="sglang-refuses", value="numSteps=2"),
     case("env-overrides-operator", None, "spec.env: SGLANG_ENABLE_SPEC_V2 is set by the operator from "
          "spec.speculative.specV2", setting(S + "env", [{"name": "SGLANG_ENABLE_SPEC_V2", "value": "0"}]),
          rule="env-owned", value="SGLANG_ENABLE_SPEC_V2"),
@@ -341,8 +399,94 @@ CASES: list[Case] = [
 ]
 
 
+T = "spec."
+
+
+def tcel(id_: str, message: str, *changes: Callable[[dict[str, Any]], None], rule: str, value: str) -> Case:
+    """A CEL rule of the SGLangTuning API: the same message from the API server and from Python."""
+    return Case(id_, changes, message, message, rule, value, valid_tuning)
+
+
+def tcase(id_: str, server: str, python: str, *changes: Callable[[dict[str, Any]], None], value: str = "") -> Case:
+    return Case(id_, changes, server, python, "schema", value, valid_tuning)
+
+
+TUNING_CASES: list[Case] = [
+    tcel("tune-steps-both-forms", "spec.parameters.numSteps sets min: true, max: true, list: true: it takes min and "
+         "max (a range) or list (the values), not both", setting(T + "parameters.numSteps.list", [1, 3]),
+         rule="parameter-range-or-list", value="list: true"),
+    tcel("tune-topk-min-only", "spec.parameters.eagleTopk sets min: true, max: false, list: false: it takes min and "
+         "max (a range) or list (the values), not both", setting(T + "parameters.eagleTopk", {"min": 1}),
+         rule="parameter-range-or-list", value="max: false"),
+    tcel("tune-ndt-empty-range", "spec.parameters.numDraftTokens.min is 16 but max is 2: the range is empty; swap "
+         "them", setting(T + "parameters.numDraftTokens", {"min": 16, "max": 2}), rule="parameter-range-ordered",
+         value="is 16"),
+    tcel("tune-mrr-repeated", "spec.parameters.maxRunningRequests.list names 8 more than once; list each value once",
+         setting(T + "parameters.maxRunningRequests", {"list": [4, 8, 8]}), rule="parameter-list-distinct",
+         value="names 8"),
+    tcel("tune-in-place-forbidden", "spec.mode is InPlace but spec.disruption is Forbidden: every trial replaces the "
+         "server's pods and reloads the model; set disruption: Allowed, or use mode: Shadow (trials on other GPUs)",
+         setting(T + "mode", "InPlace"), rule="in-place-needs-disruption", value="Forbidden"),
+    tcel("tune-output-without-level", "spec.objective.objectiveMetricName outputTokensPerSecond needs "
+         "spec.objective.concurrency (the level it is measured at); set it to one of "
+         "spec.workload.concurrency[].level",
+         setting(T + "objective", {"objectiveMetricName": "outputTokensPerSecond"}),
+         rule="objective-concurrency", value="outputTokensPerSecond"),
+    tcel("tune-decode-with-level", "spec.objective.concurrency is 16 but objectiveMetricName is decodeTokensPerSecond, "
+         "which is measured at concurrency 1; remove concurrency",
+         setting(T + "objective", {"objectiveMetricName": "decodeTokensPerSecond", "concurrency": 16}),
+         rule="objective-concurrency", value="is 16"),
+    tcel("tune-goodput-no-limit", "spec.objective.objectiveMetricName goodput needs a limit: set "
+         "maxP95InterTokenLatencySeconds, maxP95TimeToFirstTokenSeconds or both",
+         setting(T + "objective.maxP95InterTokenLatencySeconds", DELETE), rule="goodput-limits", value="goodput"),
+    tcel("tune-limit-without-goodput", "spec.objective sets a latency limit but objectiveMetricName is "
+         "decodeTokensPerSecond: limits apply to goodput only; set objectiveMetricName: goodput or remove the limits",
+         setting(T + "objective.objectiveMetricName", "decodeTokensPerSecond"), rule="goodput-limits",
+         value="decodeTokensPerSecond"),
+    tcel("tune-level-not-measured", "spec.objective.objectiveMetricName outputTokensPerSecond is measured at "
+         "concurrency 8, which spec.workload.concurrency does not list (levels [1, 16]); add level 8 to "
+         "spec.workload.concurrency",
+         setting(T + "objective", {"objectiveMetricName": "outputTokensPerSecond", "concurrency": 8}),
+         rule="objective-level-measured", value="concurrency 8"),
+    tcel("tune-decode-without-level-1", "spec.objective.objectiveMetricName decodeTokensPerSecond is measured at "
+         "concurrency 1, which spec.workload.concurrency does not list (levels [16]); add level 1 to "
+         "spec.workload.concurrency", setting(T + "objective", {}),
+         setting(T + "workload.concurrency", [{"level": 16}]), rule="objective-level-measured", value="levels [16]"),
+    tcel("tune-level-twice", "spec.workload.concurrency names level 16 more than once; list each level once (its "
+         "weight says how much it counts)", setting(T + "workload.concurrency", [{"level": 16}, {"level": 1},
+                                                                                  {"level": 16, "weight": 3}]),
+         rule="concurrency-levels-distinct", value="level 16"),
+    tcel("tune-failures-beyond-trials", "spec.budget.maxFailedTrialCount is 20 but maxTrialCount is 12: it could "
+         "never be reached; lower maxFailedTrialCount or raise maxTrialCount",
+         setting(T + "budget.maxFailedTrialCount", 20), rule="budget-failed-within-trials", value="is 20"),
+    tcel("tune-name-too-long", 'metadata.name "' + "t" * 53 + '" must be a DNS-1035 label (lowercase letters, digits '
+         "and '-', starting with a letter) of at most 52 characters: it names the trial workloads "
+         "(<name>-trial-<n>); rename the object", setting("metadata.name", "t" * 53), rule="tuning-name",
+         value="t" * 53),
+    tcase("tune-no-server", "Required value", "Field required", setting(T + "serverRef", DELETE), value="serverRef"),
+    tcase("tune-algorithm-unknown", 'Unsupported value: "Bayesian"', "Input should be",
+          setting(T + "algorithm.algorithmName", "Bayesian"), value="Bayesian"),
+    tcase("tune-mode-unknown", 'Unsupported value: "Canary"', "Input should be", setting(T + "mode", "Canary"),
+          value="Canary"),
+    tcase("tune-trials-too-many", "should be less than or equal to 100", "less than or equal to 100",
+          setting(T + "budget.maxTrialCount", 500), value="500"),
+    tcase("tune-too-many-levels", "must have at most 6 items", "at most 6 items",
+          setting(T + "workload.concurrency", [{"level": n} for n in (1, 2, 4, 8, 16, 32, 64)])),
+    tcase("tune-typo", 'unknown field "spec.budget.maxTrials"', "unknown field; did you mean maxTrialCount?",
+          setting(T + "budget.maxTrials", 3), value="maxTrials"),
+]
+CASES += TUNING_CASES
+
+
 def python_errors(body: dict[str, Any]) -> list[str]:
-    """What the operator reports for ``body``: parse errors, else the release-dependent check's errors."""
+    """What the operator reports for ``body``: parse errors, else the release-dependent check's errors (an
+    SGLangTuning: its parse errors)."""
+    if body.get("kind") == "SGLangTuning":
+        try:
+            parse_tuning(body)
+        except SpecError as err:
+            return err.messages
+        return []
     try:
         server = parse(body)
     except SpecError as err:
@@ -358,8 +502,10 @@ def python_rules(body: dict[str, Any]) -> list[str]:
 @pytest.fixture(scope="module")
 def crd_installed(k8s_cluster: K8sCluster) -> K8sCluster:
     k8s_cluster.install_crd(CRD)
-    wait_for("SGLangServer API discovery",
-             lambda: k8s_cluster.run("get", "sgls", "-A", check=False).returncode == 0, timeout=30)
+    k8s_cluster.install_crd(TUNING_CRD)
+    for short in ("sgls", "sgtune"):
+        wait_for(f"{short} API discovery",
+                 lambda s=short: k8s_cluster.run("get", s, "-A", check=False).returncode == 0, timeout=30)
     return k8s_cluster
 
 
@@ -377,9 +523,22 @@ def test_table_is_large_enough() -> None:
     assert len({c.id for c in CASES}) == len(CASES)
 
 
-def test_valid_spec_is_accepted(crd_installed: K8sCluster, namespace: str) -> None:
-    code, err = dry_run(crd_installed, namespace, valid_server())
+@pytest.mark.parametrize("valid", [valid_server, valid_tuning], ids=["SGLangServer", "SGLangTuning"])
+def test_valid_spec_is_accepted(crd_installed: K8sCluster, namespace: str, valid: Callable[[], dict[str, Any]]) -> None:
+    code, err = dry_run(crd_installed, namespace, valid())
     assert code == 0, err
+    assert python_errors(valid()) == []
+
+
+def test_a_minimal_tuning_gets_the_models_defaults(crd_installed: K8sCluster, namespace: str) -> None:
+    """What the API server fills in for an SGLangTuning that sets only serverRef is what the operator assumes."""
+    body = {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangTuning", "metadata": {"name": "minimal"},
+            "spec": {"serverRef": {"name": "qwen36-27b"}}}
+    proc = crd_installed.run("apply", "--dry-run=server", "-n", namespace, "-o", "json", "-f", "-",
+                             input=json.dumps(body))
+    filled = json.loads(proc.stdout)
+    assert filled["spec"]["budget"]["maxTrialCount"] == 24 and filled["spec"]["mode"] == "Shadow"
+    assert parse_tuning(filled).spec.dump() == parse_tuning(body).spec.dump()
 
 
 @pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])

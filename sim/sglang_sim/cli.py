@@ -20,6 +20,7 @@ SIM_OPTIONS: dict[str, tuple[str, type]] = {
     "--sim-time-scale": ("SGLANG_SIM_TIME_SCALE", float),
     "--sim-load-seconds": ("SGLANG_SIM_LOAD_SECONDS", float),
     "--sim-warmup-seconds": ("SGLANG_SIM_WARMUP_SECONDS", float),
+    "--sim-graph-seconds": ("SGLANG_SIM_GRAPH_SECONDS", float),
     "--sim-seed": ("SGLANG_SIM_SEED", int),
     "--sim-jitter": ("SGLANG_SIM_JITTER", float),
     "--sim-fault-accept-alpha": ("", float),
@@ -39,6 +40,7 @@ SIM_OPTIONS: dict[str, tuple[str, type]] = {
 }
 DEFAULTS: dict[str, Any] = {
     "time_scale": 1.0, "load_seconds": 20.0, "warmup_seconds": 1.0, "seed": 0, "jitter": 0.03,
+    "graph_seconds": 0.0,
 }
 
 

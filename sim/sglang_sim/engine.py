@@ -26,6 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from sglang_sim import perf
+from sglang_sim.adaptive import AdaptiveTiers
 from sglang_sim.faults import Faults
 from sglang_sim.logfmt import SimLogger, decode_line, prefill_line, usage_parts
 from sglang_sim.profiles import GPUProfile, ModelProfile
@@ -53,6 +54,23 @@ class EngineConfig:
     time_scale: float = 1.0
     jitter: float = 0.03
     chunked_prefill_size: int = 8192
+    adaptive: AdaptiveTiers | None = None
+    """SGLang's adaptive controller (``--speculative-adaptive``): the steps switch by the measured acceptance."""
+    speed_factor: float = 1.0
+    """Multiplies every step's duration (a trial's draw of the GPU's clocks and neighbours; 1.0 in a server)."""
+    graph_max_bs: int | None = None
+    """The largest CUDA-graph batch size; bigger decode batches run eagerly (``None``: no memory check)."""
+    eager_token_limit: int | None = None
+    """Tokens an eager decode/verify batch may hold before PyTorch runs out of memory (see :class:`EngineCrash`)."""
+
+
+class EngineCrash(Exception):
+    """The scheduler died: an eager batch of ``tokens`` tokens (running requests × draft tokens) did not fit in
+    the memory left outside the static pools and the CUDA graphs (SGLang then exits with PyTorch's error)."""
+
+    def __init__(self, tokens: int) -> None:
+        super().__init__(f"eager batch of {tokens} tokens out of memory")
+        self.tokens = tokens
 
 
 @dataclass
@@ -101,6 +119,8 @@ class Engine:
         self._touched: dict[str, SimRequest] = {}
         self._anchor: tuple[float, float] | None = None  # (wall monotonic, virtual) while run() paces
         self._idle = False
+        self.shape = cfg.shape
+        """The speculative shape the next verify step runs (adaptive mode switches it; else ``cfg.shape``)."""
 
     # ---- requests -------------------------------------------------------------------------
     def virtual_now(self) -> float:
@@ -165,7 +185,8 @@ class Engine:
 
     # ---- one iteration --------------------------------------------------------------------
     def step(self) -> float:
-        """Run one scheduler iteration; returns its simulated duration in seconds (0 when idle)."""
+        """Run one scheduler iteration; returns its simulated duration in seconds (0 when idle). Raises
+        :class:`EngineCrash` when a decode batch runs out of GPU memory."""
         for r in [r for r in self.running if r.aborted]:
             self.running.remove(r)
             self.stats.num_aborted_requests += 1
@@ -191,6 +212,7 @@ class Engine:
             batch.append(req)
             tokens += req.prompt_tokens
         dt = perf.prefill_seconds(self.cfg.model, self.cfg.gpu, self.cfg.tp_size, tokens) * self._jitter()
+        dt *= self.cfg.speed_factor
         self.vnow += dt
         self.stats.realtime_prefill_tokens += tokens
         for req in batch:
@@ -204,27 +226,51 @@ class Engine:
         g.num_running_reqs, g.num_queue_reqs = len(self.running), len(self.waiting)
         return dt
 
+    def _activate(self, steps: int) -> None:
+        """Run ``steps`` draft steps from the next verify step on (``AdaptiveController._activate``); 0: none."""
+        if self.cfg.shape is None:
+            return
+        shape = perf.SpecShape(steps, 1, steps + 1) if steps > 0 else None
+        if shape != self.shape:
+            self.shape = shape
+
     def _decode(self) -> float:
         cfg = self.cfg
         bs = len(self.running)
-        dt = perf.step_seconds(cfg.model, cfg.gpu, cfg.tp_size, cfg.shape, bs, self.faults.slowdown())
-        dt *= self._jitter()
+        if cfg.adaptive is not None:
+            self._activate(cfg.adaptive.steps_for(bs))
+        shape = self.shape
+        tokens = bs * (shape.num_draft_tokens if shape else 1)
+        if (cfg.graph_max_bs is not None and cfg.eager_token_limit is not None and bs > cfg.graph_max_bs
+                and tokens > cfg.eager_token_limit):
+            raise EngineCrash(tokens)
+        dt = perf.step_seconds(cfg.model, cfg.gpu, cfg.tp_size, shape, bs, self.faults.slowdown())
+        dt *= self._jitter() * cfg.speed_factor
         self.vnow += dt
         before_win = self._win_tokens
-        expect = perf.expected_accept_length(self.alpha(), cfg.shape, cfg.model.tree_candidate_decay) - 1.0
-        cap = min(cfg.shape.num_steps, cfg.shape.num_draft_tokens - 1) if cfg.shape else 0
+        expect = perf.expected_accept_length(self.alpha(), shape, cfg.model.tree_candidate_decay) - 1.0
+        cap = min(shape.num_steps, shape.num_draft_tokens - 1) if shape else 0
+        drafts: list[int] = []
         for req in self.running:
             req.carry += expect
             accepted = min(cap, math.floor(req.carry))
             req.carry -= accepted
             req.verify_ct += 1
             req.accepted_drafts += accepted
+            drafts.append(accepted)
             self._win_accept += accepted + 1
             self._win_verify += 1
             before = req.generated
             self._emit(req, accepted + 1)
             self._win_tokens += req.generated - before
         self.stats.realtime_decode_tokens += self._win_tokens - before_win
+        if cfg.adaptive is not None and shape is not None:
+            switched = cfg.adaptive.on_verify(drafts, bs)
+            if switched is not None:
+                slot = cfg.adaptive.slot(bs)
+                self.logger.log(f"Adaptive spec params updated: steps {shape.num_steps} -> {switched} "
+                                f"(ema_accept_len={slot.ema:.2f})", cfg.log_prefix)
+                self._activate(switched)
         self.decode_ct += 1
         if self.decode_ct % cfg.decode_log_interval == 0:
             self._report(bs)
@@ -258,11 +304,14 @@ class Engine:
         spec: tuple[float, float] | None = None
         if self.cfg.shape is not None and self._win_verify:
             length = self._win_accept / self._win_verify
-            rate = perf.accept_rate(length, self.cfg.shape, self.cfg.accept_rate_formula)
+            rate = perf.accept_rate(length, self.shape or self.cfg.shape, self.cfg.accept_rate_formula)
             spec = (length, rate)
             g.spec_accept_length, g.spec_accept_rate = length, rate
             self.stats.total_accept_tokens += self._win_accept
             self.stats.total_verify_ct += self._win_verify
+        if self.cfg.adaptive is not None:  # the active tier, as report_decode_stats reads it from the draft worker
+            g.spec_num_steps = self.shape.num_steps if self.shape else 0
+            g.spec_num_draft_tokens = self.shape.num_draft_tokens if self.shape else 0
         g.num_running_reqs, g.num_queue_reqs = bs, len(self.waiting)
         self.logger.log(decode_line(bs, self._usage(), spec, g.gen_throughput, len(self.waiting)),
                         self.cfg.log_prefix)

@@ -24,12 +24,13 @@ from typing import Any
 from aiohttp import web
 
 from sglang_sim import perf
+from sglang_sim.adaptive import AdaptiveTiers, adaptive_tiers
 from sglang_sim.cli import SimCommand
-from sglang_sim.engine import Engine, EngineConfig, SimRequest
+from sglang_sim.engine import Engine, EngineConfig, EngineCrash, SimRequest
 from sglang_sim.facts import Resolved, VersionFacts
 from sglang_sim.faults import Faults, faults_from
 from sglang_sim.logfmt import SimLogger, rank_prefix
-from sglang_sim.memory import MemoryPlan, StartupError, plan_memory
+from sglang_sim.memory import GraphPlan, MemoryPlan, StartupError, eager_oom_message, plan_graphs, plan_memory
 from sglang_sim.metrics import MetricsContext
 from sglang_sim.profiles import GPUProfile, ModelProfile, load_gpu_profile, load_model_profile
 from sglang_sim.server import build_app, crash_watch
@@ -79,6 +80,7 @@ class Built:
     gpu: GPUProfile
     shape: perf.SpecShape | None
     plan: MemoryPlan
+    graphs: GraphPlan
     engine: Engine
     metrics_ctx: MetricsContext
 
@@ -94,20 +96,58 @@ def build(facts: VersionFacts, resolved: Resolved, options: Mapping[str, Any], e
     gpu = load_gpu_profile(options.get("gpu"))
     shape = spec_shape(args)
     plan = plan_memory(model, gpu, args, shape, dict(env))
+    graphs = plan_graphs(model, gpu, args, shape, plan)
     chunked = int(args.get("chunked_prefill_size") or 8192)
     engine = Engine(EngineConfig(
         model=model, gpu=gpu, tp_size=tp, shape=shape, max_running_requests=plan.max_running_requests,
         max_total_num_tokens=plan.max_total_num_tokens, decode_log_interval=int(args.get("decode_log_interval") or 40),
         accept_rate_formula=facts.accept_rate_formula, log_prefix=rank_prefix(tp),
         seed=int(options.get("seed", 0)), time_scale=float(options.get("time_scale", 1.0)),
-        jitter=float(options.get("jitter", 0.03)), chunked_prefill_size=max(chunked, 1)),
+        jitter=float(options.get("jitter", 0.03)), chunked_prefill_size=max(chunked, 1),
+        graph_max_bs=graphs.max_bs, eager_token_limit=graphs.eager_token_limit,
+        adaptive=_adaptive(args, facts) if shape is not None else None),
         faults or Faults(), log)
     served = str(args.get("served_model_name") or args.get("model_path"))
     load_s = float(options.get("load_seconds", 0.0))
     ctx = MetricsContext(facts.table, served, model.hybrid_mamba, shape.num_steps if shape else 0,
                          shape.num_draft_tokens if shape else 0, plan.max_total_num_tokens, plan.context_len,
                          load_s, load_s + 1.0)
-    return Built(model, gpu, shape, plan, engine, ctx)
+    return Built(model, gpu, shape, plan, graphs, engine, ctx)
+
+
+def _capture(log: SimLogger, b: Built, tp: int) -> str | None:
+    """The CUDA-graph capture log lines (``cuda_graph_runner.py``); SGLang's error when capture fails."""
+    g = b.graphs
+    if not g.capture_bs:
+        return None
+    p0 = rank_prefix(tp)
+    log.log(f"Capture cuda graph begin. This can take up to several minutes. avail mem={b.plan.avail_after_gib:.2f} GB",
+            p0)
+    log.log(f"Capture cuda graph bs {list(g.capture_bs)}", p0)
+    return g.error
+
+
+def _scheduler_died(log: SimLogger, tp: int, message: str) -> None:
+    log.log(f"Scheduler hit an exception: Traceback (most recent call last):\n{message}", rank_prefix(tp))
+    print(message, file=sys.stderr)
+
+
+async def _run_engine(sim: SimState, tp: int, graphs: GraphPlan) -> None:
+    """Step the engine; an out-of-memory batch kills the process like SGLang's scheduler does (exit 1)."""
+    try:
+        await sim.engine.run()
+    except EngineCrash as exc:
+        _scheduler_died(sim.logger, tp, eager_oom_message(sim.engine.cfg.gpu, sim.model, exc.tokens, graphs))
+        os._exit(1)
+
+
+def _adaptive(args: Mapping[str, Any], facts: VersionFacts) -> AdaptiveTiers | None:
+    """SGLang's adaptive controller for ``args`` (None when off); an unreadable ``--speculative-adaptive-config``
+    ends the start-up as SGLang's would (``open()`` / ``json.load`` in ``adaptive_spec_params.py``)."""
+    try:
+        return adaptive_tiers(args, str(facts.version))
+    except (OSError, ValueError) as err:
+        raise StartupError(f"{type(err).__name__}: {err}") from None
 
 
 async def launch(cmd: SimCommand, facts: VersionFacts, resolved: Resolved, env: Mapping[str, str],
@@ -128,13 +168,22 @@ async def launch(cmd: SimCommand, facts: VersionFacts, resolved: Resolved, env: 
     try:
         b = build(facts, resolved, opts, env, log, faults)
     except StartupError as exc:
-        log.log(f"Scheduler hit an exception: Traceback (most recent call last):\n{exc}", rank_prefix(tp))
-        print(str(exc), file=sys.stderr)
+        _scheduler_died(log, tp, str(exc))
         return 1
     plan, engine = b.plan, b.engine
     arch = resolved.architecture or b.model.architecture
     _log_loading(log, b.model, gpu, plan, tp, arch, resolved.draft_architecture or b.model.draft_architecture,
                  b.shape, float(opts["load_seconds"]))
+    failed = _capture(log, b, tp)
+    if failed is not None:
+        _scheduler_died(log, tp, failed)
+        return 1
+    if b.graphs.capture_bs:
+        runners = perf.GRAPH_RUNNERS_SPEC if b.shape else 1
+        took = len(b.graphs.capture_bs) * runners * float(opts.get("graph_seconds", 0.0))
+        await asyncio.sleep(took)
+        log.log(f"Capture cuda graph end. Time elapsed: {took:.2f} s. mem usage={b.graphs.graph_gib:.2f} GB. "
+                f"avail mem={max(plan.avail_after_gib - b.graphs.graph_gib, 0.0):.2f} GB.", rank_prefix(tp))
     log.log(f"max_total_num_tokens={plan.max_total_num_tokens}, "
             f"chunked_prefill_size={engine.cfg.chunked_prefill_size}, "
             f"max_prefill_tokens={int(args.get('max_prefill_tokens') or 16384)}, "
@@ -144,7 +193,7 @@ async def launch(cmd: SimCommand, facts: VersionFacts, resolved: Resolved, env: 
     ctx = dataclasses.replace(b.metrics_ctx, startup_seconds=startup)
     sim = SimState(facts, resolved, b.model, plan, engine, faults, log, ctx,
                    " ".join((*cmd.entry, *cmd.argv)), startup_seconds=startup)
-    tasks = [asyncio.create_task(engine.run()), asyncio.create_task(crash_watch(sim)())]
+    tasks = [asyncio.create_task(_run_engine(sim, tp, b.graphs)), asyncio.create_task(crash_watch(sim)())]
     runner = web.AppRunner(build_app(sim), access_log=None, handle_signals=False)
     await runner.setup()
     host = env.get("SGLANG_SIM_HOST") or str(args.get("host") or "127.0.0.1")

@@ -7,6 +7,13 @@ Per GPU: static budget = avail × mem_fraction_static; minus weights / tp (targe
 spec-decoding mamba intermediate states (per request × max_running_requests × num_draft_tokens); the rest is
 split between mamba state and KV cache by ``mamba_full_memory_ratio`` (default 0.9); the request-to-token
 table costs (max_running_requests + 1) × (context_len + 4 + num_draft_tokens) × 4 bytes.
+
+CUDA graphs (:func:`plan_graphs`, after the pools, as ``model_runner.init_device_graphs`` runs): the batch sizes
+of ``cuda_graph_runner.py:get_batch_sizes_to_capture``, each graph holding ``bs × tokens per bs`` tokens
+(``num_draft_tokens`` for the target's verify graphs) of activations (:attr:`ModelProfile.activation_mib_per_token`)
+in one shared pool; what is left of the memory outside the static pools bounds the batches that run without a
+graph (more running requests than ``--cuda-graph-max-bs``): beyond it SGLang dies with PyTorch's out-of-memory
+error under load.
 """
 
 from __future__ import annotations
@@ -24,6 +31,19 @@ MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3
 MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP = 2
 MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP = 1
 KV_DTYPE_BYTES = {"fp8_e5m2": 1.0, "fp8_e4m3": 1.0, "mxfp8": 1.0, "nvfp4": 0.5, "fp4_mx_block16": 0.5}
+
+
+GRAPH_RESERVE_GIB = 0.5
+"""Memory outside the static pools that neither graphs nor eager batches may use (cuBLAS/NCCL workspaces,
+allocator fragmentation), GiB per GPU."""
+CAPTURE_SOLUTIONS = (
+    "Possible solutions:\n"
+    "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+    "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
+    "3. disable torch compile by not using --enable-torch-compile\n"
+    "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
+    "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n")
+"""The advice ``cuda_graph_runner.py`` appends to a failed capture (``Capture CUDA graph failed: ...``)."""
 
 
 class StartupError(Exception):
@@ -148,3 +168,81 @@ def plan_memory(model: ModelProfile, gpu: GPUProfile, args: dict[str, Any], shap
         max_total_num_tokens=tokens, max_running_requests=mrr, max_mamba_cache_size=mamba_size,
         context_len=ctx,
     )
+
+
+@dataclass(frozen=True)
+class GraphPlan:
+    """CUDA graphs of one GPU: captured batch sizes, tokens per batch entry, their pool (GiB), the most tokens an
+    eager (uncaptured) batch may hold before PyTorch runs out of memory, and SGLang's error when capture fails."""
+
+    capture_bs: tuple[int, ...]
+    tokens_per_bs: int
+    graph_gib: float
+    eager_token_limit: int
+    free_gib: float
+    error: str | None = None
+
+    @property
+    def max_bs(self) -> int:
+        """The largest captured batch size (0 without CUDA graphs)."""
+        return max(self.capture_bs, default=0)
+
+
+def _default_cuda_graph_max_bs(gpu: GPUProfile) -> int:
+    gpu_mem = gpu.memory_gib * 1024
+    return 24 if gpu_mem < 35 * 1024 else 32 if gpu_mem < 60 * 1024 else 256
+
+
+def capture_batch_sizes(gpu: GPUProfile, args: dict[str, Any], shape: SpecShape | None,
+                        max_running_requests: int) -> tuple[int, ...]:
+    """``get_batch_sizes_to_capture`` (``cuda_graph_runner.py``): SGLang's list (fewer sizes under speculative
+    decoding, more on GPUs over 96 GiB), cut to ``--cuda-graph-max-bs`` (``--cuda-graph-max-bs-decode`` from
+    0.5.20) and to the request pool; ``()`` with ``--disable-cuda-graph`` (``--disable-decode-cuda-graph``)."""
+    if args.get("disable_cuda_graph") or args.get("disable_decode_cuda_graph"):
+        return ()
+    explicit = args.get("cuda_graph_bs") or args.get("cuda_graph_bs_decode")
+    if explicit:
+        sizes = [int(b) for b in explicit]
+    elif shape is None:
+        sizes = [1, 2, 4, 8, *range(16, 161, 8)]
+    else:
+        sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 161, 16)]
+    if not explicit and gpu.memory_gib > 96:
+        sizes += list(range(160, 257, 8))
+    pool = max_running_requests
+    if max(sizes) > pool:
+        sizes += [pool - 1, pool]
+    max_bs = _int(args, "cuda_graph_max_bs") or _int(args, "cuda_graph_max_bs_decode") \
+        or _default_cuda_graph_max_bs(gpu)
+    sizes = [b for b in sizes if b <= max_bs]
+    if sizes and max(sizes) < max_bs:
+        sizes += list(range(max(sizes), max_bs + 1, 16))
+    return tuple(sorted({b for b in sizes if 0 < b <= pool}))
+
+
+def plan_graphs(model: ModelProfile, gpu: GPUProfile, args: dict[str, Any], shape: SpecShape | None,
+                plan: MemoryPlan) -> GraphPlan:
+    """The CUDA graphs SGLang captures after the pools (``error`` set, with SGLang's message, when they do not
+    fit in the memory left outside the static pools)."""
+    sizes = capture_batch_sizes(gpu, args, shape, plan.max_running_requests)
+    per_bs = shape.num_draft_tokens if shape else 1
+    mib = model.activation_mib_per_token
+    free = max(plan.avail_after_gib - GRAPH_RESERVE_GIB, 0.0)
+    graph = max(sizes, default=0) * per_bs * mib / 1024
+    error = None
+    if graph > free:
+        error = (f"Exception: Capture CUDA graph failed: CUDA out of memory. Tried to allocate {graph:.2f} GiB. "
+                 f"GPU 0 has a total capacity of {gpu.memory_gib:.2f} GiB of which {free:.2f} GiB is free.\n"
+                 + CAPTURE_SOLUTIONS)
+    eager = int(max(free - graph, 0.0) * 1024 / mib) if mib > 0 else 1 << 30
+    return GraphPlan(sizes, per_bs, graph, eager, free, error)
+
+
+def eager_oom_message(gpu: GPUProfile, model: ModelProfile, tokens: int, graphs: GraphPlan) -> str:
+    """PyTorch's out-of-memory error for an uncaptured forward batch of ``tokens`` tokens."""
+    need = tokens * model.activation_mib_per_token / 1024
+    left = max(graphs.free_gib - graphs.graph_gib, 0.0)
+    return (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {need:.2f} GiB. GPU 0 has a total "
+            f"capacity of {gpu.memory_gib:.2f} GiB of which {left:.2f} GiB is free. Of the allocated memory "
+            f"{gpu.memory_gib - left:.2f} GiB is allocated by PyTorch. If reserved but unallocated memory is large "
+            "try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.")

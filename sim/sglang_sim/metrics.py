@@ -78,8 +78,10 @@ EMITTED: dict[str, Provider] = {
     "sglang:gen_throughput": _g(lambda s, c: s.gauges.gen_throughput),
     "sglang:spec_accept_length": _g(lambda s, c: s.gauges.spec_accept_length),
     "sglang:spec_accept_rate": _g(lambda s, c: s.gauges.spec_accept_rate),
-    "sglang:spec_num_steps": _g(lambda s, c: c.spec_num_steps),
-    "sglang:spec_num_draft_tokens": _g(lambda s, c: c.spec_num_draft_tokens),
+    "sglang:spec_num_steps": _g(lambda s, c: c.spec_num_steps if s.gauges.spec_num_steps is None
+                                else s.gauges.spec_num_steps),
+    "sglang:spec_num_draft_tokens": _g(lambda s, c: c.spec_num_draft_tokens if s.gauges.spec_num_draft_tokens is None
+                                       else s.gauges.spec_num_draft_tokens),
     "sglang:token_usage": _g(lambda s, c: s.gauges.token_usage),
     "sglang:full_token_usage": _g(lambda s, c: s.gauges.token_usage),
     "sglang:mamba_usage": _g(lambda s, c: s.gauges.mamba_usage if c.hybrid_mamba else 0.0),

@@ -43,6 +43,14 @@ class ModelProfile(BaseModel):
     decode_efficiency: float
     active_weights_gib: float | None = None
     base_decode_tok_s: dict[str, dict[int, float]] = Field(default_factory=dict)
+    spec_overhead: float = 0.0
+    """Fixed cost of a speculative step besides draft forwards and verified tokens (draft-tree building,
+    sampling and KV bookkeeping kernels), relative to one target decode forward."""
+    activation_mib_per_token: float = 0.5
+    """GPU memory one token of a forward batch needs outside the static pools (fp32 logits over the vocabulary
+    plus hidden-state buffers), MiB per GPU: CUDA graphs hold it for ``max captured bs × tokens per bs``."""
+    graph_capture_seconds: float = 0.25
+    """Seconds to capture one CUDA graph (one batch size) of the target model on the real GPU."""
 
 
 class GPUProfile(BaseModel):

@@ -64,6 +64,10 @@ class SchedulerGauges:
     num_used_tokens: int = 0
     mamba_usage: float = 0.0
     cache_hit_rate: float = 0.0
+    spec_num_steps: int | None = None
+    """Adaptive mode: the active tier (``sglang:spec_num_steps``, "Currently active speculative_num_steps"); None:
+    the start-up value."""
+    spec_num_draft_tokens: int | None = None
 
 
 @dataclass

@@ -9,7 +9,7 @@ import yaml
 
 from sglang_operator.api import API_VERSION
 from sglang_operator.api.base import ApiModel
-from sglang_operator.api.crd import crd, crd_yaml
+from sglang_operator.api.crd import CRD_FILES, crd, crd_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,11 +103,10 @@ def test_bounds_defaults_and_enums() -> None:
 
 
 def test_every_python_rule_is_in_the_crd() -> None:
-    text = crd_yaml()
     rules = [r for cls in _models(ApiModel) for r in cls.cel_rules]
     assert len(rules) >= 10
-    doc = yaml.safe_load(text)
-    found = {v["rule"] for _, n in _walk(doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    found = {v["rule"] for text in CRD_FILES.values()
+             for _, n in _walk(yaml.safe_load(text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
              for v in n.get("x-kubernetes-validations", [])}
     assert {r.rule for r in rules} <= found
 
@@ -131,7 +130,7 @@ def test_names_subresources_and_columns() -> None:
     assert "status" in v["subresources"]
     assert [col["name"] for col in v["additionalPrinterColumns"]] == [
         "Ready", "Available", "Replicas", "Desired", "SpecValid", "Model", "TP", "Algorithm", "Steps", "DraftTokens",
-        "AcceptLen", "Tok/s", "Revision", "Analysis", "Reason", "Stable", "Phase", "Age"]
+        "AcceptLen", "Tok/s", "Revision", "Analysis", "Reason", "Stable", "Canary", "Phase", "Age"]
     status = v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     for col in v["additionalPrinterColumns"]:  # every status path a column shows is declared, to its leaf
         parts = col["jsonPath"].split(".")

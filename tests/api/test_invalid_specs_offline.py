@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.tests.test_invalid_specs import CASES, Case, python_errors, python_rules, valid_server
+from e2e.tests.test_invalid_specs import CASES, Case, python_errors, python_rules, valid_server, valid_tuning
 from sglang_operator.api.base import ApiModel, CelRule
 from sglang_operator.builders.validate import PYTHON_RULES
 
@@ -25,6 +25,7 @@ def _cel_rules() -> list[CelRule]:
 
 def test_valid_base_spec_has_no_errors() -> None:
     assert python_errors(valid_server()) == []
+    assert python_errors(valid_tuning()) == []
 
 
 @pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])

@@ -130,3 +130,20 @@ def test_promote_warns_below_min_samples() -> None:
 def test_plural() -> None:
     assert (plural(1, "sample"), plural(0, "sample"), plural(2, "pod")) == ("1 sample", "0 samples", "2 pods")
     assert plural(2, "query", "queries") == "2 queries"
+
+
+def test_history_shows_canary_steps() -> None:
+    from sglang_operator.plugin.view import canary_lines
+
+    step = {"step": 1, "replicas": 1, "stableReplicas": 3, "verdict": "Failed", "reason": "36.0 tok/s < 0.85 × 51.6",
+            "at": "2026-05-01T10:00:00Z", "samples": 3, "tokensPerSecond": 36.0, "stableTokensPerSecond": 51.6}
+    status = SGLangServerStatus.model_validate({
+        "revisions": [{"revision": "9f4c2d9294", "verdict": "Rejected", "canarySteps": [step]}],
+        "canary": {"revision": "5b7e01aa42", "stableRevision": "9699b6738c", "workload": "s-canary",
+                   "phase": "Stepping", "step": 0, "steps": 2, "canaryReplicas": 1, "stableReplicas": 3,
+                   "split": "3+1", "startedAt": "2026-05-01T10:00:00Z", "movedAt": "2026-05-01T10:00:00Z",
+                   "judged": 2}})
+    lines = canary_lines(status)
+    assert lines[0] == ("9f4c2d9294: canary step 1 at 3+1 (stable+canary): Failed, 36.0 vs 51.6 tok/s of the stable "
+                        "pods (3 intervals); 36.0 tok/s < 0.85 × 51.6")
+    assert lines[1] == "5b7e01aa42: canary step 1/2 at 3+1 (stable+canary), 2 intervals passed at this step"

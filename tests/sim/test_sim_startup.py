@@ -114,3 +114,7 @@ def test_started_server_logs() -> None:
     err = sim.stop()
     assert " TP1] Load weight end. elapsed=" in err and "type=Qwen3_5ForCausalLMMTP, avail mem=" in err
     assert "max_running_requests=" in err and "The server is fired up and ready to roll!" in err
+    # CUDA graphs up to the request pool (11 requests: what the mamba slots leave of the automatic 48)
+    assert "max_running_requests=11," in err and "Capture cuda graph bs [1, 2, 3, 4, 5, 6, 7, 8, 10, 11]" in err
+    assert err.index("Capture cuda graph begin.") < err.index("Capture cuda graph end. Time elapsed:") \
+        < err.index("The server is fired up")

@@ -35,7 +35,8 @@ watched namespace. Write verbs are exactly what the operator calls (tests/test_c
 - sglangservers/finalizers: update, needed to set ownerReferences with blockOwnerDeletion on the children
   where the OwnerReferencesPermissionEnforcement admission plugin is on.
 - deployments, services: server-side apply (patch; create when the child does not exist yet); watched
-  (kopf, handlers.child_event) so a child deleted behind the operator's back is re-applied.
+  (kopf, handlers.child_event) so a child deleted behind the operator's back is re-applied; deployments and
+  leaderworkersets deleted: a canary's workload once it is removed, the old stable one once a canary is promoted.
 - pods: watched (kopf, handlers.pod_event) into the observer's pod cache, listed once per namespace to prime it.
 - secrets: get, only to read spec.apiKeySecretRef's key for SGLang's /server_info (the API key protects it).
 - events (core v1): created by kopf.event and clients/kube.py post_event.
@@ -52,15 +53,27 @@ watched namespace. Write verbs are exactly what the operator calls (tests/test_c
 - apiGroups: ["sglang-operator.io"]
   resources: ["sglangservers/finalizers"]
   verbs: ["update"]
+{{- /* SGLangTuning (issue 17): watched, its status written; its finalizers subresource because its Shadow trial
+Deployments name it as owner with blockOwnerDeletion (OwnerReferencesPermissionEnforcement); those Deployments are
+deleted when their trial ends (deployments: delete). A trial needs no Service: the operator reads its pods by IP. */}}
+- apiGroups: ["sglang-operator.io"]
+  resources: ["sglangtunings"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["sglang-operator.io"]
+  resources: ["sglangtunings/status"]
+  verbs: ["get", "patch"]
+- apiGroups: ["sglang-operator.io"]
+  resources: ["sglangtunings/finalizers"]
+  verbs: ["update"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: ["leaderworkerset.x-k8s.io"]
   resources: ["leaderworkersets"]
-  verbs: ["get", "create", "patch"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]

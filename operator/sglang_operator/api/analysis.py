@@ -223,3 +223,131 @@ class RollbackRecord(StatusModel):
     """Why, with the numbers."""
     at: AwareDatetime
     """When it was decided."""
+
+
+class CanaryPhase(StrEnum):
+    """``status.canary.phase``: where a canary stands (docs/canary.md)."""
+
+    STEPPING = "Stepping"
+    """At a step: the canary's pods move to the step's split one pod at a time, warm up, and are judged side by
+    side with the stable pods."""
+    PROMOTING = "Promoting"
+    """Every step passed (or ``kubectl sglang promote``): the canary workload takes every replica, one pod at a time;
+    then it becomes the serving workload and its revision the stable one."""
+    REMOVING = "Removing"
+    """The canary failed, was aborted or superseded: the stable workload is back at ``spec.replicas`` and the
+    canary workload is deleted."""
+
+
+class CanarySample(StatusModel):
+    """The last interval judged in a canary: both revisions' figures of that same interval."""
+
+    at: AwareDatetime
+    """End of the interval."""
+    verdict: Annotated[str, Field(json_schema_extra={"enum": [v.value for v in SampleVerdict]})]
+    """``Pass``, ``Fail`` or ``Skipped``."""
+    reason: str = ""
+    """Why, with both revisions' numbers."""
+    tokens_per_second: float | None = None
+    """The canary revision's decode speed, tok/s."""
+    accept_length: float | None = None
+    """The canary revision's acceptance length."""
+    stable_tokens_per_second: float | None = None
+    """The stable revision's decode speed in the same interval, tok/s."""
+    stable_accept_length: float | None = None
+    """The stable revision's acceptance length in the same interval."""
+
+
+class CanaryStepRecord(StatusModel):
+    """One step of a canary as it ended (``status.canary.history`` while it runs, then the canary revision's ledger
+    record, for ``kubectl sglang history``)."""
+
+    step: int
+    """Step number, from 1."""
+    replicas: int
+    """Canary pods at that step, count (of ``stableReplicas`` + ``replicas`` running)."""
+    stable_replicas: int
+    """Stable pods at that step, count."""
+    verdict: Annotated[str, Field(json_schema_extra={"enum": ["Passed", "Failed", "Promoted", "Aborted",
+                                                              "Superseded"]})]
+    """``Passed`` (judged and went on), ``Failed`` (the canary was removed), ``Promoted`` (skipped by ``kubectl sglang
+    promote``), ``Aborted`` (``kubectl sglang abort``) or ``Superseded`` (a new spec)."""
+    reason: str = ""
+    """Why, with the numbers."""
+    at: AwareDatetime
+    """When the step ended."""
+    samples: int = 0
+    """Intervals measured for both revisions at this step, count."""
+    tokens_per_second: float | None = None
+    """The canary's median decode speed at this step, tok/s."""
+    stable_tokens_per_second: float | None = None
+    """The stable revision's median decode speed in the same intervals, tok/s."""
+
+
+class CanaryState(StatusModel):
+    """``status.canary``: a canary in progress (unset when none runs), enough to resume after an operator restart.
+
+    The serving workload runs ``stableRevision`` on ``stableReplicas`` pods (``status.revision`` stays the stable
+    revision while the canary runs) and ``workload`` runs ``revision`` on ``canaryReplicas``."""
+
+    revision: str
+    """The canary revision (the spec's)."""
+    stable_revision: str
+    """The revision the serving workload runs (``status.revision``)."""
+    workload: str
+    """Name of the canary's Deployment (``<name>-canary``, or ``<name>`` when ``<name>-canary`` is the serving one)."""
+    phase: Annotated[CanaryPhase, WithJsonSchema({"type": "string", "enum": [p.value for p in CanaryPhase]})]
+    """Stepping, Promoting or Removing."""
+    reason: str | None = None
+    """CamelCase reason of the phase, e.g. ``Regressed``, ``Aborted``, ``Superseded``, ``CrashLoop``."""
+    message: str | None = None
+    """The phase's reason in words."""
+    step: int = 0
+    """Index of the current step (0-based; ``len(steps)`` while Promoting)."""
+    steps: int = 1
+    """Steps of the policy, count."""
+    canary_replicas: int = 0
+    """Canary pods wanted now, count."""
+    stable_replicas: int = 0
+    """Stable pods wanted now, count."""
+    split: str = ""
+    """``stable+canary`` pods wanted, e.g. ``3+1`` (the printer column ``Canary``)."""
+    started_at: AwareDatetime
+    """When the canary started."""
+    moved_at: AwareDatetime
+    """When the split last changed (``progressDeadlineSeconds`` counts from here for the canary's pods)."""
+    ready_since: AwareDatetime | None = None
+    """Since when every wanted canary pod has been Ready (unset: not all Ready)."""
+    warmed_up_at: AwareDatetime | None = None
+    """When the current step's warm-up ended (intervals starting later are judged)."""
+    judged: int = 0
+    """Intervals passed at the current step, count."""
+    consecutive_failures: int = 0
+    """Failing intervals in a row, count."""
+    consecutive_inconclusive: int = 0
+    """Inconclusive intervals in a row, count (``onInconclusive: Rollback`` fails at failureThreshold)."""
+    figures: list[SampleFigures] = Field(default_factory=list)
+    """The canary's measured figures of every step (its baseline at promotion is their median)."""
+    step_figures: list[SampleFigures] = Field(default_factory=list)
+    """The canary's figures at the current step."""
+    stable_figures: list[SampleFigures] = Field(default_factory=list)
+    """The stable revision's figures of the same intervals at the current step."""
+    failing_figures: list[SampleFigures] = Field(default_factory=list)
+    """The canary's figures of the current run of failing intervals."""
+    pod_restarts: dict[str, int] = Field(default_factory=dict)
+    """Restart count per canary pod that has been Ready (a rise is a restart)."""
+    pod_starts: dict[str, PodStart] = Field(default_factory=dict)
+    """Canary pods not Ready yet: restarts before Ready (``maxRestartsBeforeReady``)."""
+    disruption: str | None = None
+    """A canary pod restart or readiness loss after the warm-up, not yet counted as a failing interval."""
+    pending: str | None = None
+    """Why a canary pod is not running (the scheduler's message, e.g. ``0/2 nodes are available: 2 Insufficient
+    nvidia.com/gpu``)."""
+    last_sample: CanarySample | None = None
+    """The last interval judged."""
+    history: list[CanaryStepRecord] = Field(default_factory=list)
+    """The steps ended so far."""
+    promote_token: str | None = None
+    """Value of ``sglang-operator.io/promote`` when the canary started or last acted on."""
+    abort_token: str | None = None
+    """Value of ``sglang-operator.io/abort`` when the canary started or last acted on."""

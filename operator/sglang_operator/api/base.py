@@ -37,7 +37,11 @@ RETRY_ANNOTATION = f"{GROUP}/retry"
 """Annotation whose change allows one new attempt of a rejected revision (or resumes a Paused analysis):
 ``sglang-operator retry`` writes it."""
 PROMOTE_ANNOTATION = f"{GROUP}/promote"
-"""Annotation ``sglang-operator promote`` writes: the hash of the serving revision to accept as stable now."""
+"""Annotation ``sglang-operator promote`` writes: the hash of the serving revision to accept as stable now (during a
+canary: of the canary revision, whose remaining analysis is skipped)."""
+ABORT_ANNOTATION = f"{GROUP}/abort"
+"""Annotation ``sglang-operator abort`` writes (any new value): the canary in progress is removed and its revision
+rejected (``sglang-operator retry`` allows it again)."""
 MESSAGE_LIMIT = 1024
 """Characters at most of a condition's or an event's message the operator writes (the API server refuses an Event
 whose message is longer than 1 KiB)."""

@@ -192,6 +192,39 @@ automatic draft path in SGLang (``server_args.py:_handle_speculative_decoding`` 
 on the MTP architectures it lists)."""
 
 
+ADAPTIVE_ALGORITHMS = frozenset({SpeculativeAlgorithm.NEXTN, SpeculativeAlgorithm.EAGLE, SpeculativeAlgorithm.EAGLE3})
+"""Algorithms SGLang's adaptive speculative decoding runs with (``python/sglang/srt/speculative/
+adaptive_spec_params.py:adaptive_unsupported_reason``, 0.5.11–0.5.17 read: EAGLE and EAGLE3, NEXTN being rewritten
+to EAGLE first)."""
+
+
+class ConfigMapKeyRef(ApiModel):
+    """A key of a ConfigMap in the SGLangServer's namespace."""
+
+    name: Annotated[str, Field(min_length=1, max_length=253)]
+    """ConfigMap name."""
+    key: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")] = "adaptive.json"
+    """Key inside the ConfigMap (its value is the JSON file SGLang reads)."""
+
+
+class Adaptive(ApiModel):
+    """SGLang's adaptive speculative decoding (``--speculative-adaptive``, SGLang 0.5.11 and later): SGLang switches
+    ``speculative_num_steps`` at run time among candidate steps by the accept length it measures (an EMA;
+    ``python/sglang/srt/speculative/adaptive_spec_params.py``), draft tokens always steps + 1. The tier it runs is in
+    ``status.effective.activeNumSteps`` (from ``sglang:spec_num_steps``, 0.5.13 on). SGLang silently runs static
+    settings when the rest of the spec does not allow adaptive mode; the operator refuses such a spec instead."""
+
+    enabled: bool = True
+    """Render ``--speculative-adaptive`` (false: keep the block, run static settings)."""
+    config_map_ref: ConfigMapKeyRef | None = None
+    """The tuning knobs as SGLang's JSON file (``--speculative-adaptive-config``, a path: the key is mounted from
+    this ConfigMap read-only under ``/etc/sglang-operator/speculative-adaptive/``). 0.5.11–0.5.12: one object with
+    ``candidate_steps`` (at least two), ``ema_alpha``, ``update_interval``, ``warmup_batches``, ``up_hysteresis``,
+    ``down_hysteresis``; 0.5.13 on: per batch size, ``{"1": {"candidate_steps": [1, 3, 7]}, "8": ...}``, and
+    ``numSteps`` must be one of the candidates. Unset: SGLang's defaults (candidate steps 1, 3 and 7 at batch size
+    1). The operator does not read the ConfigMap: a change of its content restarts no pod."""
+
+
 class Speculative(ApiModel):
     """Speculative decoding (MTP / NEXTN, EAGLE, ...). The operator always renders all three of
     ``--speculative-num-steps``, ``--speculative-eagle-topk`` and ``--speculative-num-draft-tokens``: SGLang
@@ -212,6 +245,10 @@ class Speculative(ApiModel):
     spec_v2: bool = False
     """Set ``SGLANG_ENABLE_SPEC_V2=1`` (overlap scheduler for speculative decoding) on releases where the
     variable means something (≤ 0.5.13); needs eagleTopk 1."""
+    adaptive: Adaptive | None = None
+    """SGLang's adaptive mode (``--speculative-adaptive``, 0.5.11 on; older releases refuse it): the number of steps
+    follows the measured accept length. Needs eagleTopk 1 and algorithm NEXTN, EAGLE or EAGLE3; on 0.5.11 also
+    specV2 false (adaptive mode ran on the spec v1 worker only there)."""
 
     cel_rules = (
         CelRule(
@@ -264,6 +301,23 @@ class Speculative(ApiModel):
             "(SGLang loads a separate draft model from --speculative-draft-model-path); set "
             "spec.speculative.draftModelPath, or use algorithm NEXTN with a model that has MTP layers",
             name="draft-model-required",
+        ),
+        CelRule(
+            "!has(self.adaptive) || !self.adaptive.enabled || (self.eagleTopk == 1 && self.algorithm in ['NEXTN', "
+            "'EAGLE', 'EAGLE3'])",
+            "spec.speculative.adaptive needs eagleTopk 1 and algorithm NEXTN, EAGLE or EAGLE3 (SGLang would run "
+            "static settings)",
+            lambda m: m.adaptive is None or not m.adaptive.enabled
+            or (m.eagle_topk == 1 and m.algorithm in ADAPTIVE_ALGORITHMS),
+            ".adaptive",
+            message_expression="'spec.speculative.adaptive needs eagleTopk 1 and algorithm NEXTN, EAGLE or EAGLE3, got "
+            "eagleTopk %d and algorithm %s (SGLang would silently run static settings: adaptive_spec_params.py "
+            "adaptive_unsupported_reason); set eagleTopk to 1 or remove adaptive'.format([self.eagleTopk, "
+            "self.algorithm])",
+            explain=lambda m: "spec.speculative.adaptive needs eagleTopk 1 and algorithm NEXTN, EAGLE or EAGLE3, got "
+            f"eagleTopk {m.eagle_topk} and algorithm {m.algorithm.value} (SGLang would silently run static settings: "
+            "adaptive_spec_params.py adaptive_unsupported_reason); set eagleTopk to 1 or remove adaptive",
+            name="adaptive-chain",
         ),
     )
 

@@ -1,4 +1,4 @@
-"""Generate the SGLangServer CustomResourceDefinition from the pydantic models.
+"""Generate the CustomResourceDefinitions (SGLangServer, SGLangTuning) from the pydantic models.
 
 pydantic's JSON Schema (draft 2020-12, ``$defs``/``$ref``, ``anyOf`` with null for Optionals) is turned into
 a Kubernetes *structural* OpenAPI v3 schema (``apiextensions.k8s.io/v1``): ``$ref`` inlined, null branches
@@ -7,16 +7,19 @@ free-form objects marked ``x-kubernetes-preserve-unknown-fields``, attribute doc
 (``kubectl explain sglangserver.spec.speculative``), defaults and enums kept, and the models' CEL rules
 (:class:`sglang_operator.api.base.CelRule`) emitted as ``x-kubernetes-validations``.
 
-``sglang-operator crd > crds/sglangservers.yaml`` writes the committed copy; a test fails when it is stale.
+``sglang-operator crd --write crds/`` writes the committed copies (:data:`CRD_FILES`); a test fails when one is
+stale.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import yaml
 
+from sglang_operator.api import tuning
 from sglang_operator.api.base import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.spec import SGLangServerSpec
@@ -122,19 +125,33 @@ PRINTER_COLUMNS = [
          "MeasurementErrors (kubectl sglang retry resumes it), RollingBack for CrashLoop, Regressed, "
          "ProgressDeadlineExceeded"),
     _col("Stable", ".status.stableRevision", "string", "Stable revision (what a rollback returns to)"),
+    _col("Canary", ".status.canary.split", "string",
+         "Pods wanted during a canary, stable+canary (e.g. 3+1); empty when no canary runs"),
     _col("Phase", ".status.phase", "string", "Phase of the pods"),
     _col("Age", ".metadata.creationTimestamp", "date", "Age"),
 ]
 
 
-def crd() -> dict[str, Any]:
-    """The ``apiextensions.k8s.io/v1`` CustomResourceDefinition of SGLangServer as a dict."""
-    spec = model_schema(SGLangServerSpec)
-    status = model_schema(SGLangServerStatus)
+TUNING_PRINTER_COLUMNS = [
+    _col("Server", ".spec.serverRef.name", "string", "SGLangServer being tuned"),
+    _col("Mode", ".spec.mode", "string", "Shadow (trials on other GPUs) or InPlace (trials replace the server's pods)",
+         priority=1),
+    _col("Phase", ".status.phase", "string", "Pending, Running, Succeeded, Failed or Cancelled"),
+    _col("Trials", ".status.progress", "string", "Trials done / trials planned"),
+    _col("Best", ".status.best.summary", "string", "Best settings so far: steps/topk/draft tokens"),
+    _col("Objective", ".status.best.objective", "number", "Objective value of the best trial"),
+    _col("Speedup", ".status.best.speedup", "number", "Best objective ÷ the no-speculation control trial's"),
+    _col("Age", ".metadata.creationTimestamp", "date", "Age"),
+]
+
+
+def _crd(kind: str, plural: str, singular: str, short_names: tuple[str, ...], description: str,
+         spec: dict[str, Any], status: dict[str, Any], root_rules: list[dict[str, str]],
+         subresources: dict[str, Any], columns: list[dict[str, Any]]) -> dict[str, Any]:
+    """One namespaced ``apiextensions.k8s.io/v1`` CustomResourceDefinition of the project's group and version."""
     root = {
         "type": "object",
-        "description": "SGLangServer runs one SGLang inference server (Deployment + Service) with typed "
-        "speculative-decoding settings rendered in the target SGLang release's dialect.",
+        "description": description,
         "required": ["spec"],
         "properties": {
             "apiVersion": {"type": "string"},
@@ -143,24 +160,24 @@ def crd() -> dict[str, Any]:
             "spec": spec,
             "status": status,
         },
-        "x-kubernetes-validations": [r.to_schema() for r in SGLangServer.cel_rules],
+        "x-kubernetes-validations": root_rules,
     }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"{PLURAL}.{GROUP}",
+            "name": f"{plural}.{GROUP}",
             "labels": {"app.kubernetes.io/name": "sglang-operator", "app.kubernetes.io/part-of": "sglang-operator"},
         },
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
             "names": {
-                "kind": KIND,
-                "listKind": f"{KIND}List",
-                "plural": PLURAL,
-                "singular": SINGULAR,
-                "shortNames": list(SHORT_NAMES),
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": singular,
+                "shortNames": list(short_names),
                 "categories": ["sglang"],
             },
             "versions": [
@@ -169,22 +186,68 @@ def crd() -> dict[str, Any]:
                     "served": True,
                     "storage": True,
                     "schema": {"openAPIV3Schema": root},
-                    "subresources": {
-                        "status": {},
-                        "scale": {
-                            "specReplicasPath": ".spec.replicas",
-                            "statusReplicasPath": ".status.replicas",
-                            "labelSelectorPath": ".status.selector",
-                        },
-                    },
-                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                    "subresources": subresources,
+                    "additionalPrinterColumns": columns,
                 }
             ],
         },
     }
 
 
+def crd() -> dict[str, Any]:
+    """The ``apiextensions.k8s.io/v1`` CustomResourceDefinition of SGLangServer as a dict."""
+    return _crd(KIND, PLURAL, SINGULAR, SHORT_NAMES,
+                "SGLangServer runs one SGLang inference server (Deployment + Service) with typed "
+                "speculative-decoding settings rendered in the target SGLang release's dialect.",
+                model_schema(SGLangServerSpec), model_schema(SGLangServerStatus),
+                [r.to_schema() for r in SGLangServer.cel_rules],
+                {
+                    "status": {},
+                    "scale": {
+                        "specReplicasPath": ".spec.replicas",
+                        "statusReplicasPath": ".status.replicas",
+                        "labelSelectorPath": ".status.selector",
+                    },
+                },
+                PRINTER_COLUMNS)
+
+
+def tuning_crd() -> dict[str, Any]:
+    """The CustomResourceDefinition of SGLangTuning (:mod:`sglang_operator.api.tuning`) as a dict."""
+    return _crd(tuning.KIND, tuning.PLURAL, tuning.SINGULAR, tuning.SHORT_NAMES,
+                "SGLangTuning searches the speculative-decoding settings of one SGLangServer on its own model, GPUs "
+                "and workload, one trial per candidate point, and recommends the best (it never edits the server's "
+                "spec).",
+                model_schema(tuning.SGLangTuningSpec), model_schema(tuning.SGLangTuningStatus),
+                [r.to_schema() for r in tuning.SGLangTuning.cel_rules], {"status": {}}, TUNING_PRINTER_COLUMNS)
+
+
+_HEADER = "# Generated by `sglang-operator crd` from sglang_operator/api; do not edit.\n"
+
+
+def _yaml(doc: dict[str, Any]) -> str:
+    return _HEADER + yaml.safe_dump(doc, sort_keys=False, width=120, allow_unicode=True)
+
+
 def crd_yaml() -> str:
-    """The CRD as YAML text, as committed in ``crds/sglangservers.yaml``."""
-    header = "# Generated by `sglang-operator crd` from sglang_operator/api; do not edit.\n"
-    return header + yaml.safe_dump(crd(), sort_keys=False, width=120, allow_unicode=True)
+    """The SGLangServer CRD as YAML text, as committed in ``crds/sglangservers.yaml``."""
+    return _yaml(crd())
+
+
+def tuning_crd_yaml() -> str:
+    """The SGLangTuning CRD as YAML text, as committed in ``crds/sglangtunings.yaml``."""
+    return _yaml(tuning_crd())
+
+
+CRD_FILES: dict[str, Callable[[], str]] = {
+    f"{PLURAL}.yaml": crd_yaml,
+    f"{tuning.PLURAL}.yaml": tuning_crd_yaml,
+}
+"""File name in ``crds/`` (and the chart's ``files/crds/``) → its text; ``sglang-operator crd --write crds/``."""
+KINDS: dict[str, Callable[[], str]] = {KIND: crd_yaml, tuning.KIND: tuning_crd_yaml}
+"""Kind → its CRD's YAML text (``sglang-operator crd KIND``)."""
+
+
+def all_crds_yaml() -> str:
+    """Every CRD of the project, as one multi-document YAML stream (``sglang-operator crd``)."""
+    return "---\n".join(text() for text in CRD_FILES.values())

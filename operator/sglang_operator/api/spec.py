@@ -59,6 +59,8 @@ OWNED: dict[str, str] = {
     "--speculative-num-draft-tokens": "spec.speculative.numDraftTokens",
     "--speculative-draft-model-path": "spec.speculative.draftModelPath",
     "--speculative-draft-model": "spec.speculative.draftModelPath",
+    "--speculative-adaptive": "spec.speculative.adaptive",
+    "--speculative-adaptive-config": "spec.speculative.adaptive",
     "--mem-fraction-static": "spec.memory.memFractionStatic", "--context-length": "spec.memory.contextLength",
     "--max-running-requests": "spec.memory.maxRunningRequests", "--max-total-tokens": "spec.memory.maxTotalTokens",
     "--chunked-prefill-size": "spec.memory.chunkedPrefillSize",
@@ -203,6 +205,7 @@ class StrategyType(StrEnum):
 
     RECREATE = "Recreate"
     ROLLING_UPDATE = "RollingUpdate"
+    CANARY = "Canary"
 
 
 INT_OR_PERCENT_PATTERN = r"^([0-9]+|[0-9]{1,3}%)$"
@@ -214,13 +217,74 @@ IntOrPercent = Annotated[
 """A count or a percentage (``1``, ``25%``), as Kubernetes' ``IntOrString`` in a rolling update."""
 
 
+def percent_of(value: int | str, replicas: int) -> int:
+    """A count or a percentage (``25%``) of ``replicas``, a percentage rounded up (``25%`` of 3 is 1)."""
+    if isinstance(value, int):
+        return value
+    if value.endswith("%"):
+        return -(-int(value[:-1]) * replicas // 100)
+    return int(value)
+
+
+class OnInconclusive(StrEnum):
+    """What an inconclusive canary interval (no measurement of the canary or of the stable revision in the same
+    interval) counts for."""
+
+    HOLD = "Hold"
+    """Nothing: the canary holds at its step (it is neither promoted nor removed) until intervals measure again."""
+    ROLLBACK = "Rollback"
+    """A failure: ``spec.rollback.failureThreshold`` inconclusive intervals in a row remove the canary."""
+
+
+class CanaryStep(ApiModel):
+    """One step of a canary: the new revision runs on ``replicas`` pods and is judged side by side with the stable
+    revision's pods for ``judgeSeconds`` and ``samples`` measured intervals (defaults: ``spec.rollback.verifySeconds``
+    and ``spec.rollback.minSamples``)."""
+
+    replicas: IntOrPercent = 1
+    """Pods of the new revision at this step, a count or a percentage of ``spec.replicas`` (rounded up, at least 1,
+    at most ``spec.replicas`` − 1: the last step is followed by the promotion to every replica); a percentage
+    follows ``spec.replicas`` when the server is scaled."""
+    judge_seconds: Annotated[int | None, Field(ge=0, le=604800)] = None
+    """Seconds judged at this step after its pods are warmed up; default ``spec.rollback.verifySeconds``."""
+    samples: Annotated[int | None, Field(ge=1, le=1000)] = None
+    """Measured intervals passed at this step, count; default ``spec.rollback.minSamples``."""
+
+
+class CanaryStrategy(ApiModel):
+    """``spec.strategy.canary``: how a new revision is rolled out next to the stable one (``type: Canary``)."""
+
+    steps: Annotated[list[CanaryStep], Field(min_length=1, max_length=10)] = Field(
+        default_factory=lambda: [CanaryStep()], json_schema_extra={"default": [{"replicas": 1}]})
+    """The steps, in order (default: one step of 1 replica, then all replicas)."""
+    max_surge: Annotated[int, Field(ge=0, le=1)] = 0
+    """0 (default: for clusters without spare GPUs): each canary pod replaces a stable pod, ready capacity never
+    below ``spec.replicas`` − 1; 1: the first canary pod is added before a stable pod goes, ready capacity never
+    below ``spec.replicas`` (one more pod's GPUs are needed)."""
+    on_inconclusive: OnInconclusive = OnInconclusive.HOLD
+    """``Hold`` (default) or ``Rollback``: what an interval without both revisions' measurement counts for."""
+
+    def step_replicas(self, index: int, replicas: int) -> int:
+        """The canary's pods at step ``index`` (0-based) of a server of ``replicas``: the step's count or percentage
+        (rounded up), at least 1 and at least the previous step's, at most ``replicas`` − 1."""
+        count = 1
+        for step in self.steps[: index + 1]:
+            count = max(count, percent_of(step.replicas, replicas))
+        return max(1, min(count, replicas - 1))
+
+
 class UpdateStrategy(ApiModel):
     """How pods are replaced when the pod template changes (rendered as the Deployment's ``strategy``)."""
 
     type: StrategyType = StrategyType.RECREATE
     """``Recreate`` (default: the GPUs hold one copy of the model, so the old pods stop before the new ones
-    start) or ``RollingUpdate`` (servers with several replicas: at most ``maxUnavailable`` of them are replaced at
-    a time while the others serve; no extra pod is started, maxSurge 0)."""
+    start), ``RollingUpdate`` (servers with several replicas: at most ``maxUnavailable`` of them are replaced at
+    a time while the others serve; no extra pod is started, maxSurge 0) or ``Canary`` (``replicas`` ≥ 2: a new
+    revision runs on a second workload, ``<name>-canary``, judged side by side with the stable pods and promoted
+    step by step or removed, ``canary``; docs/canary.md)."""
+    canary: CanaryStrategy | None = None
+    """Canary only: the steps, ``maxSurge`` and ``onInconclusive`` (default: one step of 1 replica, maxSurge 0,
+    Hold)."""
     max_unavailable: IntOrPercent | None = None
     """RollingUpdate only: replicas that may be down at once, a count or a percentage (``25%``); default 1."""
     drain_seconds: Annotated[int, Field(ge=0, le=3600)] = 0
@@ -253,6 +317,17 @@ class UpdateStrategy(ApiModel):
             name="max-unavailable-positive",
         ),
         CelRule(
+            "!has(self.canary) || self.type == 'Canary'",
+            "spec.strategy.canary applies to type Canary only",
+            lambda m: m.canary is None or m.type is StrategyType.CANARY,
+            ".canary",
+            message_expression="'spec.strategy.canary is set but type is %s: it applies to Canary only; set type: "
+            "Canary or remove canary'.format([self.type])",
+            explain=lambda m: f"spec.strategy.canary is set but type is {m.type.value}: it applies to Canary only; "
+            "set type: Canary or remove canary",
+            name="canary-canary-only",
+        ),
+        CelRule(
             "!has(self.drainSeconds) || self.drainSeconds == 0 || self.type == 'Recreate'",
             "spec.strategy.drainSeconds applies to type Recreate only",
             lambda m: m.drain_seconds == 0 or m.type is StrategyType.RECREATE,
@@ -266,6 +341,14 @@ class UpdateStrategy(ApiModel):
             name="drain-recreate-only",
         ),
     )
+
+
+    @property
+    def canary_policy(self) -> CanaryStrategy | None:
+        """The canary policy in force: ``canary`` (or its defaults) with type Canary, else None."""
+        if self.type is not StrategyType.CANARY:
+            return None
+        return self.canary or CanaryStrategy()
 
 
 class ServiceType(StrEnum):
@@ -370,6 +453,29 @@ class SGLangServerSpec(ApiModel):
             f"{_GPUS_PER_NODE_CEL}, {_GPUS_PER_NODE_CEL}])",
             explain=_gpu_refusal,
             name="gpus-cover-parallelism",
+        ),
+        CelRule(
+            "!has(self.strategy) || self.strategy.type != 'Canary' || self.replicas >= 2",
+            "spec.strategy.type Canary needs spec.replicas of at least 2 (a stable replica serves beside the canary)",
+            lambda m: m.strategy.type is not StrategyType.CANARY or m.replicas >= 2,
+            ".replicas",
+            message_expression="'spec.strategy.type is Canary but spec.replicas is %d: a canary runs beside stable "
+            "replicas, so it needs at least 2; set replicas to 2 or more, or type: Recreate'.format([self.replicas])",
+            explain=lambda m: f"spec.strategy.type is Canary but spec.replicas is {m.replicas}: a canary runs beside "
+            "stable replicas, so it needs at least 2; set replicas to 2 or more, or type: Recreate",
+            name="canary-replicas",
+        ),
+        CelRule(
+            "!has(self.strategy) || self.strategy.type != 'Canary' || !has(self.parallelism) || "
+            "self.parallelism.nodes == 1",
+            "spec.strategy.type Canary is not supported yet with parallelism.nodes > 1 (LeaderWorkerSet)",
+            lambda m: m.strategy.type is not StrategyType.CANARY or m.parallelism.nodes == 1,
+            ".strategy.type",
+            message_expression="'spec.strategy.type is Canary but spec.parallelism.nodes is %d: a LeaderWorkerSet "
+            "canary is not supported yet; use type: Recreate'.format([self.parallelism.nodes])",
+            explain=lambda m: f"spec.strategy.type is Canary but spec.parallelism.nodes is {m.parallelism.nodes}: a "
+            "LeaderWorkerSet canary is not supported yet; use type: Recreate",
+            name="canary-single-node",
         ),
     )
 

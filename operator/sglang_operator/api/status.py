@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from sglang_operator.api.analysis import Analysis, Baseline, Rejection, RollbackRecord
+from sglang_operator.api.analysis import Analysis, Baseline, CanaryState, CanaryStepRecord, Rejection, RollbackRecord
 from sglang_operator.api.base import FreeForm, StatusModel
 
 
@@ -97,6 +97,14 @@ class EffectiveSettings(StatusModel):
     """Resolved ``context_length`` in tokens."""
     avg_spec_accept_length: float | None = None
     """``internal_states[0].avg_spec_accept_length``: cumulative mean acceptance length since start."""
+    adaptive: bool | None = None
+    """Resolved ``speculative_adaptive``: false when SGLang turned adaptive mode off at start-up (it does so with
+    a warning only, ``speculative_hook.py:_maybe_disable_adaptive``)."""
+    active_num_steps: int | None = None
+    """Adaptive mode: the tier SGLang runs now, ``sglang:spec_num_steps`` ("Currently active speculative_num_steps",
+    0.5.13 on; ``/server_info`` keeps the start-up value), updated as it switches."""
+    active_num_draft_tokens: int | None = None
+    """Adaptive mode: ``sglang:spec_num_draft_tokens`` now (steps + 1)."""
     observed_at: str | None = None
     """When it was read (RFC 3339)."""
 
@@ -150,6 +158,8 @@ class RevisionRecord(StatusModel):
     """Why the verdict, e.g. ``9f4c2d9294: 36.0 tok/s < 0.85 × 51.6 tok/s of 9699b6738c``."""
     judged_at: str | None = None
     """When the verdict was given (RFC 3339)."""
+    canary_steps: list[CanaryStepRecord] = Field(default_factory=list)
+    """The steps of its canary, when it ran as one (``spec.strategy.type: Canary``)."""
 
 
 class SGLangServerStatus(StatusModel):
@@ -201,6 +211,11 @@ class SGLangServerStatus(StatusModel):
     """Revisions not run again until the annotation ``sglang-operator.io/retry`` changes, oldest first."""
     rollbacks: list[RollbackRecord] = Field(default_factory=list)
     """Automatic rollbacks, oldest first, the newest few kept."""
+    canary: CanaryState | None = None
+    """The canary in progress (``spec.strategy.type: Canary``), unset when none runs."""
+    serving_workload: str | None = None
+    """Name of the Deployment serving ``revision``: unset for ``<name>``; ``<name>-canary`` after a canary was
+    promoted (the canary's workload took every replica; the next canary runs in ``<name>``)."""
 
     def dump(self) -> dict[str, Any]:
         """camelCase dict for a status patch, unset fields left out."""

@@ -14,6 +14,8 @@ Rules (facts from ``../shared/sglang`` §0, §1a, §1b, §6; SGLang files cited 
   ``--ssl-keyfile-password``: :data:`SECRET_ENV`) is expanded by the kubelet from the env, which references the
   Secret by name (``valueFrom.secretKeyRef``). A release without the flag is refused by validation
   (:mod:`.validate`, ``typed-flag-in-release``).
+- ``spec.speculative.adaptive`` renders ``--speculative-adaptive`` (0.5.11 on) and, with a ConfigMap, a
+  ``--speculative-adaptive-config`` path under :data:`ADAPTIVE_CONFIG_DIR` where the key is mounted.
 - Multi-node (``parallelism.nodes`` > 1): ``--nnodes``, ``--node-rank 0`` (the leader's argv; the worker template
   of the LeaderWorkerSet puts ``$(LWS_WORKER_INDEX)`` there, :mod:`.leaderworkerset`) and one
   ``--dist-init-addr $(LWS_LEADER_ADDRESS):20000`` (``python/sglang/srt/server_args.py``: ``host:port`` of rank 0,
@@ -44,6 +46,10 @@ NGRAM_DEFAULT_DRAFT_TOKENS = 12
 """SGLang's default ``speculative_num_draft_tokens`` for NGRAM (``server_args.py``, NGRAM branch)."""
 SPEC_DEFAULT_MAX_RUNNING_REQUESTS = 48
 """What SGLang sets ``max_running_requests`` to under speculative decoding when unset (``server_args.py``)."""
+ADAPTIVE_CONFIG_DIR = "/etc/sglang-operator/speculative-adaptive"
+"""Where ``spec.speculative.adaptive.configMapRef`` is mounted (read-only): ``--speculative-adaptive-config`` is a
+path to a JSON file (``python/sglang/srt/speculative/adaptive_spec_params.py``: ``json.load(open(path))``)."""
+ADAPTIVE_CONFIG_VOLUME = "speculative-adaptive-config"
 NODE_RANK_FLAG = "--node-rank"
 LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
 """Env var the LeaderWorkerSet pod webhook sets in every pod of a group to the leader's DNS name
@@ -84,6 +90,11 @@ class RenderedCommand:
         """One shell line: literal env assignments, entry point, flags (e.g. for ``status.command``)."""
         env = [f"{k}={shlex.quote(v)}" for k, v in self.literal_env.items() if k != "HF_HOME"]
         return " ".join([*env, shlex.join([*self.command, *self.args])])
+
+
+def adaptive_config_path(key: str) -> str:
+    """The path ``--speculative-adaptive-config`` names for ConfigMap key ``key`` (in :data:`ADAPTIVE_CONFIG_DIR`)."""
+    return f"{ADAPTIVE_CONFIG_DIR}/{key}"
 
 
 def derive_num_draft_tokens(algorithm: SpeculativeAlgorithm, num_steps: int, eagle_topk: int,
@@ -148,6 +159,10 @@ def render_command(spec: SGLangServerSpec, release: Release | None = None) -> Re
         ]
         if s.draft_model_path:
             args += ["--speculative-draft-model-path", s.draft_model_path]
+        if s.adaptive is not None and s.adaptive.enabled:
+            args.append("--speculative-adaptive")  # a release without it is refused (validate: typed-flag-in-release)
+            if s.adaptive.config_map_ref is not None:
+                args += ["--speculative-adaptive-config", adaptive_config_path(s.adaptive.config_map_ref.key)]
         if d.spec_v2_env and s.spec_v2 != d.spec_v2_default:
             env.append({"name": SPEC_V2_ENV, "value": "1" if s.spec_v2 else "0"})
         elif s.spec_v2 and not d.spec_v2_env:

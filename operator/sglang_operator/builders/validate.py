@@ -40,13 +40,15 @@ FIELD_OF_FLAG: dict[str, str] = {f: v for f, v in OWNED.items() if v.startswith(
 
 PYTHON_RULES: tuple[str, ...] = (
     "version-supported", "typed-flag-in-release", "typed-choice-in-release", "extra-args-known-flag", "env-owned",
-    "mtp-or-draft", "sglang-refuses",
+    "mtp-or-draft", "sglang-refuses", "adaptive-kept",
 )
 """Names of the release-dependent rules checked here (``SpecCheck.rules`` says which failed).
 ``typed-flag-in-release``: a typed field whose flag the release lacks (``spec.adminApiKeySecretRef`` before SGLang
 0.5.8, ``spec.sslKeyfilePasswordSecretRef`` before 0.5.10). One more guard no spec reaches while the flag tables
 agree with :data:`sglang_operator.api.spec.OWNED` (tests/api/test_owned_flags.py): ``extra-args-owned-dest`` (an
-extraArgs spelling of an owned option that CEL does not know)."""
+extraArgs spelling of an owned option that CEL does not know). ``adaptive-kept``: ``spec.speculative.adaptive`` that
+SGLang would turn off at start-up with a warning only (0.5.11's overlap scheduler, ``--enable-dp-attention`` ...):
+refused, as the spec would silently not run what it says."""
 
 
 @dataclass
@@ -267,6 +269,15 @@ def check(spec: SGLangServerSpec) -> SpecCheck:
         out.resolved, sglang_warnings = release.resolve_args(cmd.args, cmd.literal_env)
     except SGLangArgError as err:
         out.refuse("sglang-refuses", sglang_refusal(err, spec, release))
+        return out
+    s = spec.speculative
+    if s is not None and s.adaptive is not None and s.adaptive.enabled and out.resolved.get("speculative_adaptive") \
+            is False:
+        said = next((w for w in sglang_warnings if w.startswith("speculative_adaptive disabled")), "")
+        fix = ("set spec.speculative.specV2 to false (SGLang 0.5.11 runs adaptive mode on the spec v1 worker only)"
+               if "overlap scheduler" in said else "remove what the reason names, or remove spec.speculative.adaptive")
+        out.refuse("adaptive-kept", f"spec.speculative.adaptive: SGLang {cmd.version} would turn it off at start-up "
+                                    f"and run static settings ({said}); {fix}")
         return out
     for text in dict.fromkeys(sglang_warnings):
         actionable = _sglang_warning(text, spec, cmd.version)

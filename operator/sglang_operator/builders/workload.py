@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from sglang_operator.api.spec import SGLangServerSpec, StrategyType
-from sglang_operator.builders.command import RenderedCommand
+from sglang_operator.builders.command import ADAPTIVE_CONFIG_DIR, ADAPTIVE_CONFIG_VOLUME, RenderedCommand
 from sglang_operator.builders.labels import (
     COMMAND_ANNOTATION,
     REVISION_LABEL,
@@ -143,15 +143,22 @@ def _volumes(spec: SGLangServerSpec) -> tuple[list[dict[str, Any]], list[dict[st
             source = {"emptyDir": {"sizeLimit": size} if size else {}}
         volumes.append({"name": "model-cache", **source})
         mounts.append({"name": "model-cache", "mountPath": cache.mount_path})
+    adaptive = spec.speculative.adaptive if spec.speculative is not None else None
+    if adaptive is not None and adaptive.enabled and adaptive.config_map_ref is not None:
+        ref = adaptive.config_map_ref  # --speculative-adaptive-config names a file: the key, mounted read-only
+        volumes.append({"name": ADAPTIVE_CONFIG_VOLUME,
+                        "configMap": {"name": ref.name, "items": [{"key": ref.key, "path": ref.key}]}})
+        mounts.append({"name": ADAPTIVE_CONFIG_VOLUME, "mountPath": ADAPTIVE_CONFIG_DIR, "readOnly": True})
     return volumes + list(spec.volumes), mounts + list(spec.volume_mounts)
 
 
 def strategy(spec: SGLangServerSpec) -> dict[str, Any]:
-    """The Deployment ``strategy`` of ``spec.strategy``: ``Recreate``, or ``RollingUpdate`` with
+    """The Deployment ``strategy`` of ``spec.strategy``: ``Recreate`` (also for ``Canary``: a revision that is not
+    canaried, e.g. the first one, replaces the pods), or ``RollingUpdate`` with
     ``maxUnavailable`` (default 1) and ``maxSurge: 0`` (no extra copy of the model is started: its GPUs may not
     exist)."""
     s = spec.strategy
-    if s.type is StrategyType.RECREATE:
+    if s.type in (StrategyType.RECREATE, StrategyType.CANARY):  # Canary: a replacement without a canary recreates
         return {"type": "Recreate"}
     unavailable = 1 if s.max_unavailable is None else s.max_unavailable
     return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": unavailable, "maxSurge": 0}}

@@ -3,8 +3,9 @@ reconcile handler (create, update, resume), the analysis' ``Apply`` (a rollback,
 converged), the late LeaderWorkerSet apply and child repair. It runs in the server's worker (the caller holds
 :class:`~sglang_operator.control.memory.ServerMemory`'s lock).
 
-A *placement* says which revision runs on how many replicas in which role. Today a server has one placement, the
-``serving`` one; canary and tuning trials add roles (and workloads), not paths. One apply: the drain before a
+A *placement* says which revision runs on how many replicas in which role: the ``serving`` one, and during a canary
+(``spec.strategy.type: Canary``, :mod:`sglang_operator.decisions.canary`) the ``canary`` one in the other workload;
+tuning trials add roles (and workloads), not paths. One apply: the drain before a
 Recreate (optional), the children (Deployment or LeaderWorkerSet, Service, PodMonitor), the ControllerRevision
 ledger; returns the status keys the caller writes in its one status patch (:func:`sglang_operator.decisions.status.
 applied`). Raises what :func:`~sglang_operator.control.children.apply_children` raises (nothing recorded then).
@@ -14,32 +15,41 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sglang_operator import builders
+from sglang_operator.api.analysis import CanaryPhase
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_status
+from sglang_operator.builders import canary
 from sglang_operator.control import ledger
-from sglang_operator.control.children import apply_children
+from sglang_operator.control.children import ChildApplyError, apply_children, apply_failure, contains, up_to_date
 from sglang_operator.control.drain import drain_old_pods
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.decisions import status as st
+from sglang_operator.decisions.canary import stable_replicas
 from sglang_operator.decisions.conditions import merge
+from sglang_operator.io import kube
 
-Role = Literal["serving"]
-"""What a placement is for: ``serving`` (the revision that serves the server's replicas). The canary and tuning
-issues add roles."""
+Role = Literal["serving", "canary"]
+"""What a placement is for: ``serving`` (the revision that serves the server's replicas, in the serving workload)
+or ``canary`` (a canary's revision in the other workload, :mod:`sglang_operator.builders.canary`). The tuning issue
+adds roles."""
 
 
 @dataclass(frozen=True)
 class Placement:
     """``rendered`` (from the camelCase ``spec`` it was rendered from: the object's own or a ledger entry's) runs in
-    ``role``; ``server``: that spec parsed (summary, drain strategy, history limit)."""
+    ``role``; ``server``: that spec parsed (summary, drain strategy, history limit). ``workload``: the Deployment's
+    name (None: the serving one, ``status.servingWorkload``); ``replicas``: its pods (None: the spec's, or the
+    stable's share while a canary runs)."""
 
     rendered: builders.Rendered
     spec: Mapping[str, Any]
     server: SGLangServer
     role: Role = "serving"
+    workload: str | None = None
+    replicas: int | None = None
 
     @property
     def revision(self) -> str:
@@ -47,47 +57,122 @@ class Placement:
 
 
 def placement(body: Mapping[str, Any], rendered: builders.Rendered, spec: Mapping[str, Any] | None = None,
-              role: Role = "serving") -> Placement:
+              role: Role = "serving", workload: str | None = None, replicas: int | None = None) -> Placement:
     """A placement of ``rendered`` for SGLangServer ``body``, from ``spec`` (default: the object's). Raises
     ``SpecError`` when ``spec`` does not parse."""
     spec = dict(body.get("spec") or {}) if spec is None else dict(spec)
     server = parse({**body, "spec": spec, "status": None})
-    return Placement(rendered, spec, server, role)
+    return Placement(rendered, spec, server, role, workload, replicas)
+
+
+def serving_replicas(body: Mapping[str, Any], p: Placement) -> int | None:
+    """The serving workload's pods for placement ``p``: ``p.replicas``; else, while a canary of the revision it runs
+    is in progress (``status.canary``), the stable's share beside the canary's pods with the object's
+    ``spec.replicas`` (a scale during a canary changes the stable workload only); else None (the spec's)."""
+    if p.replicas is not None:
+        return p.replicas
+    c = parse_status(body).canary
+    if c is None or c.stable_revision != p.revision:
+        return None
+    server = parse({**body, "status": None})
+    policy = server.spec.strategy.canary_policy
+    replicas = server.spec.replicas
+    if c.phase is CanaryPhase.REMOVING:
+        return replicas
+    return stable_replicas(replicas, policy.max_surge if policy else 0, c.canary_replicas)
+
+
+def workload_of(body: Mapping[str, Any], p: Placement) -> dict[str, Any]:
+    """The workload manifest of placement ``p`` (no owner reference yet): a LeaderWorkerSet as rendered; a
+    Deployment placed in its workload (:func:`sglang_operator.builders.canary.placed`) with its replicas."""
+    if p.rendered.multinode:
+        return p.rendered.workload
+    name = str((body.get("metadata") or {}).get("name"))
+    status = parse_status(body)
+    workload = p.workload or canary.serving_name(name, status.serving_workload)
+    replicas = serving_replicas(body, p) if p.role == "serving" else p.replicas
+    return canary.placed(p.rendered.workload, name, workload, replicas)
+
+
+async def _apply_workload(manifest: dict[str, Any], body: Mapping[str, Any], only_changed: bool) -> None:
+    """Server-side apply ``manifest`` owned by ``body``; with ``only_changed``, only when the live object lacks a
+    field of it (one GET). Raises :class:`~sglang_operator.control.children.ChildApplyError`."""
+    want = builders.adopt(manifest, body)
+    meta = want["metadata"]
+    try:
+        if only_changed:
+            live = await kube.get_object(str(want["kind"]), str(meta["namespace"]), str(meta["name"]))
+            if live is not None and contains(live, want):
+                return
+        await kube.apply(want)
+    except Exception as err:
+        raise ChildApplyError(apply_failure(str(want.get("kind")), err)) from err
 
 
 async def apply_placement(
     body: Mapping[str, Any], placements: Sequence[Placement], now: dt.datetime, memory: ServerMemory | None = None,
     *, drain: bool = True, write_children: bool = True, warnings: Sequence[str] = (), keep_spec_valid: bool = False,
-    history_limit: int | None = None,
+    history_limit: int | None = None, only_changed: bool = False, retire: str | None = None,
 ) -> dict[str, Any]:
-    """Apply ``placements`` (today exactly one, role ``serving``) for SGLangServer ``body`` (as stored: its status
+    """Apply ``placements`` (one ``serving``, at most one ``canary``) for SGLangServer ``body`` (as stored: its status
     says what runs): drain the old pods first when ``drain`` and the strategy is Recreate, server-side apply the
-    children unless ``write_children`` is False (a resume that found them up to date), record the ledger entry.
+    children unless ``write_children`` is False (a resume that found them up to date) — with ``only_changed`` only
+    those the live objects do not hold already (the canary's every-tick placement) —, apply the canary's Deployment
+    (0 replicas: delete it), delete Deployment ``retire`` (the old serving one after a promotion), record the ledger
+    entries (the canary's revision once, verdict Verifying; ``status.revision`` stays the serving one).
 
     Returns the status keys to write (``revision``, ``command``, the ledger, ``SpecValid`` from ``warnings``, phase
-    Progressing); ``keep_spec_valid``: the stored ``SpecValid`` is kept instead (an analysis' apply speaks of a
-    revision, not of the spec); ``history_limit``: the ledger's length (default: the placement's spec's).
-    Raises :class:`~sglang_operator.control.children.ChildApplyError`,
-    :class:`~sglang_operator.control.children.LeaderWorkerSetMissing`."""
-    if len(placements) != 1 or placements[0].role != "serving":
-        raise ValueError(f"one serving placement is applied today, not {[p.role for p in placements]}")
-    p = placements[0]
+    Progressing, ``servingWorkload``); ``keep_spec_valid``: the stored ``SpecValid`` is kept instead (an analysis'
+    apply speaks of a revision, not of the spec); ``history_limit``: the ledger's length (default: the placement's
+    spec's). Raises :class:`~sglang_operator.control.children.ChildApplyError`,
+    :class:`~sglang_operator.control.children.LeaderWorkerSetMissing`, ``ValueError`` for another set of roles."""
+    serving = [p for p in placements if p.role == "serving"]
+    canaries = [p for p in placements if p.role == "canary"]
+    if len(serving) != 1 or len(canaries) > 1 or len(placements) != len(serving) + len(canaries):
+        roles = [p.role for p in placements]
+        raise ValueError(f"one serving placement and at most one canary are applied, not {roles}")
+    p = serving[0]
     status = body.get("status") or {}
+    typed = parse_status(body)
     generation = int((body.get("metadata") or {}).get("generation") or 0)
+    name = str((body.get("metadata") or {}).get("name"))
+    namespace = str((body.get("metadata") or {}).get("namespace") or "default")
     if drain:
         await drain_old_pods(body, p.server.spec, p.revision, memory)
+    workload = workload_of(body, p)
     if write_children:
-        await apply_children(p.rendered, body)
+        rendered = replace(p.rendered, workload=workload)
+        if not (only_changed and await up_to_date(rendered, body)):
+            await apply_children(rendered, body)
+    for c in canaries:
+        if not c.replicas:
+            await kube.delete_object("Deployment", namespace, str(c.workload))
+        else:
+            await _apply_workload(workload_of(body, c), body, only_changed)
+    if retire is not None and retire != workload["metadata"]["name"]:
+        await kube.delete_object("Deployment", namespace, retire)
+    history = history_limit if history_limit is not None else p.server.spec.rollback.history_limit
     try:
         summary = builders.summary(p.server, p.rendered)
     except SpecError:
         summary = {}
     entry = st.ledger_entry(p.revision, generation, p.rendered.command.command_line, summary, p.spec, now)
-    history = history_limit if history_limit is not None else p.server.spec.rollback.history_limit
     new = st.applied(status, p.rendered.status, list(warnings), entry, generation, history, now)
+    if not p.rendered.multinode:
+        served = workload["metadata"]["name"]
+        new["servingWorkload"] = None if served == name else served
     if keep_spec_valid:
         keep = [c for c in new["conditions"] if c["type"] != st.SPEC_VALID]
-        valid = parse_status(body).condition(st.SPEC_VALID)
+        valid = typed.condition(st.SPEC_VALID)
         new["conditions"] = merge([valid.dump()] if valid is not None else [], keep)
     await ledger.record_applied(body, p.rendered, p.spec, history)
+    for c in canaries:
+        if c.replicas and typed.record(c.revision) is None:
+            try:
+                c_summary = builders.summary(c.server, c.rendered)
+            except SpecError:
+                c_summary = {}
+            c_entry = st.ledger_entry(c.revision, generation, c.rendered.command.command_line, c_summary, c.spec, now)
+            new["revisions"] = st.bounded([*new["revisions"], c_entry], history, typed.stable_revision)
+            await ledger.record_applied(body, c.rendered, c.spec, history)
     return new

@@ -204,7 +204,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
                                                       f"the stable one cannot be restored: {err}")
         telemetry.count_reconcile("error")
         return
-    spec_dict, held_back = choice.spec, choice.reason
+    spec_dict, held_back, for_canary = choice.spec, choice.reason, choice.canary
     rendered = choice.rendered  # the spec's own (its image as that revision runs or ran), or the stable one's
     try:
         write = reason != kopf.Reason.RESUME or not await up_to_date(rendered, body)  # a restart writes nothing
@@ -235,7 +235,10 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
     if held_back:
         logger.info("%s", held_back)
         if reason != kopf.Reason.RESUME and not (same_spec_revision and rendered.revision == before):
-            await _event(body, "Warning", "RevisionRejected", held_back)  # not again for a scale or a policy change
+            if for_canary:  # not again for a scale or a policy change
+                await _event(body, "Normal", "Updated", held_back)
+            else:
+                await _event(body, "Warning", "RevisionRejected", held_back)
         telemetry.count_reconcile("applied")
         return
     telemetry.count_reconcile("applied")

@@ -37,10 +37,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator import builders
+from sglang_operator.api.base import ABORT_ANNOTATION
 from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_spec, parse_status
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import Phase, SGLangServerStatus
+from sglang_operator.builders.canary import serving_name
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
 from sglang_operator.builders.revision import DIGEST_ANNOTATION
 from sglang_operator.control import ledger, restore, testhooks
@@ -50,8 +52,11 @@ from sglang_operator.control.multinode import apply_when_served
 from sglang_operator.decisions import effective as eff
 from sglang_operator.decisions import groups, judging
 from sglang_operator.decisions import status as st
+from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
+from sglang_operator.decisions.canary import CanaryObservation
 from sglang_operator.decisions.derive import speculative_condition
 from sglang_operator.decisions.observation import Decision, Observed, decide
+from sglang_operator.decisions.pods import trouble
 from sglang_operator.decisions.rollback import Apply, Observation, setup_of
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.sampling.model import Sample, SampleKind, Signal
@@ -81,6 +86,8 @@ def requested_settings(server_spec: Any, num_draft_tokens: int | None) -> dict[s
     if spec_dec is not None:
         out |= {"algorithm": spec_dec.algorithm.value, "numSteps": spec_dec.num_steps,
                 "eagleTopk": spec_dec.eagle_topk, "numDraftTokens": num_draft_tokens}
+        if spec_dec.adaptive is not None and spec_dec.adaptive.enabled:
+            out["adaptive"] = True
     mem = server_spec.memory
     for key, value in (("maxRunningRequests", mem.max_running_requests),
                        ("memFractionStatic", mem.mem_fraction_static), ("contextLength", mem.context_length)):
@@ -130,7 +137,8 @@ def applied_spec(body: Mapping[str, Any], status: SGLangServerStatus) -> SGLangS
     return parse_spec(body.get("spec") or {})
 
 
-async def restore_children(namespace: str, name: str, owner_uid: str | None, missing: str) -> None:  # in the worker
+async def restore_children(namespace: str, name: str, owner_uid: str | None, missing: str,
+                           child_name: str | None = None) -> None:  # in the worker
     """Re-apply the children of SGLangServer ``namespace/name`` after ``missing`` (a kind) was deleted behind
     the operator's back, but only while that very owner (``owner_uid``) exists and is not being deleted, and
     only for the revision status says is applied (a newer, not yet handled or invalid spec is left alone)."""
@@ -143,8 +151,11 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
         rendered = builders.render(server)
     except (SpecError, builders.InvalidSpec):
         return
-    if rendered.revision != parse_status(body).revision:
+    status = parse_status(body)
+    if rendered.revision != status.revision:
         return
+    if missing == "Deployment" and child_name is not None and child_name != serving_name(name, status.serving_workload):
+        return  # a canary's workload, or the one a promotion retired: the operator deleted it
     rendered = await restore.as_ran(body, rendered)  # recreated with the image it ran (pinned by a rollback)
     await apply_placement(body, [placement(body, rendered)], dt.datetime.now(dt.UTC), drain=False)
     log.warning("%s/%s: %s deleted; re-applied revision %s", namespace, name, missing, rendered.revision)
@@ -250,7 +261,8 @@ class Observer:
             return
         try:
             async with mem.lock:
-                await restore_children(ns, str(owner["name"]), owner.get("uid"), str(child.get("kind")))
+                await restore_children(ns, str(owner["name"]), owner.get("uid"), str(child.get("kind")),
+                                       str(meta.get("name")))
         except Exception:
             log.exception("re-applying the children of %s/%s failed", ns, owner.get("name"))
 
@@ -313,7 +325,11 @@ class Observer:
         revision = str(status.revision)
         generation = int(meta.get("generation") or 0)
         pods = await self.pods.pods(server.namespace, server.name)
-        health = groups.server_health(pods, spec, revision, generation, now)  # per group (leaders) multi-node
+        running = status.canary
+        canary_rev = running.revision if running is not None else None
+        own = [p for p in pods if _revision_of(p) != canary_rev] if canary_rev else pods  # the serving workload's
+        health_spec = spec if running is None else spec.model_copy(update={"replicas": running.stable_replicas})
+        health = groups.server_health(own, health_spec, revision, generation, now)  # per group (leaders) multi-node
         effective = diffs = None
         if health.phase == "Ready" and health.pod_ips:
             effective, diffs = await read_effective(self.http, base_url(health.pod_ips[0], spec.port),
@@ -327,11 +343,25 @@ class Observer:
         samples, figures, interval = await self.sample(view, status, spec, policy, now, mem)
         policy = policy.model_copy(update={"interval_seconds": max(1, round(interval))})
         sample = judging.sample_for(samples, revision)
+        stable_views = groups.pod_views(pods, spec, revision)
+        annotations = meta.get("annotations") or {}
+        canary_obs = None
+        if running is not None or server.spec.strategy.canary_policy is not None:
+            mine = [p for p in pods if canary_rev and _revision_of(p) == canary_rev
+                    and not (p.get("metadata") or {}).get("deletionTimestamp")]
+            canary_obs = CanaryObservation(
+                policy=server.spec.strategy.canary_policy, replicas=server.spec.replicas, name=server.name,
+                serving_workload=status.serving_workload,
+                pods=groups.pod_views(pods, spec, canary_rev) if canary_rev else (),
+                stable_ready=sum(v.ready for v in stable_views),
+                sample=judging.sample_for(samples, canary_rev) if canary_rev else None,
+                pending=next((t for t in map(trouble, mine) if t), None),
+                promote_token=annotations.get(judging.PROMOTE_ANNOTATION),
+                abort_token=annotations.get(ABORT_ANNOTATION))
         observation = Observation(
-            revision=revision, desired_pods=spec.replicas, setup=setup_of(spec),
-            pods=groups.pod_views(pods, spec, revision),
+            revision=revision, desired_pods=health_spec.replicas, setup=setup_of(spec), pods=stable_views,
             spec_revision=None if mem.apply_failure else self._spec_revision(mem, server, view, status),  # kopf retries
-            retry_token=restore.retry_token(view))
+            retry_token=restore.retry_token(view), canary=canary_obs)
         speculative = speculative_condition(
             spec.speculative.algorithm.value if spec.speculative else None,
             known,
@@ -452,7 +482,8 @@ class Observer:
         if digest is not None:
             mem.digests[revision] = digest
 
-    def _start_job(self, mem: ServerMemory, body: dict[str, Any], action: Apply, now: dt.datetime) -> None:
+    def _start_job(self, mem: ServerMemory, body: dict[str, Any], action: Apply | PlaceCanary | PromoteCanary,
+                   now: dt.datetime) -> None:
         """Carry out the analysis' Apply as the server's job: it waits for the server's lock (the observation
         holding it ends first), drains and applies there, and no tick waits for it."""
         if mem.job is not None and not mem.job.done():
@@ -464,13 +495,17 @@ class Observer:
 
         mem.job = asyncio.get_running_loop().create_task(job(), name=f"apply {mem.namespace}/{mem.name}")
 
-    async def _apply(self, mem: ServerMemory, body: dict[str, Any], action: Apply, now: dt.datetime) -> None:
+    async def _apply(self, mem: ServerMemory, body: dict[str, Any], action: Apply | PlaceCanary | PromoteCanary,
+                     now: dt.datetime) -> None:
         """Carry out the analysis' Apply: the revision from the ledger (drained first); its status keys are kept in
         ``mem.applied`` for the next observation's one status patch (one status patch per server and tick). A
         failure is a Warning event (once per message) and is tried again next tick."""
         ns, name = mem.key
         try:
-            new = await restore.apply_revision(body, action.revision, action.reason, now, mem)
+            if isinstance(action, Apply):
+                new = await restore.apply_revision(body, action.revision, action.reason, now, mem)
+            else:  # the canary's placement (only what differs is written) or its promotion
+                new = await restore.place_canary(body, action, now, mem)
         except Exception as exc:  # NotInLedger, a refused child, a ledger entry this release cannot render
             message = f"applying revision {action.revision} failed: {exc}"
             log.warning("%s/%s: %s", ns, name, message)
@@ -600,6 +635,11 @@ class Observer:
             except Exception:  # never let the loop die silently: log and go on next tick
                 log.exception("observer tick failed")
             await asyncio.sleep(max(0.05, self.interval - (loop.time() - started)))
+
+
+def _revision_of(pod: Mapping[str, Any]) -> str | None:
+    """A pod's ``sglang-operator.io/revision`` label."""
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(builders.REVISION_LABEL)
 
 
 def same_spec(applied: Any, spec: Any) -> bool:

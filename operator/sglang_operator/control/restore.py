@@ -9,20 +9,23 @@ action; :func:`target` is what the reconcile handler applies on create, update a
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sglang_operator import builders
-from sglang_operator.api.server import parse, parse_status
+from sglang_operator.api.server import SpecError, parse, parse_status
+from sglang_operator.builders.canary import serving_name
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.revision import pinned_image
 from sglang_operator.control import ledger
 from sglang_operator.control.apply import apply_placement, placement
 from sglang_operator.control.memory import ServerMemory
-from sglang_operator.decisions.rollback import RETRY_ANNOTATION, RollbackState, what_should_run
+from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
+from sglang_operator.decisions.rollback import RETRY_ANNOTATION, RollbackState, Target, what_should_run
 from sglang_operator.io import kube
 
 log = logging.getLogger("sglang_operator.control.restore")
@@ -50,6 +53,8 @@ class Choice:
     rendered: builders.Rendered
     spec: dict[str, Any]
     reason: str = ""
+    canary: bool = False
+    """The spec's revision is held back for a canary (``spec.strategy.type: Canary``): the observer starts it."""
 
 
 async def as_ran(body: Mapping[str, Any], rendered: builders.Rendered) -> builders.Rendered:
@@ -72,7 +77,8 @@ async def as_ran(body: Mapping[str, Any], rendered: builders.Rendered) -> builde
     own = ledger.workload_image(rendered.workload)
     try:
         if status.revision == rendered.revision:
-            live = await kube.get_object(str(rendered.workload["kind"]), ns, name)
+            live = await kube.get_object(str(rendered.workload["kind"]), ns,
+                                         serving_name(name, status.serving_workload))
             labels = ((builders.pod_templates(live)[0].get("metadata") or {}).get("labels") or {}) if live else {}
             image = ledger.workload_image(live)
             if labels.get(REVISION_LABEL) == rendered.revision and image and own:
@@ -90,15 +96,82 @@ async def target(body: Mapping[str, Any], rendered: builders.Rendered) -> Choice
     """What to apply when the object's spec renders ``rendered``: that, or the stable revision rendered from the
     ledger with the reason the spec's revision is not run. Raises :class:`NotInLedger` when the stable revision
     has no ledger entry (then the caller applies nothing new)."""
-    state = RollbackState.from_status(parse_status(body))
+    status = parse_status(body)
+    state = RollbackState.from_status(status)
     choice = what_should_run(rendered.revision, state, retry_token(body))
+    held = canary_holds(body, rendered.revision, choice.revision)
+    if held:
+        choice = Target(str(status.revision), f"revision {rendered.revision} runs as a canary beside the stable "
+                                              f"revision {status.revision} (spec.strategy.type Canary)")
     if choice.revision == rendered.revision:
         return Choice(await as_ran(body, rendered), dict(body.get("spec") or {}))
     ns, name = _ns_name(body)
     cr = await ledger.load(ns, name, choice.revision)
     if cr is None:
         raise NotInLedger(f"revision {choice.revision} has no ControllerRevision {name}-{choice.revision}")
-    return Choice(ledger.render_revision(body, cr), dict(cr["data"]["spec"]), choice.reason)
+    rendered = ledger.render_revision(body, cr)
+    return Choice(await live_image(body, rendered) if held else rendered, dict(cr["data"]["spec"]), choice.reason,
+                  held)
+
+
+def canary_holds(body: Mapping[str, Any], wanted: str, target: str) -> bool:
+    """Whether the reconcile handler keeps the serving revision in the serving workload instead of ``wanted`` (the
+    spec's revision, ``target`` what should run): a canary runs (``status.canary``: whatever it is for, it is the
+    observer's to settle, :mod:`sglang_operator.decisions.canary`), or one is due — ``spec.strategy.type`` Canary,
+    the stable revision serving and ``wanted`` runnable (``target``) and another revision."""
+    status = parse_status(body)
+    if status.canary is not None:
+        return status.revision is not None and status.revision != wanted
+    try:
+        server = parse({**body, "status": None})
+    except SpecError:
+        return False
+    return (server.spec.strategy.canary_policy is not None and server.spec.replicas >= 2 and target == wanted
+            and status.revision is not None and status.revision != wanted
+            and status.revision == status.stable_revision)
+
+
+async def render_for(body: Mapping[str, Any], revision: str) -> tuple[builders.Rendered, dict[str, Any]]:
+    """``revision`` rendered for SGLangServer ``body`` with the spec it comes from: the object's own when it is the
+    spec's revision (its image as it ran, :func:`as_ran`), else its ledger entry pinned to its digest. Raises
+    :class:`NotInLedger`, ``SpecError`` / ``builders.InvalidSpec``."""
+    ns, name = _ns_name(body)
+    try:
+        own: builders.Rendered | None = builders.render(parse(body))
+    except builders.InvalidSpec:
+        own = None
+    if own is not None and own.revision == revision:
+        return await as_ran(body, own), dict(body.get("spec") or {})
+    cr = await ledger.load(ns, name, revision)
+    if cr is None:
+        raise NotInLedger(f"revision {revision} has no ControllerRevision {name}-{revision}")
+    return await live_image(body, ledger.render_revision(body, cr)), dict(cr["data"]["spec"])
+
+
+async def live_image(body: Mapping[str, Any], rendered: builders.Rendered) -> builders.Rendered:
+    """``rendered`` (a ledger entry's, pinned to its recorded digest) with the image reference the serving workload
+    runs it with, when that workload runs this very revision (its pod template's revision label): re-applying the
+    revision that serves (a canary's stable share, a scale during a canary) must not roll its pods from the tag to
+    the digest. One GET; unreadable: ``rendered`` unchanged (logged)."""
+    status = parse_status(body)
+    if status.revision != rendered.revision:
+        return rendered
+    ns, name = _ns_name(body)
+    try:
+        live = await kube.get_object(str(rendered.workload["kind"]), ns, serving_name(name, status.serving_workload))
+    except Exception as exc:
+        log.warning("%s/%s: the serving workload not read, revision %s applied as recorded: %s", ns, name,
+                    rendered.revision, exc)
+        return rendered
+    labels = ((builders.pod_templates(live)[0].get("metadata") or {}).get("labels") or {}) if live else {}
+    image = ledger.workload_image(live)
+    if labels.get(REVISION_LABEL) != rendered.revision or not image or image == ledger.workload_image(
+            rendered.workload):
+        return rendered
+    workload = copy.deepcopy(rendered.workload)
+    for template in builders.pod_templates(workload):
+        template["spec"]["containers"][0]["image"] = image
+    return replace(rendered, workload=workload)
 
 
 async def apply_revision(body: dict[str, Any], revision: str, reason: str, now: dt.datetime,
@@ -112,18 +185,36 @@ async def apply_revision(body: dict[str, Any], revision: str, reason: str, now: 
     render) or :class:`sglang_operator.control.children.ChildApplyError`."""
     ns, name = _ns_name(body)
     server = parse(body)
-    try:
-        own = builders.render(server)
-    except builders.InvalidSpec:
-        own = None
-    if own is not None and own.revision == revision:
-        rendered, spec = await as_ran(body, own), dict(body.get("spec") or {})
-    else:
-        cr = await ledger.load(ns, name, revision)
-        if cr is None:
-            raise NotInLedger(f"revision {revision} has no ControllerRevision {name}-{revision}")
-        rendered, spec = ledger.render_revision(body, cr), dict(cr["data"]["spec"])
+    rendered, spec = await render_for(body, revision)
     new = await apply_placement(body, [placement(body, rendered, spec)], now, memory, keep_spec_valid=True,
                                 history_limit=server.spec.rollback.history_limit)
     log.info("%s/%s: applied revision %s (%s)", ns, name, revision, reason)
     return new
+
+
+async def place_canary(body: dict[str, Any], action: PlaceCanary | PromoteCanary, now: dt.datetime,
+                       memory: ServerMemory | None = None) -> dict[str, Any]:
+    """Carry out the canary's action through the one apply path: :class:`PlaceCanary` — the serving revision
+    (``status.revision``) on ``stable_replicas`` pods of the serving workload and the canary revision on
+    ``canary_replicas`` of its own (0: deleted), each written only where the live object differs;
+    :class:`PromoteCanary` — the canary's workload becomes the serving one at ``spec.replicas`` and the old one is
+    deleted (no pod restarts). Returns the status keys to write. Raises as :func:`apply_revision`."""
+    status = parse_status(body)
+    ns, name = _ns_name(body)
+    server = parse(body)
+    history = server.spec.rollback.history_limit
+    c_rendered, c_spec = await render_for(body, action.revision)
+    if isinstance(action, PromoteCanary):
+        old = serving_name(name, status.serving_workload)
+        p = placement(body, c_rendered, c_spec, workload=action.workload, replicas=server.spec.replicas)
+        new = await apply_placement(body, [p], now, memory, drain=False, keep_spec_valid=True, history_limit=history,
+                                    retire=old)
+        log.info("%s/%s: canary %s promoted: %s serves it (%s deleted)", ns, name, action.revision, action.workload,
+                 old)
+        return new
+    s_rendered, s_spec = await render_for(body, str(status.revision))
+    placements = [placement(body, s_rendered, s_spec, replicas=action.stable_replicas),
+                  placement(body, c_rendered, c_spec, role="canary", workload=action.workload,
+                            replicas=action.canary_replicas)]
+    return await apply_placement(body, placements, now, memory, drain=False, keep_spec_valid=True,
+                                 history_limit=history, only_changed=True)

@@ -4,7 +4,11 @@ Facts (``../shared/sglang`` §1a, §4): ``/server_info`` (``/get_server_info`` b
 resolved ``ServerArgs`` (``python/sglang/srt/server_args.py``) plus ``internal_states``, one dict per DP
 rank with ``avg_spec_accept_length`` and, on recent releases, ``effective_max_running_requests_per_dp``.
 SGLang rewrites ``NEXTN`` to ``EAGLE`` (``_handle_speculative_decoding``), so those two are the same
-algorithm here, and with ``eagle_topk == 1`` it silently forces ``num_draft_tokens = num_steps + 1``.
+algorithm here, and with ``eagle_topk == 1`` it silently forces ``num_draft_tokens = num_steps + 1``. Adaptive mode
+(``speculative_adaptive``, 0.5.11 on) is turned off silently where unsupported
+(``speculative_hook.py:_maybe_disable_adaptive``); its active tier is not in ``/server_info`` (which reports the
+start-up ``speculative_num_steps``, ``scheduler.py:get_internal_state`` 0.5.13 and 0.5.17) but in the
+``sglang:spec_num_steps`` gauge: :func:`active_tier`.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ FIELDS: dict[str, str] = {
     "maxRunningRequests": "max_running_requests",
     "memFractionStatic": "mem_fraction_static",
     "contextLength": "context_length",
+    "adaptive": "speculative_adaptive",
 }
 _SAME_ALGORITHM = {"NEXTN": "EAGLE"}
 
@@ -36,6 +41,8 @@ def _clean(key: str, value: Any) -> Any:
     characters), else None."""
     if key == "algorithm":
         return truncate(value, VALUE_LIMIT) if isinstance(value, str) else None
+    if key == "adaptive":
+        return value if isinstance(value, bool) else None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return int(value) if key in _INTS and float(value).is_integer() else (value if key not in _INTS else None)
@@ -79,3 +86,18 @@ def differences(requested: Mapping[str, Any], effective: Mapping[str, Any]) -> l
         if _norm(key, want) != _norm(key, effective[key]):
             diffs.append(f"{key}: spec {want}, SGLang {effective[key]}")
     return diffs
+
+
+def active_tier(effective: Mapping[str, Any] | None, num_steps: float | None,
+                num_draft_tokens: float | None) -> dict[str, int]:
+    """``{activeNumSteps, activeNumDraftTokens}`` to write into ``status.effective`` for a server in adaptive mode
+    (``effective`` as stored, ``adaptive`` true), from the ``sglang:spec_num_steps`` / ``sglang:spec_num_draft_tokens``
+    gauges of the latest sample (the max over pods; None where the release has no such gauge, before 0.5.13); ``{}``
+    when not adaptive, unknown, or unchanged."""
+    if not effective or effective.get("adaptive") is not True:
+        return {}
+    out: dict[str, int] = {}
+    for key, value in (("activeNumSteps", num_steps), ("activeNumDraftTokens", num_draft_tokens)):
+        if value is not None and math.isfinite(value) and float(value).is_integer() and value >= 0:
+            out[key] = int(value)
+    return out if any(effective.get(k) != v for k, v in out.items()) else {}

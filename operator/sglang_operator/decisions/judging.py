@@ -17,14 +17,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sglang_operator.api.analysis import Analysis, AnalysisPhase, Baseline
+from sglang_operator.api.analysis import Analysis, AnalysisPhase, Baseline, CanaryPhase, CanaryState
 from sglang_operator.api.base import PROMOTE_ANNOTATION as PROMOTE_ANNOTATION
-from sglang_operator.api.base import clone, plural
+from sglang_operator.api.base import clone, plural, truncate
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.status import SGLangServerStatus, Verdict
 from sglang_operator.decisions import criteria
 from sglang_operator.decisions import status as st
-from sglang_operator.decisions.conditions import Condition
+from sglang_operator.decisions.conditions import Condition, condition
 from sglang_operator.decisions.derive import derive
 from sglang_operator.decisions.rollback import Action, Event, Observation, RecordVerdict, RollbackState, step
 from sglang_operator.decisions.sampling.model import Sample
@@ -78,11 +78,35 @@ def judge(
     verdicts = [a for a in actions if isinstance(a, RecordVerdict)]
     for v in verdicts:
         ledger = st.judged(ledger, v.revision, v.verdict.value, v.reason, now, v.tokens_per_second,
-                           v.accept_length, v.samples, accept_rate(v.revision, sample, before))
+                           v.accept_length, v.samples, accept_rate(v.revision, sample, before), v.canary_steps)
     if verdicts:
         out["revisions"] = ledger
     conditions = derive(pod_conditions, state, policy.action, generation, now, speculative)
+    canary_cond = canary_condition(before.canary, state.canary, generation, now)
+    if canary_cond is not None:
+        conditions = [*conditions, canary_cond]
     return Judged(state, out, conditions, [a for a in actions if not isinstance(a, RecordVerdict)])
+
+
+def canary_condition(before: CanaryState | None, after: CanaryState | None, generation: int,
+                     now: dt.datetime) -> Condition | None:
+    """``Canary``: True while a canary runs (reason its phase, or ``Pending`` with the scheduler's message while a
+    canary pod cannot run), False once it ended (reason how: ``Promoted``, ``Regressed``, ``Aborted``…); None when
+    no canary ran before nor runs now (the condition is left as it is)."""
+    if after is not None:
+        if after.pending and after.phase is not CanaryPhase.REMOVING:
+            return condition("Canary", "True", "Pending", truncate(f"{after.split} (stable+canary): {after.pending}"),
+                             generation, now)
+        message = after.message or (f"revision {after.revision}: step {min(after.step + 1, after.steps)}/{after.steps} "
+                                    f"at {after.split} (stable+canary)")
+        return condition("Canary", "True", after.phase.value, truncate(message), generation, now)
+    if before is None:
+        return None
+    reason = before.reason if before.phase is CanaryPhase.REMOVING else "Promoted"
+    message = before.message or f"canary {before.revision} ended"
+    if reason == "Promoted":
+        message = f"canary {before.revision} promoted to every replica"
+    return condition("Canary", "False", reason or "Ended", truncate(message), generation, now)
 
 
 def accept_rate(revision: str, sample: Sample | None, before: RollbackState) -> float | None:

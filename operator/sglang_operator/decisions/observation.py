@@ -25,6 +25,7 @@ from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions import judging
 from sglang_operator.decisions import status as st
+from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
 from sglang_operator.decisions.conditions import Condition, condition
 from sglang_operator.decisions.pods import PodHealth
 from sglang_operator.decisions.rollback import Apply, Event, Observation, RollbackState
@@ -62,13 +63,14 @@ class Decision:
     """What to persist: ``status_json`` (every key the observation owns, with what the server's job applied merged
     in, as JSON) and :attr:`status` (the same, typed), ``delta`` (the keys that differ from the stored status: the
     one merge patch; empty: no write), ``events`` in the order to post them, ``apply`` (at most one revision to
-    apply, as the server's job), ``state`` (the analysis, for the operator's series), ``diffs`` (the SettingsDiffer
+    apply, or the canary's placement or promotion, as the server's job), ``state`` (the analysis, for the
+    operator's series), ``diffs`` (the SettingsDiffer
     differences observed, for the server's memory)."""
 
     status_json: dict[str, Any]
     delta: dict[str, Any]
     events: list[Event]
-    apply: Apply | None
+    apply: Apply | PlaceCanary | PromoteCanary | None
     state: RollbackState
     diffs: list[str] | None = None
 
@@ -111,5 +113,6 @@ def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Obse
     if o.diffs and "conditions" in delta and o.diffs != o.previous_diffs:
         events.append(Event("Warning", "SettingsDiffer", "; ".join(o.diffs)))
     events += [a for a in judged.actions if isinstance(a, Event)]
-    apply = next((a for a in judged.actions if isinstance(a, Apply)), None)
+    apply: Apply | PlaceCanary | PromoteCanary | None = next(
+        (a for a in reversed(judged.actions) if isinstance(a, Apply | PlaceCanary | PromoteCanary)), None)
     return Decision(new, delta, events, apply, judged.state, o.diffs)

@@ -122,6 +122,13 @@ def _trouble(pod: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def trouble(pod: dict[str, Any]) -> str | None:
+    """The first problem of ``pod`` (API JSON) as ``Reason: message`` (``Unschedulable: 0/3 nodes are available: 3
+    Insufficient nvidia.com/gpu``, a crash loop's termination message), or None."""
+    found = _trouble(pod)
+    return None if found is None else f"{found[0]}: {found[1]}" if found[1] else found[0]
+
+
 def pod_health(
     pods: list[dict[str, Any]], desired: int, revision: str, generation: int, now: dt.datetime,
     revision_label: str = "sglang-operator.io/revision",

@@ -44,6 +44,7 @@ from sglang_operator.api.analysis import (
     Analysis,
     AnalysisPhase,
     Baseline,
+    CanaryState,
     LastSample,
     PodStart,
     Rejection,
@@ -58,8 +59,12 @@ from sglang_operator.api.base import RETRY_ANNOTATION as RETRY_ANNOTATION
 from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus, Verdict
-from sglang_operator.decisions import criteria
+from sglang_operator.decisions import canary, criteria
+from sglang_operator.decisions.actions import Action, Apply, Event, RecordVerdict
 from sglang_operator.decisions.sampling.model import PodView, Sample, SampleKind
+
+__all__ = ["Action", "Apply", "Event", "Observation", "RecordVerdict", "RollbackState", "Target", "step",
+           "what_should_run"]
 
 """Annotation whose change of value (any string) allows one new attempt of a rejected revision, or resumes a
 Paused analysis."""
@@ -92,6 +97,7 @@ class Observation:
     renders to now (None when the spec is refused: the applied revision stands for it). ``retry_token``: value of
     the annotation :data:`RETRY_ANNOTATION` (None when absent). ``setup``: the model, GPU product and parallelism
     ``revision`` runs with (:func:`setup_of`); relative criteria apply only when it equals the baseline's.
+    ``canary``: the canary's observation (:mod:`sglang_operator.decisions.canary`).
     """
 
     revision: str
@@ -100,40 +106,10 @@ class Observation:
     pods: tuple[PodView, ...] = ()
     spec_revision: str | None = None
     retry_token: str | None = None
+    canary: canary.CanaryObservation | None = None
+    """What was seen for a canary (``spec.strategy.type: Canary``, or one in progress); None: no canary policy."""
 
 
-@dataclass(frozen=True)
-class Apply:
-    """Apply this revision's recorded spec (ledger / ControllerRevision; the stable one pinned to its image
-    digest), without editing the object's spec."""
-
-    revision: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Event:
-    """Post a Kubernetes Event on the SGLangServer."""
-
-    type: Literal["Normal", "Warning"]
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
-class RecordVerdict:
-    """Write ``verdict`` for ``revision`` into ``status.revisions`` (``decisions.status.judged``); figures in tok/s
-    and tokens per verify step, medians of ``samples`` samples, where known."""
-
-    revision: str
-    verdict: Verdict
-    reason: str
-    tokens_per_second: float | None = None
-    accept_length: float | None = None
-    samples: int | None = None
-
-
-Action = Apply | Event | RecordVerdict
 
 
 @dataclass(frozen=True)
@@ -152,6 +128,7 @@ class RollbackState(StatusModel):
     analysis: Analysis | None = None
     rejected_revisions: list[Rejection] = Field(default_factory=list)
     rollbacks: list[RollbackRecord] = Field(default_factory=list)
+    canary: CanaryState | None = None
 
     @classmethod
     def from_status(cls, status: SGLangServerStatus | None) -> RollbackState:
@@ -159,13 +136,14 @@ class RollbackState(StatusModel):
         if status is None:
             return cls()
         return cls(stable_revision=status.stable_revision, baseline=status.baseline, analysis=status.analysis,
-                   rejected_revisions=list(status.rejected_revisions), rollbacks=list(status.rollbacks))
+                   rejected_revisions=list(status.rejected_revisions), rollbacks=list(status.rollbacks),
+                   canary=status.canary)
 
     def status_patch(self) -> dict[str, Any]:
         """The camelCase status keys this state owns, None for a cleared one (a merge patch deletes it)."""
         dumped = self.model_dump(by_alias=True, exclude_none=True, mode="json")
         return {key: dumped.get(key) for key in
-                ("stableRevision", "baseline", "analysis", "rejectedRevisions", "rollbacks")}
+                ("stableRevision", "baseline", "analysis", "rejectedRevisions", "rollbacks", "canary")}
 
     def rejection(self, revision: str | None) -> Rejection | None:
         """The rejection of ``revision``, if any."""
@@ -282,7 +260,50 @@ class _Decision:
         elif sample is None:
             self.missing_interval()
         self.settle_stable_phase()
+        if self.run_canary(sample):
+            return
         self.converge(token_changed)
+
+    def run_canary(self, sample: Sample | None) -> bool:
+        """The canary companion (:func:`sglang_operator.decisions.canary.tick`) when a canary policy is in force or a
+        canary runs; returns whether it decides what runs this tick (then :meth:`converge` stands aside)."""
+        obs = self.obs.canary
+        if obs is None and self.state.canary is None:
+            return False
+        obs = obs or canary.CanaryObservation(policy=None, replicas=self.obs.desired_pods, name="")
+        runnable = what_should_run(self.wanted, self.state, self.obs.retry_token).revision == self.wanted
+        out = canary.tick(self.state.canary, obs, self.policy, self.now, wanted=self.obs.spec_revision,
+                          runnable=runnable, serving=self.obs.revision, stable=self.state.stable_revision,
+                          stable_sample=sample if sample is not None and sample.revision == self.obs.revision else None,
+                          setup=self.obs.setup)
+        self.state.canary = out.state
+        self.actions += out.actions
+        if out.rejected is not None:
+            self.reject_canary(out.rejected)
+        if out.promoted is not None:
+            self.state.stable_revision = out.promoted
+            if out.baseline is not None:
+                self.state.baseline = out.baseline
+            self.state.rejected_revisions = [r for r in self.state.rejected_revisions if r.revision != out.promoted]
+            if self.state.analysis is not None and self.state.analysis.revision == out.promoted:
+                self.settle_stable_phase()
+        return out.owns
+
+    def reject_canary(self, r: canary.Rejected) -> None:
+        """A failed canary's revision is rejected (as a failed revision is; no rollback record: the stable revision
+        never stopped serving)."""
+        others = [x for x in self.state.rejected_revisions if x.revision != r.revision]
+        rejections = [*others, Rejection(revision=r.revision, reason=r.message, at=self.now,
+                                         retry_token=self.obs.retry_token)]
+        self.state.rejected_revisions, evicted = kept_rejections(rejections, self.wanted)
+        for old in evicted:
+            self.event("Warning", "RejectionForgotten",
+                       f"the rejection of revision {old.revision} (at {old.at.isoformat()}) is forgotten: only the "
+                       f"newest {REJECTIONS_KEPT} rejections are kept")
+        self.actions.append(RecordVerdict(r.revision, Verdict.REJECTED, r.message, r.tokens_per_second,
+                                          r.accept_length, r.samples, r.canary_steps))
+        self.event("Warning", "CanaryFailed", f"{r.message}; the stable revision {self.obs.revision} keeps serving; "
+                                              f"change the annotation {RETRY_ANNOTATION} to try {r.revision} again")
 
     def follow_revision(self) -> None:
         """A new analysis when the applied revision changed (the stable one coming back ends a rollback)."""

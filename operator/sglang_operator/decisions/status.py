@@ -8,13 +8,14 @@ keys they own; :func:`changed` reduces that to a minimal patch, so an unchanged 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions.conditions import Condition, condition, merge, rfc3339, same
+from sglang_operator.decisions.effective import active_tier
 from sglang_operator.decisions.pods import PodHealth
 from sglang_operator.decisions.sampling.model import Figures
 
@@ -85,12 +86,13 @@ def bounded(ledger: list[dict[str, Any]], history_limit: int, stable: str | None
 def judged(
     ledger: list[dict[str, Any]], revision: str, verdict: str, reason: str, now: dt.datetime,
     tokens_per_second: float | None = None, accept_length: float | None = None, samples: int | None = None,
-    accept_rate: float | None = None,
+    accept_rate: float | None = None, canary_steps: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """``status.revisions`` with ``revision``'s record given ``verdict`` (``api.status.Verdict``), ``reason``,
     ``judgedAt`` and the figures (tok/s, acceptance length, sample count, acceptance rate 0..1) where given;
     unchanged when the revision has no record. Figures of the rollback decision: ``decisions.rollback.RecordVerdict``;
-    the acceptance rate: the release's own gauge in the last sample (``decisions.judging.accept_rate``)."""
+    the acceptance rate: the release's own gauge in the last sample (``decisions.judging.accept_rate``);
+    ``canary_steps``: the steps of its canary (``CanaryStepRecord`` dicts), when it ran as one."""
     out = []
     for r in ledger:
         if r.get("revision") == revision:
@@ -98,6 +100,8 @@ def judged(
                        "acceptRate": None if accept_rate is None else round(accept_rate, 3)}
             r = {**r, "verdict": verdict, "reason": reason, "judgedAt": rfc3339(now),
                  **{k: v for k, v in figures.items() if v is not None}}
+            if canary_steps:
+                r["canarySteps"] = [dict(c) for c in canary_steps]
         out.append(dict(r))
     return out
 
@@ -125,7 +129,8 @@ def applied(
     revision = rendered_status["revision"]
     new_revision = revision != status.get("revision")
     known = next((r for r in ledger if r.get("revision") == revision), None)
-    if known is None or ledger[-1] is not known:  # a new revision, or a return to an earlier one
+    if known is None or (ledger[-1] is not known and new_revision):  # a new revision, or a return to an earlier one
+        # (the revision that serves re-applied while a canary's record is newer is no return)
         for r in ledger:
             if r.get("verdict") == "Verifying":
                 r["verdict"] = "Superseded"
@@ -205,10 +210,20 @@ def figures_patch(status: SGLangServerStatus, figures: Figures | None, measured_
     ``measured_at``. Written: ``acceptLength`` and ``acceptRate`` (3 decimals), ``tokensPerSecond`` (per-request
     decode speed, tok/s, 1 decimal: the figure the rollback compares) and ``metricsUpdatedAt`` (``measured_at``),
     when the accept length moved more than 1 % or tok/s more than 2 % from what status holds, or status' figures
-    are 5 minutes old (or absent).
+    are 5 minutes old (or absent). In adaptive mode, a tier switch (:func:`~sglang_operator.decisions.effective.
+    active_tier`) also writes ``effective`` whole, with ``activeNumSteps`` and ``activeNumDraftTokens``.
     """
     if figures is None:
         return {}
+    stored = status.effective.dump() if status.effective is not None else None
+    tier = active_tier(stored, figures.num_steps, figures.num_draft_tokens)
+    if tier:  # adaptive mode switched tiers: status.effective whole, with the tier SGLang runs now
+        return {**_figures(status, figures, measured_at, now), "effective": {**(stored or {}), **tier}}
+    return _figures(status, figures, measured_at, now)
+
+
+def _figures(status: SGLangServerStatus, figures: Figures, measured_at: dt.datetime,
+             now: dt.datetime) -> dict[str, Any]:
     new = {"acceptLength": _round(figures.accept_length, 3), "acceptRate": _round(figures.accept_rate, 3),
            "tokensPerSecond": _round(figures.decode_tokens_per_second, 1)}
     if all(v is None for v in new.values()):

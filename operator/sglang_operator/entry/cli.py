@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from sglang_operator.api.crd import crd_yaml
+from sglang_operator.api import crd as crds
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.decisions.sampling import limits as lim
 from sglang_operator.process.leader import LeaderElectionConfig
@@ -69,9 +69,26 @@ def main(
 
 
 @app.command()
-def crd() -> None:
-    """Print the SGLangServer CustomResourceDefinition (``sglang-operator crd > crds/sglangservers.yaml``)."""
-    typer.echo(crd_yaml(), nl=False)
+def crd(
+    kind: Annotated[str | None, typer.Argument(
+        help=f"print only this kind's CRD: {', '.join(crds.KINDS)} (default: all, as one YAML stream)")] = None,
+    write: Annotated[Path | None, typer.Option(
+        help="write each CRD into this directory as the committed copies are named (crds/sglangservers.yaml, "
+             "crds/sglangtunings.yaml) instead of printing")] = None,
+) -> None:
+    """Print the CustomResourceDefinitions (SGLangServer, SGLangTuning), or write them (``sglang-operator crd
+    --write crds/``, then ``--write charts/sglang-operator/files/crds/`` for the chart's copies)."""
+    if kind is not None and kind not in crds.KINDS:
+        typer.echo(f"unknown kind {kind!r}; one of {', '.join(crds.KINDS)}", err=True)
+        raise typer.Exit(2)
+    if write is not None:
+        write.mkdir(parents=True, exist_ok=True)
+        for name, text in crds.CRD_FILES.items():
+            if kind is None or text is crds.KINDS[kind]:
+                (write / name).write_text(text())
+                typer.echo(f"wrote {write / name}")
+        return
+    typer.echo(crds.KINDS[kind]() if kind else crds.all_crds_yaml(), nl=False)
 
 
 @app.command()

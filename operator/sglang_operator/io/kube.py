@@ -88,6 +88,23 @@ def _slots(kind: str) -> contextlib.AbstractAsyncContextManager[Any]:
     return _service_slots.setdefault(loop, asyncio.Semaphore(SERVICE_APPLIES))
 
 
+async def delete_object(kind: str, namespace: str, name: str) -> bool:
+    """Delete child ``kind`` ``namespace/name`` (a canary's Deployment, the old serving one after a promotion) with
+    background propagation (its ReplicaSets and pods follow); False when it did not exist. Raises
+    ``lightkube.ApiError`` for other answers."""
+    from lightkube import ApiError
+    from lightkube.types import CascadeType
+
+    FENCE.check(f"delete {kind} {namespace}/{name}")
+    try:
+        await client().delete(_resource(kind), name, namespace=namespace, cascade=CascadeType.BACKGROUND)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return False
+        raise
+    return True
+
+
 async def apply(manifest: Mapping[str, Any], dry_run: bool = False) -> None:
     """Server-side apply ``manifest`` (a Deployment, LeaderWorkerSet, Service or PodMonitor dict, sent as is: no
     field is dropped by a client-side model) with ``force`` (the operator owns the fields it renders); at most

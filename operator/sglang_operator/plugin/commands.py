@@ -1,12 +1,13 @@
-"""``history``, ``diff``, ``retry``, ``promote`` and ``undo`` against the cluster in ``$KUBECONFIG`` (lightkube's
-sync client). Registered on the ``sglang-operator`` command and shipped as the kubectl plugin ``kubectl-sglang``
-(``kubectl sglang history NAME``).
+"""``history``, ``diff``, ``retry``, ``promote``, ``abort`` and ``undo`` against the cluster in ``$KUBECONFIG``
+(lightkube's sync client). Registered on the ``sglang-operator`` command and shipped as the kubectl plugin
+``kubectl-sglang`` (``kubectl sglang history NAME``).
 
 - ``retry``: a rejected revision is deployed again only when the annotation ``sglang-operator.io/retry`` changes
   value; this writes the current time into it.
 - ``promote``: accept the revision that serves now as the stable one (e.g. a deliberately slower but cheaper
   configuration): writes its hash into the annotation ``sglang-operator.io/promote``; the operator promotes it
   with the median of its samples so far as the baseline.
+- ``abort``: remove the canary in progress (annotation ``sglang-operator.io/abort``); its revision is rejected.
 - ``undo``: a user's rollback, like ``kubectl rollout undo``: writes the spec of a revision (default: the stable
   one) into the object. A rejected revision is refused (use ``retry``).
 Exit status 1 for a server or revision that does not exist or is refused; 2 for usage errors (typer's).
@@ -23,14 +24,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sglang_operator.api.base import GROUP, PROMOTE_ANNOTATION, RETRY_ANNOTATION
+from sglang_operator.api.base import ABORT_ANNOTATION, GROUP, PROMOTE_ANNOTATION, RETRY_ANNOTATION
 from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.api.server import parse_status
 from sglang_operator.plugin import undo as undo_plan
 from sglang_operator.plugin import view
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="The revision ledger of an SGLangServer: "
-                  "history, diff, retry, promote and undo.", pretty_exceptions_enable=False,
+                  "history, diff, retry, promote, abort and undo.", pretty_exceptions_enable=False,
                   rich_markup_mode=None)  # click's plain help: no option name cut at 80 columns
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="namespace of the SGLangServer")]
 Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
@@ -114,6 +115,8 @@ def history(name: Name, namespace: Namespace = "default", output: Output = "tabl
     for r in rows:
         if r.reason:
             typer.echo(r.reason if r.reason.startswith(r.revision) else f"{r.revision}: {r.reason}")
+    for line in view.canary_lines(parse_status(body)):
+        typer.echo(line)
 
 
 @app.command()
@@ -173,10 +176,16 @@ def retry(name: Name, namespace: Namespace = "default") -> None:
 
 @app.command()
 def promote(name: Name, namespace: Namespace = "default") -> None:
-    """Accept the revision that serves now as the stable revision (its samples so far become the baseline)."""
+    """Accept the revision that serves now as the stable revision (its samples so far become the baseline); during a
+    canary, promote the canary revision: its remaining steps are skipped."""
     client = _client()
     body = _server(client, namespace, name)
     status = parse_status(body)
+    if status.canary is not None and status.canary.phase.value != "Removing":
+        _annotate(client, namespace, name, PROMOTE_ANNOTATION, status.canary.revision)
+        typer.echo(f"sglangserver.{GROUP}/{name} canary revision {status.canary.revision}: promotion requested (the "
+                   f"remaining analysis is skipped; it takes every replica one pod at a time)")
+        return
     serving = status.revision
     if not serving:
         raise _fail(f"{name} serves no revision yet")
@@ -185,6 +194,24 @@ def promote(name: Name, namespace: Namespace = "default") -> None:
     warning = view.promote_warning(status, _min_samples(body))
     if warning:
         typer.echo(f"warning: {warning}", err=True)
+
+
+@app.command()
+def abort(name: Name, namespace: Namespace = "default") -> None:
+    """Remove the canary in progress: changes the annotation sglang-operator.io/abort; the operator deletes the
+    canary's pods, scales the stable revision back to spec.replicas and rejects the canary's revision (retry allows
+    it again)."""
+    client = _client()
+    body = _server(client, namespace, name)
+    status = parse_status(body)
+    if status.canary is None:
+        raise _fail(f"{name} runs no canary")
+    token = view.now_rfc3339(dt.datetime.now(dt.UTC))
+    if (body["metadata"].get("annotations") or {}).get(ABORT_ANNOTATION) == token:
+        token += "-1"
+    _annotate(client, namespace, name, ABORT_ANNOTATION, token)
+    typer.echo(f"sglangserver.{GROUP}/{name} canary {status.canary.revision}: abort requested ({ABORT_ANNOTATION}="
+               f"{token})")
 
 
 def _min_samples(body: dict[str, Any]) -> int:

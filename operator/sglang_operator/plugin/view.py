@@ -84,6 +84,32 @@ def history_rows(status: SGLangServerStatus, revisions: Sequence[Mapping[str, An
     return rows
 
 
+def canary_lines(status: SGLangServerStatus) -> list[str]:
+    """The canary steps ``history`` shows under its table: of every revision that ran as a canary
+    (``status.revisions[].canarySteps``) and of the canary in progress (``status.canary``), e.g. ``9f4c2d9294: canary
+    step 1 at 3+1 (stable+canary): Failed, 36.0 vs 51.6 tok/s of the stable pods (3 intervals); …``."""
+    def line(rev: str, step: Any) -> str:
+        figures = ""
+        if step.tokens_per_second is not None:
+            figures = f", {step.tokens_per_second:.1f}"
+            if step.stable_tokens_per_second is not None:
+                figures += f" vs {step.stable_tokens_per_second:.1f}"
+            figures += f" tok/s of the stable pods ({plural(step.samples, 'interval')})"
+        why = f"; {step.reason}" if step.reason else ""
+        return (f"{rev}: canary step {step.step} at {step.stable_replicas}+{step.replicas} (stable+canary): "
+                f"{step.verdict}{figures}{why}")
+
+    out = [line(rec.revision, step) for rec in status.revisions for step in rec.canary_steps]
+    c = status.canary
+    if c is not None:
+        out += [line(c.revision, step) for step in c.history]
+        where = "promoting" if c.phase.value == "Promoting" else (
+            "removing" if c.phase.value == "Removing" else f"step {c.step + 1}/{c.steps}")
+        out.append(f"{c.revision}: canary {where} at {c.split} (stable+canary), {plural(c.judged, 'interval')} "
+                   f"passed at this step" + (f"; {c.message}" if c.message else ""))
+    return out
+
+
 HISTORY_COLUMNS = ("", "REVISION", "AGE", "VERDICT", "TOK/S", "ACCEPT LEN", "ACCEPT RATE", "SAMPLES", "IMAGE")
 """The columns of ``history``'s table; figures at the verdict (tok/s, tokens per verify step, 0..1, count)."""
 GAP = 2

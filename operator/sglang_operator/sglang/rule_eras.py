@@ -17,7 +17,7 @@ from functools import cache
 
 from sglang_operator.sglang._version import SGLangVersion, parse_version
 
-__all__ = ["AutoParams", "MambaRule", "Overlap", "RuleSet", "rules_for"]
+__all__ = ["AdaptiveRule", "AutoParams", "MambaRule", "Overlap", "RuleSet", "rules_for"]
 
 
 def _v(text: str) -> SGLangVersion:
@@ -68,6 +68,24 @@ class MambaRule(StrEnum):
     (``_handle_mamba_radix_cache`` 0.5.14, ``arg_groups/overrides.py:_mamba_radix_cache_resolution`` later)."""
 
 
+class AdaptiveRule(StrEnum):
+    """How ``--speculative-adaptive`` resolves (``python/sglang/srt/speculative/adaptive_spec_params.py``; read in the
+    0.5.11, 0.5.12, 0.5.13 and 0.5.17 wheels)."""
+
+    NONE = "none"  # ≤ 0.5.10: no such flag
+    V1_ONLY = "v1-only"
+    """0.5.11: turned off (warning) unless algorithm EAGLE/EAGLE3, topk 1, no DP attention, the overlap scheduler
+    off ("adaptive is only implemented for EAGLEWorker v1"), no multi-layer EAGLE, two-batch overlap or PD-mux
+    (``server_args.py:_handle_speculative_decoding`` end); the config: one object, candidate steps [1, 3, 7]."""
+    ANY_WORKER = "any-worker"
+    """0.5.12: the same without the overlap condition (``eagle_worker_v2.py`` gained the controller); the start-up
+    steps join the candidates."""
+    PER_BATCH = "per-batch"
+    """0.5.13 on: per-batch-size candidate steps; ``--speculative-num-steps`` must be one of them, else ValueError
+    (``arg_groups/speculative_hook.py``: ``validate_adaptive_initial_steps``, 0.5.17
+    ``_init_adaptive_speculative_params``)."""
+
+
 @dataclass(frozen=True)
 class RuleSet:
     """The rule variants of one release (see each field's comment for releases and sources)."""
@@ -94,6 +112,11 @@ class RuleSet:
     mamba_no_buffer_page_1: bool  # 0.5.11–0.5.13: no_buffer forces page_size 1 (warning)
     mamba_fla_chunk_check: bool  # 0.5.9–0.5.12: extra_buffer page size must divide / be divided by FLA_CHUNK_SIZE
     mamba_disable_radix_period: bool  # 0.5.13: the extra_buffer/--disable-radix-cache message gained a period
+    adaptive: AdaptiveRule = AdaptiveRule.NONE
+    adaptive_default_steps: tuple[int, ...] = ()
+    """The union of the default config's candidate steps (``DEFAULT_ADAPTIVE_CONFIG``): (1, 3, 7) read in 0.5.13,
+    (0, 1, 3, 7) in 0.5.17 (step 0, no speculation, at batch sizes 8 and more); 0.5.14–0.5.16 are taken as 0.5.13
+    and 0.5.18 on as 0.5.17 (not read)."""
 
 
 def _overlap(v: SGLangVersion) -> Overlap:
@@ -160,4 +183,16 @@ def rules_for(release: SGLangVersion) -> RuleSet:
         mamba_no_buffer_page_1=_v("0.5.11") <= v < _v("0.5.14"),
         mamba_fla_chunk_check=_v("0.5.9") <= v < _v("0.5.13"),
         mamba_disable_radix_period=_v("0.5.13") <= v < _v("0.5.14"),
+        adaptive=_adaptive(v),
+        adaptive_default_steps=(() if v < _v("0.5.13") else (1, 3, 7) if v < _v("0.5.17") else (0, 1, 3, 7)),
     )
+
+
+def _adaptive(v: SGLangVersion) -> AdaptiveRule:
+    if v < _v("0.5.11"):
+        return AdaptiveRule.NONE
+    if v < _v("0.5.12"):
+        return AdaptiveRule.V1_ONLY
+    if v < _v("0.5.13"):
+        return AdaptiveRule.ANY_WORKER
+    return AdaptiveRule.PER_BATCH

@@ -3,7 +3,8 @@
 Ports ``sglang/srt/server_args.py`` — ``__post_init__``'s "Speculative Decoding" block (0.4.6–0.5.2),
 ``ServerArgs._handle_speculative_decoding`` (0.5.3–0.5.12), ``auto_choose_speculative_params`` — and
 ``sglang/srt/arg_groups/speculative_hook.py:handle_speculative_decoding`` → ``_handle_eagle_family`` /
-``_handle_ngram`` (0.5.13 on). DFLASH/DSPARK/UNO/FROZEN_KV_MTP resolution is not ported (noted in ``notes``).
+``_handle_ngram`` (0.5.13 on), and adaptive speculative decoding (``speculative/adaptive_spec_params.py``, 0.5.11 on).
+DFLASH/DSPARK/UNO/FROZEN_KV_MTP resolution is not ported (noted in ``notes``).
 Warning texts are SGLang's, from the release the variant names.
 """
 
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from sglang_operator.sglang._parser import SGLangArgError
 from sglang_operator.sglang._version import SGLangVersion
-from sglang_operator.sglang.rule_eras import AutoParams, Overlap
+from sglang_operator.sglang.rule_eras import AdaptiveRule, AutoParams, Overlap
 
 if TYPE_CHECKING:
     from sglang_operator.sglang.rules import Ctx
@@ -203,6 +204,57 @@ def _ngram(c: Ctx) -> None:
         raise _fail("ValueError", "Currently ngram speculative decoding does not support dp attention.")
 
 
+W_ADAPTIVE_OFF = "speculative_adaptive disabled: {}. Falling back to static speculative params."
+
+
+def _adaptive_unsupported(c: Ctx) -> str | None:
+    """``adaptive_spec_params.py:adaptive_unsupported_reason`` of the release (its texts)."""
+    v, mode = c.v, c.rules.adaptive
+    algo, topk = v.get("speculative_algorithm"), v.get("speculative_eagle_topk")
+    worker = "MultiLayerEagleWorker" if mode is not AdaptiveRule.PER_BATCH else "MultiLayerEagleWorkerV2"
+    if algo not in ("EAGLE", "EAGLE3"):
+        return f"speculative_algorithm={algo} (only EAGLE/EAGLE3 are supported)"
+    if topk != 1:
+        return f"speculative_eagle_topk={topk} (only topk=1 is supported)"
+    if v.get("enable_dp_attention"):
+        return ("enable_dp_attention=True is not supported (adaptive tier decisions are not synchronized across DP "
+                "ranks)")
+    if mode is AdaptiveRule.V1_ONLY and not v.get("disable_overlap_schedule"):
+        return "the overlap scheduler (spec v2) is enabled (adaptive is only implemented for EAGLEWorker v1)"
+    if v.get("enable_multi_layer_eagle"):
+        return f"enable_multi_layer_eagle=True is not supported ({worker} does not implement adaptive)"
+    if v.get("enable_two_batch_overlap"):
+        return ("enable_two_batch_overlap=True is not supported (adaptive state swap would discard the TboAttnBackend "
+                "wrapper)")
+    if v.get("enable_pdmux"):
+        return "enable_pdmux=True is not supported (adaptive state swap does not update decode_attn_backend_group)"
+    return None
+
+
+def _adaptive(c: Ctx) -> None:
+    """``--speculative-adaptive`` (0.5.11 on, :class:`AdaptiveRule`): turned off with SGLang's warning where
+    unsupported; from 0.5.13 the start-up steps must be a candidate of the default config (a config file is not read
+    offline: noted)."""
+    v = c.v
+    if not v.get("speculative_adaptive") or c.rules.adaptive is AdaptiveRule.NONE:
+        return
+    reason = _adaptive_unsupported(c)
+    if reason is not None:
+        c.warnings.append(W_ADAPTIVE_OFF.format(reason))
+        v["speculative_adaptive"] = False
+        return
+    if c.rules.adaptive is not AdaptiveRule.PER_BATCH:
+        return
+    if v.get("speculative_adaptive_config") is not None:
+        c.notes.append("the adaptive config file is read by SGLang at start-up, not here: --speculative-num-steps must "
+                       "be one of its candidate_steps")
+        return
+    steps, candidates = v.get("speculative_num_steps"), list(c.rules.adaptive_default_steps)
+    if steps not in candidates:
+        raise _fail("ValueError", f"--speculative-num-steps={steps} is not in the adaptive config candidate_steps "
+                                  f"{candidates}. Pass one of those values.")
+
+
 def speculative(c: Ctx) -> None:
     """The release's speculative-decoding resolution (NEXTN → EAGLE, 48 running requests, overlap, shape)."""
     v, rs = c.v, c.rules
@@ -232,3 +284,4 @@ def speculative(c: Ctx) -> None:
         _ngram(c)
     else:
         c.notes.append(f"{algo} resolution is not emulated; values are as given")
+    _adaptive(c)

@@ -1,0 +1,71 @@
+"""PURE: the actions the rollback and canary decisions ask the observer to carry out (no I/O here).
+
+:class:`Apply`, :class:`Event` and :class:`RecordVerdict` come from :func:`sglang_operator.decisions.rollback.step`;
+:class:`PlaceCanary` and :class:`PromoteCanary` from its canary companion, :mod:`sglang_operator.decisions.canary`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sglang_operator.api.status import Verdict
+
+
+@dataclass(frozen=True)
+class Apply:
+    """Apply this revision's recorded spec (ledger / ControllerRevision; the stable one pinned to its image
+    digest), without editing the object's spec."""
+
+    revision: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Event:
+    """Post a Kubernetes Event on the SGLangServer."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RecordVerdict:
+    """Write ``verdict`` for ``revision`` into ``status.revisions`` (``decisions.status.judged``); figures in tok/s
+    and tokens per verify step, medians of ``samples`` samples, where known; ``canary_steps``: the steps of its
+    canary (camelCase ``CanaryStepRecord`` dicts), when it ran as one."""
+
+    revision: str
+    verdict: Verdict
+    reason: str
+    tokens_per_second: float | None = None
+    accept_length: float | None = None
+    samples: int | None = None
+    canary_steps: tuple[dict[str, Any], ...] | None = None
+
+
+@dataclass(frozen=True)
+class PlaceCanary:
+    """Run the stable revision (``status.revision``) on ``stable_replicas`` pods of the serving workload and the
+    canary ``revision`` on ``canary_replicas`` pods of Deployment ``workload`` (0: delete that workload). Applied
+    only where the live workloads differ."""
+
+    revision: str
+    workload: str
+    canary_replicas: int
+    stable_replicas: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class PromoteCanary:
+    """The canary workload ``workload`` serves ``revision`` on every replica: it becomes the serving workload
+    (``status.servingWorkload``, ``status.revision``) and the other one is deleted. No pod restarts."""
+
+    revision: str
+    workload: str
+    reason: str
+
+
+Action = Apply | Event | RecordVerdict | PlaceCanary | PromoteCanary

@@ -1,0 +1,133 @@
+"""Trial results and objectives: what one trial measured, and the figure a tuning maximises, as pure functions.
+
+A trial is measured like users experience the server (client side, streamed requests; see issue 17 item 2):
+per concurrency level, the median per-request decode speed after the first token, output tok/s over the window,
+p50/p95 inter-token latency and time to first token, and SGLang's accept length over the same window.
+Objectives (Katib's ``objective``), never the accept length alone (vllm-project/vllm#26504: acceptance stayed flat
+while the best choice flipped):
+
+- ``decodeTokensPerSecond``: the median per-request decode tok/s at concurrency 1 (single stream, what the
+  published case and the rollback probe measure);
+- ``outputTokensPerSecond``: output tok/s of the whole server at ``concurrency``;
+- ``goodput``: the highest output tok/s over the measured levels whose p95 ITL and p95 TTFT stay under the limits
+  (0 when no level does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from sglang_operator.decisions.tuning.space import Point, TuningModel
+
+
+class TrialVerdict(StrEnum):
+    """How a trial ended: measured, or failed (crash, out of memory, not Ready by its deadline; ``reason`` then
+    quotes SGLang)."""
+
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+
+
+class LevelFigures(TuningModel):
+    """One concurrency level of one trial: tok/s, seconds, tokens per verify step."""
+
+    concurrency: Annotated[int, Field(ge=1)]
+    decode_tokens_per_second: float = 0.0
+    """Median over requests of (output tokens − 1) / (last token − first token), tok/s."""
+    output_tokens_per_second: float = 0.0
+    """All output tokens / the level's window, tok/s."""
+    itl_p50_seconds: float = 0.0
+    itl_p95_seconds: float = 0.0
+    ttft_p50_seconds: float = 0.0
+    ttft_p95_seconds: float = 0.0
+    accept_length: float | None = None
+    """SGLang's accepted tokens per verify step (incl. the bonus token) over the window; 1.0 without speculation."""
+
+
+class TrialResult(TuningModel):
+    """One finished trial: its point (``None``: the control trial without speculative decoding), verdict,
+    figures per concurrency level and, when it failed, the reason."""
+
+    point: Point | None
+    verdict: TrialVerdict = TrialVerdict.COMPLETED
+    figures: tuple[LevelFigures, ...] = ()
+    reason: str | None = None
+
+    def level(self, concurrency: int) -> LevelFigures | None:
+        """The figures measured at ``concurrency`` (``None`` when that level was not measured)."""
+        return next((f for f in self.figures if f.concurrency == concurrency), None)
+
+
+class ObjectiveKind(StrEnum):
+    DECODE_TOKENS_PER_SECOND = "decodeTokensPerSecond"
+    OUTPUT_TOKENS_PER_SECOND = "outputTokensPerSecond"
+    GOODPUT = "goodput"
+
+
+class Objective(TuningModel):
+    """What to maximise. ``concurrency`` is the level for ``outputTokensPerSecond`` (1 for
+    ``decodeTokensPerSecond``); ``goodput`` needs both limits (seconds)."""
+
+    kind: ObjectiveKind = ObjectiveKind.DECODE_TOKENS_PER_SECOND
+    concurrency: Annotated[int, Field(ge=1)] = 1
+    itl_p95_limit_seconds: Annotated[float | None, Field(gt=0)] = None
+    ttft_p95_limit_seconds: Annotated[float | None, Field(gt=0)] = None
+
+    @model_validator(mode="after")
+    def _limits(self) -> Objective:
+        if self.kind is ObjectiveKind.GOODPUT and (self.itl_p95_limit_seconds is None
+                                                   or self.ttft_p95_limit_seconds is None):
+            raise ValueError("goodput needs itlP95LimitSeconds and ttftP95LimitSeconds")
+        if self.kind is ObjectiveKind.DECODE_TOKENS_PER_SECOND and self.concurrency != 1:
+            raise ValueError("decodeTokensPerSecond is measured at concurrency 1")
+        return self
+
+    @property
+    def unit(self) -> str:
+        return "tok/s"
+
+
+def objective_value(objective: Objective, trial: TrialResult) -> float | None:
+    """The objective of one trial; ``None`` when it failed or did not measure the level the objective needs."""
+    if trial.verdict is not TrialVerdict.COMPLETED:
+        return None
+    if objective.kind is ObjectiveKind.GOODPUT:
+        ok = [f.output_tokens_per_second for f in trial.figures
+              if objective.itl_p95_limit_seconds is not None and f.itl_p95_seconds <= objective.itl_p95_limit_seconds
+              and objective.ttft_p95_limit_seconds is not None
+              and f.ttft_p95_seconds <= objective.ttft_p95_limit_seconds]
+        return max(ok, default=0.0) if trial.figures else None
+    level = trial.level(objective.concurrency)
+    if level is None:
+        return None
+    if objective.kind is ObjectiveKind.DECODE_TOKENS_PER_SECOND:
+        return level.decode_tokens_per_second
+    return level.output_tokens_per_second
+
+
+def levels(trials: Iterable[TrialResult]) -> list[int]:
+    """Every concurrency level some completed trial measured, ascending."""
+    return sorted({f.concurrency for t in trials if t.verdict is TrialVerdict.COMPLETED for f in t.figures})
+
+
+def speedups(trials: Sequence[TrialResult], point: Point | None) -> dict[int, float]:
+    """Per concurrency level: ``point``'s mean output tok/s ÷ the control trial's (what speculation buys on this
+    server; below 1 it costs). Levels without both figures are left out."""
+    out: dict[int, float] = {}
+    for c in levels(trials):
+        mine = _mean_level(trials, point, c)
+        control = _mean_level(trials, None, c)
+        if mine is not None and control:
+            out[c] = mine / control
+    return out
+
+
+def _mean_level(trials: Sequence[TrialResult], point: Point | None, concurrency: int) -> float | None:
+    values = [lv.output_tokens_per_second for t in trials
+              if t.point == point and t.verdict is TrialVerdict.COMPLETED
+              and (lv := t.level(concurrency)) is not None]
+    return sum(values) / len(values) if values else None

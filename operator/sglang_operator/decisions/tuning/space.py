@@ -1,0 +1,162 @@
+"""The search space of a speculative-decoding tuning: which (numSteps, eagleTopk, numDraftTokens) points exist,
+which are valid, and in what order they are "cheaper".
+
+Validity follows SGLang and its sweep script (``scripts/playground/bench_speculative.py``):
+
+- eagleTopk 1 is a chain: SGLang forces ``speculative_num_draft_tokens = num_steps + 1``
+  (``server_args.py``/``speculative_hook.py``, ported in :mod:`sglang_operator.sglang.rules_spec`: "adjusted to
+  speculative_num_steps + 1 when speculative_eagle_topk == 1"), so a chain is one point per numSteps and any other
+  draft-token value would run that same point again: it is counted as invalid, never proposed;
+- a tree (eagleTopk > 1) verifies at most the ``steps × topk`` drafted nodes plus the root: numDraftTokens above
+  ``numSteps × eagleTopk + 1`` is invalid (the sweep script drops those points), and below 2 nothing is verified;
+- optionally a caller-given :data:`Validator` (e.g. :func:`spec_validator`: the server's spec rendered with the
+  point and checked with its release's own rules, so ``specV2`` with eagleTopk > 1 or a trtllm_mha backend is
+  refused as the API server and SGLang would refuse it).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.builders.validate import check
+
+DEFAULT_NUM_STEPS = (1, 2, 3, 4, 5, 6, 7, 8)
+DEFAULT_EAGLE_TOPK = (1, 2, 4, 8)
+DEFAULT_NUM_DRAFT_TOKENS = (2, 4, 8, 16, 32, 64)
+"""Defaults of :class:`SearchSpace`: the sweep script's values of each (``steps`` 1–8 as SGLang's EAGLE3 examples
+use up to 8; ``topk`` 1, 2, 4, 8; draft tokens powers of two up to 64), without its all-zero control point, which
+every tuning runs anyway (:data:`CONTROL`)."""
+
+
+class TuningModel(BaseModel):
+    """Base of the tuning models: immutable, camelCase aliases (Katib / SGLang-flag-like names), unknown fields
+    refused."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class Point(TuningModel):
+    """One speculative configuration: ``--speculative-num-steps``, ``--speculative-eagle-topk``,
+    ``--speculative-num-draft-tokens``."""
+
+    num_steps: Annotated[int, Field(ge=1)]
+    eagle_topk: Annotated[int, Field(ge=1)]
+    num_draft_tokens: Annotated[int, Field(ge=1)]
+
+    @property
+    def label(self) -> str:
+        """``steps/topk/draft tokens``, as people write it (``3/1/4``)."""
+        return f"{self.num_steps}/{self.eagle_topk}/{self.num_draft_tokens}"
+
+    def cost_key(self) -> tuple[int, int, int]:
+        """The order of cheapness: fewer draft tokens, then fewer steps, then a narrower tree (less memory per
+        request and less work per verify step when measurements cannot tell two points apart)."""
+        return (self.num_draft_tokens, self.num_steps, self.eagle_topk)
+
+
+CONTROL_LABEL = "no-speculation"
+"""The label of the control trial (``None`` as its point): the server without speculative decoding."""
+
+Validator = Callable[[Point], str | None]
+"""A release's verdict on one point: ``None`` when it may run, else the reason (SGLang's / the API's message)."""
+
+
+class InvalidPoint(TuningModel):
+    """A point of the space that is never proposed, and why."""
+
+    point: Point
+    reason: str
+
+
+class SearchSpace(TuningModel):
+    """The sets to search (Katib's ``parameters``; a range is given as its values). ``num_draft_tokens`` applies to
+    trees only: chains always get ``numSteps + 1``. Sorted and deduplicated on construction."""
+
+    num_steps: tuple[int, ...] = DEFAULT_NUM_STEPS
+    eagle_topk: tuple[int, ...] = DEFAULT_EAGLE_TOPK
+    num_draft_tokens: tuple[int, ...] = DEFAULT_NUM_DRAFT_TOKENS
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalise(cls, data: object) -> object:
+        if isinstance(data, dict):
+            data = {k: tuple(sorted(set(v))) if isinstance(v, Iterable) and not isinstance(v, str) else v
+                    for k, v in data.items()}
+        return data
+
+    @model_validator(mode="after")
+    def _non_empty(self) -> SearchSpace:
+        if not self.num_steps or not self.eagle_topk:
+            raise ValueError("numSteps and eagleTopk need at least one value each")
+        if any(v < 1 for v in (*self.num_steps, *self.eagle_topk, *self.num_draft_tokens)):
+            raise ValueError("numSteps, eagleTopk and numDraftTokens values must be >= 1")
+        if any(k > 1 for k in self.eagle_topk) and not self.num_draft_tokens:
+            raise ValueError("numDraftTokens needs at least one value when eagleTopk has values above 1")
+        return self
+
+    def candidates(self) -> list[Point]:
+        """Every combination the sets name, chains once per numSteps with every listed draft-token value too (so
+        that the invalid ones are counted)."""
+        out: list[Point] = []
+        for steps in self.num_steps:
+            for topk in self.eagle_topk:
+                ndts = sorted({steps + 1, *self.num_draft_tokens}) if topk == 1 else self.num_draft_tokens
+                out += [Point(num_steps=steps, eagle_topk=topk, num_draft_tokens=n) for n in ndts]
+        return out
+
+
+def shape_reason(p: Point) -> str | None:
+    """SGLang's shape rules for one point (see the module docstring); ``None`` when the shape is valid."""
+    if p.eagle_topk == 1 and p.num_draft_tokens != p.num_steps + 1:
+        return (f"eagleTopk 1 is a chain (SGLang: speculative_num_draft_tokens is adjusted to speculative_num_steps "
+                f"+ 1 when speculative_eagle_topk == 1): numDraftTokens {p.num_draft_tokens} would run "
+                f"{p.num_steps}/1/{p.num_steps + 1} again")
+    if p.num_draft_tokens < 2:
+        return "numDraftTokens must be at least 2 (the root and one draft token)"
+    if p.num_draft_tokens > p.num_steps * p.eagle_topk + 1:
+        return (f"numDraftTokens {p.num_draft_tokens} > numSteps × eagleTopk + 1 = "
+                f"{p.num_steps * p.eagle_topk + 1}: the draft tree has fewer nodes than it would verify")
+    return None
+
+
+def enumerate_space(space: SearchSpace, validator: Validator | None = None) -> tuple[list[Point], list[InvalidPoint]]:
+    """Valid points (sorted by :meth:`Point.cost_key`) and the invalid ones with their reasons."""
+    valid: list[Point] = []
+    invalid: list[InvalidPoint] = []
+    for p in space.candidates():
+        reason = shape_reason(p) or (validator(p) if validator is not None else None)
+        if reason is None:
+            valid.append(p)
+        else:
+            invalid.append(InvalidPoint(point=p, reason=reason))
+    valid.sort(key=Point.cost_key)
+    return valid, invalid
+
+
+def spec_validator(spec: SGLangServerSpec) -> Validator:
+    """A :data:`Validator` that renders ``spec`` with the point's speculative settings and checks it with the
+    release's own rules (the CRD's CEL rules, :func:`sglang_operator.builders.validate.check`: the flags of the
+    release and SGLang's argument resolution); the first error is the reason. ``spec`` must have
+    ``speculative`` set (its algorithm and draft model are kept)."""
+    if spec.speculative is None:
+        raise ValueError("spec.speculative is required to tune speculative decoding")
+    base = spec.speculative
+
+    def verdict(p: Point) -> str | None:
+        try:
+            speculative = type(base).model_validate({**base.model_dump(), "num_steps": p.num_steps,
+                                                     "eagle_topk": p.eagle_topk,
+                                                     "num_draft_tokens": p.num_draft_tokens})
+        except ValidationError as exc:
+            return "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        result = check(spec.model_copy(update={"speculative": speculative}))
+        return result.errors[0] if result.errors else None
+
+    return verdict

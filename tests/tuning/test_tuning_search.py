@@ -1,0 +1,139 @@
+"""The ask-and-tell search: state rebuilt from the trial list (restart-safe, deterministic), budgets, failures,
+and the noise-aware decision."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+
+import pytest
+
+from sglang_operator.decisions.tuning import (
+    Algorithm,
+    LevelFigures,
+    Objective,
+    Point,
+    SearchSettings,
+    SearchSpace,
+    TrialResult,
+    TrialVerdict,
+    decide,
+    enumerate_space,
+    noise_estimate,
+    suggest,
+)
+
+VALID, _ = enumerate_space(SearchSpace())
+
+
+def P(s: int, k: int, n: int) -> Point:
+    return Point(num_steps=s, eagle_topk=k, num_draft_tokens=n)
+
+
+def landscape(p: Point | None) -> float:
+    """A smooth stand-in for decode tok/s: a hump over steps, trees better, wide trees best at 8/4/32."""
+    if p is None:
+        return 100.0
+    steps = -((p.num_steps - 6) ** 2) * 2.0
+    width = {1: 0.0, 2: 20.0, 4: 40.0, 8: 30.0}[p.eagle_topk]
+    fill = -abs(math.log2(p.num_draft_tokens) - math.log2(p.num_steps * p.eagle_topk)) * 8.0
+    return 200.0 + steps + width + fill + p.num_steps * 3.0
+
+
+def trial(p: Point | None, value: float | None) -> TrialResult:
+    if value is None:
+        return TrialResult(point=p, verdict=TrialVerdict.FAILED, reason="RuntimeError: Not enough memory.")
+    return TrialResult(point=p, figures=(LevelFigures(concurrency=1, decode_tokens_per_second=value,
+                                                      output_tokens_per_second=value),))
+
+
+def drive(settings: SearchSettings, f: Callable[[Point | None, int], float | None]) -> list[TrialResult]:
+    """Run the search to the end, rebuilding it from the trial list at every step (as after a restart)."""
+    done: list[TrialResult] = []
+    seen: dict[Point | None, int] = {}
+    while not (s := suggest(settings, VALID, done)).done:
+        k = seen.get(s.point, 0)
+        seen[s.point] = k + 1
+        done.append(trial(s.point, f(s.point, k)))
+    return done
+
+
+@pytest.mark.parametrize("algorithm", list(Algorithm))
+def test_control_first_budget_kept_only_valid_points(algorithm: Algorithm) -> None:
+    settings = SearchSettings(algorithm=algorithm, max_trial_count=24)
+    done = drive(settings, lambda p, k: landscape(p))
+    assert done[0].point is None  # the control trial without speculative decoding
+    assert len(done) <= 24 and all(t.point in VALID for t in done[1:])
+    if algorithm is not Algorithm.COORDINATE_ASCENT:
+        assert len({t.point for t in done}) == len(done)  # no repeats without a noise stage
+
+
+def test_coordinate_ascent_finds_the_optimum_with_a_quarter_of_the_grid() -> None:
+    best = max(VALID, key=landscape)
+    done = drive(SearchSettings(max_trial_count=24), lambda p, k: landscape(p))
+    d = decide(done, Objective())
+    assert d is not None and d.best == best and d.noise == 0.0
+    assert len(done) <= (len(VALID) + 1) // 4
+    first = [t.point for t in done]
+    repeats = len(first) - len(set(first))
+    assert repeats >= 2  # the noise stage measured the finalists again
+
+
+def test_a_restarted_search_resumes_without_repeating_a_trial() -> None:
+    """Every suggestion depends only on the settings and the finished trials: cut the run anywhere, suggest from
+    the prefix, and the next trial is the one the uninterrupted run made; a finished point is never asked for
+    again before the noise stage."""
+    noise = random.Random(5)
+    values = {(p, k): landscape(p) * noise.gauss(1.0, 0.02) for p in [None, *VALID] for k in range(6)}
+    settings = SearchSettings(max_trial_count=24, seed=3)
+    done = drive(settings, lambda p, k: values[(p, k)])
+    for cut in range(len(done)):
+        again = suggest(settings, VALID, done[:cut])
+        assert not again.done and again.point == done[cut].point
+    assert suggest(settings, VALID, done).done
+    firsts = [t.point for t in done[: len(done) - 6]]
+    assert len(firsts) == len(set(firsts))
+
+
+def test_random_is_deterministic_per_seed() -> None:
+    runs = [[t.point for t in drive(SearchSettings(algorithm=Algorithm.RANDOM, max_trial_count=10, seed=s),
+                                    lambda p, k: landscape(p))] for s in (1, 1, 2)]
+    assert runs[0] == runs[1] and runs[0] != runs[2]
+
+
+def test_failed_points_are_not_retried_and_too_many_failures_stop() -> None:
+    def oom_beyond_16(p: Point | None, k: int) -> float | None:
+        return None if p is not None and p.num_draft_tokens > 16 else landscape(p)
+
+    done = drive(SearchSettings(max_trial_count=24), oom_beyond_16)
+    failed = [t.point for t in done if t.verdict is TrialVerdict.FAILED]
+    assert failed and len(failed) == len(set(failed))
+    d = decide(done, Objective())
+    assert d is not None and d.best is not None and d.best.num_draft_tokens <= 16
+    stop = SearchSettings(max_trial_count=24, max_failed_trial_count=1)
+    done = drive(stop, lambda p, k: None if p is not None else 100.0)
+    assert len(done) == 3 and "maxFailedTrialCount 1" in (suggest(stop, VALID, done).reason or "")
+
+
+def test_winner_must_beat_the_runner_up_by_more_than_the_noise() -> None:
+    objective = Objective()
+    tied = [trial(None, 100.0), trial(P(8, 8, 64), 374.0), trial(P(8, 8, 64), 366.0), trial(P(8, 4, 32), 368.0),
+            trial(P(8, 4, 32), 364.0)]
+    d = decide(tied, objective)
+    assert d is not None
+    assert d.noise == pytest.approx(noise_estimate({P(8, 8, 64): [374.0, 366.0], P(8, 4, 32): [368.0, 364.0]}))
+    assert d.best == P(8, 4, 32) and d.tied == ("8/8/64", "8/4/32")  # within the noise: fewer draft tokens win
+    clear = [*tied[:3], trial(P(8, 4, 32), 330.0), trial(P(8, 4, 32), 334.0)]
+    d = decide(clear, objective)
+    assert d is not None and d.best == P(8, 8, 64) and d.runner_up == P(8, 4, 32) and "more than the noise" in d.reason
+    lone = [trial(None, 100.0), trial(P(3, 1, 4), 180.0)]  # nothing repeated: every point is a finalist
+    d = decide(lone, objective)
+    assert d is not None and d.best == P(3, 1, 4) and d.speedup == {1: pytest.approx(1.8)}
+
+
+def test_no_speculation_wins_when_speculation_does_not_pay() -> None:
+    trials = [trial(None, 2000.0), trial(None, 2040.0), trial(P(3, 1, 4), 2030.0), trial(P(3, 1, 4), 1990.0)]
+    d = decide(trials, Objective())
+    assert d is not None and d.best is None and d.label == "no-speculation"
+    assert decide([trial(P(3, 1, 4), None)], Objective()) is None
