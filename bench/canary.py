@@ -2,8 +2,8 @@
 figures; not a test).
 
     python bench/canary.py                                  # Recreate and RollingUpdate, 4 replicas, 1 run each
-    python bench/canary.py --strategy canary --max-surge 1  # once spec.strategy.type Canary exists (issue 18)
-    python bench/canary.py --mode drift                     # a 25 % slowdown of every pod, no canary (issue 18)
+    python bench/canary.py --strategy canary --max-surge 1  # the canary of issue 18 (docs/canary.md)
+    python bench/canary.py --mode drift --strategy recreate --drift-pct 20,0   # every pod 25 % slower, no canary
 
 On the local control plane with the simulator at real speed (one-second model load) and the operator as the demo
 runs it, each run creates ``--replicas`` replicas of the published known-good sample (fast rollback policy of
@@ -34,8 +34,9 @@ seconds (it is never rolled back: ``analysis.stableRegression`` records it), the
 known-good spec plus one harmless env var) and reports whether the operator rolls it back, judged against the
 baseline stored before the drift, and how long that takes.
 
-Exit status 0, or 2 when the API server refuses the spec (e.g. ``spec.strategy.type: Canary`` before the canary
-API exists).
+With ``--strategy canary`` the drift mode shows the same drift during a canary (both revisions slowed, judged in the
+same intervals). Exit status 0, or 2 when the API server refuses the spec (e.g. ``spec.strategy.type: Canary`` on
+a cluster whose CRD predates the canary API).
 """
 
 from __future__ import annotations
@@ -364,7 +365,9 @@ async def drift_run(cluster: Cluster, ns: str, args: argparse.Namespace) -> list
         fine: str | None = None
         while time.monotonic() - start < RUN_TIMEOUT_SECONDS:
             st = await server_status(client, ns)
-            fine = fine or (str(st["revision"]) if st.get("revision") not in (None, good) else None)
+            canary = (st.get("canary") or {}).get("revision")  # a canary: status.revision stays the stable one
+            fine = fine or (str(canary) if canary not in (None, good) else None) \
+                or (str(st["revision"]) if st.get("revision") not in (None, good) else None)
             an = st.get("analysis") or {}
             rejected = [r for r in st.get("rejectedRevisions") or [] if fine and r.get("revision") == fine]
             if rejected:
