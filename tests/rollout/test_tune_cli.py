@@ -108,7 +108,7 @@ def test_start_builds_a_tuning_the_api_accepts() -> None:
     ({"concurrency": "4", "objective": "decodeTokensPerSecond"}, "add level 1 to spec.workload.concurrency"),
 ])
 def test_start_refuses_bad_options_before_sending(opts: dict[str, Any], said: str) -> None:
-    with pytest.raises(tuneplan.UsageError, match=None) as err:
+    with pytest.raises(tuneplan.UsageError) as err:
         tuneplan.tuning_body(tuneplan.StartOptions(server="qwen36-27b", **opts))
     assert said in str(err.value)
 
@@ -224,7 +224,7 @@ def test_memory_graph_batch_adaptive_and_no_speculation() -> None:
     assert "adaptive" not in static["speculative"]
     off = tuneplan.winner_spec(BAD["spec"], TrialSettings(speculative=False))
     assert "speculative" not in off and "--speculative" not in _renders(off)
-    with pytest.raises(tuneplan.UsageError, match="no spec.speculative"):
+    with pytest.raises(tuneplan.UsageError, match=r"no spec\.speculative"):
         tuneplan.winner_spec(off, TrialSettings(num_steps=3, eagle_topk=1))
 
 
