@@ -48,7 +48,7 @@ def operator(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) 
 def tuning(name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": name},
             "spec": {"serverRef": {"name": SERVER},
-                     "workload": {"maxOutputTokens": 64, "secondsPerLevel": 5, "warmupSeconds": 1, "repetitions": 1,
+                     "workload": {"maxOutputTokens": 32, "secondsPerLevel": 5, "warmupSeconds": 1, "repetitions": 1,
                                   "concurrency": [{"level": c} for c in LEVELS]},
                      **spec}}
 
@@ -108,7 +108,7 @@ def noise_free(server: dict[str, Any], settings: api.TrialSettings, concurrency:
     args = resolve(rendered.command.args, version_facts(str(rendered.command.version)), {}).server_args
     fig = measure_point(load_model_profile(str(args["model_path"])), load_gpu_profile(GPU), int(args["tp_size"]),
                         spec_shape(args), concurrency, noise=False, memory=args,
-                        workload=Workload(prompt_tokens=256, max_new_tokens=64))
+                        workload=Workload(prompt_tokens=256, max_new_tokens=32))
     if fig.failure is not None:
         return None
     return fig.decode_tok_s if concurrency == 1 else fig.output_tok_s
@@ -207,3 +207,58 @@ def test_a_shadow_tuning_recommends_the_best_point_per_level_and_leaves_nothing_
     events = k8s_cluster.get("events", "-n", ns, "--field-selector", f"involvedObject.name={TUNING}")["items"]
     reasons = {e["reason"] for e in events}
     assert {"TuningStarted", "TrialStarted", "TrialCompleted", "TrialFailed", "TuningSucceeded"} <= reasons, reasons
+
+
+def test_a_tuning_resumed_after_the_operator_is_killed_repeats_no_finished_trial(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    """SIGKILL the operator while a trial runs, start it again: the finished trials stay as they were, the running
+    one is measured again under its own record, and every trial is the one the search asks for given the trials
+    before it (no trial beyond the search's own repeats)."""
+    import os
+    import signal
+
+    ns = namespace
+    k8s_cluster.apply(sample(BAD), ns)
+    wait_for("the server Ready", lambda: k8s_cluster.get("sglangserver", SERVER, "-n", ns).get("status", {})
+             .get("phase") == "Ready", timeout=120, interval=1)
+    name = "qwen36-resume"
+    body = tuning(name, parameters={"numSteps": {"min": 1, "max": 3}}, budget={"maxTrialCount": 4})
+    body["spec"]["workload"]["concurrency"] = [{"level": 1}]
+    k8s_cluster.apply(body, ns)
+
+    def two_done_one_running() -> dict[str, Any] | None:
+        st = k8s_cluster.get("sglangtuning", name, "-n", ns).get("status") or {}
+        trials = st.get("trials") or []
+        done = [t for t in trials if t.get("verdict") == "Completed"]
+        return st if len(done) >= 2 and any(not t.get("verdict") for t in trials) else None
+
+    before = api.SGLangTuningStatus.model_validate(wait_for("two trials done, a third running",
+                                                            two_done_one_running, timeout=180, interval=0.5))
+    assert operator.proc is not None
+    os.killpg(operator.proc.pid, signal.SIGKILL)  # the test's own operator process
+    operator.proc.wait(10)
+    time.sleep(2)
+    operator.start()
+    obj = wait_for("the resumed tuning finished", lambda: finished(k8s_cluster, ns, name), timeout=240, interval=1)
+    after = api.SGLangTuningStatus.model_validate(obj["status"])
+    for t in after.trials:
+        print(f"  {t.name} {t.settings.summary()} {t.verdict} {t.objective} {t.started_at}")
+    assert after.phase == "Succeeded", obj["status"]
+    finished_before = [t for t in before.trials if t.verdict]
+    assert after.trials[:len(finished_before)] == finished_before  # untouched
+    running = next(t for t in before.trials if not t.verdict)
+    again = after.trials[len(finished_before)]
+    assert (again.name, again.settings, again.started_at) == (running.name, running.settings, running.started_at)
+    assert again.verdict == "Completed"
+    names = [t.name for t in after.trials]
+    assert len(names) == len(set(names))
+    spec = api.parse_tuning(obj).spec
+    valid, _ = plan.points(spec.parameters, parse({**sample(BAD), "metadata": {"name": SERVER,
+                                                                               "namespace": ns}}).spec)
+    for i, t in enumerate(after.trials):  # each trial is what the search asked for after the ones before it
+        step = plan.next_step(spec, after.model_copy(update={"trials": after.trials[:i]}), valid, 0)
+        assert step.kind == "start" and step.settings == t.settings, (i, step, t)
+    assert plan.next_step(spec, after, valid, 0).kind == "finish"
+    wait_for("no trial workload left", lambda: not k8s_cluster.get(
+        "deployments", "-n", ns, "-l", f"sglang-operator.io/tuning={name}")["items"], timeout=60, interval=1)

@@ -68,6 +68,9 @@ def test_the_search_starts_with_the_control_trial_and_resumes_from_status_withou
     assert over.kind == "finish" and "maxDurationSeconds" in over.reason
     assert plan.started_count([*done, running]) == 3
     assert plan.trial_name("t", 3) == "t-trial-3"
+    assert plan.planned_trials(s, len(valid)) == s.budget.max_trial_count + 1  # the repeats spend the rest
+    grid = spec(algorithm={"algorithmName": "Grid"})
+    assert plan.planned_trials(grid, len(valid)) == len(valid) + 1
 
 
 def test_invalid_points_are_recorded_with_the_releases_reason_and_never_proposed() -> None:

@@ -82,6 +82,16 @@ def search_space(params: api.Parameters) -> SearchSpace:
     return SearchSpace(num_steps=steps, eagle_topk=topks, num_draft_tokens=ndts)
 
 
+def planned_trials(spec: api.SGLangTuningSpec, valid: int) -> int:
+    """``status.trialsTotal``: the trials the search runs unless failures end it, the control trial included. Grid
+    and Random run each of the ``valid`` points once (at most maxTrialCount); the default search spends the whole
+    maxTrialCount, its last trials measuring the finalists again (the noise estimate)."""
+    settings = search_settings(spec)
+    if settings.algorithm is Algorithm.COORDINATE_ASCENT and settings.repeats:
+        return settings.max_trial_count
+    return min(valid + 1, settings.max_trial_count)
+
+
 def points(params: api.Parameters, server: SGLangServerSpec) -> tuple[list[Point], list[InvalidPoint]]:
     """Valid points (cheapest first) and invalid ones with their reasons: the shape rules, then the server's spec
     rendered with each point and checked with its release's rules (:func:`~.space.spec_validator`). Raises
