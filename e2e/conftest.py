@@ -118,7 +118,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "local_cluster: needs the local control plane and its fake kubelet (images.yaml, PIDs)")
 
 
-LONGEST_FIRST = ("test_rollback.py", "test_canary.py", "test_first_day.py", "test_memory_rounds.py", "test_hostile.py",
+LONGEST_FIRST = ("test_rollback.py", "test_canary.py", "test_first_day.py", "test_memory_rounds.py", "test_tuning.py",
+                 "test_hostile.py",
                  "test_control_loop.py", "test_multinode.py", "test_helm.py", "test_prometheus.py",
                  "test_prometheus_operator.py", "test_leader_election.py")
 """e2e modules by measured wall time in CI (hundreds of seconds each, longest first)."""

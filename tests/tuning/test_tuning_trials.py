@@ -119,3 +119,23 @@ def test_a_shadow_trial_is_owned_by_the_tuning_and_not_selected_by_the_servers_s
     # the revision is the hash the server itself would run for these settings (what `tune apply` leads to)
     assert work.revision == builders.render(parse({**SERVER, "spec": {**trial_spec.model_dump(
         by_alias=True, exclude_none=True, mode="json")}})).revision
+
+
+def test_the_tunings_series_are_exported_and_removed_with_it() -> None:
+    from prometheus_client import REGISTRY
+
+    from sglang_operator.process import telemetry
+
+    telemetry.count_tuning_trial("ns", "tt", "Completed", "tt-trial-1", "3/1/4", 54.6)
+    telemetry.count_tuning_trial("ns", "tt", "Failed", "tt-trial-2", "4/1/5", None)
+    telemetry.set_tuning_speedups("ns", "tt", {"1": 2.41, "all": 2.41})
+    labels = {"namespace": "ns", "sglang_tuning": "tt"}
+    assert REGISTRY.get_sample_value("sglang_operator_tuning_trial_objective",
+                                     {**labels, "trial": "tt-trial-1", "settings": "3/1/4"}) == 54.6
+    assert REGISTRY.get_sample_value("sglang_operator_tuning_trials_total", {**labels, "verdict": "Failed"}) == 1
+    assert REGISTRY.get_sample_value("sglang_operator_tuning_best_speedup", {**labels, "concurrency": "all"}) == 2.41
+    telemetry.forget_tuning("ns", "tt")
+    assert REGISTRY.get_sample_value("sglang_operator_tuning_trial_objective",
+                                     {**labels, "trial": "tt-trial-1", "settings": "3/1/4"}) is None
+    assert REGISTRY.get_sample_value("sglang_operator_tuning_trials_total", {**labels, "verdict": "Failed"}) is None
+    assert REGISTRY.get_sample_value("sglang_operator_tuning_best_speedup", {**labels, "concurrency": "1"}) is None

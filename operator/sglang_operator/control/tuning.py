@@ -440,9 +440,10 @@ async def tuning_daemon(meta: kopf.Meta, stopped: kopf.DaemonStopped, memo: Any 
                           scrape_limits=scrape)
     try:
         await _run(runner, stopped, probe, scrape)
-    finally:
-        if await kube.get_sglangtuning(runner.namespace, runner.name) is None or stopped:
-            telemetry.forget_tuning(runner.namespace, runner.name)
+    finally:  # a deleted tuning's series go; a finished one's stay
+        with contextlib.suppress(Exception):
+            if stopped or await kube.get_sglangtuning(runner.namespace, runner.name) is None:
+                telemetry.forget_tuning(runner.namespace, runner.name)
 
 
 async def _run(runner: TuningRunner, stopped: Any, probe: ProbeLimits | None, scrape: ScrapeLimits | None) -> None:
