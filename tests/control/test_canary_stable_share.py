@@ -104,3 +104,31 @@ def test_replicas_only_needs_the_same_deployment_running_the_same_revision() -> 
     assert not canary.replicas_only(dep("a", "r0"), dep("a", "r1"))  # another revision runs: the full write
     assert not canary.replicas_only(dep("a-canary", "r1"), dep("a", "r1"))
     assert not canary.replicas_only(dep("a", "r1", "LeaderWorkerSet"), dep("a", "r1", "LeaderWorkerSet"))
+
+
+async def test_a_new_spec_holding_the_stable_for_a_canary_rewrites_no_stable_template(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the observer's tick starts the canary (no ``status.canary`` yet) the reconcile handler holds the stable
+    revision in the serving workload: that write, too, is the scale only (seen end to end: a full write of the
+    ledger's render rolled every stable pod)."""
+    kube = FakeKube().install(monkeypatch)
+    body = await _create(kube)
+    stable = body["status"]["revision"]
+    assert await kube.patch_status("ns", "a", None, {"stableRevision": stable}) is not None
+    before = kube.get("Deployment", "ns", "a")
+    assert before is not None
+    _upgraded_render(monkeypatch)
+    spec = copy.deepcopy(kube.server("a")["spec"])
+    spec["memory"]["maxRunningRequests"] = 8
+    spec["replicas"] = 5  # and a scale in the same change: the stable share follows it
+    updated = kube.update_spec("a", spec)
+    writes = len(kube.writes)
+    await handlers.reconcile(body=updated, meta=updated["metadata"], status=updated["status"], patch={},
+                             reason="update", logger=logging.getLogger("test"),
+                             memo=type("Memo", (), {"observer": Observer(1.0)})())
+    after = kube.get("Deployment", "ns", "a")
+    assert after is not None and after["spec"]["replicas"] == 5
+    assert after["spec"]["template"] == before["spec"]["template"]
+    done = [(verb, kind, name) for verb, kind, name, _ in kube.writes[writes:]]
+    assert ("apply", "Deployment", "a") not in done, done
+    assert kube.server("a")["status"]["revision"] == stable  # held: the canary starts at the observer's tick

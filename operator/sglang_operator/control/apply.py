@@ -110,14 +110,33 @@ async def _apply_workload(manifest: dict[str, Any], body: Mapping[str, Any], onl
         raise ChildApplyError(apply_failure(str(want.get("kind")), err)) from err
 
 
-async def _stable_share(status: SGLangServerStatus, p: Placement, workload: dict[str, Any]) -> dict[str, Any] | None:
-    """While a canary runs (``status.canary``) and ``p`` places its stable revision: the live serving Deployment
-    when it runs that revision already (:func:`sglang_operator.builders.canary.replicas_only`: only its
-    ``spec.replicas`` may be written), else None (apply as rendered). One GET. Raises
+def _holds_stable(body: Mapping[str, Any], status: SGLangServerStatus, p: Placement) -> bool:
+    """Whether ``p`` places the stable revision of a canary: one runs (``status.canary``) beside ``p``'s revision,
+    or one is due — the object's ``spec.strategy.type`` is Canary and ``p`` re-applies the stable revision that
+    serves (the reconcile handler holds it while the observer's next tick starts the canary,
+    :func:`sglang_operator.control.restore.canary_holds`)."""
+    if p.rendered.multinode or p.role != "serving":
+        return False
+    c = status.canary
+    if c is not None:
+        return c.stable_revision == p.revision
+    if not (p.revision == status.revision == status.stable_revision):
+        return False
+    try:
+        server = parse({**body, "status": None})
+    except SpecError:
+        return False
+    return server.spec.strategy.canary_policy is not None
+
+
+async def _stable_share(body: Mapping[str, Any], status: SGLangServerStatus, p: Placement,
+                        workload: dict[str, Any]) -> dict[str, Any] | None:
+    """When ``p`` places a canary's stable revision (:func:`_holds_stable`): the live serving Deployment when it runs
+    that revision already (:func:`sglang_operator.builders.canary.replicas_only`: only its ``spec.replicas`` may be
+    written), else None (apply as rendered). One GET. Raises
     :class:`~sglang_operator.control.children.ChildApplyError` when it cannot be read (nothing is written then: a
     full write could roll the stable pods)."""
-    c = status.canary
-    if c is None or p.rendered.multinode or p.role != "serving" or c.stable_revision != p.revision:
+    if not _holds_stable(body, status, p):
         return None
     meta = workload["metadata"]
     try:
@@ -171,7 +190,7 @@ async def apply_placement(
     workload = workload_of(body, p)
     if write_children:
         rendered = replace(p.rendered, workload=workload)
-        live = await _stable_share(typed, p, workload)
+        live = await _stable_share(body, typed, p, workload)
         if live is not None:  # a canary's stable share running its revision already: scaled, never re-templated
             if (live.get("spec") or {}).get("replicas") != workload["spec"]["replicas"]:
                 await _patch_replicas(workload)
