@@ -134,9 +134,9 @@ def error_deltas(first: Reading, last: Reading) -> dict[tuple[str, str], float]:
     return {k: v for k, v in out.items() if v > 0}
 
 
-def longest_gap(readings: list[Reading], name: str) -> float:
-    """The longest time, seconds, between two moments at which server ``name``'s sample count (any kind) grew, the
-    first and last reading counting as such moments."""
+def gaps(readings: list[Reading], name: str) -> list[tuple[float, float]]:
+    """The spans (start, end: monotonic seconds) between consecutive moments at which server ``name``'s sample count
+    (any kind) grew, the first and last reading counting as such moments."""
     grew, prev = [readings[0].at], None
     for r in readings:
         n = r.count(name) + r.count(name, error=True)
@@ -144,7 +144,62 @@ def longest_gap(readings: list[Reading], name: str) -> float:
             grew.append(r.at)
         prev = n
     grew.append(readings[-1].at)
-    return max(b - a for a, b in itertools.pairwise(grew))
+    return list(itertools.pairwise(grew))
+
+
+def longest_gap(readings: list[Reading], name: str) -> float:
+    """The longest of :func:`gaps`, seconds."""
+    return max(b - a for a, b in gaps(readings, name))
+
+
+@dataclass
+class StallMeter:
+    """How long this machine kept a runnable thread waiting: :meth:`run` (in a thread, until ``stop`` is set) sleeps
+    ``tick`` seconds in a loop and records every wake-up more than ``slack`` seconds late as (monotonic time of the
+    wake-up, seconds late). On a machine loaded past its cores (the other test worker, its simulators, anything
+    else) the operator and the test's own reader are kept waiting the same way, which stretches the gaps between
+    samples without the operator skipping a tick: :meth:`late_between` is what a gap may exceed its bound by."""
+
+    tick: float = 0.05
+    slack: float = 0.05
+    stalls: list[tuple[float, float]] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            before = time.monotonic()
+            time.sleep(self.tick)
+            late = time.monotonic() - before - self.tick
+            if late > self.slack:
+                self.stalls.append((time.monotonic(), late))
+
+    def start(self) -> threading.Thread:
+        t = threading.Thread(target=self.run, name="stall-meter", daemon=True)
+        t.start()
+        return t
+
+    def late_between(self, start: float, end: float) -> float:
+        """Seconds of stall whose wake-up fell in [``start``, ``end``]."""
+        return sum(late for at, late in self.stalls if start <= at <= end)
+
+    def longest(self) -> float:
+        """The longest stall recorded, seconds (0 when none)."""
+        return max((late for _, late in self.stalls), default=0.0)
+
+    def total(self) -> float:
+        """All the stall recorded, seconds."""
+        return sum(late for _, late in self.stalls)
+
+
+def gaps_over(readings: list[Reading], name: str, bound: float, meter: StallMeter) -> list[tuple[float, float]]:
+    """The gaps (length, stall inside it), seconds, of server ``name`` longer than ``bound`` plus the machine's stall
+    (:class:`StallMeter`) inside them: the intervals the operator skipped on its own."""
+    out = []
+    for a, b in gaps(readings, name):
+        stall = meter.late_between(a, b)
+        if b - a > bound + stall:
+            out.append((b - a, stall))
+    return out
 
 
 @dataclass

@@ -54,8 +54,10 @@ from e2e.hostile import (
     MODES,
     IdleClients,
     Reading,
+    StallMeter,
     cpu_seconds,
     error_deltas,
+    gaps_over,
     longest_gap,
     read_metrics,
     rss_mib,
@@ -133,6 +135,8 @@ def test_all_hostile_modes_at_once_leave_the_operator_small_and_the_healthy_serv
 
     idle = IdleClients(operator.metrics_port, IDLE)
     attacker = idle.start()
+    meter = StallMeter()
+    meter.start()
     first = read_metrics(operator.metrics_port, namespace)
     start, cpu0 = first.at, cpu_seconds(pid)
     readings: list[Reading] = [first]
@@ -153,6 +157,7 @@ def test_all_hostile_modes_at_once_leave_the_operator_small_and_the_healthy_serv
             assert operator.proc.poll() is None, f"the operator exited:\n{operator.log_tail()}"
     finally:
         idle.stop.set()
+        meter.stop.set()
         attacker.join(10)
     first, last = readings[0], readings[-1]
     cpu_share = (cpu_seconds(pid) - cpu0) / (last.at - start)
@@ -167,7 +172,8 @@ def test_all_hostile_modes_at_once_leave_the_operator_small_and_the_healthy_serv
     print(f"\nsetup to all Ready and sampled {ready_s:.0f} s; over {last.at - start:.0f} s: operator peak RSS "
           f"{peak:.0f} MiB (sampled max {max(rss):.0f}, end {rss[-1]:.0f}), CPU {100 * cpu_share:.0f} % of one core, "
           f"threads {threads_before} -> max {max(threads)}; healthy samples per server {min(sampled.values()):.0f}-"
-          f"{max(sampled.values()):.0f}, longest gap {max(gaps.values()):.1f} s; hostile Error samples "
+          f"{max(sampled.values()):.0f}, longest gap {max(gaps.values()):.1f} s (machine stalls "
+          f"{meter.total():.1f} s in all, longest {meter.longest():.1f} s); hostile Error samples "
           f"{hostile_errors}; scrape errors in the window { {f'{e}/{r}': v for (e, r), v in errors.items()} }; "
           f"{idle.summary()}")
     for name, seen in reasons.items():
@@ -175,8 +181,10 @@ def test_all_hostile_modes_at_once_leave_the_operator_small_and_the_healthy_serv
 
     assert peak < RSS_LIMIT_MIB, f"operator peak RSS {peak:.0f} MiB"
     # the healthy servers: sampled every interval
-    assert max(gaps.values()) <= 1.6 * INTERVAL, gaps  # the next tick after due (1 s apart): no interval skipped
-    assert min(sampled.values()) >= WINDOW / (1.6 * INTERVAL), sampled
+    # the next tick after due (1 s apart): no interval skipped, beyond the time the machine kept every process waiting
+    skipped = {n: over for n in healthy if (over := gaps_over(readings, n, 1.6 * INTERVAL, meter))}
+    assert not skipped, (skipped, gaps)
+    assert min(sampled.values()) >= (WINDOW - meter.total()) / (1.6 * INTERVAL), sampled
     # at most one measurement error per healthy server, on at most a fifth of them: on a machine loaded past its
     # cores (CI's two workers beside 25 simulators) a healthy pod's probe can time out once (transport); a hostile
     # neighbour starving the operator shows as errors on most of them, every interval

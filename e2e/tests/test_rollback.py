@@ -314,6 +314,13 @@ def test_a_revision_that_crashes_under_load_after_going_ready_is_rolled_back(
     rev_good = promoted(k8s_cluster, ns)["revision"]
     crashing = sample(GOOD)
     crashing["spec"]["env"].append({"name": "SGLANG_SIM_FAULT_CRASH_AFTER_S", "value": "14"})  # after warm-up
+    # Each restart loads the model again, as SGLang does (minutes for a real model; 10 s here, not the samples' 1 s):
+    # the pod is not Ready for at least 2 intervals per crash, so the crash, not-Ready, not-Ready intervals make 3
+    # failures in a row. With a 1 s load and the 2 s start-up probe, the pod was back within one interval and Ready
+    # most of the time: passes between the crashes reset the count and the revision was promoted.
+    for e in crashing["spec"]["env"]:
+        if e["name"] == "SGLANG_SIM_LOAD_SECONDS":
+            e["value"] = "10"
     k8s_cluster.apply(crashing, ns)
     rev_bad = wait_status(k8s_cluster, ns, "the crashing revision applied",
                           lambda s: s.get("revision") != rev_good, timeout=30)["revision"]

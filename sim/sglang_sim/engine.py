@@ -62,6 +62,9 @@ class EngineConfig:
     """The largest CUDA-graph batch size; bigger decode batches run eagerly (``None``: no memory check)."""
     eager_token_limit: int | None = None
     """Tokens an eager decode/verify batch may hold before PyTorch runs out of memory (see :class:`EngineCrash`)."""
+    record_step_time: bool = False
+    """``SGLANG_RECORD_STEP_TIME``: every decode log window appends its mean step time (seconds) to
+    ``stats.step_time_dict[running requests]`` (``/server_info`` ``internal_states[].step_time_dict``)."""
 
 
 class EngineCrash(Exception):
@@ -313,6 +316,8 @@ class Engine:
             g.spec_num_steps = self.shape.num_steps if self.shape else 0
             g.spec_num_draft_tokens = self.shape.num_draft_tokens if self.shape else 0
         g.num_running_reqs, g.num_queue_reqs = bs, len(self.waiting)
+        if self.cfg.record_step_time:  # RECORD_STEP_TIME in report_decode_stats: gap / decode_log_interval
+            self.stats.step_time_dict.setdefault(bs, []).append(gap / self.cfg.decode_log_interval)
         self.logger.log(decode_line(bs, self._usage(), spec, g.gen_throughput, len(self.waiting)),
                         self.cfg.log_prefix)
         self._win_tokens = self._win_accept = self._win_verify = 0

@@ -105,7 +105,8 @@ def build(facts: VersionFacts, resolved: Resolved, options: Mapping[str, Any], e
         seed=int(options.get("seed", 0)), time_scale=float(options.get("time_scale", 1.0)),
         jitter=float(options.get("jitter", 0.03)), chunked_prefill_size=max(chunked, 1),
         graph_max_bs=graphs.max_bs, eager_token_limit=graphs.eager_token_limit,
-        adaptive=_adaptive(args, facts) if shape is not None else None),
+        adaptive=_adaptive(args, facts) if shape is not None else None,
+        record_step_time=env.get("SGLANG_RECORD_STEP_TIME", "").lower() in ("1", "true")),
         faults or Faults(), log)
     served = str(args.get("served_model_name") or args.get("model_path"))
     load_s = float(options.get("load_seconds", 0.0))

@@ -67,6 +67,8 @@ def _internal_state(sim: SimState) -> dict[str, Any]:
     avg = sim.engine.stats.avg_spec_accept_length()
     if avg is not None:
         st["avg_spec_accept_length"] = avg
+    if sim.engine.cfg.record_step_time:  # get_internal_state: only with SGLANG_RECORD_STEP_TIME
+        st["step_time_dict"] = {str(bs): list(times) for bs, times in sim.engine.stats.step_time_dict.items()}
     return st
 
 

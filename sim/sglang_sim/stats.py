@@ -90,6 +90,9 @@ class Stats:
     total_accept_tokens: int = 0
     total_verify_ct: int = 0
     last_gen_throughput: float = 0.0
+    step_time_dict: dict[int, list[float]] = field(default_factory=dict)
+    """``SGLANG_RECORD_STEP_TIME`` only: running requests → mean decode step time of each log window, seconds
+    (``MetricsReporter.step_time_dict``; SGLang keeps every entry, so does the simulator)."""
 
     def avg_spec_accept_length(self) -> float | None:
         """Cumulative accept length since start (``internal_states[].avg_spec_accept_length``)."""

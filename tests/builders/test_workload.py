@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from sglang_operator.api import parse
-from sglang_operator.builders import REVISION_LABEL, owner_reference, render, summary
+from sglang_operator.builders import REVISION_LABEL, owner_reference, pod_templates, render, summary
 from sglang_operator.builders.owner import adopt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +50,27 @@ def test_deployment_shape() -> None:
     assert c["command"] + c["args"] == out.command.command_line.split(" ", 1)[1].split(" ")
     assert out.status["numDraftTokens"] == 4 and out.status["revision"] == out.revision
     assert out.selector == "app.kubernetes.io/instance=qwen36-27b,app.kubernetes.io/name=sglang"
+
+
+def test_probe_timings_lose_little_per_replacement() -> None:
+    """A pod that serves is Ready at its next start-up probe (the kubelet runs the readiness probe at once), so the
+    start-up period is what each replacement loses: at most 2 s, within a 30 min start-up budget; readiness every
+    5 s takes a pod out after 15 s of failures (was 10 s × 3 = 30 s); the multi-node leader and workers alike."""
+    b = body()
+    b["spec"]["sglang"]["image"] = "lmsysorg/sglang:v0.5.23-cu130"
+    multi = {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer",
+             "metadata": {"name": "dsv3", "namespace": "ml"},
+             "spec": {"sglang": {"image": "lmsysorg/sglang:v0.5.23"}, "model": {"path": "deepseek-ai/DeepSeek-V3",
+                      "trustRemoteCode": True}, "parallelism": {"tensor": 16, "nodes": 2}}}
+    templates = [render(parse(KNOWN_GOOD)).deployment["spec"]["template"], render(parse(b)).deployment["spec"][
+        "template"], *pod_templates(render(parse(multi)).workload)]
+    assert len(templates) == 4
+    for c in (t["spec"]["containers"][0] for t in templates):
+        start, ready = c["startupProbe"], c["readinessProbe"]
+        assert start["periodSeconds"] == 2 and start["periodSeconds"] * start["failureThreshold"] == 1800
+        assert (ready["periodSeconds"], ready["failureThreshold"]) == (5, 3)
+        assert ready.get("initialDelaySeconds", 0) == 0 == start.get("initialDelaySeconds", 0)
+    assert render(parse(KNOWN_GOOD)).deployment["spec"]["progressDeadlineSeconds"] == 1800 + 600
 
 
 def test_new_release_probes_ready() -> None:

@@ -399,3 +399,74 @@ def test_a_stable_revision_that_crash_loops_after_a_rollback_is_reported_not_rol
     assert a is not None and a.stable_regression is not None and "Not enough memory" in a.stable_regression.message
     assert run.revision == GOOD and run.applies[-1].revision == GOOD
     assert run.now - T0 > dt.timedelta(hours=1)
+
+
+# --- maxRestartsWhileVerifying ----------------------------------------------------------------------------------
+
+SLOW_VERIFY = RollbackPolicy(**{**HOUR.model_dump(), "verify_seconds": 600})
+"""The fast policy verifying for 10 minutes: a revision crashing now and then would be promoted at the end."""
+
+
+def crash_under_load(run: Run, restarts_to: int, between: int = 2, roundtrips: bool = False) -> None:
+    """The applied revision's one pod restarts ``restarts_to`` times after its warm-up, each time back Ready by the
+    next interval, with ``between`` passing intervals around each crash (what resets failureThreshold's count)."""
+    for restarts in range(1, restarts_to + 1):
+        for _ in range(between):
+            run.interval()
+            if roundtrips:
+                run.state = roundtrip(run.state)
+        run.pods = (PodView("p0", True, restarts, crash=CRASH),)
+        run.interval()
+        if run.revision != BAD:
+            return
+
+
+def test_a_revision_that_keeps_crashing_under_load_fails_at_the_third_restart_though_passes_come_between() -> None:
+    run = promoted(SLOW_VERIFY)
+    run.pods = pods()
+    run.apply_spec(BAD)
+    run.warm_up()
+    assert run.phase == "Verifying"
+    crash_under_load(run, 2)
+    assert run.revision == BAD and run.phase == "Verifying"  # two failures, each reset by the passes after it
+    assert run.state.analysis is not None and run.state.analysis.verify_restarts == 2
+    crash_under_load(run, 3)
+    assert run.revision == GOOD
+    rejection = run.state.rejection(BAD)
+    assert rejection is not None and rejection.reason == (
+        f"{BAD}: its pods restarted 3 times since the warm-up ended (maxRestartsWhileVerifying 3), the last one pod "
+        f"p0; its last crash: {CRASH}")
+    assert run.state.analysis is not None and run.state.analysis.reason == "CrashLoop"
+
+
+def test_without_the_restart_count_rule_the_passes_would_promote_it() -> None:
+    """The same crashes with a limit above them: promoted at verifySeconds (what the rule is there to prevent)."""
+    run = promoted(RollbackPolicy(**{**SLOW_VERIFY.model_dump(), "max_restarts_while_verifying": 100}))
+    run.pods = pods()
+    run.apply_spec(BAD)
+    run.warm_up()
+    crash_under_load(run, 5)
+    while run.phase == "Verifying":
+        run.interval()
+    assert run.revision == BAD and run.phase == "Stable"
+
+
+def test_the_restart_count_while_verifying_is_the_policys_and_survives_an_operator_restart() -> None:
+    for limit in (1, 4):
+        run = promoted(RollbackPolicy(**{**SLOW_VERIFY.model_dump(), "max_restarts_while_verifying": limit}))
+        run.pods = pods()
+        run.apply_spec(BAD)
+        run.warm_up()
+        crash_under_load(run, limit - 1, roundtrips=True)
+        assert run.revision == BAD, limit
+        crash_under_load(run, limit, roundtrips=True)
+        assert run.revision == GOOD, limit
+
+
+def test_restarts_of_the_stable_revision_are_judged_by_its_samples_not_counted() -> None:
+    run = promoted(SLOW_VERIFY)
+    for restarts in range(1, 6):
+        run.pods = (PodView("p0", True, restarts, crash=CRASH),)
+        run.interval()
+        run.interval()
+    assert run.revision == GOOD and run.phase == "Stable" and run.state.rejection(GOOD) is None

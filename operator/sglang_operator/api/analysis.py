@@ -185,6 +185,8 @@ class Analysis(StatusModel):
     """Restart count seen per pod that has been Ready (a rise is a restart)."""
     pod_starts: dict[str, PodStart] = Field(default_factory=dict)
     """During the warm-up, per pod name (multi-node: per leader pod): restarts before it was ever Ready."""
+    verify_restarts: int = 0
+    """Restarts of the revision's pods since its warm-up ended, count (``maxRestartsWhileVerifying``)."""
     disruption: str | None = None
     """A pod restart or a pod leaving Ready after the warm-up, not yet counted as a failing sample."""
     last_interval_at: AwareDatetime | None = None

@@ -151,6 +151,12 @@ class RollbackPolicy(ApiModel):
     restarts of a group's leader pod, a worker's own restarts are not counted; LeaderWorkerSet recreates the whole
     group after any container's restart, and each leader recreated so counts as one. A pod that has been Ready once
     is judged by the deadline and the samples instead (readiness blips never reset the deadline)."""
+    max_restarts_while_verifying: Annotated[int, Field(ge=1, le=100)] = 3
+    """Restarts of the revision's pods after its warm-up ended and before it is promoted, count, that fail it with
+    reason ``CrashLoop`` (a pod that crashes under load and comes back Ready in seconds: the passing samples between
+    its crashes would otherwise reset ``failureThreshold``'s count). All pods of the revision add up; multi-node:
+    the restart counts the sampler reports per group. The stable revision is not failed by restarts (its samples
+    judge it)."""
     min_relative_tokens_per_second: Annotated[float, Field(gt=0, le=1)] = 0.85
     """A sample fails when its decode speed (tok/s) is below this fraction of the baseline's (0.85 = more than
     15 % slower). Applies only when the model (path and revision), GPU product and parallelism equal the

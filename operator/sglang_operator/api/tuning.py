@@ -537,6 +537,9 @@ class LevelFigures(StatusModel):
     accept_length: float | None = None
     """Accept length from SGLang's counters over the same window (``sglang:spec_verify_calls_total`` and
     generation tokens)."""
+    accept_rate: float | None = None
+    """SGLang's accept rate (accepted ÷ proposed draft tokens, ``sglang:spec_accept_rate``, a gauge of the last
+    decode log window) at the end of the window, where the release reports it."""
     step_time_p20_seconds: float | None = None
     """SGLang's own 20th-percentile decode step time (``/server_info`` ``step_time_dict``) where the release reports
     it: the sweep script scores accept length ÷ this."""

@@ -6,9 +6,10 @@ RollingUpdate with maxSurge 0; it requests and limits
 account token unless ``spec.automountServiceAccountToken`` (SGLang never calls the Kubernetes API), a container
 ``securityContext`` of :data:`DEFAULT_SECURITY_CONTEXT` merged with ``spec.securityContext``, a memory-backed
 ``/dev/shm``, a named container port ``http``, a startup budget fit for
-loading tens of GB (startupProbe every 10 s, 180 failures = 30 min), readiness on the release's readiness
-endpoint (``/ready`` from 0.5.20, else ``/health_generate``; ``python/sglang/srt/entrypoints/http_server.py``),
-liveness on ``/health``, and ``terminationMessagePolicy: FallbackToLogsOnError`` so a crash's log tail shows in
+loading tens of GB (startupProbe every 2 s, 900 failures = 30 min: :data:`STARTUP_PERIOD_SECONDS`), readiness on the
+release's readiness endpoint (``/ready`` from 0.5.20, else ``/health_generate``;
+``python/sglang/srt/entrypoints/http_server.py``) every 5 s (:data:`READINESS_PERIOD_SECONDS`), liveness on
+``/health``, and ``terminationMessagePolicy: FallbackToLogsOnError`` so a crash's log tail shows in
 the pod status. Owner references are added by the caller (:func:`sglang_operator.builders.owner.adopt`).
 """
 
@@ -31,9 +32,22 @@ from sglang_operator.builders.labels import (
 CONTAINER = "sglang"
 PORT_NAME = "http"
 GPU_RESOURCE = "nvidia.com/gpu"
-STARTUP_PERIOD_SECONDS = 10
-STARTUP_FAILURE_THRESHOLD = 180
-"""Start-up budget: 10 s × 180 = 30 min for downloading and loading weights and capturing CUDA graphs."""
+STARTUP_PERIOD_SECONDS = 2
+"""Seconds between two start-up probes. A pod that serves is not Ready before its next start-up probe succeeds (the
+kubelet then runs the readiness probe at once: ``pkg/kubelet/prober/prober_manager.go`` ``UpdatePodStatus``
+triggers a readiness probe that has no result yet), so every replaced pod (an update, a rollback) loses up to
+one period, half of it on average, after it already serves. Measured with ``bench/canary.py`` (4 replicas,
+RollingUpdate, a regression and its rollback): from serving to Ready a median 5.3 s with 10 s, 1.2 s (at most
+2.0 s) with 2 s; not-Ready per replaced pod 10.5 s → 7.4 s. Cheap:
+while the weights load the port is closed (connection refused) and during warm-up the endpoint answers 503 at
+once (``http_server.py``: ``ServerStatus.Starting``); the probe stops at its first success."""
+STARTUP_FAILURE_THRESHOLD = 900
+"""Start-up budget: 2 s × 900 = 30 min for downloading and loading weights and capturing CUDA graphs."""
+READINESS_PERIOD_SECONDS = 5
+READINESS_FAILURE_THRESHOLD = 3
+"""Readiness: every 5 s, 3 failures in a row (15 s) take the pod out of the Service; one slow or failed answer
+(``/health_generate`` under load) does not. Each probe is a flag check on ``/ready`` (0.5.20+) or a 1-token
+generation on ``/health_generate`` (one extra token in a batch every 5 s)."""
 PROGRESS_DEADLINE_SECONDS = STARTUP_PERIOD_SECONDS * STARTUP_FAILURE_THRESHOLD + 600
 LIVENESS_PATH = "/health"
 HEALTH_TIMEOUT_SECONDS = 30
@@ -164,7 +178,8 @@ def pod_template(name: str, spec: SGLangServerSpec, cmd: RenderedCommand) -> dic
         "ports": [{"name": PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}],
         "resources": _resources(spec),
         "startupProbe": _probe(d.readiness_path, STARTUP_PERIOD_SECONDS, STARTUP_FAILURE_THRESHOLD, ready_timeout),
-        "readinessProbe": _probe(d.readiness_path, 10, 3, ready_timeout),
+        "readinessProbe": _probe(d.readiness_path, READINESS_PERIOD_SECONDS, READINESS_FAILURE_THRESHOLD,
+                                 ready_timeout),
         "livenessProbe": _probe(LIVENESS_PATH, 30, 5, HEALTH_TIMEOUT_SECONDS),
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }

@@ -357,17 +357,25 @@ class _Decision:
                             f"(progressDeadlineSeconds)")
             return
         seen = {p.name for p in pods}
+        crashed: PodView | None = None
         for pod in pods:
             before = a.pod_restarts.get(pod.name)
             if before is not None and pod.restarts > before:
                 a.disruption = f"pod {pod.name} restarted ({before} → {pod.restarts} restarts)"
                 a.pod_restarts[pod.name] = pod.restarts
+                a.verify_restarts += pod.restarts - before
+                crashed = pod
             elif before is not None and not pod.ready:
                 a.disruption = a.disruption or f"pod {pod.name} left Ready"
             elif before is None and pod.ready:
                 a.pod_restarts[pod.name] = pod.restarts
         if pods is self.obs.pods:
             a.pod_restarts = {k: v for k, v in a.pod_restarts.items() if k in seen}
+        limit = self.policy.max_restarts_while_verifying
+        if crashed is not None and a.phase == AnalysisPhase.VERIFYING and a.verify_restarts >= limit:
+            head = (f"{a.revision}: its pods restarted {a.verify_restarts} times since the warm-up ended "
+                    f"(maxRestartsWhileVerifying {limit}), the last one pod {crashed.name}")
+            self.failed("CrashLoop", f"{head}; its last crash: {crashed.crash}" if crashed.crash else head)
 
     def count_start_restarts(self, pods: tuple[PodView, ...]) -> str | None:
         """Count the restarts of ``pods`` (the revision's, during the warm-up) that have not been Ready in this

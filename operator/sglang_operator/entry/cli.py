@@ -370,10 +370,12 @@ def prometheus_config(
 
 
 def _add_ledger_commands() -> None:
-    """``history``, ``diff``, ``retry``, ``promote``, ``undo`` (also the kubectl plugin ``kubectl-sglang``)."""
+    """``history``, ``diff``, ``retry``, ``promote``, ``undo`` and the ``tune`` group (also the kubectl plugin
+    ``kubectl-sglang``)."""
     from sglang_operator.plugin.commands import app as ledger_app
 
     app.registered_commands.extend(ledger_app.registered_commands)
+    app.registered_groups.extend(ledger_app.registered_groups)
 
 
 _add_ledger_commands()

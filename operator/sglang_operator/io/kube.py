@@ -186,6 +186,22 @@ def sglangserver_resource() -> Any:
     return _sglangserver()
 
 
+_TUNING_RESOURCE: Any = None
+
+
+def sglangtuning_resource() -> Any:
+    """lightkube's generic resource class for SGLangTuning (for sync and async clients alike)."""
+    global _TUNING_RESOURCE
+    if _TUNING_RESOURCE is None:
+        from lightkube.generic_resource import create_namespaced_resource
+
+        from sglang_operator.api import GROUP, VERSION
+        from sglang_operator.api import tuning as api_tuning
+
+        _TUNING_RESOURCE = create_namespaced_resource(GROUP, VERSION, api_tuning.KIND, api_tuning.PLURAL)
+    return _TUNING_RESOURCE
+
+
 async def sglangserver_uids(namespaces: Sequence[str]) -> set[str]:
     """``metadata.uid`` of every SGLangServer in ``namespaces`` (one LIST each; empty: one LIST clusterwide).
     Raises ``lightkube.ApiError``."""

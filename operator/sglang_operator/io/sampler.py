@@ -117,6 +117,24 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+async def scrape_pod(http: SGLangHTTP, pod: str, url: str, roles: MetricRoles, cache: SeriesCache,
+                     limits: ScrapeLimits, *, timeout: float, clock: Callable[[], dt.datetime] = _now,
+                     ) -> Scrape | ScrapeFailure:
+    """One pod's ``GET url/metrics`` read under ``limits`` (the sample lines of ``roles`` only, label sets through
+    ``cache``), as the sampler's :class:`Scrape` (``at``: ``clock()`` when it completed) or, for any failure, a
+    :class:`ScrapeFailure` with the counted reason; never raises for the pod's answer. Duplicate samples are
+    counted in ``sglang_operator_scrape_duplicate_samples_total``; failures are left to the caller to count. Also
+    used by the trial measurement (:mod:`sglang_operator.io.trialbench`)."""
+    try:
+        parsed = await http.get(url + "/metrics", LineFilter(roles, cache, limits), timeout=timeout,
+                                max_bytes=limits.body_bytes)
+    except ScrapeError as err:
+        return ScrapeFailure(pod, err.reason, str(err))
+    if parsed.duplicates:
+        telemetry.DUPLICATE_SAMPLES.inc(parsed.duplicates)
+    return Scrape(pod, clock(), parsed)
+
+
 class Sampler:
     """Scrapes and probes; what it keeps between intervals is each server's :class:`SamplerState` (no per-server
     state of its own, so nothing outlives a server's memory). Only the probe tasks are tracked here as well, to be
@@ -210,21 +228,15 @@ class Sampler:
 
     async def _scrape(self, server: ServerRef, t: Target, params: SamplingParams) -> Scrape | ScrapeFailure:
         assert t.ip is not None
-        url = base_url(t.ip, server.port) + "/metrics"
+        cache = server.state.caches.get(t.name)
+        if cache is None:
+            cache = server.state.caches[t.name] = SeriesCache(self.limits.cache_bytes)
         started = time.perf_counter()
         try:
-            cache = server.state.caches.get(t.name)
-            if cache is None:
-                cache = server.state.caches[t.name] = SeriesCache(self.limits.cache_bytes)
-            parsed = await self.http.get(url, LineFilter(server.roles, cache, self.limits),
-                                         timeout=params.scrape_timeout_seconds, max_bytes=self.limits.body_bytes)
-        except ScrapeError as err:
-            return ScrapeFailure(t.name, err.reason, str(err))
+            return await scrape_pod(self.http, t.name, base_url(t.ip, server.port), server.roles, cache, self.limits,
+                                    timeout=params.scrape_timeout_seconds, clock=self.clock)
         finally:
             telemetry.SCRAPE_DURATION.observe(time.perf_counter() - started)
-        if parsed.duplicates:
-            telemetry.DUPLICATE_SAMPLES.inc(parsed.duplicates)
-        return Scrape(t.name, self.clock(), parsed)
 
     def _launch(self, server: ServerRef, revision: str, ready: list[Target], params: SamplingParams,
                 api_key: str | None) -> None:

@@ -10,6 +10,8 @@
 - ``abort``: remove the canary in progress (annotation ``sglang-operator.io/abort``); its revision is rejected.
 - ``undo``: a user's rollback, like ``kubectl rollout undo``: writes the spec of a revision (default: the stable
   one) into the object. A rejected revision is refused (use ``retry``).
+- ``tune start|status|plot|apply``: SGLangTunings (:mod:`sglang_operator.plugin.tune`); ``tune apply`` writes a
+  recommendation with the same writer as ``undo`` (:mod:`sglang_operator.plugin.specwrite`).
 Exit status 1 for a server or revision that does not exist or is refused; 2 for usage errors (typer's).
 """
 
@@ -27,11 +29,12 @@ from rich.table import Table
 from sglang_operator.api.base import ABORT_ANNOTATION, GROUP, PROMOTE_ANNOTATION, RETRY_ANNOTATION
 from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.api.server import parse_status
+from sglang_operator.plugin import specwrite, view
 from sglang_operator.plugin import undo as undo_plan
-from sglang_operator.plugin import view
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="The revision ledger of an SGLangServer: "
-                  "history, diff, retry, promote, abort and undo.", pretty_exceptions_enable=False,
+                  "history, diff, retry, promote, abort and undo; tune searches its speculative settings.",
+                  pretty_exceptions_enable=False,
                   rich_markup_mode=None)  # click's plain help: no option name cut at 80 columns
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="namespace of the SGLangServer")]
 Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
@@ -243,17 +246,14 @@ def undo(
     rollback restored keeps its pods. A later kubectl apply of your own file replaces what undo wrote, client-side
     (the last-applied-configuration annotation is updated) or --server-side (the fields belong to --field-manager).
     A rejected revision is refused: use retry."""
-    from lightkube import ApiError
-    from lightkube.types import PatchType
-
     from sglang_operator.api.crd import model_schema
     from sglang_operator.api.spec import SGLangServerSpec
-    from sglang_operator.io.kube import sglangserver_resource
 
     client = _client()
     schema = model_schema(SGLangServerSpec)
-    for attempt in range(1, ATTEMPTS + 1):
-        body = _server(client, namespace, name)
+    picked: dict[str, Any] = {}
+
+    def target_of(body: dict[str, Any]) -> dict[str, Any]:
         status = parse_status(body)
         target = to or status.stable_revision
         if not target:
@@ -263,33 +263,30 @@ def undo(
         if any(r.revision == rev for r in status.rejected_revisions):
             raise _fail(f"revision {rev} was rejected by the rollback; to try it again use "
                         f"`sglang-operator retry {name}` after restoring its spec")
-        plan = undo_plan.plan(body, without_default_prompt(cr["data"]["spec"]), schema, with_policy=with_policy,
-                              applier=field_manager)
-        if not plan.patch:
-            typer.echo(f"sglangserver.{GROUP}/{name} spec is revision {rev}'s already: nothing written")
-            break
-        try:
-            client.patch(sglangserver_resource(), name, plan.patch, namespace=namespace, patch_type=PatchType.JSON,
-                         field_manager=plan.field_manager)
-        except ApiError as exc:
-            if exc.status.code == 409 and attempt < ATTEMPTS:
-                continue  # changed since it was read: read it again
-            raise _fail(f"the API server refused the spec of revision {rev}"
-                        f"{'' if with_policy else ' with the object' + chr(39) + 's rollback policy'}: "
-                        f"{exc.status.message}") from None
+        picked.update(status=status, cr=cr, rev=rev)
+        return dict(without_default_prompt(cr["data"]["spec"]))
+
+    def refused(message: str) -> typer.Exit:
+        return _fail(f"the API server refused the spec of revision {picked['rev']}"
+                     f"{'' if with_policy else ' with the object' + chr(39) + 's rollback policy'}: {message}")
+
+    def read() -> dict[str, Any]:
+        return _server(client, namespace, name)
+
+    written = specwrite.write_spec(client, namespace, name, read, target_of, schema, with_policy=with_policy,
+                                   applier=field_manager, refused=refused)
+    plan, status, cr, rev = written.plan, picked["status"], picked["cr"], picked["rev"]
+    if plan.patch:
         typer.echo(f"sglangserver.{GROUP}/{name} spec set to revision {rev}")
-        break
+    else:
+        typer.echo(f"sglangserver.{GROUP}/{name} spec is revision {rev}'s already: nothing written")
     kept = [k for k in plan.kept if k != "replicas" or "replicas" in (cr["data"]["spec"] or {})]
     if kept:
         typer.echo(f"kept as they are: spec.{', spec.'.join(kept)}"
                    f"{'' if with_policy else ' (--with-policy restores the revision' + chr(39) + 's policy too)'}")
     typer.echo(_image_note(client, namespace, name, status, rev, cr, plan.spec))
     if plan.patch:
-        typer.echo(_ownership(client, namespace, name, plan, schema))
-
-
-ATTEMPTS = 5
-"""Writes ``undo`` tries when the object changed between its read and its write (409 each time)."""
+        typer.echo(specwrite.ownership(client, namespace, name, read, plan, schema))
 
 
 def _image_note(client: Any, namespace: str, name: str, status: Any, rev: str, cr: dict[str, Any],
@@ -323,42 +320,14 @@ def _running_image(client: Any, namespace: str, name: str) -> str | None:
         return None
 
 
-def _ownership(client: Any, namespace: str, name: str, plan: undo_plan.Plan, schema: dict[str, Any]) -> str:
-    """Make ``plan.applier`` (server-side apply) the one owner of what undo wrote (a second write, no value
-    changes); returns the line saying how a later ``kubectl apply`` will treat it."""
-    from lightkube import ApiError
-    from lightkube.types import PatchType
+def _add_tune() -> None:
+    """``tune start|status|plot|apply`` (:mod:`sglang_operator.plugin.tune`)."""
+    from sglang_operator.plugin.tune import app as tune_app
 
-    from sglang_operator.io.kube import sglangserver_resource
+    app.add_typer(tune_app, name="tune")
 
-    said = []
-    if plan.last_applied is not None:
-        said.append(f"the {undo_plan.LAST_APPLIED} annotation holds it (kubectl apply)")
-    if plan.applier is not None:
-        applied = undo_plan.applied_spec(plan.spec, plan.revision_keys, schema)
-        for attempt in range(1, ATTEMPTS + 1):
-            body = _server(client, namespace, name)
-            fields = undo_plan.owned(body, plan.applier, plan.revision_keys, applied)
-            if fields is None:
-                break
-            rv = body["metadata"]["resourceVersion"]
-            patch = [{"op": "replace", "path": "/metadata/resourceVersion", "value": rv},
-                     {"op": "replace", "path": "/metadata/managedFields", "value": fields}]
-            try:
-                client.patch(sglangserver_resource(), name, patch, namespace=namespace, patch_type=PatchType.JSON,
-                             field_manager=undo_plan.UNDO_MANAGER)
-                break
-            except ApiError as exc:
-                if exc.status.code == 409 and attempt < ATTEMPTS:
-                    continue
-                return (f"warning: the fields undo wrote are not owned by field manager {plan.applier}: "
-                        f"{exc.status.message}; a later kubectl apply --server-side may leave some of them")
-        said.append(f"field manager {plan.applier} owns it (kubectl apply --server-side)")
-    if not said:
-        return (f"ownership: written with field manager {plan.field_manager}; neither kubectl apply nor a "
-                f"server-side apply by {undo_plan.SERVER_SIDE_MANAGER!r} manages this object (--field-manager names "
-                "another)")
-    return f"ownership: what undo wrote is replaced by your next apply: {'; '.join(said)}"
+
+_add_tune()
 
 
 def main() -> None:

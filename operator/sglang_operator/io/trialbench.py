@@ -1,0 +1,457 @@
+"""The trial measurement of an SGLangTuning (issue 17 item 2): drive one trial's pods at each concurrency level of
+``spec.workload`` with streamed requests and measure what users see, plus SGLang's own figures over the same
+windows. Returns the API's :class:`~sglang_operator.api.tuning.LevelFigures`, one per level.
+
+How a level is measured (:func:`measure_trial`):
+
+- ``level`` workers (spread over the pods in turn) each send streamed chat completions back to back
+  (:func:`sglang_operator.io.loadgen.stream_once`, read under the operator's
+  :class:`~sglang_operator.decisions.sampling.limits.ProbeLimits`), the prompts of the workload in turn (default
+  :data:`DEFAULT_PROMPTS`), ``max_tokens`` = ``workload.maxOutputTokens``, greedy. A worker whose request failed
+  waits :data:`FAILURE_PAUSE_SECONDS` before the next one, so a pod answering errors is not hammered.
+- Settling: the first level starts with ``workload.warmupSeconds`` of load that is not measured; a later level
+  settles until every worker has finished its first request at that level (the ramp is over), at most
+  ``warmupSeconds``.
+- Then ``workload.repetitions`` windows of ``workload.secondsPerLevel`` each follow back to back. At each window
+  boundary every pod's ``/metrics`` is scraped with the sampler's own code (:func:`sglang_operator.io.sampler
+  .scrape_pod`, under :class:`~sglang_operator.decisions.sampling.limits.ScrapeLimits`) and its ``/server_info``
+  (``/get_server_info`` before 0.5.6) read.
+- After the last window no new request is sent and the ones in flight finish (their tokens inside the window
+  count; nothing of them is measured after it), so the next level starts on an idle server.
+
+Figures of one window (client side unless said otherwise):
+
+- ``outputTokensPerSecond``: output tokens streamed inside the window ÷ its length. A request's first token is
+  placed at its time to first token and the rest spread evenly up to its end (the client sees the usage count
+  only at the end of a stream), so requests crossing a boundary count for their share.
+- ``decodeTokensPerSecond``: median over the requests that finished in the window of (tokens − 1) ÷ (end − first
+  token), tok/s (:attr:`~sglang_operator.io.loadgen.StreamResult.decode_tok_s`).
+- ``interTokenLatency p50/p95``: quantiles of the gaps between content chunks of those requests (with speculative
+  decoding a chunk carries every token a verify step accepted: the stall a user sees), seconds, from the
+  :class:`~sglang_operator.decisions.sampling.loghist.LogHistogram` (within ~4.5 %).
+- ``timeToFirstToken p50/p95``: of the requests that finished in the window, seconds (same histogram).
+- ``requests`` / ``failedRequests``: requests that ended in the window, and those of them that failed (HTTP
+  status, transport error, a breached limit, a malformed stream).
+- ``acceptLength``: ``sglang:generation_tokens_total`` increase ÷ ``sglang:spec_verify_calls_total`` increase over
+  the window, summed over the pods (both grow when a request finishes), else the ``sglang:spec_accept_length``
+  gauge (0.5.10) — :func:`sglang_operator.decisions.sampling.compute.figures`, the sampler's computation;
+  ``acceptRate``: the ``sglang:spec_accept_rate`` gauge at the window's end. ``None`` without speculative decoding
+  or when a scrape failed.
+- ``stepTimeP20Seconds``: SGLang's own figure the sweep script (``scripts/playground/bench_speculative.py``) scores
+  by (accept length ÷ it): the 20th percentile (numpy's linear rule) of the ``step_time_dict`` entries SGLang
+  appended during the window (``/server_info`` ``internal_states[].step_time_dict``: running requests → the mean
+  decode step time of each ``--decode-log-interval`` window, seconds). SGLang records it only when the pod runs
+  with ``SGLANG_RECORD_STEP_TIME=1`` (``scheduler_components/metrics_reporter.py``); per DP rank the batch size with
+  the most new entries is taken (the steady batch, ``level`` on one rank without a ``--max-running-requests``
+  below it). ``None`` when the pod does not report it.
+
+Repetitions are combined into one :class:`LevelFigures`: the median of each figure over the windows that have it,
+``requests`` and ``failedRequests`` summed, and ``spread`` = (max − min) ÷ median of the ``score`` of the windows
+(default :func:`default_score`: the figure the objective reads), the noise estimate. ``objective`` is left unset:
+the search scores a trial (``decisions/tuning``).
+
+Every pod is untrusted: bodies are bounded as above, numbers that are not finite are ignored, and nothing the pod
+answers raises out of :func:`measure_trial` — a level whose requests or scrapes failed records it (``failedRequests``,
+figures ``None``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from sglang_operator.api.rollback import PROBE_PROMPT
+from sglang_operator.api.tuning import LevelFigures, Objective, ObjectiveMetric, Workload
+from sglang_operator.decisions.sampling.cache import SeriesCache
+from sglang_operator.decisions.sampling.compute import Scrape, ScrapeFailure, figures
+from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
+from sglang_operator.decisions.sampling.loghist import LogHistogram
+from sglang_operator.decisions.sampling.model import Signal
+from sglang_operator.decisions.sampling.roles import MetricRoles
+from sglang_operator.io import loadgen
+from sglang_operator.io.sampler import scrape_pod
+from sglang_operator.io.sglang_http import ScrapeError, SGLangHTTP
+
+DEFAULT_PROMPTS: tuple[str, ...] = (
+    PROBE_PROMPT,
+    "Write a complete FastAPI service for a to-do list with SQLite storage, request validation and tests. Show "
+    "the full Python code.",
+    "Explain step by step how to solve x^2 + 1 = 0 over the complex numbers, then generalise to any quadratic "
+    "equation. Give a long, detailed explanation.",
+    "Write a long travel blog post about a two-week trip through Hawaii, day by day.",
+    "Tell a long story for children about perseverance, with several chapters and a moral at the end.",
+    "Write a Solidity smart contract that stores a public message, lets only its owner update it and counts the "
+    "updates; explain every function.",
+    "Describe the history of the printing press in the style of an encyclopaedia article, with sections.",
+    "Introduce yourself: write some code, a short proof and a poem that together explain what you can do.",
+)
+"""Eight prompts asking for long answers, like the fixed set of SGLang's ``scripts/playground/bench_speculative.py``
+(code, maths, a blog post, a story, a contract, an article), the rollback probe's coding prompt first: what an empty
+``spec.workload.prompts`` sends."""
+FAILURE_PAUSE_SECONDS = 0.5
+"""A worker's pause after a failed request (a pod answering 500 at once is not sent thousands a second)."""
+STEP_TIME_QUANTILE = 0.2
+"""The sweep script's percentile of step times ("20% percentile instead of median on purpose")."""
+SERVER_INFO_TIMEOUT_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class TrialPod:
+    """One pod of a trial: its name and base URL (``http://IP:port``)."""
+
+    name: str
+    base_url: str
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """What :func:`measure_trial` does, in seconds and requests; :meth:`from_workload` reads
+    ``spec.workload``. ``levels``: the concurrency levels in order; ``server_info_path``: the release's route
+    (``Dialect.server_info_path``)."""
+
+    levels: tuple[int, ...]
+    prompts: tuple[str, ...] = DEFAULT_PROMPTS
+    max_output_tokens: int = 512
+    seconds_per_level: float = 30.0
+    warmup_seconds: float = 10.0
+    repetitions: int = 2
+    server_info_path: str = "/server_info"
+    request_timeout_seconds: float = 600.0
+    scrape_timeout_seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not self.levels or min(self.levels) < 1 or self.repetitions < 1 or self.seconds_per_level <= 0:
+            raise ValueError(f"a bench plan needs levels >= 1, repetitions >= 1 and a window > 0 s: {self}")
+
+    @classmethod
+    def from_workload(cls, workload: Workload, *, server_info_path: str = "/server_info") -> BenchPlan:
+        """The plan of ``spec.workload`` (empty prompts: :data:`DEFAULT_PROMPTS`)."""
+        return cls(levels=workload.levels(), prompts=tuple(workload.prompts) or DEFAULT_PROMPTS,
+                   max_output_tokens=workload.max_output_tokens, seconds_per_level=float(workload.seconds_per_level),
+                   warmup_seconds=float(workload.warmup_seconds), repetitions=workload.repetitions,
+                   server_info_path=server_info_path)
+
+
+def default_score(objective: Objective | None = None) -> Callable[[LevelFigures], float | None]:
+    """The figure a window's spread is taken of: decode tok/s for ``decodeTokensPerSecond`` (the default), output
+    tok/s for ``outputTokensPerSecond`` and ``goodput`` (whose limits are the search's to apply)."""
+    metric = objective.objective_metric_name if objective else ObjectiveMetric.DECODE_TOKENS_PER_SECOND
+    if metric is ObjectiveMetric.DECODE_TOKENS_PER_SECOND:
+        return lambda f: f.decode_tokens_per_second
+    return lambda f: f.output_tokens_per_second
+
+
+# --- pure pieces --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One request as the client saw it: ``start``, ``end`` on the bench's clock (seconds), time to first token
+    (seconds; None without a content chunk), completion tokens, and the :class:`~.loadgen.StreamResult`."""
+
+    start: float
+    end: float
+    ttft: float | None
+    result: loadgen.StreamResult
+
+
+def tokens_within(r: Finished, lo: float, hi: float) -> float:
+    """Output tokens of ``r`` streamed inside [lo, hi): the first at ``start + ttft``, the others spread evenly up to
+    ``end`` (0 for a failed request)."""
+    tokens = r.result.completion_tokens
+    if r.result.error is not None or tokens <= 0 or r.ttft is None:
+        return 0.0
+    first = r.start + r.ttft
+    out = 1.0 if lo <= first < hi else 0.0
+    rest = tokens - 1
+    if rest <= 0:
+        return out
+    span = r.end - first
+    if span <= 0:
+        return out + (rest if lo <= first < hi else 0.0)
+    overlap = max(0.0, min(hi, r.end) - max(lo, first))
+    return out + rest * overlap / span
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """numpy's default (linear) percentile of ``values`` at ``q`` (0..1); None when empty."""
+    xs = sorted(values)
+    if not xs:
+        return None
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def step_time_lists(body: Mapping[str, Any]) -> list[dict[str, list[float]]]:
+    """``step_time_dict`` of each DP rank of a ``/server_info`` body (``internal_states[]``; old builds carry it at
+    the top level, as the sweep script reads ``/get_server_info``): batch size → step times (seconds), finite
+    non-negative numbers only; ``[]`` when the release does not report it. Never raises for a malformed body."""
+    sources: list[Any] = []
+    states = body.get("internal_states")
+    if isinstance(states, list):
+        sources.extend(s.get("step_time_dict") for s in states if isinstance(s, dict))
+    if not any(isinstance(s, dict) for s in sources):
+        sources = [body.get("step_time_dict")]
+    out: list[dict[str, list[float]]] = []
+    for raw in sources:
+        if not isinstance(raw, dict):
+            continue
+        clean: dict[str, list[float]] = {}
+        for key, times in raw.items():
+            if isinstance(times, list):
+                clean[str(key)] = [float(t) for t in times if isinstance(t, int | float) and not isinstance(t, bool)
+                                   and math.isfinite(t) and t >= 0]
+        out.append(clean)
+    return out
+
+
+def new_step_times(before: Sequence[Mapping[str, Sequence[float]]],
+                   after: Sequence[Mapping[str, Sequence[float]]]) -> list[float]:
+    """The step times SGLang appended between two ``/server_info`` reads of one pod: per DP rank, the new entries
+    of the batch size with the most new entries (ties: the larger batch). SGLang only appends, so a list shorter
+    than before means the pod restarted: then all of it is new."""
+    out: list[float] = []
+    for rank, now in enumerate(after):
+        was = before[rank] if rank < len(before) else {}
+        fresh: dict[str, list[float]] = {}
+        for key, times in now.items():
+            old = len(was.get(key, ()))
+            fresh[key] = list(times[old:] if len(times) >= old else times)
+        best = max(fresh.items(), key=lambda kv: (len(kv[1]), _int(kv[0])), default=None)
+        if best is not None:
+            out.extend(best[1])
+    return out
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return -1
+
+
+def window_figures(concurrency: int, requests: Sequence[Finished], lo: float, hi: float,
+                   pairs: Sequence[tuple[Scrape, Scrape]] | None, roles: MetricRoles,
+                   step_times: Sequence[float] | None) -> LevelFigures:
+    """The figures of one window [lo, hi) (seconds on the bench's clock): ``requests`` is every request of the
+    level (those that ended in the window are its requests); ``pairs``: each pod's (start, end) scrape, None when
+    a scrape failed; ``step_times``: SGLang's step times appended in the window, None when unknown."""
+    ended = [r for r in requests if lo <= r.end < hi]
+    ok = [r for r in ended if r.result.error is None]
+    seconds = hi - lo
+    tokens = sum(tokens_within(r, lo, hi) for r in requests)
+    decode = [s for r in ok if (s := r.result.decode_tok_s) > 0]
+    gaps, ttft = LogHistogram(), LogHistogram()
+    for r in ok:
+        gaps.merge(r.result.chunk_gaps)
+        if r.ttft is not None:
+            ttft.add(r.ttft)
+    accept_length = accept_rate = None
+    if pairs:
+        server, _ = figures(pairs, roles, Signal.TRAFFIC)
+        accept_length, accept_rate = server.accept_length, server.accept_rate
+    p20 = percentile(step_times, STEP_TIME_QUANTILE) if step_times else None
+    return LevelFigures(
+        concurrency=concurrency,
+        output_tokens_per_second=tokens / seconds if seconds > 0 else None,
+        decode_tokens_per_second=statistics.median(decode) if decode else None,
+        inter_token_latency_p50_seconds=gaps.p50 if gaps.count else None,
+        inter_token_latency_p95_seconds=gaps.p95 if gaps.count else None,
+        time_to_first_token_p50_seconds=ttft.p50 if ttft.count else None,
+        time_to_first_token_p95_seconds=ttft.p95 if ttft.count else None,
+        accept_length=accept_length,
+        accept_rate=accept_rate,
+        step_time_p20_seconds=p20,
+        requests=len(ended),
+        failed_requests=len(ended) - len(ok),
+    )
+
+
+_MEDIAN_FIELDS = ("output_tokens_per_second", "decode_tokens_per_second", "inter_token_latency_p50_seconds",
+                  "inter_token_latency_p95_seconds", "time_to_first_token_p50_seconds",
+                  "time_to_first_token_p95_seconds", "accept_length", "accept_rate", "step_time_p20_seconds")
+
+
+def combine(windows: Sequence[LevelFigures], score: Callable[[LevelFigures], float | None]) -> LevelFigures:
+    """One level's figures from its repetitions (see the module docstring). Raises ``ValueError`` without
+    windows."""
+    if not windows:
+        raise ValueError("no window to combine")
+    values: dict[str, Any] = {"concurrency": windows[0].concurrency}
+    for name in _MEDIAN_FIELDS:
+        xs = [v for w in windows if (v := getattr(w, name)) is not None]
+        values[name] = statistics.median(xs) if xs else None
+    values["requests"] = sum(w.requests or 0 for w in windows)
+    values["failed_requests"] = sum(w.failed_requests or 0 for w in windows)
+    scores = [s for w in windows if (s := score(w)) is not None]
+    middle = statistics.median(scores) if scores else 0.0
+    values["spread"] = (max(scores) - min(scores)) / middle if len(scores) > 1 and middle > 0 else None
+    return LevelFigures(**values)
+
+
+# --- I/O ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _PodState:
+    pod: TrialPod
+    cache: SeriesCache
+    scrape: Scrape | ScrapeFailure | None = None
+    steps: list[dict[str, list[float]]] | None = None
+
+
+@dataclass
+class _Level:
+    concurrency: int
+    finished: list[Finished] = field(default_factory=list)
+    first_done: set[int] = field(default_factory=set)
+    ramped: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class TrialBench:
+    """Measures one trial's pods (:meth:`measure`); ``http``: the operator's :class:`SGLangHTTP` (its aiohttp session
+    reads ``/metrics`` and ``/server_info``; the requests of a level go through an httpx client of its own with
+    ``level`` + 4 connections, as :func:`~sglang_operator.io.loadgen.hold_concurrency` sizes it: 60 s at most
+    between two chunks, ``plan.request_timeout_seconds`` per request); ``roles``: the metric roles
+    of the pods' SGLang release; ``model``: the served model name; ``api_key``: the server's, when it has one."""
+
+    def __init__(self, http: SGLangHTTP, pods: Sequence[TrialPod], model: str, roles: MetricRoles, plan: BenchPlan,
+                 *, api_key: str | None = None, probe_limits: ProbeLimits | None = None,
+                 scrape_limits: ScrapeLimits | None = None, clock: Callable[[], float] = time.perf_counter) -> None:
+        if not pods:
+            raise ValueError("a trial bench needs at least one pod")
+        self.http, self.model, self.roles, self.plan, self.api_key = http, model, roles, plan, api_key
+        self.probe_limits = probe_limits or ProbeLimits()
+        self.scrape_limits = scrape_limits or ScrapeLimits()
+        self.clock = clock
+        self.pods = [_PodState(p, SeriesCache(self.scrape_limits.cache_bytes)) for p in pods]
+        self._prompt = 0
+
+    async def measure(self, score: Callable[[LevelFigures], float | None] | None = None) -> list[LevelFigures]:
+        """Every level of the plan in order, each as one :class:`LevelFigures` (see the module docstring). Never
+        raises for what a pod answers; cancellation propagates."""
+        score = score or default_score()
+        out = []
+        for i, level in enumerate(self.plan.levels):
+            out.append(combine(await self._level(level, first=i == 0), score))
+        return out
+
+    def _next_prompt(self) -> str:
+        prompt = self.plan.prompts[self._prompt % len(self.plan.prompts)]
+        self._prompt += 1
+        return prompt
+
+    async def _level(self, concurrency: int, *, first: bool) -> list[LevelFigures]:
+        plan = self.plan
+        state = _Level(concurrency)
+        stop = asyncio.Event()
+        limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
+        client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(60.0, pool=None), trust_env=False)
+
+        async def worker(index: int) -> None:
+            pod = self.pods[index % len(self.pods)].pod
+            while not stop.is_set():
+                start = self.clock()
+                try:
+                    async with asyncio.timeout(plan.request_timeout_seconds):
+                        res = await loadgen.stream_once(client, pod.base_url, self.model,
+                                                        prompt=self._next_prompt(), max_tokens=plan.max_output_tokens,
+                                                        api_key=self.api_key, limits=self.probe_limits,
+                                                        clock=self.clock)
+                except TimeoutError:
+                    res = loadgen.StreamResult(error=f"no complete answer within {plan.request_timeout_seconds:g} s")
+                end = self.clock()
+                state.finished.append(Finished(start, end, res.ttft_s, res))
+                if index not in state.first_done:
+                    state.first_done.add(index)
+                    if len(state.first_done) == concurrency:
+                        state.ramped.set()
+                if res.error is not None and not stop.is_set():
+                    await asyncio.sleep(FAILURE_PAUSE_SECONDS)
+
+        tasks = [asyncio.create_task(worker(i), name=f"trial load {i}") for i in range(concurrency)]
+        try:
+            if first:
+                await asyncio.sleep(plan.warmup_seconds)
+            elif plan.warmup_seconds > 0:
+                try:
+                    async with asyncio.timeout(plan.warmup_seconds):
+                        await state.ramped.wait()
+                except TimeoutError:
+                    pass
+            bounds = [self.clock()]
+            await self._read_pods()
+            marks = [self._marks()]
+            for _ in range(plan.repetitions):
+                await asyncio.sleep(max(0.0, bounds[0] + plan.seconds_per_level * len(bounds) - self.clock()))
+                bounds.append(self.clock())
+                await self._read_pods()
+                marks.append(self._marks())
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await client.aclose()
+        windows = []
+        for k in range(plan.repetitions):
+            pairs, steps = self._window_server(marks[k], marks[k + 1])
+            windows.append(window_figures(concurrency, state.finished, bounds[k], bounds[k + 1], pairs, self.roles,
+                                          steps))
+        return windows
+
+    def _marks(self) -> list[tuple[Scrape | ScrapeFailure | None, list[dict[str, list[float]]] | None]]:
+        return [(p.scrape, p.steps) for p in self.pods]
+
+    def _window_server(self, start: Sequence[tuple[Scrape | ScrapeFailure | None, Any]],
+                       end: Sequence[tuple[Scrape | ScrapeFailure | None, Any]],
+                       ) -> tuple[list[tuple[Scrape, Scrape]] | None, list[float] | None]:
+        pairs: list[tuple[Scrape, Scrape]] | None = []
+        steps: list[float] | None = []
+        for (s0, t0), (s1, t1) in zip(start, end, strict=True):
+            if pairs is not None and isinstance(s0, Scrape) and isinstance(s1, Scrape):
+                pairs.append((s0, s1))
+            else:
+                pairs = None
+            if steps is not None and t0 is not None and t1 is not None:
+                steps.extend(new_step_times(t0, t1))
+            else:
+                steps = None
+        return pairs, steps or None
+
+    async def _read_pods(self) -> None:
+        await asyncio.gather(*(self._read_pod(p) for p in self.pods))
+
+    async def _read_pod(self, p: _PodState) -> None:
+        p.scrape = await scrape_pod(self.http, p.pod.name, p.pod.base_url, self.roles, p.cache, self.scrape_limits,
+                                    timeout=self.plan.scrape_timeout_seconds)
+        try:
+            body = await self.http.server_info(p.pod.base_url, self.plan.server_info_path,
+                                               timeout=SERVER_INFO_TIMEOUT_SECONDS, api_key=self.api_key)
+        except ScrapeError:
+            p.steps = None
+            return
+        lists = step_time_lists(body)
+        p.steps = lists if lists else None
+
+
+async def measure_trial(http: SGLangHTTP, pods: Sequence[TrialPod], model: str, roles: MetricRoles,
+                        plan: BenchPlan, *, api_key: str | None = None,
+                        score: Callable[[LevelFigures], float | None] | None = None,
+                        probe_limits: ProbeLimits | None = None,
+                        scrape_limits: ScrapeLimits | None = None) -> list[LevelFigures]:
+    """Measure a trial's ``pods`` under ``plan``: one :class:`LevelFigures` per level (see the module docstring).
+    Raises ``ValueError`` for an empty pod list; never for what a pod answers."""
+    bench = TrialBench(http, pods, model, roles, plan, api_key=api_key, probe_limits=probe_limits,
+                       scrape_limits=scrape_limits)
+    return await bench.measure(score)

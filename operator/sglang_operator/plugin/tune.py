@@ -1,0 +1,276 @@
+"""``tune start|status|plot|apply``: SGLangTunings from the command line (``sglang-operator tune ...`` and
+``kubectl sglang tune ...``), against the cluster in ``$KUBECONFIG``.
+
+- ``start SERVER``: creates an SGLangTuning of the server (validated by the API's Python mirror of the CRD's rules
+  first: a refused option never reaches the cluster; ``--dry-run`` prints it instead).
+- ``status NAME``: the trials (settings, verdict, objective, figures per concurrency level), the recommendation and
+  its speedup over no speculative decoding; ``-o json``.
+- ``plot NAME -o FILE.png``: the objective over (steps, draft tokens) per topk and concurrency level, the winner
+  marked (matplotlib, the optional extra ``plot``).
+- ``apply NAME``: writes the recommendation into the server's spec the way ``undo`` writes
+  (:mod:`sglang_operator.plugin.specwrite`: a later ``kubectl apply`` of your own file replaces it field for field)
+  and prints the YAML snippet for a Git repository. The operator never writes it itself.
+
+Exit status 1 for an object that does not exist or a write that is refused; 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from sglang_operator.api.names import did_you_mean
+from sglang_operator.api.server import SpecError
+from sglang_operator.api.tuning import SGLangTuning, parse_tuning
+from sglang_operator.plugin import specwrite, tuneplan
+from sglang_operator.plugin import undo as undo_plan
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  help="Search a server's speculative settings (SGLangTuning): start, status, plot, apply.")
+Namespace = Annotated[str, typer.Option("--namespace", "-n", help="namespace of the SGLangTuning and its server")]
+TuningName = Annotated[str, typer.Argument(help="name of the SGLangTuning")]
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _client() -> Any:
+    from lightkube import Client
+
+    try:
+        return Client(field_manager="sglang-operator-cli")
+    except Exception as exc:  # no kubeconfig, unreadable config: a clear message, no traceback
+        raise _fail(f"no cluster to talk to: {exc}") from None
+
+
+def _names(client: Any, resource: Any, namespace: str) -> list[str]:
+    from lightkube import ApiError
+
+    try:
+        return [str(o.metadata.name) for o in client.list(resource, namespace=namespace)]
+    except ApiError:
+        return []
+
+
+def _get(client: Any, resource: Any, kind: str, namespace: str, name: str) -> dict[str, Any]:
+    from lightkube import ApiError
+
+    try:
+        obj: dict[str, Any] = client.get(resource, name, namespace=namespace).to_dict()
+    except ApiError as exc:
+        hint = did_you_mean(name, _names(client, resource, namespace)) if exc.status.code == 404 else ""
+        raise _fail(f"{kind} {namespace}/{name}: {exc.status.message}{hint}") from None
+    return obj
+
+
+def _tuning(client: Any, namespace: str, name: str) -> SGLangTuning:
+    from sglang_operator.io.kube import sglangtuning_resource
+
+    body = _get(client, sglangtuning_resource(), "SGLangTuning", namespace, name)
+    try:
+        return parse_tuning(body)
+    except SpecError as err:
+        raise _fail(f"SGLangTuning {namespace}/{name} does not parse: {err}") from None
+
+
+def _server(client: Any, namespace: str, name: str) -> dict[str, Any]:
+    from sglang_operator.io.kube import sglangserver_resource
+
+    return _get(client, sglangserver_resource(), "SGLangServer", namespace, name)
+
+
+@app.command()
+def start(
+    server: Annotated[str, typer.Argument(help="name of the SGLangServer to tune")],
+    namespace: Namespace = "default",
+    name: Annotated[str | None, typer.Option(help="name of the SGLangTuning (default: <server>-tune-<random>)")]
+    = None,
+    steps: Annotated[str | None, typer.Option(help="--speculative-num-steps values: 1-8, 1-8/2 or 1,2,4")] = None,
+    topk: Annotated[str | None, typer.Option(help="--speculative-eagle-topk values (default 1: chains)")] = None,
+    draft_tokens: Annotated[str | None, typer.Option(
+        help="--speculative-num-draft-tokens values (default: steps + 1 for chains, up to steps x topk + 1 for "
+             "trees)")] = None,
+    adaptive: Annotated[bool, typer.Option(help="also run SGLang's adaptive mode (0.5.11 on)")] = False,
+    max_running_requests: Annotated[str | None, typer.Option(help="--max-running-requests values")] = None,
+    cuda_graph_max_bs: Annotated[str | None, typer.Option(help="CUDA-graph batch size values")] = None,
+    objective: Annotated[str | None, typer.Option(
+        help="decodeTokensPerSecond (default), outputTokensPerSecond or goodput")] = None,
+    objective_concurrency: Annotated[int | None, typer.Option(
+        help="outputTokensPerSecond: the level it is measured at (default: the highest --concurrency)")] = None,
+    max_itl_p95: Annotated[float | None, typer.Option(help="goodput: p95 inter-token latency at most, s")] = None,
+    max_ttft_p95: Annotated[float | None, typer.Option(help="goodput: p95 time to first token at most, s")] = None,
+    goal: Annotated[float | None, typer.Option(help="stop once a trial reaches this objective")] = None,
+    concurrency: Annotated[str | None, typer.Option(help="levels, LEVEL or LEVEL:WEIGHT: 1,16:2")] = None,
+    prompt: Annotated[list[str] | None, typer.Option(help="a prompt (repeat; default: the built-in eight)")] = None,
+    max_output_tokens: Annotated[int | None, typer.Option(help="max_tokens of every request (512)")] = None,
+    seconds_per_level: Annotated[int | None, typer.Option(help="seconds each level is measured (30)")] = None,
+    warmup_seconds: Annotated[int | None, typer.Option(help="seconds of load not measured (10)")] = None,
+    repetitions: Annotated[int | None, typer.Option(help="measurements per level, the noise estimate (2)")] = None,
+    max_trials: Annotated[int | None, typer.Option(help="trials at most (24)")] = None,
+    max_failed_trials: Annotated[int | None, typer.Option(help="failed trials that end the tuning (3)")] = None,
+    max_duration_seconds: Annotated[int | None, typer.Option(help="wall time at most, s (7200)")] = None,
+    trial_deadline_seconds: Annotated[int | None, typer.Option(help="seconds a trial may take to be Ready")] = None,
+    algorithm: Annotated[str | None, typer.Option(help="Default, Grid or Random")] = None,
+    seed: Annotated[int | None, typer.Option(help="seed of the random choices")] = None,
+    mode: Annotated[str | None, typer.Option(help="Shadow (default: other GPUs) or InPlace")] = None,
+    allow_disruption: Annotated[bool, typer.Option(
+        help="InPlace: allow every trial to restart the server's pods")] = False,
+    dry_run: Annotated[bool, typer.Option(help="print the SGLangTuning instead of creating it")] = False,
+) -> None:
+    """Create an SGLangTuning of SERVER: search the speculative settings given (default: 1-8 steps, chains), measure
+    each trial under the workload, recommend the best. Every option is checked against the CRD's rules before
+    anything is sent."""
+    opts = tuneplan.StartOptions(
+        server=server, namespace=namespace, name=name, steps=steps, topk=topk, draft_tokens=draft_tokens,
+        adaptive=adaptive, max_running_requests=max_running_requests, cuda_graph_max_bs=cuda_graph_max_bs,
+        objective=objective, objective_concurrency=objective_concurrency, max_itl_p95=max_itl_p95,
+        max_ttft_p95=max_ttft_p95, goal=goal, concurrency=concurrency, prompts=tuple(prompt or ()),
+        max_output_tokens=max_output_tokens, seconds_per_level=seconds_per_level, warmup_seconds=warmup_seconds,
+        repetitions=repetitions, max_trials=max_trials, max_failed_trials=max_failed_trials,
+        max_duration_seconds=max_duration_seconds, trial_deadline_seconds=trial_deadline_seconds,
+        algorithm=algorithm, seed=seed, mode=mode, allow_disruption=allow_disruption)
+    try:
+        body = tuneplan.tuning_body(opts)
+    except tuneplan.UsageError as err:
+        raise _fail(str(err), 2) from None
+    if dry_run:
+        typer.echo(yaml.safe_dump(body, sort_keys=False), nl=False)
+        return
+    from lightkube import ApiError
+
+    from sglang_operator.io.kube import sglangtuning_resource
+
+    client = _client()
+    _server(client, namespace, server)  # a missing server: say so (with the closest name) before creating
+    resource = sglangtuning_resource()
+    try:
+        created = client.create(resource(metadata=body["metadata"], spec=body["spec"]), namespace=namespace)
+    except ApiError as exc:
+        raise _fail(f"the API server refused the SGLangTuning: {exc.status.message}") from None
+    typer.echo(f"sglangtuning.{body['apiVersion'].split('/')[0]}/{created.metadata.name} created "
+               f"(kubectl sglang tune status {created.metadata.name} -n {namespace})")
+
+
+@app.command()
+def status(name: TuningName, namespace: Namespace = "default",
+           output: Annotated[str, typer.Option("--output", "-o", help="table or json")] = "table") -> None:
+    """The trials of an SGLangTuning with their figures per concurrency level, the recommendation (★) and its
+    speedup over the control trial without speculative decoding (◇)."""
+    tuning = _tuning(_client(), namespace, name)
+    _print_status(tuning, output)
+
+
+def _print_status(tuning: SGLangTuning, output: str) -> None:
+    if output == "json":
+        typer.echo(json.dumps(tuneplan.status_json(tuning), indent=2))
+        return
+    if output != "table":
+        raise _fail(f"--output {output!r} is not one of table, json{did_you_mean(output, ['table', 'json'])}", 2)
+    header, rows = tuneplan.status_rows(tuning)
+    table = Table(title=f"SGLangTuning {tuning.namespace}/{tuning.metadata.get('name')} of "
+                  f"{tuning.spec.server_ref.name} ({tuning.spec.objective.objective_metric_name.value})",
+                  title_justify="left")
+    for col in header:
+        table.add_column(col, no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    Console(width=200).print(table)
+    for line in tuneplan.reason_lines(tuning):
+        typer.echo(line)
+    for line in tuneplan.summary_lines(tuning):
+        typer.echo(line)
+
+
+@app.command()
+def plot(name: TuningName, output: Annotated[Path, typer.Option("--output", "-o", help="image file (PNG)")],
+         namespace: Namespace = "default") -> None:
+    """Draw the objective over (steps, draft tokens), one panel per topk and concurrency level, the winner marked
+    (needs matplotlib: pip install 'sglang-operator[plot]')."""
+    from sglang_operator.plugin.tuneplot import PlotUnavailable, plot_tuning
+
+    tuning = _tuning(_client(), namespace, name)
+    try:
+        written = plot_tuning(tuning, output)
+    except PlotUnavailable as err:
+        raise _fail(str(err)) from None
+    except ValueError as err:
+        raise _fail(str(err)) from None
+    typer.echo(f"wrote {written}")
+
+
+@app.command()
+def apply(
+    name: TuningName,
+    namespace: Namespace = "default",
+    level: Annotated[int | None, typer.Option(
+        "--concurrency", help="apply the best at this concurrency level instead of the overall best")] = None,
+    field_manager: Annotated[str, typer.Option(
+        help="the server-side apply field manager that owns the written fields afterwards, when it applied the "
+             "object (kubectl apply --server-side's default: kubectl)")] = undo_plan.SERVER_SIDE_MANAGER,
+) -> None:
+    """Write the recommendation of an SGLangTuning into its server's spec (the operator never does: GitOps tools own
+    the spec) and print the YAML snippet for a Git repository. Written like undo writes: a later kubectl apply of
+    your own file replaces it, client-side (last-applied annotation) or --server-side (--field-manager owns it).
+    The new revision is judged by the rollback analysis like any other."""
+    from sglang_operator.api.crd import model_schema
+    from sglang_operator.api.spec import SGLangServerSpec
+    from sglang_operator.builders.dialect import dialect, resolve_version
+
+    client = _client()
+    tuning = _tuning(client, namespace, name)
+    st = tuning.status
+    best = st.best if st else None
+    if level is not None and st is not None:
+        best = next((b for b in st.best_per_level if b.concurrency == level), None)
+        if best is None:
+            known = ", ".join(str(b.concurrency) for b in st.best_per_level) or "none"
+            raise _fail(f"SGLangTuning {name} has no best point at concurrency {level} (levels: {known})")
+    if best is None:
+        raise _fail(f"SGLangTuning {name} has no recommendation yet (phase {st.phase if st else None}): see "
+                    f"`kubectl sglang tune status {name} -n {namespace}`")
+    server = tuning.spec.server_ref.name
+    schema = model_schema(SGLangServerSpec)
+
+    def read() -> dict[str, Any]:
+        return _server(client, namespace, server)
+
+    def target_of(body: dict[str, Any]) -> dict[str, Any]:
+        from sglang_operator import builders
+        from sglang_operator.api.server import parse
+
+        spec = body.get("spec") or {}
+        try:
+            version = resolve_version(parse({**body, "status": None}).spec.sglang)
+            renamed = dialect(version).renamed
+            target = tuneplan.winner_spec(spec, best.settings, lambda f: renamed.get(f, (f,)))
+            builders.render(parse({**body, "spec": target, "status": None}))
+        except tuneplan.UsageError as err:
+            raise _fail(str(err)) from None
+        except SpecError as err:
+            raise _fail(f"the winner {best.summary} does not make a valid spec of {server}: {err}") from None
+        except builders.InvalidSpec as err:
+            raise _fail(f"the winner {best.summary} is refused for {server}'s release: {err}") from None
+        return target
+
+    def refused(message: str) -> typer.Exit:
+        return _fail(f"the API server refused the winner {best.summary} for {server}: {message}")
+
+    written = specwrite.write_spec(client, namespace, server, read, target_of, schema, with_policy=False,
+                                   applier=field_manager, refused=refused)
+    where = f" (the best at concurrency {level})" if level is not None else ""
+    if written.plan.patch:
+        typer.echo(f"sglangserver/{server} spec set to {best.summary}{where} from {name} (changed: spec."
+                   f"{', spec.'.join(tuneplan.changed_keys(written.body.get('spec') or {}, written.target))})")
+        typer.echo(specwrite.ownership(client, namespace, server, read, written.plan, schema, what="tune apply"))
+    else:
+        typer.echo(f"sglangserver/{server} spec has {best.summary} already: nothing written")
+    typer.echo("for your Git repository (the fields of the winner):")
+    typer.echo(tuneplan.snippet(server, namespace, written.target, tuneplan.winner_keys(best.settings)), nl=False)
