@@ -231,9 +231,10 @@ CASES: list[Case] = [
         "could never progress; set it to at least 1",
         setting(S + "strategy", {"type": "RollingUpdate", "maxUnavailable": "0%"}), rule="max-unavailable-positive",
         value="is 0%"),
-    cel("drain-rolling", "spec.strategy.drainSeconds is 30 but type is RollingUpdate: draining applies to Recreate (a "
-        "rolling update keeps the other replicas serving); remove drainSeconds or set type: Recreate",
-        setting(S + "strategy", {"type": "RollingUpdate", "drainSeconds": 30}), rule="drain-recreate-only",
+    cel("drain-rolling", "spec.strategy.drainSeconds is 30 but type is RollingUpdate: draining applies to Recreate and "
+        "Canary (a rolling update keeps the other replicas serving); remove drainSeconds or set type: Recreate or "
+        "Canary",
+        setting(S + "strategy", {"type": "RollingUpdate", "drainSeconds": 30}), rule="drain-recreate-or-canary",
         value="is 30"),
     cel("canary-recreate", "spec.strategy.canary is set but type is Recreate: it applies to Canary only; set type: "
         "Canary or remove canary", setting(S + "strategy", {"canary": {"maxSurge": 1}}), rule="canary-canary-only",

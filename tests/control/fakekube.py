@@ -86,6 +86,17 @@ class FakeKube:
         merged = merge_patch(live, manifest)
         self.objects[key] = self._bump(merged)
 
+    async def patch_replicas(self, kind: str, namespace: str, name: str, replicas: int) -> None:
+        key = (kind, namespace, name)
+        self.writes.append(("patch_replicas", kind, name, None))
+        obj = self.objects[key]  # a KeyError for an absent object, as the API server's 404
+        obj.setdefault("spec", {})["replicas"] = replicas
+        self._bump(obj)
+
+    async def delete_object(self, kind: str, namespace: str, name: str) -> bool:
+        self.writes.append(("delete", kind, name, None))
+        return self.objects.pop((kind, namespace, name), None) is not None
+
     async def get_object(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self.get(kind, namespace, name)
 
@@ -150,7 +161,8 @@ class FakeKube:
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeKube:
         """Route the control layer's API calls here (and no PodMonitor API)."""
-        for name in ("apply", "get_object", "get_sglangserver", "patch_status", "post_event", "list_pods",
+        for name in ("apply", "patch_replicas", "delete_object", "get_object", "get_sglangserver", "patch_status",
+                     "post_event", "list_pods",
                      "secret_value", "crd_served", "sglangserver_keys"):
             monkeypatch.setattr(kube, name, getattr(self, name))
         for name in ("list_revisions", "create_revision", "set_digest", "set_number", "delete_revision"):

@@ -288,9 +288,11 @@ class UpdateStrategy(ApiModel):
     max_unavailable: IntOrPercent | None = None
     """RollingUpdate only: replicas that may be down at once, a count or a percentage (``25%``); default 1."""
     drain_seconds: Annotated[int, Field(ge=0, le=3600)] = 0
-    """Recreate only: before the old pods are replaced (an update or a rollback), wait up to this many seconds
-    until they run no request (``sglang:num_running_reqs`` 0), so in-flight requests finish; the operator sends
-    them no probe meanwhile. 0: no wait."""
+    """Recreate: before the old pods are replaced (an update or a rollback), wait up to this many seconds until they
+    run no request (``sglang:num_running_reqs`` 0), so in-flight requests finish; the operator sends them no probe
+    meanwhile. Canary: every pod removed (a stable pod making room for a canary pod, the canary's pods when it is
+    removed, the old pods during a promotion) waits up to this many seconds, out of the Service's endpoints, until it
+    runs no request (the pods' ``preStop`` hook). 0: no wait."""
 
     cel_rules = (
         CelRule(
@@ -328,17 +330,17 @@ class UpdateStrategy(ApiModel):
             name="canary-canary-only",
         ),
         CelRule(
-            "!has(self.drainSeconds) || self.drainSeconds == 0 || self.type == 'Recreate'",
-            "spec.strategy.drainSeconds applies to type Recreate only",
-            lambda m: m.drain_seconds == 0 or m.type is StrategyType.RECREATE,
+            "!has(self.drainSeconds) || self.drainSeconds == 0 || self.type == 'Recreate' || self.type == 'Canary'",
+            "spec.strategy.drainSeconds applies to types Recreate and Canary only",
+            lambda m: m.drain_seconds == 0 or m.type in (StrategyType.RECREATE, StrategyType.CANARY),
             ".drainSeconds",
-            message_expression="'spec.strategy.drainSeconds is %d but type is %s: draining applies to Recreate "
-            "(a rolling update keeps the other replicas serving); remove drainSeconds or set type: "
-            "Recreate'.format([self.drainSeconds, self.type])",
+            message_expression="'spec.strategy.drainSeconds is %d but type is %s: draining applies to Recreate and "
+            "Canary (a rolling update keeps the other replicas serving); remove drainSeconds or set type: Recreate "
+            "or Canary'.format([self.drainSeconds, self.type])",
             explain=lambda m: f"spec.strategy.drainSeconds is {m.drain_seconds} but type is {m.type.value}: draining "
-            "applies to Recreate (a rolling update keeps the other replicas serving); remove drainSeconds or set "
-            "type: Recreate",
-            name="drain-recreate-only",
+            "applies to Recreate and Canary (a rolling update keeps the other replicas serving); remove drainSeconds "
+            "or set type: Recreate or Canary",
+            name="drain-recreate-or-canary",
         ),
     )
 

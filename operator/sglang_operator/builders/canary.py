@@ -20,10 +20,11 @@ revision hash is computed before the track label is added, so a revision is the 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator.api.base import GROUP
-from sglang_operator.builders.labels import selector_labels
+from sglang_operator.builders.labels import REVISION_LABEL, selector_labels
 
 TRACK_LABEL = f"{GROUP}/track"
 """Label of the pods (and selector) of the workload ``NAME-canary``: value :data:`CANARY_TRACK`."""
@@ -74,3 +75,24 @@ def placed(deployment: dict[str, Any], name: str, workload: str, replicas: int |
         out["spec"]["template"]["metadata"]["labels"][TRACK_LABEL] = CANARY_TRACK
     out["spec"]["selector"] = {"matchLabels": workload_selector(name, workload)}
     return out
+
+
+def _template_revision(workload: Mapping[str, Any]) -> str | None:
+    labels = (((workload.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}
+    value = labels.get(REVISION_LABEL)
+    return str(value) if value else None
+
+
+def replicas_only(live: Mapping[str, Any] | None, want: Mapping[str, Any]) -> bool:
+    """Whether writing Deployment ``want`` (as placed: :func:`placed`) over ``live`` (the object as the API server
+    holds it; None: absent) must change ``spec.replicas`` only: ``live`` is the same Deployment and its pod template
+    carries ``want``'s revision label, so its pods run that revision already. A re-render of the same revision can
+    still differ (an upgraded operator renders the ledger entry under its recorded hash,
+    :func:`sglang_operator.control.ledger.render_revision`), and writing that template would roll every pod of the
+    stable share during a canary; with this, only the scale is written (docs/canary.md)."""
+    if live is None or want.get("kind") != "Deployment" or live.get("kind", "Deployment") != "Deployment":
+        return False
+    if (live.get("metadata") or {}).get("name") != (want.get("metadata") or {}).get("name"):
+        return False
+    revision = _template_revision(want)
+    return revision is not None and _template_revision(live) == revision

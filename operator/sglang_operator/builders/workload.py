@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from sglang_operator.api.spec import SGLangServerSpec, StrategyType
+from sglang_operator.builders import drain
 from sglang_operator.builders.command import ADAPTIVE_CONFIG_DIR, ADAPTIVE_CONFIG_VOLUME, RenderedCommand
 from sglang_operator.builders.labels import (
     COMMAND_ANNOTATION,
@@ -185,6 +186,9 @@ def pod_template(name: str, spec: SGLangServerSpec, cmd: RenderedCommand) -> dic
     env = [*cmd.env, *spec.env]
     if env:
         container["env"] = env
+    hook = drain.pre_stop(spec)
+    if hook is not None:  # Canary with drainSeconds: a removed pod finishes its requests first
+        container["lifecycle"] = hook
     volumes, mounts = _volumes(spec)
     container["volumeMounts"] = mounts
     container["securityContext"] = security_context(spec)
@@ -193,7 +197,7 @@ def pod_template(name: str, spec: SGLangServerSpec, cmd: RenderedCommand) -> dic
         "volumes": volumes,
         "enableServiceLinks": False,
         "automountServiceAccountToken": spec.automount_service_account_token is True,
-        "terminationGracePeriodSeconds": 60,
+        "terminationGracePeriodSeconds": drain.grace_seconds(spec),
     }
     optional: dict[str, Any] = {
         "nodeSelector": spec.node_selector,

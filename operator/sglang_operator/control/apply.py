@@ -21,6 +21,7 @@ from typing import Any, Literal
 from sglang_operator import builders
 from sglang_operator.api.analysis import CanaryPhase
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_status
+from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders import canary
 from sglang_operator.control import ledger
 from sglang_operator.control.children import ChildApplyError, apply_children, apply_failure, contains, up_to_date
@@ -109,6 +110,53 @@ async def _apply_workload(manifest: dict[str, Any], body: Mapping[str, Any], onl
         raise ChildApplyError(apply_failure(str(want.get("kind")), err)) from err
 
 
+def _holds_stable(body: Mapping[str, Any], status: SGLangServerStatus, p: Placement) -> bool:
+    """Whether ``p`` places the stable revision of a canary: one runs (``status.canary``) beside ``p``'s revision,
+    or one is due — the object's ``spec.strategy.type`` is Canary and ``p`` re-applies the stable revision that
+    serves (the reconcile handler holds it while the observer's next tick starts the canary,
+    :func:`sglang_operator.control.restore.canary_holds`)."""
+    if p.rendered.multinode or p.role != "serving":
+        return False
+    c = status.canary
+    if c is not None:
+        return c.stable_revision == p.revision
+    if not (p.revision == status.revision == status.stable_revision):
+        return False
+    try:
+        server = parse({**body, "status": None})
+    except SpecError:
+        return False
+    return server.spec.strategy.canary_policy is not None
+
+
+async def _stable_share(body: Mapping[str, Any], status: SGLangServerStatus, p: Placement,
+                        workload: dict[str, Any]) -> dict[str, Any] | None:
+    """When ``p`` places a canary's stable revision (:func:`_holds_stable`): the live serving Deployment when it runs
+    that revision already (:func:`sglang_operator.builders.canary.replicas_only`: only its ``spec.replicas`` may be
+    written), else None (apply as rendered). One GET. Raises
+    :class:`~sglang_operator.control.children.ChildApplyError` when it cannot be read (nothing is written then: a
+    full write could roll the stable pods)."""
+    if not _holds_stable(body, status, p):
+        return None
+    meta = workload["metadata"]
+    try:
+        live = await kube.get_object("Deployment", str(meta["namespace"]), str(meta["name"]))
+    except Exception as err:
+        raise ChildApplyError(apply_failure("Deployment", err)) from err
+    return live if canary.replicas_only(live, workload) else None
+
+
+async def _patch_replicas(workload: dict[str, Any]) -> None:
+    """Set only ``spec.replicas`` of Deployment ``workload`` (as placed). Raises
+    :class:`~sglang_operator.control.children.ChildApplyError`."""
+    meta = workload["metadata"]
+    try:
+        await kube.patch_replicas("Deployment", str(meta["namespace"]), str(meta["name"]),
+                                  int(workload["spec"]["replicas"]))
+    except Exception as err:
+        raise ChildApplyError(apply_failure("Deployment", err)) from err
+
+
 async def apply_placement(
     body: Mapping[str, Any], placements: Sequence[Placement], now: dt.datetime, memory: ServerMemory | None = None,
     *, drain: bool = True, write_children: bool = True, warnings: Sequence[str] = (), keep_spec_valid: bool = False,
@@ -142,7 +190,15 @@ async def apply_placement(
     workload = workload_of(body, p)
     if write_children:
         rendered = replace(p.rendered, workload=workload)
-        if not (only_changed and await up_to_date(rendered, body)):
+        live = await _stable_share(body, typed, p, workload)
+        if live is not None:  # a canary's stable share running its revision already: scaled, never re-templated
+            if (live.get("spec") or {}).get("replicas") != workload["spec"]["replicas"]:
+                await _patch_replicas(workload)
+            if only_changed:
+                await _apply_workload(rendered.service, body, only_changed)
+            else:
+                await apply_children(rendered, body, workload=False)
+        elif not (only_changed and await up_to_date(rendered, body)):
             await apply_children(rendered, body)
     for c in canaries:
         if not c.replicas:

@@ -28,15 +28,15 @@ from sglang_operator.io import kube
 from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
 
 
-async def apply_children(rendered: builders.Rendered, owner: Mapping[str, Any]) -> None:
-    """Server-side apply the Deployment, then the Service, then (per ``--pod-monitors``) the PodMonitor, each
-    owned by ``owner`` (an SGLangServer dict).
+async def apply_children(rendered: builders.Rendered, owner: Mapping[str, Any], workload: bool = True) -> None:
+    """Server-side apply the Deployment (unless ``workload`` is False: a canary's stable share, scaled only), then
+    the Service, then (per ``--pod-monitors``) the PodMonitor, each owned by ``owner`` (an SGLangServer dict).
 
     Raises :class:`ChildApplyError` (from the API server's ``lightkube.ApiError`` or a transport error); nothing
     after the failing child is applied. In
     ``auto`` mode a PodMonitor answered with 404 (its CRD just vanished) is skipped and discovered again later.
     """
-    for child in (rendered.workload, rendered.service):
+    for child in (rendered.workload, rendered.service) if workload else (rendered.service,):
         try:
             await kube.apply(builders.adopt(child, owner))
         except Exception as err:

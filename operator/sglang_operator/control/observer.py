@@ -403,6 +403,8 @@ class Observer:
         phase = decision.state.analysis.phase if decision.state.analysis else None
         if phase in ("WarmingUp", "Verifying", "RollingBack"):
             testhooks.exit_at(str(phase))
+        if decision.state.canary is not None:
+            testhooks.exit_at(f"Canary{decision.state.canary.phase}")
         if decision.apply is not None:
             self._start_job(mem, view, decision.apply, now)
 

@@ -4,7 +4,9 @@
 SIGKILL would: no cleanup, no status write) the first time the operator passes that point. Points:
 
 - ``WarmingUp`` / ``Verifying``: right after the analysis state of a revision was written in that phase;
-- ``RollingBack``: right after a rollback was decided and written, before the stable revision is applied.
+- ``RollingBack``: right after a rollback was decided and written, before the stable revision is applied;
+- ``CanaryStepping`` / ``CanaryPromoting`` / ``CanaryRemoving``: right after ``status.canary`` was written in that
+  phase (:class:`~sglang_operator.api.analysis.CanaryPhase`), before the tick's placement is applied.
 
 Unset in production; reading one environment variable is the whole cost.
 """

@@ -105,6 +105,18 @@ async def delete_object(kind: str, namespace: str, name: str) -> bool:
     return True
 
 
+async def patch_replicas(kind: str, namespace: str, name: str, replicas: int) -> None:
+    """Set ``spec.replicas`` of workload ``kind`` ``namespace/name`` and nothing else (a JSON merge patch of that one
+    field): a canary's stable share when the live workload runs the revision already, so no re-render of its pod
+    template can roll its pods (:func:`sglang_operator.builders.canary.replicas_only`). Raises
+    ``lightkube.ApiError`` (404 when it does not exist)."""
+    from lightkube.types import PatchType
+
+    FENCE.check(f"scale {kind} {namespace}/{name}")
+    await client().patch(_resource(kind), name, {"spec": {"replicas": replicas}}, namespace=namespace,
+                         patch_type=PatchType.MERGE, field_manager=FIELD_MANAGER)
+
+
 async def apply(manifest: Mapping[str, Any], dry_run: bool = False) -> None:
     """Server-side apply ``manifest`` (a Deployment, LeaderWorkerSet, Service or PodMonitor dict, sent as is: no
     field is dropped by a client-side model) with ``force`` (the operator owns the fields it renders); at most
