@@ -13,7 +13,8 @@ the clients.
 - ``track`` (every watch event) feeds :class:`sglang_operator.control.observer.Observer`, built and started in
   kopf's startup (held in kopf's ``memo``: nothing is built at import time) and stopped with the operator, which
   observes pods and SGLang for every server each :attr:`Config.status_interval` seconds. No timer or daemon is
-  used, so no finalizer is put on SGLangServers: deleting one never waits for the operator.
+  used for SGLangServers, so no finalizer is put on them: deleting one never waits for the operator (an
+  SGLangTuning has one daemon, :mod:`sglang_operator.control.tuning`, and so kopf's finalizer).
 - Every write for one server runs in its worker (:class:`sglang_operator.control.memory.ServerMemory`'s lock): the
   reconcile handler takes it, and first cancels a rollback's job still draining or applying (the spec's revision
   wins over a rollback in flight unless it is rejected, :func:`sglang_operator.decisions.rollback.what_should_run`).
