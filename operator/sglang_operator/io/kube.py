@@ -238,16 +238,41 @@ async def secret_value(namespace: str, name: str, key: str) -> str | None:
     return base64.b64decode(data).decode() if data is not None else None
 
 
-async def get_sglangserver(namespace: str, name: str) -> dict[str, Any] | None:
-    """The SGLangServer as stored, or None when it does not exist."""
+async def _get_stored(resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    """One object of the operator's own ``resource`` (a lightkube generic resource) as stored, or None on 404."""
     from lightkube import ApiError
 
     try:
-        return _as_dict(await client().get(_sglangserver(), name, namespace=namespace))
+        return _as_dict(await client().get(resource, name, namespace=namespace))
     except ApiError as exc:
         if exc.status.code == 404:
             return None
         raise
+
+
+async def _patch_stored_status(resource: Any, what: str, namespace: str, name: str, resource_version: str | None,
+                               status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Merge-patch the ``status`` subresource of ``resource`` ``namespace/name`` (``what``: its kind in the fence's
+    message), with ``resource_version`` as a precondition; None on 409 Conflict / 404."""
+    from lightkube import ApiError
+    from lightkube.types import PatchType
+
+    FENCE.check(f"status of {what}{namespace}/{name}")
+    body: dict[str, Any] = {"status": dict(status)}
+    if resource_version:
+        body["metadata"] = {"resourceVersion": resource_version}
+    try:
+        patched = await client().patch(resource.Status, name, body, namespace=namespace, patch_type=PatchType.MERGE)
+    except ApiError as exc:
+        if exc.status.code in (404, 409):
+            return None
+        raise
+    return _as_dict(patched)
+
+
+async def get_sglangserver(namespace: str, name: str) -> dict[str, Any] | None:
+    """The SGLangServer as stored, or None when it does not exist."""
+    return await _get_stored(_sglangserver(), namespace, name)
 
 
 async def patch_status(namespace: str, name: str, resource_version: str | None,
@@ -258,54 +283,20 @@ async def patch_status(namespace: str, name: str, resource_version: str | None,
     Conflict) or is gone (404); other errors raise, and :class:`~sglang_operator.io.fence.NotLeader` when this
     process may not write.
     """
-    from lightkube import ApiError
-    from lightkube.types import PatchType
-
-    FENCE.check(f"status of {namespace}/{name}")
-    body: dict[str, Any] = {"status": dict(status)}
-    if resource_version:
-        body["metadata"] = {"resourceVersion": resource_version}
-    try:
-        patched = await client().patch(_sglangserver().Status, name, body, namespace=namespace,
-                                       patch_type=PatchType.MERGE)
-    except ApiError as exc:
-        if exc.status.code in (404, 409):
-            return None
-        raise
-    return _as_dict(patched)
+    return await _patch_stored_status(_sglangserver(), "", namespace, name, resource_version, status)
 
 
 async def get_sglangtuning(namespace: str, name: str) -> dict[str, Any] | None:
     """The SGLangTuning as stored, or None when it does not exist."""
-    from lightkube import ApiError
-
-    try:
-        return _as_dict(await client().get(sglangtuning_resource(), name, namespace=namespace))
-    except ApiError as exc:
-        if exc.status.code == 404:
-            return None
-        raise
+    return await _get_stored(sglangtuning_resource(), namespace, name)
 
 
 async def patch_tuning_status(namespace: str, name: str, resource_version: str | None,
                               status: Mapping[str, Any]) -> dict[str, Any] | None:
     """Merge-patch an SGLangTuning's ``status`` subresource with ``resource_version`` as a precondition (as
     :func:`patch_status`). Returns the object as patched, or None on 409 Conflict / 404; other errors raise."""
-    from lightkube import ApiError
-    from lightkube.types import PatchType
-
-    FENCE.check(f"status of SGLangTuning {namespace}/{name}")
-    body: dict[str, Any] = {"status": dict(status)}
-    if resource_version:
-        body["metadata"] = {"resourceVersion": resource_version}
-    try:
-        patched = await client().patch(sglangtuning_resource().Status, name, body, namespace=namespace,
-                                       patch_type=PatchType.MERGE)
-    except ApiError as exc:
-        if exc.status.code in (404, 409):
-            return None
-        raise
-    return _as_dict(patched)
+    return await _patch_stored_status(sglangtuning_resource(), "SGLangTuning ", namespace, name, resource_version,
+                                      status)
 
 
 async def post_event(obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
