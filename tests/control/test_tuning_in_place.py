@@ -80,7 +80,7 @@ async def test_a_trial_runs_on_every_replica_and_the_release_applies_the_stable_
 
 
 async def test_a_spec_change_ends_the_hold_without_applying_the_stable_revision(fk: FakeKube) -> None:
-    stable, body = await served(fk)
+    _stable, body = await served(fk)
     runner = ctl.TuningRunner("ns", "tune")
     await runner._acquire(body)
     rendered, _ = await runner._apply_in_place("s", TRIAL)
