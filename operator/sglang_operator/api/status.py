@@ -195,7 +195,7 @@ class SGLangServerStatus(StatusModel):
     own phase, ``analysis.phase``)."""
     conditions: list[Condition] = Field(default_factory=list)
     """Conditions in metav1 shape: Ready, Available, Progressing, Degraded, SpecValid, SettingsDiffer,
-    StableRegressed, SpeculativeDecodingActive."""
+    StableRegressed, SpeculativeDecodingActive, TuningHeld."""
     replicas: int | None = None
     """Pods existing (scale subresource statusReplicasPath)."""
     ready_replicas: int | None = None

@@ -64,7 +64,7 @@ from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_sta
 from sglang_operator.builders.labels import selector_labels
 from sglang_operator.builders.revision import image_digest, pinned_image
 from sglang_operator.builders.tuning import TrialWorkload, trial_workload
-from sglang_operator.control import restore
+from sglang_operator.control import ledger, restore
 from sglang_operator.control.apply import apply_placement, placement
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.decisions import pods as pod_rules
@@ -500,6 +500,9 @@ class TuningRunner:
                                    else "; ".join(err.messages)) from None
             if s_status.revision == rendered.revision and hold.trial == trial.name:
                 return rendered, server
+            digest = await self._serving_digest(body)  # the image the serving revision's pods run, as Shadow trials
+            if digest:
+                rendered = ledger.pinned(rendered, digest)
             try:
                 delta = await apply_placement(body, [placement(body, rendered, spec_dict)], _now(), mem,
                                               keep_spec_valid=True, history_limit=server.spec.rollback.history_limit)
