@@ -106,3 +106,30 @@ async def test_another_tuning_waits_and_the_deletion_handler_releases(fk: FakeKu
     status = parse_status(fk.server("s"))
     assert status.revision == stable and status.tuning_hold is None
     assert deployment_revision(fk)[0] == stable
+
+
+async def test_a_restarted_operator_leaves_the_trial_running_and_a_spec_change_is_applied(fk: FakeKube) -> None:
+    """kopf's resume of a held server writes nothing (the trial runs until the tuning's end applies the stable
+    revision); an update of its spec (another generation) is applied as ever, and the tuning's release then applies
+    nothing."""
+    from sglang_operator.control import handlers
+    from sglang_operator.control.observer import Observer
+
+    stable, body = await served(fk)
+    memo = type("Memo", (), {"observer": Observer(1.0)})()
+    runner = ctl.TuningRunner("ns", "tune", observer=memo.observer)  # the server's worker lock of that observer
+    await runner._acquire(body)
+    rendered, _ = await runner._apply_in_place("s", TRIAL)
+    held = fk.server("s")
+    writes = len(fk.writes)
+    await handlers.reconcile(body=held, meta=held["metadata"], status=held["status"], patch={}, reason="resume",
+                             logger=handlers.logging.getLogger("test"), memo=memo)
+    assert fk.writes[writes:] == [] and deployment_revision(fk)[0] == rendered.revision
+    spec = copy.deepcopy(held["spec"])
+    spec["replicas"] = 3
+    updated = fk.update_spec("s", spec)
+    await handlers.reconcile(body=updated, meta=updated["metadata"], status=updated["status"], patch={},
+                             reason="update", logger=handlers.logging.getLogger("test"), memo=memo)
+    assert deployment_revision(fk) == (stable, 3)  # the spec's revision (the stable one here), 3 replicas
+    assert await runner.release("s", "the server's spec changed") is None
+    assert parse_status(fk.server("s")).tuning_hold is None
