@@ -315,16 +315,18 @@ def trial_serving(k8s: K8sCluster, ns: str) -> dict[str, Any] | None:
     return hold if rev and rev != hold.get("stableRevision") and serving(k8s, ns, rev) else None
 
 
+def released(st: dict[str, Any], stable: str) -> bool:
+    held = next((c for c in st.get("conditions") or [] if c["type"] == "TuningHeld"), {})
+    return st.get("revision") == stable and "tuningHold" not in st and held.get("status") == "False"
+
+
 def assert_stable_again(k8s: K8sCluster, ns: str, stable: str) -> dict[str, Any]:
-    wait_for("the stable revision serving on every replica, the hold gone", lambda: (
-        lambda s: s if s.get("revision") == stable and "tuningHold" not in s and serving(k8s, ns, stable)
-        else None)(k8s.get("sglangserver", SERVER, "-n", ns).get("status") or {}), timeout=120, interval=1)
-    st: dict[str, Any] = k8s.get("sglangserver", SERVER, "-n", ns)["status"]
+    st: dict[str, Any] = wait_for("the stable revision serving on every replica, the hold gone", lambda: (
+        lambda s: s if released(s, stable) and serving(k8s, ns, stable) else None)(
+        k8s.get("sglangserver", SERVER, "-n", ns).get("status") or {}), timeout=120, interval=1)
     assert st["stableRevision"] == stable
     assert not st.get("rejectedRevisions") and not st.get("rollbacks"), st  # trials got no verdicts
     assert all(r.get("verdict") not in ("Rejected", "Failed") for r in st.get("revisions") or []), st["revisions"]
-    held = next(c for c in st["conditions"] if c["type"] == "TuningHeld")
-    assert held["status"] == "False", held
     return st
 
 
