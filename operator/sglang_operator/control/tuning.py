@@ -42,8 +42,8 @@ The tuning never writes the server's spec: it recommends (``kubectl sglang tune 
   :func:`tuning_deleted`), a restarted operator finding the tuning over — applies the stable revision again
   (:func:`sglang_operator.control.restore.apply_revision`) and removes the hold; a spec change of the server (another
   generation than the hold's) cancels the tuning (phase ``Cancelled``) and leaves the spec's revision to the
-  reconcile handler. An operator restart mid-trial measures the trial again (the reconcile handler's resume may have
-  applied the spec's revision meanwhile: the trial is applied again).
+  reconcile handler. An operator restart mid-trial measures the running trial again on its pods (the reconcile
+  handler's resume leaves a held server alone; a finished trial is never repeated).
 """
 
 from __future__ import annotations
@@ -410,10 +410,11 @@ class TuningRunner:
                 return None
             stored = body.get("status") or {}
             rv = (body.get("metadata") or {}).get("resourceVersion")
-            patched = await kube.patch_status(self.namespace, server, rv, server_st.merge_patch(stored, delta))
+            keys = {**(mem.applied if mem is not None else {}), **delta}  # with what the server's job applied
+            patched = await kube.patch_status(self.namespace, server, rv, server_st.merge_patch(stored, keys))
             if patched is not None:
                 if mem is not None:
-                    mem.applied = {}  # what the server's job applied is in this patch or older than it
+                    mem.applied = {}  # written by this patch
                     mem.body = patched
                 return patched
         return None
