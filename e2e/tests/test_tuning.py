@@ -267,3 +267,117 @@ def test_a_tuning_resumed_after_the_operator_is_killed_repeats_no_finished_trial
     assert plan.next_step(spec, after, valid, 0).kind == "finish"
     wait_for("no trial workload left", lambda: not k8s_cluster.get(
         "deployments", "-n", ns, "-l", f"sglang-operator.io/tuning={name}")["items"], timeout=60, interval=1)
+
+
+# --- InPlace: trials on the server's own pods, the stable revision applied again at the end -----------------------
+
+IN_PLACE_REPLICAS = 2
+
+
+def in_place_server(k8s: K8sCluster, ns: str) -> str:
+    """The regressed server on :data:`IN_PLACE_REPLICAS` replicas, Ready and promoted; returns its stable revision."""
+    server = sample(BAD)
+    server["spec"]["replicas"] = IN_PLACE_REPLICAS
+    k8s.apply(server, ns)
+    st = wait_for("the server Ready and promoted", lambda: (lambda s: s if s.get("phase") == "Ready"
+                                                            and s.get("stableRevision") == s.get("revision")
+                                                            else None)(
+        k8s.get("sglangserver", SERVER, "-n", ns).get("status") or {}), timeout=180, interval=1)
+    return str(st["stableRevision"])
+
+
+def server_pods(k8s: K8sCluster, ns: str) -> list[dict[str, Any]]:
+    return [p for p in pods(k8s, ns, f"app.kubernetes.io/instance={SERVER}")
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def serving(k8s: K8sCluster, ns: str, revision: str) -> bool:
+    """Every pod of the server runs ``revision`` and is Ready, ``IN_PLACE_REPLICAS`` of them."""
+    live = server_pods(k8s, ns)
+    ready = [p for p in live if p["metadata"]["labels"].get(builders.REVISION_LABEL) == revision
+             and any(c.get("type") == "Ready" and c.get("status") == "True"
+                     for c in (p.get("status") or {}).get("conditions") or [])]
+    return len(live) == len(ready) == IN_PLACE_REPLICAS
+
+
+def in_place(name: str) -> dict[str, Any]:
+    body = tuning(name, mode="InPlace", disruption="Allowed", parameters={"numSteps": {"min": 1, "max": 3}},
+                  budget={"maxTrialCount": 3})
+    body["spec"]["workload"]["concurrency"] = [{"level": 1}]
+    return body
+
+
+def trial_serving(k8s: K8sCluster, ns: str) -> dict[str, Any] | None:
+    """The server's hold once a trial's revision runs Ready on every replica (None before)."""
+    st = k8s.get("sglangserver", SERVER, "-n", ns).get("status") or {}
+    hold = st.get("tuningHold") or {}
+    rev = hold.get("trialRevision")
+    return hold if rev and rev != hold.get("stableRevision") and serving(k8s, ns, rev) else None
+
+
+def released(st: dict[str, Any], stable: str) -> bool:
+    held = next((c for c in st.get("conditions") or [] if c["type"] == "TuningHeld"), {})
+    return st.get("revision") == stable and "tuningHold" not in st and held.get("status") == "False"
+
+
+def assert_stable_again(k8s: K8sCluster, ns: str, stable: str) -> dict[str, Any]:
+    st: dict[str, Any] = wait_for("the stable revision serving on every replica, the hold gone", lambda: (
+        lambda s: s if released(s, stable) and serving(k8s, ns, stable) else None)(
+        k8s.get("sglangserver", SERVER, "-n", ns).get("status") or {}), timeout=120, interval=1)
+    assert st["stableRevision"] == stable
+    assert not st.get("rejectedRevisions") and not st.get("rollbacks"), st  # trials got no verdicts
+    assert all(r.get("verdict") not in ("Rejected", "Failed") for r in st.get("revisions") or []), st["revisions"]
+    return st
+
+
+def test_an_in_place_tuning_deleted_mid_trial_ends_with_the_stable_revision_serving(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    ns = namespace
+    stable = in_place_server(k8s_cluster, ns)
+    name = "qwen36-inplace-delete"
+    k8s_cluster.apply(in_place(name), ns)
+    hold = wait_for("a trial on every replica", lambda: trial_serving(k8s_cluster, ns), timeout=120, interval=0.5)
+    assert hold["name"] == name and hold["stableRevision"] == stable
+    st = k8s_cluster.get("sglangserver", SERVER, "-n", ns)["status"]
+    assert next(c for c in st["conditions"] if c["type"] == "TuningHeld")["status"] == "True"
+    assert k8s_cluster.get("sglangtuning", name, "-n", ns)["status"]["stableRevision"] == stable
+    k8s_cluster.run("delete", "sglangtuning", name, "-n", ns, "--timeout=60s")
+    assert_stable_again(k8s_cluster, ns, stable)
+
+
+def test_an_in_place_tuning_resumed_after_the_operator_is_killed_ends_with_the_stable_revision(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    import os
+    import signal
+
+    ns = namespace
+    stable = in_place_server(k8s_cluster, ns)
+    name = "qwen36-inplace-kill"
+    k8s_cluster.apply(in_place(name), ns)
+
+    def one_done_one_running() -> dict[str, Any] | None:
+        st = k8s_cluster.get("sglangtuning", name, "-n", ns).get("status") or {}
+        trials = st.get("trials") or []
+        done = [t for t in trials if t.get("verdict") == "Completed"]
+        return st if done and any(not t.get("verdict") for t in trials) and trial_serving(k8s_cluster, ns) else None
+
+    before = api.SGLangTuningStatus.model_validate(wait_for("a trial done, the next on every replica",
+                                                            one_done_one_running, timeout=180, interval=0.5))
+    assert operator.proc is not None
+    os.killpg(operator.proc.pid, signal.SIGKILL)  # the test's own operator process
+    operator.proc.wait(10)
+    time.sleep(2)
+    operator.start()
+    obj = wait_for("the resumed tuning finished", lambda: finished(k8s_cluster, ns, name), timeout=240, interval=1)
+    after = api.SGLangTuningStatus.model_validate(obj["status"])
+    for t in after.trials:
+        print(f"  {t.name} {t.settings.summary()} {t.verdict} {t.objective} {t.started_at}")
+    assert after.phase == "Succeeded", obj["status"]
+    assert after.stable_revision == stable
+    finished_before = [t for t in before.trials if t.verdict]
+    assert after.trials[:len(finished_before)] == finished_before  # no completed trial repeated
+    names = [t.name for t in after.trials]
+    assert len(names) == len(set(names))
+    assert_stable_again(k8s_cluster, ns, stable)

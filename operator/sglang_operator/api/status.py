@@ -43,6 +43,10 @@ class ConditionType(StrEnum):
     STABLE_REGRESSED = "StableRegressed"
     """True while the stable revision fails its own baseline (failureThreshold samples in a row; message: the
     numbers). Reported only: the stable revision is never rolled back automatically."""
+    TUNING_HELD = "TuningHeld"
+    """True while an InPlace SGLangTuning holds the server (``status.tuningHold``): its trials run on every replica,
+    the rollback analysis and any canary wait (message: the tuning, the trial, the revision applied again at the
+    end)."""
     SPECULATIVE_DECODING_ACTIVE = "SpeculativeDecodingActive"
     """Once Ready: True when SGLang reports an acceptance length; False when speculation was asked for but
     ``/server_info`` shows none or the acceptance-length series are absent (NEXTN reported as EAGLE is not a
@@ -162,6 +166,25 @@ class RevisionRecord(StatusModel):
     """The steps of its canary, when it ran as one (``spec.strategy.type: Canary``)."""
 
 
+class TuningHold(StatusModel):
+    """An ``SGLangTuning`` of ``spec.mode: InPlace`` holding the server (issue 17): its trials replace the server's
+    own pods one after another, the rollback analysis is held (no verdicts, rejections or rollbacks; the spec's
+    revision is not converged to) and no canary starts until the hold is released, when ``stableRevision`` is
+    applied again. Written by the tuning in the server's worker (its lock); survives an operator restart."""
+
+    name: str
+    """The SGLangTuning's name (same namespace)."""
+    stable_revision: str
+    """The revision serving when the tuning began: applied again at the end (success, failure, deletion, restart)."""
+    generation: int
+    """The server's ``metadata.generation`` when the hold began: a spec change (another generation) cancels the
+    tuning, and the spec's revision is applied instead of the stable one."""
+    trial: str | None = None
+    """The trial that runs now (``<tuning>-trial-<n>``), unset between trials."""
+    trial_revision: str | None = None
+    """Revision hash of that trial, applied on every replica."""
+
+
 class SGLangServerStatus(StatusModel):
     """Observed state of an SGLang server."""
 
@@ -172,7 +195,7 @@ class SGLangServerStatus(StatusModel):
     own phase, ``analysis.phase``)."""
     conditions: list[Condition] = Field(default_factory=list)
     """Conditions in metav1 shape: Ready, Available, Progressing, Degraded, SpecValid, SettingsDiffer,
-    StableRegressed, SpeculativeDecodingActive."""
+    StableRegressed, SpeculativeDecodingActive, TuningHeld."""
     replicas: int | None = None
     """Pods existing (scale subresource statusReplicasPath)."""
     ready_replicas: int | None = None
@@ -216,6 +239,9 @@ class SGLangServerStatus(StatusModel):
     serving_workload: str | None = None
     """Name of the Deployment serving ``revision``: unset for ``<name>``; ``<name>-canary`` after a canary was
     promoted (the canary's workload took every replica; the next canary runs in ``<name>``)."""
+
+    tuning_hold: TuningHold | None = None
+    """The InPlace SGLangTuning holding the server (its trials run on the server's pods), unset when none does."""
 
     def dump(self) -> dict[str, Any]:
         """camelCase dict for a status patch, unset fields left out."""

@@ -51,6 +51,7 @@ from sglang_operator.decisions import groups
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.conditions import condition, merge
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
+from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.io import kube
 from sglang_operator.io.discovery import POD_MONITORS
 from sglang_operator.process import telemetry
@@ -189,6 +190,12 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
         await _event(body, "Warning", "InvalidSpec", "; ".join(errors))
         logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
         telemetry.count_reconcile("invalid")
+        return
+    hold = holds.active(parse_status(body), generation)
+    if reason == kopf.Reason.RESUME and hold is not None:  # the tuning's trial runs; its end applies the stable one
+        logger.info("held by SGLangTuning %s (InPlace, trial %s): nothing applied; revision %s is applied again at "
+                    "its end", hold.name, hold.trial, hold.stable_revision)
+        telemetry.count_reconcile("applied")
         return
     if reason == kopf.Reason.RESUME and await _unchanged_since_applied(body, rendered):
         logger.info("revision %s runs; the spec renders as %s with this operator's defaults: applied at the next "

@@ -61,6 +61,7 @@ from sglang_operator.decisions.rollback import Apply, Observation, setup_of
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.sampling.model import Sample, SampleKind, Signal
 from sglang_operator.decisions.sampling.roles import roles_for
+from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.io import kube
 from sglang_operator.io.pods import PodCache, targets
 from sglang_operator.io.sampler import Sampler, ServerRef, sampling_params
@@ -526,6 +527,8 @@ class Observer:
         model, API key); ``policy``: the object's ``spec.rollback`` (signal, interval, probe)."""
         meta = body["metadata"]
         ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+        if holds.active(status, int(meta.get("generation") or 0)) is not None:  # an InPlace tuning measures its trial:
+            return None, {}, float(self.sample_interval or policy.interval_seconds)  # no probe beside its load
         try:
             roles = roles_for(parse_version(status.sglang_version or ""))
         except SGLangVersionError:

@@ -22,14 +22,16 @@ from typing import Any
 
 from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import RollbackPolicy
-from sglang_operator.api.status import SGLangServerStatus
+from sglang_operator.api.status import ConditionType, SGLangServerStatus, TuningHold
 from sglang_operator.decisions import judging
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
 from sglang_operator.decisions.conditions import Condition, condition
+from sglang_operator.decisions.derive import derive
 from sglang_operator.decisions.pods import PodHealth
 from sglang_operator.decisions.rollback import Apply, Event, Observation, RollbackState
 from sglang_operator.decisions.sampling.model import Sample
+from sglang_operator.decisions.tuning import hold as holds
 
 ANALYSIS_REASONS = ("RolledBack", "Regressed")
 """Degraded reasons the rollback analysis gives (it posts its own events for them)."""
@@ -86,6 +88,30 @@ def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
     return next((c for c in conditions if c.get("type") == "Degraded"), {})
 
 
+def held_hold(status: Mapping[str, Any], generation: int) -> TuningHold | None:
+    """The InPlace tuning's hold in force in ``status`` (a dict) at ``generation`` (:func:`~.tuning.hold.active`);
+    an unparsable one (edited by hand) holds nothing."""
+    raw = status.get("tuningHold")
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        hold = TuningHold.model_validate(dict(raw))
+    except ValueError:
+        return None
+    return None if holds.cancelled(hold, generation) else hold
+
+
+def held(status: Mapping[str, Any], hold: TuningHold, pod_conditions: list[Condition], policy: RollbackPolicy,
+         now: dt.datetime, generation: int, speculative: Condition | None,
+         typed: SGLangServerStatus | None) -> judging.Judged:
+    """A tick while an InPlace tuning holds the server: the analysis as stored, unchanged (no sample judged, no
+    verdict, rejection or rollback, no revision converged to, no canary started), pod health's conditions with
+    ``TuningHeld=True``."""
+    state = RollbackState.from_status(typed) if typed is not None else judging.state_of(status)
+    conditions = derive(pod_conditions, state, policy.action, generation, now, speculative)
+    return judging.Judged(state, {}, [*conditions, holds.held_condition(hold, generation, now)])
+
+
 def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Observed,
            policy: RollbackPolicy, typed: SGLangServerStatus | None = None) -> Decision:
     """Decide one observation: ``stored`` status (as the API server holds it), ``applied`` (status keys of what the
@@ -95,9 +121,18 @@ def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Obse
     status = {**stored, **applied}
     o = observed
     revision = str(status.get("revision"))
-    judged = judging.judge(status, judging.sample_for(o.samples, revision), policy, o.now, o.observation,
-                           list(o.health.conditions), o.generation, o.speculative, o.promote_token, typed)
+    hold = held_hold(status, o.generation)
+    if hold is not None:
+        judged = held(status, hold, list(o.health.conditions), policy, o.now, o.generation, o.speculative, typed)
+    else:
+        judged = judging.judge(status, judging.sample_for(o.samples, revision), policy, o.now, o.observation,
+                               list(o.health.conditions), o.generation, o.speculative, o.promote_token, typed)
     conditions = judged.conditions
+    was_held = any(c.get("type") == ConditionType.TUNING_HELD and c.get("status") == "True"
+                   for c in status.get("conditions") or [])
+    if hold is None and was_held:
+        conditions = [*conditions, condition(ConditionType.TUNING_HELD, "False", "Released",
+                                             "no InPlace tuning holds the server", o.generation, o.now)]
     if o.apply_failure:  # the reconcile handler could not apply the spec (kopf retries): say so, not "healthy"
         conditions = [c for c in conditions if c["type"] != "Degraded"] + [
             condition("Degraded", "True", "ApplyFailed", truncate(o.apply_failure), o.generation, o.now)]
