@@ -108,10 +108,11 @@ def _template_revision(workload: Mapping[str, Any]) -> str | None:
 def replicas_only(live: Mapping[str, Any] | None, want: Mapping[str, Any]) -> bool:
     """Whether writing workload ``want`` (a Deployment or LeaderWorkerSet as placed: :func:`placed`) over ``live``
     (the object as the API server holds it; None: absent) must change ``spec.replicas`` only: ``live`` is the same
-    workload and its pod template (a LeaderWorkerSet's leader template) carries ``want``'s revision label, so its pods run that revision already. A re-render of the same revision can
-    still differ (an upgraded operator renders the ledger entry under its recorded hash,
-    :func:`sglang_operator.control.ledger.render_revision`), and writing that template would roll every pod of the
-    stable share during a canary; with this, only the scale is written (docs/canary.md)."""
+    workload and its pod template (a LeaderWorkerSet's leader template) carries ``want``'s revision label, so its
+    pods run that revision already. A re-render of the same revision can still differ (an upgraded operator renders
+    the ledger entry under its recorded hash, :func:`sglang_operator.control.ledger.render_revision`), and writing
+    that template would roll every pod (every group) of the stable share during a canary; with this, only the scale
+    is written (docs/canary.md)."""
     kind = want.get("kind")
     if live is None or kind not in ("Deployment", LWS_KIND) or live.get("kind", kind) != kind:
         return False
