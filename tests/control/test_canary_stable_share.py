@@ -21,7 +21,7 @@ from sglang_operator.api.server import parse
 from sglang_operator.builders import canary, workload
 from sglang_operator.control import handlers, restore
 from sglang_operator.control.observer import Observer
-from sglang_operator.decisions.actions import PlaceCanary
+from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
 
 NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
 
@@ -106,18 +106,22 @@ def test_replicas_only_needs_the_same_deployment_running_the_same_revision() -> 
     assert not canary.replicas_only(dep("a", "r1", "LeaderWorkerSet"), dep("a", "r1", "LeaderWorkerSet"))  # no lwt
 
 
-async def test_a_leaderworkerset_stable_share_is_scaled_the_canary_set_created_then_deleted(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Multi-node: the stable LeaderWorkerSet ``a`` is scaled alone (its groups keep their templates) and the canary
-    runs as LeaderWorkerSet ``a-canary`` with the track label; removal (0 groups) deletes it."""
-    kube = FakeKube().install(monkeypatch)
+async def _create_two_groups(kube: FakeKube) -> dict[str, Any]:
     obj = server("a")
     obj["spec"].update(replicas=2, strategy={"type": "Canary"}, parallelism={"tensor": 2, "nodes": 2})
     obj["spec"].get("resources", {}).pop("gpu", None)
     body = kube.put(obj)
     await handlers.reconcile(body=body, meta=body["metadata"], status={}, patch={}, reason="create",
                              logger=logging.getLogger("test"), memo=type("Memo", (), {"observer": Observer(1.0)})())
-    body = kube.server("a")
+    return kube.server("a")
+
+
+async def test_a_leaderworkerset_stable_share_is_scaled_the_canary_set_created_then_deleted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Multi-node: the stable LeaderWorkerSet ``a`` is scaled alone (its groups keep their templates) and the canary
+    runs as LeaderWorkerSet ``a-canary`` with the track label; removal (0 groups) deletes it."""
+    kube = FakeKube().install(monkeypatch)
+    body = await _create_two_groups(kube)
     stable = body["status"]["revision"]
     before = kube.get("LeaderWorkerSet", "ns", "a")
     assert before is not None and before["spec"]["replicas"] == 2 and kube.get("Deployment", "ns", "a") is None
@@ -175,3 +179,24 @@ async def test_a_new_spec_holding_the_stable_for_a_canary_rewrites_no_stable_tem
     done = [(verb, kind, name) for verb, kind, name, _ in kube.writes[writes:]]
     assert ("apply", "Deployment", "a") not in done, done
     assert kube.server("a")["status"]["revision"] == stable  # held: the canary starts at the observer's tick
+
+
+async def test_a_promoted_leaderworkerset_canary_serves_every_group_and_the_old_set_is_deleted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    kube = FakeKube().install(monkeypatch)
+    body = await _create_two_groups(kube)
+    body, new = await _canary_running(kube, body["status"]["revision"])
+    await restore.place_canary(body, PlaceCanary(revision=new, workload="a-canary", canary_replicas=1,
+                                                 stable_replicas=1, reason="step 1"), NOW)
+    placed = kube.get("LeaderWorkerSet", "ns", "a-canary")
+    assert placed is not None
+
+    out = await restore.place_canary(kube.server("a"), PromoteCanary(revision=new, workload="a-canary",
+                                                                     reason="promoted"), NOW)
+
+    assert out["servingWorkload"] == "a-canary" and out["revision"] == new
+    assert kube.get("LeaderWorkerSet", "ns", "a") is None  # retired
+    serving = kube.get("LeaderWorkerSet", "ns", "a-canary")
+    assert serving is not None and serving["spec"]["replicas"] == 2
+    # the group already serving keeps its templates: promotion restarts no group
+    assert serving["spec"]["leaderWorkerTemplate"] == placed["spec"]["leaderWorkerTemplate"]
