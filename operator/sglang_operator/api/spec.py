@@ -279,9 +279,9 @@ class UpdateStrategy(ApiModel):
     type: StrategyType = StrategyType.RECREATE
     """``Recreate`` (default: the GPUs hold one copy of the model, so the old pods stop before the new ones
     start), ``RollingUpdate`` (servers with several replicas: at most ``maxUnavailable`` of them are replaced at
-    a time while the others serve; no extra pod is started, maxSurge 0) or ``Canary`` (``replicas`` ≥ 2: a new
-    revision runs on a second workload, ``<name>-canary``, judged side by side with the stable pods and promoted
-    step by step or removed, ``canary``; docs/canary.md)."""
+    a time while the others serve; no extra pod is started, maxSurge 0) or ``Canary`` (``replicas`` ≥ 2, pods or
+    LeaderWorkerSet groups: a new revision runs on a second workload, ``<name>-canary``, judged side by side with
+    the stable pods and promoted step by step or removed, ``canary``; docs/canary.md)."""
     canary: CanaryStrategy | None = None
     """Canary only: the steps, ``maxSurge`` and ``onInconclusive`` (default: one step of 1 replica, maxSurge 0,
     Hold)."""
