@@ -24,8 +24,10 @@ and its ``/metrics`` (and every 10 s the servers' status), then asserts:
 - the operator's peak RSS (VmHWM: since it started, setup included) below 256 MiB (the chart's limit is 512Mi);
 - every healthy server sampled every interval (the fast policy's ``intervalSeconds``, 5 s; the operator observes
   every second and samples a server at the first observation after its interval): its
-  ``sglang_operator_samples_total`` grows with no gap over 1.6 intervals (an interval skipped is a gap of two), and
-  none of its samples is an Error;
+  ``sglang_operator_samples_total`` grows with no gap over the interval + the probe's timeout + the readings' 1 s
+  (:data:`GAP_BOUND`, 10 s: a slow healthy probe delays its sample by up to its timeout; two intervals skipped in a
+  row are a gap of 15 s, one skipped is a gap of 10 s at least, at the bound's edge) plus the machine's stall, and
+  at most one of its samples is an Error;
 - each hostile server's samples are Errors, its ``status.analysis.lastSample`` names the reason (its
   ``errorThreshold`` is 1000, so the analysis keeps judging instead of pausing), and
   ``sglang_operator_scrape_errors_total{endpoint, reason}`` counts that reason during the window;
@@ -64,7 +66,7 @@ from e2e.hostile import (
     server,
 )
 from e2e.operator_proc import OperatorProcess
-from e2e.policies import INTERVAL
+from e2e.policies import FAST_POLICY, INTERVAL
 from sglang_operator.api.base import MESSAGE_LIMIT, TRUNCATED, VALUE_LIMIT
 from sglang_operator.process.metrics_http import MetricsServerConfig
 
@@ -73,6 +75,9 @@ HEALTHY = 20
 WINDOW = 60.0  # seconds of the hostile run
 RSS_LIMIT_MIB = 256
 IDLE = 500
+GAP_BOUND = INTERVAL + FAST_POLICY["probe"]["timeoutSeconds"] + 1.0
+"""The longest wait, seconds, between two samples of a healthy server when no interval is skipped: the interval, the
+probe's timeout (a sample ends when its probe does) and the readings' period."""
 READ_TIMEOUT = MetricsServerConfig().read_timeout  # the default --metrics-read-timeout, seconds
 GPUS_PER_NODE = 40  # raised from the session cluster's 8 for this test
 SERVER_INFO = "server-info"
@@ -181,8 +186,10 @@ def test_all_hostile_modes_at_once_leave_the_operator_small_and_the_healthy_serv
 
     assert peak < RSS_LIMIT_MIB, f"operator peak RSS {peak:.0f} MiB"
     # the healthy servers: sampled every interval
-    # the next tick after due (1 s apart): no interval skipped, beyond the time the machine kept every process waiting
-    skipped = {n: over for n in healthy if (over := gaps_over(readings, n, 1.6 * INTERVAL, meter))}
+    # no interval skipped, beyond the time the machine kept every process waiting: an interval's sample ends at most
+    # the probe's timeout after it is due (a healthy simulator among 25 on a loaded machine can answer slowly:
+    # 9.1 s once in a fresh-clone CI beside two helpers, 0 s of stall) and the readings are 1 s apart
+    skipped = {n: over for n in healthy if (over := gaps_over(readings, n, GAP_BOUND, meter))}
     assert not skipped, (skipped, gaps)
     assert min(sampled.values()) >= (WINDOW - meter.total()) / (1.6 * INTERVAL), sampled
     # at most one measurement error per healthy server, on at most a fifth of them: on a machine loaded past its
