@@ -246,10 +246,10 @@ CASES: list[Case] = [
         "RollingUpdate only; set type: RollingUpdate or remove maxUnavailable", setting(S + "replicas", 2),
         setting(S + "strategy", {"type": "Canary", "maxUnavailable": 1}), rule="max-unavailable-rolling-only",
         value="is 1"),
-    cel("canary-multinode", "spec.strategy.type is Canary but spec.parallelism.nodes is 2: a LeaderWorkerSet "
-        "canary is not supported yet; use type: Recreate", setting(S + "replicas", 2),
-        setting(S + "parallelism.nodes", 2), setting(S + "strategy", {"type": "Canary"}), rule="canary-single-node",
-        value="is 2"),
+    cel("canary-one-group", "spec.strategy.type is Canary but spec.replicas is 1: a canary runs beside stable "
+        "replicas, so it needs at least 2; set replicas to 2 or more, or type: Recreate",
+        setting(S + "parallelism.nodes", 2), setting(S + "strategy", {"type": "Canary"}), rule="canary-replicas",
+        value="is 1"),
     cel("rollback-verify", "spec.rollback.verifySeconds is 60 but minSamples × intervalSeconds is 5 × 30 = 150 "
         "(promotion needs both minSamples samples and verifySeconds); set verifySeconds to at least 150 or lower "
         "minSamples", setting(S + "rollback", {"minSamples": 5, "intervalSeconds": 30, "verifySeconds": 60}),

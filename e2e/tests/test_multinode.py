@@ -8,7 +8,9 @@ Ready; a speculative change rolls the group to a new revision; deleting the SGLa
 LeaderWorkerSet and its pods. Without the LWS API nothing is applied and the Ready condition says so until it
 is installed (no edit). A group that crashes at start-up fails at its leader's third restart (a recreated group
 counts), not at the progress deadline. ``tensor: 10, nodes: 4`` and ``tensor: 4, data: 2, nodes: 4`` are refused
-naming the fields.
+naming the fields. A two-group server (``strategy.type: Canary``) canaries one group: the regressed revision runs
+as LeaderWorkerSet ``NAME-canary`` on one group beside the stable set's group 0, is judged against it in the same
+intervals and removed; the stable group 0 keeps its pods (issue 18, LeaderWorkerSet line).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -28,11 +31,15 @@ from e2e.build_lws import require as require_lws
 from e2e.cluster.lws import LWSController
 from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
+from e2e.policies import BAD, GOOD, sample
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "dsv3"
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+SET_NAME = "leaderworkerset.sigs.k8s.io/name"
+TRACK = "sglang-operator.io/track"
 REVISION = "sglang-operator.io/revision"
 FAST_SIM = [{"name": "SGLANG_SIM_LOAD_SECONDS", "value": "1"}, {"name": "SGLANG_SIM_TIME_SCALE", "value": "20"}]
 
@@ -281,3 +288,111 @@ def test_refused_naming_the_fields(k8s_cluster: K8sCluster, namespace: str, oper
     assert proc.returncode != 0, "the API server accepted the spec"
     for f in fields:
         assert f in proc.stderr, proc.stderr
+
+
+def two_groups(name: str) -> dict[str, Any]:
+    """Sample ``name`` (the published known-good or regressed Qwen, the fast policy, the simulator at real speed) as
+    2 LeaderWorkerSet groups of 2 pods (TP 2 over 2 nodes: 1 GPU a pod, 4 GPUs for the two groups) with the default
+    canary (one step of one group, maxSurge 0), named ``NAME`` for this module's helpers."""
+    obj = sample(name)
+    obj["metadata"]["name"] = NAME
+    obj["spec"].update(replicas=2, parallelism={"tensor": 2, "nodes": 2}, strategy={"type": "Canary"})
+    return obj
+
+
+def lws_named(k8s: K8sCluster, ns: str, name: str) -> dict[str, Any] | None:
+    """LeaderWorkerSet ``ns/name``, or None when it does not exist."""
+    items: list[dict[str, Any]] = k8s.get("leaderworkersets", "-n", ns)["items"]
+    return next((o for o in items if o["metadata"]["name"] == name), None)
+
+
+class GroupWatcher:
+    """Polls the server's pods every 0.5 s: Ready leaders per revision (the ready groups: capacity) and every pod
+    name seen per revision."""
+
+    def __init__(self, k8s: K8sCluster, ns: str) -> None:
+        self.k8s, self.ns = k8s, ns
+        self.capacity: list[int] = []
+        self.pods: dict[str, set[str]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                items = live_pods(self.k8s, self.ns)
+            except Exception:  # a transient kubectl failure: next poll
+                items = []
+            if items:
+                groups = {(p["metadata"]["labels"].get(SET_NAME), p["metadata"]["labels"].get(GROUP_INDEX))
+                          for p in items}
+                ready_groups = [g for g in groups if all(
+                    ready(p) for p in items
+                    if (p["metadata"]["labels"].get(SET_NAME), p["metadata"]["labels"].get(GROUP_INDEX)) == g)
+                    and sum(1 for p in items if (p["metadata"]["labels"].get(SET_NAME),
+                                                 p["metadata"]["labels"].get(GROUP_INDEX)) == g) == 2]
+                self.capacity.append(len(ready_groups))
+                for p in items:
+                    self.pods.setdefault(p["metadata"]["labels"].get(REVISION, ""), set()).add(p["metadata"]["name"])
+            self._stop.wait(0.5)
+
+    def __enter__(self) -> GroupWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def test_a_two_group_server_canaries_one_group_and_removes_a_regressed_one(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess, lws: LWSController
+) -> None:
+    k8s, ns = k8s_cluster, namespace
+    lws.start()
+    k8s.apply(two_groups(GOOD), ns)
+    first = wait_for("the first revision promoted on both groups", lambda: (
+        st if (st := server(k8s, ns).get("status") or {}).get("stableRevision") == st.get("revision")
+        and st.get("stableRevision") and st.get("readyReplicas") == 2
+        and (st.get("analysis") or {}).get("phase") == "Stable" else None), timeout=240)
+    stable = first["revision"]
+    group_0 = {p["metadata"]["name"]: (p["metadata"]["uid"], p["status"]["containerStatuses"][0]["restartCount"])
+               for p in live_pods(k8s, ns) if p["metadata"]["labels"].get(SET_NAME) == NAME
+               and p["metadata"]["labels"].get(GROUP_INDEX) == "0"}
+    assert sorted(group_0) == [f"{NAME}-0", f"{NAME}-0-1"], group_0
+    bad = two_groups(BAD)
+    with GroupWatcher(k8s, ns) as watch:
+        k8s.apply(bad, ns)
+        c = wait_for("the canary LeaderWorkerSet", lambda: lws_named(k8s, ns, f"{NAME}-canary"), timeout=60)
+        assert c["spec"]["replicas"] == 1 and c["metadata"]["labels"][TRACK] == "canary", c["metadata"]
+        canary_rev = c["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"]["labels"][REVISION]
+        assert canary_rev != stable
+        wait_for("the stable set scaled to one group", lambda: k8s.get(
+            "leaderworkerset", NAME, "-n", ns)["spec"]["replicas"] == 1, timeout=30)
+        canary_pods = wait_for("the canary group's two pods", lambda: (
+            ps if len(ps := [p for p in live_pods(k8s, ns) if p["metadata"]["labels"].get(SET_NAME)
+                              == f"{NAME}-canary"]) == 2 else None), timeout=60)
+        assert {p["metadata"]["labels"][TRACK] for p in canary_pods} == {"canary"}
+        assert {p["metadata"]["labels"][REVISION] for p in canary_pods} == {canary_rev}
+
+        def removed() -> dict[str, Any] | None:
+            st: dict[str, Any] = server(k8s, ns).get("status") or {}
+            gone = any(r["revision"] == canary_rev for r in st.get("rejectedRevisions") or [])
+            return st if gone and not st.get("canary") and st.get("readyReplicas") == 2 else None
+
+        s = wait_for("the regressed canary rejected and removed", removed, timeout=240)
+    print(f"two-group canary: capacity min {min(watch.capacity)} groups; pods per revision {watch.pods}")
+    assert s["revision"] == s["stableRevision"] == stable and not s.get("servingWorkload")
+    assert watch.pods[canary_rev] == {f"{NAME}-canary-0", f"{NAME}-canary-0-1"}, watch.pods  # one group only
+    assert min(watch.capacity) >= 1
+    rejected = next(r for r in s["rejectedRevisions"] if r["revision"] == canary_rev)
+    assert "canary" in rejected["reason"], rejected
+    record = next(r for r in s["revisions"] if r["revision"] == canary_rev)
+    assert record["canarySteps"][0]["verdict"] == "Failed", record
+    assert record["canarySteps"][0]["stableTokensPerSecond"] > record["canarySteps"][0]["tokensPerSecond"]
+    assert lws_named(k8s, ns, f"{NAME}-canary") is None
+    assert k8s.get("leaderworkerset", NAME, "-n", ns)["spec"]["replicas"] == 2
+    after = {p["metadata"]["name"]: (p["metadata"]["uid"], p["status"]["containerStatuses"][0]["restartCount"])
+             for p in live_pods(k8s, ns)}
+    assert {k: after.get(k) for k in group_0} == group_0  # the stable group 0 untouched: same pods, no restart
+    assert k8s.get("sglangserver", NAME, "-n", ns)["spec"]["speculative"] == bad["spec"]["speculative"]

@@ -10,7 +10,9 @@ import pytest
 from sglang_operator.api import parse
 from sglang_operator.api.spec import CanaryStep, CanaryStrategy, SGLangServerSpec, UpdateStrategy
 from sglang_operator.builders import REVISION_LABEL, render, selector_labels
-from sglang_operator.builders.canary import TRACK_LABEL, canary_name, other_name, placed, serving_name
+from sglang_operator.builders.canary import TRACK_LABEL, canary_name, other_name, placed, replicas_only, serving_name
+from sglang_operator.builders.leaderworkerset import SET_NAME_LABEL, WORKER_INDEX_LABEL
+from tests.builders.test_leaderworkerset import DSV3
 from tests.builders.test_workload import KNOWN_GOOD
 
 
@@ -51,6 +53,52 @@ def test_after_a_promotion_the_canary_workload_serves_and_the_next_canary_runs_i
     name = KNOWN_GOOD["metadata"]["name"]
     with pytest.raises(ValueError, match="neither"):
         placed(rendered.deployment, name, "other", 1)
+
+
+def lws_canary_body() -> dict[str, Any]:
+    out = copy.deepcopy(DSV3)
+    out["spec"].update(replicas=2, strategy={"type": "Canary"})
+    return out
+
+
+def test_a_leaderworkerset_canary_is_a_second_set_whose_groups_carry_the_track_label() -> None:
+    rendered = render(parse(lws_canary_body()))
+    assert rendered.multinode
+    name = DSV3["metadata"]["name"]
+    stable = placed(rendered.workload, name, name, 1)
+    canary = placed(rendered.workload, name, canary_name(name), 1)
+    assert stable["kind"] == canary["kind"] == "LeaderWorkerSet"
+    assert canary["metadata"]["name"] == "dsv3-canary" and canary["spec"]["replicas"] == stable["spec"]["replicas"] == 1
+    assert stable["spec"] == {**rendered.workload["spec"], "replicas": 1}  # NAME exactly as rendered: no group rolls
+    assert "selector" not in canary["spec"]  # a LeaderWorkerSet selects by its own name label, set by LWS
+    assert canary["metadata"]["labels"][TRACK_LABEL] == "canary" and TRACK_LABEL not in stable["metadata"]["labels"]
+    lwt, s_lwt = canary["spec"]["leaderWorkerTemplate"], stable["spec"]["leaderWorkerTemplate"]
+    for key in ("leaderTemplate", "workerTemplate"):
+        c_labels, s_labels = lwt[key]["metadata"]["labels"], s_lwt[key]["metadata"]["labels"]
+        assert c_labels[TRACK_LABEL] == "canary" and TRACK_LABEL not in s_labels
+        assert c_labels[REVISION_LABEL] == s_labels[REVISION_LABEL] == rendered.revision  # one revision in either
+    assert lwt["size"] == s_lwt["size"] == 2
+    # the leader Service selects the leaders of both sets (LWS adds the worker index and set name to every pod)
+    for lws in (stable, canary):
+        leader = {**lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"]["labels"],
+                  WORKER_INDEX_LABEL: "0", SET_NAME_LABEL: lws["metadata"]["name"]}
+        assert matches(rendered.service["spec"]["selector"], leader)
+    assert TRACK_LABEL not in rendered.workload["metadata"]["labels"]  # the input is not modified
+
+
+def test_a_stable_leaderworkerset_of_the_same_revision_is_only_scaled() -> None:
+    rendered = render(parse(lws_canary_body()))
+    name = DSV3["metadata"]["name"]
+    want = placed(rendered.workload, name, name, 1)
+    live = copy.deepcopy(placed(rendered.workload, name, name, 2))
+    live["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"] = "re-rendered"
+    assert replicas_only(live, want)
+    other = copy.deepcopy(live)
+    other["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"]["labels"][REVISION_LABEL] = "0ther"
+    assert not replicas_only(other, want) and not replicas_only(None, want)
+    assert not replicas_only({**live, "kind": "Deployment"}, want)
+    with pytest.raises(ValueError, match="not Service"):
+        placed(rendered.service, name, name)
 
 
 def test_canary_strategy_renders_recreate_for_a_replacement() -> None:

@@ -21,7 +21,7 @@ from sglang_operator.api.server import parse
 from sglang_operator.builders import canary, workload
 from sglang_operator.control import handlers, restore
 from sglang_operator.control.observer import Observer
-from sglang_operator.decisions.actions import PlaceCanary
+from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
 
 NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
 
@@ -103,7 +103,54 @@ def test_replicas_only_needs_the_same_deployment_running_the_same_revision() -> 
     assert not canary.replicas_only(None, dep("a", "r1"))  # absent: created as rendered
     assert not canary.replicas_only(dep("a", "r0"), dep("a", "r1"))  # another revision runs: the full write
     assert not canary.replicas_only(dep("a-canary", "r1"), dep("a", "r1"))
-    assert not canary.replicas_only(dep("a", "r1", "LeaderWorkerSet"), dep("a", "r1", "LeaderWorkerSet"))
+    assert not canary.replicas_only(dep("a", "r1", "LeaderWorkerSet"), dep("a", "r1", "LeaderWorkerSet"))  # no lwt
+
+
+async def _create_two_groups(kube: FakeKube) -> dict[str, Any]:
+    obj = server("a")
+    obj["spec"].update(replicas=2, strategy={"type": "Canary"}, parallelism={"tensor": 2, "nodes": 2})
+    obj["spec"].get("resources", {}).pop("gpu", None)
+    body = kube.put(obj)
+    await handlers.reconcile(body=body, meta=body["metadata"], status={}, patch={}, reason="create",
+                             logger=logging.getLogger("test"), memo=type("Memo", (), {"observer": Observer(1.0)})())
+    return kube.server("a")
+
+
+async def test_a_leaderworkerset_stable_share_is_scaled_the_canary_set_created_then_deleted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Multi-node: the stable LeaderWorkerSet ``a`` is scaled alone (its groups keep their templates) and the canary
+    runs as LeaderWorkerSet ``a-canary`` with the track label; removal (0 groups) deletes it."""
+    kube = FakeKube().install(monkeypatch)
+    body = await _create_two_groups(kube)
+    stable = body["status"]["revision"]
+    before = kube.get("LeaderWorkerSet", "ns", "a")
+    assert before is not None and before["spec"]["replicas"] == 2 and kube.get("Deployment", "ns", "a") is None
+    _upgraded_render(monkeypatch)
+    body, new = await _canary_running(kube, stable)
+    writes = len(kube.writes)
+
+    await restore.place_canary(body, PlaceCanary(revision=new, workload="a-canary", canary_replicas=1,
+                                                 stable_replicas=1, reason="step 1"), NOW)
+
+    after = kube.get("LeaderWorkerSet", "ns", "a")
+    assert after is not None and after["spec"]["replicas"] == 1
+    assert after["spec"]["leaderWorkerTemplate"] == before["spec"]["leaderWorkerTemplate"]
+    done = [(verb, kind, name) for verb, kind, name, _ in kube.writes[writes:]]
+    assert ("patch_replicas", "LeaderWorkerSet", "a") in done and ("apply", "LeaderWorkerSet", "a") not in done, done
+    c = kube.get("LeaderWorkerSet", "ns", "a-canary")
+    assert c is not None and c["spec"]["replicas"] == 1 and c["metadata"]["labels"][canary.TRACK_LABEL] == "canary"
+    lwt = c["spec"]["leaderWorkerTemplate"]
+    for key in ("leaderTemplate", "workerTemplate"):
+        assert lwt[key]["metadata"]["labels"][builders.REVISION_LABEL] == new
+        assert lwt[key]["metadata"]["labels"][canary.TRACK_LABEL] == "canary"
+    assert kube.server("a")["status"].get("servingWorkload") is None
+
+    await restore.place_canary(kube.server("a"), PlaceCanary(revision=new, workload="a-canary", canary_replicas=0,
+                                                             stable_replicas=2, reason="removed"), NOW)
+    assert kube.get("LeaderWorkerSet", "ns", "a-canary") is None
+    scaled = kube.get("LeaderWorkerSet", "ns", "a")
+    assert scaled is not None and scaled["spec"]["replicas"] == 2
+    assert scaled["spec"]["leaderWorkerTemplate"] == before["spec"]["leaderWorkerTemplate"]
 
 
 async def test_a_new_spec_holding_the_stable_for_a_canary_rewrites_no_stable_template(
@@ -132,3 +179,24 @@ async def test_a_new_spec_holding_the_stable_for_a_canary_rewrites_no_stable_tem
     done = [(verb, kind, name) for verb, kind, name, _ in kube.writes[writes:]]
     assert ("apply", "Deployment", "a") not in done, done
     assert kube.server("a")["status"]["revision"] == stable  # held: the canary starts at the observer's tick
+
+
+async def test_a_promoted_leaderworkerset_canary_serves_every_group_and_the_old_set_is_deleted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    kube = FakeKube().install(monkeypatch)
+    body = await _create_two_groups(kube)
+    body, new = await _canary_running(kube, body["status"]["revision"])
+    await restore.place_canary(body, PlaceCanary(revision=new, workload="a-canary", canary_replicas=1,
+                                                 stable_replicas=1, reason="step 1"), NOW)
+    placed = kube.get("LeaderWorkerSet", "ns", "a-canary")
+    assert placed is not None
+
+    out = await restore.place_canary(kube.server("a"), PromoteCanary(revision=new, workload="a-canary",
+                                                                     reason="promoted"), NOW)
+
+    assert out["servingWorkload"] == "a-canary" and out["revision"] == new
+    assert kube.get("LeaderWorkerSet", "ns", "a") is None  # retired
+    serving = kube.get("LeaderWorkerSet", "ns", "a-canary")
+    assert serving is not None and serving["spec"]["replicas"] == 2
+    # the group already serving keeps its templates: promotion restarts no group
+    assert serving["spec"]["leaderWorkerTemplate"] == placed["spec"]["leaderWorkerTemplate"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,7 +17,8 @@ from sglang_operator.api.analysis import CanaryPhase
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.spec import CanaryStep, CanaryStrategy, OnInconclusive
 from sglang_operator.api.status import SGLangServerStatus
-from sglang_operator.decisions import judging
+from sglang_operator.builders.leaderworkerset import GROUP_INDEX_LABEL, SET_NAME_LABEL, WORKER_INDEX_LABEL
+from sglang_operator.decisions import groups, judging
 from sglang_operator.decisions.actions import Action, Apply, Event, PlaceCanary, PromoteCanary, RecordVerdict
 from sglang_operator.decisions.canary import CanaryObservation, stable_replicas
 from sglang_operator.decisions.rollback import Observation, RollbackState, step
@@ -383,3 +385,55 @@ def test_switching_away_from_canary_supersedes_it() -> None:
     w.run_until(lambda: w.state.canary is None)
     assert w.state.rejection(GOOD) is None
     assert any(isinstance(a, Apply) and a.revision == GOOD for a in w.tick())  # replaced as with Recreate
+
+
+@dataclass
+class GroupWorld(World):
+    """The same cluster model with each replica a LeaderWorkerSet group of 2 pods (leader and worker, both with the
+    set's name label: ``NAME`` or ``NAME-canary``, both numbering groups from 0): the decision sees the groups
+    through :func:`sglang_operator.decisions.groups.pod_views`, as the observer does (one view per group)."""
+
+    replicas: int = 2
+
+    def group_pods(self) -> list[dict[str, object]]:
+        out: list[dict[str, object]] = []
+        for workload, pods in self.workloads.items():
+            for g, p in enumerate(pods):
+                ready = p.ready_at is not None and p.ready_at <= self.now
+                for i in range(2):
+                    out.append({"metadata": {
+                        "name": f"{workload}-{g}" if i == 0 else f"{workload}-{g}-{i}", "uid": f"{p.name}/{i}",
+                        "labels": {"sglang-operator.io/revision": p.revision, SET_NAME_LABEL: workload,
+                                   GROUP_INDEX_LABEL: str(g), WORKER_INDEX_LABEL: str(i)}},
+                        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}})
+        return out
+
+    def views(self, revision: str) -> tuple[PodView, ...]:
+        return groups.pod_views(self.group_pods(), SimpleNamespace(parallelism=SimpleNamespace(nodes=2)), revision)
+
+
+@pytest.mark.parametrize("roundtrip", [False, True])
+def test_a_two_group_server_canaries_one_group_and_removes_a_regressed_one(roundtrip: bool) -> None:
+    w = GroupWorld(roundtrip=roundtrip)
+    assert [v.name for v in w.views(STABLE_REV)] == [f"{NAME}-0", f"{NAME}-1"]
+    group_0 = w.workloads[NAME][0]
+    w.capacity.clear()
+    w.apply_spec(BAD)
+    w.run_until(lambda: w.state.canary is not None and w.views(BAD))
+    assert [v.name for v in w.views(BAD)] == [f"{NAME}-canary-0"]  # one group, beside the stable's group 0
+    assert [v.name for v in w.views(STABLE_REV)] == [f"{NAME}-0"]
+    w.run_until(lambda: w.state.canary is None and w.state.rejection(BAD) is not None)
+    assert len(w.canary_pods_seen) == 1, "only one group ever ran the regressed revision"
+    assert min(w.capacity) >= 1 and w.workloads[NAME][0] is group_0  # group 0 of NAME served throughout
+    assert not w.workloads.get(f"{NAME}-canary") and len(w.workloads[NAME]) == 2
+    assert w.revision == w.state.stable_revision == STABLE_REV
+
+
+def test_a_two_group_canary_is_promoted_to_every_group() -> None:
+    w = GroupWorld()
+    w.apply_spec(GOOD)
+    w.run_until(lambda: w.state.stable_revision == GOOD)
+    assert w.serving_workload == f"{NAME}-canary" and NAME not in w.workloads
+    assert [v.name for v in w.views(GOOD)] == [f"{NAME}-canary-0", f"{NAME}-canary-1"]
+    splits = [a.reason.split(": ")[-1].split(" ")[0] for a in w.actions if isinstance(a, PlaceCanary)]
+    assert "1+1" in splits and min(w.capacity) >= 1

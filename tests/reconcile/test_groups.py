@@ -26,15 +26,15 @@ REV = "8aae6ffb3b"
 
 
 def lws_pod(group: int, index: int, ready: bool = True, rev: str = REV, waiting: str | None = None,
-            scheduled: str | None = None, deleting: bool = False) -> dict[str, Any]:
-    name = f"dsv3-{group}" if index == 0 else f"dsv3-{group}-{index}"
+            scheduled: str | None = None, deleting: bool = False, lws: str = "dsv3") -> dict[str, Any]:
+    name = f"{lws}-{group}" if index == 0 else f"{lws}-{group}-{index}"
     conds = [{"type": "Ready", "status": "True" if ready else "False"}]
     if scheduled:
         conds.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": scheduled})
     cs = {"name": "sglang", "state": {"waiting": {"reason": waiting}} if waiting else {"running": {}}}
     meta: dict[str, Any] = {"name": name, "labels": {
         "sglang-operator.io/revision": rev, "app.kubernetes.io/instance": "dsv3",
-        "leaderworkerset.sigs.k8s.io/group-index": str(group),
+        "leaderworkerset.sigs.k8s.io/name": lws, "leaderworkerset.sigs.k8s.io/group-index": str(group),
         "leaderworkerset.sigs.k8s.io/worker-index": str(index)}}
     if deleting:
         meta["deletionTimestamp"] = "2026-12-01T11:59:00Z"
@@ -167,3 +167,20 @@ def test_pod_views_multi_node_count_the_leaders_restarts_and_quote_its_crash() -
     leader["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # the leader Ready, the worker not:
     (view,) = pod_views([leader, worker], spec, REV)
     assert not view.ready and view.restarts == 4 and view.start_restarts == 1  # the stand-in reports the worker
+
+
+def test_during_a_canary_the_two_sets_group_0_are_two_groups_one_view_each() -> None:
+    """The stable set ``dsv3`` and the canary set ``dsv3-canary`` both number their groups from 0: the groups are
+    keyed by set name too, so each revision counts its own groups (a replica is a group)."""
+    spec = parse({"metadata": {"name": "dsv3"}, "spec": {
+        "sglang": {"image": "lmsysorg/sglang:v0.5.23"}, "model": {"path": "deepseek-ai/DeepSeek-V3"},
+        "replicas": 2, "parallelism": {"tensor": 16, "nodes": 2}, "strategy": {"type": "Canary"}}}).spec
+    pods = [lws_pod(0, 0), lws_pod(0, 1), lws_pod(0, 0, rev="c4", lws="dsv3-canary"),
+            lws_pod(0, 1, ready=False, rev="c4", lws="dsv3-canary")]
+    assert [(g.set_name, g.index, len(g.pods)) for g in groups(pods)] == [("dsv3", "0", 2), ("dsv3-canary", "0", 2)]
+    stable, canary = pod_views(pods, spec, REV), pod_views(pods, spec, "c4")
+    assert [(v.name, v.ready) for v in stable] == [("dsv3-0", True)]
+    assert [(v.name, v.ready) for v in canary] == [("dsv3-canary-0", False)]  # its worker is not Ready
+    h = server_health(pods, spec.model_copy(update={"replicas": 1}), REV, 1, NOW)
+    assert (h.replicas, h.ready_replicas, h.pod_ips) == (2, 1, ["127.1.0.10"])  # both groups seen, one of REV Ready
+    assert [p["metadata"]["name"] for p in leader_pods(pods, "c4", ready_only=False)] == ["dsv3-canary-0"]

@@ -279,9 +279,9 @@ class UpdateStrategy(ApiModel):
     type: StrategyType = StrategyType.RECREATE
     """``Recreate`` (default: the GPUs hold one copy of the model, so the old pods stop before the new ones
     start), ``RollingUpdate`` (servers with several replicas: at most ``maxUnavailable`` of them are replaced at
-    a time while the others serve; no extra pod is started, maxSurge 0) or ``Canary`` (``replicas`` ≥ 2: a new
-    revision runs on a second workload, ``<name>-canary``, judged side by side with the stable pods and promoted
-    step by step or removed, ``canary``; docs/canary.md)."""
+    a time while the others serve; no extra pod is started, maxSurge 0) or ``Canary`` (``replicas`` ≥ 2, pods or
+    LeaderWorkerSet groups: a new revision runs on a second workload, ``<name>-canary``, judged side by side with
+    the stable pods and promoted step by step or removed, ``canary``; docs/canary.md)."""
     canary: CanaryStrategy | None = None
     """Canary only: the steps, ``maxSurge`` and ``onInconclusive`` (default: one step of 1 replica, maxSurge 0,
     Hold)."""
@@ -458,7 +458,8 @@ class SGLangServerSpec(ApiModel):
         ),
         CelRule(
             "!has(self.strategy) || self.strategy.type != 'Canary' || self.replicas >= 2",
-            "spec.strategy.type Canary needs spec.replicas of at least 2 (a stable replica serves beside the canary)",
+            "spec.strategy.type Canary needs spec.replicas of at least 2 (a stable replica serves beside the canary; "
+            "multi-node, replicas are LeaderWorkerSet groups)",
             lambda m: m.strategy.type is not StrategyType.CANARY or m.replicas >= 2,
             ".replicas",
             message_expression="'spec.strategy.type is Canary but spec.replicas is %d: a canary runs beside stable "
@@ -466,18 +467,6 @@ class SGLangServerSpec(ApiModel):
             explain=lambda m: f"spec.strategy.type is Canary but spec.replicas is {m.replicas}: a canary runs beside "
             "stable replicas, so it needs at least 2; set replicas to 2 or more, or type: Recreate",
             name="canary-replicas",
-        ),
-        CelRule(
-            "!has(self.strategy) || self.strategy.type != 'Canary' || !has(self.parallelism) || "
-            "self.parallelism.nodes == 1",
-            "spec.strategy.type Canary is not supported yet with parallelism.nodes > 1 (LeaderWorkerSet)",
-            lambda m: m.strategy.type is not StrategyType.CANARY or m.parallelism.nodes == 1,
-            ".strategy.type",
-            message_expression="'spec.strategy.type is Canary but spec.parallelism.nodes is %d: a LeaderWorkerSet "
-            "canary is not supported yet; use type: Recreate'.format([self.parallelism.nodes])",
-            explain=lambda m: f"spec.strategy.type is Canary but spec.parallelism.nodes is {m.parallelism.nodes}: a "
-            "LeaderWorkerSet canary is not supported yet; use type: Recreate",
-            name="canary-single-node",
         ),
     )
 

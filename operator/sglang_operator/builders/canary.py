@@ -15,6 +15,16 @@ the ReplicaSet's selector). docs/canary.md has the whole design.
 Promotion restarts no pod: the canary workload takes every replica, the old one goes to 0 and is deleted, and the
 canary workload becomes the serving one (``status.servingWorkload``); the next canary runs in the other name. The
 revision hash is computed before the track label is added, so a revision is the same in either workload.
+
+Multi-node (``parallelism.nodes`` > 1) the two workloads are LeaderWorkerSets ``NAME`` and ``NAME-canary`` and a
+replica is a group. A LeaderWorkerSet has no selector to set: it selects its pods by the labels it puts on them
+itself, :data:`~sglang_operator.builders.leaderworkerset.SET_NAME_LABEL` (its name) plus the group and worker
+indexes (sigs.k8s.io/lws ``pkg/controllers/leaderworkerset_controller.go``: the leader StatefulSet ``NAME`` selects
+``leaderworkerset.sigs.k8s.io/name: NAME`` and ``worker-index: "0"``; each group's worker StatefulSet ``NAME-<g>``
+adds ``group-index``), so neither set ever selects the other's pods. The track label is still put on both pod
+templates, so the pods of each workload can be told apart by label as single-node ones are. Pod names cannot
+collide: the canary's leaders are ``NAME-canary-<g>``, the stable's worker StatefulSets ``NAME-<g>`` (a number).
+The one leader Service selects the leaders of both.
 """
 
 from __future__ import annotations
@@ -25,6 +35,8 @@ from typing import Any
 
 from sglang_operator.api.base import GROUP
 from sglang_operator.builders.labels import REVISION_LABEL, selector_labels
+from sglang_operator.builders.leaderworkerset import KIND as LWS_KIND
+from sglang_operator.builders.leaderworkerset import pod_templates
 
 TRACK_LABEL = f"{GROUP}/track"
 """Label of the pods (and selector) of the workload ``NAME-canary``: value :data:`CANARY_TRACK`."""
@@ -57,40 +69,52 @@ def workload_selector(name: str, workload: str) -> dict[str, str]:
     return labels
 
 
-def placed(deployment: dict[str, Any], name: str, workload: str, replicas: int | None = None) -> dict[str, Any]:
-    """The rendered ``deployment`` of SGLangServer ``name`` (:func:`sglang_operator.builders.workload.deployment`)
-    as Deployment ``workload`` (``name`` or ``name-canary``) with ``replicas`` (None: as rendered). A copy; the
-    revision label stays (its hash excludes the track label). Raises ``ValueError`` for another kind (a
-    LeaderWorkerSet canary is not supported yet) or another workload name."""
-    if deployment.get("kind") != "Deployment":
-        raise ValueError(f"a canary places Deployments, not {deployment.get('kind')}")
-    if workload not in (name, canary_name(name)):
-        raise ValueError(f"workload {workload} is neither {name} nor {canary_name(name)}")
-    out = copy.deepcopy(deployment)
-    out["metadata"]["name"] = workload
+def placed(workload: dict[str, Any], name: str, placed_as: str, replicas: int | None = None) -> dict[str, Any]:
+    """The rendered ``workload`` of SGLangServer ``name`` (a Deployment, :func:`sglang_operator.builders.workload.
+    deployment`, or a LeaderWorkerSet, :func:`sglang_operator.builders.leaderworkerset.leader_worker_set`) as the
+    workload ``placed_as`` (``name`` or ``name-canary``) with ``replicas`` (pods, or groups of a LeaderWorkerSet;
+    None: as rendered). A copy; the revision label stays (its hash excludes the track label). ``NAME-canary`` gets
+    :data:`TRACK_LABEL` on its labels and pod templates (both of a LeaderWorkerSet); a Deployment gets the selector
+    :func:`workload_selector` (a LeaderWorkerSet has none: it selects by its own name label). Raises ``ValueError``
+    for another kind or another workload name."""
+    kind = workload.get("kind")
+    if kind not in ("Deployment", LWS_KIND):
+        raise ValueError(f"a canary places Deployments and LeaderWorkerSets, not {kind}")
+    if placed_as not in (name, canary_name(name)):
+        raise ValueError(f"workload {placed_as} is neither {name} nor {canary_name(name)}")
+    out = copy.deepcopy(workload)
+    out["metadata"]["name"] = placed_as
     if replicas is not None:
         out["spec"]["replicas"] = replicas
-    if workload == canary_name(name):
+    if placed_as == canary_name(name):
         out["metadata"]["labels"][TRACK_LABEL] = CANARY_TRACK
-        out["spec"]["template"]["metadata"]["labels"][TRACK_LABEL] = CANARY_TRACK
-    out["spec"]["selector"] = {"matchLabels": workload_selector(name, workload)}
+        for template in pod_templates(out):
+            template["metadata"]["labels"][TRACK_LABEL] = CANARY_TRACK
+    if kind == "Deployment":
+        out["spec"]["selector"] = {"matchLabels": workload_selector(name, placed_as)}
     return out
 
 
 def _template_revision(workload: Mapping[str, Any]) -> str | None:
-    labels = (((workload.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}
-    value = labels.get(REVISION_LABEL)
+    spec = workload.get("spec") or {}
+    if workload.get("kind") == LWS_KIND:
+        template = (spec.get("leaderWorkerTemplate") or {}).get("leaderTemplate") or {}
+    else:
+        template = spec.get("template") or {}
+    value = ((template.get("metadata") or {}).get("labels") or {}).get(REVISION_LABEL)
     return str(value) if value else None
 
 
 def replicas_only(live: Mapping[str, Any] | None, want: Mapping[str, Any]) -> bool:
-    """Whether writing Deployment ``want`` (as placed: :func:`placed`) over ``live`` (the object as the API server
-    holds it; None: absent) must change ``spec.replicas`` only: ``live`` is the same Deployment and its pod template
-    carries ``want``'s revision label, so its pods run that revision already. A re-render of the same revision can
-    still differ (an upgraded operator renders the ledger entry under its recorded hash,
-    :func:`sglang_operator.control.ledger.render_revision`), and writing that template would roll every pod of the
-    stable share during a canary; with this, only the scale is written (docs/canary.md)."""
-    if live is None or want.get("kind") != "Deployment" or live.get("kind", "Deployment") != "Deployment":
+    """Whether writing workload ``want`` (a Deployment or LeaderWorkerSet as placed: :func:`placed`) over ``live``
+    (the object as the API server holds it; None: absent) must change ``spec.replicas`` only: ``live`` is the same
+    workload and its pod template (a LeaderWorkerSet's leader template) carries ``want``'s revision label, so its
+    pods run that revision already. A re-render of the same revision can still differ (an upgraded operator renders
+    the ledger entry under its recorded hash, :func:`sglang_operator.control.ledger.render_revision`), and writing
+    that template would roll every pod (every group) of the stable share during a canary; with this, only the scale
+    is written (docs/canary.md)."""
+    kind = want.get("kind")
+    if live is None or kind not in ("Deployment", LWS_KIND) or live.get("kind", kind) != kind:
         return False
     if (live.get("metadata") or {}).get("name") != (want.get("metadata") or {}).get("name"):
         return False

@@ -84,10 +84,9 @@ def serving_replicas(body: Mapping[str, Any], p: Placement) -> int | None:
 
 
 def workload_of(body: Mapping[str, Any], p: Placement) -> dict[str, Any]:
-    """The workload manifest of placement ``p`` (no owner reference yet): a LeaderWorkerSet as rendered; a
-    Deployment placed in its workload (:func:`sglang_operator.builders.canary.placed`) with its replicas."""
-    if p.rendered.multinode:
-        return p.rendered.workload
+    """The workload manifest of placement ``p`` (no owner reference yet): the rendered Deployment or LeaderWorkerSet
+    placed in its workload (:func:`sglang_operator.builders.canary.placed`) with its replicas (groups of a
+    LeaderWorkerSet)."""
     name = str((body.get("metadata") or {}).get("name"))
     status = parse_status(body)
     workload = p.workload or canary.serving_name(name, status.serving_workload)
@@ -115,7 +114,7 @@ def _holds_stable(body: Mapping[str, Any], status: SGLangServerStatus, p: Placem
     or one is due — the object's ``spec.strategy.type`` is Canary and ``p`` re-applies the stable revision that
     serves (the reconcile handler holds it while the observer's next tick starts the canary,
     :func:`sglang_operator.control.restore.canary_holds`)."""
-    if p.rendered.multinode or p.role != "serving":
+    if p.role != "serving":
         return False
     c = status.canary
     if c is not None:
@@ -131,30 +130,30 @@ def _holds_stable(body: Mapping[str, Any], status: SGLangServerStatus, p: Placem
 
 async def _stable_share(body: Mapping[str, Any], status: SGLangServerStatus, p: Placement,
                         workload: dict[str, Any]) -> dict[str, Any] | None:
-    """When ``p`` places a canary's stable revision (:func:`_holds_stable`): the live serving Deployment when it runs
+    """When ``p`` places a canary's stable revision (:func:`_holds_stable`): the live serving workload (Deployment or
+    LeaderWorkerSet) when it runs
     that revision already (:func:`sglang_operator.builders.canary.replicas_only`: only its ``spec.replicas`` may be
     written), else None (apply as rendered). One GET. Raises
     :class:`~sglang_operator.control.children.ChildApplyError` when it cannot be read (nothing is written then: a
     full write could roll the stable pods)."""
     if not _holds_stable(body, status, p):
         return None
-    meta = workload["metadata"]
+    meta, kind = workload["metadata"], str(workload["kind"])
     try:
-        live = await kube.get_object("Deployment", str(meta["namespace"]), str(meta["name"]))
+        live = await kube.get_object(kind, str(meta["namespace"]), str(meta["name"]))
     except Exception as err:
-        raise ChildApplyError(apply_failure("Deployment", err)) from err
+        raise ChildApplyError(apply_failure(kind, err)) from err
     return live if canary.replicas_only(live, workload) else None
 
 
 async def _patch_replicas(workload: dict[str, Any]) -> None:
-    """Set only ``spec.replicas`` of Deployment ``workload`` (as placed). Raises
+    """Set only ``spec.replicas`` of workload ``workload`` (a Deployment or LeaderWorkerSet as placed). Raises
     :class:`~sglang_operator.control.children.ChildApplyError`."""
-    meta = workload["metadata"]
+    meta, kind = workload["metadata"], str(workload["kind"])
     try:
-        await kube.patch_replicas("Deployment", str(meta["namespace"]), str(meta["name"]),
-                                  int(workload["spec"]["replicas"]))
+        await kube.patch_replicas(kind, str(meta["namespace"]), str(meta["name"]), int(workload["spec"]["replicas"]))
     except Exception as err:
-        raise ChildApplyError(apply_failure("Deployment", err)) from err
+        raise ChildApplyError(apply_failure(kind, err)) from err
 
 
 async def apply_placement(
@@ -165,8 +164,8 @@ async def apply_placement(
     """Apply ``placements`` (one ``serving``, at most one ``canary``) for SGLangServer ``body`` (as stored: its status
     says what runs): drain the old pods first when ``drain`` and the strategy is Recreate, server-side apply the
     children unless ``write_children`` is False (a resume that found them up to date) — with ``only_changed`` only
-    those the live objects do not hold already (the canary's every-tick placement) —, apply the canary's Deployment
-    (0 replicas: delete it), delete Deployment ``retire`` (the old serving one after a promotion), record the ledger
+    those the live objects do not hold already (the canary's every-tick placement) —, apply the canary's workload
+    (0 replicas: delete it), delete workload ``retire`` (the old serving one after a promotion), record the ledger
     entries (the canary's revision once, verdict Verifying; ``status.revision`` stays the serving one).
 
     Returns the status keys to write (``revision``, ``command``, the ledger, ``SpecValid`` from ``warnings``, phase
@@ -202,11 +201,11 @@ async def apply_placement(
             await apply_children(rendered, body)
     for c in canaries:
         if not c.replicas:
-            await kube.delete_object("Deployment", namespace, str(c.workload))
+            await kube.delete_object(str(c.rendered.workload["kind"]), namespace, str(c.workload))
         else:
             await _apply_workload(workload_of(body, c), body, only_changed)
     if retire is not None and retire != workload["metadata"]["name"]:
-        await kube.delete_object("Deployment", namespace, retire)
+        await kube.delete_object(str(workload["kind"]), namespace, retire)
     history = history_limit if history_limit is not None else p.server.spec.rollback.history_limit
     try:
         summary = builders.summary(p.server, p.rendered)
@@ -214,9 +213,8 @@ async def apply_placement(
         summary = {}
     entry = st.ledger_entry(p.revision, generation, p.rendered.command.command_line, summary, p.spec, now)
     new = st.applied(status, p.rendered.status, list(warnings), entry, generation, history, now)
-    if not p.rendered.multinode:
-        served = workload["metadata"]["name"]
-        new["servingWorkload"] = None if served == name else served
+    served = workload["metadata"]["name"]
+    new["servingWorkload"] = None if served == name else served
     if keep_spec_valid:
         keep = [c for c in new["conditions"] if c["type"] != st.SPEC_VALID]
         valid = typed.condition(st.SPEC_VALID)

@@ -28,7 +28,13 @@ from typing import Any
 from sglang_operator.api.base import truncate
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders.labels import REVISION_LABEL
-from sglang_operator.builders.leaderworkerset import API_VERSION, GROUP_INDEX_LABEL, LEADER_INDEX, WORKER_INDEX_LABEL
+from sglang_operator.builders.leaderworkerset import (
+    API_VERSION,
+    GROUP_INDEX_LABEL,
+    LEADER_INDEX,
+    SET_NAME_LABEL,
+    WORKER_INDEX_LABEL,
+)
 from sglang_operator.decisions.conditions import condition, merge
 from sglang_operator.decisions.pods import PodHealth, crash_text, is_ready, pod_health, restart_count
 from sglang_operator.decisions.sampling.model import PodView
@@ -43,11 +49,14 @@ LWS_INSTALL = (
 
 @dataclass(frozen=True)
 class Group:
-    """One LeaderWorkerSet group: its index, leader pod (None while it is being recreated) and workers."""
+    """One LeaderWorkerSet group: its index, leader pod (None while it is being recreated) and workers; ``set_name``:
+    the LeaderWorkerSet it belongs to (``NAME``, or ``NAME-canary`` during a canary: both number their groups from
+    0)."""
 
     index: str
     leader: dict[str, Any] | None
     workers: list[dict[str, Any]] = field(default_factory=list)
+    set_name: str = ""
 
     @property
     def revision(self) -> str | None:
@@ -73,19 +82,21 @@ def _labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
 
 
 def groups(pods: list[dict[str, Any]]) -> list[Group]:
-    """The groups of ``pods`` (the pods of one SGLangServer's LeaderWorkerSet), by group index. Pods being
-    deleted and pods without LWS labels are left out."""
-    by_index: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    """The groups of ``pods`` (the pods of one SGLangServer's LeaderWorkerSets: ``NAME``, and ``NAME-canary``
+    during a canary), by LeaderWorkerSet name (label ``leaderworkerset.sigs.k8s.io/name``) then group index: the
+    two sets both have a group 0. Pods being deleted and pods without LWS labels are left out."""
+    by_index: dict[tuple[str, str], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
     for pod in pods:
         labels = _labels(pod)
         if pod.get("metadata", {}).get("deletionTimestamp") or WORKER_INDEX_LABEL not in labels:
             continue
-        leaders, workers = by_index.setdefault(labels.get(GROUP_INDEX_LABEL, ""), ([], []))
+        key = (labels.get(SET_NAME_LABEL, ""), labels.get(GROUP_INDEX_LABEL, ""))
+        leaders, workers = by_index.setdefault(key, ([], []))
         (leaders if labels[WORKER_INDEX_LABEL] == LEADER_INDEX else workers).append(pod)
     out = []
-    for index in sorted(by_index, key=lambda i: (len(i), i)):
-        leaders, workers = by_index[index]
-        out.append(Group(index, leaders[0] if leaders else None, workers))
+    for set_name, index in sorted(by_index, key=lambda k: (k[0], len(k[1]), k[1])):
+        leaders, workers = by_index[(set_name, index)]
+        out.append(Group(index, leaders[0] if leaders else None, workers, set_name))
     return out
 
 
