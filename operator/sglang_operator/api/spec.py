@@ -93,6 +93,11 @@ def _owned_groups() -> dict[str, tuple[str, ...]]:
     return groups
 
 
+_OWNED_NOTES = {"spec.memory.cudaGraphMaxBs": " (SGLang 0.5.14 split the old flag: --cuda-graph-max-bs-prefill, "
+                                               "the prefill side, stays in spec.extraArgs)"}
+"""What a refusal adds for a field that owns only part of a flag's successors (``history.successors``)."""
+
+
 def _owned_message(name: str, field: str) -> str:
     """The refusal of flag ``name`` in extraArgs, owned by ``field`` (``%s`` as name: the CEL template; no quote nor
     other ``%`` in it). A secret's refusal shows the flag only, never the value."""
@@ -104,7 +109,7 @@ def _owned_message(name: str, field: str) -> str:
     if field.startswith("spec."):
         flags = ", ".join(_owned_groups()[field])
         return (f"spec.extraArgs: {name} is rendered from {field} (SGLang {flags}); remove it from spec.extraArgs "
-                f"and set {field}")
+                f"and set {field}{_OWNED_NOTES.get(field, '')}")
     return f"spec.extraArgs: {name} is rendered by {field}; remove it from spec.extraArgs"
 
 
