@@ -26,8 +26,15 @@ the trial workloads left behind, and the wall time: cluster start (control plane
 apart from the tuning (from applying the SGLangTuning to its final phase). Exits non-zero unless the tuning ends
 ``Succeeded`` with a recommendation.
 
-Last measured (2026-12-02, machine: 2 cores shared with three other sessions): see the report of issue 17's
-bench helper; figures filled in below by the run.
+Last measured (2026-12-02, machine: 2 cores shared with three other sessions, at a399f18): 8 valid points (chains
+1-8; 760 trees invalid under ``specV2``, never started), grid 9 trials, the search allowed 4 (the floor of 4 binds:
+44 % of the grid, not ≤ 25 %); 4 started (control, 3/1/4, then its repeats 3/1/4 and control), 0 Failed;
+recommendation 3/1/4, measured 54.6 tok/s, 2.36× the control trial's 21.8; noise-free 52.1 tok/s = 1.000 × the
+optimum (3/1/4; 4/1/5 and beyond run out of memory with the regressed sample's memory settings), noise-free speedup
+2.43×; no trial workload left. Wall time: start 36 s (control plane 10.5 s, CRDs and operator 16 s, the server Ready
+9.7 s), tuning 76 s (4 trials of 18-20 s each), 112 s in all (120 s with the process start). On this case the
+search's start point (SGLang's default 3 steps) is the optimum and the budget leaves no room to climb, so the run
+checks the path through pods and its cost more than the search; the in-process bench compares the searches.
 """
 
 from __future__ import annotations
