@@ -6,9 +6,11 @@ model, ``sglang_sim.measure`` with ``noise=False``, evaluated here from the comm
 least 0.98 × the best over every valid point; the points that run out of memory are Failed with SGLang's message
 and never recommended. Each trial is a Deployment ``<tuning>-trial-<n>`` owned by the SGLangTuning and not selected
 by the server's Service; none is left at the end; the server kept serving throughout (a poller sent a short request
-every half second and saw none fail); the operator's ``/metrics`` has the trials. Then a tuning with the default
-search whose operator is SIGKILLed during a trial resumes without repeating a finished trial. Quick: 32-token
-requests, 5 s per level, one repetition, a one-second model load."""
+every half second and saw none fail); the operator's ``/metrics`` has the trials. Then two InPlace tunings (trials on
+the server's own pods): one deleted mid-trial, one whose operator is SIGKILLed during a trial, which resumes without
+repeating a finished trial (each trial the one the default search asks for after those before it; the Shadow
+resume is the same replay, unit-tested in ``tests/tuning``); both end with the stable revision serving. Quick:
+32-token requests, 5 s per level, one repetition, a one-second model load."""
 
 from __future__ import annotations
 
@@ -195,61 +197,6 @@ def test_a_shadow_tuning_recommends_the_best_point_per_level_and_leaves_nothing_
     assert {"TuningStarted", "TrialStarted", "TrialCompleted", "TrialFailed", "TuningSucceeded"} <= reasons, reasons
 
 
-def test_a_tuning_resumed_after_the_operator_is_killed_repeats_no_finished_trial(
-    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
-) -> None:
-    """SIGKILL the operator while a trial runs, start it again: the finished trials stay as they were, the running
-    one is measured again under its own record, and every trial is the one the search asks for given the trials
-    before it (no trial beyond the search's own repeats)."""
-    import os
-    import signal
-
-    ns = namespace
-    k8s_cluster.apply(sample(BAD), ns)
-    wait_for("the server Ready", lambda: k8s_cluster.get("sglangserver", SERVER, "-n", ns).get("status", {})
-             .get("phase") == "Ready", timeout=120, interval=1)
-    name = "qwen36-resume"
-    body = tuning(name, parameters={"numSteps": {"min": 1, "max": 3}}, budget={"maxTrialCount": 3})
-    body["spec"]["workload"]["concurrency"] = [{"level": 1}]
-    k8s_cluster.apply(body, ns)
-
-    def two_done_one_running() -> dict[str, Any] | None:
-        st = k8s_cluster.get("sglangtuning", name, "-n", ns).get("status") or {}
-        trials = st.get("trials") or []
-        done = [t for t in trials if t.get("verdict") == "Completed"]
-        return st if len(done) >= 2 and any(not t.get("verdict") for t in trials) else None
-
-    before = api.SGLangTuningStatus.model_validate(wait_for("two trials done, a third running",
-                                                            two_done_one_running, timeout=180, interval=0.5))
-    assert operator.proc is not None
-    os.killpg(operator.proc.pid, signal.SIGKILL)  # the test's own operator process
-    operator.proc.wait(10)
-    time.sleep(2)
-    operator.start()
-    obj = wait_for("the resumed tuning finished", lambda: finished(k8s_cluster, ns, name), timeout=240, interval=1)
-    after = api.SGLangTuningStatus.model_validate(obj["status"])
-    for t in after.trials:
-        print(f"  {t.name} {t.settings.summary()} {t.verdict} {t.objective} {t.started_at}")
-    assert after.phase == "Succeeded", obj["status"]
-    finished_before = [t for t in before.trials if t.verdict]
-    assert after.trials[:len(finished_before)] == finished_before  # untouched
-    running = next(t for t in before.trials if not t.verdict)
-    again = after.trials[len(finished_before)]
-    assert (again.name, again.settings, again.started_at) == (running.name, running.settings, running.started_at)
-    assert again.verdict == "Completed"
-    names = [t.name for t in after.trials]
-    assert len(names) == len(set(names))
-    spec = api.parse_tuning(obj).spec
-    valid, _ = plan.points(spec.parameters, parse({**sample(BAD), "metadata": {"name": SERVER,
-                                                                               "namespace": ns}}).spec)
-    for i, t in enumerate(after.trials):  # each trial is what the search asked for after the ones before it
-        step = plan.next_step(spec, after.model_copy(update={"trials": after.trials[:i]}), valid, 0)
-        assert step.kind == "start" and step.settings == t.settings, (i, step, t)
-    assert plan.next_step(spec, after, valid, 0).kind == "finish"
-    wait_for("no trial workload left", lambda: not k8s_cluster.get(
-        "deployments", "-n", ns, "-l", f"sglang-operator.io/tuning={name}")["items"], timeout=60, interval=1)
-
-
 # --- InPlace: trials on the server's own pods, the stable revision applied again at the end -----------------------
 
 IN_PLACE_REPLICAS = 2
@@ -359,6 +306,17 @@ def test_an_in_place_tuning_resumed_after_the_operator_is_killed_ends_with_the_s
     assert after.stable_revision == stable
     finished_before = [t for t in before.trials if t.verdict]
     assert after.trials[:len(finished_before)] == finished_before  # no completed trial repeated
+    running = next(t for t in before.trials if not t.verdict)
+    again = after.trials[len(finished_before)]  # the interrupted one, measured again under its own record
+    assert (again.name, again.settings, again.started_at) == (running.name, running.settings, running.started_at)
     names = [t.name for t in after.trials]
     assert len(names) == len(set(names))
+    spec = api.parse_tuning(obj).spec
+    server = sample(BAD)
+    server["spec"]["replicas"] = IN_PLACE_REPLICAS
+    valid, _ = plan.points(spec.parameters, parse({**server, "metadata": {"name": SERVER, "namespace": ns}}).spec)
+    for i, t in enumerate(after.trials):  # each trial is what the search asked for after the ones before it
+        step = plan.next_step(spec, after.model_copy(update={"trials": after.trials[:i]}), valid, 0)
+        assert step.kind == "start" and step.settings == t.settings, (i, step, t)
+    assert plan.next_step(spec, after, valid, 0).kind == "finish"
     assert_stable_again(k8s_cluster, ns, stable)

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from sglang_operator_tools.monitoring import dashboard, series
 
@@ -17,8 +18,8 @@ from e2e.tools import require_promtool
 
 ROOT = Path(__file__).resolve().parents[2]
 JSON_FILE = ROOT / "deploy" / "grafana" / "sglang-operator.json"
-VARIABLES = {"$namespace": "ns", "$server": "qwen", "$__rate_interval": "1m", "$__range": "1h",
-             "${datasource}": "prom"}
+VARIABLES = {"$namespace": "ns", "$server": "qwen", "$sglang_tuning": "tune", "$__rate_interval": "1m",
+             "$__range": "1h", "${datasource}": "prom"}
 
 
 def doc() -> dict[str, object]:
@@ -49,18 +50,23 @@ def test_checked_in_json_is_fresh() -> None:
 def test_variables_and_panels() -> None:
     d = doc()
     variables = {v["name"]: v for v in d["templating"]["list"]}  # type: ignore[index]
-    assert set(variables) == {"datasource", "namespace", "server"}
+    assert set(variables) == {"datasource", "namespace", "server", "sglang_tuning"}
     assert "namespace)" in variables["namespace"]["query"]
     assert '{namespace="$namespace"}, sglang_server)' in variables["server"]["query"]
+    assert variables["sglang_tuning"]["query"] == \
+        f'label_values({series.OP_TUNING_TRIALS}{{namespace="$namespace"}}, sglang_tuning)'
+    assert variables["sglang_tuning"]["refresh"] == variables["server"]["refresh"]
     titles = {p["title"] for p in dashboard.panels(d)}
     wanted = {"Generation throughput", "Accept length", "Accept rate", "Speculative steps and draft tokens",
               "Running and queued requests", "Time to first token", "Inter-token latency", "KV-cache usage",
-              "Prefix cache hit rate", "Retractions", "Analysis phase", "Stable revision", "Rollbacks"}
+              "Prefix cache hit rate", "Retractions", "Analysis phase", "Stable revision", "Rollbacks",
+              "Trials by verdict", "Trial objective", "Speedup over no speculation", "Tunings ended by phase"}
     assert wanted <= titles, wanted - titles
     rows = [p["title"] for p in d["panels"] if p["type"] == "row"]  # type: ignore[attr-defined]
-    assert "Rollback" in rows
+    assert "Rollback" in rows and rows[-1] == dashboard.TUNING_ROW
     assert {a["name"] for a in d["annotations"]["list"]} >= {"Rollbacks"}  # type: ignore[index]
-    assert len({p["id"] for p in d["panels"]}) == len(d["panels"])  # type: ignore[arg-type]
+    every = [*d["panels"], *(q for p in d["panels"] for q in p.get("panels", []))]  # type: ignore[attr-defined]
+    assert len({p["id"] for p in every}) == len(every)
 
 
 def test_per_server_panels_split_by_revision() -> None:
@@ -143,6 +149,92 @@ def test_steps_and_draft_tokens_fall_back_to_the_operators_effective_settings(tm
               "exp_samples": [{"labels": '{revision="new"}', "value": want_new},
                               {"labels": '{revision="old"}', "value": want_old}]}
              for t, (want_new, want_old) in zip(targets, ((3, 1), (4, 2)), strict=True)]
+    rules = tmp_path / "none.yaml"
+    rules.write_text("groups: []\n")
+    path = tmp_path / "test.yaml"
+    path.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [
+        {"interval": "1m", "input_series": inputs, "promql_expr_test": tests}]}))
+    proc = subprocess.run([str(promtool), "test", "rules", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_tuning_row_is_collapsed_and_holds_one_tunings_panels() -> None:
+    d = doc()
+    row = next(p for p in d["panels"] if p.get("title") == dashboard.TUNING_ROW)  # type: ignore[union-attr]
+    assert row["collapsed"] is True
+    inside = dashboard.row_panels(d, dashboard.TUNING_ROW)  # type: ignore[arg-type]
+    assert [p["title"] for p in inside] == ["Speedup over no speculation", "Trial objective", "Trials by verdict",
+                                           "Tunings ended by phase"]
+    assert all(p["gridPos"]["y"] > row["gridPos"]["y"] for p in inside)
+    for p in inside:  # what each figure is, and its unit
+        assert any(u in p["description"] for u in ("tok/s", "ratio", "a count of")), p["title"]
+        for target in p["targets"]:
+            if series.OP_TUNINGS in target["expr"]:  # no namespace label of its own: the operator's, when scraped
+                assert "$namespace" not in target["expr"]
+            else:
+                assert 'namespace="$namespace", sglang_tuning="$sglang_tuning"' in target["expr"], p["title"]
+    assert panel("Trial objective")["targets"][0]["legendFormat"] == "{{trial}} {{settings}}"
+    speedup = panel("Speedup over no speculation")
+    assert speedup["type"] == "stat" and speedup["fieldConfig"]["defaults"]["unit"] == "suffix:×"
+    assert [s["value"] for s in speedup["fieldConfig"]["defaults"]["thresholds"]["steps"]] == [None, 1.0]
+    # the other rows hold none of the tuning series (the e2e dashboard tests exclude this row by its title)
+    outside = [e for title, e in exprs() if title not in {p["title"] for p in inside}]
+    assert not any(n in e for n in series.TUNING_SERIES for e in outside)
+    with pytest.raises(KeyError):
+        dashboard.row_panels(d, "no such row")  # type: ignore[arg-type]
+
+
+def test_the_tuning_panels_read_the_series_the_operator_exports(tmp_path: Path) -> None:
+    """promtool over what ``process.telemetry`` exposes for two tunings (in ``ns`` and in ``other``), scraped
+    as the ServiceMonitor would (``job``; the operator's ``namespace`` on the series without one): each tuning
+    panel shows the selected tuning's figures only."""
+    from prometheus_client import REGISTRY, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from sglang_operator.process import telemetry
+
+    promtool = require_promtool()
+    telemetry.count_tuning_trial("ns", "tune", "Completed", "tune-0", "no speculation", 40.0)
+    telemetry.count_tuning_trial("ns", "tune", "Completed", "tune-1", "3/1/4", 61.5)
+    telemetry.count_tuning_trial("ns", "tune", "Failed", "tune-2", "5/1/6", None)
+    telemetry.set_tuning_speedups("ns", "tune", {"1": 1.5375, "4": 1.25, "all": 1.5375})
+    telemetry.count_tuning_trial("other", "tune", "Completed", "tune-0", "no speculation", 10.0)
+    telemetry.set_tuning_speedups("other", "tune", {"all": 0.9})
+    telemetry.count_tuning("Succeeded")
+    try:
+        inputs, ended = [], {}
+        for family in text_string_to_metric_families(generate_latest(REGISTRY).decode()):
+            for sample in family.samples:
+                if sample.name in series.TUNING_SERIES:
+                    labels = {"namespace": "sglang-operator-system", **sample.labels, "job": "op"}
+                    text = ", ".join(f'{k}="{v}"' for k, v in labels.items())
+                    inputs.append({"series": f"{sample.name}{{{text}}}", "values": f"{sample.value}x5"})
+                    if sample.name == series.OP_TUNINGS:
+                        ended[sample.labels["phase"]] = sample.value
+    finally:
+        telemetry.forget_tuning("ns", "tune")
+        telemetry.forget_tuning("other", "tune")
+    assert ended["Succeeded"] >= 1
+
+    def raw(name: str, **labels: str) -> str:
+        text = ", ".join(f'{k}="{v}"' for k, v in {"namespace": "ns", "sglang_tuning": "tune", **labels,
+                                                     "job": "op"}.items())
+        return f"{name}{{{text}}}"
+    want = {
+        "Speedup over no speculation": [
+            [(raw(series.OP_TUNING_BEST_SPEEDUP, concurrency="all"), 1.5375)],
+            [(raw(series.OP_TUNING_BEST_SPEEDUP, concurrency="1"), 1.5375),
+             (raw(series.OP_TUNING_BEST_SPEEDUP, concurrency="4"), 1.25)]],
+        "Trial objective": [
+            [(raw(series.OP_TUNING_TRIAL_OBJECTIVE, trial="tune-0", settings="no speculation"), 40.0),
+             (raw(series.OP_TUNING_TRIAL_OBJECTIVE, trial="tune-1", settings="3/1/4"), 61.5)]],
+        "Trials by verdict": [[('{verdict="Completed"}', 2), ('{verdict="Failed"}', 1)]],
+        "Tunings ended by phase": [[(f'{{phase="{k}"}}', v) for k, v in ended.items()]],
+    }
+    tests = [{"expr": fill(target["expr"]), "eval_time": "2m",
+              "exp_samples": [{"labels": labels, "value": value} for labels, value in samples]}
+             for title, per_target in want.items()
+             for target, samples in zip(panel(title)["targets"], per_target, strict=True)]
     rules = tmp_path / "none.yaml"
     rules.write_text("groups: []\n")
     path = tmp_path / "test.yaml"

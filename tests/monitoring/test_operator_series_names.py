@@ -22,6 +22,10 @@ LABELS = {
     series.OP_BASELINE_ACCEPT_LENGTH: ("namespace", "sglang_server"),
     series.OP_STABLE_REVISION: ("namespace", "sglang_server", "stable_revision"),
     series.OP_ROLLBACKS: ("namespace", "sglang_server"),
+    series.OP_TUNING_TRIALS: ("namespace", "sglang_tuning", "verdict"),
+    series.OP_TUNING_TRIAL_OBJECTIVE: ("namespace", "sglang_tuning", "trial", "settings"),
+    series.OP_TUNING_BEST_SPEEDUP: ("namespace", "sglang_tuning", "concurrency"),
+    series.OP_TUNINGS: ("phase",),
 }
 
 
@@ -47,3 +51,5 @@ def test_every_queried_operator_series_is_exported_with_its_labels() -> None:
     if series.OP_ROLLBACKS in got:
         assert got[series.OP_ROLLBACKS][0] == "counter"
     assert got[series.OP_SCRAPE_DURATION][0] == "histogram"
+    assert got[series.OP_TUNING_TRIALS][0] == got[series.OP_TUNINGS][0] == "counter"
+    assert "namespace" not in got[series.OP_TUNINGS][1]  # the dashboard does not filter it by the namespace

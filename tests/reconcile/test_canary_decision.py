@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from sglang_operator.api.analysis import CanaryPhase
-from sglang_operator.api.rollback import RollbackPolicy
+from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.spec import CanaryStep, CanaryStrategy, OnInconclusive
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders.leaderworkerset import GROUP_INDEX_LABEL, SET_NAME_LABEL, WORKER_INDEX_LABEL
@@ -437,3 +437,55 @@ def test_a_two_group_canary_is_promoted_to_every_group() -> None:
     assert [v.name for v in w.views(GOOD)] == [f"{NAME}-canary-0", f"{NAME}-canary-1"]
     splits = [a.reason.split(": ")[-1].split(" ")[0] for a in w.actions if isinstance(a, PlaceCanary)]
     assert "1+1" in splits and min(w.capacity) >= 1
+
+
+@pytest.mark.parametrize("action", [RollbackAction.ALERT, RollbackAction.DRY_RUN])
+@pytest.mark.parametrize("roundtrip", [False, True])
+def test_with_action_alert_or_dry_run_a_failed_canary_is_held_until_aborted(action: RollbackAction,
+                                                                             roundtrip: bool) -> None:
+    """``rollback.action`` Alert/DryRun reports a failed canary and leaves it running at its split (no rejection,
+    no removal), as a failed revision without a canary is left running Paused; an abort then removes it."""
+    w = World(policy=FAST.model_copy(update={"action": action}), roundtrip=roundtrip)
+    w.apply_spec(BAD)
+    w.run_until(lambda: w.state.canary is not None and w.state.canary.phase is CanaryPhase.HELD)
+    for _ in range(10):  # it stays: judged no more, the split kept, no rejection
+        w.tick()
+    c = w.state.canary
+    assert c is not None and c.phase is CanaryPhase.HELD and c.canary_replicas == 1 and c.split == "3+1"
+    assert w.state.rejection(BAD) is None and not w.state.rollbacks
+    assert len(w.workloads[f"{NAME}-canary"]) == 1 and len(w.workloads[NAME]) == 3
+    assert [v.verdict.value for v in w.verdicts(BAD)][-1] == "Failed"
+    held = w.events("CanaryFailed")
+    if action is RollbackAction.DRY_RUN:
+        assert not held  # DryRun posts no events
+    else:
+        assert len(held) == 1 and "left running at 3+1" in held[0].message and "36.0 tok/s" in held[0].message
+    w.abort_token = "1"
+    w.run_until(lambda: w.state.canary is None)
+    assert w.state.rejection(BAD) is not None and len(w.workloads[NAME]) == 4 and f"{NAME}-canary" not in w.workloads
+
+
+def test_a_held_canary_is_promoted_on_request_and_removed_once_it_serves_nothing() -> None:
+    w = World(policy=FAST.model_copy(update={"action": RollbackAction.ALERT}))
+    w.apply_spec(BAD)
+    w.run_until(lambda: w.state.canary is not None and w.state.canary.phase is CanaryPhase.HELD)
+    w.promote_token = BAD  # the user overrides the analysis
+    w.run_until(lambda: w.state.stable_revision == BAD)
+    assert w.revision == BAD and len(w.workloads[f"{NAME}-canary"]) == 4
+
+    w2 = World(policy=FAST.model_copy(update={"action": RollbackAction.ALERT}))
+    w2.apply_spec(BAD)
+    w2.run_until(lambda: w2.state.canary is not None and w2.state.canary.phase is CanaryPhase.HELD)
+    w2.crashing = True  # its pod leaves Ready for good: a held canary that serves nothing is removed
+    w2.run_until(lambda: w2.state.canary is None)
+    rejection = w2.state.rejection(BAD)
+    assert rejection is not None and "serving nothing" in rejection.reason
+    assert len(w2.workloads[NAME]) == 4 and f"{NAME}-canary" not in w2.workloads
+
+
+def test_with_action_alert_a_crash_looping_canary_is_still_removed() -> None:
+    w = World(policy=FAST.model_copy(update={"action": RollbackAction.ALERT}))
+    w.crashing = True
+    w.apply_spec(BAD)
+    w.run_until(lambda: w.state.rejection(BAD) is not None and w.state.canary is None)
+    assert len(w.workloads[NAME]) == 4

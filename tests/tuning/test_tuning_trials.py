@@ -139,3 +139,18 @@ def test_the_tunings_series_are_exported_and_removed_with_it() -> None:
                                      {**labels, "trial": "tt-trial-1", "settings": "3/1/4"}) is None
     assert REGISTRY.get_sample_value("sglang_operator_tuning_trials_total", {**labels, "verdict": "Failed"}) is None
     assert REGISTRY.get_sample_value("sglang_operator_tuning_best_speedup", {**labels, "concurrency": "1"}) is None
+
+
+def test_the_tuning_stops_once_a_trial_reaches_the_objectives_goal() -> None:
+    """``objective.goal`` (Katib's): no further trial once a completed one reached it; below it the search goes on."""
+    s = spec(objective={"objectiveMetricName": "decodeTokensPerSecond", "goal": 50})
+    valid, _ = plan.points(s.parameters, parse(SERVER).spec)
+    status = api.SGLangTuningStatus(started_at="2026-01-01T00:00:00Z")
+    below = [completed("t-trial-0", api.TrialSettings(speculative=False), 21.0),
+             completed("t-trial-1", chain(3), 49.9)]
+    assert plan.next_step(s, status.model_copy(update={"trials": below}), valid, 10).kind == "start"
+    reached = [*below, completed("t-trial-2", chain(4), 52.0)]
+    step = plan.next_step(s, status.model_copy(update={"trials": reached}), valid, 10)
+    assert step.kind == "finish" and "objective.goal 50 reached by t-trial-2 (4/1/5: 52)" in step.reason, step
+    no_goal = spec()
+    assert plan.next_step(no_goal, status.model_copy(update={"trials": reached}), valid, 10).kind == "start"

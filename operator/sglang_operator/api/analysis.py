@@ -236,6 +236,10 @@ class CanaryPhase(StrEnum):
     PROMOTING = "Promoting"
     """Every step passed (or ``kubectl sglang promote``): the canary workload takes every replica, one pod at a time;
     then it becomes the serving workload and its revision the stable one."""
+    HELD = "Held"
+    """The canary failed with ``spec.rollback.action`` Alert or DryRun (report only): it keeps its pods at the
+    failed step's split, judged no more, until ``kubectl sglang abort`` removes it, ``kubectl sglang promote``
+    promotes it or a new spec supersedes it. A held canary that serves nothing (no Ready pod) is removed anyway."""
     REMOVING = "Removing"
     """The canary failed, was aborted or superseded: the stable workload is back at ``spec.replicas`` and the
     canary workload is deleted."""

@@ -591,7 +591,9 @@ class BestPoint(StatusModel):
     objective: float | None = None
     """Its objective value."""
     speedup: float | None = None
-    """Its objective ÷ the control trial's (no speculative decoding): what speculation buys on this server."""
+    """Its mean output tok/s ÷ the control trial's (no speculative decoding) at the same concurrency (overall: the
+    objective's level): what speculation buys on this server; below 1 it costs
+    (:func:`sglang_operator.decisions.tuning.objective.speedups`)."""
 
 
 class TuningCondition(Condition):

@@ -29,6 +29,12 @@ to the same end. The machine (docs/canary.md):
   a strategy change supersedes it. With maxSurge 0 the canary is deleted and the stable scaled back to
   ``replicas`` together; with maxSurge 1 the stable is scaled back first and the canary deleted once the stable is
   Ready at ``replicas``. The state is cleared once no canary pod is left.
+- **Held**: with ``spec.rollback.action`` Alert or DryRun a failure is reported (verdict ``Failed``, a Warning
+  event except with DryRun) and the canary keeps its split, judged no more, until ``kubectl sglang abort`` or
+  ``promote`` or a new spec; it is rejected and removed once no pod of it is Ready (it serves nothing). A user's
+  abort, a progress deadline without a Ready canary pod and a crash loop before Ready are removed whatever the
+  action. A canary's removal is not a rollback: it is not counted in ``status.rollbacks`` or against
+  ``maxRollbacks`` (the stable revision never stopped serving).
 - **Scaling** during a canary changes the stable workload only (percent steps follow the new ``replicas``).
 """
 
@@ -50,7 +56,7 @@ from sglang_operator.api.analysis import (
     Setup,
 )
 from sglang_operator.api.base import plural
-from sglang_operator.api.rollback import RollbackPolicy
+from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.spec import CanaryStrategy, OnInconclusive
 from sglang_operator.api.status import Verdict
 from sglang_operator.builders.canary import other_name
@@ -182,13 +188,15 @@ class _Canary:
                 self.fail("Aborted", f"{c.revision}: canary aborted by the user (sglang-operator.io/abort)",
                           verdict="Aborted")
             elif self.obs.promote_token == c.revision and c.promote_token != c.revision \
-                    and c.phase is CanaryPhase.STEPPING:
+                    and c.phase in (CanaryPhase.STEPPING, CanaryPhase.HELD):
                 c.promote_token = c.revision
                 self.end_step("Promoted", "promoted by the user (sglang-operator.io/promote): the remaining "
                                           "analysis is skipped")
                 self.promote()
         if c.phase is CanaryPhase.STEPPING:
             self.stepping(stable_sample)
+        elif c.phase is CanaryPhase.HELD:
+            self.held()
         if c.phase is CanaryPhase.PROMOTING:
             self.promoting()
         if c.phase is CanaryPhase.REMOVING:
@@ -441,15 +449,41 @@ class _Canary:
 
     def fail(self, cause: str, message: str, verdict: str = "Failed") -> None:
         c = self.c
-        if verdict == "Failed":
-            self.end_step("Failed", message)
-        else:
-            self.end_step(verdict, message)
+        self.end_step(verdict, message)
         med = criteria.medians(c.failing_figures)
+        if verdict == "Failed" and self.policy.action is not RollbackAction.ROLLBACK and self.ready > 0:
+            self.hold(cause, message, med)
+            return
         self.out.rejected = Rejected(c.revision, cause, message, med.tokens_per_second if med else None,
                                      med.accept_length if med else None, len(c.failing_figures) or None,
                                      tuple(h.dump() for h in c.history))
         self.start_removing(cause, message)
+
+    def hold(self, cause: str, message: str, med: SampleFigures | None) -> None:
+        """``rollback.action`` Alert or DryRun: the failed canary is reported and left running at its split (as a
+        failed revision is left running, Paused, without a canary); no rejection."""
+        c = self.c
+        c.phase, c.reason, c.message = CanaryPhase.HELD, cause, message
+        c.consecutive_failures, c.consecutive_inconclusive = 0, 0
+        self.out.actions.append(RecordVerdict(c.revision, Verdict.FAILED, message, med.tokens_per_second if med
+                                              else None, med.accept_length if med else None,
+                                              len(c.failing_figures) or None, tuple(h.dump() for h in c.history)))
+        self.event("Warning", "CanaryFailed",
+                   f"{message}; action {self.policy.action.value}: the canary is left running at {c.split} "
+                   f"(stable+canary); kubectl sglang abort {self.obs.name} removes it, kubectl sglang promote "
+                   f"{self.obs.name} promotes it")
+
+    def held(self) -> None:
+        """Keep the held canary's split; remove it (rejected) once it serves nothing: no pod of it Ready."""
+        c = self.c
+        if self.ready == 0 and c.canary_replicas > 0:
+            self.out.rejected = Rejected(c.revision, c.reason or "Failed",
+                                         f"{c.message}; held (action {self.policy.action.value}) and now serving "
+                                         f"nothing: 0/{c.canary_replicas} canary pods Ready",
+                                         canary_steps=tuple(h.dump() for h in c.history))
+            self.start_removing(c.reason or "Failed", f"{c.message}; the held canary serves nothing")
+            return
+        self.place(f"canary held at step {min(c.step + 1, c.steps)}/{c.steps}")
 
     def remove(self, cause: str, message: str) -> None:
         c = self.c

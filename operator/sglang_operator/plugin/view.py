@@ -104,7 +104,8 @@ def canary_lines(status: SGLangServerStatus) -> list[str]:
     if c is not None:
         out += [line(c.revision, step) for step in c.history]
         where = "promoting" if c.phase.value == "Promoting" else (
-            "removing" if c.phase.value == "Removing" else f"step {c.step + 1}/{c.steps}")
+            "removing" if c.phase.value == "Removing" else
+            f"held at step {c.step + 1}/{c.steps}" if c.phase.value == "Held" else f"step {c.step + 1}/{c.steps}")
         out.append(f"{c.revision}: canary {where} at {c.split} (stable+canary), {plural(c.judged, 'interval')} "
                    f"passed at this step" + (f"; {c.message}" if c.message else ""))
     return out

@@ -2,14 +2,17 @@
 schema, pinned in pyproject.toml) (pure).
 
 Variables: ``datasource`` (Prometheus), ``namespace`` and ``server`` (from the ``namespace`` and
-``sglang_server`` target labels the scrape config adds, :mod:`sglang_operator.builders.monitoring`). Every
-per-server panel is split by ``revision``. SGLang's own series answer what SGLang reports (throughput, accept
+``sglang_server`` target labels the scrape config adds, :mod:`sglang_operator.builders.monitoring`), and
+``sglang_tuning`` (from the operator's tuning series, in the namespace). Every per-server panel is split by
+``revision``. SGLang's own series answer what SGLang reports (throughput, accept
 length and rate, steps and draft tokens, requests, TTFT, ITL, KV-cache, prefix-cache hits, retractions); the
 operator's series answer what only it knows (per-request decode speed from its probe, the rollback's phase,
 baseline, stable revision and rollbacks, and the speculative steps and draft tokens SGLang resolved where its
 release has no gauge for them). Those need the operator's own ``/metrics`` scraped (the chart's ServiceMonitor,
 ``serviceMonitor.enabled``, or the ``sglang-operator`` job of ``sglang-operator prometheus-config``); a text panel
-at the top says so.
+at the top says so. The Tuning row (collapsed) shows one SGLangTuning's trials, their objectives, the
+recommendation's speedup over no speculative decoding, and the tunings ended: the operator's series again, which
+exist only once a tuning has finished a trial.
 
 Regenerate the checked-in copies with ``python -m sglang_operator_tools.monitoring.generate``.
 """
@@ -22,12 +25,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from grafana_foundation_sdk.builders import bargauge, prometheus, stat, statetimeline, text, timeseries
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
-from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, text, timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
-from grafana_foundation_sdk.models.dashboard import DashboardCursorSync, DataSourceRef, VariableRefresh
+from grafana_foundation_sdk.models.dashboard import (
+    DashboardCursorSync,
+    DataSourceRef,
+    Threshold,
+    ThresholdsMode,
+    VariableRefresh,
+)
 from grafana_foundation_sdk.models.text import TextMode
 
 from sglang_operator_tools.monitoring import series as s
@@ -36,6 +45,9 @@ UID = "sglang-operator"
 TITLE = "SGLang speculative decoding"
 DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 SERVER_SEL = 'namespace="$namespace", sglang_server="$server"'
+TUNING_SEL = 'namespace="$namespace", sglang_tuning="$sglang_tuning"'
+TUNING_ROW = "Tuning"
+"""The title of the (collapsed) row of SGLangTuning panels."""
 RATE = "$__rate_interval"
 
 
@@ -49,6 +61,10 @@ class Target:
 
 def _sel(name: str) -> str:
     return f"{name}{{{SERVER_SEL}}}"
+
+
+def _tuning_sel(name: str, extra: str = "") -> str:
+    return f"{name}{{{TUNING_SEL}{extra}}}"
 
 
 def _rate(name: str) -> str:
@@ -78,7 +94,7 @@ OPERATOR_SERIES = "the operator's series: see the note at the top"
 SOURCES_NOTE = (
     "SGLang's own series come from its pods (the PodMonitors the operator creates, or the `sglang` job of "
     "`sglang-operator prometheus-config`). The decode speed, baselines, steps and draft tokens on 0.5.10, the "
-    "rollback and the operator rows come from **the operator's own /metrics**: with the Prometheus Operator, "
+    "rollback, tuning and operator rows come from **the operator's own /metrics**: with the Prometheus Operator, "
     "install the chart with `serviceMonitor.enabled=true` (its ServiceMonitor keeps the operator's `namespace` "
     "label: `honorLabels: true`); with a plain Prometheus, keep the `sglang-operator` job of "
     "`sglang-operator prometheus-config`. Without them those panels show no data."
@@ -103,7 +119,7 @@ def _query(t: Target, ref: str) -> prometheus.Dataquery:
     return prometheus.Dataquery().expr(t.expr).legend_format(t.legend).ref_id(ref).datasource(DS)
 
 
-P = TypeVar("P", timeseries.Panel, stat.Panel, statetimeline.Panel)
+P = TypeVar("P", timeseries.Panel, stat.Panel, statetimeline.Panel, bargauge.Panel)
 
 
 def _targets(panel: P, targets: list[Target]) -> P:
@@ -138,6 +154,67 @@ def phase_panel() -> statetimeline.Panel:
     return _targets(p, [Target(f"{_sel(s.OP_ANALYSIS_PHASE)} == 1", "{{phase}}")])
 
 
+SPEEDUP_DESCRIPTION = (
+    "What speculative decoding buys on this server: the recommended trial's output tok/s ÷ the control trial's (the "
+    "same server without speculative decoding, `status.controlTrial`), a ratio (1.00× = no gain, below 1 it "
+    "costs). `overall` is `status.best.speedup` (at the objective's concurrency level); `concurrency N` the best "
+    "trial at that level (`status.bestPerLevel[].speedup`). Set when the tuning ends "
+    f"({s.OP_TUNING_BEST_SPEEDUP}, {OPERATOR_SERIES})."
+)
+"""The speedup stat's description; the figure is ``decisions.tuning.objective.speedups``."""
+
+
+def speedup_panel() -> stat.Panel:
+    """The recommendation's speedup over no speculation, overall and per concurrency level: red below 1×."""
+    p = (stat.Panel().title("Speedup over no speculation").description(SPEEDUP_DESCRIPTION).datasource(DS)
+         .height(8).span(6).unit("suffix:×").decimals(2)
+         .text_mode(common.BigValueTextMode.VALUE_AND_NAME).graph_mode(common.BigValueGraphMode.NONE)
+         .color_mode(common.BigValueColorMode.VALUE)
+         .reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]))
+         .thresholds(db.ThresholdsConfig().mode(ThresholdsMode.ABSOLUTE)
+                     .steps([Threshold(None, "red"), Threshold(1.0, "green")])))
+    return _targets(p, [Target(_tuning_sel(s.OP_TUNING_BEST_SPEEDUP, ', concurrency="all"'), "overall"),
+                        Target(_tuning_sel(s.OP_TUNING_BEST_SPEEDUP, ', concurrency!="all"'),
+                               "concurrency {{concurrency}}")])
+
+
+def objective_panel() -> bargauge.Panel:
+    """One horizontal bar per completed trial: its objective (tok/s), named by trial and settings."""
+    p = (bargauge.Panel().title("Trial objective").description(
+        "The objective each completed trial of the SGLangTuning scored, tok/s as spec.objective.objectiveMetricName "
+        "defines it (per-request decode tok/s at concurrency 1 by default; outputTokensPerSecond: output tok/s at "
+        "its level; goodput: the highest output tok/s within the latency limits), `status.trials[].objective`. One "
+        "bar per trial, named by the trial and its settings (steps/topk/draft tokens; the control trial reads `no "
+        "speculation`). The recommendation also weighs noise and cost: see the speedup and `status.best` "
+        f"({s.OP_TUNING_TRIAL_OBJECTIVE}, {OPERATOR_SERIES}).")
+        .datasource(DS).height(8).span(18).unit("short").min(0)
+        .orientation(common.VizOrientation.HORIZONTAL).display_mode(common.BarGaugeDisplayMode.BASIC)
+        .reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"])))
+    return _targets(p, [Target(_tuning_sel(s.OP_TUNING_TRIAL_OBJECTIVE), "{{trial}} {{settings}}")])
+
+
+def tuning_row(ids: Iterator[int]) -> db.Row:
+    """The collapsed Tuning row: one SGLangTuning (variable ``sglang_tuning``) of the namespace; its panels are
+    empty until the tuning has finished a trial (the series do not exist before)."""
+    row = db.Row(TUNING_ROW).id(next(ids)).collapsed(True)
+    for panel in (
+        speedup_panel(),
+        objective_panel(),
+        series_panel(
+            "Trials by verdict", "Finished trials of the SGLangTuning by verdict (Completed, Failed), a count of "
+            f"trials ({s.OP_TUNING_TRIALS}, {OPERATOR_SERIES}). The operator counts from its start: after a restart "
+            "the count begins at 0 again; status.trialsCompleted and status.trialsFailed hold the whole tuning's.",
+            "short", [Target(f"sum by (verdict) ({_tuning_sel(s.OP_TUNING_TRIALS)})", "{{verdict}}")], span=12),
+        series_panel(
+            "Tunings ended by phase", "SGLangTunings the operator ended since its start, by phase (Succeeded, "
+            f"Failed, Cancelled), a count of tunings over every namespace ({s.OP_TUNINGS}: it has no namespace or "
+            "tuning label of its own).", "short", [Target(f"sum by (phase) ({s.OP_TUNINGS})", "{{phase}}")],
+            span=12),
+    ):
+        row = row.with_panel(panel.id(next(ids)))
+    return row
+
+
 def _add(d: db.Dashboard, ids: Iterator[int], panel: Any) -> db.Dashboard:
     return d.with_panel(panel.id(next(ids)))
 
@@ -158,6 +235,10 @@ def build() -> db.Dashboard:
     d = d.with_variable(
         db.QueryVariable("server").label("SGLangServer").datasource(DS)
         .query(f'label_values({s.NUM_RUNNING_REQS}{{namespace="$namespace"}}, sglang_server)')
+        .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED))
+    d = d.with_variable(
+        db.QueryVariable("sglang_tuning").label("SGLangTuning").datasource(DS)
+        .query(f'label_values({s.OP_TUNING_TRIALS}{{namespace="$namespace"}}, sglang_tuning)')
         .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED))
     d = d.annotation(
         db.AnnotationQuery().name("Rollbacks").datasource(DS).enable(True).icon_color("red")
@@ -237,13 +318,27 @@ def build() -> db.Dashboard:
     d = _add(d, ids, series_panel(
         "SGLangServers by phase", f"{s.OP_SERVERS} (status.phase of every SGLangServer the operator watches).",
         "short", [Target(f"sum by (phase) ({s.OP_SERVERS})", "{{phase}}")]))
-    return d
+    return d.with_row(tuning_row(ids))
 
 
 def dashboard_json() -> str:
     """The dashboard as Grafana JSON (2-space indent, trailing newline): the checked-in file's content."""
     model = build().build()
     return json.dumps(json.loads(json.dumps(model, cls=JSONEncoder)), indent=2, sort_keys=True) + "\n"
+
+
+def row_panels(doc: dict[str, Any], title: str) -> list[dict[str, Any]]:
+    """The panels of the row titled ``title`` in a dashboard JSON document: a collapsed row's nested ones, else
+    those between it and the next row. Raises ``KeyError`` when no row has that title."""
+    rows = [i for i, p in enumerate(doc.get("panels", [])) if p.get("type") == "row"]
+    for i in rows:
+        row = doc["panels"][i]
+        if row.get("title") == title:
+            if row.get("collapsed"):
+                return list(row.get("panels", []))
+            end = next((j for j in rows if j > i), len(doc["panels"]))
+            return list(doc["panels"][i + 1:end])
+    raise KeyError(title)
 
 
 def panels(doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -102,3 +102,19 @@ OP_ROLLBACKS = "sglang_operator_rollbacks_total"
 
 ROLLBACK_SERIES = (OP_ANALYSIS_PHASE, OP_BASELINE_TPS, OP_BASELINE_ACCEPT_LENGTH, OP_STABLE_REVISION, OP_ROLLBACKS)
 """Exported once the rollback lands (issue 8); panels and the rollback alert on them show nothing before."""
+
+# SGLangTunings (issue 17; ``sglang_operator.process.telemetry``, called by ``control/tuning.py``)
+OP_TUNING_TRIALS = "sglang_operator_tuning_trials_total"
+"""Counter, labels ``namespace``, ``sglang_tuning``, ``verdict`` (``Completed``, ``Failed``): finished trials."""
+OP_TUNING_TRIAL_OBJECTIVE = "sglang_operator_tuning_trial_objective"
+"""Gauge, labels ``namespace``, ``sglang_tuning``, ``trial``, ``settings`` (``3/1/4``, ``no speculation``): a
+completed trial's objective, tok/s (``status.trials[].objective``)."""
+OP_TUNING_BEST_SPEEDUP = "sglang_operator_tuning_best_speedup"
+"""Gauge, labels ``namespace``, ``sglang_tuning``, ``concurrency`` (a level, or ``all``): the recommendation's
+output tok/s ÷ the control trial's (no speculative decoding), a ratio; set when the tuning ends."""
+OP_TUNINGS = "sglang_operator_tunings_total"
+"""Counter, label ``phase`` (``Succeeded``, ``Failed``, ``Cancelled``): tunings ended. No ``namespace`` label of its
+own: scraped, it carries the operator's."""
+
+TUNING_SERIES = (OP_TUNING_TRIALS, OP_TUNING_TRIAL_OBJECTIVE, OP_TUNING_BEST_SPEEDUP, OP_TUNINGS)
+"""Exported only once an SGLangTuning has finished a trial (or ended): the dashboard's Tuning row is empty before."""

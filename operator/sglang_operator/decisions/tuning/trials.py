@@ -183,12 +183,20 @@ def next_step(spec: api.SGLangTuningSpec, status: api.SGLangTuningStatus, valid:
               elapsed_seconds: float) -> Step:
     """The next step from the status alone: the running trial first (an operator restart measures it again from
     the start: its result was never written), else the search's suggestion (:func:`~.search.suggest`), else
-    finish — also when ``budget.maxDurationSeconds`` has passed (``elapsed_seconds`` since ``status.startedAt``)."""
+    finish — also when ``budget.maxDurationSeconds`` has passed (``elapsed_seconds`` since ``status.startedAt``) or
+    a completed trial's objective reached ``objective.goal`` (Katib's early stop; the recommendation still follows
+    the noise rule over the trials measured so far)."""
     current = running(status.trials)
     if current is not None:
         return Step("resume", trial=current)
     if elapsed_seconds >= spec.budget.max_duration_seconds:
         return Step("finish", reason=f"maxDurationSeconds {spec.budget.max_duration_seconds} reached")
+    goal = spec.objective.goal
+    reached = next((t for t in status.trials if goal is not None and t.verdict == api.TrialVerdict.COMPLETED.value
+                    and t.objective is not None and t.objective >= goal), None)
+    if reached is not None:
+        return Step("finish", reason=f"objective.goal {goal:g} reached by {reached.name} "
+                                     f"({reached.settings.summary()}: {reached.objective:g})")
     s: Suggestion = suggest(search_settings(spec), valid, results(status.trials))
     if s.done:
         return Step("finish", reason=s.reason or "search finished")
