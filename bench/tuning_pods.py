@@ -29,12 +29,13 @@ apart from the tuning (from applying the SGLangTuning to its final phase). Exits
 Last measured (2026-12-02, machine: 2 cores shared with three other sessions, at a399f18): 8 valid points (chains
 1-8; 760 trees invalid under ``specV2``, never started), grid 9 trials, the search allowed 4 (the floor of 4 binds:
 44 % of the grid, not ≤ 25 %); 4 started (control, 3/1/4, then its repeats 3/1/4 and control), 0 Failed;
-recommendation 3/1/4, measured 54.6 tok/s, 2.36× the control trial's 21.8; noise-free 52.1 tok/s = 1.000 × the
-optimum (3/1/4; 4/1/5 and beyond run out of memory with the regressed sample's memory settings), noise-free speedup
-2.43×; no trial workload left. Wall time: start 36 s (control plane 10.5 s, CRDs and operator 16 s, the server Ready
-9.7 s), tuning 76 s (4 trials of 18-20 s each), 112 s in all (120 s with the process start). On this case the
-search's start point (SGLang's default 3 steps) is the optimum and the budget leaves no room to climb, so the run
-checks the path through pods and its cost more than the search; the in-process bench compares the searches.
+recommendation 3/1/4, measured 54.6 decode tok/s, 2.50× the control trials' 21.8 (``status.best.speedup``, on
+output tok/s: 2.36×); noise-free 52.1 tok/s = 1.000 × the optimum (3/1/4; 4/1/5 and beyond run out of memory with
+the regressed sample's memory settings), 2.43× the noise-free control; no trial workload left. Wall time: start
+36 s (control plane 10.5 s, CRDs and operator 16 s, the server Ready 9.7 s), tuning 76 s (4 trials of 18-20 s each),
+112 s in all (120 s with the process start). On this case the search's start point (SGLang's default 3 steps) is
+the optimum and the budget leaves no room to climb, so the run checks the path through pods and its cost more than
+the search; the in-process bench compares the searches.
 """
 
 from __future__ import annotations
@@ -211,10 +212,13 @@ def report(obj: dict[str, Any], truth: dict[str, float | None], control_truth: f
         raise SystemExit(f"tuning_pods: the tuning ended {st.phase} without a recommendation: {conds}")
     value = truth.get(best.summary) if best.settings.speculative else control_truth
     ratio = (value or 0.0) / optimum if optimum else 0.0
-    print(f"-- recommendation {best.summary}: measured {best.objective or 0:.1f} tok/s, "
-          f"{best.speedup or 0:.2f}x the control trial; noise-free {value or 0:.1f} tok/s = {ratio:.3f} × the "
-          f"optimum {optimum_label} {optimum:.1f} (noise-free speedup "
-          f"{(value or 0) / control_truth if control_truth else 0:.2f}x)")
+    controls = [t.objective for t in started if not t.settings.speculative and t.objective is not None]
+    control = sum(controls) / len(controls) if controls else 0.0
+    print(f"-- recommendation {best.summary}: measured {best.objective or 0:.1f} decode tok/s = "
+          f"{(best.objective or 0) / control if control else 0:.2f}x the control trials' {control:.1f} "
+          f"(status.best.speedup, output tok/s: {best.speedup or 0:.2f}x); noise-free {value or 0:.1f} tok/s = "
+          f"{ratio:.3f} × the optimum {optimum_label} {optimum:.1f}, "
+          f"{(value or 0) / control_truth if control_truth else 0:.2f}x the noise-free control")
     print(f"-- trial workloads left: {left}")
     print(f"-- wall time: start {start:.0f} s (control plane {cluster_s:.1f} s, then CRDs, operator and the server "
           f"Ready); tuning {tuning_s:.0f} s ({trial_s:.0f} s in trials, {len(started)} trials, "
