@@ -12,6 +12,7 @@ each with its own ServiceAccount token so the API server's audit log tells their
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
 import os
 import signal
@@ -71,11 +72,22 @@ def identity(op: OperatorProcess) -> str:
         None), timeout=20)
 
 
-def holder(k8s: K8sCluster, namespace: str) -> str | None:
+def lease_spec(k8s: K8sCluster, namespace: str) -> dict[str, Any] | None:
     proc = k8s.run("get", "lease", LEASE, "-n", namespace, "-o", "json", check=False)
     if proc.returncode != 0:
         return None
-    return str(json.loads(proc.stdout)["spec"].get("holderIdentity") or "")
+    spec: dict[str, Any] = json.loads(proc.stdout)["spec"]
+    return spec
+
+
+def holder(k8s: K8sCluster, namespace: str) -> str | None:
+    spec = lease_spec(k8s, namespace)
+    return None if spec is None else str(spec.get("holderIdentity") or "")
+
+
+def micro(value: str) -> dt.datetime:
+    """A Lease's MicroTime (``2026-12-02T16:19:25.074123Z``)."""
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def ready(k8s: K8sCluster, namespace: str, name: str, not_revision: str | None = None) -> dict[str, Any] | None:
@@ -123,12 +135,22 @@ def test_one_leader_reconciles_and_a_killed_leader_is_replaced(
         os.killpg(a.proc.pid, signal.SIGKILL)
         killed = time.monotonic()
         a.proc.wait(5)
+        last = lease_spec(k8s_cluster, namespace)  # op-a's last renewal, final now
+        assert last is not None and last["holderIdentity"] == id_a
         wait_for("op-b holding the Lease", lambda: holder(k8s_cluster, namespace) == id_b,
                  timeout=DURATION + 4 * RETRY, interval=0.05)
         handover = time.monotonic() - killed
-        print(f"\nleader election: SIGKILL of the leader -> new holder in {handover:.2f} s "
-              f"(lease duration {DURATION:.0f} s, retry period {RETRY:.0f} s)")
-        assert handover <= DURATION + RETRY + 0.5, handover
+        taken = lease_spec(k8s_cluster, namespace)
+        assert taken is not None
+        # on the Lease's own clock (both processes write the machine's time): the candidate takes over within the
+        # lease duration plus one retry period (its last look at op-a's renewal may be that old) of that renewal;
+        # the seconds until kubectl saw it are the machine's (a poll's process start), not the election's
+        gap = (micro(taken["acquireTime"]) - micro(last["renewTime"])).total_seconds()
+        print(f"\nleader election: SIGKILL of the leader -> new holder {gap:.2f} s after its last renewal on the "
+              f"Lease, seen by kubectl {handover:.2f} s after the kill (lease duration {DURATION:.0f} s, retry "
+              f"period {RETRY:.0f} s)")
+        assert DURATION <= gap <= DURATION + RETRY + 0.5, (gap, last, taken)
+        assert handover <= DURATION + 3 * RETRY, handover
 
         # the new leader reconciles: a spec change reaches a new Ready revision
         body["spec"]["env"].append({"name": "SGLANG_SIM_EXTRA", "value": "1"})

@@ -114,7 +114,8 @@ def plan_memory(model: ModelProfile, gpu: GPUProfile, args: dict[str, Any], shap
     frac = args.get("mem_fraction_static")
     if frac is None:
         frac = default_mem_fraction_static(gpu, tp, shape is not None, _int(args, "chunked_prefill_size"),
-                                           _int(args, "cuda_graph_max_bs"))
+                                           _int(args, "cuda_graph_max_bs")
+                                           or _int(args, "cuda_graph_max_bs_decode"))
     frac = float(frac)
     oom = ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
            f"Current value: mem_fraction_static={frac}")

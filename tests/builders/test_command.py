@@ -159,3 +159,32 @@ def test_a_keyfile_password_without_a_keyfile_is_a_warning() -> None:
     out = check(parse(body).spec)
     assert out.valid and any(w.startswith("spec.sslKeyfilePasswordSecretRef has no effect without --ssl-keyfile")
                              for w in out.warnings), out.warnings
+
+
+@pytest.mark.parametrize(("version", "flag"), [
+    ("0.5.13", "--cuda-graph-max-bs"),          # the only spelling up to 0.5.13
+    ("0.5.19", "--cuda-graph-max-bs-decode"),   # 0.5.14–0.5.19: the old one is a deprecated alias of this
+    ("0.5.20", "--cuda-graph-max-bs-decode"),   # 0.5.20 on: the old one is gone (ambiguous: -decode / -prefill)
+    ("0.5.23", "--cuda-graph-max-bs-decode"),
+])
+def test_cuda_graph_max_bs_renders_under_the_release_name(version: str, flag: str) -> None:
+    body = copy.deepcopy(KNOWN_GOOD)
+    body["spec"]["sglang"] = {"image": f"lmsysorg/sglang:v{version}-cu129"}
+    body["spec"]["speculative"]["specV2"] = False
+    body["spec"]["memory"]["cudaGraphMaxBs"] = 24
+    spec = parse(body).spec
+    cmd = render_command(spec)
+    flags = flags_of(cmd.args)
+    assert flags[flag] == "24"
+    assert [f for f in flags if f.startswith("--cuda-graph")] == [flag]
+    assert flag in load_table(parse_version(version))
+    resolved = resolve_server_args(cmd.args, cmd.version, cmd.literal_env)
+    assert resolved.values["cuda_graph_max_bs" if flag == "--cuda-graph-max-bs" else "cuda_graph_max_bs_decode"] == 24
+    assert check(spec).errors == []
+
+
+def test_cuda_graph_max_bs_in_extra_args_is_refused_for_the_typed_field() -> None:
+    body = copy.deepcopy(KNOWN_GOOD)
+    body["spec"]["extraArgs"] = ["--cuda-graph-max-bs-decode", "24"]
+    with pytest.raises(Exception, match=r"spec\.memory\.cudaGraphMaxBs"):
+        parse(body)

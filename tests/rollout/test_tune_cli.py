@@ -28,7 +28,6 @@ from sglang_operator.api.tuning import (
     TrialSettings,
     parse_tuning,
 )
-from sglang_operator.builders.dialect import dialect, resolve_version
 from sglang_operator.plugin import tune, tuneplan
 from sglang_operator.plugin.commands import app as kubectl_sglang
 
@@ -208,18 +207,20 @@ def test_the_winner_goes_into_the_spec_and_renders() -> None:
 
 
 def test_memory_graph_batch_adaptive_and_no_speculation() -> None:
+    # an older spec with the CUDA-graph batch size in extraArgs (before spec.memory.cudaGraphMaxBs owned it)
     spec = {**copy.deepcopy(BAD["spec"]), "sglang": {"image": "lmsysorg/sglang:v0.5.23-cu129"},
             "memory": {"mambaSchedulerStrategy": "extra_buffer"}, "extraArgs": ["--cuda-graph-max-bs=8", "--page-size",
                                                                                "1"]}
     spec["speculative"]["specV2"] = False
-    renamed = dialect(resolve_version(parse({**BAD, "spec": spec}).spec.sglang)).renamed
     settings = TrialSettings(num_steps=3, eagle_topk=1, num_draft_tokens=4, adaptive=True, max_running_requests=16,
                              cuda_graph_max_bs=32)
-    target = tuneplan.winner_spec(spec, settings, lambda f: renamed.get(f, (f,)))
-    assert target["memory"] == {"mambaSchedulerStrategy": "extra_buffer", "maxRunningRequests": 16}
-    assert target["extraArgs"] == ["--page-size", "1", "--cuda-graph-max-bs-decode", "32"]  # 0.5.23's name
+    target = tuneplan.winner_spec(spec, settings)
+    assert target["memory"] == {"mambaSchedulerStrategy": "extra_buffer", "maxRunningRequests": 16,
+                                "cudaGraphMaxBs": 32}
+    assert target["extraArgs"] == ["--page-size", "1"]
+    assert "--cuda-graph-max-bs-decode 32" in _renders(target)  # 0.5.23's name, from the typed field
     assert target["speculative"]["adaptive"] == {"enabled": True}
-    assert tuneplan.winner_keys(settings) == ["speculative", "memory", "extraArgs"]
+    assert tuneplan.winner_keys(settings) == ["speculative", "memory"]
     static = tuneplan.winner_spec(target, TrialSettings(num_steps=2, eagle_topk=1, num_draft_tokens=3, adaptive=False))
     assert "adaptive" not in static["speculative"]
     off = tuneplan.winner_spec(BAD["spec"], TrialSettings(speculative=False))

@@ -350,6 +350,12 @@ class Memory(ApiModel):
     mamba_scheduler_strategy: MambaStrategy | None = None
     """Mamba radix cache strategy: ``--mamba-scheduler-strategy`` up to 0.5.19, ``--mamba-radix-cache-strategy``
     from 0.5.20 (the operator renders the target release's name)."""
+    cuda_graph_max_bs: Annotated[int | None, Field(ge=1, le=4096)] = None
+    """Largest decode batch size SGLang captures CUDA graphs for (requests; batches above it run without a graph,
+    and every captured size costs start-up time and memory): ``--cuda-graph-max-bs`` up to 0.5.13,
+    ``--cuda-graph-max-bs-decode`` from 0.5.14, where the old spelling is a deprecated alias until 0.5.19 and
+    ambiguous from 0.5.20 (the operator renders the target release's name, from its flag table). Unset: SGLang
+    picks it from the GPU's memory."""
 
     cel_rules = (
         CelRule(

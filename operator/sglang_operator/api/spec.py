@@ -67,6 +67,7 @@ OWNED: dict[str, str] = {
     "--mamba-full-memory-ratio": "spec.memory.mambaFullMemoryRatio",
     "--mamba-scheduler-strategy": "spec.memory.mambaSchedulerStrategy",
     "--mamba-radix-cache-strategy": "spec.memory.mambaSchedulerStrategy",
+    "--cuda-graph-max-bs": "spec.memory.cudaGraphMaxBs", "--cuda-graph-max-bs-decode": "spec.memory.cudaGraphMaxBs",
 }
 OWNED_FLAGS: tuple[str, ...] = tuple(OWNED)
 

@@ -199,6 +199,7 @@ def _memory_args(spec: SGLangServerSpec, d: Dialect) -> list[str]:
         ("--chunked-prefill-size", mem.chunked_prefill_size),
         ("--mamba-full-memory-ratio", mem.mamba_full_memory_ratio),
         ("--mamba-scheduler-strategy", mem.mamba_scheduler_strategy.value if mem.mamba_scheduler_strategy else None),
+        ("--cuda-graph-max-bs", mem.cuda_graph_max_bs),  # --cuda-graph-max-bs-decode from 0.5.14 (d.flag)
     ]
     out: list[str] = []
     for flag, value in pairs:

@@ -263,7 +263,7 @@ class TuningRunner:
                      valid: list[Any], invalid: list[Any], generation: int, now: dt.datetime,
                      stable: str | None = None) -> None:
         room = min(INVALID_RECORDS, api.MAX_TRIAL_RECORDS - spec.budget.max_trial_count - 1)
-        total = plan.planned_trials(spec, len(valid))
+        total = plan.planned_trials(spec, valid)
         new = status.model_copy(update={
             "phase": api.TuningPhase.RUNNING.value, "started_at": rfc3339(now), "trials_total": total,
             "trials_invalid": len(invalid), "trials": plan.invalid_records(self.name, invalid, room),

@@ -52,6 +52,8 @@ TYPED: dict[str, tuple[tuple[str, ...], str]] = {
     "--mamba-full-memory-ratio": (("memory", "mambaFullMemoryRatio"), "float"),
     "--mamba-scheduler-strategy": (("memory", "mambaSchedulerStrategy"), "str"),
     "--mamba-radix-cache-strategy": (("memory", "mambaSchedulerStrategy"), "str"),
+    "--cuda-graph-max-bs": (("memory", "cudaGraphMaxBs"), "int"),
+    "--cuda-graph-max-bs-decode": (("memory", "cudaGraphMaxBs"), "int"),
 }
 IGNORED = {"--host", "--enable-metrics"}  # the operator always renders these
 CACHE_ENV = ("HF_HOME",)

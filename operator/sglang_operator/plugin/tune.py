@@ -222,7 +222,6 @@ def apply(
     The new revision is judged by the rollback analysis like any other."""
     from sglang_operator.api.crd import model_schema
     from sglang_operator.api.spec import SGLangServerSpec
-    from sglang_operator.builders.dialect import dialect, resolve_version
 
     client = _client()
     tuning = _tuning(client, namespace, name)
@@ -248,9 +247,7 @@ def apply(
 
         spec = body.get("spec") or {}
         try:
-            version = resolve_version(parse({**body, "status": None}).spec.sglang)
-            renamed = dialect(version).renamed
-            target = tuneplan.winner_spec(spec, best.settings, lambda f: renamed.get(f, (f,)))
+            target = tuneplan.winner_spec(spec, best.settings)
             builders.render(parse({**body, "spec": target, "status": None}))
         except tuneplan.UsageError as err:
             raise _fail(str(err)) from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +36,9 @@ from sglang_operator.api.tuning import (
 
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*(?:/\s*(\d+)\s*)?$")
 _LIST = re.compile(r"^\s*\d+\s*(,\s*\d+\s*)*$")
-CUDA_GRAPH_FLAG = "--cuda-graph-max-bs"
-"""The CUDA-graph batch size flag up to 0.5.19; :func:`winner_spec` asks the release for its name
-(``--cuda-graph-max-bs-decode`` from 0.5.20)."""
+CUDA_GRAPH_FLAGS = ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode")
+"""Spellings of the CUDA-graph batch size that ``spec.memory.cudaGraphMaxBs`` renders (the release's own name):
+:func:`winner_spec` drops them from an older spec's ``spec.extraArgs``, where the field now owns them."""
 
 
 class UsageError(ValueError):
@@ -283,14 +283,13 @@ def _drop_flag(args: Sequence[str], flags: Sequence[str]) -> list[str]:
     return out
 
 
-def winner_spec(spec: Mapping[str, Any], settings: TrialSettings,
-                flag_for: Callable[[str], tuple[str, ...]] = lambda f: (f,)) -> dict[str, Any]:
+def winner_spec(spec: Mapping[str, Any], settings: TrialSettings) -> dict[str, Any]:
     """The server ``spec`` (camelCase dict, as read) with ``settings`` written in: ``spec.speculative`` numSteps /
     eagleTopk / numDraftTokens (and ``adaptive``: ``enabled: true`` kept with its ConfigMap, or removed when the
-    winner is static), ``spec.memory.maxRunningRequests``, the CUDA-graph batch size in ``spec.extraArgs`` under
-    the release's flag name (``flag_for``: :meth:`~sglang_operator.sglang.versions.Dialect.flag_for`); the control
-    trial (no speculative decoding) removes ``spec.speculative``. Raises :class:`UsageError` when the server has no
-    ``spec.speculative`` to write speculative settings into."""
+    winner is static), ``spec.memory.maxRunningRequests`` and ``spec.memory.cudaGraphMaxBs`` (rendered under the
+    release's flag name; a CUDA-graph batch size flag in ``spec.extraArgs`` is dropped, the field owns it); the
+    control trial (no speculative decoding) removes ``spec.speculative``. Raises :class:`UsageError` when the server
+    has no ``spec.speculative`` to write speculative settings into."""
     out = copy.deepcopy(dict(spec))
     if not settings.speculative:
         out.pop("speculative", None)
@@ -309,25 +308,21 @@ def winner_spec(spec: Mapping[str, Any], settings: TrialSettings,
             spec_block["adaptive"] = {**(adaptive if isinstance(adaptive, dict) else {}), "enabled": True}
         elif settings.adaptive is False:
             spec_block.pop("adaptive", None)
-    if settings.max_running_requests is not None:
-        memory = out.get("memory")
-        out["memory"] = {**(memory if isinstance(memory, dict) else {}),
-                         "maxRunningRequests": settings.max_running_requests}
-    if settings.cuda_graph_max_bs is not None:
-        names = flag_for(CUDA_GRAPH_FLAG)
-        flag = next((n for n in names if n.endswith("-decode")), names[0])
-        args = _drop_flag(list(out.get("extraArgs") or []), (CUDA_GRAPH_FLAG, *names))
-        out["extraArgs"] = [*args, flag, str(settings.cuda_graph_max_bs)]
+    for key, value in (("maxRunningRequests", settings.max_running_requests),
+                       ("cudaGraphMaxBs", settings.cuda_graph_max_bs)):
+        if value is not None:
+            memory = out.get("memory")
+            out["memory"] = {**(memory if isinstance(memory, dict) else {}), key: value}
+    if settings.cuda_graph_max_bs is not None and "extraArgs" in out:
+        out["extraArgs"] = _drop_flag(list(out.get("extraArgs") or []), CUDA_GRAPH_FLAGS)
     return out
 
 
 def winner_keys(settings: TrialSettings) -> list[str]:
     """The top-level spec keys :func:`winner_spec` writes for ``settings``."""
     keys = ["speculative"]
-    if settings.max_running_requests is not None:
+    if settings.max_running_requests is not None or settings.cuda_graph_max_bs is not None:
         keys.append("memory")
-    if settings.cuda_graph_max_bs is not None:
-        keys.append("extraArgs")
     return keys
 
 

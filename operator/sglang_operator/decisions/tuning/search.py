@@ -21,8 +21,18 @@ Algorithms (Katib's ``algorithm``):
      the best two by their mean, and so on, with what is left of the budget (at least ``repeats`` trials); they
      give the noise estimate and the finalists of :func:`decide`.
 
+  With ``maxRunningRequests`` / ``cudaGraphMaxBs`` listed, stages 2–4 run at the middle value of each and a stage
+  4b climbs each of them in turn from the incumbent (both directions, one step of the set at a time, ``PATIENCE``
+  past a drop), until a round over them improves nothing.
+
   Each point is measured once before the repeats; a failed trial (crash, out of memory) counts as the worst value
   and is never proposed again.
+
+Every algorithm then runs one more trial when the space has adaptive-mode points (``parameters.adaptive`` on a
+release that has SGLang's ``--speculative-adaptive``): the best static point found (highest value, the cheapest
+among equals) in adaptive mode, when the release's rules accept it there (else none: it was counted Invalid). It is
+not counted in ``max_trial_count`` (the API's rule, like the control trial), competes in :func:`decide` like any
+point, and ``CoordinateAscent`` runs it before its repeats, so that it can be a finalist.
 
 Why not Optuna: ``bench/tuning.py`` measures its TPE sampler against this one on the same budget; on this
 small, structured space the structured search reaches the optimum more reliably, needs no replay of a sampler's
@@ -121,8 +131,10 @@ class Decision(TuningModel):
 # --- replay --------------------------------------------------------------------------------------------------
 
 
-def _key(p: Point | None) -> tuple[int, int, int] | None:
-    return None if p is None else (p.num_steps, p.eagle_topk, p.num_draft_tokens)
+def adaptive_extra(valid: Sequence[Point]) -> int:
+    """Trials the search runs beyond ``max_trial_count``: 1 when ``valid`` has adaptive-mode points (the one
+    adaptive trial), else 0."""
+    return int(any(p.adaptive for p in valid))
 
 
 def suggest(settings: SearchSettings, valid: Sequence[Point], trials: Sequence[TrialResult]) -> Suggestion:
@@ -133,16 +145,18 @@ def suggest(settings: SearchSettings, valid: Sequence[Point], trials: Sequence[T
     if failed > settings.max_failed_trial_count:
         return Suggestion(done=True, reason=f"{failed} failed trials > maxFailedTrialCount "
                                             f"{settings.max_failed_trial_count}")
-    if len(trials) >= settings.max_trial_count:
-        return Suggestion(done=True, reason=f"maxTrialCount {settings.max_trial_count} reached")
-    recorded: dict[tuple[int, int, int] | None, deque[float | None]] = {}
+    extra = adaptive_extra(valid)
+    if len(trials) >= settings.max_trial_count + extra:
+        return Suggestion(done=True, reason=f"maxTrialCount {settings.max_trial_count} reached"
+                                            + (" (and the adaptive-mode trial)" if extra else ""))
+    recorded: dict[Point | None, deque[float | None]] = {}
     for t in trials:
-        recorded.setdefault(_key(t.point), deque()).append(objective_value(settings.objective, t))
+        recorded.setdefault(t.point, deque()).append(objective_value(settings.objective, t))
     search = ALGORITHMS[settings.algorithm](settings, list(valid))
     try:
         ask = next(search)
         while True:
-            answers = recorded.get(_key(ask))
+            answers = recorded.get(ask)
             if not answers:
                 return Suggestion(point=ask, control=ask is None)
             ask = search.send(answers.popleft())
@@ -153,34 +167,86 @@ def suggest(settings: SearchSettings, valid: Sequence[Point], trials: Sequence[T
 # --- algorithms ----------------------------------------------------------------------------------------------
 
 
+def _static(valid: list[Point]) -> list[Point]:
+    return [p for p in valid if not p.adaptive]
+
+
+def _best_static(values: dict[Point | None, float]) -> Point | None:
+    """The best static point measured (highest value, the cheapest among equals), or None (none completed)."""
+    done = [p for p, v in values.items() if p is not None and not p.adaptive and v > -math.inf]
+    return min(done, key=lambda p: (-values[p], p.cost_key())) if done else None
+
+
+def _adaptive_of(best: Point | None, valid: list[Point]) -> Point | None:
+    """``best`` in adaptive mode when the release's rules accept it there (it is among ``valid``), else None."""
+    if best is None:
+        return None
+    p = best.model_copy(update={"adaptive": True})
+    return p if p in valid else None
+
+
 def _grid(settings: SearchSettings, valid: list[Point]) -> Search:
     yield None
-    for p in valid[: settings.max_trial_count - 1]:
-        _ = yield p  # the value is not needed (and ``yield from`` a list would not take it)
+    values: dict[Point | None, float] = {}
+    for p in _static(valid)[: settings.max_trial_count - 1]:
+        got = yield p
+        values[p] = -math.inf if got is None else got
+    if (a := _adaptive_of(_best_static(values), valid)) is not None:
+        _ = yield a
 
 
 def _random(settings: SearchSettings, valid: list[Point]) -> Search:
     yield None
     rng = random.Random(settings.seed)
-    for p in rng.sample(valid, min(len(valid), settings.max_trial_count - 1)):
-        _ = yield p
+    static = _static(valid)
+    values: dict[Point | None, float] = {}
+    for p in rng.sample(static, min(len(static), settings.max_trial_count - 1)):
+        got = yield p
+        values[p] = -math.inf if got is None else got
+    if (a := _adaptive_of(_best_static(values), valid)) is not None:
+        _ = yield a
 
 
 class _OutOfBudget(Exception):
     pass
 
 
+Extras = tuple[int | None, int | None]
+"""(maxRunningRequests, cudaGraphMaxBs) of a point (``None``: the server's own value)."""
+
+
+def _extras(p: Point) -> Extras:
+    return (p.max_running_requests, p.cuda_graph_max_bs)
+
+
+def _middle(values: Sequence[int | None]) -> int | None:
+    """The middle of the sorted values (the lower one of two), ``None`` when the dimension is not searched."""
+    known = sorted({v for v in values if v is not None})
+    return known[(len(known) - 1) // 2] if known else None
+
+
 class _Space:
-    """Index of the valid points: (numSteps, eagleTopk) → sorted valid draft-token values."""
+    """Index of the valid static points: (numSteps, eagleTopk) → sorted valid draft-token values, at the start
+    values of maxRunningRequests / cudaGraphMaxBs (``base``: the middle of each, or the combination nearest it that
+    has valid points); every valid static point for the climbs over those."""
 
     def __init__(self, valid: list[Point]) -> None:
-        self.steps = sorted({p.num_steps for p in valid})
-        self.topks = sorted({p.eagle_topk for p in valid})
+        self.points = set(valid)
+        combos = sorted({_extras(p) for p in valid}, key=lambda e: tuple(-1 if v is None else v for v in e))
+        want = (_middle([e[0] for e in combos]), _middle([e[1] for e in combos]))
+        self.base: Extras = min(combos, key=lambda e: sum(0 if a == b else 1 + abs((a or 0) - (b or 0))
+                                                          for a, b in zip(e, want, strict=True))) \
+            if combos else (None, None)
+        at_base = [p for p in valid if _extras(p) == self.base]
+        self.steps = sorted({p.num_steps for p in at_base})
+        self.topks = sorted({p.eagle_topk for p in at_base})
         self.ndts: dict[tuple[int, int], list[int]] = {}
-        for p in valid:
+        for p in at_base:
             self.ndts.setdefault((p.num_steps, p.eagle_topk), []).append(p.num_draft_tokens)
         for v in self.ndts.values():
             v.sort()
+        self.mrrs = sorted({p.max_running_requests for p in valid if p.max_running_requests is not None})
+        self.bss = sorted({p.cuda_graph_max_bs for p in valid if p.cuda_graph_max_bs is not None})
 
     def steps_of(self, topk: int) -> list[int]:
         return [s for s in self.steps if (s, topk) in self.ndts]
@@ -188,22 +254,30 @@ class _Space:
     def full(self, steps: int, topk: int) -> Point:
         """The fullest tree of ``steps``/``topk``: the most draft tokens of the set (at most steps × topk + 1);
         the chain itself for eagleTopk 1."""
-        return Point(num_steps=steps, eagle_topk=topk, num_draft_tokens=self.ndts[(steps, topk)][-1])
+        return Point(num_steps=steps, eagle_topk=topk, num_draft_tokens=self.ndts[(steps, topk)][-1],
+                     max_running_requests=self.base[0], cuda_graph_max_bs=self.base[1])
+
+    def line(self, p: Point, field: str) -> list[Point]:
+        """The valid points that differ from ``p`` in ``field`` only, ``p`` among them, by that field's value."""
+        values = self.mrrs if field == "max_running_requests" else self.bss
+        return [q for v in values if (q := p.model_copy(update={field: v})) in self.points]
 
 
 def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
-    space = _Space(valid)
+    space = _Space(_static(valid))
     budget = settings.max_trial_count - min(settings.repeats, max(settings.max_trial_count - 2, 0))
     memo: dict[Point | None, float] = {}
     used = 0
 
-    def measure(p: Point | None) -> Generator[Point | None, float | None, float]:
+    def measure(p: Point | None, free: bool = False) -> Generator[Point | None, float | None, float]:
+        """``p``'s value (measured when new: a trial, counted in the budget unless ``free``)."""
         nonlocal used
         if p in memo:
             return memo[p]
-        if used >= budget:
+        if used >= budget and not free:
             raise _OutOfBudget
-        used += 1
+        if not free:
+            used += 1
         got = yield p
         memo[p] = -math.inf if got is None else got
         return memo[p]
@@ -229,6 +303,27 @@ def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
                 break
         return space.full(steps[best_j], topk)
 
+    def climb_line(p: Point, field: str) -> Generator[Point | None, float | None, Point]:
+        """Hill climbing from ``p`` (measured) over the values of ``field`` (maxRunningRequests or
+        cudaGraphMaxBs), like :func:`climb` over numSteps. Returns the best point of the line measured."""
+        line = space.line(p, field)
+        if len(line) < 2:
+            return p
+        i = line.index(p)
+        top, best_j = memo[p], i
+        for direction in (1, -1):
+            j, misses = i, 0
+            while 0 <= j + direction < len(line) and misses <= PATIENCE:
+                j += direction
+                v = yield from measure(line[j])
+                if v > top:
+                    top, best_j, misses = v, j, 0
+                else:
+                    misses += 1
+            if best_j != i:
+                break
+        return line[best_j]
+
     try:
         yield from measure(None)
         start = CHAIN_START_STEPS
@@ -244,9 +339,24 @@ def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
             i = ndts.index(p.num_draft_tokens)
             if p.eagle_topk > 1 and i > 0:
                 yield from measure(Point(num_steps=p.num_steps, eagle_topk=p.eagle_topk,
-                                         num_draft_tokens=ndts[i - 1]))
+                                         num_draft_tokens=ndts[i - 1], max_running_requests=space.base[0],
+                                         cuda_graph_max_bs=space.base[1]))
+        # 4b. maxRunningRequests and cudaGraphMaxBs as further coordinates, from the incumbent, until a round
+        # over both improves nothing
+        fields = [f for f, values in (("max_running_requests", space.mrrs), ("cuda_graph_max_bs", space.bss))
+                  if len(values) > 1]
+        incumbent = _best_static(memo)
+        while fields and incumbent is not None:
+            before = incumbent
+            for field in fields:
+                incumbent = yield from climb_line(incumbent, field)
+            if incumbent == before:
+                break
     except _OutOfBudget:
         pass
+    # the adaptive-mode trial of the best static point, before the repeats (so that it can be a finalist)
+    if (a := _adaptive_of(_best_static(memo), valid)) is not None:
+        yield from measure(a, free=True)
     # 5. repeats, successive halving: the best FINALISTS by their first measurement get one more each, then the
     # best two by their mean one more each, and so on, with what is left of the budget (at least ``repeats``)
     first = {p: v for p, v in memo.items() if v > -math.inf}
@@ -255,7 +365,8 @@ def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
     def order(points: Sequence[Point | None]) -> list[Point | None]:
         return sorted(points, key=lambda p: (-sum(runs[p]) / len(runs[p]), _cost(p)))
 
-    left = settings.max_trial_count - used if settings.repeats else 0  # the search kept >= ``repeats`` free
+    # the search kept >= ``repeats`` free; the adaptive-mode trial is not counted (``free``)
+    left = settings.max_trial_count - used if settings.repeats else 0
     width = FINALISTS
     while left > 0 and runs:
         for q in order(list(runs))[:width]:
@@ -292,7 +403,7 @@ def noise_estimate(values: dict[Point | None, list[float]]) -> float:
     return math.sqrt(ss / dof) if dof else 0.0
 
 
-def _cost(p: Point | None) -> tuple[int, int, int]:
+def _cost(p: Point | None) -> tuple[int, ...]:
     return (0, 0, 0) if p is None else p.cost_key()
 
 

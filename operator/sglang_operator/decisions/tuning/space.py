@@ -1,5 +1,6 @@
-"""The search space of a speculative-decoding tuning: which (numSteps, eagleTopk, numDraftTokens) points exist,
-which are valid, and in what order they are "cheaper".
+"""The search space of a speculative-decoding tuning: which (numSteps, eagleTopk, numDraftTokens) points exist —
+with, when the tuning lists them, ``--max-running-requests`` and the CUDA-graph batch size as further dimensions,
+and SGLang's adaptive mode as a variant of each point — which are valid, and in what order they are "cheaper".
 
 Validity follows SGLang and its sweep script (``scripts/playground/bench_speculative.py``):
 
@@ -19,9 +20,17 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from sglang_operator.api.spec import SGLangServerSpec
@@ -42,23 +51,60 @@ class TuningModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
 
 
+_OPTIONAL_DIMENSIONS = ("max_running_requests", "cuda_graph_max_bs", "adaptive")
+
+
 class Point(TuningModel):
     """One speculative configuration: ``--speculative-num-steps``, ``--speculative-eagle-topk``,
-    ``--speculative-num-draft-tokens``."""
+    ``--speculative-num-draft-tokens``; optionally ``--max-running-requests`` (``max_running_requests``, requests)
+    and the CUDA-graph batch size (``cuda_graph_max_bs``, requests; ``spec.memory.cudaGraphMaxBs``), ``None``
+    keeping the server's own value; ``adaptive``: SGLang's adaptive mode (``spec.speculative.adaptive``) started
+    from these settings."""
 
     num_steps: Annotated[int, Field(ge=1)]
     eagle_topk: Annotated[int, Field(ge=1)]
     num_draft_tokens: Annotated[int, Field(ge=1)]
+    max_running_requests: Annotated[int | None, Field(ge=1)] = None
+    cuda_graph_max_bs: Annotated[int | None, Field(ge=1)] = None
+    adaptive: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_unsearched(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A dump leaves out the optional dimensions at their defaults (a point of the three speculative settings
+        dumps as it always did)."""
+        out: dict[str, Any] = handler(self)
+        for name in _OPTIONAL_DIMENSIONS:
+            for key in (name, to_camel(name)):
+                if key in out and out[key] in (None, False):
+                    del out[key]
+        return out
 
     @property
     def label(self) -> str:
-        """``steps/topk/draft tokens``, as people write it (``3/1/4``)."""
-        return f"{self.num_steps}/{self.eagle_topk}/{self.num_draft_tokens}"
+        """``steps/topk/draft tokens``, as people write it (``3/1/4``); ``adaptive 3/1/4`` in adaptive mode, and
+        ``mrr N`` / ``bs N`` appended when set (``3/1/4 mrr 16 bs 32``: the API's
+        :meth:`~sglang_operator.api.tuning.TrialSettings.summary`)."""
+        text = f"{self.num_steps}/{self.eagle_topk}/{self.num_draft_tokens}"
+        if self.adaptive:
+            text = "adaptive " + text
+        if self.max_running_requests is not None:
+            text += f" mrr {self.max_running_requests}"
+        if self.cuda_graph_max_bs is not None:
+            text += f" bs {self.cuda_graph_max_bs}"
+        return text
 
-    def cost_key(self) -> tuple[int, int, int]:
+    @property
+    def static(self) -> Point:
+        """The point without adaptive mode."""
+        return self.model_copy(update={"adaptive": False}) if self.adaptive else self
+
+    def cost_key(self) -> tuple[int, ...]:
         """The order of cheapness: fewer draft tokens, then fewer steps, then a narrower tree (less memory per
-        request and less work per verify step when measurements cannot tell two points apart)."""
-        return (self.num_draft_tokens, self.num_steps, self.eagle_topk)
+        request and less work per verify step when measurements cannot tell two points apart), then fewer running
+        requests and a smaller CUDA-graph batch size (less memory; unset counts as 0, so the order of points
+        without them is unchanged), static before adaptive (the simpler configuration)."""
+        return (self.num_draft_tokens, self.num_steps, self.eagle_topk, self.max_running_requests or 0,
+                self.cuda_graph_max_bs or 0, int(self.adaptive))
 
 
 CONTROL_LABEL = "no-speculation"
@@ -77,11 +123,17 @@ class InvalidPoint(TuningModel):
 
 class SearchSpace(TuningModel):
     """The sets to search (Katib's ``parameters``; a range is given as its values). ``num_draft_tokens`` applies to
-    trees only: chains always get ``numSteps + 1``. Sorted and deduplicated on construction."""
+    trees only: chains always get ``numSteps + 1``. ``max_running_requests`` / ``cuda_graph_max_bs``: further
+    dimensions when not empty (empty: the server's own value, one point less per dimension). ``adaptive``: every
+    point also in SGLang's adaptive mode (the search runs one of them: the best static point's). Sorted and
+    deduplicated on construction."""
 
     num_steps: tuple[int, ...] = DEFAULT_NUM_STEPS
     eagle_topk: tuple[int, ...] = DEFAULT_EAGLE_TOPK
     num_draft_tokens: tuple[int, ...] = DEFAULT_NUM_DRAFT_TOKENS
+    max_running_requests: tuple[int, ...] = ()
+    cuda_graph_max_bs: tuple[int, ...] = ()
+    adaptive: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -97,18 +149,25 @@ class SearchSpace(TuningModel):
             raise ValueError("numSteps and eagleTopk need at least one value each")
         if any(v < 1 for v in (*self.num_steps, *self.eagle_topk, *self.num_draft_tokens)):
             raise ValueError("numSteps, eagleTopk and numDraftTokens values must be >= 1")
+        if any(v < 1 for v in (*self.max_running_requests, *self.cuda_graph_max_bs)):
+            raise ValueError("maxRunningRequests and cudaGraphMaxBs values must be >= 1 (requests)")
         if any(k > 1 for k in self.eagle_topk) and not self.num_draft_tokens:
             raise ValueError("numDraftTokens needs at least one value when eagleTopk has values above 1")
         return self
 
     def candidates(self) -> list[Point]:
         """Every combination the sets name, chains once per numSteps with every listed draft-token value too (so
-        that the invalid ones are counted)."""
+        that the invalid ones are counted); each with every maxRunningRequests × cudaGraphMaxBs value (when listed),
+        and again in adaptive mode when ``adaptive`` (after all static ones)."""
         out: list[Point] = []
+        extras = [(m, b) for m in (self.max_running_requests or (None,)) for b in (self.cuda_graph_max_bs or (None,))]
         for steps in self.num_steps:
             for topk in self.eagle_topk:
                 ndts = sorted({steps + 1, *self.num_draft_tokens}) if topk == 1 else self.num_draft_tokens
-                out += [Point(num_steps=steps, eagle_topk=topk, num_draft_tokens=n) for n in ndts]
+                out += [Point(num_steps=steps, eagle_topk=topk, num_draft_tokens=n, max_running_requests=m,
+                              cuda_graph_max_bs=b) for n in ndts for m, b in extras]
+        if self.adaptive:
+            out += [p.model_copy(update={"adaptive": True}) for p in out]
         return out
 
 
@@ -127,11 +186,17 @@ def shape_reason(p: Point) -> str | None:
 
 
 def enumerate_space(space: SearchSpace, validator: Validator | None = None) -> tuple[list[Point], list[InvalidPoint]]:
-    """Valid points (sorted by :meth:`Point.cost_key`) and the invalid ones with their reasons."""
+    """Valid points (sorted by :meth:`Point.cost_key`) and the invalid ones with their reasons. The adaptive-mode
+    variant of a point that is itself invalid is not listed again."""
     valid: list[Point] = []
     invalid: list[InvalidPoint] = []
+    refused: set[Point] = set()
     for p in space.candidates():
+        if p.adaptive and p.static in refused:
+            continue  # adaptive mode of a point that is refused anyway: counted once, as the static point
         reason = shape_reason(p) or (validator(p) if validator is not None else None)
+        if reason is not None and not p.adaptive:
+            refused.add(p)
         if reason is None:
             valid.append(p)
         else:
@@ -150,13 +215,21 @@ def spec_validator(spec: SGLangServerSpec) -> Validator:
     base = spec.speculative
 
     def verdict(p: Point) -> str | None:
+        fields: dict[str, object] = {**base.model_dump(), "num_steps": p.num_steps, "eagle_topk": p.eagle_topk,
+                                     "num_draft_tokens": p.num_draft_tokens}
+        if p.adaptive:
+            fields["adaptive"] = {**(base.adaptive.model_dump() if base.adaptive is not None else {}),
+                                  "enabled": True}
+        elif base.adaptive is not None and base.adaptive.enabled:
+            fields["adaptive"] = None  # a static trial of a server in adaptive mode (trial_spec drops the block)
+        memory = spec.memory.model_copy(update={k: v for k, v in (("max_running_requests", p.max_running_requests),
+                                                                  ("cuda_graph_max_bs", p.cuda_graph_max_bs))
+                                                if v is not None})
         try:
-            speculative = type(base).model_validate({**base.model_dump(), "num_steps": p.num_steps,
-                                                     "eagle_topk": p.eagle_topk,
-                                                     "num_draft_tokens": p.num_draft_tokens})
+            speculative = type(base).model_validate(fields)
         except ValidationError as exc:
             return "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
-        result = check(spec.model_copy(update={"speculative": speculative}))
+        result = check(spec.model_copy(update={"speculative": speculative, "memory": memory}))
         return result.errors[0] if result.errors else None
 
     return verdict

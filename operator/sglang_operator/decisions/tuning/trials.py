@@ -20,7 +20,14 @@ from sglang_operator.api import tuning as api
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.decisions.tuning.objective import LevelFigures, Objective, ObjectiveKind, TrialResult
 from sglang_operator.decisions.tuning.objective import TrialVerdict as SearchVerdict
-from sglang_operator.decisions.tuning.search import Algorithm, SearchSettings, Suggestion, decide, suggest
+from sglang_operator.decisions.tuning.search import (
+    Algorithm,
+    SearchSettings,
+    Suggestion,
+    adaptive_extra,
+    decide,
+    suggest,
+)
 from sglang_operator.decisions.tuning.space import InvalidPoint, Point, SearchSpace, enumerate_space, spec_validator
 
 NO_LIMIT_SECONDS = 1e9
@@ -70,7 +77,8 @@ def search_settings(spec: api.SGLangTuningSpec) -> SearchSettings:
 def search_space(params: api.Parameters) -> SearchSpace:
     """``spec.parameters`` as a :class:`~.space.SearchSpace`. numDraftTokens unset: SGLang's rule (chains get
     numSteps + 1 anyway; trees every value from the smallest numSteps + 1 to numSteps × eagleTopk + 1, the
-    larger ones then refused per point by the shape rule)."""
+    larger ones then refused per point by the shape rule). ``maxRunningRequests`` / ``cudaGraphMaxBs`` unset: not
+    searched (the server's own value); ``adaptive``: the points in adaptive mode too."""
     steps = params.num_steps.values()
     topks = params.eagle_topk.values()
     if params.num_draft_tokens is not None:
@@ -79,23 +87,33 @@ def search_space(params: api.Parameters) -> SearchSpace:
         ndts = tuple(range(min(steps) + 1, max(steps) * max(topks) + 2))
     else:
         ndts = ()
-    return SearchSpace(num_steps=steps, eagle_topk=topks, num_draft_tokens=ndts)
+    return SearchSpace(num_steps=steps, eagle_topk=topks, num_draft_tokens=ndts,
+                       max_running_requests=params.max_running_requests.values()
+                       if params.max_running_requests is not None else (),
+                       cuda_graph_max_bs=params.cuda_graph_max_bs.values() if params.cuda_graph_max_bs is not None
+                       else (), adaptive=params.adaptive)
 
 
-def planned_trials(spec: api.SGLangTuningSpec, valid: int) -> int:
+def planned_trials(spec: api.SGLangTuningSpec, valid: int | Sequence[Point]) -> int:
     """``status.trialsTotal``: the trials the search runs unless failures end it, the control trial included. Grid
-    and Random run each of the ``valid`` points once (at most maxTrialCount); the default search spends the whole
-    maxTrialCount, its last trials measuring the finalists again (the noise estimate)."""
+    and Random run each of the valid static points once (at most maxTrialCount); the default search spends the
+    whole maxTrialCount, its last trials measuring the finalists again (the noise estimate). ``valid``: the valid
+    points (:func:`points`; with adaptive-mode points among them the adaptive trial is one more, at most), or the
+    number of valid static points."""
     settings = search_settings(spec)
+    static, extra = (valid, 0) if isinstance(valid, int) else (sum(not p.adaptive for p in valid),
+                                                               adaptive_extra(valid))
     if settings.algorithm is Algorithm.COORDINATE_ASCENT and settings.repeats:
-        return settings.max_trial_count
-    return min(valid + 1, settings.max_trial_count)
+        return settings.max_trial_count + extra
+    return min(static + 1, settings.max_trial_count) + extra
 
 
 def points(params: api.Parameters, server: SGLangServerSpec) -> tuple[list[Point], list[InvalidPoint]]:
     """Valid points (cheapest first) and invalid ones with their reasons: the shape rules, then the server's spec
-    rendered with each point and checked with its release's rules (:func:`~.space.spec_validator`). Raises
-    ``ValueError`` when the server has no ``spec.speculative``."""
+    rendered with each point and checked with its release's rules (:func:`~.space.spec_validator`). With
+    ``parameters.adaptive`` the valid points include the adaptive-mode ones the release accepts (none before
+    0.5.11, none of a tree), of which the search runs one. Raises ``ValueError`` when the server has no
+    ``spec.speculative``."""
     return enumerate_space(search_space(params), spec_validator(server))
 
 
@@ -104,7 +122,9 @@ def settings_of(point: Point | None) -> api.TrialSettings:
     if point is None:
         return api.TrialSettings(speculative=False)
     return api.TrialSettings(num_steps=point.num_steps, eagle_topk=point.eagle_topk,
-                             num_draft_tokens=point.num_draft_tokens)
+                             num_draft_tokens=point.num_draft_tokens, adaptive=True if point.adaptive else None,
+                             max_running_requests=point.max_running_requests,
+                             cuda_graph_max_bs=point.cuda_graph_max_bs)
 
 
 def point_of(settings: api.TrialSettings) -> Point | None:
@@ -112,13 +132,18 @@ def point_of(settings: api.TrialSettings) -> Point | None:
     if not settings.speculative:
         return None
     return Point(num_steps=settings.num_steps or 1, eagle_topk=settings.eagle_topk or 1,
-                 num_draft_tokens=settings.num_draft_tokens or (settings.num_steps or 1) + 1)
+                 num_draft_tokens=settings.num_draft_tokens or (settings.num_steps or 1) + 1,
+                 max_running_requests=settings.max_running_requests, cuda_graph_max_bs=settings.cuda_graph_max_bs,
+                 adaptive=bool(settings.adaptive))
 
 
 def trial_spec(server_spec: Mapping[str, Any], settings: api.TrialSettings, replicas: int = 1) -> dict[str, Any]:
     """The server's spec (camelCase dict) with the trial's settings: ``spec.speculative`` without it for the
-    control trial, else its numSteps / eagleTopk / numDraftTokens replaced (adaptive as the settings say);
-    ``replicas`` pods. A copy."""
+    control trial, else its numSteps / eagleTopk / numDraftTokens replaced and ``adaptive`` as the settings say
+    (``enabled: true``, the server's ConfigMap kept; removed for a static trial); ``spec.memory.maxRunningRequests``
+    and ``spec.memory.cudaGraphMaxBs`` when set (the builders render the latter under the release's flag name:
+    ``--cuda-graph-max-bs`` up to 0.5.13, ``--cuda-graph-max-bs-decode`` from 0.5.14); ``replicas`` pods. A
+    copy."""
     spec = copy.deepcopy(dict(server_spec))
     spec["replicas"] = replicas
     if not settings.speculative:
@@ -130,12 +155,16 @@ def trial_spec(server_spec: Mapping[str, Any], settings: api.TrialSettings, repl
         if value is not None:
             spec_dec[key] = value
     if settings.adaptive:
-        spec_dec.setdefault("adaptive", {})
+        adaptive = spec_dec.get("adaptive")
+        spec_dec["adaptive"] = {**(adaptive if isinstance(adaptive, dict) else {}), "enabled": True}
     else:
         spec_dec.pop("adaptive", None)
     spec["speculative"] = spec_dec
-    if settings.max_running_requests is not None:
-        spec.setdefault("memory", {})["maxRunningRequests"] = settings.max_running_requests
+    for key, value in (("maxRunningRequests", settings.max_running_requests),
+                       ("cudaGraphMaxBs", settings.cuda_graph_max_bs)):
+        if value is not None:
+            memory = spec.get("memory")
+            spec["memory"] = {**(memory if isinstance(memory, dict) else {}), key: value}
     return spec
 
 
