@@ -2,6 +2,7 @@
 a test).
 
     python bench/tuning.py [--seeds 20] [--budget-fraction 0.25] [--profiles qwen36-a6000,llama8b-h100,...]
+    python bench/tuning.py --through-pods [--budget-fraction 0.25]   # one profile end to end (bench/tuning_pods.py)
 
 In process against the simulator's perf and noise model (``sglang_sim.measure.measure_point``: a fresh server per
 trial, its memory plan and CUDA graphs, then a closed-loop load on the simulated scheduler; noise = the engine's
@@ -233,7 +234,15 @@ def main() -> None:
     parser.add_argument("--algorithms", default="Grid,CoordinateAscent,Random",
                         help="of Grid, CoordinateAscent, Random (TPE is added when optuna is importable)")
     parser.add_argument("--no-tpe", action="store_true", help="skip Optuna's TPE even when it is importable")
+    parser.add_argument("--through-pods", action="store_true",
+                        help="instead: the published case end to end through pods on the local control plane, with "
+                        "its wall time (bench/tuning_pods.py; uses --budget-fraction only)")
     args = parser.parse_args()
+    if args.through_pods:
+        from bench.tuning_pods import run as run_through_pods
+
+        run_through_pods(args.budget_fraction)
+        return
     try:
         import optuna  # noqa: F401
 

@@ -27,6 +27,7 @@ from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, ROOT, sample
 from e2e.tests.objects import pods
+from e2e.tuning_truth import noise_free
 from sglang_operator import builders
 from sglang_operator.api import tuning as api
 from sglang_operator.api.server import parse
@@ -96,26 +97,6 @@ class Poller:
     def __exit__(self, *_: Any) -> None:
         self.stop.set()
         self.thread.join(timeout=15)
-
-
-def noise_free(server: dict[str, Any], settings: api.TrialSettings, concurrency: int) -> float | None:
-    """The objective of a trial's settings at ``concurrency`` by the simulator's perf model without noise (decode
-    tok/s at 1, output tok/s above), from the command line the operator renders for it as the simulator resolves
-    it in a pod; None when SGLang would fail (out of memory)."""
-    from sglang_sim.facts import resolve, version_facts
-    from sglang_sim.launch import spec_shape
-    from sglang_sim.measure import Workload, measure_point
-    from sglang_sim.profiles import load_gpu_profile, load_model_profile
-
-    spec = plan.trial_spec(server["spec"], settings)
-    rendered = builders.render(parse({**server, "metadata": {"name": SERVER, "namespace": "default"}, "spec": spec}))
-    args = resolve(rendered.command.args, version_facts(str(rendered.command.version)), {}).server_args
-    fig = measure_point(load_model_profile(str(args["model_path"])), load_gpu_profile(GPU), int(args["tp_size"]),
-                        spec_shape(args), concurrency, noise=False, memory=args,
-                        workload=Workload(prompt_tokens=256, max_new_tokens=32))
-    if fig.failure is not None:
-        return None
-    return fig.decode_tok_s if concurrency == 1 else fig.output_tok_s
 
 
 def finished(k8s: K8sCluster, ns: str, name: str) -> dict[str, Any] | None:

@@ -1,0 +1,241 @@
+"""One tuning profile end to end through pods, with its wall time (prints figures; not a test).
+
+    python bench/tuning_pods.py [--budget-fraction 0.25] [--seed 0]
+    python bench/tuning.py --through-pods      # the same
+
+``bench/tuning.py`` runs the search in process against the simulator's perf and noise model; this runs the
+published case the way a user would: the local control plane and the operator as ``python -m e2e.demo --tune``
+starts them (``Cluster(build(), NodeOptions())``, ``OperatorProcess``, both CRDs installed), the published regressed
+sample served (``e2e.policies.sample(BAD)``: Qwen3.6-27B, NEXTN 1/1/2 with ``specV2``, tensor parallelism 2 on
+RTX A6000, the simulator at real speed with a one-second model load), then a Shadow ``SGLangTuning`` of it with
+the default search (``algorithmName: Default``, i.e. ``CoordinateAscent``) over :data:`PARAMETERS` at concurrency 1
+(``decodeTokensPerSecond``), short trials (:data:`WORKLOAD`: 64 output tokens, 5 s per window, 1 s warm-up,
+``repetitions`` left at the API's default; the search's own repeat trials are its default), followed to the end.
+
+Budget as in the in-process bench: the grid's trials are the control trial plus every valid point of the space
+(as the operator validates them: the server's spec rendered with each point and checked with its release's rules;
+here ``specV2`` refuses every tree, so only chains are valid); the search may start ``max(⌊fraction × grid⌋, 4)``
+trials, the control trial included, i.e. ``spec.budget.maxTrialCount`` = that − 1 (the API's count leaves the control
+trial out); ``maxFailedTrialCount`` = ``maxTrialCount`` (as in process, out-of-memory points never end the search).
+
+Printed: the space and its grid size, each trial as it ends, the trials used (started, Completed, Failed; invalid
+points, never started), the recommendation with its measured objective and speedup over the control trial (from
+``status.best``), its noise-free objective ÷ the noise-free optimum over every valid point and the control trial
+(``e2e.tuning_truth.noise_free``: the simulator's perf model on the command line the operator renders for a trial),
+the trial workloads left behind, and the wall time: cluster start (control plane, CRDs, operator, the server Ready)
+apart from the tuning (from applying the SGLangTuning to its final phase). Exits non-zero unless the tuning ends
+``Succeeded`` with a recommendation.
+
+Last measured (2026-12-02, machine: 2 cores shared with three other sessions, at a399f18): 8 valid points (chains
+1-8; 760 trees invalid under ``specV2``, never started), grid 9 trials, the search allowed 4 (the floor of 4 binds:
+44 % of the grid, not ≤ 25 %); 4 started (control, 3/1/4, then its repeats 3/1/4 and control), 0 Failed;
+recommendation 3/1/4, measured 54.6 decode tok/s, 2.50× the control trials' 21.8 (``status.best.speedup``, on
+output tok/s: 2.36×); noise-free 52.1 tok/s = 1.000 × the optimum (3/1/4; 4/1/5 and beyond run out of memory with
+the regressed sample's memory settings), 2.43× the noise-free control; no trial workload left. Wall time: start
+36 s (control plane 10.5 s, CRDs and operator 16 s, the server Ready 9.7 s), tuning 76 s (4 trials of 18-20 s each),
+112 s in all (120 s with the process start). On this case the search's start point (SGLang's default 3 steps) is
+the optimum and the budget leaves no room to climb, so the run checks the path through pods and its cost more than
+the search; the in-process bench compares the searches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from e2e.build_k8s import build
+from e2e.cluster import Cluster, NodeOptions
+from e2e.conftest import K8sCluster
+from e2e.operator_proc import OperatorProcess
+from e2e.policies import BAD, ROOT, sample
+from e2e.tuning_truth import noise_free
+from sglang_operator.api import tuning as api
+from sglang_operator.api.server import parse
+from sglang_operator.decisions.tuning import trials as plan
+
+SERVER = "qwen36-27b"
+TUNING = "qwen36-27b-bench"
+NAMESPACE = "default"
+CONCURRENCY = 1
+PARAMETERS: dict[str, Any] = {"numSteps": {"min": 1, "max": 8}, "eagleTopk": {"list": [1, 2, 4]}}
+"""``spec.parameters``: chains and trees of 1-8 steps (``tune start --steps 1-8 --topk 1,2,4``, docs/tuning.md);
+numDraftTokens unset (SGLang's rule)."""
+WORKLOAD: dict[str, Any] = {"maxOutputTokens": 64, "secondsPerLevel": 5, "warmupSeconds": 1,
+                            "concurrency": [{"level": CONCURRENCY}]}
+"""``spec.workload``: short trials at concurrency 1; ``repetitions`` left at its default."""
+MIN_BUDGET = 4
+"""Trials (control included) the search gets at least, as ``bench/tuning.py`` ``bench_one`` gives them."""
+SERVER_READY_SECONDS = 180
+TUNING_TIMEOUT_SECONDS = 900
+
+
+def budget_of(grid_trials: int, fraction: float) -> int:
+    """Trials the search may start, the control trial included: ``max(⌊fraction × grid_trials⌋, 4)`` (the in-process
+    bench's rule)."""
+    return max(int(grid_trials * fraction), MIN_BUDGET)
+
+
+def tuning_body(max_trial_count: int, seed: int) -> dict[str, Any]:
+    """The SGLangTuning object (Shadow, default search) with ``spec.budget.maxTrialCount`` = ``max_trial_count``."""
+    return {"apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": TUNING},
+            "spec": {"serverRef": {"name": SERVER}, "mode": "Shadow", "parameters": PARAMETERS,
+                     "objective": {"objectiveMetricName": "decodeTokensPerSecond"}, "workload": WORKLOAD,
+                     "budget": {"maxTrialCount": max_trial_count, "maxFailedTrialCount": max_trial_count},
+                     "algorithm": {"algorithmName": "Default", "seed": seed}}}
+
+
+def _seconds(a: str | None, b: str | None) -> float:
+    if not a or not b:
+        return 0.0
+    return (datetime.fromisoformat(b.replace("Z", "+00:00")) - datetime.fromisoformat(a.replace("Z", "+00:00"))
+            ).total_seconds()
+
+
+def follow(k8s: K8sCluster, t0: float) -> dict[str, Any]:
+    """Poll the SGLangTuning every second, print each trial as it gets its verdict, return the object once its
+    phase is final. Raises SystemExit after :data:`TUNING_TIMEOUT_SECONDS`."""
+    deadline, shown = time.monotonic() + TUNING_TIMEOUT_SECONDS, 0
+    obj: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        obj = k8s.get("sglangtuning", TUNING, "-n", NAMESPACE)
+        st = obj.get("status") or {}
+        ended = [t for t in st.get("trials") or [] if t.get("verdict") in plan.FINISHED]
+        for t in ended[shown:]:
+            figure = f"{t['objective']:.1f} tok/s" if t.get("objective") is not None else (
+                (t.get("reason") or "").strip().splitlines()[-1][:100] if t.get("reason") else "")
+            settings = api.TrialSettings.model_validate(t["settings"]).summary()
+            print(f"   {time.monotonic() - t0:6.1f} s  {t['name']}: {settings:<15} {t['verdict']:<9} "
+                  f"{_seconds(t.get('startedAt'), t.get('finishedAt')):5.0f} s  {figure}", flush=True)
+        shown = len(ended)
+        if st.get("phase") in plan.TERMINAL_PHASES:
+            return obj
+        time.sleep(1)
+    raise SystemExit(f"tuning_pods: the tuning did not end within {TUNING_TIMEOUT_SECONDS} s; status: "
+                     f"{json.dumps(obj.get('status'))}")
+
+
+def run(fraction: float = 0.25, seed: int = 0) -> None:
+    """The whole profile: start everything, tune, print, stop everything. Raises SystemExit (non-zero) when the
+    tuning does not succeed with a recommendation."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True,
+                            text=True).stdout.strip()[:100]
+    print(f"bench/tuning_pods.py at {commit}")
+    server = sample(BAD)
+    params = api.Parameters.model_validate(PARAMETERS)
+    valid, invalid = plan.points(params, parse({**server, "metadata": {"name": SERVER,
+                                                                      "namespace": NAMESPACE}}).spec)
+    grid = len(valid) + 1
+    budget = budget_of(grid, fraction)
+    print(f"-- space {json.dumps(PARAMETERS)} on {BAD} (specV2): {len(valid)} valid points, {len(invalid)} invalid "
+          f"(never started); grid {grid} trials (control + valid points); the search may start {budget} "
+          f"(max(⌊{fraction:g} × {grid}⌋, {MIN_BUDGET}), control included: maxTrialCount {budget - 1})")
+    truth = {p.label: noise_free(server, plan.settings_of(p), CONCURRENCY,
+                                 max_output_tokens=WORKLOAD["maxOutputTokens"]) for p in valid}
+    control_truth = noise_free(server, plan.settings_of(None), CONCURRENCY,
+                               max_output_tokens=WORKLOAD["maxOutputTokens"]) or 0.0
+    optimum_label, optimum = max(((k, v) for k, v in truth.items() if v is not None), key=lambda kv: kv[1],
+                                 default=("no speculation", control_truth))
+    if control_truth > optimum:
+        optimum_label, optimum = "no speculation", control_truth
+    print("-- noise-free decode tok/s at concurrency 1 (simulator's perf model): control "
+          f"{control_truth:.1f}; " + ", ".join(f"{k} {'OOM' if v is None else f'{v:.1f}'}" for k, v in truth.items())
+          + f"; optimum {optimum_label} {optimum:.1f}")
+
+    t0 = time.monotonic()
+    cluster = Cluster(build(), NodeOptions())
+    op: OperatorProcess | None = None
+    workdir = Path(tempfile.mkdtemp(prefix="sglang-bench-tuning-"))
+    try:
+        cluster.start()
+        k8s = K8sCluster(cluster.kubeconfig, cluster.kubectl, cluster)
+        k8s.install_crd()
+        k8s.install_crd(ROOT / "crds" / "sglangtunings.yaml", "sglangtunings.sglang-operator.io")
+        op = OperatorProcess(cluster.kubeconfig, workdir / "operator.log", status_interval=1.0, sample_interval=None)
+        op.start()
+        t_operator = time.monotonic()
+        print(f"-- control plane ready in {cluster.startup_seconds:.1f} s; CRDs and operator "
+              f"{t_operator - t0 - cluster.startup_seconds:.1f} s more (log: {op.log_path})", flush=True)
+        k8s.apply(server, NAMESPACE)
+        deadline = time.monotonic() + SERVER_READY_SECONDS
+        while (k8s.get("sglangserver", SERVER, "-n", NAMESPACE).get("status") or {}).get("phase") != "Ready":
+            if time.monotonic() > deadline:
+                raise SystemExit(f"tuning_pods: {SERVER} not Ready after {SERVER_READY_SECONDS} s")
+            time.sleep(1)
+        t_ready = time.monotonic()
+        print(f"-- {SERVER} (regressed 1/1/2) Ready {t_ready - t_operator:.1f} s after it was applied", flush=True)
+
+        k8s.apply(tuning_body(budget - 1, seed), NAMESPACE)
+        t_tune = time.monotonic()
+        print(f"-- SGLangTuning {TUNING} applied (Shadow, Default search, seed {seed}); trials as they end:")
+        obj = follow(k8s, t_tune)
+        t_done = time.monotonic()
+        left = -1
+        for _ in range(60):  # the workloads are deleted at the end; their pods go with them
+            left = len(k8s.get("deployments", "-n", NAMESPACE, "-l", f"sglang-operator.io/tuning={TUNING}")["items"])
+            left += len(k8s.get("pods", "-n", NAMESPACE, "-l", f"sglang-operator.io/tuning={TUNING}")["items"])
+            if not left:
+                break
+            time.sleep(1)
+        report(obj, truth, control_truth, optimum_label, optimum, grid, budget, left,
+               start=t_ready - t0, cluster_s=cluster.startup_seconds, tuning_s=t_done - t_tune)
+    finally:
+        if op is not None:
+            op.stop()
+        cluster.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def report(obj: dict[str, Any], truth: dict[str, float | None], control_truth: float, optimum_label: str,
+           optimum: float, grid: int, budget: int, left: int, *, start: float, cluster_s: float,
+           tuning_s: float) -> None:
+    """Print the figures of the ended tuning ``obj``; SystemExit unless it Succeeded with a recommendation."""
+    st = api.SGLangTuningStatus.model_validate(obj.get("status") or {})
+    started = [t for t in st.trials if t.verdict != api.TrialVerdict.INVALID.value]
+    completed = sum(t.verdict == api.TrialVerdict.COMPLETED.value for t in started)
+    failed = sum(t.verdict == api.TrialVerdict.FAILED.value for t in started)
+    trial_s = sum(_seconds(t.started_at, t.finished_at) for t in started)
+    print(f"\n-- phase {st.phase}; trials used: {len(started)} started ({completed} Completed, {failed} Failed, "
+          f"control included) of {budget} allowed, grid {grid} ({len(started) / grid:.0%} of it); "
+          f"{st.trials_invalid or 0} invalid, never started")
+    best = st.best
+    if st.phase != api.TuningPhase.SUCCEEDED.value or best is None:
+        conds = [f"{c.type}={c.status} {c.reason}: {c.message}" for c in st.conditions]
+        raise SystemExit(f"tuning_pods: the tuning ended {st.phase} without a recommendation: {conds}")
+    value = truth.get(best.summary) if best.settings.speculative else control_truth
+    ratio = (value or 0.0) / optimum if optimum else 0.0
+    controls = [t.objective for t in started if not t.settings.speculative and t.objective is not None]
+    control = sum(controls) / len(controls) if controls else 0.0
+    print(f"-- recommendation {best.summary}: measured {best.objective or 0:.1f} decode tok/s = "
+          f"{(best.objective or 0) / control if control else 0:.2f}x the control trials' {control:.1f} "
+          f"(status.best.speedup, output tok/s: {best.speedup or 0:.2f}x); noise-free {value or 0:.1f} tok/s = "
+          f"{ratio:.3f} × the optimum {optimum_label} {optimum:.1f}, "
+          f"{(value or 0) / control_truth if control_truth else 0:.2f}x the noise-free control")
+    print(f"-- trial workloads left: {left}")
+    print(f"-- wall time: start {start:.0f} s (control plane {cluster_s:.1f} s, then CRDs, operator and the server "
+          f"Ready); tuning {tuning_s:.0f} s ({trial_s:.0f} s in trials, {len(started)} trials, "
+          f"{trial_s / max(len(started), 1):.1f} s each); total {start + tuning_s:.0f} s")
+    print(f"-- goal: ratio >= 0.98 ({'met' if ratio >= 0.98 else 'NOT met'}) with <= 25 % of the grid's trials "
+          f"({len(started)} of {grid}: {'met' if len(started) <= grid / 4 else 'NOT met'}"
+          + (f"; the floor of {MIN_BUDGET} trials binds on a grid this small)" if budget > grid / 4 else ")"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python bench/tuning_pods.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--budget-fraction", type=float, default=0.25,
+                        help="trials the search may start as a fraction of the grid's (default 0.25; at least 4)")
+    parser.add_argument("--seed", type=int, default=0, help="spec.algorithm.seed (default 0)")
+    args = parser.parse_args(argv)
+    run(args.budget_fraction, args.seed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""The noise-free truth of a tuning trial: what the simulator's perf model says a trial's settings achieve, shared by
+the tuning e2e tests (``e2e/tests/test_tuning.py``) and the end-to-end bench (``bench/tuning_pods.py``).
+
+The figure is computed from the command line the operator renders for the trial (``plan.trial_spec`` of the
+server's spec, then ``builders.render``), resolved by the simulator's own argument parser as it would be in a pod
+(``sglang_sim.facts.resolve`` with the release's facts), and evaluated by ``sglang_sim.measure.measure_point`` with
+``noise=False``: the same memory plan (out of memory → no figure), CUDA graphs and closed-loop load as a simulated
+pod, without the per-step jitter and the per-trial speed draw.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang_operator import builders
+from sglang_operator.api import tuning as api
+from sglang_operator.api.server import parse
+from sglang_operator.decisions.tuning import trials as plan
+
+GPU = "NVIDIA RTX A6000"
+"""The published case's GPU (the sample's node selector; the simulator's default profile)."""
+PROMPT_TOKENS = 256
+"""Prompt length of the perf model's load, tokens (the simulator's workload; the trials' prompts are of this
+order)."""
+
+
+def noise_free(server: dict[str, Any], settings: api.TrialSettings, concurrency: int, *,
+               max_output_tokens: int = 32, gpu: str = GPU) -> float | None:
+    """The objective of a trial's settings at ``concurrency`` by the simulator's perf model without noise: decode
+    tok/s (per request, after the first token) at concurrency 1, output tok/s of all requests above; ``None`` when
+    SGLang would fail (the simulator's out-of-memory at start-up or under load).
+
+    ``server`` is the SGLangServer object as applied (camelCase dict with ``spec``; ``metadata.name`` optional),
+    ``settings`` the trial's point (``plan.settings_of``; the control trial has ``speculative=False``),
+    ``max_output_tokens`` the workload's ``maxOutputTokens`` (tokens per request), ``gpu`` the simulator's GPU
+    profile name. Raises ``SpecError`` when the trial's spec does not parse (an invalid point)."""
+    from sglang_sim.facts import resolve, version_facts
+    from sglang_sim.launch import spec_shape
+    from sglang_sim.measure import Workload, measure_point
+    from sglang_sim.profiles import load_gpu_profile, load_model_profile
+
+    name = (server.get("metadata") or {}).get("name") or "server"
+    spec = plan.trial_spec(server["spec"], settings)
+    rendered = builders.render(parse({**server, "metadata": {"name": name, "namespace": "default"}, "spec": spec}))
+    args = resolve(rendered.command.args, version_facts(str(rendered.command.version)), {}).server_args
+    fig = measure_point(load_model_profile(str(args["model_path"])), load_gpu_profile(gpu), int(args["tp_size"]),
+                        spec_shape(args), concurrency, noise=False, memory=args,
+                        workload=Workload(prompt_tokens=PROMPT_TOKENS, max_new_tokens=max_output_tokens))
+    if fig.failure is not None:
+        return None
+    return fig.decode_tok_s if concurrency == 1 else fig.output_tok_s
