@@ -47,6 +47,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -57,25 +59,96 @@ from e2e.cluster import Cluster, NodeOptions
 from e2e.conftest import K8sCluster
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, ROOT, sample
-from e2e.tuning_truth import noise_free
+from e2e.tuning_truth import GPU, noise_free
+from sglang_operator import builders
 from sglang_operator.api import tuning as api
-from sglang_operator.api.server import parse
+from sglang_operator.api.server import SpecError, parse
+from sglang_operator.decisions.tuning import space
 from sglang_operator.decisions.tuning import trials as plan
 
-SERVER = "qwen36-27b"
-TUNING = "qwen36-27b-bench"
 NAMESPACE = "default"
 CONCURRENCY = 1
 PARAMETERS: dict[str, Any] = {"numSteps": {"min": 1, "max": 8}, "eagleTopk": {"list": [1, 2, 4]}}
-"""``spec.parameters``: chains and trees of 1-8 steps (``tune start --steps 1-8 --topk 1,2,4``, docs/tuning.md);
-numDraftTokens unset (SGLang's rule)."""
+"""``spec.parameters`` of ``qwen36-a6000``: chains and trees of 1-8 steps (``tune start --steps 1-8 --topk 1,2,4``,
+docs/tuning.md); numDraftTokens unset (SGLang's rule)."""
+TREE_PARAMETERS: dict[str, Any] = {
+    "numSteps": {"min": 1, "max": 8}, "eagleTopk": {"list": list(space.DEFAULT_EAGLE_TOPK)},
+    "numDraftTokens": {"list": list(space.DEFAULT_NUM_DRAFT_TOKENS)}}
+"""``spec.parameters`` of ``llama8b-h100``: the in-process bench's space (``SearchSpace()``: steps 1-8, topk
+1/2/4/8, draft tokens 2/4/8/16/32/64 for trees; chains get steps + 1), so its figures compare with
+``bench/tuning.py --profiles llama8b-h100``."""
+LLAMA8B = "meta-llama/Llama-3.1-8B-Instruct"
+"""The simulator's ``llama-3.1-8b`` profile (``sim/sglang_sim/profiles/models.yaml``, matched on the lowered path)."""
+LLAMA8B_DRAFT = "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B"
+"""The EAGLE3 draft model of SGLang's speculative-decoding docs for Llama-3.1-8B-Instruct."""
+H100 = "NVIDIA H100 80GB HBM3"
+"""The simulator's GPU profile name (``sim/sglang_sim/profiles/gpus.yaml``); the node label is its alias
+``NVIDIA-H100-80GB-HBM3``."""
+
+
+@dataclass(frozen=True)
+class PodsProfile:
+    """One case to tune through pods: the SGLangServer object (camelCase, as applied), the space, the GPU."""
+
+    name: str
+    server: Callable[[], dict[str, Any]]
+    """Builds the server object (``metadata.name`` set)."""
+    parameters: dict[str, Any]
+    """``spec.parameters`` of the SGLangTuning."""
+    gpu: str
+    """The simulator's GPU profile name, for the noise-free truth (``e2e.tuning_truth.noise_free(gpu=...)``)."""
+    gpu_product: str
+    """The nodes' ``nvidia.com/gpu.product`` label (``NodeOptions.gpu_product``; the server's nodeSelector)."""
+    about: str
+    """One line for the output: model, speculative algorithm, parallelism, GPU."""
+
+    @property
+    def server_name(self) -> str:
+        return str(self.server()["metadata"]["name"])
+
+    @property
+    def tuning_name(self) -> str:
+        return f"{self.server_name}-bench"
+
+
+def qwen36_server() -> dict[str, Any]:
+    """The published regressed sample as is (``e2e.policies.sample(BAD)``, ``metadata.name`` qwen36-27b)."""
+    return sample(BAD)
+
+
+def llama8b_server() -> dict[str, Any]:
+    """Llama-3.1-8B-Instruct with EAGLE3 (3/1/4, a chain) on 1 × H100, from the published sample's frame (image
+    v0.5.10, fast rollback policy, the simulator's one-second load): ``specV2`` off (spec v2 refuses trees),
+    ``spec.memory`` removed so SGLang's own memory plan applies (automatic ``mem_fraction_static``, the model's
+    context length; the in-process profile's ``memory={}``), under which every tree of the space fits."""
+    obj = sample(BAD)
+    obj["metadata"] = {"name": "llama31-8b"}
+    spec = obj["spec"]
+    spec["model"] = {"path": LLAMA8B}
+    spec["parallelism"] = {"tensor": 1}
+    spec["speculative"] = {"algorithm": "EAGLE3", "draftModelPath": LLAMA8B_DRAFT, "numSteps": 3, "eagleTopk": 1,
+                           "specV2": False}
+    spec.pop("memory", None)
+    spec["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    return obj
+
+
+PROFILES: dict[str, PodsProfile] = {
+    "qwen36-a6000": PodsProfile("qwen36-a6000", qwen36_server, PARAMETERS, GPU, "NVIDIA-RTX-A6000",
+                                f"{BAD}: Qwen3.6-27B, NEXTN, specV2, tp 2, RTX A6000"),
+    "llama8b-h100": PodsProfile("llama8b-h100", llama8b_server, TREE_PARAMETERS, H100, "NVIDIA-H100-80GB-HBM3",
+                                "Llama-3.1-8B-Instruct, EAGLE3, spec v1, tp 1, H100 80GB"),
+}
+"""The profiles by ``--profile`` name (the names of ``bench/tuning.py``'s profiles)."""
+DEFAULT_PROFILE = "qwen36-a6000"
 WORKLOAD: dict[str, Any] = {"maxOutputTokens": 64, "secondsPerLevel": 5, "warmupSeconds": 1,
                             "concurrency": [{"level": CONCURRENCY}]}
 """``spec.workload``: short trials at concurrency 1; ``repetitions`` left at its default."""
 MIN_BUDGET = 4
 """Trials (control included) the search gets at least, as ``bench/tuning.py`` ``bench_one`` gives them."""
 SERVER_READY_SECONDS = 180
-TUNING_TIMEOUT_SECONDS = 900
+TRIAL_TIMEOUT_SECONDS = 60
+"""Wall seconds a trial is given in :func:`follow`'s deadline (budget × this; trials took 18-35 s)."""
 
 
 def budget_of(grid_trials: int, fraction: float) -> int:
@@ -84,10 +157,12 @@ def budget_of(grid_trials: int, fraction: float) -> int:
     return max(int(grid_trials * fraction), MIN_BUDGET)
 
 
-def tuning_body(max_trial_count: int, seed: int) -> dict[str, Any]:
-    """The SGLangTuning object (Shadow, default search) with ``spec.budget.maxTrialCount`` = ``max_trial_count``."""
-    return {"apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": TUNING},
-            "spec": {"serverRef": {"name": SERVER}, "mode": "Shadow", "parameters": PARAMETERS,
+def tuning_body(profile: PodsProfile, max_trial_count: int, seed: int) -> dict[str, Any]:
+    """The SGLangTuning object of ``profile`` (Shadow, default search) with ``spec.budget.maxTrialCount`` =
+    ``max_trial_count``."""
+    return {"apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": profile.tuning_name},
+            "spec": {"serverRef": {"name": profile.server_name}, "mode": "Shadow",
+                     "parameters": profile.parameters,
                      "objective": {"objectiveMetricName": "decodeTokensPerSecond"}, "workload": WORKLOAD,
                      "budget": {"maxTrialCount": max_trial_count, "maxFailedTrialCount": max_trial_count},
                      "algorithm": {"algorithmName": "Default", "seed": seed}}}
@@ -100,13 +175,13 @@ def _seconds(a: str | None, b: str | None) -> float:
             ).total_seconds()
 
 
-def follow(k8s: K8sCluster, t0: float) -> dict[str, Any]:
-    """Poll the SGLangTuning every second, print each trial as it gets its verdict, return the object once its
-    phase is final. Raises SystemExit after :data:`TUNING_TIMEOUT_SECONDS`."""
-    deadline, shown = time.monotonic() + TUNING_TIMEOUT_SECONDS, 0
+def follow(k8s: K8sCluster, tuning: str, t0: float, timeout: float) -> dict[str, Any]:
+    """Poll the SGLangTuning ``tuning`` every second, print each trial as it gets its verdict, return the object
+    once its phase is final. Raises SystemExit after ``timeout`` seconds."""
+    deadline, shown = time.monotonic() + timeout, 0
     obj: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        obj = k8s.get("sglangtuning", TUNING, "-n", NAMESPACE)
+        obj = k8s.get("sglangtuning", tuning, "-n", NAMESPACE)
         st = obj.get("status") or {}
         ended = [t for t in st.get("trials") or [] if t.get("verdict") in plan.FINISHED]
         for t in ended[shown:]:
@@ -119,39 +194,54 @@ def follow(k8s: K8sCluster, t0: float) -> dict[str, Any]:
         if st.get("phase") in plan.TERMINAL_PHASES:
             return obj
         time.sleep(1)
-    raise SystemExit(f"tuning_pods: the tuning did not end within {TUNING_TIMEOUT_SECONDS} s; status: "
+    raise SystemExit(f"tuning_pods: the tuning did not end within {timeout:.0f} s; status: "
                      f"{json.dumps(obj.get('status'))}")
 
 
-def run(fraction: float = 0.25, seed: int = 0) -> None:
-    """The whole profile: start everything, tune, print, stop everything. Raises SystemExit (non-zero) when the
-    tuning does not succeed with a recommendation."""
+def run(fraction: float = 0.25, seed: int = 0, profile_name: str = DEFAULT_PROFILE, plan_only: bool = False) -> None:
+    """The whole profile: start everything, tune, print, stop everything (``plan_only``: stop after printing the
+    space, the budget and the noise-free figures, before the cluster starts). Raises SystemExit (non-zero) when
+    the server does not render and validate, or the tuning does not succeed with a recommendation."""
+    profile = PROFILES[profile_name]
     commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True,
                             text=True).stdout.strip()[:100]
-    print(f"bench/tuning_pods.py at {commit}")
-    server = sample(BAD)
-    params = api.Parameters.model_validate(PARAMETERS)
-    valid, invalid = plan.points(params, parse({**server, "metadata": {"name": SERVER,
-                                                                      "namespace": NAMESPACE}}).spec)
+    print(f"bench/tuning_pods.py at {commit}; profile {profile.name}: {profile.about}")
+    server = profile.server()
+    name, tuning = profile.server_name, profile.tuning_name
+    try:  # as the operator would: parse (the CRD's rules) and render the server's own spec before anything starts
+        parsed = parse({**server, "metadata": {"name": name, "namespace": NAMESPACE}})
+        rendered = builders.render(parsed)
+    except SpecError as e:
+        raise SystemExit(f"tuning_pods: the {profile.name} server does not validate: {e}") from e
+    print(f"-- {name} renders: {' '.join(rendered.command.args)}")
+    params = api.Parameters.model_validate(profile.parameters)
+    valid, invalid = plan.points(params, parsed.spec)
     grid = len(valid) + 1
     budget = budget_of(grid, fraction)
-    print(f"-- space {json.dumps(PARAMETERS)} on {BAD} (specV2): {len(valid)} valid points, {len(invalid)} invalid "
+    print(f"-- space {json.dumps(profile.parameters)}: {len(valid)} valid points, {len(invalid)} invalid "
           f"(never started); grid {grid} trials (control + valid points); the search may start {budget} "
           f"(max(⌊{fraction:g} × {grid}⌋, {MIN_BUDGET}), control included: maxTrialCount {budget - 1})")
-    truth = {p.label: noise_free(server, plan.settings_of(p), CONCURRENCY,
+    truth = {p.label: noise_free(server, plan.settings_of(p), CONCURRENCY, gpu=profile.gpu,
                                  max_output_tokens=WORKLOAD["maxOutputTokens"]) for p in valid}
-    control_truth = noise_free(server, plan.settings_of(None), CONCURRENCY,
+    control_truth = noise_free(server, plan.settings_of(None), CONCURRENCY, gpu=profile.gpu,
                                max_output_tokens=WORKLOAD["maxOutputTokens"]) or 0.0
     optimum_label, optimum = max(((k, v) for k, v in truth.items() if v is not None), key=lambda kv: kv[1],
                                  default=("no speculation", control_truth))
     if control_truth > optimum:
         optimum_label, optimum = "no speculation", control_truth
+    ranked = sorted(((v, k) for k, v in truth.items() if v is not None), reverse=True)
+    oom = [k for k, v in truth.items() if v is None]
+    shown = ", ".join(f"{k} {'OOM' if v is None else f'{v:.1f}'}" for k, v in truth.items()) if len(truth) <= 12 else (
+        "best " + ", ".join(f"{k} {v:.1f}" for v, k in ranked[:8]) + f"; {len(ranked)} fit"
+        + (f", OOM: {', '.join(oom)}" if oom else ", none OOM"))
     print("-- noise-free decode tok/s at concurrency 1 (simulator's perf model): control "
-          f"{control_truth:.1f}; " + ", ".join(f"{k} {'OOM' if v is None else f'{v:.1f}'}" for k, v in truth.items())
-          + f"; optimum {optimum_label} {optimum:.1f}")
+          f"{control_truth:.1f}; {shown}"
+          + f"; optimum {optimum_label} {optimum:.1f} ({optimum / control_truth if control_truth else 0:.2f}x)")
+    if plan_only:
+        return
 
     t0 = time.monotonic()
-    cluster = Cluster(build(), NodeOptions())
+    cluster = Cluster(build(), NodeOptions(gpu_product=profile.gpu_product))
     op: OperatorProcess | None = None
     workdir = Path(tempfile.mkdtemp(prefix="sglang-bench-tuning-"))
     try:
@@ -166,22 +256,22 @@ def run(fraction: float = 0.25, seed: int = 0) -> None:
               f"{t_operator - t0 - cluster.startup_seconds:.1f} s more (log: {op.log_path})", flush=True)
         k8s.apply(server, NAMESPACE)
         deadline = time.monotonic() + SERVER_READY_SECONDS
-        while (k8s.get("sglangserver", SERVER, "-n", NAMESPACE).get("status") or {}).get("phase") != "Ready":
+        while (k8s.get("sglangserver", name, "-n", NAMESPACE).get("status") or {}).get("phase") != "Ready":
             if time.monotonic() > deadline:
-                raise SystemExit(f"tuning_pods: {SERVER} not Ready after {SERVER_READY_SECONDS} s")
+                raise SystemExit(f"tuning_pods: {name} not Ready after {SERVER_READY_SECONDS} s")
             time.sleep(1)
         t_ready = time.monotonic()
-        print(f"-- {SERVER} (regressed 1/1/2) Ready {t_ready - t_operator:.1f} s after it was applied", flush=True)
+        print(f"-- {name} Ready {t_ready - t_operator:.1f} s after it was applied", flush=True)
 
-        k8s.apply(tuning_body(budget - 1, seed), NAMESPACE)
+        k8s.apply(tuning_body(profile, budget - 1, seed), NAMESPACE)
         t_tune = time.monotonic()
-        print(f"-- SGLangTuning {TUNING} applied (Shadow, Default search, seed {seed}); trials as they end:")
-        obj = follow(k8s, t_tune)
+        print(f"-- SGLangTuning {tuning} applied (Shadow, Default search, seed {seed}); trials as they end:")
+        obj = follow(k8s, tuning, t_tune, budget * TRIAL_TIMEOUT_SECONDS)
         t_done = time.monotonic()
         left = -1
         for _ in range(60):  # the workloads are deleted at the end; their pods go with them
-            left = len(k8s.get("deployments", "-n", NAMESPACE, "-l", f"sglang-operator.io/tuning={TUNING}")["items"])
-            left += len(k8s.get("pods", "-n", NAMESPACE, "-l", f"sglang-operator.io/tuning={TUNING}")["items"])
+            left = len(k8s.get("deployments", "-n", NAMESPACE, "-l", f"sglang-operator.io/tuning={tuning}")["items"])
+            left += len(k8s.get("pods", "-n", NAMESPACE, "-l", f"sglang-operator.io/tuning={tuning}")["items"])
             if not left:
                 break
             time.sleep(1)
@@ -233,8 +323,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget-fraction", type=float, default=0.25,
                         help="trials the search may start as a fraction of the grid's (default 0.25; at least 4)")
     parser.add_argument("--seed", type=int, default=0, help="spec.algorithm.seed (default 0)")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default=DEFAULT_PROFILE,
+                        help=f"the case to tune (default {DEFAULT_PROFILE}: the published regressed sample; "
+                        "llama8b-h100: Llama-3.1-8B EAGLE3 on 1 x H100, trees allowed)")
+    parser.add_argument("--plan-only", action="store_true",
+                        help="print the space, budget and noise-free figures, then stop (no cluster)")
     args = parser.parse_args(argv)
-    run(args.budget_fraction, args.seed)
+    run(args.budget_fraction, args.seed, args.profile, args.plan_only)
 
 
 if __name__ == "__main__":
