@@ -2,7 +2,8 @@
 a test).
 
     python bench/tuning.py [--seeds 20] [--budget-fraction 0.25] [--profiles qwen36-a6000,llama8b-h100,...]
-    python bench/tuning.py --through-pods [--budget-fraction 0.25]   # one profile end to end (bench/tuning_pods.py)
+    python bench/tuning.py --through-pods [--budget-fraction 0.25]   # one profile end to end (bench/tuning_pods.py;
+                                                                     # its --profile picks another)
 
 In process against the simulator's perf and noise model (``sglang_sim.measure.measure_point``: a fresh server per
 trial, its memory plan and CUDA graphs, then a closed-loop load on the simulated scheduler; noise = the engine's
@@ -236,7 +237,8 @@ def main() -> None:
     parser.add_argument("--no-tpe", action="store_true", help="skip Optuna's TPE even when it is importable")
     parser.add_argument("--through-pods", action="store_true",
                         help="instead: the published case end to end through pods on the local control plane, with "
-                        "its wall time (bench/tuning_pods.py; uses --budget-fraction only)")
+                        "its wall time (bench/tuning_pods.py, whose --profile llama8b-h100 tunes trees; uses "
+                        "--budget-fraction only)")
     args = parser.parse_args()
     if args.through_pods:
         from bench.tuning_pods import run as run_through_pods

@@ -1,41 +1,68 @@
 """One tuning profile end to end through pods, with its wall time (prints figures; not a test).
 
-    python bench/tuning_pods.py [--budget-fraction 0.25] [--seed 0]
-    python bench/tuning.py --through-pods      # the same
+    python bench/tuning_pods.py [--profile qwen36-a6000|llama8b-h100] [--budget-fraction 0.25] [--seed 0]
+                                [--plan-only]
+    python bench/tuning.py --through-pods      # the default profile
 
-``bench/tuning.py`` runs the search in process against the simulator's perf and noise model; this runs the
-published case the way a user would: the local control plane and the operator as ``python -m e2e.demo --tune``
-starts them (``Cluster(build(), NodeOptions())``, ``OperatorProcess``, both CRDs installed), the published regressed
-sample served (``e2e.policies.sample(BAD)``: Qwen3.6-27B, NEXTN 1/1/2 with ``specV2``, tensor parallelism 2 on
-RTX A6000, the simulator at real speed with a one-second model load), then a Shadow ``SGLangTuning`` of it with
-the default search (``algorithmName: Default``, i.e. ``CoordinateAscent``) over :data:`PARAMETERS` at concurrency 1
-(``decodeTokensPerSecond``), short trials (:data:`WORKLOAD`: 64 output tokens, 5 s per window, 1 s warm-up,
-``repetitions`` left at the API's default; the search's own repeat trials are its default), followed to the end.
+``bench/tuning.py`` runs the search in process against the simulator's perf and noise model; this runs a case the
+way a user would: the local control plane and the operator as ``python -m e2e.demo --tune`` starts them
+(``Cluster(build(), NodeOptions(gpu_product=...))``, ``OperatorProcess``, both CRDs installed), the profile's
+SGLangServer served (the simulator at real speed with a one-second model load), then a Shadow ``SGLangTuning`` of
+it with the default search (``algorithmName: Default``, i.e. ``CoordinateAscent``) over the profile's parameters at
+concurrency 1 (``decodeTokensPerSecond``), short trials (:data:`WORKLOAD`: 64 output tokens, 5 s per window, 1 s
+warm-up, ``repetitions`` left at the API's default; the search's own repeat trials are its default), followed to
+the end. Profiles (:data:`PROFILES`, ``--profile``):
+
+- ``qwen36-a6000`` (default): the published regressed sample (``e2e.policies.sample(BAD)``: Qwen3.6-27B, NEXTN
+  1/1/2 with ``specV2``, tensor parallelism 2 on RTX A6000) over :data:`PARAMETERS` (steps 1-8, topk 1/2/4);
+  ``specV2`` refuses every tree, so only the 8 chains are valid.
+- ``llama8b-h100``: Llama-3.1-8B-Instruct with EAGLE3 (draft ``jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B``,
+  the server at 3/1/4) on 1 × H100 80GB, spec v1 (``specV2: false``), ``spec.memory`` unset (SGLang's own memory
+  plan, as the in-process profile), nodes labelled ``NVIDIA-H100-80GB-HBM3``; over :data:`TREE_PARAMETERS`, the
+  in-process bench's space (95 valid points, trees included), so the search has to climb.
+
+The server is parsed and rendered (``builders.render``) before the cluster starts; ``--plan-only`` stops there,
+after printing the space, the budget and the noise-free figures.
 
 Budget as in the in-process bench: the grid's trials are the control trial plus every valid point of the space
-(as the operator validates them: the server's spec rendered with each point and checked with its release's rules;
-here ``specV2`` refuses every tree, so only chains are valid); the search may start ``max(⌊fraction × grid⌋, 4)``
-trials, the control trial included, i.e. ``spec.budget.maxTrialCount`` = that − 1 (the API's count leaves the control
-trial out); ``maxFailedTrialCount`` = ``maxTrialCount`` (as in process, out-of-memory points never end the search).
+(as the operator validates them: the server's spec rendered with each point and checked with its release's rules);
+the search may start ``max(⌊fraction × grid⌋, 4)`` trials, the control trial included, i.e.
+``spec.budget.maxTrialCount`` = that − 1 (the API's count leaves the control trial out); ``maxFailedTrialCount`` =
+``maxTrialCount`` (as in process, out-of-memory points never end the search).
 
-Printed: the space and its grid size, each trial as it ends, the trials used (started, Completed, Failed; invalid
-points, never started), the recommendation with its measured objective and speedup over the control trial (from
-``status.best``), its noise-free objective ÷ the noise-free optimum over every valid point and the control trial
-(``e2e.tuning_truth.noise_free``: the simulator's perf model on the command line the operator renders for a trial),
-the trial workloads left behind, and the wall time: cluster start (control plane, CRDs, operator, the server Ready)
-apart from the tuning (from applying the SGLangTuning to its final phase). Exits non-zero unless the tuning ends
-``Succeeded`` with a recommendation.
+Printed: the rendered server, the space and its grid size, each trial as it ends, the trials used (started,
+Completed, Failed; invalid points, never started), the recommendation with its measured objective and speedup over
+the control trial (from ``status.best``), its noise-free objective ÷ the noise-free optimum over every valid point
+and the control trial (``e2e.tuning_truth.noise_free`` with the profile's GPU: the simulator's perf model on the
+command line the operator renders for a trial), the trial workloads left behind, and the wall time: cluster start
+(control plane, CRDs, operator, the server Ready) apart from the tuning (from applying the SGLangTuning to its
+final phase). Exits non-zero unless the tuning ends ``Succeeded`` with a recommendation.
 
-Last measured (2026-12-02, machine: 2 cores shared with three other sessions, at a399f18): 8 valid points (chains
-1-8; 760 trees invalid under ``specV2``, never started), grid 9 trials, the search allowed 4 (the floor of 4 binds:
-44 % of the grid, not ≤ 25 %); 4 started (control, 3/1/4, then its repeats 3/1/4 and control), 0 Failed;
-recommendation 3/1/4, measured 54.6 decode tok/s, 2.50× the control trials' 21.8 (``status.best.speedup``, on
-output tok/s: 2.36×); noise-free 52.1 tok/s = 1.000 × the optimum (3/1/4; 4/1/5 and beyond run out of memory with
-the regressed sample's memory settings), 2.43× the noise-free control; no trial workload left. Wall time: start
-36 s (control plane 10.5 s, CRDs and operator 16 s, the server Ready 9.7 s), tuning 76 s (4 trials of 18-20 s each),
-112 s in all (120 s with the process start). On this case the search's start point (SGLang's default 3 steps) is
-the optimum and the budget leaves no room to climb, so the run checks the path through pods and its cost more than
-the search; the in-process bench compares the searches.
+Last measured (2026-12-02, machine: 2 cores shared with three other sessions, at 9e3033e), one run each:
+
+- ``llama8b-h100``: 95 valid points (102 invalid, never started: chains with a draft-token count other than
+  steps + 1, trees with one outside steps + 1 .. steps × topk + 1), grid 96 trials, the search allowed 24
+  (25 %); 24 started, 24 Completed, 0 Failed: control, chains 3-6 steps, topk 2
+  (4/2/8 best), topk 4 (climbing 4→8 steps), topk 8 (8/8/64, 7/8/32, 6/8/32, 8/8/32), then repeats of the
+  finalists 8/8/32 (×3), 8/8/64 (×2), 7/8/32 (×2); recommendation 8/8/32, measured 400.0 decode tok/s = 2.50× the
+  control trial's 160.3 (``status.best.speedup``, on output tok/s: 2.25×); noise-free 368.5 tok/s = 1.000 × the
+  optimum (8/8/32; 8/8/64 363.4, 7/8/32 356.4; no point out of memory), 2.33× the noise-free control 158.0; no
+  trial workload left. Wall time: start 17 s (control plane 4.9 s, CRDs and operator 4.4 s, the server Ready
+  7.6 s), tuning 423 s (24 trials of 16-18 s, 17.4 s each), 440 s in all (445 s with the process start). The
+  goal (≥ 0.98 of the optimum with ≤ a quarter of the grid's trials) is met.
+- ``qwen36-a6000``: 8 valid points (chains 1-8; 760 trees invalid under ``specV2``, never started), grid 9 trials,
+  the search allowed 4 (the floor of 4 binds: 44 % of the grid, not ≤ 25 %); 4 started (control, 3/1/4, then its
+  repeats 3/1/4 and control), 0 Failed; recommendation 3/1/4, measured 54.6 decode tok/s, 2.50× the control
+  trials' 21.8 (``status.best.speedup``, on output tok/s: 2.36×); noise-free 52.1 tok/s = 1.000 × the optimum
+  (3/1/4; 4/1/5 and beyond run out of memory with the regressed sample's memory settings), 2.43× the noise-free
+  control; no trial workload left. Wall time: start 20 s (control plane 5.9 s, CRDs and operator 8.6 s, the server
+  Ready 5.8 s), tuning 74 s (4 trials of 18 s), 94 s in all (98 s with the process start). On this case the
+  search's start point (SGLang's default 3 steps) is the optimum and the budget leaves no room to climb, so the run
+  checks the path through pods and its cost more than the search; ``llama8b-h100`` shows the search.
+
+On ``llama8b-h100`` the measured decode tok/s run above the noise-free figures, more so the bigger the draft: the
+control +1.5 %, chains +4 % (3/1/4 247.1 vs 238.1), 4/2/8 +5 %, 6/4/16 +7 %, 8/8/32 +8.5 % (400.0 vs 368.5), with
+the same order of the points; the ratio is taken on noise-free figures, so it does not depend on that gap.
 """
 
 from __future__ import annotations
