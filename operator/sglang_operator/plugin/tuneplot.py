@@ -59,7 +59,7 @@ def plot_tuning(tuning: SGLangTuning, out: Path) -> Path:
     points = [p for t in status.trials if (p := _point(t.settings)) is not None]
     xlim = (min(p[0] for p in points) - 0.5, max(p[0] for p in points) + 0.5) if points else (0.5, 1.5)
     ylim = (min(p[1] for p in points) - 0.8, max(p[1] for p in points) + 0.8) if points else (1.5, 2.5)
-    fig, axes = plt.subplots(len(levels), len(topks), figsize=(4.2 * len(topks) + 1.2, 3.6 * len(levels)),
+    fig, axes = plt.subplots(len(levels), len(topks), figsize=(max(4.2 * len(topks) + 1.2, 8.0), 3.6 * len(levels)),
                              squeeze=False, layout="constrained")
     for row, level in enumerate(levels):
         values = [v for t in status.trials for f in t.levels if f.concurrency == level
