@@ -503,18 +503,28 @@ class TrialSettings(StatusModel):
     def summary(self) -> str:
         """Short form for columns: ``3/1/4`` (steps/topk/draft tokens), ``adaptive 3/1/4``, ``no speculation``;
         max running requests and the CUDA-graph batch size appended when set (``3/1/4 mrr 16 bs 32``)."""
-        if not self.speculative:
-            text = "no speculation"
-        else:
-            text = "/".join("?" if v is None else str(v) for v in (self.num_steps, self.eagle_topk,
-                                                                    self.num_draft_tokens))
-            if self.adaptive:
-                text = "adaptive " + text
-        if self.max_running_requests is not None:
-            text += f" mrr {self.max_running_requests}"
-        if self.cuda_graph_max_bs is not None:
-            text += f" bs {self.cuda_graph_max_bs}"
-        return text
+        return settings_text(self.num_steps, self.eagle_topk, self.num_draft_tokens, speculative=self.speculative,
+                             adaptive=bool(self.adaptive), max_running_requests=self.max_running_requests,
+                             cuda_graph_max_bs=self.cuda_graph_max_bs)
+
+
+def settings_text(num_steps: int | None, eagle_topk: int | None, num_draft_tokens: int | None, *,
+                  speculative: bool = True, adaptive: bool = False, max_running_requests: int | None = None,
+                  cuda_graph_max_bs: int | None = None) -> str:
+    """The short form of a trial's settings (:meth:`TrialSettings.summary`, the search's ``Point.label``):
+    ``3/1/4`` (``?`` for an unset value), ``adaptive 3/1/4``, ``no speculation``, then ``mrr N`` / ``bs N`` when
+    set."""
+    if not speculative:
+        text = "no speculation"
+    else:
+        text = "/".join("?" if v is None else str(v) for v in (num_steps, eagle_topk, num_draft_tokens))
+        if adaptive:
+            text = "adaptive " + text
+    if max_running_requests is not None:
+        text += f" mrr {max_running_requests}"
+    if cuda_graph_max_bs is not None:
+        text += f" bs {cuda_graph_max_bs}"
+    return text
 
 
 class LevelFigures(StatusModel):

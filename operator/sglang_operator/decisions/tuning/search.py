@@ -288,20 +288,9 @@ def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
         the noise). Returns the best point it measured."""
         steps = space.steps_of(topk)
         i = min(range(len(steps)), key=lambda j: (abs(steps[j] - start), j))
-        top = yield from measure(space.full(steps[i], topk))
-        best_j = i
-        for direction in (1, -1):
-            j, misses = i, 0
-            while 0 <= j + direction < len(steps) and misses <= PATIENCE:
-                j += direction
-                v = yield from measure(space.full(steps[j], topk))
-                if v > top:
-                    top, best_j, misses = v, j, 0
-                else:
-                    misses += 1
-            if best_j != i:
-                break
-        return space.full(steps[best_j], topk)
+        line = [space.full(n, topk) for n in steps]
+        top = yield from measure(line[i])
+        return line[(yield from hill(line, i, top))]
 
     def climb_line(p: Point, field: str) -> Generator[Point | None, float | None, Point]:
         """Hill climbing from ``p`` (measured) over the values of ``field`` (maxRunningRequests or
@@ -310,7 +299,12 @@ def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
         if len(line) < 2:
             return p
         i = line.index(p)
-        top, best_j = memo[p], i
+        return line[(yield from hill(line, i, memo[p]))]
+
+    def hill(line: list[Point], i: int, top: float) -> Generator[Point | None, float | None, int]:
+        """The walk both climbs share: from ``line[i]`` (measured: ``top``) upwards first, downwards only when the
+        first direction did not gain; one step past a drop is still tried (``PATIENCE``). Returns the best index."""
+        best_j = i
         for direction in (1, -1):
             j, misses = i, 0
             while 0 <= j + direction < len(line) and misses <= PATIENCE:
@@ -322,7 +316,7 @@ def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
                     misses += 1
             if best_j != i:
                 break
-        return line[best_j]
+        return best_j
 
     try:
         yield from measure(None)
