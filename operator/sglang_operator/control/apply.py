@@ -30,12 +30,12 @@ from sglang_operator.control.memory import ServerMemory
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.canary import stable_replicas
 from sglang_operator.decisions.conditions import merge
-from sglang_operator.io import kube
+from sglang_operator.io import kube, kube_write
 
-Role = Literal["serving", "canary"]
-"""What a placement is for: ``serving`` (the revision that serves the server's replicas, in the serving workload)
-or ``canary`` (a canary's revision in the other workload, :mod:`sglang_operator.builders.canary`). The tuning issue
-adds roles."""
+Role = Literal["serving", "canary", "trial"]
+"""What a placement is for: ``serving`` (the revision that serves the server's replicas, in the serving workload),
+``canary`` (a canary's revision in the other workload, :mod:`sglang_operator.builders.canary`) or ``trial`` (an
+InPlace tuning's trial on every replica of the serving workload, applied by the server's job)."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def workload_of(body: Mapping[str, Any], p: Placement) -> dict[str, Any]:
     name = str((body.get("metadata") or {}).get("name"))
     status = parse_status(body)
     workload = p.workload or canary.serving_name(name, status.serving_workload)
-    replicas = serving_replicas(body, p) if p.role == "serving" else p.replicas
+    replicas = serving_replicas(body, p) if p.role != "canary" else p.replicas
     return canary.placed(p.rendered.workload, name, workload, replicas)
 
 
@@ -104,7 +104,7 @@ async def _apply_workload(manifest: dict[str, Any], body: Mapping[str, Any], onl
             live = await kube.get_object(str(want["kind"]), str(meta["namespace"]), str(meta["name"]))
             if live is not None and contains(live, want):
                 return
-        await kube.apply(want)
+        await kube_write.apply(want)
     except Exception as err:
         raise ChildApplyError(apply_failure(str(want.get("kind")), err)) from err
 
@@ -151,7 +151,8 @@ async def _patch_replicas(workload: dict[str, Any]) -> None:
     :class:`~sglang_operator.control.children.ChildApplyError`."""
     meta, kind = workload["metadata"], str(workload["kind"])
     try:
-        await kube.patch_replicas(kind, str(meta["namespace"]), str(meta["name"]), int(workload["spec"]["replicas"]))
+        await kube_write.patch_replicas(kind, str(meta["namespace"]), str(meta["name"]),
+                                        int(workload["spec"]["replicas"]))
     except Exception as err:
         raise ChildApplyError(apply_failure(kind, err)) from err
 
@@ -173,7 +174,7 @@ async def apply_placement(
     apply speaks of a revision, not of the spec); ``history_limit``: the ledger's length (default: the placement's
     spec's). Raises :class:`~sglang_operator.control.children.ChildApplyError`,
     :class:`~sglang_operator.control.children.LeaderWorkerSetMissing`, ``ValueError`` for another set of roles."""
-    serving = [p for p in placements if p.role == "serving"]
+    serving = [p for p in placements if p.role in ("serving", "trial")]
     canaries = [p for p in placements if p.role == "canary"]
     if len(serving) != 1 or len(canaries) > 1 or len(placements) != len(serving) + len(canaries):
         roles = [p.role for p in placements]
@@ -201,11 +202,11 @@ async def apply_placement(
             await apply_children(rendered, body)
     for c in canaries:
         if not c.replicas:
-            await kube.delete_object(str(c.rendered.workload["kind"]), namespace, str(c.workload))
+            await kube_write.delete_object(str(c.rendered.workload["kind"]), namespace, str(c.workload))
         else:
             await _apply_workload(workload_of(body, c), body, only_changed)
     if retire is not None and retire != workload["metadata"]["name"]:
-        await kube.delete_object(str(workload["kind"]), namespace, retire)
+        await kube_write.delete_object(str(workload["kind"]), namespace, retire)
     history = history_limit if history_limit is not None else p.server.spec.rollback.history_limit
     try:
         summary = builders.summary(p.server, p.rendered)
@@ -230,3 +231,40 @@ async def apply_placement(
             new["revisions"] = st.bounded([*new["revisions"], c_entry], history, typed.stable_revision)
             await ledger.record_applied(body, c.rendered, c.spec, history)
     return new
+
+
+def _controller_uid(obj: Mapping[str, Any] | None) -> str | None:
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return next((str(r.get("uid")) for r in refs if r.get("controller")), None)
+
+
+async def apply_trial_workload(tuning: Mapping[str, Any], manifest: dict[str, Any]) -> None:
+    """Server-side apply a Shadow trial's workload ``manifest`` (owned by SGLangTuning ``tuning``,
+    :func:`sglang_operator.builders.tuning.trial_workload`): never when an object of that name exists under another
+    controller owner (a server or another tuning: nothing written without owning it). Outside any server's lock: a
+    trial workload is the tuning's own child. Raises :class:`~sglang_operator.control.children.ChildApplyError`."""
+    meta, kind = manifest["metadata"], str(manifest["kind"])
+    owner = str((tuning.get("metadata") or {}).get("uid") or "")
+    try:
+        live = await kube.get_object(kind, str(meta["namespace"]), str(meta["name"]))
+        if live is not None and _controller_uid(live) != owner:
+            raise ChildApplyError(apply_failure(kind, PermissionError(
+                f"{kind} {meta['namespace']}/{meta['name']} exists and is not owned by SGLangTuning "
+                f"{(tuning.get('metadata') or {}).get('name')}: not taken over")))
+        await kube_write.apply(manifest)
+    except ChildApplyError:
+        raise
+    except Exception as err:
+        raise ChildApplyError(apply_failure(kind, err)) from err
+
+
+async def delete_trial_workload(tuning: Mapping[str, Any], name: str, kind: str = "Deployment") -> bool:
+    """Delete a Shadow trial's workload ``name`` only when SGLangTuning ``tuning`` is its controller owner (one GET
+    first). False when it does not exist or another owner holds the name (left alone). Raises
+    ``lightkube.ApiError`` for other answers."""
+    meta = tuning.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "default")
+    live = await kube.get_object(kind, namespace, name)
+    if live is None or _controller_uid(live) != str(meta.get("uid") or ""):
+        return False
+    return await kube_write.delete_object(kind, namespace, name)

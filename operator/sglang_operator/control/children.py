@@ -24,7 +24,7 @@ from sglang_operator.builders.leaderworkerset import KIND as LWS_KIND
 from sglang_operator.builders.leaderworkerset import VERSION as LWS_VERSION
 from sglang_operator.builders.monitoring import pod_monitor
 from sglang_operator.decisions.groups import lws_missing_message
-from sglang_operator.io import kube
+from sglang_operator.io import kube, kube_write
 from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
 
 
@@ -38,7 +38,7 @@ async def apply_children(rendered: builders.Rendered, owner: Mapping[str, Any], 
     """
     for child in (rendered.workload, rendered.service) if workload else (rendered.service,):
         try:
-            await kube.apply(builders.adopt(child, owner))
+            await kube_write.apply(builders.adopt(child, owner))
         except Exception as err:
             if await lws_missing(child, err):
                 raise LeaderWorkerSetMissing(lws_missing_message()) from err
@@ -92,7 +92,7 @@ async def apply_pod_monitor(rendered: builders.Rendered, owner: Mapping[str, Any
     meta = rendered.deployment["metadata"]
     monitor = pod_monitor(meta["name"], meta["namespace"], str(rendered.command.version), POD_MONITORS.labels)
     try:
-        await kube.apply(builders.adopt(monitor, owner))
+        await kube_write.apply(builders.adopt(monitor, owner))
     except ApiError as err:
         if err.status.code != 404 or POD_MONITORS.mode is not PodMonitorMode.AUTO:
             raise

@@ -1,0 +1,205 @@
+"""PURE: the phases of one SGLangTuning and the records its step writes — what the tuning's control code
+(:mod:`sglang_operator.control.tuning`) decides, without I/O.
+
+- :func:`begin`: the first step's status (phase Running, ``startedAt``, the Invalid points, ``trialsTotal``);
+- :func:`started` / :func:`refused`: a trial's record when it starts, or an Invalid one when the server changed so
+  that its point no longer renders;
+- :func:`measured`: a trial's verdict from what was measured (``Completed`` with its objective, ``Failed`` with the
+  reason), :func:`no_request_finished` / :func:`every_request_failed`: how a measurement with no figures is told;
+- :func:`finish`: the recommendation and the phase a finished search ends in; :func:`ended`: the final status with
+  its ``Running`` and ``Complete`` conditions;
+- :func:`in_place`: where an InPlace tuning stands with its server's hold (held, waiting for it, lost);
+  :func:`trial_state`: whether the server runs the trial it asked for.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sglang_operator.api import tuning as api
+from sglang_operator.api.base import truncate
+from sglang_operator.api.status import ConditionType, SGLangServerStatus
+from sglang_operator.decisions.conditions import merge, rfc3339
+from sglang_operator.decisions.tuning import inplace
+from sglang_operator.decisions.tuning import trials as plan
+
+INVALID_RECORDS = 16
+"""Invalid points recorded in ``status.trials`` at most (with their reasons); ``trialsInvalid`` counts them all."""
+
+
+def condition(type_: str, status: str, reason: str, message: str, generation: int,
+              now: dt.datetime) -> dict[str, Any]:
+    """A metav1 Condition of the tuning (message cut to the API's bound)."""
+    return {"type": type_, "status": status, "reason": reason, "message": truncate(message),
+            "observedGeneration": generation, "lastTransitionTime": rfc3339(now)}
+
+
+def status_body(status: api.SGLangTuningStatus, generation: int,
+                conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``status`` as the merge patch body of one step: the counts and ``progress`` derived from its trials,
+    ``observedGeneration``, ``conditions`` merged into its own (a condition of the same type replaced)."""
+    counts = plan.counts(status.trials)
+    done = counts["trials_completed"] + counts["trials_failed"] + counts["trials_pruned"]
+    status = status.model_copy(update={**counts, "progress": f"{done}/{status.trials_total or done}",
+                                       "observed_generation": generation})
+    body = status.dump()
+    if conditions:
+        body["conditions"] = merge([c.model_dump(by_alias=True, exclude_none=True) for c in status.conditions],
+                                   conditions)
+    return body
+
+
+def begin(status: api.SGLangTuningStatus, spec: api.SGLangTuningSpec, tuning: str, valid: Sequence[Any],
+          invalid: Sequence[Any], now: dt.datetime, stable: str | None) -> tuple[api.SGLangTuningStatus, str]:
+    """The first step: (the new status, the message of ``Running=True`` and of the ``TuningStarted`` event)."""
+    room = min(INVALID_RECORDS, api.MAX_TRIAL_RECORDS - spec.budget.max_trial_count - 1)
+    total = plan.planned_trials(spec, list(valid))
+    new = status.model_copy(update={
+        "phase": api.TuningPhase.RUNNING.value, "started_at": rfc3339(now), "trials_total": total,
+        "trials_invalid": len(invalid), "trials": plan.invalid_records(tuning, list(invalid), room),
+        "stable_revision": stable})
+    message = (f"{len(valid)} valid points, {len(invalid)} refused by the release's rules; up to {total} trials "
+               f"(the control trial without speculative decoding included)")
+    return new, message
+
+
+def started(status: api.SGLangTuningStatus, name: str, settings: api.TrialSettings, revision: str,
+            now: dt.datetime) -> tuple[api.SGLangTuningStatus, str]:
+    """Trial ``name`` started at ``revision``: (the new status, the message of its ``TrialStarted`` event)."""
+    record = api.Trial(name=name, settings=settings, revision=revision, started_at=rfc3339(now))
+    update: dict[str, Any] = {"trials": [*status.trials, record]}
+    if not settings.speculative:
+        update["control_trial"] = name
+    return status.model_copy(update=update), f"trial {name}: {settings.summary()} (revision {revision})"
+
+
+def refused(status: api.SGLangTuningStatus, name: str, settings: api.TrialSettings, reason: str,
+            now: dt.datetime) -> api.SGLangTuningStatus:
+    """Trial ``name``'s point no longer renders with the server's spec (validated at the first step: the server
+    changed since): recorded ``Invalid`` with the reason, never started."""
+    record = api.Trial(name=name, settings=settings, verdict=api.TrialVerdict.INVALID.value,
+                       reason=plan.api_reason(reason), finished_at=rfc3339(now))
+    return status.model_copy(update={"trials": [*status.trials, record]})
+
+
+def every_request_failed(levels: Sequence[api.LevelFigures]) -> bool:
+    """Whether every request of every measured level failed (and at least one was sent): the trial failed."""
+    return bool(levels) and all(f.requests is not None and f.requests > 0 and f.failed_requests == f.requests
+                                for f in levels)
+
+
+def no_request_finished(levels: Sequence[api.LevelFigures]) -> bool:
+    """Whether no request finished in any measured window (none counted, none failed): no data, the window was too
+    short for the answers' length — never "every request failed"."""
+    return bool(levels) and all(not f.requests and not f.failed_requests for f in levels)
+
+
+def measured(trial: api.Trial, spec: api.SGLangTuningSpec, levels: list[api.LevelFigures] | None,
+             failure: str | None, now: dt.datetime) -> api.Trial:
+    """Trial ``trial`` with its verdict: ``Failed`` with ``failure`` (SGLang's crash tail, the scheduler's message,
+    the deadline's), or when every request failed or none finished in the window (said so); else ``Completed`` with
+    its objective (:func:`sglang_operator.decisions.tuning.trials.trial_objective`) and figures per level."""
+    score: float | None = None
+    figures: list[api.LevelFigures] = list(levels or [])
+    if failure is None and no_request_finished(figures):
+        failure = (f"no request of trial {trial.name} finished within workload.secondsPerLevel: no data; make the "
+                   "window longer than one answer (probe.maxTokens / the decode speed)")
+    elif failure is None and every_request_failed(figures):
+        failure = f"every request of trial {trial.name} failed"
+    if failure is None:
+        verdict = api.TrialVerdict.COMPLETED
+        score, figures = plan.trial_objective(spec, figures)
+    else:
+        verdict, figures = api.TrialVerdict.FAILED, []
+    return trial.model_copy(update={
+        "verdict": verdict.value, "reason": plan.api_reason(failure) if failure else None,
+        "finished_at": rfc3339(now), "objective": round(score, 3) if score is not None else None,
+        "levels": figures})
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a finished search ends: ``phase``, ``reason`` (CamelCase) and ``message``, ``status`` with
+    ``best`` / ``bestPerLevel`` set."""
+
+    phase: api.TuningPhase
+    reason: str
+    message: str
+    status: api.SGLangTuningStatus
+
+
+def finish(spec: api.SGLangTuningSpec, status: api.SGLangTuningStatus, why: str) -> Ending:
+    """The end of a search (``why``: the budget or goal that ended it): ``Succeeded`` with the recommendation, or
+    ``Failed`` without a completed speculative trial or with more than ``maxFailedTrialCount`` failures."""
+    best, per_level = plan.recommendation(spec, status.trials)
+    failed = sum(t.verdict == api.TrialVerdict.FAILED.value for t in status.trials)
+    new = status.model_copy(update={"best": best, "best_per_level": per_level})
+    if failed > spec.budget.max_failed_trial_count or best is None:
+        reason = "TooManyFailedTrials" if best is not None or failed else "NoCompletedTrial"
+        message = f"{why}; {failed} failed trials" + ("" if best is None else f"; best so far {best.summary}")
+        return Ending(api.TuningPhase.FAILED, reason, message, new)
+    speedup = f", {best.speedup:.2f}x over no speculation" if best.speedup is not None else ""
+    message = f"{why}: recommends {best.summary} ({best.objective} tok/s{speedup}) from {best.trial}"
+    return Ending(api.TuningPhase.SUCCEEDED, "Recommended", message, new)
+
+
+def ended(status: api.SGLangTuningStatus, phase: api.TuningPhase, reason: str, message: str, generation: int,
+          now: dt.datetime) -> tuple[api.SGLangTuningStatus, list[dict[str, Any]]]:
+    """The final status in ``phase`` (``completedAt`` set) and its ``Running=False`` and ``Complete`` conditions."""
+    new = status.model_copy(update={"phase": phase.value, "completed_at": rfc3339(now)})
+    ok = "True" if phase is api.TuningPhase.SUCCEEDED else "False"
+    return new, [condition("Running", "False", reason, message, generation, now),
+                 condition("Complete", ok, reason, message, generation, now)]
+
+
+@dataclass(frozen=True)
+class HoldView:
+    """Where an InPlace tuning stands with its server's hold: ``held`` (with the ``stable`` revision), ``waiting``
+    (the server's loop has not given it the hold yet: ``reason`` and ``message`` for ``Running=False``) or ``lost``
+    (it began and the hold is gone: cancelled, ``reason`` and ``message`` say why)."""
+
+    kind: Literal["held", "waiting", "lost"]
+    reason: str = ""
+    message: str = ""
+    stable: str | None = None
+
+
+def in_place(server: SGLangServerStatus, tuning: str, server_name: str, began: bool) -> HoldView:
+    """Where InPlace tuning ``tuning`` stands with SGLangServer ``server_name`` whose status is ``server``
+    (``began``: the tuning's ``startedAt`` is set)."""
+    hold = server.tuning_hold
+    if hold is not None and hold.name == tuning:
+        return HoldView("held", stable=hold.stable_revision)
+    if began:
+        held = server.condition(ConditionType.TUNING_HELD)
+        if held is not None and held.status == "False" and held.reason == inplace.SPEC_CHANGED:
+            return HoldView("lost", "SpecChanged", f"the spec of SGLangServer {server_name} changed: the tuning is "
+                            "cancelled, the spec's revision is applied")
+        return HoldView("lost", "HoldLost", f"SGLangServer {server_name} is no longer held by this tuning "
+                        "(status.tuningHold)")
+    if hold is not None:
+        return HoldView("waiting", "HeldByTuning", f"SGLangTuning {hold.name} holds the server (InPlace); this "
+                        "tuning waits until it ends")
+    if server.canary is not None:
+        return HoldView("waiting", "CanaryInProgress", f"a canary of revision {server.canary.revision} runs on the "
+                        "server; the InPlace tuning waits until it is promoted or aborted")
+    if not server.revision:
+        return HoldView("waiting", "NotApplied", "the server has no revision applied yet")
+    return HoldView("waiting", "WaitingForHold", f"waiting for SGLangServer {server_name}'s loop to hold it")
+
+
+def trial_state(server: SGLangServerStatus, tuning: str, trial: api.Trial) -> tuple[str, str]:
+    """Whether the server runs InPlace trial ``trial`` it was asked for: ``("running", "")`` (its hold names the
+    trial and its revision is applied), ``("failed", why)`` (the server's loop could not apply it), ``("lost", why)``
+    (no hold of this tuning any more), or ``("pending", "")``."""
+    hold = server.tuning_hold
+    if hold is None or hold.name != tuning:
+        return "lost", "the server is no longer held by this tuning"
+    if hold.trial == trial.name and hold.trial_failure:
+        return "failed", hold.trial_failure
+    if hold.trial == trial.name and server.revision == trial.revision:
+        return "running", ""
+    return "pending", ""
