@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pydantic import ValidationError
+
 from sglang_operator.api.analysis import AnalysisPhase
 from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import RollbackPolicy
@@ -127,6 +129,14 @@ def held(status: Mapping[str, Any], hold: TuningHold, pod_conditions: list[Condi
     return judging_mod.Judged(state, {}, [*conditions, holds.held_condition(hold, generation, now)])
 
 
+def _typed(status: Mapping[str, Any]) -> SGLangServerStatus:
+    """``status`` typed; a hold edited by hand that does not parse holds nothing (the rest is read as stored)."""
+    try:
+        return SGLangServerStatus.model_validate(dict(status))
+    except ValidationError:
+        return SGLangServerStatus.model_validate({k: v for k, v in status.items() if k != "tuningHold"})
+
+
 def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Observed,
            policy: RollbackPolicy, typed: SGLangServerStatus | None = None) -> Decision:
     """Decide one observation: ``stored`` status (as the API server holds it), ``applied`` (status keys of what the
@@ -138,7 +148,7 @@ def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Obse
     status = {**stored, **applied}
     o = observed
     revision = str(status.get("revision"))
-    typed = typed if typed is not None else SGLangServerStatus.model_validate(status)
+    typed = typed if typed is not None else _typed(status)
     hold_step = inplace.step(typed, o.generation, o.spec_hash, o.tunings)
     hold = hold_step.hold
     if hold is not None:
