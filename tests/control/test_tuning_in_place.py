@@ -170,7 +170,7 @@ async def test_the_tuning_never_writes_the_server_nor_its_children(world: World)
 
 
 async def test_a_scale_during_a_trial_cancels_nothing_and_moves_no_replica(world: World) -> None:
-    stable, trial = await held_with_trial(world)
+    _stable, trial = await held_with_trial(world)
     spec = copy.deepcopy(world.fk.server("s")["spec"])
     spec["replicas"] = 3
     updated = world.fk.update_spec("s", spec)
@@ -208,7 +208,7 @@ async def test_a_spec_change_ends_the_hold_and_cancels_the_tuning(world: World) 
 
 @pytest.mark.parametrize("end", ["Succeeded", "DELETED"])
 async def test_the_end_applies_the_stable_revision_again_then_removes_the_hold(world: World, end: str) -> None:
-    stable, trial = await held_with_trial(world)
+    stable, _trial = await held_with_trial(world)
     if end == "DELETED":
         world.fk.delete("SGLangTuning", "ns", "tune")
         world.obs.tuning_event("DELETED", TUNING)
