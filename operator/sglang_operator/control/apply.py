@@ -19,16 +19,16 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sglang_operator import builders
-from sglang_operator.api.analysis import CanaryPhase
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_status
+from sglang_operator.api.spec import CanaryStrategy
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders import canary
 from sglang_operator.control import ledger
 from sglang_operator.control.children import ChildApplyError, apply_children, apply_failure, contains, up_to_date
 from sglang_operator.control.drain import drain_old_pods
 from sglang_operator.control.memory import ServerMemory
+from sglang_operator.decisions import placement as placements
 from sglang_operator.decisions import status as st
-from sglang_operator.decisions.canary import stable_replicas
 from sglang_operator.decisions.conditions import merge
 from sglang_operator.io import kube, kube_write
 
@@ -66,31 +66,33 @@ def placement(body: Mapping[str, Any], rendered: builders.Rendered, spec: Mappin
     return Placement(rendered, spec, server, role, workload, replicas)
 
 
-def serving_replicas(body: Mapping[str, Any], p: Placement) -> int | None:
-    """The serving workload's pods for placement ``p``: ``p.replicas``; else, while a canary of the revision it runs
-    is in progress (``status.canary``), the stable's share beside the canary's pods with the object's
-    ``spec.replicas`` (a scale during a canary changes the stable workload only); else None (the spec's)."""
-    if p.replicas is not None:
-        return p.replicas
-    c = parse_status(body).canary
-    if c is None or c.stable_revision != p.revision:
-        return None
-    server = parse({**body, "status": None})
-    policy = server.spec.strategy.canary_policy
-    replicas = server.spec.replicas
-    if c.phase is CanaryPhase.REMOVING:
-        return replicas
-    return stable_replicas(replicas, policy.max_surge if policy else 0, c.canary_replicas)
+@dataclass(frozen=True)
+class Decided:
+    """What the object says about every placement of one apply, read once: its status (typed), its own spec's canary
+    policy and replicas (a ledger entry's spec may differ)."""
+
+    status: SGLangServerStatus
+    policy: CanaryStrategy | None
+    replicas: int
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any], fallback: Placement) -> Decided:
+        """Read from ``body``; an object spec that does not parse: no canary policy, ``fallback``'s replicas."""
+        try:
+            server = parse({**body, "status": None})
+        except SpecError:
+            return cls(parse_status(body), None, fallback.server.spec.replicas)
+        return cls(parse_status(body), server.spec.strategy.canary_policy, server.spec.replicas)
 
 
-def workload_of(body: Mapping[str, Any], p: Placement) -> dict[str, Any]:
+def workload_of(body: Mapping[str, Any], p: Placement, decided: Decided) -> dict[str, Any]:
     """The workload manifest of placement ``p`` (no owner reference yet): the rendered Deployment or LeaderWorkerSet
     placed in its workload (:func:`sglang_operator.builders.canary.placed`) with its replicas (groups of a
-    LeaderWorkerSet)."""
+    LeaderWorkerSet): the serving workload's decided by :func:`sglang_operator.decisions.placement.serving_replicas`."""
     name = str((body.get("metadata") or {}).get("name"))
-    status = parse_status(body)
-    workload = p.workload or canary.serving_name(name, status.serving_workload)
-    replicas = serving_replicas(body, p) if p.role != "canary" else p.replicas
+    workload = p.workload or canary.serving_name(name, decided.status.serving_workload)
+    replicas = p.replicas if p.role == "canary" else placements.serving_replicas(
+        decided.status, decided.policy, decided.replicas, p.revision, p.replicas)
     return canary.placed(p.rendered.workload, name, workload, replicas)
 
 
@@ -109,34 +111,13 @@ async def _apply_workload(manifest: dict[str, Any], body: Mapping[str, Any], onl
         raise ChildApplyError(apply_failure(str(want.get("kind")), err)) from err
 
 
-def _holds_stable(body: Mapping[str, Any], status: SGLangServerStatus, p: Placement) -> bool:
-    """Whether ``p`` places the stable revision of a canary: one runs (``status.canary``) beside ``p``'s revision,
-    or one is due — the object's ``spec.strategy.type`` is Canary and ``p`` re-applies the stable revision that
-    serves (the reconcile handler holds it while the observer's next tick starts the canary,
-    :func:`sglang_operator.control.restore.canary_holds`)."""
-    if p.role != "serving":
-        return False
-    c = status.canary
-    if c is not None:
-        return c.stable_revision == p.revision
-    if not (p.revision == status.revision == status.stable_revision):
-        return False
-    try:
-        server = parse({**body, "status": None})
-    except SpecError:
-        return False
-    return server.spec.strategy.canary_policy is not None
-
-
-async def _stable_share(body: Mapping[str, Any], status: SGLangServerStatus, p: Placement,
-                        workload: dict[str, Any]) -> dict[str, Any] | None:
-    """When ``p`` places a canary's stable revision (:func:`_holds_stable`): the live serving workload (Deployment or
-    LeaderWorkerSet) when it runs
-    that revision already (:func:`sglang_operator.builders.canary.replicas_only`: only its ``spec.replicas`` may be
-    written), else None (apply as rendered). One GET. Raises
-    :class:`~sglang_operator.control.children.ChildApplyError` when it cannot be read (nothing is written then: a
-    full write could roll the stable pods)."""
-    if not _holds_stable(body, status, p):
+async def _stable_share(p: Placement, decided: Decided, workload: dict[str, Any]) -> dict[str, Any] | None:
+    """When ``p`` places a canary's stable revision (:func:`sglang_operator.decisions.placement.stable_share`): the
+    live serving workload (Deployment or LeaderWorkerSet) when it runs that revision already
+    (:func:`sglang_operator.builders.canary.replicas_only`: only its ``spec.replicas`` may be written), else None
+    (apply as rendered). One GET. Raises :class:`~sglang_operator.control.children.ChildApplyError` when it cannot be
+    read (nothing is written then: a full write could roll the stable pods)."""
+    if not placements.stable_share(decided.status, decided.policy, p.revision, p.role):
         return None
     meta, kind = workload["metadata"], str(workload["kind"])
     try:
@@ -181,16 +162,17 @@ async def apply_placement(
         raise ValueError(f"one serving placement and at most one canary are applied, not {roles}")
     p = serving[0]
     status = body.get("status") or {}
-    typed = parse_status(body)
+    decided = Decided.of(body, p)
+    typed = decided.status
     generation = int((body.get("metadata") or {}).get("generation") or 0)
     name = str((body.get("metadata") or {}).get("name"))
     namespace = str((body.get("metadata") or {}).get("namespace") or "default")
     if drain:
         await drain_old_pods(body, p.server.spec, p.revision, memory)
-    workload = workload_of(body, p)
+    workload = workload_of(body, p, decided)
     if write_children:
         rendered = replace(p.rendered, workload=workload)
-        live = await _stable_share(body, typed, p, workload)
+        live = await _stable_share(p, decided, workload)
         if live is not None:  # a canary's stable share running its revision already: scaled, never re-templated
             if (live.get("spec") or {}).get("replicas") != workload["spec"]["replicas"]:
                 await _patch_replicas(workload)
@@ -204,7 +186,7 @@ async def apply_placement(
         if not c.replicas:
             await kube_write.delete_object(str(c.rendered.workload["kind"]), namespace, str(c.workload))
         else:
-            await _apply_workload(workload_of(body, c), body, only_changed)
+            await _apply_workload(workload_of(body, c, decided), body, only_changed)
     if retire is not None and retire != workload["metadata"]["name"]:
         await kube_write.delete_object(str(workload["kind"]), namespace, retire)
     history = history_limit if history_limit is not None else p.server.spec.rollback.history_limit

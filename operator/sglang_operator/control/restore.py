@@ -27,6 +27,7 @@ from sglang_operator.control.apply import apply_placement, placement
 from sglang_operator.control.children import ChildApplyError
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
+from sglang_operator.decisions.placement import holds_back
 from sglang_operator.decisions.rollback import RETRY_ANNOTATION, RollbackState, Target, what_should_run
 from sglang_operator.decisions.tuning import trials as plan
 from sglang_operator.decisions.tuning.inplace import ApplyTrial
@@ -119,20 +120,12 @@ async def target(body: Mapping[str, Any], rendered: builders.Rendered) -> Choice
 
 
 def canary_holds(body: Mapping[str, Any], wanted: str, target: str) -> bool:
-    """Whether the reconcile handler keeps the serving revision in the serving workload instead of ``wanted`` (the
-    spec's revision, ``target`` what should run): a canary runs (``status.canary``: whatever it is for, it is the
-    observer's to settle, :mod:`sglang_operator.decisions.canary`), or one is due — ``spec.strategy.type`` Canary,
-    the stable revision serving and ``wanted`` runnable (``target``) and another revision."""
-    status = parse_status(body)
-    if status.canary is not None:
-        return status.revision is not None and status.revision != wanted
+    """:func:`sglang_operator.decisions.placement.holds_back` for SGLangServer ``body`` (its spec unparsable: no)."""
     try:
         server = parse({**body, "status": None})
     except SpecError:
         return False
-    return (server.spec.strategy.canary_policy is not None and server.spec.replicas >= 2 and target == wanted
-            and status.revision is not None and status.revision != wanted
-            and status.revision == status.stable_revision)
+    return holds_back(parse_status(body), server.spec.strategy.canary_policy, server.spec.replicas, wanted, target)
 
 
 async def render_for(body: Mapping[str, Any], revision: str) -> tuple[builders.Rendered, dict[str, Any]]:
