@@ -14,6 +14,7 @@ applied`). Raises what :func:`~sglang_operator.control.children.apply_children` 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -31,6 +32,8 @@ from sglang_operator.decisions import placement as placements
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.conditions import merge
 from sglang_operator.io import kube, kube_write
+
+log = logging.getLogger("sglang_operator.control.apply")
 
 Role = Literal["serving", "canary", "trial"]
 """What a placement is for: ``serving`` (the revision that serves the server's replicas, in the serving workload),
@@ -250,3 +253,12 @@ async def delete_trial_workload(tuning: Mapping[str, Any], name: str, kind: str 
     if live is None or _controller_uid(live) != str(meta.get("uid") or ""):
         return False
     return await kube_write.delete_object(kind, namespace, name)
+
+
+async def delete_trial_workloads(tuning: Mapping[str, Any], names: Sequence[str]) -> None:
+    """:func:`delete_trial_workload` of each of ``names`` (a finished tuning's cleanup); failures are logged."""
+    for name in names:
+        try:
+            await delete_trial_workload(tuning, name)
+        except Exception as exc:
+            log.warning("deleting trial workload %s failed: %s", name, exc)

@@ -41,6 +41,7 @@ from sglang_operator import builders
 from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.base import truncate
 from sglang_operator.api.server import SpecError, parse, parse_status
+from sglang_operator.api.tuning import PLURAL as TUNING_PLURAL
 from sglang_operator.builders.labels import MANAGED_BY
 from sglang_operator.control import restore, server_status
 from sglang_operator.control.apply import apply_placement, placement
@@ -296,6 +297,14 @@ async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, *
     """A child deleted behind the operator's back is re-applied (same revision, Warning event)."""
     if event.get("type") == "DELETED":
         await observer_of(memo).child_deleted(dict(body))
+
+
+@kopf.on.event(GROUP, VERSION, TUNING_PLURAL)
+async def tuning_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_: Any) -> None:
+    """Every SGLangTuning change reaches the server it names: its loop reads what the tuning asks (the hold, a trial,
+    the release) from this watched copy, and the change wakes it (:meth:`Observer.tuning_event`)."""
+    kind = event.get("type")
+    observer_of(memo).tuning_event(None if kind is None else str(kind), dict(body))
 
 
 @kopf.on.event(*PODS, labels=MANAGED_LABELS)

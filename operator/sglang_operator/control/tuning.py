@@ -1,28 +1,10 @@
 """The SGLangTuning controller: one kopf daemon per SGLangTuning runs its trials one after another and writes what it
-learns into its OWN ``status`` (:mod:`sglang_operator.control.tuning_status`: one patch per step, with the
-resourceVersion), so a restarted operator resumes where it was and repeats no finished trial. It never writes its
-server: a tuning asks, the server's loop acts (docs/architecture.md, "Who writes what").
-
-One step (:meth:`TuningRunner.step`) gathers (the tuning, its server's watched view), decides with the pure
-:mod:`sglang_operator.decisions.tuning` (:func:`~sglang_operator.decisions.tuning.trials.next_step`, the records and
-phases of :mod:`~sglang_operator.decisions.tuning.lifecycle`) and persists:
-
-- first step: every point of ``spec.parameters`` rendered with the server's spec and validated with its release's
-  rules; the invalid ones recorded ``Invalid`` (never started); ``trialsTotal``;
-- ``start``: the search's next point gets a trial record (``<tuning>-trial-<n>``, its revision, ``startedAt``);
-- ``resume`` (also after an operator restart, which measures the trial again from the start):
-  - Shadow: Deployment ``<tuning>-trial-<n>`` (:func:`sglang_operator.builders.tuning.trial_workload`, owned by the
-    SGLangTuning, the image pinned to the digest the server's Ready pods run) applied through the apply path
-    (:func:`sglang_operator.control.apply.apply_trial_workload`, which refuses a name another owner holds); its pod
-    from the watched pod cache; measured (:class:`sglang_operator.io.trialbench.TrialBench`); deleted, and its pods
-    gone before the next trial;
-  - InPlace: the trial record IS the request. The server's loop
-    (:mod:`sglang_operator.decisions.tuning.inplace`) applies it on every replica through the one apply path and
-    records it in the server's ``status.tuningHold``; the tuning waits until the server shows it running and its
-    pods Ready (the watched caches), then measures them;
-- ``finish``: the recommendation into ``status.best`` / ``bestPerLevel``, phase ``Succeeded`` or ``Failed``. An
-  InPlace tuning's end (or its deletion) is seen by the server's loop, which applies the stable revision again and
-  removes the hold; a spec change of the server ends the hold there, and the tuning sees it gone (``Cancelled``).
+learns into its OWN ``status`` only (:mod:`~sglang_operator.control.tuning_status`), so a restarted operator resumes
+and repeats no finished trial. A tuning asks, the server's loop acts (docs/architecture.md, "Who writes what"). A
+step gathers (the tuning, its server's watched view), decides (:mod:`sglang_operator.decisions.tuning`: ``trials``,
+``lifecycle``) and persists one patch; a Shadow trial runs in its own Deployment through the apply path; an InPlace
+trial's record is the request the server's loop carries out (:mod:`~sglang_operator.decisions.tuning.inplace`), and
+the tuning measures once the server shows it running and its pods Ready. The whole flow: docs/tuning.md.
 """
 
 from __future__ import annotations
@@ -32,7 +14,7 @@ import contextlib
 import datetime as dt
 import logging
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import kopf
 
@@ -40,21 +22,23 @@ from sglang_operator import builders
 from sglang_operator.api import GROUP, VERSION
 from sglang_operator.api import tuning as api
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_status
-from sglang_operator.builders.revision import image_digest, pinned_image
-from sglang_operator.builders.tuning import trial_workload
+from sglang_operator.builders.revision import image_digest
 from sglang_operator.control import tuning_status
-from sglang_operator.control.apply import apply_trial_workload, delete_trial_workload
+from sglang_operator.control.apply import apply_trial_workload, delete_trial_workload, delete_trial_workloads
 from sglang_operator.control.children import ChildApplyError
 from sglang_operator.decisions import pods as pod_rules
+from sglang_operator.decisions.conditions import parse_time
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
-from sglang_operator.decisions.sampling.roles import roles_for
 from sglang_operator.decisions.tuning import lifecycle
 from sglang_operator.decisions.tuning import trials as plan
+from sglang_operator.decisions.tuning.lifecycle import TrialFailure
 from sglang_operator.io import kube
-from sglang_operator.io.sglang_http import SGLangHTTP, base_url
-from sglang_operator.io.trialbench import BenchPlan, TrialBench, TrialPod, default_score
+from sglang_operator.io.trialbench import measure_pods
 from sglang_operator.process import telemetry
-from sglang_operator.sglang.versions import SGLangVersion, dialect
+from sglang_operator.sglang.versions import SGLangVersion
+
+if TYPE_CHECKING:
+    from sglang_operator.control.observer import Observer
 
 log = logging.getLogger("sglang_operator.tuning")
 
@@ -67,52 +51,21 @@ GONE_SECONDS = 120.0
 """Seconds at most a finished trial's pods may take to go before the next trial starts anyway."""
 
 
-class Views(Protocol):
-    """The watched caches a tuning reads (the operator's :class:`~sglang_operator.control.observer.Observer`):
-    the newest view of a server, the pods of an instance (a server or a trial workload), one HTTP client."""
-
-    async def server_view(self, namespace: str, name: str) -> dict[str, Any] | None: ...
-    async def instance_pods(self, namespace: str, instance: str) -> list[dict[str, Any]]: ...
-    @property
-    def http(self) -> SGLangHTTP: ...
-
-
-class TrialFailure(Exception):
-    """A trial failed: ``reason`` is SGLang's message (crash tail), the scheduler's, the deadline's or the server's."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _time(text: str | None) -> dt.datetime | None:
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-    except ValueError:
-        return None
-
-
-def _live(pods: list[dict[str, Any]], revision: str | None = None) -> list[dict[str, Any]]:
-    return [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp") and (
-        revision is None or ((p.get("metadata") or {}).get("labels") or {}).get(builders.REVISION_LABEL) == revision)]
-
-
-def _ready(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [p for p in pods if pod_rules.is_ready(p) and (p.get("status") or {}).get("podIP")]
-
-
-def _crash(pods: list[dict[str, Any]]) -> str | None:
-    return next((c for c in (pod_rules.crash_text(p, api.REASON_LIMIT) for p in pods) if c), None)
+def _why(err: Exception) -> str:
+    if isinstance(err, SpecError):
+        return "; ".join(err.messages)
+    return "; ".join(err.errors) if isinstance(err, builders.InvalidSpec) else str(err)
 
 
 class TuningRunner:
-    """Runs SGLangTuning ``namespace/name`` (see the module docstring) over the watched ``views``."""
+    """Runs SGLangTuning ``namespace/name`` (see the module docstring) over ``views``: the operator's watched caches
+    (:class:`~sglang_operator.control.observer.Observer`: ``server_view``, ``instance_pods``, its ``http`` client)."""
 
-    def __init__(self, namespace: str, name: str, views: Views, *, probe_limits: ProbeLimits | None = None,
+    def __init__(self, namespace: str, name: str, views: Observer, *, probe_limits: ProbeLimits | None = None,
                  scrape_limits: ScrapeLimits | None = None) -> None:
         self.namespace, self.name, self.views = namespace, name, views
         self.probe_limits = probe_limits or ProbeLimits()
@@ -137,7 +90,7 @@ class TuningRunner:
         try:
             spec = api.parse_tuning(obj).spec
         except SpecError as err:
-            return await self._end(obj, status, api.TuningPhase.FAILED, "InvalidSpec", "; ".join(err.messages), now)
+            return await self._end(obj, status, api.TuningPhase.FAILED, "InvalidSpec", _why(err), now)
         server_body = await self.views.server_view(self.namespace, spec.server_ref.name)
         if server_body is None:
             return await self._wait(obj, status, "ServerNotFound", f"SGLangServer {self.namespace}/"
@@ -146,8 +99,7 @@ class TuningRunner:
             server = parse(server_body)
             valid, invalid = plan.points(spec.parameters, server.spec)
         except (SpecError, ValueError) as err:
-            text = "; ".join(err.messages) if isinstance(err, SpecError) else str(err)
-            return await self._end(obj, status, api.TuningPhase.FAILED, "ServerNotTunable", text, now)
+            return await self._end(obj, status, api.TuningPhase.FAILED, "ServerNotTunable", _why(err), now)
         in_place = spec.mode is api.TuningMode.IN_PLACE
         stable = None
         if in_place:
@@ -161,18 +113,14 @@ class TuningRunner:
             new, message = lifecycle.begin(status, spec, self.name, valid, invalid, now, stable)
             await self._write(obj, new, "Running", "True", "Searching", message, "TuningStarted")
             return True
-        elapsed = (now - (_time(status.started_at) or now)).total_seconds()
-        step = plan.next_step(spec, status, valid, elapsed)
+        step = plan.next_step(spec, status, valid, (now - (parse_time(status.started_at) or now)).total_seconds())
         if step.kind == "finish":
             ending = lifecycle.finish(spec, status, step.reason)
-            speedups = {str(b.concurrency): b.speedup for b in ending.status.best_per_level if b.speedup is not None}
-            if ending.status.best is not None and ending.status.best.speedup is not None:
-                speedups["all"] = ending.status.best.speedup
-            telemetry.set_tuning_speedups(self.namespace, self.name, speedups)
+            telemetry.set_tuning_speedups(self.namespace, self.name, lifecycle.speedups(ending.status))
             return await self._end(obj, ending.status, ending.phase, ending.reason, ending.message, now)
         if step.kind == "start":
             assert step.settings is not None
-            await self._start(obj, status, spec, server_body, server, step.settings, now)
+            await self._start(obj, status, spec, server_body, step.settings, now)
             return True
         assert step.trial is not None
         await self._resume(obj, spec, server_body, server, step.trial)
@@ -204,9 +152,7 @@ class TuningRunner:
         generation = int((obj.get("metadata") or {}).get("generation") or 0)
         new, conds = lifecycle.ended(status, phase, reason, message, generation, now)
         if await tuning_status.write(obj, new, conds):
-            ok = phase is api.TuningPhase.SUCCEEDED
-            await tuning_status.event(obj, "Normal" if ok else "Warning", "TuningSucceeded" if ok else "TuningFailed",
-                                      message)
+            await tuning_status.event(obj, *lifecycle.end_event(phase, message))
             telemetry.count_tuning(phase.value)
             await self._delete_workloads(obj, new)
         return False
@@ -214,36 +160,20 @@ class TuningRunner:
     # --- act ----------------------------------------------------------------------------------------------------
 
     async def _start(self, obj: Mapping[str, Any], status: api.SGLangTuningStatus, spec: api.SGLangTuningSpec,
-                     server_body: Mapping[str, Any], server: SGLangServer, settings: api.TrialSettings,
-                     now: dt.datetime) -> None:
+                     server_body: Mapping[str, Any], settings: api.TrialSettings, now: dt.datetime) -> None:
         name = plan.trial_name(self.name, plan.started_count(status.trials))
         try:
-            revision = self._render(obj, server, server_body, name, settings,
-                                    spec.mode is api.TuningMode.IN_PLACE)[1].revision
+            revision = lifecycle.render_trial(obj, server_body, name, settings,
+                                              spec.mode is api.TuningMode.IN_PLACE)[1].revision
         except (builders.InvalidSpec, SpecError, ValueError) as err:  # validated before: only a changed server
-            reason = "; ".join(err.errors) if isinstance(err, builders.InvalidSpec) else str(err)
-            await self._write(obj, lifecycle.refused(status, name, settings, reason, now))
+            await self._write(obj, lifecycle.refused(status, name, settings, _why(err), now))
             return
         new, message = lifecycle.started(status, name, settings, revision, now)
         await self._write(obj, new, "Running", "True", "TrialRunning", message, "TrialStarted")
 
-    def _render(self, obj: Mapping[str, Any], server: SGLangServer, server_body: Mapping[str, Any], name: str,
-                settings: api.TrialSettings, in_place: bool) -> tuple[dict[str, Any] | None, builders.Rendered]:
-        """(The Shadow workload manifest or None, the trial rendered as the server would run it). Raises
-        ``SpecError``, :class:`~sglang_operator.builders.InvalidSpec` or ``ValueError``."""
-        replicas = server.spec.replicas if in_place else 1
-        spec_dict = plan.trial_spec(server_body.get("spec") or {}, settings, replicas=replicas)
-        trial_server = parse({"apiVersion": server.api_version, "kind": server.kind,
-                              "metadata": {"name": server.name, "namespace": self.namespace}, "spec": spec_dict})
-        if in_place:
-            return None, builders.render(trial_server)
-        work = trial_workload(trial_server.spec, server.name, self.namespace, name, dict(obj))
-        return work.manifest, work.rendered
-
     async def _resume(self, obj: Mapping[str, Any], spec: api.SGLangTuningSpec, server_body: Mapping[str, Any],
                       server: SGLangServer, trial: api.Trial) -> None:
-        started = _time(trial.started_at) or _now()
-        deadline = started + dt.timedelta(seconds=spec.budget.trial_deadline_seconds)
+        deadline = (parse_time(trial.started_at) or _now()) + dt.timedelta(seconds=spec.budget.trial_deadline_seconds)
         failure: str | None = None
         levels: list[api.LevelFigures] | None = None
         in_place = spec.mode is api.TuningMode.IN_PLACE
@@ -252,9 +182,12 @@ class TuningRunner:
                 pods, version = await self._in_place_pods(obj, server, trial, deadline)
             else:
                 pods, version = await self._shadow_pods(obj, server_body, server, trial, deadline)
-            levels = await self._measure(spec, server, pods, version)
-            crash = _crash(await self._pods_of(server.name if in_place else trial.name, trial.revision if in_place
-                                               else None))
+            ref = server.spec.api_key_secret_ref
+            key = await kube.secret_value(self.namespace, ref.name, ref.key) if ref is not None else None
+            levels = await measure_pods(self.views.http, spec, server.spec, pods, version, key, self.probe_limits,
+                                        self.scrape_limits)
+            crash = pod_rules.first_crash(await self._pods_of(server.name if in_place else trial.name,
+                                                              trial.revision if in_place else None), api.REASON_LIMIT)
             if crash is not None:
                 raise TrialFailure(crash)
         except TrialFailure as err:
@@ -266,26 +199,19 @@ class TuningRunner:
         fresh = await kube.get_sglangtuning(self.namespace, self.name)  # the trial took minutes: its newest view
         if fresh is None or (fresh.get("metadata") or {}).get("deletionTimestamp"):
             return
-        current = api.parse_tuning_status(fresh)
-        running = plan.running(current.trials)
-        if running is None or running.name != trial.name:
+        new = lifecycle.with_verdict(api.parse_tuning_status(fresh), done)
+        if new is None:  # not the running trial any more
             return
-        new = current.model_copy(update={"trials": [done if t.name == trial.name else t for t in current.trials]})
-        pending = ("TrialPending", "False", "TrialFinished", f"trial {trial.name} {done.verdict}") \
-            if self._pending else ("", "", "", "")
+        pending = ("TrialPending", "False", "TrialFinished", f"trial {trial.name} {done.verdict}") if self._pending \
+            else ("", "", "", "")
         self._pending = None
         if await self._write(fresh, new, *pending):
             telemetry.count_tuning_trial(self.namespace, self.name, str(done.verdict), trial.name,
                                          trial.settings.summary(), done.objective)
-            ok = done.verdict == api.TrialVerdict.COMPLETED.value
-            text = (f"trial {trial.name} {trial.settings.summary()}: "
-                    + (f"objective {done.objective:.1f} tok/s" if ok and done.objective is not None
-                       else str(done.reason or "")))
-            await tuning_status.event(fresh, "Normal" if ok else "Warning", "TrialCompleted" if ok else "TrialFailed",
-                                      text)
+            await tuning_status.event(fresh, *lifecycle.trial_event(done))
 
     async def _pods_of(self, instance: str, revision: str | None = None) -> list[dict[str, Any]]:
-        return _live(await self.views.instance_pods(self.namespace, instance), revision)
+        return pod_rules.live(await self.views.instance_pods(self.namespace, instance), revision)
 
     async def _in_place_pods(self, obj: Mapping[str, Any], server: SGLangServer, trial: api.Trial,
                              deadline: dt.datetime) -> tuple[list[dict[str, Any]], SGLangVersion]:
@@ -303,17 +229,17 @@ class TuningRunner:
                 record = status.applied_record
                 want = int(((record.spec if record is not None else None) or {}).get("replicas") or 1)
                 pods = await self._pods_of(server.name, trial.revision)
-                if (crash := _crash(pods)) is not None:
+                if (crash := pod_rules.first_crash(pods, api.REASON_LIMIT)) is not None:
                     raise TrialFailure(crash)
-                ready = _ready(pods)
+                ready = pod_rules.ready_with_ip(pods)
                 if len(ready) >= want:
                     try:
-                        version = self._render(obj, server, body, trial.name, trial.settings, True)[1].command.version
+                        rendered = lifecycle.render_trial(obj, body, trial.name, trial.settings, True)[1]
+                        return ready, rendered.command.version
                     except (builders.InvalidSpec, SpecError, ValueError) as err:
-                        raise TrialFailure(str(err)) from None
-                    return ready, version
+                        raise TrialFailure(_why(err)) from None
             if _now() >= deadline:
-                trouble = next((t for t in map(pod_rules.trouble, await self._pods_of(server.name)) if t), None)
+                trouble = pod_rules.first_trouble(await self._pods_of(server.name))
                 raise TrialFailure(f"trial {trial.name} not running on every replica by budget.trialDeadlineSeconds"
                                    + (f": {trouble}" if trouble else f" ({state})"))
             await asyncio.sleep(POLL_SECONDS)
@@ -322,27 +248,21 @@ class TuningRunner:
                            trial: api.Trial, deadline: dt.datetime) -> tuple[list[dict[str, Any]], SGLangVersion]:
         """Apply the trial's workload (through the apply path) and wait for its Ready pod. Raises
         :class:`TrialFailure`; a pod's trouble (Unschedulable) is written as condition ``TrialPending``."""
+        revision = parse_status(server_body).revision  # the image the serving revision's Ready pods run
+        digest = image_digest(pod_rules.ready_with_ip(await self._pods_of(server.name, revision))) if revision else None
         try:
-            manifest, rendered = self._render(obj, server, server_body, trial.name, trial.settings, False)
-        except (builders.InvalidSpec, SpecError, ValueError) as err:
-            raise TrialFailure("; ".join(err.errors) if isinstance(err, builders.InvalidSpec) else str(err)) from None
-        assert manifest is not None
-        revision = parse_status(server_body).revision
-        digest = image_digest(_ready(await self._pods_of(server.name, revision))) if revision else None
-        for container in manifest["spec"]["template"]["spec"]["containers"]:
-            if container.get("name") == "sglang":
-                container["image"] = pinned_image(container["image"], digest)
-        try:
+            manifest, rendered = lifecycle.render_trial(obj, server_body, trial.name, trial.settings, False, digest)
+            assert manifest is not None
             await apply_trial_workload(obj, manifest)
-        except ChildApplyError as err:
-            raise TrialFailure(str(err)) from None
+        except (builders.InvalidSpec, SpecError, ValueError, ChildApplyError) as err:
+            raise TrialFailure(_why(err)) from None
         while True:
             pods = await self._pods_of(trial.name)
-            if (crash := _crash(pods)) is not None:
+            if (crash := pod_rules.first_crash(pods, api.REASON_LIMIT)) is not None:
                 raise TrialFailure(crash)
-            if ready := _ready(pods):
+            if ready := pod_rules.ready_with_ip(pods):
                 return ready[:1], rendered.command.version
-            trouble = next((t for t in map(pod_rules.trouble, pods) if t), None)
+            trouble = pod_rules.first_trouble(pods)
             if trouble is not None and trouble != self._pending:
                 fresh = await kube.get_sglangtuning(self.namespace, self.name)
                 if fresh is not None and await self._write(fresh, api.parse_tuning_status(fresh), "TrialPending",
@@ -352,18 +272,6 @@ class TuningRunner:
                 raise TrialFailure("not Ready by budget.trialDeadlineSeconds"
                                    + (f": {trouble}" if trouble else " (SGLang still loading)"))
             await asyncio.sleep(POLL_SECONDS)
-
-    async def _measure(self, spec: api.SGLangTuningSpec, server: SGLangServer, pods: list[dict[str, Any]],
-                       version: SGLangVersion) -> list[api.LevelFigures]:
-        bench_plan = BenchPlan.from_workload(spec.workload, server_info_path=dialect(version).server_info_path)
-        ref = server.spec.api_key_secret_ref
-        api_key = await kube.secret_value(self.namespace, ref.name, ref.key) if ref is not None else None
-        targets = [TrialPod(str(p["metadata"]["name"]), base_url(str(p["status"]["podIP"]), server.spec.port))
-                   for p in pods]
-        bench = TrialBench(self.views.http, targets, server.spec.model.served_model_name or server.spec.model.path,
-                           roles_for(version), bench_plan, api_key=api_key, probe_limits=self.probe_limits,
-                           scrape_limits=self.scrape_limits)
-        return await bench.measure(default_score(spec.objective))
 
     async def _delete_trial(self, obj: Mapping[str, Any], trial: str) -> None:
         """Delete a Shadow trial's workload (the apply path: only when this tuning owns it) and wait (at most
@@ -379,20 +287,8 @@ class TuningRunner:
             await asyncio.sleep(POLL_SECONDS)
 
     async def _delete_workloads(self, obj: Mapping[str, Any], status: api.SGLangTuningStatus) -> None:
-        if (obj.get("spec") or {}).get("mode") == api.TuningMode.IN_PLACE.value:
-            return
-        for trial in status.trials:
-            if trial.verdict != api.TrialVerdict.INVALID.value:
-                with contextlib.suppress(Exception):
-                    await delete_trial_workload(obj, trial.name)
-
-
-def _views(memo: Any) -> Views:
-    observer = getattr(memo, "observer", None)
-    if observer is None:
-        raise kopf.TemporaryError("the operator is starting: no observer yet", delay=1)
-    views: Views = observer
-    return views
+        if (obj.get("spec") or {}).get("mode") != api.TuningMode.IN_PLACE.value:
+            await delete_trial_workloads(obj, [t.name for t in status.trials if t.verdict != "Invalid"])
 
 
 @kopf.on.daemon(*RESOURCE, cancellation_timeout=10.0)
@@ -400,11 +296,13 @@ async def tuning_daemon(meta: kopf.Meta, stopped: kopf.DaemonStopped, memo: Any 
     """Run one SGLangTuning until it ends (see the module docstring); a restarted operator resumes it from its
     status. Deleting the SGLangTuning stops it (its Shadow trial workloads are garbage-collected with it; an InPlace
     tuning's server sees it go and applies its stable revision again)."""
-    config = getattr(memo, "config", None)
+    config, observer = getattr(memo, "config", None), getattr(memo, "observer", None)
+    if observer is None:
+        raise kopf.TemporaryError("the operator is starting: no observer yet", delay=1)
     namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
     try:
         while not stopped:
-            runner = TuningRunner(namespace, name, _views(memo), probe_limits=getattr(config, "probe_limits", None),
+            runner = TuningRunner(namespace, name, observer, probe_limits=getattr(config, "probe_limits", None),
                                   scrape_limits=getattr(config, "scrape_limits", None))
             try:
                 await runner.run(stopped)
@@ -419,12 +317,3 @@ async def tuning_daemon(meta: kopf.Meta, stopped: kopf.DaemonStopped, memo: Any 
             if stopped or await kube.get_sglangtuning(namespace, name) is None:
                 telemetry.forget_tuning(namespace, name)
 
-
-@kopf.on.event(*RESOURCE)
-async def tuning_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_: Any) -> None:
-    """Every SGLangTuning change reaches the server it names: its loop reads what the tuning asks (the hold, a
-    trial, the release) from the watched copy (:meth:`sglang_operator.control.observer.Observer.tuning_event`)."""
-    observer = getattr(memo, "observer", None)
-    if observer is not None:
-        kind = event.get("type")
-        observer.tuning_event(None if kind is None else str(kind), dict(body))

@@ -68,16 +68,19 @@ from typing import Any
 import httpx
 
 from sglang_operator.api.rollback import PROBE_PROMPT
+from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.tuning import LevelFigures, Objective, ObjectiveMetric, Workload
+from sglang_operator.api.tuning import SGLangTuningSpec as TuningSpec
 from sglang_operator.decisions.sampling.cache import SeriesCache
 from sglang_operator.decisions.sampling.compute import Scrape, ScrapeFailure, figures
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.sampling.loghist import LogHistogram
 from sglang_operator.decisions.sampling.model import Signal
-from sglang_operator.decisions.sampling.roles import MetricRoles
+from sglang_operator.decisions.sampling.roles import MetricRoles, roles_for
 from sglang_operator.io import loadgen
 from sglang_operator.io.sampler import scrape_pod
-from sglang_operator.io.sglang_http import ScrapeError, SGLangHTTP
+from sglang_operator.io.sglang_http import ScrapeError, SGLangHTTP, base_url
+from sglang_operator.sglang.versions import SGLangVersion, dialect
 
 DEFAULT_PROMPTS: tuple[str, ...] = (
     PROBE_PROMPT,
@@ -455,3 +458,16 @@ async def measure_trial(http: SGLangHTTP, pods: Sequence[TrialPod], model: str, 
     bench = TrialBench(http, pods, model, roles, plan, api_key=api_key, probe_limits=probe_limits,
                        scrape_limits=scrape_limits)
     return await bench.measure(score)
+
+
+async def measure_pods(http: SGLangHTTP, tuning: TuningSpec, server: SGLangServerSpec,
+                       pods: Sequence[Mapping[str, Any]], version: SGLangVersion, api_key: str | None,
+                       probe_limits: ProbeLimits | None = None,
+                       scrape_limits: ScrapeLimits | None = None) -> list[LevelFigures]:
+    """Measure a trial's Ready ``pods`` (API JSON, each with a pod IP) of SGLang ``version`` running ``server``'s
+    spec under the SGLangTuning spec ``tuning``'s workload and objective (:func:`measure_trial`)."""
+    targets = [TrialPod(str(p["metadata"]["name"]), base_url(str(p["status"]["podIP"]), server.port)) for p in pods]
+    plan = BenchPlan.from_workload(tuning.workload, server_info_path=dialect(version).server_info_path)
+    return await measure_trial(http, targets, server.model.served_model_name or server.model.path, roles_for(version),
+                               plan, api_key=api_key, score=default_score(tuning.objective),
+                               probe_limits=probe_limits, scrape_limits=scrape_limits)

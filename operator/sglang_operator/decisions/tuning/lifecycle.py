@@ -15,16 +15,28 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sglang_operator import builders
 from sglang_operator.api import tuning as api
 from sglang_operator.api.base import truncate
+from sglang_operator.api.server import parse
 from sglang_operator.api.status import ConditionType, SGLangServerStatus
+from sglang_operator.builders.tuning import trial_workload
 from sglang_operator.decisions.conditions import merge, rfc3339
 from sglang_operator.decisions.tuning import inplace
 from sglang_operator.decisions.tuning import trials as plan
+
+
+class TrialFailure(Exception):
+    """A trial failed: ``reason`` is SGLang's message (crash tail), the scheduler's, the deadline's or the server's."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
 
 INVALID_RECORDS = 16
 """Invalid points recorded in ``status.trials`` at most (with their reasons); ``trialsInvalid`` counts them all."""
@@ -203,3 +215,53 @@ def trial_state(server: SGLangServerStatus, tuning: str, trial: api.Trial) -> tu
     if hold.trial == trial.name and server.revision == trial.revision:
         return "running", ""
     return "pending", ""
+
+
+def speedups(status: api.SGLangTuningStatus) -> dict[str, float]:
+    """The recommendation's speedups over no speculation by level (``"16"``) and overall (``"all"``), for the
+    operator's series."""
+    out = {str(b.concurrency): b.speedup for b in status.best_per_level if b.speedup is not None}
+    if status.best is not None and status.best.speedup is not None:
+        out["all"] = status.best.speedup
+    return out
+
+
+def trial_event(done: api.Trial) -> tuple[str, str, str]:
+    """The Event of a trial's verdict: (type, reason ``TrialCompleted`` / ``TrialFailed``, message)."""
+    ok = done.verdict == api.TrialVerdict.COMPLETED.value
+    head = f"trial {done.name} {done.settings.summary()}: "
+    if ok:
+        text = f"objective {done.objective:.1f} tok/s" if done.objective is not None else "completed"
+        return "Normal", "TrialCompleted", head + text
+    return "Warning", "TrialFailed", head + str(done.reason or "")
+
+
+def end_event(phase: api.TuningPhase, message: str) -> tuple[str, str, str]:
+    """The Event of a tuning's end: (type, reason ``TuningSucceeded`` / ``TuningFailed``, message)."""
+    ok = phase is api.TuningPhase.SUCCEEDED
+    return ("Normal", "TuningSucceeded", message) if ok else ("Warning", "TuningFailed", message)
+
+
+def render_trial(tuning: Mapping[str, Any], server_body: Mapping[str, Any], name: str, settings: api.TrialSettings,
+                 in_place: bool, digest: str | None = None) -> tuple[dict[str, Any] | None, builders.Rendered]:
+    """Trial ``name`` of SGLangTuning ``tuning`` with ``settings`` over the server's spec as stored (``server_body``):
+    (its Shadow Deployment, owned by the tuning, its image pinned to ``digest``, or None InPlace; the trial rendered
+    as the server itself would run it — InPlace on ``spec.replicas`` pods). Raises ``SpecError``,
+    :class:`~sglang_operator.builders.InvalidSpec` or ``ValueError``."""
+    server = parse(server_body)
+    spec = plan.trial_spec(server_body.get("spec") or {}, settings, replicas=server.spec.replicas if in_place else 1)
+    trial_server = parse({"apiVersion": server.api_version, "kind": server.kind,
+                          "metadata": {"name": server.name, "namespace": server.namespace}, "spec": spec})
+    if in_place:
+        return None, builders.render(trial_server)
+    work = trial_workload(trial_server.spec, server.name, server.namespace, name, dict(tuning), digest)
+    return work.manifest, work.rendered
+
+
+def with_verdict(status: api.SGLangTuningStatus, done: api.Trial) -> api.SGLangTuningStatus | None:
+    """``status`` (the tuning's newest: a trial takes minutes) with trial ``done``'s verdict in place of its running
+    record; None when ``done`` is not the running trial any more (nothing to write)."""
+    running = plan.running(status.trials)
+    if running is None or running.name != done.name:
+        return None
+    return status.model_copy(update={"trials": [done if t.name == done.name else t for t in status.trials]})
