@@ -26,6 +26,7 @@ def test_the_demo_script_reaches_the_rollback_in_a_clean_shell() -> None:
     if os.environ.get("XDG_CACHE_HOME"):
         env["XDG_CACHE_HOME"] = os.environ["XDG_CACHE_HOME"]
     out = subprocess.run(["./demo"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    print(out.stdout)  # the stage times (shown with -s)
     assert out.returncode == 0, f"{out.stdout[-4000:]}\n{out.stderr[-4000:]}"
     stages = re.findall(r"^==> \[ *(\d+)s\] (\d)/4 (.+)$", out.stdout, re.MULTILINE)
     assert [s[1] for s in stages] == ["1", "2", "3", "4"], out.stdout[:3000]
