@@ -131,6 +131,8 @@ def test_names_subresources_and_columns() -> None:
     assert [col["name"] for col in v["additionalPrinterColumns"]] == [
         "Ready", "Available", "Replicas", "Desired", "SpecValid", "Model", "TP", "Algorithm", "Steps", "DraftTokens",
         "AcceptLen", "Tok/s", "Revision", "Analysis", "Reason", "Stable", "Canary", "Phase", "Age"]
+    default = [col["name"] for col in v["additionalPrinterColumns"] if not col.get("priority")]  # the rest: -o wide
+    assert default == ["Ready", "Replicas", "AcceptLen", "Tok/s", "Revision", "Analysis", "Reason", "Age"]
     status = v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     for col in v["additionalPrinterColumns"]:  # every status path a column shows is declared, to its leaf
         parts = col["jsonPath"].split(".")
