@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from sglang_operator.api import tuning
+from sglang_operator.api.bounds import map_key_rule
 from sglang_operator.api.base import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.spec import SGLangServerSpec
@@ -73,6 +74,8 @@ def structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
             out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
             out[key] = True
+        elif key == "propertyNames":  # a map's key bound: a CRD holds no propertyNames, CEL checks it
+            out.setdefault("x-kubernetes-validations", []).append(map_key_rule(value["maxLength"]))
         elif key == "const":
             out["enum"] = [value]
         else:
