@@ -96,6 +96,8 @@ def test_the_api_server_refuses_what_render_refuses(k8s_cluster: K8sCluster, nam
              "spec.securityContext.capabilities.add adds SYS_ADMIN: "),
             (server("root-cache", model={"path": "Qwen/Qwen3.6-27B", "cache": {"hostPath": "/"}}),
              "spec.model.cache.hostPath is /: "),
+            (server("apparmor", podAnnotations={"container.apparmor.security.beta.kubernetes.io/sglang": "unconfined"}),
+             "spec.podAnnotations[container.apparmor.security.beta.kubernetes.io/sglang] is unconfined: "),
         ]
         for body, field in forbidden:
             proc = apply(k8s_cluster, namespace, body)

@@ -54,6 +54,12 @@ FORBIDDEN: list[tuple[str, dict[str, Any], str]] = [
      "spec.securityContext.seccompProfile.type is Unconfined: "),
     ("AppArmor Unconfined", {"securityContext": {"appArmorProfile": {"type": "Unconfined"}}},
      "spec.securityContext.appArmorProfile.type is Unconfined: "),
+    ("AppArmor unknown type", {"securityContext": {"appArmorProfile": {"type": "Other"}}},
+     "spec.securityContext.appArmorProfile.type is Other: "),
+    ("AppArmor unconfined annotation",
+     {"podAnnotations": {"container.apparmor.security.beta.kubernetes.io/sglang": "unconfined"}},
+     "spec.podAnnotations[container.apparmor.security.beta.kubernetes.io/sglang] is unconfined: a container "
+     "without an AppArmor profile"),
     ("procMount Unmasked", {"securityContext": {"procMount": "Unmasked"}},
      "spec.securityContext.procMount is Unmasked: "),
     ("SELinux spc_t", {"securityContext": {"seLinuxOptions": {"type": "spc_t"}}},
@@ -192,3 +198,12 @@ def test_the_policy_has_every_rule_at_its_levels_and_only_variables_for_values()
     for name in adm.PARAM_VARIABLES:
         assert f"variables.{name}" in text
     assert [v["name"] for v in rules["variables"]] == ["secretRefs", "secretNames"]
+
+
+def test_apparmor_allows_the_runtime_default_and_localhost_profiles() -> None:
+    key = "container.apparmor.security.beta.kubernetes.io/sglang"
+    for value in ("runtime/default", "localhost/k8s-sglang"):
+        assert refusals(server(podAnnotations={key: value, "other": "unconfined"})) == ()
+    for kind in ("RuntimeDefault", "Localhost"):
+        assert refusals(server(securityContext={"appArmorProfile": {"type": kind}})) == ()
+    assert refusals(server(podAnnotations={key: "localhos/x"}))[0].startswith(f"spec.podAnnotations[{key}] is ")

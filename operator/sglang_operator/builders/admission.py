@@ -8,7 +8,8 @@ the pod fields the spec allows (``spec.securityContext``, ``spec.volumes``, ``sp
 Python (:func:`check`) with the same messages.
 
 One table, two outputs, so they cannot drift: every rule is a value of one of a few kinds (:class:`ValueRule`,
-:class:`SubsetRule`, :class:`ContainsRule`, :class:`HostPathRule`, :class:`VolumeTypesRule`,
+:class:`SubsetRule`, :class:`ContainsRule`, :class:`HostPathRule`, :class:`AppArmorAnnotationRule`,
+:class:`VolumeTypesRule`,
 :class:`ServiceAccountRule`, :class:`SecretSlot`) whose parameters give both its CEL (:meth:`cel`) and its Python
 predicate (:meth:`refusal`). :func:`policy_rules` renders the CEL side as JSON, committed as
 ``charts/sglang-operator/files/admission-policy.json`` (regenerate with ``python -m
@@ -353,6 +354,44 @@ class HostPathRule:
         return None
 
 
+APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+"""Prefix of the AppArmor pod annotations (deprecated, still read by Kubernetes 1.36 and turned into the container's
+``appArmorProfile``): ``<prefix><container>: runtime/default | localhost/<profile> | unconfined``."""
+_APPARMOR_SAYS = ("a container without an AppArmor profile escapes the node's confinement (Pod Security Standards "
+                  "baseline, check appArmorProfile)")
+_APPARMOR_FIX = "use runtime/default or localhost/<profile>, or remove the annotation (default RuntimeDefault)"
+
+
+def _apparmor_ok(value: Any) -> bool:
+    return value == "runtime/default" or str(value).startswith("localhost/")
+
+
+@dataclass(frozen=True)
+class AppArmorAnnotationRule:
+    """Every ``spec.podAnnotations`` key of :data:`APPARMOR_ANNOTATION` names ``runtime/default`` or a
+    ``localhost/`` profile (the kubelet turns ``unconfined`` into an Unconfined profile)."""
+
+    name: str
+    levels: tuple[Level, ...] = BOTH
+
+    def cel(self) -> list[dict[str, str]]:
+        annotations = f"{OBJECT}.podAnnotations"
+        bad = (f"{annotations}.filter(k, k.startsWith({_lit(APPARMOR_ANNOTATION)}) && !({annotations}[k] == "
+               f"'runtime/default' || {annotations}[k].startsWith('localhost/')))")
+        return [_validation(
+            f"!has({annotations}) || {bad}.size() == 0",
+            f"spec.podAnnotations[{APPARMOR_ANNOTATION}*]: {_APPARMOR_SAYS}; {_APPARMOR_FIX}",
+            f"'spec.podAnnotations[' + {bad}[0] + '] is ' + {annotations}[{bad}[0]] + ': ' + "
+            f"{_lit(_APPARMOR_SAYS + '; ' + _APPARMOR_FIX)}")]
+
+    def refusal(self, obj: Mapping[str, Any], params: Params) -> str | None:
+        annotations = _spec(obj).get("podAnnotations") or {}
+        for key, value in annotations.items():
+            if str(key).startswith(APPARMOR_ANNOTATION) and not _apparmor_ok(value):
+                return f"spec.podAnnotations[{key}] is {value}: {_APPARMOR_SAYS}; {_APPARMOR_FIX}"
+        return None
+
+
 @dataclass(frozen=True)
 class VolumeTypesRule:
     """Every ``spec.volumes[]`` uses one of ``allowed`` sources (or hostPath, judged by :class:`HostPathRule`)."""
@@ -579,9 +618,10 @@ RULES: tuple[Rule, ...] = (
     ValueRule("seccomp-baseline", (_SC, "seccompProfile", "type"), ("Unconfined",), False,
               "a container without a seccomp filter may call every system call", "remove it (default RuntimeDefault)",
               _PSS_B + "seccompProfile_baseline"),
-    ValueRule("apparmor-baseline", (_SC, "appArmorProfile", "type"), ("Unconfined",), False,
-              "a container without an AppArmor profile escapes the node's confinement",
-              "remove it (default RuntimeDefault)", _PSS_B + "appArmorProfile"),
+    ValueRule("apparmor-baseline", (_SC, "appArmorProfile", "type"), ("RuntimeDefault", "Localhost"), True,
+              "only the runtime's default or a profile loaded on the node confines the container",
+              "remove it (default RuntimeDefault) or use Localhost", _PSS_B + "appArmorProfile"),
+    AppArmorAnnotationRule("apparmor-annotations"),
     ValueRule("proc-mount", (_SC, "procMount"), ("Default",), True,
               "an unmasked /proc shows the node's kernel settings", "remove it (default Default)",
               _PSS_B + "procMount"),

@@ -255,6 +255,9 @@ def run(
         help="KEY=VALUE label put on every PodMonitor (repeatable), e.g. release=kube-prometheus-stack")] = None,
     metrics_port: Annotated[int, typer.Option(min=0, max=65535,
                                               help="port of the operator's own /metrics (0: off)")] = 9808,
+    readiness_port: Annotated[int, typer.Option(
+        min=0, max=65535, help="port serving /readyz alone (plain HTTP, for the kubelet), apart from the metrics "
+                               "port's connection cap; 0: /readyz on the metrics port only")] = 0,
     metrics_read_timeout: Annotated[float, typer.Option(
         min=0.001, help="seconds a connection to the metrics port may take to send a complete request head, from "
                         "opening or from its previous answer; then it is closed")] = 10.0,
@@ -332,7 +335,7 @@ def run(
                scrape_limits=lim.ScrapeLimits(scrape_body_limit, scrape_sample_limit, scrape_label_limit,
                                               scrape_label_value_length_limit, scrape_cache_bytes),
                probe_limits=lim.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit),
-               metrics_server=metrics_server)
+               metrics_server=metrics_server, readiness_port=readiness_port)
 
 
 @app.command("prometheus-config")

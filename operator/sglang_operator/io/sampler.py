@@ -272,7 +272,8 @@ class Sampler:
             async with asyncio.timeout(timeout):
                 res = await loadgen.stream_once(self.http.http, base_url(t.ip, server.port), server.model,
                                                 prompt=params.probe_prompt, max_tokens=params.probe_max_tokens,
-                                                api_key=api_key, limits=self.probe_limits)
+                                                api_key=api_key,
+                                                limits=self.probe_limits.for_max_tokens(params.probe_max_tokens))
         except TimeoutError:
             telemetry.count_scrape_error("probe", "timeout")
             return ProbeOutcome(t.name, error=f"no complete answer within {timeout:g} s")

@@ -24,7 +24,9 @@ only ones it keeps and parses; the other lines are dropped by the line filter at
 A probe answer over ``body_bytes`` (``--probe-body-limit``), with a line over ``line_bytes``
 (``--probe-line-limit``; a line is never held beyond it) or more than ``chunks`` ``data:`` lines
 (``--probe-chunk-limit``) stops being read; the probe fails with the limit's reason (:data:`LIMIT_REASONS`),
-counted under ``{endpoint="probe", reason}``.
+counted under ``{endpoint="probe", reason}``. The caps of one probe are those of the answer it asked for
+(:meth:`ProbeLimits.for_max_tokens`): at ``probe.maxTokens`` 256, 576 chunks and 1.1 MiB, so a hostile answer
+stops after a few ms of parsing instead of at the flags' 100 000 chunks.
 """
 
 from __future__ import annotations
@@ -73,6 +75,13 @@ PROBE_LINE_BYTES = 64 * 1024
 """Default cap on one line of a probe answer, bytes (``--probe-line-limit``)."""
 PROBE_CHUNKS = 100_000
 """Default cap on the ``data:`` chunks of one probe answer (``--probe-chunk-limit``)."""
+CHUNKS_PER_TOKEN = 2
+"""Chunks per requested token :meth:`ProbeLimits.for_max_tokens` allows (a legitimate answer has at most one)."""
+CHUNKS_EXTRA = 64
+"""Chunks beyond the tokens :meth:`ProbeLimits.for_max_tokens` allows (role, finish, usage, keep-alives)."""
+BYTES_PER_CHUNK = 2048
+"""Bytes per chunk :meth:`ProbeLimits.for_max_tokens` allows (the simulator's are ~270 with their blank line; a long
+served model name and an id add a few hundred)."""
 BODY_TOO_LARGE = "probe_body_too_large"
 LINE_TOO_LONG = "probe_line_too_long"
 TOO_MANY_CHUNKS = "probe_too_many_chunks"
@@ -92,3 +101,15 @@ class ProbeLimits:
     def __post_init__(self) -> None:
         if min(self.body_bytes, self.line_bytes, self.chunks) < 1:
             raise ValueError(f"probe limits must be positive: {self}")
+
+    def for_max_tokens(self, max_tokens: int) -> ProbeLimits:
+        """The caps of one probe asking for ``max_tokens`` output tokens (``spec.rollback.probe.maxTokens``):
+        ``chunks`` at most :data:`CHUNKS_PER_TOKEN` per token plus :data:`CHUNKS_EXTRA` (SGLang streams at most one
+        chunk per decode step, each with at least one token, plus the role, finish and usage chunks), ``body_bytes``
+        at most :data:`BYTES_PER_CHUNK` per such chunk; never above this object's own caps (the operator's flags).
+        Raises ``ValueError`` when ``max_tokens`` is below 1."""
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive: {max_tokens}")
+        chunks = min(self.chunks, CHUNKS_PER_TOKEN * max_tokens + CHUNKS_EXTRA)
+        return ProbeLimits(body_bytes=min(self.body_bytes, chunks * BYTES_PER_CHUNK), line_bytes=self.line_bytes,
+                           chunks=chunks)
