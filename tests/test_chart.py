@@ -367,9 +367,9 @@ def _container(objs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_secure_metrics_are_https_and_the_probe_and_service_monitor_follow(monkeypatch: pytest.MonkeyPatch) -> None:
-    """metrics.secure: the ServiceMonitor uses HTTPS (the readinessProbe its own plain port); without metrics.certSecret the
-    operator's self-signed certificate (not verified), with it that Secret mounted as --metrics-cert-dir and
-    verified by the ServiceMonitor against its ca.crt for the metrics Service's DNS name."""
+    """metrics.secure: the ServiceMonitor uses HTTPS (the readinessProbe its own plain port); without
+    metrics.certSecret the operator's self-signed certificate (not verified), with it that Secret mounted as
+    --metrics-cert-dir and verified by the ServiceMonitor against its ca.crt for the metrics Service's DNS name."""
     helm = require_helm()
     plain = render(helm, serviceMonitor={"enabled": True})
     assert "tlsConfig" not in _endpoint(plain)

@@ -140,5 +140,5 @@ def test_specs_at_the_limits_parse() -> None:
 def test_tuning_prompts_bounded() -> None:
     body = {"metadata": {"name": "t"}, "spec": {"serverRef": {"name": "s"},
                                                 "workload": {"prompts": ["p"] * 17}}}
-    with pytest.raises(SpecError, match="spec.workload.prompts"):
+    with pytest.raises(SpecError, match=r"spec\.workload\.prompts"):
         parse_tuning(body)

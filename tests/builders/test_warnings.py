@@ -80,6 +80,6 @@ def test_forced_acceptance_is_a_warning_naming_the_variables() -> None:
                           {"name": "SGLANG_SIMULATE_ACC_METHOD", "value": "multinomial"}, {"name": "X", "value": "1"}])
     assert result.errors == []
     [warning] = [w for w in result.warnings if "SIMULATE_ACC" in w]
-    assert warning.startswith("spec.env SGLANG_SIMULATE_ACC_LEN, SGLANG_SIMULATE_ACC_METHOD: SGLang's forced-acceptance")
+    assert warning.startswith("spec.env SGLANG_SIMULATE_ACC_LEN, SGLANG_SIMULATE_ACC_METHOD: SGLang's forced-")
     assert "accept length and tok/s are made up" in warning
     assert not any("SIMULATE" in w for w in checked(env=[{"name": "SGLANG_SIMULATE", "value": "1"}]).warnings)

@@ -196,8 +196,8 @@ def _size_number(node: Mapping[str, Any]) -> int:
 def worst_case_bytes(node: Mapping[str, Any], path: str = "") -> int:
     """Bytes of the largest compact JSON value structural schema ``node`` admits: every string at ``maxLength``
     (one byte per character), every list at ``maxItems``, every map at ``maxProperties`` entries with keys of
-    :func:`key_limit`, an object with ``maxProperties`` at its required properties and its largest others. Raises ``ValueError`` naming the
-    path of a node without a bound."""
+    :func:`key_limit`, an object with ``maxProperties`` at its required properties and its largest others. Raises
+    ``ValueError`` naming the path of a node without a bound."""
     if "enum" in node:
         return max(len(json.dumps(v)) for v in node["enum"])
     kind = node.get("type")

@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from sglang_operator.api import tuning
-from sglang_operator.api.bounds import map_key_rule
 from sglang_operator.api.base import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION
+from sglang_operator.api.bounds import map_key_rule
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus

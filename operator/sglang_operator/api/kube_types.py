@@ -131,7 +131,8 @@ def _structural(node: Mapping[str, Any], defs: Mapping[str, Any], seen: tuple[st
             raise ValueError(f"recursive Kubernetes type {name} cannot be inlined")
         return _structural(defs[name], defs, (*seen, name))
     if "oneOf" in node:  # Quantity (string | number) and IntOrString (string | integer)
-        out_ios: dict[str, Any] = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
+        out_ios: dict[str, Any] = {"anyOf": [{"type": "integer"}, {"type": "string"}],
+                                   "x-kubernetes-int-or-string": True}
         if "maxLength" in node:
             out_ios["maxLength"] = node["maxLength"]
         return out_ios

@@ -18,8 +18,8 @@ from sglang_operator.api.base import (
     Volume,
     VolumeMount,
 )
-from sglang_operator.api.bounds import LABEL_VALUE_LIMIT, MAP_KEY_LIMIT, NAME_LIMIT, POD_ANNOTATION_LIMIT
 from sglang_operator.api.blocks import Memory, ModelSpec, Parallelism, SecretKeyRef, SGLangImage, Speculative
+from sglang_operator.api.bounds import LABEL_VALUE_LIMIT, MAP_KEY_LIMIT, NAME_LIMIT, POD_ANNOTATION_LIMIT
 from sglang_operator.api.rollback import RollbackPolicy
 
 SECRET_FLAGS: dict[str, str] = {

@@ -276,8 +276,8 @@ class Workload(ApiModel):
 
     prompts: Annotated[list[Annotated[str, Field(min_length=1, max_length=12288)]], Field(max_length=16)] = Field(
         default_factory=list)
-    """Prompts sent in turn (at most 16, each at most 12288 characters: about 3000 tokens). Empty (default): a fixed set of eight like SGLang's ``bench_speculative.py``, the
-    rollback probe's prompt among them."""
+    """Prompts sent in turn (at most 16, each at most 12288 characters: about 3000 tokens). Empty (default): a fixed
+    set of eight like SGLang's ``bench_speculative.py``, the rollback probe's prompt among them."""
     max_output_tokens: Annotated[int, Field(ge=16, le=16384)] = 512
     """``max_tokens`` of every request (the sweep script's 512)."""
     concurrency: Annotated[list[ConcurrencyLevel], Field(min_length=1, max_length=MAX_LEVELS)] = Field(

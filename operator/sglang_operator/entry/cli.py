@@ -295,6 +295,12 @@ def run(
         = lim.LABEL_VALUE_LENGTH,
     scrape_cache_bytes: Annotated[int, typer.Option(
         min=1, help="bytes of label sets remembered between scrapes, per pod")] = lim.CACHE_BYTES,
+    scrape_retained_series: Annotated[int, typer.Option(
+        min=1, help="series of one metric role a pod's scrape may have, as kept until the next interval; more is a "
+                    "scrape error too_many_series")] = lim.RETAINED_SERIES,
+    scrape_retained_bytes: Annotated[int, typer.Option(
+        min=1, help="bytes of scrapes kept between intervals, all pods together; a pod that does not fit keeps "
+                    "nothing (its next interval is inconclusive) and is counted")] = lim.RETAINED_BYTES,
     probe_body_limit: Annotated[int, typer.Option(
         min=1, help="bytes at most of one probe answer; more fails the probe (probe_body_too_large)")]
         = lim.PROBE_BODY_BYTES,
@@ -333,7 +339,8 @@ def run(
                pod_monitors=monitors, pod_monitor_labels=monitor_labels,
                metrics_port=metrics_port, sample_interval=sample_interval, resync_seconds=resync_seconds,
                scrape_limits=lim.ScrapeLimits(scrape_body_limit, scrape_sample_limit, scrape_label_limit,
-                                              scrape_label_value_length_limit, scrape_cache_bytes),
+                                              scrape_label_value_length_limit, scrape_cache_bytes,
+                                              scrape_retained_series, scrape_retained_bytes),
                probe_limits=lim.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit),
                metrics_server=metrics_server, readiness_port=readiness_port)
 
