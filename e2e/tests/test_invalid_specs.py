@@ -218,6 +218,10 @@ CASES: list[Case] = [
         rule="cache-one-source", value="sets 2"),
     cel("cache-no-source", CACHE_NONE, setting(S + "model.cache", {"mountPath": "/cache"}),
         rule="cache-one-source", value="sets 0"),
+    cel("cache-read-only-not-host-path", "spec.model.cache.hostPathReadOnly is false but the cache is not a hostPath: "
+        "it applies to hostPath only (pvc has its own readOnly); remove it",
+        setting(S + "model.cache", {"pvc": {"claimName": "hf"}, "hostPathReadOnly": False}),
+        rule="cache-host-path-read-only", value="is false"),
     cel("chunked-prefill-0", "spec.memory.chunkedPrefillSize is 0: it must be -1 (disabled) or a positive number of "
         "tokens", setting(S + "memory.chunkedPrefillSize", 0), rule="chunked-prefill-size", value="is 0"),
     cel("gpu-below-tp", gpu(1, 2, 1), setting(S + "resources", {"gpu": 1}), rule="gpus-cover-parallelism",

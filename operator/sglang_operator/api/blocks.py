@@ -80,11 +80,28 @@ class ModelCache(ApiModel):
             ),
             name="cache-one-source",
         ),
+        CelRule(
+            "!has(self.hostPathReadOnly) || self.hostPathReadOnly || has(self.hostPath)",
+            "spec.model.cache.hostPathReadOnly applies to hostPath only",
+            lambda m: m.host_path_read_only or m.host_path is not None,
+            ".hostPathReadOnly",
+            message_expression="'spec.model.cache.hostPathReadOnly is false but the cache is not a hostPath: it "
+            "applies to hostPath only (pvc has its own readOnly); remove it'",
+            explain=lambda m: "spec.model.cache.hostPathReadOnly is false but the cache is not a hostPath: it "
+            "applies to hostPath only (pvc has its own readOnly); remove it",
+            name="cache-host-path-read-only",
+        ),
     )
     pvc: PVCSource | None = None
     """Mount an existing PersistentVolumeClaim."""
     host_path: Annotated[str | None, Field(pattern=r"^/", max_length=PATH_LIMIT)] = None
-    """Mount a directory of the node (absolute path), e.g. ``/data/hf-cache``."""
+    """Mount a directory of the node (absolute path), e.g. ``/data/hf-cache``: read-only and ``type: Directory`` (it
+    must exist, with the weights in it) unless ``hostPathReadOnly`` is false."""
+    host_path_read_only: bool = True
+    """hostPath only: mount the node's directory read-only with ``type: Directory`` (default: SGLang reads weights
+    already there and cannot change the files other servers on the node load). False: read-write with ``type:
+    DirectoryOrCreate``, so SGLang downloads into it; the chart's admission policy refuses it unless the admin allows
+    writes (``admissionPolicy.hostPathWrites``)."""
     empty_dir: EmptyDirSource | None = None
     """Use an emptyDir volume."""
     mount_path: Annotated[str, Field(pattern=r"^/", max_length=PATH_LIMIT)] = "/root/.cache/huggingface"

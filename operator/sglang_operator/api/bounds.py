@@ -20,7 +20,9 @@ import copy
 import json
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 SPEC_SIZE_LIMIT = 256 * 1024
 """Bytes at most of the largest ``spec`` either CRD admits (JSON, one byte per character; etcd's object limit is
@@ -39,6 +41,14 @@ ENV_VALUE_LIMIT = 1024
 POD_ANNOTATION_LIMIT = 512
 """Characters at most of a pod annotation's value (JSON of a CNI network list fits)."""
 
+MAX_EXTRA_ARGS = 64
+"""Items at most of ``spec.extraArgs`` (512 characters each)."""
+MAX_ENV = 32
+"""Entries at most of ``spec.env``."""
+MapKey = Annotated[str, Field(max_length=MAP_KEY_LIMIT)]
+"""A map key of a spec (``podLabels``, ``podAnnotations``, ``nodeSelector``)."""
+LabelValue = Annotated[str, Field(max_length=LABEL_VALUE_LIMIT)]
+"""A label value of a spec."""
 QUANTITY_LIMIT = 64
 """Characters at most of a quantity (``64Gi``) or a time stamp."""
 

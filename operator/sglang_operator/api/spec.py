@@ -19,7 +19,7 @@ from sglang_operator.api.base import (
     VolumeMount,
 )
 from sglang_operator.api.blocks import Memory, ModelSpec, Parallelism, SecretKeyRef, SGLangImage, Speculative
-from sglang_operator.api.bounds import LABEL_VALUE_LIMIT, MAP_KEY_LIMIT, NAME_LIMIT, POD_ANNOTATION_LIMIT
+from sglang_operator.api.bounds import MAX_ENV, MAX_EXTRA_ARGS, NAME_LIMIT, POD_ANNOTATION_LIMIT, LabelValue, MapKey
 from sglang_operator.api.rollback import RollbackPolicy
 
 SECRET_FLAGS: dict[str, str] = {
@@ -156,14 +156,6 @@ def _gpu_refusal(m: SGLangServerSpec) -> str:
 
 _GPUS_PER_NODE_CEL = ("self.parallelism.tensor * self.parallelism.pipeline * self.parallelism.data / "
                       "self.parallelism.nodes")
-
-
-MAX_EXTRA_ARGS = 64
-"""Items at most of ``spec.extraArgs`` (512 characters each)."""
-MAX_ENV = 32
-"""Entries at most of ``spec.env``."""
-MapKey = Annotated[str, Field(max_length=MAP_KEY_LIMIT)]
-LabelValue = Annotated[str, Field(max_length=LABEL_VALUE_LIMIT)]
 
 
 class LocalObjectRef(ApiModel):

@@ -8,6 +8,7 @@ Help texts are the docstrings shown as plain text (RST ````literal```` marks rem
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import re
@@ -100,6 +101,9 @@ def render(
              "default), restricted, or off (a cluster without the policy)")] = "baseline",
     allowed_host_path: Annotated[list[str] | None, typer.Option(
         help="a hostPath prefix the policy allows (admissionPolicy.allowedHostPaths; repeatable)")] = None,
+    host_path_writes: Annotated[str, typer.Option(
+        help="whether an allowed hostPath may be written (admissionPolicy.hostPathWrites): Forbidden (read-only "
+             "mounts only), Allowed, or OwnNamespace (only under <allowed prefix>/<namespace>)")] = "Forbidden",
     allowed_service_account: Annotated[list[str] | None, typer.Option(
         help="a spec.serviceAccountName the policy allows, NAME or NAMESPACE/NAME "
              "(admissionPolicy.allowedServiceAccounts; repeatable)")] = None,
@@ -127,6 +131,12 @@ def render(
                                       tuple(allowed_service_account or ()), op_sa, op_ns)
         except ValueError:
             typer.echo(f"render: --admission-level is baseline, restricted or off, not {admission_level!r}", err=True)
+            raise typer.Exit(2) from None
+        try:
+            params = dataclasses.replace(params, host_path_writes=admission.HostPathWrites(host_path_writes))
+        except ValueError:
+            typer.echo(f"render: --host-path-writes is Forbidden, Allowed or OwnNamespace, not {host_path_writes!r}",
+                       err=True)
             raise typer.Exit(2) from None
         if not op_ns or not op_sa:
             typer.echo(f"render: --operator-service-account is NAMESPACE/NAME, not {operator_service_account!r}",
