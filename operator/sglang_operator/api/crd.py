@@ -124,9 +124,9 @@ PRINTER_COLUMNS = [
     _col("Analysis", ".status.analysis.phase", "string",
          "Rollback analysis of the serving revision: WarmingUp, Verifying, Stable, RollingBack, RolledBack, Paused"),
     _col("Reason", ".status.analysis.reason", "string",
-         "Why the analysis is in its phase: e.g. Paused for MaxRollbacksReached, NoStableRevision, NotRolledBack or "
-         "MeasurementErrors (kubectl sglang retry resumes it), RollingBack for CrashLoop, Regressed, "
-         "ProgressDeadlineExceeded"),
+         "Why the analysis is in its phase: e.g. Paused for MaxRollbacksReached, NoStableRevision, NotRolledBack, "
+         "MeasurementErrors or SimulatedAcceptance (kubectl sglang retry resumes it), RollingBack for CrashLoop, "
+         "Regressed, ProgressDeadlineExceeded"),
     _col("Stable", ".status.stableRevision", "string", "Stable revision (what a rollback returns to)"),
     _col("Canary", ".status.canary.split", "string",
          "Pods wanted during a canary, stable+canary (e.g. 3+1); empty when no canary runs"),

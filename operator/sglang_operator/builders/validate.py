@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sglang_operator.api.analysis import simulated_acceptance
 from sglang_operator.api.blocks import SGLangImage, SpeculativeAlgorithm
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.api.spec import OWNED, SGLangServerSpec, flag_name, owned_flag_refusal
@@ -114,19 +115,9 @@ def _extra_args_errors(out: SpecCheck, extra_args: list[str], release: Release) 
                                                        f"{owned[info.dest]})", 1))
 
 
-SIMULATED_ACCEPTANCE_ENV = "SGLANG_SIMULATE_ACC_"
-"""Prefix of SGLang's forced-acceptance benchmark knobs (``SGLANG_SIMULATE_ACC_LEN``, ``SGLANG_SIMULATE_ACC_METHOD``):
-SGLang then commits draft tokens it never verified, so every accept length and tok/s of the revision is made up."""
-
-
-def simulated_acceptance(spec: SGLangServerSpec) -> list[str]:
-    """The ``spec.env`` names that force SGLang's acceptance (:data:`SIMULATED_ACCEPTANCE_ENV`), in spec order."""
-    return [str(e.get("name")) for e in spec.env if str(e.get("name", "")).startswith(SIMULATED_ACCEPTANCE_ENV)]
-
-
 def _env_errors(out: SpecCheck, spec: SGLangServerSpec, cmd: RenderedCommand) -> None:
     ours = {e["name"]: e for e in cmd.env}
-    simulated = simulated_acceptance(spec)
+    simulated = simulated_acceptance(spec.env)
     if simulated:
         out.warnings.append(
             f"spec.env {', '.join(simulated)}: SGLang's forced-acceptance benchmark knob commits draft tokens it never "
