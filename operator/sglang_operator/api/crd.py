@@ -21,6 +21,7 @@ import yaml
 
 from sglang_operator.api import tuning
 from sglang_operator.api.base import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION
+from sglang_operator.api.bounds import map_key_rule
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus
@@ -73,6 +74,8 @@ def structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
             out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
             out[key] = True
+        elif key == "propertyNames":  # a map's key bound: a CRD holds no propertyNames, CEL checks it
+            out.setdefault("x-kubernetes-validations", []).append(map_key_rule(value["maxLength"]))
         elif key == "const":
             out["enum"] = [value]
         else:
@@ -123,9 +126,9 @@ PRINTER_COLUMNS = [  # priority 0: the default `kubectl get sgls` (8 and NAME); 
     _col("Analysis", ".status.analysis.phase", "string",
          "Rollback analysis of the serving revision: WarmingUp, Verifying, Stable, RollingBack, RolledBack, Paused"),
     _col("Reason", ".status.analysis.reason", "string",
-         "Why the analysis is in its phase: e.g. Paused for MaxRollbacksReached, NoStableRevision, NotRolledBack or "
-         "MeasurementErrors (kubectl sglang retry resumes it), RollingBack for CrashLoop, Regressed, "
-         "ProgressDeadlineExceeded"),
+         "Why the analysis is in its phase: e.g. Paused for MaxRollbacksReached, NoStableRevision, NotRolledBack, "
+         "MeasurementErrors or SimulatedAcceptance (kubectl sglang retry resumes it), RollingBack for CrashLoop, "
+         "Regressed, ProgressDeadlineExceeded"),
     _col("Stable", ".status.stableRevision", "string", "Stable revision (what a rollback returns to)", priority=1),
     _col("Canary", ".status.canary.split", "string",
          "Pods wanted during a canary, stable+canary (e.g. 3+1); empty when no canary runs", priority=1),

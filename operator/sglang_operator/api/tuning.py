@@ -274,10 +274,10 @@ class Workload(ApiModel):
     streamed requests, decode speed after the first token, output tok/s, inter-token latency and time to first
     token; accept length from SGLang's counters over the same window."""
 
-    prompts: Annotated[list[Annotated[str, Field(min_length=1, max_length=16384)]], Field(max_length=64)] = Field(
+    prompts: Annotated[list[Annotated[str, Field(min_length=1, max_length=12288)]], Field(max_length=16)] = Field(
         default_factory=list)
-    """Prompts sent in turn. Empty (default): a fixed set of eight like SGLang's ``bench_speculative.py``, the
-    rollback probe's prompt among them."""
+    """Prompts sent in turn (at most 16, each at most 12288 characters: about 3000 tokens). Empty (default): a fixed
+    set of eight like SGLang's ``bench_speculative.py``, the rollback probe's prompt among them."""
     max_output_tokens: Annotated[int, Field(ge=16, le=16384)] = 512
     """``max_tokens`` of every request (the sweep script's 512)."""
     concurrency: Annotated[list[ConcurrencyLevel], Field(min_length=1, max_length=MAX_LEVELS)] = Field(

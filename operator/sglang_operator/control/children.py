@@ -102,6 +102,9 @@ async def apply_pod_monitor(rendered: builders.Rendered, owner: Mapping[str, Any
 SCHEMA_REFUSALS = ("field not declared in schema", "failed to create typed patch object", "unknown field")
 """Texts of a server-side apply the API server cannot type against the object's schema: it answers HTTP 500
 (``k8s.io/apiserver`` fieldmanager) though the request, not the server, is at fault."""
+TOO_LARGE = ("request is too large", "Request entity too large")
+"""Texts of an object too large to store (etcd's ``etcdserver: request is too large``, an HTTP 500; the API server's
+own ``Request entity too large``, an HTTP 413): the spec made it so, and retrying renders and sends it again."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,8 @@ def apply_failure(kind: str, err: Exception) -> ApplyFailure:
     if isinstance(err, ApiError):
         code = err.status.code
         message = err.status.message or str(err)
-        spec_fault = code in (400, 422) or (code == 500 and any(t in message for t in SCHEMA_REFUSALS))
+        spec_fault = (code in (400, 413, 422) or (code == 500 and any(t in message for t in SCHEMA_REFUSALS))
+                      or any(t.lower() in message.lower() for t in TOO_LARGE))
         return ApplyFailure(kind, code, message, spec_fault)
     return ApplyFailure(kind, None, f"{type(err).__name__}: {err}", False)
 

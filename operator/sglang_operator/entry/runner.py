@@ -159,6 +159,7 @@ def run(
     scrape_limits: ScrapeLimits | None = None,
     probe_limits: ProbeLimits | None = None,
     metrics_server: MetricsServerConfig | None = None,
+    readiness_port: int = 0,
 ) -> None:
     """Block running the operator until SIGINT/SIGTERM.
 
@@ -176,6 +177,8 @@ def run(
     ``scrape_limits``, ``probe_limits``: the bounds on what is read from an SGLang pod (defaults: those of
     :mod:`sglang_operator.decisions.sampling.limits`). ``metrics_server``: the metrics port's timeouts, connection cap
     authentication and TLS (default :class:`sglang_operator.process.metrics_http.MetricsServerConfig`).
+    ``readiness_port``: ``/readyz`` alone on a port of its own, apart from the metrics port's connection cap
+    (:func:`sglang_operator.process.metrics_http.serve_readiness`; 0: not served apart).
     These reach the handlers as kopf's ``memo.config`` (:class:`sglang_operator.control.handlers.Config`).
     """
     from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
@@ -199,6 +202,13 @@ def run(
             metrics_http.serve(metrics_port, config=metrics_server)
         except (OSError, ValueError) as err:  # the port taken; a metrics cert dir that cannot serve (CertError)
             raise SystemExit(f"sglang-operator run: cannot serve /metrics on port {metrics_port}: {err}") from None
+    if readiness_port:
+        from sglang_operator.process import metrics_http
+
+        try:
+            metrics_http.serve_readiness(readiness_port, config=metrics_server)
+        except OSError as err:
+            raise SystemExit(f"sglang-operator run: cannot serve /readyz on port {readiness_port}: {err}") from None
     options: dict[str, Any] = {"clusterwide": not namespaces, "namespaces": list(namespaces),
                                "standalone": peering is None, "peering_name": peering, "liveness_endpoint": liveness,
                                "memo": memo}
