@@ -13,10 +13,12 @@ trial counts in ``max_trial_count`` (Katib's rule), the control trial and the ad
 
   1. the control trial;
   2. chains: hill climbing over numSteps from SGLang's default 3 (upwards first, downwards only when the first
-     step up did not gain; ``PATIENCE`` step past a drop, which may be the noise);
-  3. trees: for each eagleTopk > 1, ascending, the same climb over numSteps with the fullest tree of each
-     (the most draft tokens of the set, at most numSteps × eagleTopk + 1), from the previous width's best
-     numSteps;
+     step up did not gain; ``PATIENCE`` step past a drop of less than ``CLEAR_DROP``, 5 %, which may be the
+     noise; a clear drop ends the direction);
+  3. trees: for each eagleTopk > 1 one probe, the fullest tree (the most draft tokens of the set, at most
+     numSteps × eagleTopk + 1) at the best chain's numSteps; then the same climb over numSteps, with the fullest
+     tree of each, for the width whose probe was best, when it reached ``WIDTH_CUTOFF`` (90 %) of the best value
+     so far (the other widths are left to stage 4's moves over eagleTopk);
   4. coordinate hill climbing from the incumbent (the best point measured so far) over its neighbours:
      numDraftTokens one value of its set down and up, numSteps ± 1, eagleTopk one value of its set up and down
      (numDraftTokens kept, or the nearest valid value), then ``maxRunningRequests`` / ``cudaGraphMaxBs`` one
@@ -69,8 +71,12 @@ Search = Generator[Point | None, float | None, str]
 CHAIN_START_STEPS = 3
 """SGLang's automatic numSteps for most models (``auto_choose_speculative_params``: 3/1/4)."""
 PATIENCE = 1
-"""Steps a climb over numSteps goes on past a drop (one: a drop of about the noise must not end it)."""
-MAX_MEASUREMENTS = 4
+"""Steps a climb over numSteps goes on past a small drop (one: a drop of about the noise must not end it)."""
+CLEAR_DROP = 0.05
+"""A drop of more than this fraction of the best value ends a climb over numSteps at once (not the noise)."""
+WIDTH_CUTOFF = 0.9
+"""Stage 3 climbs the best tree width only when its probe reached this fraction of the best value so far."""
+MAX_MEASUREMENTS = 8
 """Measurements at most of one point in the repeats (the noise rule asks for more only while points are tied)."""
 
 
@@ -391,7 +397,8 @@ def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
 
     def hill(line: list[Point], i: int) -> Generator[Point | None, float | None, int]:
         """From ``line[i]`` upwards first, downwards only when the first direction did not gain; ``PATIENCE``
-        step past a drop. Returns the best index."""
+        step past a drop within ``CLEAR_DROP`` of the best (which may be the noise), none past a clear drop.
+        Returns the best index."""
         top = yield from b.measure(line[i])
         best_j = i
         for direction in (1, -1):
@@ -402,7 +409,7 @@ def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
                 if v > top:
                     top, best_j, misses = v, j, 0
                 else:
-                    misses += 1
+                    misses += 1 if v >= top * (1.0 - CLEAR_DROP) else PATIENCE + 1
             if best_j != i:
                 break
         return best_j
@@ -411,13 +418,24 @@ def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
     try:
         yield from b.measure(None)
         start = CHAIN_START_STEPS
-        for topk in space.topks:  # 2. the chain, 3. each tree width from the last width's best numSteps
+        lines: dict[int, tuple[list[Point], int]] = {}
+        for topk in space.topks:
             steps = space.steps_of(topk)
-            if not steps:
-                continue
-            i = min(range(len(steps)), key=lambda j: (abs(steps[j] - start), j))
-            line = [space.full(n, topk) for n in steps]
-            start = line[(yield from hill(line, i))].num_steps
+            if steps:
+                i = min(range(len(steps)), key=lambda j: (abs(steps[j] - start), j))
+                lines[topk] = ([space.full(n, topk) for n in steps], i)
+        if 1 in lines:  # 2. the chain
+            line, i = lines.pop(1)
+            best = line[(yield from hill(line, i))]
+            lines = {k: (ln, min(range(len(ln)), key=lambda j: (abs(ln[j].num_steps - best.num_steps), j)))
+                     for k, (ln, _) in lines.items()}
+        for line, i in lines.values():  # 3. one probe per tree width, ...
+            yield from b.measure(line[i])
+        if lines:  # ... and the climb of the best width's line when it is not far behind
+            line, i = max(lines.values(), key=lambda li: (b.memo[li[0][li[1]]], -li[0][0].eagle_topk))
+            incumbent = best_static(b.memo)
+            if incumbent is not None and b.memo[line[i]] >= WIDTH_CUTOFF * b.memo[incumbent]:
+                yield from hill(line, i)
         # 4. coordinate hill climbing from the incumbent, first improvement taken (the last improving move first)
         last: Move | None = None
         while (incumbent := best_static(b.memo)) is not None:
