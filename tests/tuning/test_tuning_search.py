@@ -125,10 +125,13 @@ def test_winner_must_beat_the_runner_up_by_more_than_the_noise() -> None:
     d = decide(tied, objective)
     assert d is not None
     assert d.noise == pytest.approx(noise_estimate({P(8, 8, 64): [374.0, 366.0], P(8, 4, 32): [368.0, 364.0]}))
-    assert d.best == P(8, 4, 32) and d.tied == ("8/8/64", "8/4/32")  # within the noise: fewer draft tokens win
+    assert d.best == P(8, 8, 64) and d.tied == ("8/8/64", "8/4/32")  # within the noise: the highest mean wins
     clear = [*tied[:3], trial(P(8, 4, 32), 330.0), trial(P(8, 4, 32), 334.0)]
     d = decide(clear, objective)
     assert d is not None and d.best == P(8, 8, 64) and d.runner_up == P(8, 4, 32) and "more than the noise" in d.reason
+    control_tied = [trial(None, 100.0), trial(None, 104.0), trial(P(3, 1, 4), 103.0), trial(P(3, 1, 4), 105.0)]
+    d = decide(control_tied, objective)  # speculation must beat the control trial by more than the noise
+    assert d is not None and d.best is None and "no speculative point beats the control trial" in d.reason
     lone = [trial(None, 100.0), trial(P(3, 1, 4), 180.0)]  # nothing repeated: every point is a finalist
     d = decide(lone, objective)
     assert d is not None and d.best == P(3, 1, 4) and d.speedup == {1: pytest.approx(1.8)}

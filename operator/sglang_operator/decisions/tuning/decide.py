@@ -4,8 +4,10 @@
 The noise is measured, not assumed: the pooled relative standard deviation of the points measured more than once
 (:func:`noise_estimate`: the search measures its finalists again for it). Two means of n₁ and n₂ measurements are
 told apart when they differ by more than ``noise × sqrt(1/n₁ + 1/n₂)`` (one standard deviation of their
-difference) relative to the higher one; closer points are *tied* and the cheapest of them wins
-(:meth:`~.space.Point.cost_key`: fewer draft tokens, then fewer steps, then a narrower tree).
+difference) relative to the higher one; closer points are *tied*. Among tied points the control trial (no
+speculative decoding) wins: speculation must beat it by more than the noise. Otherwise the highest mean wins (the
+best estimate; the cheapest of tied points lost up to 2.6 % of the optimum in ``bench/tuning.py``); ``tied``
+names the others, and among equal means the cheaper point (:meth:`~.space.Point.cost_key`) comes first.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ class Decision(TuningModel):
     """The recommendation from the finished trials. ``best`` is ``None`` when no speculative point beats the
     control trial by more than the noise (speculation does not pay off). ``noise`` is the pooled relative
     standard deviation of repeated measurements (0 without repeats); ``tied`` the points within it of the highest
-    mean, of which ``best`` is the cheapest (:meth:`Point.cost_key`); ``speedup`` per concurrency level is
-    ``best`` ÷ the control trial (output tok/s). The lead wins when it beats a finalist by more than
-    ``noise × sqrt(1/n_lead + 1/n)`` (the noise of a difference of means of n and n_lead measurements).
+    mean (within ``noise × sqrt(1/n_lead + 1/n)``, the noise of a difference of means of n and n_lead
+    measurements), highest mean first; ``best`` is the first of them, or the control trial when it is among
+    them; ``speedup`` per concurrency level is ``best`` ÷ the control trial (output tok/s).
     ``measurements``: how many completed measurements ``best`` has."""
 
     best: Point | None
@@ -88,11 +90,10 @@ def tied_set(runs: dict[Point | None, list[float]],
 
 def decide(trials: Sequence[TrialResult], objective: Objective) -> Decision | None:
     """The recommendation (``None`` before any completed trial). The finalists are the points measured more than
-    once (the search's repeats; every point when none was): the highest mean among them wins only by more than the
-    noise; every finalist within the noise of it is tied and the cheapest tied one wins (the control trial,
-    cheapest of all, when speculation does not beat it). A point measured once cannot win over repeated ones:
-    its one figure is as likely the lucky draw of the noise as the truth. Failed and pruned trials have no value
-    and never win."""
+    once (the search's repeats; every point when none was); the highest mean among them wins, unless the control
+    trial is within the noise of it (then speculation does not pay off and the control trial wins). A point
+    measured once cannot win over repeated ones: its one figure is as likely the lucky draw of the noise as the
+    truth. Failed and pruned trials have no value and never win."""
     runs = measured(trials, objective)
     if not runs:
         return None
@@ -100,13 +101,16 @@ def decide(trials: Sequence[TrialResult], objective: Objective) -> Decision | No
     finalists = [p for p, vs in runs.items() if len(vs) > 1] or list(runs)
     noise, tied = tied_set(runs, finalists)
     top = means[tied[0]]
-    winner = min(tied, key=cost)
+    winner = None if None in tied else tied[0]
     ranked = sorted(finalists, key=lambda p: (-means[p], cost(p)))
     others = [p for p in ranked if p != winner]
     runner = others[0] if others else None
-    if len(tied) > 1:
-        reason = (f"{len(tied)} points within the noise ({noise:.1%}) of the highest mean {_fmt(top, objective)}: "
-                  "the cheapest wins")
+    if winner is None and len(tied) > 1:
+        reason = (f"no speculative point beats the control trial by more than the noise ({noise:.1%}; highest "
+                  f"mean {_fmt(top, objective)})")
+    elif len(tied) > 1:
+        reason = (f"the highest mean {_fmt(top, objective)}; {len(tied) - 1} more within the noise ({noise:.1%}): "
+                  + ", ".join(_label(p) for p in tied[1:]))
     elif runner is not None:
         reason = (f"beats {_label(runner)} ({_fmt(means[runner], objective)}) by more than the noise "
                   f"({noise:.1%})")

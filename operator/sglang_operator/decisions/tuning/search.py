@@ -22,9 +22,11 @@ trial counts in ``max_trial_count`` (Katib's rule), the control trial and the ad
   4. coordinate hill climbing from the incumbent (the best point measured so far) over its neighbours:
      numDraftTokens one value of its set down and up, numSteps ± 1, eagleTopk one value of its set up and down
      (numDraftTokens kept, or the nearest valid value), then ``maxRunningRequests`` / ``cudaGraphMaxBs`` one
-     value of their sets down and up when listed; the first neighbour that beats the incumbent becomes it, until
-     no unmeasured neighbour does (converged) or the exploration budget (``max_trial_count`` less the repeats
-     and the adaptive-mode trial) is spent;
+     value of their sets down and up when listed, the move that last gained first; the first neighbour that
+     beats the incumbent becomes it. Once every neighbour of the incumbent is measured, the walk goes on from the
+     best point within ``EXPAND_MARGIN`` (5 %) of it that has unmeasured neighbours (a lucky measurement must not
+     end the climb), until no such point is left (converged) or the exploration budget (``max_trial_count`` less
+     the first round of repeats and the adaptive-mode trial) is spent;
   5. the repeats (:func:`confirm`): the noise rule decides how many.
 
   With ``maxRunningRequests`` / ``cudaGraphMaxBs`` listed, stages 2–3 run at the middle value of each.
@@ -74,6 +76,9 @@ PATIENCE = 1
 """Steps a climb over numSteps goes on past a small drop (one: a drop of about the noise must not end it)."""
 CLEAR_DROP = 0.05
 """A drop of more than this fraction of the best value ends a climb over numSteps at once (not the noise)."""
+EXPAND_MARGIN = 0.05
+"""Stage 4 goes on from a point within this fraction of the incumbent once the incumbent's neighbours are all
+measured (the incumbent's one figure may be the noise's lucky draw)."""
 WIDTH_CUTOFF = 0.9
 """Stage 3 climbs the best tree width only when its probe reached this fraction of the best value so far."""
 MAX_MEASUREMENTS = 8
@@ -249,10 +254,11 @@ class Budgeted:
 
 def exploration_budget(settings: SearchSettings, valid: Sequence[Point]) -> int:
     """Trials a search with repeats spends before them (the control trial included): ``max_trial_count`` less
-    the adaptive-mode trial and the repeats' first round (``repeats``, at most half of what is left after the
-    control trial and one point); at least 1."""
+    the adaptive-mode trial and a third of the rest for the repeats (at least ``repeats``, at most half of what is
+    left after the control trial and one point); at least 1."""
     room = settings.max_trial_count - adaptive_extra(valid)
-    return max(room - min(settings.repeats, max(room - 2, 0) // 2), 1)
+    keep = max(settings.repeats, room // 3) if settings.repeats else 0
+    return max(room - min(keep, max(room - 2, 0) // 2), 1)
 
 
 def _finish(settings: SearchSettings, valid: list[Point], b: Budgeted,
@@ -436,17 +442,21 @@ def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
             incumbent = best_static(b.memo)
             if incumbent is not None and b.memo[line[i]] >= WIDTH_CUTOFF * b.memo[incumbent]:
                 yield from hill(line, i)
-        # 4. coordinate hill climbing from the incumbent, first improvement taken (the last improving move first)
+        # 4. coordinate hill climbing from the incumbent, first improvement taken (the last improving move
+        # first); once its neighbours are measured, from the next best point within EXPAND_MARGIN of it
         last: Move | None = None
         while (incumbent := best_static(b.memo)) is not None:
             top = b.memo[incumbent]
-            fresh = sorted([(m, q) for m, q in space.neighbours(incumbent) if q not in b.memo],
-                           key=lambda mq: mq[0] != last)
-            if not fresh:
-                why = f"converged: no neighbour of {incumbent.label} beats it"
+            open_ = [(p, fresh) for p in sorted((q for q in b.memo if q is not None and not q.adaptive
+                                                 and b.memo[q] >= (1.0 - EXPAND_MARGIN) * top),
+                                                key=lambda q: (-b.memo[q], q.cost_key()))
+                     if (fresh := [(m, q) for m, q in space.neighbours(p) if q not in b.memo])]
+            if not open_:
+                why = f"converged: no neighbour of {incumbent.label} or of the points near it beats them"
                 break
-            for m, q in fresh:
-                if (yield from b.measure(q)) > top:
+            p, fresh = open_[0]
+            for m, q in sorted(fresh, key=lambda mq: mq[0] != last):
+                if (yield from b.measure(q)) > b.memo[p]:
                     last = m
                     break
         if len(b.memo) > len(space.points):
