@@ -107,6 +107,8 @@ def test_a_trial_far_below_the_incumbent_after_its_first_level_is_pruned_and_nev
     assert plan.prune_verdict(spec, done, chain, [level(50.0)]) is None  # within the margin: measured on
     assert plan.prune_verdict(spec, done, api.TrialSettings(speculative=False), [level(10.0)]) is None
     assert plan.prune_verdict(spec, done[:0], chain, [level(1.0)]) is None  # no incumbent yet
+    again = api.TrialSettings(num_steps=3, eagle_topk=1, num_draft_tokens=4)
+    assert plan.prune_verdict(spec, done, again, [level(30.0)]) is None  # a repeat is the noise rule's
     pruned = api.Trial(name="t-trial-2", settings=chain, verdict="Pruned", reason=reason, levels=[level(80.0)])
     trials = [*done, pruned]
     best, _ = plan.recommendation(spec, trials)

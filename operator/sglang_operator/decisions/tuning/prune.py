@@ -16,7 +16,8 @@ B is the trial's objective when the level it needs is measured (decode or output
 weighted objective of several levels, B takes each unmeasured level at the best ratio any completed trial measured
 there so far: an assumption (a point does not beat every point measured so far at a level it was not measured at),
 so pruning waits until :data:`MIN_COMPLETED` speculative points completed. ``goodput`` is never pruned early (its
-best level may be any). The control trial (the reference) is never pruned, and a pruned trial is never
+best level may be any). The control trial (the reference) and a repeat of a point measured before (the noise
+rule's measurement) are never pruned, and a pruned trial is never
 recommended (it has no objective value: :func:`~.objective.objective_value`), is not proposed again and counts
 against no failure budget.
 """
@@ -76,8 +77,8 @@ def prune_reason(objective: Objective, trials: Sequence[TrialResult], partial: T
     """Why the running trial ``partial`` (its point, the figures of its first measured level or repetition) stops
     as Pruned given the finished ``trials``, or None when it may still beat the incumbent (the rule and its margin:
     the module docstring)."""
-    if partial.point is None:
-        return None
+    if partial.point is None or any(t.point == partial.point for t in trials):
+        return None  # the control trial, or a repeat: the noise rule's measurement, never cut short
     d = decide(trials, objective)
     if d is None:
         return None
