@@ -25,9 +25,11 @@ trial counts in ``max_trial_count`` (Katib's rule), the control trial and the ad
      value of their sets down and up when listed, the move that last gained first; the first neighbour that
      beats the incumbent becomes it. Once every neighbour of the incumbent is measured, the walk goes on from the
      best point within ``EXPAND_MARGIN`` (5 %) of it that has unmeasured neighbours (a lucky measurement must not
-     end the climb), until no such point is left (converged) or the exploration budget (``max_trial_count`` less
-     the first round of repeats and the adaptive-mode trial) is spent;
-  5. the repeats (:func:`confirm`): the noise rule decides how many.
+     end the climb), until no such point is left (converged) or the exploration budget
+     (:func:`exploration_budget`: ``max_trial_count`` less the adaptive-mode trial and a third of the rest, kept
+     for the repeats) is spent;
+  5. the repeats (:func:`confirm`): the best ``repeats`` (3) points measured again, then tied finalists again
+     while the noise rule cannot tell them apart (at most ``MAX_MEASUREMENTS`` each).
 
   With ``maxRunningRequests`` / ``cudaGraphMaxBs`` listed, stages 2–3 run at the middle value of each.
   Each point is measured once before the repeats; a failed or pruned trial counts as the worst value and is
