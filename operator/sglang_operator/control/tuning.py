@@ -123,7 +123,7 @@ class TuningRunner:
             await self._start(obj, status, spec, server_body, step.settings, now)
             return True
         assert step.trial is not None
-        await self._resume(obj, spec, server_body, server, step.trial)
+        await self._resume(obj, status, spec, server_body, server, step.trial)
         return True
 
     # --- persist: one status patch of the tuning per step -----------------------------------------------------
@@ -171,10 +171,10 @@ class TuningRunner:
         new, message = lifecycle.started(status, name, settings, revision, now)
         await self._write(obj, new, "Running", "True", "TrialRunning", message, "TrialStarted")
 
-    async def _resume(self, obj: Mapping[str, Any], spec: api.SGLangTuningSpec, server_body: Mapping[str, Any],
-                      server: SGLangServer, trial: api.Trial) -> None:
+    async def _resume(self, obj: Mapping[str, Any], status: api.SGLangTuningStatus, spec: api.SGLangTuningSpec,
+                      server_body: Mapping[str, Any], server: SGLangServer, trial: api.Trial) -> None:
         deadline = (parse_time(trial.started_at) or _now()) + dt.timedelta(seconds=spec.budget.trial_deadline_seconds)
-        failure: str | None = None
+        failure = pruned = None
         levels: list[api.LevelFigures] | None = None
         in_place = spec.mode is api.TuningMode.IN_PLACE
         try:
@@ -182,10 +182,10 @@ class TuningRunner:
                 pods, version = await self._in_place_pods(obj, server, trial, deadline)
             else:
                 pods, version = await self._shadow_pods(obj, server_body, server, trial, deadline)
-            ref = server.spec.api_key_secret_ref
-            key = await kube.secret_value(self.namespace, ref.name, ref.key) if ref is not None else None
-            levels = await measure_pods(self.views.http, spec, server.spec, pods, version, key, self.probe_limits,
-                                        self.scrape_limits)
+            got = await measure_pods(self.views.http, spec, server, pods, version, self.probe_limits,
+                                     self.scrape_limits, lambda first: plan.prune_verdict(
+                                         spec, status.trials, trial.settings, first))
+            levels, failure, pruned = got.levels, got.failure, got.pruned
             crash = pod_rules.first_crash(await self._pods_of(server.name if in_place else trial.name,
                                                               trial.revision if in_place else None), api.REASON_LIMIT)
             if crash is not None:
@@ -195,7 +195,7 @@ class TuningRunner:
         finally:
             if not in_place:
                 await self._delete_trial(obj, trial.name)
-        done = lifecycle.measured(trial, spec, levels, failure, _now())
+        done = lifecycle.measured(trial, spec, levels, failure, _now(), status.trials, pruned)
         fresh = await kube.get_sglangtuning(self.namespace, self.name)  # the trial took minutes: its newest view
         if fresh is None or (fresh.get("metadata") or {}).get("deletionTimestamp"):
             return

@@ -58,6 +58,7 @@ figures ``None``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,13 +67,14 @@ from typing import Any
 import httpx
 
 from sglang_operator.api.rollback import PROBE_PROMPT
-from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.tuning import LevelFigures, Workload
 from sglang_operator.api.tuning import SGLangTuningSpec as TuningSpec
 from sglang_operator.decisions.sampling.cache import SeriesCache
 from sglang_operator.decisions.sampling.compute import Scrape, ScrapeFailure
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.sampling.roles import MetricRoles, roles_for
+from sglang_operator.decisions.tuning import trials as trials_plan
 from sglang_operator.decisions.tuning.windows import (
     STEP_TIME_QUANTILE as STEP_TIME_QUANTILE,
 )
@@ -100,7 +102,7 @@ from sglang_operator.decisions.tuning.windows import (
 from sglang_operator.decisions.tuning.windows import (
     window_figures as window_figures,
 )
-from sglang_operator.io import loadgen
+from sglang_operator.io import kube, loadgen
 from sglang_operator.io.sampler import scrape_pod
 from sglang_operator.io.sglang_http import ScrapeError, SGLangHTTP, base_url
 from sglang_operator.sglang.versions import SGLangVersion, dialect
@@ -322,14 +324,53 @@ async def measure_trial(http: SGLangHTTP, pods: Sequence[TrialPod], model: str, 
     return await bench.measure(score)
 
 
-async def measure_pods(http: SGLangHTTP, tuning: TuningSpec, server: SGLangServerSpec,
-                       pods: Sequence[Mapping[str, Any]], version: SGLangVersion, api_key: str | None,
-                       probe_limits: ProbeLimits | None = None,
-                       scrape_limits: ScrapeLimits | None = None) -> list[LevelFigures]:
-    """Measure a trial's Ready ``pods`` (API JSON, each with a pod IP) of SGLang ``version`` running ``server``'s
-    spec under the SGLangTuning spec ``tuning``'s workload and objective (:func:`measure_trial`)."""
+@dataclass(frozen=True)
+class TrialMeasurement:
+    """What :func:`measure_pods` found: ``levels`` measured, ``pruned`` (the rule's reason when the trial stopped
+    after its first level: verdict Pruned), ``failure`` (every request failed, or no request finished even in the
+    longest window)."""
+
+    levels: list[LevelFigures]
+    pruned: str | None = None
+    failure: str | None = None
+
+
+async def measure_pods(http: SGLangHTTP, tuning: TuningSpec, server_object: SGLangServer,
+                       pods: Sequence[Mapping[str, Any]], version: SGLangVersion,
+                       probe_limits: ProbeLimits | None = None, scrape_limits: ScrapeLimits | None = None,
+                       prune: Callable[[list[LevelFigures]], str | None] | None = None) -> TrialMeasurement:
+    """Measure a trial's Ready ``pods`` (API JSON, each with a pod IP) of SGLang ``version`` running SGLangServer
+    ``server_object``'s spec (its API key read from its Secret) under the SGLangTuning spec ``tuning``'s workload
+    and objective (:func:`measure_trial`): the first level, then ``prune`` (:func:`sglang_operator.decisions.tuning.trials.prune_verdict`) says whether the trial stops
+    there, then the other levels. A measurement in which no request finished is no data, not a failure: it is
+    measured again with a longer window (:func:`~sglang_operator.decisions.tuning.trials.longer_window`) until one
+    finishes or the longest window passed (:func:`~sglang_operator.decisions.tuning.trials.measurement`)."""
+    server = server_object.spec
+    ref = server.api_key_secret_ref  # SGLang's --api-key guards the chat API: the trial's requests carry it
+    api_key = await kube.secret_value(server_object.namespace, ref.name, ref.key) if ref is not None else None
     targets = [TrialPod(str(p["metadata"]["name"]), base_url(str(p["status"]["podIP"]), server.port)) for p in pods]
     plan = BenchPlan.from_workload(tuning.workload, server_info_path=dialect(version).server_info_path)
-    return await measure_trial(http, targets, server.model.served_model_name or server.model.path, roles_for(version),
-                               plan, api_key=api_key, score=default_score(tuning.objective),
-                               probe_limits=probe_limits, scrape_limits=scrape_limits)
+    model, roles = server.model.served_model_name or server.model.path, roles_for(version)
+    window: int | None = int(plan.seconds_per_level)
+    levels: list[LevelFigures] = []
+    while window is not None:
+        todo = plan.levels[len(levels):]
+        first = dataclasses.replace(plan, levels=todo[:1] if prune is not None and not levels else todo,
+                                    seconds_per_level=float(window))
+        got = await measure_trial(http, targets, model, roles, first, api_key=api_key,
+                                  score=default_score(tuning.objective), probe_limits=probe_limits,
+                                  scrape_limits=scrape_limits)
+        outcome, message = trials_plan.measurement(got)
+        if outcome is trials_plan.Measured.FAILED:
+            return TrialMeasurement([*levels, *got], failure=message)
+        if outcome is trials_plan.Measured.NO_DATA:
+            window = trials_plan.longer_window(window)
+            if window is None:
+                return TrialMeasurement(levels, failure=message)
+            continue
+        levels.extend(got)
+        if len(levels) == len(plan.levels):
+            return TrialMeasurement(levels)
+        if prune is not None and len(levels) == 1 and (reason := prune(levels)) is not None:
+            return TrialMeasurement(levels, pruned=reason)
+    return TrialMeasurement(levels)

@@ -4,8 +4,8 @@
 - :func:`begin`: the first step's status (phase Running, ``startedAt``, the Invalid points, ``trialsTotal``);
 - :func:`started` / :func:`refused`: a trial's record when it starts, or an Invalid one when the server changed so
   that its point no longer renders;
-- :func:`measured`: a trial's verdict from what was measured (``Completed`` with its objective, ``Failed`` with the
-  reason), :func:`no_request_finished` / :func:`every_request_failed`: how a measurement with no figures is told;
+- :func:`measured`: a trial's verdict from what was measured (``Completed`` with its objective, ``Pruned`` or
+  ``Failed`` with the reason);
 - :func:`finish`: the recommendation and the phase a finished search ends in; :func:`ended`: the final status with
   its ``Running`` and ``Complete`` conditions;
 - :func:`in_place`: where an InPlace tuning stands with its server's hold (held, waiting for it, lost);
@@ -97,37 +97,25 @@ def refused(status: api.SGLangTuningStatus, name: str, settings: api.TrialSettin
     return status.model_copy(update={"trials": [*status.trials, record]})
 
 
-def every_request_failed(levels: Sequence[api.LevelFigures]) -> bool:
-    """Whether every request of every measured level failed (and at least one was sent): the trial failed."""
-    return bool(levels) and all(f.requests is not None and f.requests > 0 and f.failed_requests == f.requests
-                                for f in levels)
-
-
-def no_request_finished(levels: Sequence[api.LevelFigures]) -> bool:
-    """Whether no request finished in any measured window (none counted, none failed): no data, the window was too
-    short for the answers' length — never "every request failed"."""
-    return bool(levels) and all(not f.requests and not f.failed_requests for f in levels)
-
-
 def measured(trial: api.Trial, spec: api.SGLangTuningSpec, levels: list[api.LevelFigures] | None,
-             failure: str | None, now: dt.datetime) -> api.Trial:
+             failure: str | None, now: dt.datetime, trials: Sequence[api.Trial] = (),
+             pruned: str | None = None) -> api.Trial:
     """Trial ``trial`` with its verdict: ``Failed`` with ``failure`` (SGLang's crash tail, the scheduler's message,
-    the deadline's), or when every request failed or none finished in the window (said so); else ``Completed`` with
-    its objective (:func:`sglang_operator.decisions.tuning.trials.trial_objective`) and figures per level."""
+    the deadline's, every request failed, no request finished in the longest window); ``Pruned`` with the pruning
+    rule's reason (``pruned``: stopped after its first level, its figures kept, never recommended); else
+    ``Completed`` with its objective (:func:`sglang_operator.decisions.tuning.trials.trial_objective` over
+    ``trials``, the tuning's so far) and figures per level."""
     score: float | None = None
     figures: list[api.LevelFigures] = list(levels or [])
-    if failure is None and no_request_finished(figures):
-        failure = (f"no request of trial {trial.name} finished within workload.secondsPerLevel: no data; make the "
-                   "window longer than one answer (probe.maxTokens / the decode speed)")
-    elif failure is None and every_request_failed(figures):
-        failure = f"every request of trial {trial.name} failed"
-    if failure is None:
-        verdict = api.TrialVerdict.COMPLETED
-        score, figures = plan.trial_objective(spec, figures)
+    if failure is not None:
+        verdict, reason, figures = api.TrialVerdict.FAILED, failure, []
+    elif pruned is not None:
+        verdict, reason = api.TrialVerdict.PRUNED, pruned
     else:
-        verdict, figures = api.TrialVerdict.FAILED, []
+        verdict, reason = api.TrialVerdict.COMPLETED, None
+        score, figures = plan.trial_objective(spec, figures, trials)
     return trial.model_copy(update={
-        "verdict": verdict.value, "reason": plan.api_reason(failure) if failure else None,
+        "verdict": verdict.value, "reason": plan.api_reason(reason) if reason else None,
         "finished_at": rfc3339(now), "objective": round(score, 3) if score is not None else None,
         "levels": figures})
 
