@@ -341,10 +341,11 @@ async def measure_pods(http: SGLangHTTP, tuning: TuningSpec, server_object: SGLa
                        prune: Callable[[list[LevelFigures]], str | None] | None = None) -> TrialMeasurement:
     """Measure a trial's Ready ``pods`` (API JSON, each with a pod IP) of SGLang ``version`` running SGLangServer
     ``server_object``'s spec (its API key read from its Secret) under the SGLangTuning spec ``tuning``'s workload
-    and objective (:func:`measure_trial`): the first level, then ``prune`` (:func:`sglang_operator.decisions.tuning.trials.prune_verdict`) says whether the trial stops
-    there, then the other levels. A measurement in which no request finished is no data, not a failure: it is
-    measured again with a longer window (:func:`~sglang_operator.decisions.tuning.trials.longer_window`) until one
-    finishes or the longest window passed (:func:`~sglang_operator.decisions.tuning.trials.measurement`)."""
+    and objective (:func:`measure_trial`): the first level, then ``prune``
+    (:func:`sglang_operator.decisions.tuning.trials.prune_verdict`) says whether the trial stops there, then the
+    other levels. A measurement in which no request finished is no data, not a failure: it is measured again with a
+    longer window (:func:`~sglang_operator.decisions.tuning.trials.longer_window`) until one finishes or the
+    longest window passed (:func:`~sglang_operator.decisions.tuning.trials.measurement`)."""
     server = server_object.spec
     ref = server.api_key_secret_ref  # SGLang's --api-key guards the chat API: the trial's requests carry it
     api_key = await kube.secret_value(server_object.namespace, ref.name, ref.key) if ref is not None else None
