@@ -99,19 +99,50 @@ def workload_of(body: Mapping[str, Any], p: Placement, decided: Decided) -> dict
     return canary.placed(p.rendered.workload, name, workload, replicas)
 
 
+def _not_owned(kind: str, live: Mapping[str, Any] | None, owner: Mapping[str, Any]) -> ChildApplyError | None:
+    """The refusal to write ``live`` (a child by name) for ``owner`` when another controller owner holds it: nothing
+    is written without owning it (a server named like another's canary workload, a tuning's trial)."""
+    uid = str((owner.get("metadata") or {}).get("uid") or "")
+    held = _controller_uid(live)
+    if live is None or not uid or held in (None, uid):
+        return None
+    meta = live.get("metadata") or {}
+    holder = next((f"{r.get('kind')} {r.get('name')}" for r in meta.get("ownerReferences") or []
+                   if r.get("controller")), "another owner")
+    return ChildApplyError(apply_failure(kind, PermissionError(
+        f"{kind} {meta.get('namespace')}/{meta.get('name')} is owned by {holder}: not taken over")))
+
+
 async def _apply_workload(manifest: dict[str, Any], body: Mapping[str, Any], only_changed: bool) -> None:
-    """Server-side apply ``manifest`` owned by ``body``; with ``only_changed``, only when the live object lacks a
-    field of it (one GET). Raises :class:`~sglang_operator.control.children.ChildApplyError`."""
+    """Server-side apply ``manifest`` owned by ``body`` — never over an object another controller owner holds (one
+    GET); with ``only_changed``, only when the live object lacks a field of it. Raises
+    :class:`~sglang_operator.control.children.ChildApplyError`."""
     want = builders.adopt(manifest, body)
     meta = want["metadata"]
     try:
-        if only_changed:
-            live = await kube.get_object(str(want["kind"]), str(meta["namespace"]), str(meta["name"]))
-            if live is not None and contains(live, want):
-                return
+        live = await kube.get_object(str(want["kind"]), str(meta["namespace"]), str(meta["name"]))
+    except Exception as err:
+        raise ChildApplyError(apply_failure(str(want.get("kind")), err)) from err
+    if (refused := _not_owned(str(want["kind"]), live, body)) is not None:
+        raise refused
+    if only_changed and live is not None and contains(live, want):
+        return
+    try:
         await kube_write.apply(want)
     except Exception as err:
         raise ChildApplyError(apply_failure(str(want.get("kind")), err)) from err
+
+
+async def _delete_owned(kind: str, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+    """Delete child ``kind`` ``namespace/name`` of ``body`` only when ``body`` is its controller owner (one GET):
+    a canary's workload, the serving one a promotion retired. Raises
+    :class:`~sglang_operator.control.children.ChildApplyError` when another owner holds the name."""
+    live = await kube.get_object(kind, namespace, name)
+    if live is None:
+        return
+    if (refused := _not_owned(kind, live, body)) is not None:
+        raise refused
+    await kube_write.delete_object(kind, namespace, name)
 
 
 async def _stable_share(p: Placement, decided: Decided, workload: dict[str, Any]) -> dict[str, Any] | None:
@@ -187,11 +218,11 @@ async def apply_placement(
             await apply_children(rendered, body)
     for c in canaries:
         if not c.replicas:
-            await kube_write.delete_object(str(c.rendered.workload["kind"]), namespace, str(c.workload))
+            await _delete_owned(str(c.rendered.workload["kind"]), namespace, str(c.workload), body)
         else:
             await _apply_workload(workload_of(body, c, decided), body, only_changed)
     if retire is not None and retire != workload["metadata"]["name"]:
-        await kube_write.delete_object(str(workload["kind"]), namespace, retire)
+        await _delete_owned(str(workload["kind"]), namespace, retire, body)
     history = history_limit if history_limit is not None else p.server.spec.rollback.history_limit
     try:
         summary = builders.summary(p.server, p.rendered)
