@@ -74,7 +74,8 @@ def chart_operator(k8s: K8sCluster, dep: dict[str, Any], log: Path) -> OperatorP
     pod = dep["spec"]["template"]["spec"]
     token = k8s.run("create", "token", pod["serviceAccountName"], "-n", RELEASE_NS, "--duration=1h").stdout.strip()
     kubeconfig = token_kubeconfig(k8s, token, log.parent / "chart-sa.kubeconfig")
-    args = [a for a in pod["containers"][0]["args"] if not a.startswith(("--liveness=", "--metrics-port="))]
+    args = [a for a in pod["containers"][0]["args"]  # the ports are the OperatorProcess's own (two may run at once)
+            if not a.startswith(("--liveness=", "--metrics-port=", "--readiness-port="))]
     assert f"--leader-elect-resource-namespace={RELEASE_NS}" in args
     op = OperatorProcess(kubeconfig, log, status_interval=1.0, sample_interval=None, args=args)
     op.start()
