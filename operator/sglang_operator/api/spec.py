@@ -18,6 +18,7 @@ from sglang_operator.api.base import (
     Volume,
     VolumeMount,
 )
+from sglang_operator.api.autoscaling import CANARY_RULE, Autoscaling
 from sglang_operator.api.blocks import Memory, ModelSpec, Parallelism, SecretKeyRef, SGLangImage, Speculative
 from sglang_operator.api.rollback import RollbackPolicy
 
@@ -444,6 +445,8 @@ class SGLangServerSpec(ApiModel):
     """Automatic rollback policy."""
     strategy: UpdateStrategy = Field(default_factory=UpdateStrategy, json_schema_extra={"default": {}})
     """How pods are replaced on an update: Recreate (default, with an optional drain) or RollingUpdate."""
+    autoscaling: Autoscaling | None = None
+    """The replica count follows SGLang's load through a KEDA ScaledObject (or your own scaler); docs/autoscaling.md."""
 
     cel_rules = (
         *(_owned_rule(field, flags) for field, flags in _owned_groups().items()),
@@ -474,6 +477,7 @@ class SGLangServerSpec(ApiModel):
             "stable replicas, so it needs at least 2; set replicas to 2 or more, or type: Recreate",
             name="canary-replicas",
         ),
+        CANARY_RULE,
     )
 
     def secret_refs(self) -> dict[str, SecretKeyRef]:
