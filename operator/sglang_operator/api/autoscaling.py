@@ -163,7 +163,7 @@ class Autoscaling(ApiModel):
         CelRule(
             f"self.mode != 'External' || !({' || '.join(f'has(self.{f})' for f in _KEDA_ONLY)})",
             "spec.autoscaling.mode External takes no other field (your own HPA or ScaledObject scales the server)",
-            lambda m: m.mode is not AutoscalingMode.EXTERNAL or not m.model_fields_set & {_snake(f) for f in _KEDA_ONLY},
+            lambda m: m.mode is not AutoscalingMode.EXTERNAL or not m.model_fields_set & set(map(_snake, _KEDA_ONLY)),
             message_expression="'spec.autoscaling.mode is External (your own HPA or ScaledObject scales the "
             "SGLangServer through its /scale subresource) but spec.autoscaling.%s is set: the operator renders no "
             f"scaler that would use it; remove it, or set mode: KEDA'.format([{_FIRST_SET_CEL}])",
@@ -174,12 +174,12 @@ class Autoscaling(ApiModel):
             "self.mode != 'KEDA' || (has(self.maxReplicas) && has(self.target))",
             "spec.autoscaling with mode KEDA needs maxReplicas and target",
             lambda m: m.mode is not AutoscalingMode.KEDA or (m.max_replicas is not None and m.target is not None),
-            message_expression="'spec.autoscaling.mode is KEDA but %s is not set: the ScaledObject needs '"
-            "'maxReplicas (its maxReplicaCount) and target (the metric per replica); set it'.format(["
+            message_expression="'spec.autoscaling.mode is KEDA but %s is not set: the ScaledObject needs "
+            "maxReplicas (its maxReplicaCount) and target (the metric per replica); set it'.format(["
             "!has(self.maxReplicas) ? 'maxReplicas' : 'target'])",
-            explain=lambda m: f"spec.autoscaling.mode is KEDA but {'maxReplicas' if m.max_replicas is None else 'target'}"
-            " is not set: the ScaledObject needs maxReplicas (its maxReplicaCount) and target (the metric per "
-            "replica); set it",
+            explain=lambda m: "spec.autoscaling.mode is KEDA but "
+            f"{'maxReplicas' if m.max_replicas is None else 'target'} is not set: the ScaledObject needs maxReplicas "
+            "(its maxReplicaCount) and target (the metric per replica); set it",
             name="autoscaling-keda-needs-max-and-target",
         ),
         CelRule(

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints, WithJsonSchema
 
+from sglang_operator.api.autoscaling import CANARY_RULE, Autoscaling
 from sglang_operator.api.base import (
     Affinity,
     ApiModel,
@@ -18,7 +19,6 @@ from sglang_operator.api.base import (
     Volume,
     VolumeMount,
 )
-from sglang_operator.api.autoscaling import CANARY_RULE, Autoscaling
 from sglang_operator.api.blocks import Memory, ModelSpec, Parallelism, SecretKeyRef, SGLangImage, Speculative
 from sglang_operator.api.rollback import RollbackPolicy
 
