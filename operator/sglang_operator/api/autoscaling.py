@@ -91,7 +91,7 @@ class AutoscalingFallback(ApiModel):
     currentReplicasIfHigher``, KEDA 2.17+): a lost metric never removes replicas."""
 
     failure_threshold: Annotated[int, Field(ge=1, le=100)] = 3
-    """Failed queries in a row before the fallback applies, count (KEDA queries every 30 s)."""
+    """Failed queries in a row before the fallback applies, count (KEDA queries on every HPA sync, 15 s by default)."""
     replicas: Annotated[int | None, Field(ge=1, le=1000)] = None
     """Replicas at least while the fallback applies; default ``minReplicas`` (the current count is kept)."""
 
