@@ -568,6 +568,32 @@ def test_valid_spec_is_accepted(crd_installed: K8sCluster, namespace: str, valid
     assert python_errors(valid()) == []
 
 
+VALID_AUTOSCALING = [
+    {"mode": "External"},
+    KEDA_AUTOSCALING,
+    {"minReplicas": 2, "maxReplicas": 4, "metric": "kvCacheUsage", "target": 0.8,
+     "prometheus": {"address": "http://prometheus-operated.monitoring.svc:9090"},
+     "behavior": {"scaleUp": {"stabilizationWindowSeconds": 0, "replicas": 3, "periodSeconds": 15},
+                  "scaleDown": {"stabilizationWindowSeconds": 30}}, "fallback": {"failureThreshold": 2, "replicas": 3}},
+    {"maxReplicas": 2, "metric": "query", "target": 500,
+     "query": 'sum(rate(sglang:generation_tokens_total{namespace="$namespace", sglang_server="$server"}[1m]))'},
+]
+
+
+@pytest.mark.parametrize("autoscaling", VALID_AUTOSCALING, ids=["External", "KEDA", "KEDA-all-fields", "query"])
+def test_valid_autoscaling_is_accepted_with_the_models_defaults(crd_installed: K8sCluster, namespace: str,
+                                                                autoscaling: dict[str, Any]) -> None:
+    """Both sides accept it, and what the API server fills in (mode KEDA; behavior's parts once behavior is set) is
+    what the model assumes; External stays External alone (no default makes its rule fail)."""
+    body = valid_server()
+    body["spec"]["autoscaling"] = autoscaling
+    assert python_errors(body) == []
+    proc = crd_installed.run("apply", "--dry-run=server", "-n", namespace, "-o", "json", "-f", "-",
+                             input=json.dumps(body))
+    filled = json.loads(proc.stdout)["spec"]["autoscaling"]
+    assert filled == parse(body).spec.dump()["autoscaling"]
+
+
 def test_a_minimal_tuning_gets_the_models_defaults(crd_installed: K8sCluster, namespace: str) -> None:
     """What the API server fills in for an SGLangTuning that sets only serverRef is what the operator assumes."""
     body = {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangTuning", "metadata": {"name": "minimal"},
