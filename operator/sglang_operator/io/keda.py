@@ -25,21 +25,9 @@ async def api_exists() -> bool:
     """True when the ScaledObject CRD is Established and serves ``v1alpha1``; False when it is absent (404).
 
     Other API errors propagate (``lightkube.ApiError``)."""
-    from lightkube import ApiError
-    from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-
     from sglang_operator.io import kube
 
-    try:
-        crd = await kube.client().get(CustomResourceDefinition, CRD_NAME)
-    except ApiError as err:
-        if err.status.code == 404:
-            return False
-        raise
-    served = any(v.name == VERSION and v.served for v in crd.spec.versions)
-    established = any(c.type == "Established" and c.status == "True"
-                      for c in (crd.status.conditions if crd.status and crd.status.conditions else []))
-    return served and established
+    return await kube.crd_served(CRD_NAME, VERSION)
 
 
 class ScaledObjects:
