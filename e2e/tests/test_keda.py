@@ -2,19 +2,26 @@
 local API server accepts every shape of ScaledObject the operator renders (the API server's structural schema and
 KEDA's own CEL rule, ``--dry-run=server``) and refuses a broken one; the binaries ``python -m e2e.build_keda``
 builds (the operator and the metrics API server, one ``go build``; missing, the test FAILS) start and name the flags
-the local cluster's launcher will pass them (docs/autoscaling.md, "KEDA for the tests")."""
+the local cluster's launcher will pass them (docs/autoscaling.md, "KEDA for the tests"); KEDA's real operator takes the
+rendered ScaledObject, finds the SGLangServer's ``/scale`` and makes its HPA with the rendered behaviour, and
+``paused-scale-in`` disables the HPA's scale-down until it is lifted (no metrics API server, no Prometheus: the HPA
+itself does not scale here)."""
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from e2e import build_keda
-from e2e.conftest import K8sCluster
+from e2e.cluster.procs import free_port
+from e2e.conftest import K8sCluster, wait_for
 from sglang_operator.api import parse
 from sglang_operator.builders import autoscaling as so
 
@@ -84,3 +91,65 @@ def test_the_built_binaries_start_and_name_the_launchers_flags(binary: str, flag
     text = proc.stdout + proc.stderr
     missing = [f for f in flags if f not in text]
     assert missing == [], text[-2000:]
+
+
+@pytest.fixture
+def keda_operator(keda_crd: K8sCluster, tmp_path: Path) -> Iterator[K8sCluster]:
+    """KEDA's operator on the local cluster, its gRPC certificates made by its own rotation (which exits once after
+    writing them, as in a pod that is then restarted), webhooks and APIService left alone."""
+    binary = build_keda.require() / "bin" / "operator"
+    keda_crd.run("create", "namespace", "keda", check=False)
+    keda_crd.install_crd()  # before KEDA starts: it maps the scale target's kind when it reconciles
+    env = {**os.environ, "KEDA_CLUSTER_OBJECT_NAMESPACE": "keda", "WATCH_NAMESPACE": "", "POD_NAMESPACE": "keda"}
+
+    def start(log: Path) -> subprocess.Popen[bytes]:
+        ports = [f"--{flag}=127.0.0.1:{free_port()}" for flag in ("metrics-bind-address", "health-probe-bind-address",
+                                                                  "metrics-service-bind-address")]
+        argv = [str(binary), f"--kubeconfig={keda_crd.kubeconfig}", f"--cert-dir={tmp_path}",
+                "--enable-cert-rotation=true", "--enable-webhook-patching=false", "--enable-apiservice-patching=false",
+                *ports]
+        with log.open("wb") as out:  # the child keeps its own descriptor
+            return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    first = start(tmp_path / "keda-1.log")
+    try:
+        first.wait(timeout=60)  # "Secrets have been updated; exiting so pod can be restarted"
+    except subprocess.TimeoutExpired:
+        first.kill()
+    proc = start(tmp_path / "keda-2.log")
+    try:
+        yield keda_crd
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_keda_makes_the_hpa_of_the_servers_scale_and_paused_scale_in_is_lifted(keda_operator: K8sCluster,
+                                                                                namespace: str) -> None:
+    from e2e.tests.test_invalid_specs import valid_server
+
+    body = valid_server()
+    body["metadata"]["namespace"] = namespace
+    body["spec"]["autoscaling"] = BASE
+    keda_operator.apply(body, namespace)
+    keda_operator.apply(rendered(BASE, namespace), namespace)  # judged: paused-scale-in
+
+    def hpa() -> dict[str, Any] | None:
+        proc = keda_operator.run("get", "hpa", "-n", namespace, "keda-hpa-qwen36-27b", "-o", "json", check=False)
+        return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+    made = wait_for("KEDA's HPA", hpa, timeout=90)
+    assert made["spec"]["scaleTargetRef"] == {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer",
+                                              "name": "qwen36-27b"}
+    assert made["spec"]["metrics"][0]["external"]["target"] == {"type": "AverageValue", "averageValue": "4"}
+    assert made["spec"]["behavior"]["scaleUp"]["policies"] == [{"type": "Pods", "value": 2, "periodSeconds": 300}]
+    wait_for("scale-down disabled while judged",
+             lambda: (h := hpa()) and h["spec"]["behavior"]["scaleDown"]["selectPolicy"] == "Disabled", timeout=60)
+    keda_operator.run("annotate", "scaledobject", "-n", namespace, "qwen36-27b", f"{so.PAUSED_SCALE_IN}-")
+    lifted = wait_for("scale-down back once lifted",
+                      lambda: (h := hpa()) and h["spec"]["behavior"]["scaleDown"]["selectPolicy"] == "Max" and h,
+                      timeout=60)
+    assert lifted["spec"]["behavior"]["scaleDown"]["policies"] == [{"type": "Pods", "value": 1, "periodSeconds": 600}]
