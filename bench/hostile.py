@@ -17,6 +17,7 @@ string), or 500 idle TCP connections to the operator's metrics port. Per mode it
     python bench/hostile.py                          # 20 healthy servers, every mode for 10 minutes (~75 min)
     python bench/hostile.py --minutes 0.5            # a smoke run
     python bench/hostile.py --modes tiny-chunks,long-label --minutes 2
+    python bench/hostile.py --retained-scrapes       # offline: 32 pods, an 8 MB /metrics (bench/hostile_scrapes.py)
 
 Exit status 0 either way (a benchmark, not a test).
 """
@@ -129,7 +130,15 @@ def main() -> None:
     parser.add_argument("--healthy", type=int, default=20, help="healthy simulated SGLangServers")
     parser.add_argument("--modes", default=",".join([BASELINE, *MODES, IDLE_MODE]),
                         help="comma-separated, in order (default: all, the baseline first)")
+    parser.add_argument("--retained-scrapes", action="store_true",
+                        help="offline, no cluster: the sampler's RSS with 32 pods answering an 8 MB /metrics of 2 000 "
+                             "series with 2 000-character labels, new each scrape (bench/hostile_scrapes.py)")
     args = parser.parse_args()
+    if args.retained_scrapes:
+        from bench.hostile_scrapes import retained_scrapes
+
+        retained_scrapes()
+        return
     modes = [m for m in args.modes.split(",") if m]
     unknown = set(modes) - {BASELINE, IDLE_MODE, *MODES}
     if unknown:

@@ -196,7 +196,7 @@ async def floor_writes(namespace: str, count: int, rate: float) -> dict[str, flo
 
     from sglang_operator.control.observer import offset_in_interval
     from sglang_operator.decisions.conditions import condition
-    from sglang_operator.io import kube
+    from sglang_operator.io import kube, kube_write
     from sglang_operator.io import revisions as ledger_api
     from sglang_operator.io.kube import sglangserver_resource
 
@@ -212,7 +212,7 @@ async def floor_writes(namespace: str, count: int, rate: float) -> dict[str, flo
         started[name] = time.monotonic()
         created = (await creator.create(res.from_dict(sample(name, namespace)))).to_dict()
         for child in (rendered.workload, rendered.service):
-            await kube.apply(builders.adopt(child, created))
+            await kube_write.apply(builders.adopt(child, created))
         image = str(builders.pod_templates(rendered.workload)[0]["spec"]["containers"][0]["image"])
         spec = dict(created["spec"])
         await ledger_api.create_revision(builders.adopt(controller_revision(
@@ -221,9 +221,9 @@ async def floor_writes(namespace: str, count: int, rate: float) -> dict[str, flo
         now = dt.datetime.now(dt.UTC)
         entry = st.ledger_entry(rendered.revision, 1, rendered.command.command_line,
                                 builders.summary(server, rendered), spec, now)
-        await kube.patch_status(namespace, name, None, st.applied({}, rendered.status, rendered.warnings, entry, 1,
-                                                                  server.spec.rollback.history_limit, now))
-        await kube.post_event(created, "Normal", "Created", f"revision {rendered.revision}")
+        await kube_write.patch_status(namespace, name, None, st.applied(
+            {}, rendered.status, rendered.warnings, entry, 1, server.spec.rollback.history_limit, now))
+        await kube_write.post_event(created, "Normal", "Created", f"revision {rendered.revision}")
         await kube.client().patch(res, name, {"metadata": {"annotations": {  # kopf's, after the handler
             "sglang-operator.io/last-handled-configuration": json.dumps({"spec": spec})}}},
             namespace=namespace, patch_type=PatchType.MERGE)
@@ -233,10 +233,11 @@ async def floor_writes(namespace: str, count: int, rate: float) -> dict[str, flo
             ("Progressing", "True", "WarmingUp", f"revision {rendered.revision}: warming up"),
             ("Ready", "False", "ScaledToZero", "0/0 pods Ready"), ("Available", "False", "ScaledToZero", "no pods"),
             ("Degraded", "False", "AsExpected", ""))]
-        await kube.patch_status(namespace, name, None, {"conditions": conditions, "observedGeneration": 1, "analysis": {
+        await kube_write.patch_status(namespace, name, None, {
+            "conditions": conditions, "observedGeneration": 1, "analysis": {
             "revision": rendered.revision, "phase": "WarmingUp", "since": now.isoformat(),
             "progressStartedAt": now.isoformat()}})
-        await kube.post_event(created, "Normal", "WarmingUp", f"revision {rendered.revision}: warming up")
+        await kube_write.post_event(created, "Normal", "WarmingUp", f"revision {rendered.revision}: warming up")
 
     try:
         return await open_loop(count, rate, one)

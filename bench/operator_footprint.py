@@ -14,6 +14,7 @@ waits until every one has a status, then:
 
     python bench/operator_footprint.py --count 100
     python bench/operator_footprint.py --count 20 --replicas 1 --steady 120
+    python bench/operator_footprint.py --count 20 --fat --steady 30     # specs at the CRD's limits (api/bounds.py)
 
 Prints the figures; exit status 0 either way (a benchmark, not a test).
 """
@@ -79,6 +80,9 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=0, choices=[0, 1])
     parser.add_argument("--steady", type=float, default=60.0, help="seconds of steady state measured")
     parser.add_argument("--quiet", type=float, default=15.0, help="seconds watched after the restart resumed all")
+    parser.add_argument("--fat", action="store_true",
+                        help="specs at the CRD's limits: env 32 x 1 024 characters, podAnnotations 16 x 512, "
+                             "podLabels 8, rollback.probe.prompt 8 192 characters")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sglang-footprint-"))
     gpus = 2 * args.count + 8  # the fake nodes' CPU and memory cover the pods' default requests (4 CPU, 16Gi a GPU)
@@ -101,6 +105,12 @@ def main() -> None:
         base: dict[str, Any] = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
         base["spec"]["replicas"] = args.replicas
         base["spec"]["env"] = [{"name": "SGLANG_SIM_LOAD_SECONDS", "value": "1"}]
+        if args.fat:
+            base["spec"]["env"] += [{"name": f"FAT_{i:02d}", "value": "x" * 1024} for i in range(31)]
+            base["spec"]["podAnnotations"] = {f"example.com/fat-{i:02d}": "y" * 512 for i in range(16)}
+            base["spec"]["podLabels"] = {f"example.com/fat-{i}": "z" * 63 for i in range(8)}
+            base["spec"].setdefault("rollback", {}).setdefault("probe", {})["prompt"] = "p" * 8192
+            print(f"each spec {len(json.dumps(base['spec']))} bytes of JSON")
         items = []
         for i in range(args.count):
             obj = copy.deepcopy(base)

@@ -26,9 +26,9 @@ after printing the space, the budget and the noise-free figures.
 
 Budget as in the in-process bench: the grid's trials are the control trial plus every valid point of the space
 (as the operator validates them: the server's spec rendered with each point and checked with its release's rules);
-the search may start ``max(⌊fraction × grid⌋, 4)`` trials, the control trial included, i.e.
-``spec.budget.maxTrialCount`` = that − 1 (the API's count leaves the control trial out); ``maxFailedTrialCount`` =
-``maxTrialCount`` (as in process, out-of-memory points never end the search).
+the search may start ``max(⌊fraction × grid⌋, 4)`` trials, the control trial included: that is
+``spec.budget.maxTrialCount`` (Katib's count: every trial); ``maxFailedTrialCount`` = ``maxTrialCount`` (as in
+process, out-of-memory points never end the search).
 
 Printed: the rendered server, the space and its grid size, each trial as it ends, the trials used (started,
 Completed, Failed; invalid points, never started), the recommendation with its measured objective and speedup over
@@ -247,7 +247,7 @@ def run(fraction: float = 0.25, seed: int = 0, profile_name: str = DEFAULT_PROFI
     budget = budget_of(grid, fraction)
     print(f"-- space {json.dumps(profile.parameters)}: {len(valid)} valid points, {len(invalid)} invalid "
           f"(never started); grid {grid} trials (control + valid points); the search may start {budget} "
-          f"(max(⌊{fraction:g} × {grid}⌋, {MIN_BUDGET}), control included: maxTrialCount {budget - 1})")
+          f"(max(⌊{fraction:g} × {grid}⌋, {MIN_BUDGET}), control included: maxTrialCount {budget})")
     truth = {p.label: noise_free(server, plan.settings_of(p), CONCURRENCY, gpu=profile.gpu,
                                  max_output_tokens=WORKLOAD["maxOutputTokens"]) for p in valid}
     control_truth = noise_free(server, plan.settings_of(None), CONCURRENCY, gpu=profile.gpu,
@@ -290,7 +290,7 @@ def run(fraction: float = 0.25, seed: int = 0, profile_name: str = DEFAULT_PROFI
         t_ready = time.monotonic()
         print(f"-- {name} Ready {t_ready - t_operator:.1f} s after it was applied", flush=True)
 
-        k8s.apply(tuning_body(profile, budget - 1, seed), NAMESPACE)
+        k8s.apply(tuning_body(profile, budget, seed), NAMESPACE)
         t_tune = time.monotonic()
         print(f"-- SGLangTuning {tuning} applied (Shadow, Default search, seed {seed}); trials as they end:")
         obj = follow(k8s, tuning, t_tune, budget * TRIAL_TIMEOUT_SECONDS)

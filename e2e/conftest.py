@@ -126,10 +126,10 @@ LONGEST_FIRST = ("test_rollback.py", "test_canary.py", "test_first_day.py", "tes
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Order the run for the README's ``-n 2 --dist loadfile --no-loadscope-reorder``: the e2e modules of
-    :data:`LONGEST_FIRST`, the other e2e modules, then the unit tests. Each xdist worker is handed whole modules in
-    this order as it runs out of work, so the longest go first and the short ones fill in at the end (the order
-    changes only the wall time, never an outcome: every module sets up what it needs)."""
+    """Order the run for the test command's ``-n 2 --dist loadfile --no-loadscope-reorder`` (docs/development.md): the
+    e2e modules of :data:`LONGEST_FIRST`, the other e2e modules, then the unit tests. Each xdist worker is handed whole
+    modules in this order as it runs out of work, so the longest go first and the short ones fill in at the end (the
+    order changes only the wall time, never an outcome: every module sets up what it needs)."""
     def rank(item: pytest.Item) -> tuple[int, int]:
         path = Path(str(item.path))
         if "e2e" not in path.parts:

@@ -197,7 +197,7 @@ def regress(cluster: Cluster, good: Status) -> None:
 
 TUNING = f"{NAME}-tune"
 TUNE_OPTIONS = ("--steps", "1-5", "--concurrency", "1", "--max-output-tokens", "64", "--seconds-per-level", "5",
-                "--warmup-seconds", "1", "--repetitions", "1", "--max-trials", "8")
+                "--warmup-seconds", "1", "--repetitions", "1", "--max-trials", "9")
 """The demo's tuning: chains of 1-5 steps at concurrency 1 (the published case's single stream), short trials."""
 KNOWN_GOOD = "3/1/4"
 

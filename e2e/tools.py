@@ -8,6 +8,7 @@ Usage::
     python -m e2e.tools prometheus-operator-crds  # fetch the Prometheus Operator CRDs, print the directory
     python -m e2e.tools prometheus-operator       # build (or reuse) the Prometheus Operator, print the directory
     python -m e2e.tools kubeconform               # build (or reuse) kubeconform and print its path
+    python -m e2e.tools actionlint                # build (or reuse) actionlint and print its path
 
 Cache (``${XDG_CACHE_HOME:-$HOME/.cache}/sglang-operator/tools/``):
 
@@ -31,6 +32,8 @@ Cache (``${XDG_CACHE_HOME:-$HOME/.cache}/sglang-operator/tools/``):
 
 - ``kubeconform-<version>/kubeconform``: ``go install github.com/yannh/kubeconform/cmd/kubeconform@<version>``
   (about 30 s); used with local schemas only (``scripts/lint_manifests.py``).
+- ``actionlint-<version>/actionlint``: ``go install github.com/rhysd/actionlint/cmd/actionlint@<version>``
+  (about 1 minute); checks ``.github/workflows/`` in ``.ci/run``'s lint stage.
 
 Errors: ``SystemExit`` with a message when ``go`` is not on PATH or the build/download fails.
 """
@@ -75,6 +78,10 @@ PROMETHEUS_OPERATOR_BUILD_COMMAND = "python -m e2e.tools prometheus-operator"
 KUBECONFORM_VERSION = "v0.8.0"
 KUBECONFORM_PACKAGE = "github.com/yannh/kubeconform/cmd/kubeconform"
 KUBECONFORM_BUILD_COMMAND = "python -m e2e.tools kubeconform"
+
+ACTIONLINT_VERSION = "v1.7.12"
+ACTIONLINT_PACKAGE = "github.com/rhysd/actionlint/cmd/actionlint"
+ACTIONLINT_BUILD_COMMAND = "python -m e2e.tools actionlint"
 
 
 def log(msg: str) -> None:
@@ -366,40 +373,61 @@ def kubeconform_path(version: str = KUBECONFORM_VERSION) -> Path:
     return cache_root() / "tools" / f"kubeconform-{version}" / "kubeconform"
 
 
-def build_kubeconform(version: str = KUBECONFORM_VERSION, force: bool = False) -> Path:
-    """Return the cached kubeconform binary, building it with ``go install`` when missing (or ``force``)."""
-    path = kubeconform_path(version)
+def _go_install(name: str, package: str, version: str, path: Path, command: str, force: bool) -> Path:
+    """Return the cached binary ``path``, building it with ``go install package@version`` when missing (or
+    ``force``). Raises ``SystemExit`` when ``go`` is missing or the build fails (``command`` named)."""
     if not force and path.is_file() and os.access(path, os.X_OK):
-        log(f"cached kubeconform {version} at {path}")
+        log(f"cached {name} {version} at {path}")
         return path
-    _require_go(f"building kubeconform {version}", KUBECONFORM_BUILD_COMMAND)
+    _require_go(f"building {name} {version}", command)
     gobin = path.parent / "tmp-gobin"
     shutil.rmtree(gobin, ignore_errors=True)
     gobin.mkdir(parents=True)
     start = time.monotonic()
-    proc = subprocess.run(["go", "install", "-trimpath", "-ldflags", "-s -w", f"{KUBECONFORM_PACKAGE}@{version}"],
+    proc = subprocess.run(["go", "install", "-trimpath", "-ldflags", "-s -w", f"{package}@{version}"],
                           env=_go_env(gobin), cwd="/", capture_output=True, text=True)
-    if proc.returncode != 0 or not (gobin / "kubeconform").is_file():
-        raise SystemExit(f"tools: go install {KUBECONFORM_PACKAGE}@{version} failed:\n{proc.stderr.strip()}")
-    os.replace(gobin / "kubeconform", path)
+    if proc.returncode != 0 or not (gobin / name).is_file():
+        raise SystemExit(f"tools: go install {package}@{version} failed:\n{proc.stderr.strip()}")
+    os.replace(gobin / name, path)
     shutil.rmtree(gobin, ignore_errors=True)
-    log(f"built kubeconform {version} in {time.monotonic() - start:.0f} s")
+    log(f"built {name} {version} in {time.monotonic() - start:.0f} s")
     return path
+
+
+def build_kubeconform(version: str = KUBECONFORM_VERSION, force: bool = False) -> Path:
+    """Return the cached kubeconform binary, building it with ``go install`` when missing (or ``force``)."""
+    return _go_install("kubeconform", KUBECONFORM_PACKAGE, version, kubeconform_path(version),
+                       KUBECONFORM_BUILD_COMMAND, force)
+
+
+def actionlint_path(version: str = ACTIONLINT_VERSION) -> Path:
+    """Where the cached actionlint binary of ``version`` lives (it may not exist yet)."""
+    return cache_root() / "tools" / f"actionlint-{version}" / "actionlint"
+
+
+def build_actionlint(version: str = ACTIONLINT_VERSION, force: bool = False) -> Path:
+    """Return the cached actionlint binary (the GitHub Actions workflow linter), building it with ``go install``
+    when missing (or ``force``)."""
+    return _go_install("actionlint", ACTIONLINT_PACKAGE, version, actionlint_path(version), ACTIONLINT_BUILD_COMMAND,
+                       force)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m e2e.tools", description=__doc__.split("\n")[0])
     parser.add_argument("tool", choices=["helm", "prometheus", "prometheus-operator-crds",
-                                                 "prometheus-operator", "kubeconform"],
+                                         "prometheus-operator", "kubeconform", "actionlint"],
                         help="the tool to build (or reuse) and print the path of")
     parser.add_argument("--version", help=f"tool version (defaults: helm {HELM_VERSION}, prometheus "
-                        f"{PROMETHEUS_VERSION}, prometheus-operator-crds {PROMETHEUS_OPERATOR_VERSION})")
+                        f"{PROMETHEUS_VERSION}, prometheus-operator-crds {PROMETHEUS_OPERATOR_VERSION}, kubeconform "
+                        f"{KUBECONFORM_VERSION}, actionlint {ACTIONLINT_VERSION})")
     parser.add_argument("--force", action="store_true", help="rebuild even when cached")
     args = parser.parse_args(argv)
     if args.tool == "helm":
         print(build_helm(args.version or HELM_VERSION, args.force))
     elif args.tool == "kubeconform":
         print(build_kubeconform(args.version or KUBECONFORM_VERSION, args.force))
+    elif args.tool == "actionlint":
+        print(build_actionlint(args.version or ACTIONLINT_VERSION, args.force))
     elif args.tool == "prometheus":
         print(build_prometheus(args.version or PROMETHEUS_VERSION, args.force))
     elif args.tool == "prometheus-operator":

@@ -236,7 +236,9 @@ def test_deployment_runs_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": container["ports"][0]["name"]}
     metrics = {p["name"]: p["containerPort"] for p in container["ports"]}["metrics"]
     assert calls[0]["metrics_port"] == metrics
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    readyz = {p["name"]: p["containerPort"] for p in container["ports"]}["readyz"]
+    assert calls[0]["readiness_port"] == readyz != metrics
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "readyz"}
 
 
 def test_the_prometheus_address_reaches_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -386,9 +388,9 @@ def _container(objs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_secure_metrics_are_https_and_the_probe_and_service_monitor_follow(monkeypatch: pytest.MonkeyPatch) -> None:
-    """metrics.secure: the readinessProbe and the ServiceMonitor use HTTPS; without metrics.certSecret the
-    operator's self-signed certificate (not verified), with it that Secret mounted as --metrics-cert-dir and
-    verified by the ServiceMonitor against its ca.crt for the metrics Service's DNS name."""
+    """metrics.secure: the ServiceMonitor uses HTTPS (the readinessProbe its own plain port); without
+    metrics.certSecret the operator's self-signed certificate (not verified), with it that Secret mounted as
+    --metrics-cert-dir and verified by the ServiceMonitor against its ca.crt for the metrics Service's DNS name."""
     helm = require_helm()
     plain = render(helm, serviceMonitor={"enabled": True})
     assert "tlsConfig" not in _endpoint(plain)
@@ -399,7 +401,7 @@ def test_secure_metrics_are_https_and_the_probe_and_service_monitor_follow(monke
     own = render(helm, serviceMonitor={"enabled": True}, metrics={"secure": True})
     endpoint = _endpoint(own)
     assert endpoint["scheme"] == "https" and endpoint["tlsConfig"] == {"insecureSkipVerify": True}
-    assert _container(own)["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics", "scheme": "HTTPS"}
+    assert _container(own)["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "readyz"}
     assert not [a for a in _args(own) if a.startswith("--metrics-cert-dir")]
     assert [v["name"] for v in only(own, "Deployment")["spec"]["template"]["spec"]["volumes"]] == ["tmp"]
     env = {e["name"]: e for e in _container(own)["env"]}  # a name of the self-signed certificate
@@ -414,7 +416,7 @@ def test_secure_metrics_are_https_and_the_probe_and_service_monitor_follow(monke
         "serverName": f"{service['metadata']['name']}.{RELEASE_NS}.svc"}
     assert endpoint["bearerTokenFile"]  # the token still goes with it
     container = _container(objs)
-    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert "scheme" not in container["readinessProbe"]["httpGet"]
     [cert_dir] = [a.split("=", 1)[1] for a in _args(objs) if a.startswith("--metrics-cert-dir=")]
     pod = only(objs, "Deployment")["spec"]["template"]["spec"]
     [volume] = [v for v in pod["volumes"] if v["name"] != "tmp"]

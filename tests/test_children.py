@@ -32,6 +32,9 @@ SCHEMA_500 = ('failed to create typed patch object (/qwen36-27b; apps/v1, Kind=D
     (400, "bad request", True),
     (500, SCHEMA_500, True),  # HTTP 500, yet the request is at fault: no retry loop
     (500, "etcdserver: request timed out", False),
+    # a Deployment rendered from a fat spec: the spec's fault, reported as SpecValid=False and not retried
+    (500, "etcdserver: request is too large", True),
+    (413, "Request entity too large: limit is 3145728", True),
     (403, 'deployments.apps "x" is forbidden: User "system:serviceaccount:ops:op" cannot patch', False),
     (409, "the object has been modified", False),
 ])

@@ -1,4 +1,4 @@
-"""``io.kube.apply``: Service applies are bounded apart (issue 10: slow ClusterIP allocations must not hold
+"""``io.kube_write.apply``: Service applies are bounded apart (issue 10: slow ClusterIP allocations must not hold
 the client's connections), every other kind is not."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sglang_operator.io import kube
+from sglang_operator.io import kube, kube_write
 
 
 class _SlowAPI:
@@ -35,12 +35,12 @@ def _manifest(kind: str, i: int) -> dict[str, Any]:
 async def test_service_applies_are_bounded_and_other_kinds_are_not(monkeypatch: pytest.MonkeyPatch) -> None:
     api = _SlowAPI()
     monkeypatch.setattr(kube, "client", lambda: api)
-    count = kube.SERVICE_APPLIES * 3
-    tasks = [asyncio.create_task(kube.apply(_manifest(kind, i)))
+    count = kube_write.SERVICE_APPLIES * 3
+    tasks = [asyncio.create_task(kube_write.apply(_manifest(kind, i)))
              for i in range(count) for kind in ("Service", "Deployment")]
     for _ in range(50):
         await asyncio.sleep(0)
-    assert api.most == {"Service": kube.SERVICE_APPLIES, "Deployment": count}
+    assert api.most == {"Service": kube_write.SERVICE_APPLIES, "Deployment": count}
     api.release.set()
     await asyncio.gather(*tasks)  # every one applied in the end
     assert api.in_flight == {"Service": 0, "Deployment": 0}

@@ -442,3 +442,28 @@ def test_a_cert_dir_that_cannot_serve_is_an_error_at_start_naming_the_file(tmp_p
     (tmp_path / "tls.crt").unlink()
     (tmp_path / "tls.crt").mkdir()
     assert refused(tmp_path).startswith(f"{tmp_path / 'tls.crt'}: cannot read it: ")
+
+
+def test_readyz_has_a_port_of_its_own_which_idle_metrics_clients_cannot_fill(serve: Any) -> None:
+    """128 idle connections fill the metrics port's cap (its /readyz then answers 503 or nothing); the readiness
+    port, apart, still answers the kubelet, and serves nothing but /readyz."""
+    metrics = serve(MetricsServerConfig(read_timeout=60, max_connections=128))
+    ready = metrics_http.serve_readiness(0, "127.0.0.1", readiness=STANDBY,
+                                         config=MetricsServerConfig(read_timeout=60))
+    idle = [_connect(metrics.port) for _ in range(128)]
+    try:
+        time.sleep(0.2)
+        with _connect(metrics.port) as extra:
+            extra.settimeout(5)
+            try:
+                answer = extra.recv(4096)
+            except ConnectionResetError:
+                answer = b""
+            assert answer == b"" or answer.startswith(b"HTTP/1.1 503")  # the metrics port is full
+        r = httpx.get(f"http://127.0.0.1:{ready.port}/readyz", timeout=5)
+        assert r.status_code == 200 and r.text == "standby: waiting for the Lease\n"
+        assert httpx.get(f"http://127.0.0.1:{ready.port}/metrics", timeout=5).status_code == 404
+    finally:
+        for s in idle:
+            s.close()
+        ready.shutdown()

@@ -4,8 +4,9 @@ policy admits or refuses the SGLangServer itself).
 The chart's ValidatingAdmissionPolicy and binding, rendered by a real helm, are applied with the binding narrowed to
 the test's namespace (the other tests share the cluster); then:
 
-- each forbidden SGLangServer (privileged, an added SYS_ADMIN, a hostPath ``/`` cache, the operator's
-  ServiceAccount) is refused with a message naming the field, the same text ``sglang-operator render`` prints;
+- each forbidden SGLangServer (privileged, an added SYS_ADMIN, a hostPath ``/`` cache, an AppArmor ``unconfined``
+  pod annotation, a writable hostPath cache under an allowed prefix, the operator's ServiceAccount) is refused with
+  a message naming the field, the same text ``sglang-operator render`` prints;
 - a model cache under an allowed hostPath prefix passes;
 - at level restricted, a volume source outside the level and a server running as root are refused, a non-root one
   with an emptyDir passes;
@@ -96,6 +97,11 @@ def test_the_api_server_refuses_what_render_refuses(k8s_cluster: K8sCluster, nam
              "spec.securityContext.capabilities.add adds SYS_ADMIN: "),
             (server("root-cache", model={"path": "Qwen/Qwen3.6-27B", "cache": {"hostPath": "/"}}),
              "spec.model.cache.hostPath is /: "),
+            (server("apparmor", podAnnotations={"container.apparmor.security.beta.kubernetes.io/sglang": "unconfined"}),
+             "spec.podAnnotations[container.apparmor.security.beta.kubernetes.io/sglang] is unconfined: "),
+            (server("rw-cache", model={"path": "Qwen/Qwen3.6-27B",
+                                       "cache": {"hostPath": f"{ALLOWED}/hf", "hostPathReadOnly": False}}),
+             f"spec.model.cache.hostPathReadOnly is false for {ALLOWED}/hf: "),
         ]
         for body, field in forbidden:
             proc = apply(k8s_cluster, namespace, body)

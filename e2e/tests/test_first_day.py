@@ -242,8 +242,8 @@ def test_scale_up_is_available_events_have_one_source_and_logs_are_quiet(
             obj = sgls(k8s_cluster, namespace, NAME)
             if cond(obj, "Available").get("status") != "True" or cond(obj, "Ready").get("status") != "False":
                 return None
-            table = k8s_cluster.run("get", "sgls", NAME, "-n", namespace).stdout.splitlines()
-            return columns(table[0], table[1])
+            table = k8s_cluster.run("get", "sgls", NAME, "-n", namespace, "-o", "wide").stdout.splitlines()
+            return columns(table[0], table[1])  # AVAILABLE and DESIRED: -o wide
         cols = wait_for("Available=True while Ready=False", serving_not_ready, timeout=60, interval=0.2)
         assert (cols["READY"], cols["AVAILABLE"], cols["REPLICAS"], cols["DESIRED"]) == ("False", "True", "1", "2")
     finally:

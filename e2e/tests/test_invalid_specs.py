@@ -218,6 +218,18 @@ CASES: list[Case] = [
         rule="cache-one-source", value="sets 2"),
     cel("cache-no-source", CACHE_NONE, setting(S + "model.cache", {"mountPath": "/cache"}),
         rule="cache-one-source", value="sets 0"),
+    case("env-10000-entries", "spec.env: Too many: 10000: must have at most 32 items",
+         "spec.env: List should have at most 32 items",
+         setting(S + "env", [{"name": f"V{i}", "value": "1"} for i in range(10_000)])),
+    case("pod-annotation-value-too-long", "spec.podAnnotations.a: Too long: may not be more than 512 bytes",
+         "spec.podAnnotations.a: String should have at most 512 characters",
+         setting(S + "podAnnotations", {"a": "x" * 513})),
+    case("pod-label-key-too-long", "a key of this map is longer than 317 characters",
+         "spec.podLabels.", setting(S + "podLabels", {"k" * 318: "v"})),
+    cel("cache-read-only-not-host-path", "spec.model.cache.hostPathReadOnly is false but the cache is not a hostPath: "
+        "it applies to hostPath only (pvc has its own readOnly); remove it",
+        setting(S + "model.cache", {"pvc": {"claimName": "hf"}, "hostPathReadOnly": False}),
+        rule="cache-host-path-read-only", value="is false"),
     cel("chunked-prefill-0", "spec.memory.chunkedPrefillSize is 0: it must be -1 (disabled) or a positive number of "
         "tokens", setting(S + "memory.chunkedPrefillSize", 0), rule="chunked-prefill-size", value="is 0"),
     cel("gpu-below-tp", gpu(1, 2, 1), setting(S + "resources", {"gpu": 1}), rule="gpus-cover-parallelism",

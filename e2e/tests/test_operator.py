@@ -191,8 +191,8 @@ def test_invalid_update_is_reported_and_not_half_applied(
     obj = wait_for("SpecValid=False", lambda: (o := sgls(k8s_cluster, namespace, "qwen36-27b"))
                    and cond(o, "SpecValid").get("status") == "False" and o, timeout=30)
     assert "--no-such-flag" in cond(obj, "SpecValid")["message"]
-    table = k8s_cluster.run("get", "sgls", "qwen36-27b", "-n", namespace).stdout.splitlines()
-    cols = columns(table[0], table[1])
+    table = k8s_cluster.run("get", "sgls", "qwen36-27b", "-n", namespace, "-o", "wide").stdout.splitlines()
+    cols = columns(table[0], table[1])  # SPECVALID: -o wide
     assert (cols["READY"], cols["SPECVALID"]) == ("True", "False")  # old revision serves; new spec refused
     dep_after = k8s_cluster.get("deployment", "qwen36-27b", "-n", namespace)
     assert dep_after["metadata"]["resourceVersion"] == dep_before["metadata"]["resourceVersion"]

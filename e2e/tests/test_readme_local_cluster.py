@@ -1,7 +1,7 @@
-"""README "Local cluster", as written: ``python -m e2e.cluster up`` in one shell; in a second shell that has not
-activated the virtualenv, its two ``export`` lines, then the operator, the fast-policy sample, ``kubectl get
-sgls`` and ``kubectl sglang history``. The CRDs come installed, and ``sglang-operator`` and ``kubectl sglang`` are
-found through the printed PATH."""
+"""docs/development.md "Local cluster" (the old README's section), as written: ``python -m e2e.cluster up`` in one
+shell; in a second shell that has not activated the virtualenv, its two ``export`` lines, then the operator, the
+fast-policy sample, ``kubectl get sgls`` and ``kubectl sglang history``. The CRDs come installed, and
+``sglang-operator`` and ``kubectl sglang`` are found through the printed PATH."""
 
 from __future__ import annotations
 

@@ -78,7 +78,8 @@ def test_pass_through_fields_carry_kubernetes_schemas() -> None:
     assert "persistentVolumeClaim" in spec["volumes"]["items"]["properties"]
     assert sorted(spec["volumeMounts"]["items"]["required"]) == ["mountPath", "name"]
     size = spec["volumes"]["items"]["properties"]["emptyDir"]["properties"]["sizeLimit"]
-    assert size == {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
+    assert size == {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True,
+                    "maxLength": 64}
     assert not any(n.get("x-kubernetes-preserve-unknown-fields") for f in PASS_THROUGH for _, n in
                    _walk(spec[f[1:]]) if "metadata" not in _)  # only FieldsV1 of an ephemeral volume's metadata
 
@@ -98,7 +99,7 @@ def test_bounds_defaults_and_enums() -> None:
     assert spec["parallelism"]["default"] == {"tensor": 1, "pipeline": 1, "data": 1, "nodes": 1}  # not {}: see crd.py
     probe = spec["rollback"]["properties"]["probe"]["properties"]
     assert spec["rollback"]["default"]["probe"]["maxTokens"] == probe["maxTokens"]["default"]
-    assert "default" not in spec["extraArgs"] and spec["extraArgs"]["maxItems"] == 128
+    assert "default" not in spec["extraArgs"] and spec["extraArgs"]["maxItems"] == 64
     assert "x-kubernetes-preserve-unknown-fields" not in spec["affinity"]
 
 
@@ -131,6 +132,8 @@ def test_names_subresources_and_columns() -> None:
     assert [col["name"] for col in v["additionalPrinterColumns"]] == [
         "Ready", "Available", "Replicas", "Desired", "SpecValid", "Model", "TP", "Algorithm", "Steps", "DraftTokens",
         "AcceptLen", "Tok/s", "Revision", "Analysis", "Reason", "Stable", "Canary", "Phase", "Age"]
+    default = [col["name"] for col in v["additionalPrinterColumns"] if not col.get("priority")]  # the rest: -o wide
+    assert default == ["Ready", "Replicas", "AcceptLen", "Tok/s", "Revision", "Analysis", "Reason", "Age"]
     status = v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     for col in v["additionalPrinterColumns"]:  # every status path a column shows is declared, to its leaf
         parts = col["jsonPath"].split(".")

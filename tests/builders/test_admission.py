@@ -54,6 +54,12 @@ FORBIDDEN: list[tuple[str, dict[str, Any], str]] = [
      "spec.securityContext.seccompProfile.type is Unconfined: "),
     ("AppArmor Unconfined", {"securityContext": {"appArmorProfile": {"type": "Unconfined"}}},
      "spec.securityContext.appArmorProfile.type is Unconfined: "),
+    ("AppArmor unknown type", {"securityContext": {"appArmorProfile": {"type": "Other"}}},
+     "spec.securityContext.appArmorProfile.type is Other: "),
+    ("AppArmor unconfined annotation",
+     {"podAnnotations": {"container.apparmor.security.beta.kubernetes.io/sglang": "unconfined"}},
+     "spec.podAnnotations[container.apparmor.security.beta.kubernetes.io/sglang] is unconfined: a container "
+     "without an AppArmor profile"),
     ("procMount Unmasked", {"securityContext": {"procMount": "Unmasked"}},
      "spec.securityContext.procMount is Unmasked: "),
     ("SELinux spc_t", {"securityContext": {"seLinuxOptions": {"type": "spc_t"}}},
@@ -62,6 +68,12 @@ FORBIDDEN: list[tuple[str, dict[str, Any], str]] = [
      "spec.model.cache.hostPath is /: "),
     ("hostPath volume", {"volumes": [{"name": "root", "hostPath": {"path": "/etc"}}]},
      "spec.volumes[root].hostPath.path is /etc: "),
+    ("writable hostPath model cache", {"model": {"path": "Qwen/Qwen3.6-27B",
+                                                 "cache": {"hostPath": "/", "hostPathReadOnly": False}}},
+     "spec.model.cache.hostPathReadOnly is false for /: a writable hostPath"),
+    ("hostPath volume DirectoryOrCreate", {"volumes": [{"name": "w", "hostPath": {"path": "/etc",
+                                                                                  "type": "DirectoryOrCreate"}}]},
+     "spec.volumes[w].hostPath /etc is writable (type DirectoryOrCreate, or a mount without readOnly: true): "),
     ("the operator's ServiceAccount", {"serviceAccountName": "sglang-operator"},
      "spec.serviceAccountName is sglang-operator in ops (ops/sglang-operator): it is the operator's own"),
     ("a ServiceAccount not allowed", {"serviceAccountName": "cluster-admin-sa"},
@@ -192,3 +204,58 @@ def test_the_policy_has_every_rule_at_its_levels_and_only_variables_for_values()
     for name in adm.PARAM_VARIABLES:
         assert f"variables.{name}" in text
     assert [v["name"] for v in rules["variables"]] == ["secretRefs", "secretNames"]
+
+
+def test_apparmor_allows_the_runtime_default_and_localhost_profiles() -> None:
+    key = "container.apparmor.security.beta.kubernetes.io/sglang"
+    for value in ("runtime/default", "localhost/k8s-sglang"):
+        assert refusals(server(podAnnotations={key: value, "other": "unconfined"})) == ()
+    for kind in ("RuntimeDefault", "Localhost"):
+        assert refusals(server(securityContext={"appArmorProfile": {"type": kind}})) == ()
+    assert refusals(server(podAnnotations={key: "localhos/x"}))[0].startswith(f"spec.podAnnotations[{key}] is ")
+
+
+def test_allowed_host_paths_are_read_only_unless_the_admin_allows_writes() -> None:
+    forbidden = Params(allowed_host_paths=("/models",))
+    allowed = Params(allowed_host_paths=("/models",), host_path_writes=adm.HostPathWrites.ALLOWED)
+    own = Params(allowed_host_paths=("/models/",), host_path_writes=adm.HostPathWrites.OWN_NAMESPACE)
+
+    def cache(path: str, read_only: bool) -> dict[str, Any]:
+        return server(model={"path": "Qwen/Qwen3.6-27B", "cache": {"hostPath": path, "hostPathReadOnly": read_only}})
+
+    assert refusals(cache("/models/hf", True), forbidden) == ()
+    [refusal] = refusals(cache("/models/hf", False), forbidden)
+    assert refusal.startswith("spec.model.cache.hostPathReadOnly is false for /models/hf: a writable hostPath lets "
+                              "this server change files other servers on the node load")
+    assert "(admissionPolicy.hostPathWrites: Forbidden)" in refusal
+    assert refusals(cache("/models/hf", False), allowed) == ()
+    assert refusals(cache("/models/team-a/hf", False), own) == ()  # the server's namespace is team-a
+    assert refusals(cache("/models/team-a", False), own) == ()
+    for other in ("/models/team-b/hf", "/models/team-ab", "/models/hf"):
+        assert refusals(cache(other, False), own)[0].startswith(f"spec.model.cache.hostPathReadOnly is false for "
+                                                                f"{other}: "), other
+    assert refusals(cache("/models/team-b/hf", True), own) == ()  # reading elsewhere stays allowed
+
+    def volume(kind: str | None, read_only: bool | None, path: str = "/models/cfg") -> dict[str, Any]:
+        host = {"path": path, **({"type": kind} if kind else {})}
+        mount = {"name": "cfg", "mountPath": "/cfg", **({"readOnly": read_only} if read_only is not None else {})}
+        return server(volumes=[{"name": "cfg", "hostPath": host}], volumeMounts=[mount])
+
+    assert refusals(volume("Directory", True), forbidden) == ()
+    assert refusals(volume("File", True), forbidden) == ()
+    for kind, read_only in (("DirectoryOrCreate", True), (None, True), ("Directory", False), ("Directory", None)):
+        [refusal] = refusals(volume(kind, read_only), forbidden)
+        assert refusal.startswith(f"spec.volumes[cfg].hostPath /models/cfg is writable (type {kind or 'unset'}, "), \
+            (kind, read_only)
+        assert refusals(volume(kind, read_only), allowed) == ()
+    assert refusals(volume("DirectoryOrCreate", False, "/models/team-a/cfg"), own) == ()
+    assert refusals(volume("DirectoryOrCreate", False, "/models/team-b/cfg"), own) != ()
+    # an unmounted hostPath of type Directory writes nothing
+    assert refusals(server(volumes=[{"name": "x", "hostPath": {"path": "/models/x", "type": "Directory"}}]),
+                    forbidden) == ()
+
+
+def test_the_host_path_writes_variable_reaches_the_cel() -> None:
+    text = json.dumps(adm.policy_rules()["validations"]["baseline"])
+    assert "variables.hostPathWrites == 'Allowed'" in text and "object.metadata.namespace" in text
+    assert adm.PARAM_VARIABLES[-1] == "hostPathWrites"

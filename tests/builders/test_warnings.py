@@ -73,3 +73,13 @@ def test_an_extra_arg_sglang_turns_off_is_named() -> None:
     result = checked(extraArgs=["--enable-mixed-chunk"])
     assert "spec.extraArgs --enable-mixed-chunk has no effect with speculative decoding (SGLang turns it off); "\
            "remove it" in result.warnings
+
+
+def test_forced_acceptance_is_a_warning_naming_the_variables() -> None:
+    result = checked(env=[{"name": "SGLANG_SIMULATE_ACC_LEN", "value": "3.5"},
+                          {"name": "SGLANG_SIMULATE_ACC_METHOD", "value": "multinomial"}, {"name": "X", "value": "1"}])
+    assert result.errors == []
+    [warning] = [w for w in result.warnings if "SIMULATE_ACC" in w]
+    assert warning.startswith("spec.env SGLANG_SIMULATE_ACC_LEN, SGLANG_SIMULATE_ACC_METHOD: SGLang's forced-")
+    assert "accept length and tok/s are made up" in warning
+    assert not any("SIMULATE" in w for w in checked(env=[{"name": "SGLANG_SIMULATE", "value": "1"}]).warnings)

@@ -107,6 +107,20 @@ def test_gpu_count_derivation_and_cache_volume() -> None:
     assert {"name": "HF_HOME", "value": "/root/.cache/huggingface"} in c["env"]
 
 
+def test_a_host_path_cache_is_read_only_of_type_directory_unless_asked() -> None:
+    def cache(**extra: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        b = body(model={"path": "Qwen/Qwen3.6-27B", "cache": {"hostPath": "/models/hf", **extra}})
+        pod = render(parse(b)).deployment["spec"]["template"]["spec"]
+        [volume] = [v for v in pod["volumes"] if v["name"] == "model-cache"]
+        [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "model-cache"]
+        return volume, mount
+
+    volume, mount = cache()
+    assert volume["hostPath"] == {"path": "/models/hf", "type": "Directory"} and mount["readOnly"] is True
+    volume, mount = cache(hostPathReadOnly=False)
+    assert volume["hostPath"] == {"path": "/models/hf", "type": "DirectoryOrCreate"} and "readOnly" not in mount
+
+
 def test_owner_reference_and_adopt() -> None:
     owner = {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer",
              "metadata": {"name": "qwen36-27b", "namespace": "ml", "uid": "u-1"}}

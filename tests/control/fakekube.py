@@ -1,5 +1,6 @@
 """An in-memory Kubernetes API for the control layer's offline tests: the functions of
-:mod:`sglang_operator.io.kube` and :mod:`sglang_operator.io.revisions` the control layer calls, over objects with
+:mod:`sglang_operator.io.kube`, :mod:`sglang_operator.io.kube_write` and :mod:`sglang_operator.io.revisions` the control
+layer calls, over objects with
 resourceVersions, a 409 for a stale precondition, JSON merge patches of status, and recorded events and writes."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sglang_operator.io import discovery, kube, revisions
+from sglang_operator.io import discovery, kube, kube_write, revisions
 
 Obj = dict[str, Any]
 
@@ -118,6 +119,20 @@ class FakeKube:
         self._bump(obj)
         return copy.deepcopy(obj)
 
+    async def get_sglangtuning(self, namespace: str, name: str) -> Obj | None:
+        return self.get("SGLangTuning", namespace, name)
+
+    async def patch_tuning_status(self, namespace: str, name: str, resource_version: str | None,
+                                  patch: Mapping[str, Any]) -> Obj | None:
+        key = ("SGLangTuning", namespace, name)
+        self.writes.append(("patch_tuning_status", "SGLangTuning", name, resource_version))
+        obj = self.objects.get(key)
+        if obj is None or (resource_version is not None and resource_version != obj["metadata"]["resourceVersion"]):
+            return None
+        obj["status"] = merge_patch(obj.get("status") or {}, dict(patch))
+        self._bump(obj)
+        return copy.deepcopy(obj)
+
     async def post_event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         self.events.append((str(obj["metadata"]["name"]), type_, reason, message))
 
@@ -161,10 +176,11 @@ class FakeKube:
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeKube:
         """Route the control layer's API calls here (and no PodMonitor API)."""
-        for name in ("apply", "patch_replicas", "delete_object", "get_object", "get_sglangserver", "patch_status",
-                     "post_event", "list_pods",
-                     "secret_value", "crd_served", "sglangserver_keys"):
+        for name in ("get_object", "get_sglangserver", "get_sglangtuning", "list_pods", "secret_value", "crd_served",
+                     "sglangserver_keys"):
             monkeypatch.setattr(kube, name, getattr(self, name))
+        for name in ("apply", "patch_replicas", "delete_object", "patch_status", "patch_tuning_status", "post_event"):
+            monkeypatch.setattr(kube_write, name, getattr(self, name))
         for name in ("list_revisions", "create_revision", "set_digest", "set_number", "delete_revision"):
             monkeypatch.setattr(revisions, name, getattr(self, name))
 

@@ -200,3 +200,25 @@ async def test_a_promoted_leaderworkerset_canary_serves_every_group_and_the_old_
     assert serving is not None and serving["spec"]["replicas"] == 2
     # the group already serving keeps its templates: promotion restarts no group
     assert serving["spec"]["leaderWorkerTemplate"] == placed["spec"]["leaderWorkerTemplate"]
+
+
+async def test_a_canary_never_takes_over_nor_deletes_another_servers_workload(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Server ``a``'s canary workload is ``a-canary``; a server named ``a-canary`` owns a Deployment of that name.
+    Placing the canary and removing it (an abort) both refuse, naming the owner; the other server's Deployment is
+    left exactly as it was."""
+    kube = FakeKube().install(monkeypatch)
+    body = await _create(kube)
+    stable = body["status"]["revision"]
+    kube.put({"kind": "Deployment", "metadata": {"name": "a-canary", "namespace": "ns", "ownerReferences": [
+        {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer", "name": "a-canary",
+         "uid": "uid-a-canary", "controller": True}]}, "spec": {"replicas": 2}})
+    victim = kube.get("Deployment", "ns", "a-canary")
+    body, new = await _canary_running(kube, stable)
+    for action in (PlaceCanary(revision=new, workload="a-canary", canary_replicas=1, stable_replicas=3,
+                               reason="step 1"),
+                   PlaceCanary(revision=new, workload="a-canary", canary_replicas=0, stable_replicas=4,
+                               reason="aborted")):
+        with pytest.raises(Exception, match="owned by SGLangServer a-canary: not taken over"):
+            await restore.place_canary(body, action, NOW)
+    assert kube.get("Deployment", "ns", "a-canary") == victim
+    assert not [w for w in kube.writes if w[2] == "a-canary"]

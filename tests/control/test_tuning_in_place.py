@@ -1,9 +1,13 @@
-"""An InPlace SGLangTuning in the control layer without a cluster (issue 17): the hold written into the server's
-status in its worker, a trial applied on every replica through the one apply path, the stable revision applied
-again at the release (the end, a deletion), and a spec change releasing without applying the stable revision."""
+"""An InPlace SGLangTuning on the fake API without a cluster: the tuning asks in its own status, the server's loop
+acts. The hold is taken by the server's tick; the trial the tuning records is applied by the server's job through
+the one apply path and recorded by the server's next tick in ONE status patch (with a resourceVersion); the tuning
+never patches the server (the fake's write log says who wrote what); a scale during a trial cancels nothing and
+moves no replica; a spec change ends the hold and cancels the tuning; the tuning's end or deletion applies the
+stable revision again and then removes the hold."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import datetime as dt
 from pathlib import Path
@@ -14,122 +18,226 @@ import yaml
 from fakekube import FakeKube
 
 from sglang_operator import builders
-from sglang_operator.api import tuning as api
-from sglang_operator.api.server import parse, parse_status
+from sglang_operator.api.server import parse_status
+from sglang_operator.control import handlers
 from sglang_operator.control import tuning as ctl
-from sglang_operator.control.apply import apply_placement, placement
-from sglang_operator.io import kube
+from sglang_operator.control.observer import Observer
 
 SAMPLE: dict[str, Any] = yaml.safe_load(
     (Path(__file__).resolve().parents[2] / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
-TRIAL = api.Trial(name="tune-trial-1", settings=api.TrialSettings(num_steps=1, eagle_topk=1, num_draft_tokens=2))
+TUNING: dict[str, Any] = {
+    "apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangTuning",
+    "metadata": {"name": "tune", "namespace": "ns", "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z"},
+    "spec": {"serverRef": {"name": "s"}, "mode": "InPlace", "disruption": "Allowed",
+             "parameters": {"numSteps": {"list": [1, 3]}, "eagleTopk": {"list": [1]},
+                            "numDraftTokens": {"list": [2, 4]}},
+             "budget": {"maxTrialCount": 3}}}
+MEMO = type("Memo", (), {})
 
 
-@pytest.fixture
-def fk(monkeypatch: pytest.MonkeyPatch) -> FakeKube:
-    fake = FakeKube().install(monkeypatch)
-    tuning = {"apiVersion": "sglang.io/v1alpha1", "kind": "SGLangTuning",
-              "metadata": {"name": "tune", "namespace": "ns", "resourceVersion": "1"}}
-
-    async def get_sglangtuning(namespace: str, name: str) -> dict[str, Any]:
-        return tuning
-
-    monkeypatch.setattr(kube, "get_sglangtuning", get_sglangtuning)
-    return fake
+def logger() -> Any:
+    return handlers.logging.getLogger("test")
 
 
-async def served(fk: FakeKube, replicas: int = 2) -> tuple[str, dict[str, Any]]:
-    """A server at its spec's revision (applied through the one apply path, as the reconcile handler does)."""
-    obj = copy.deepcopy(SAMPLE)
-    obj["metadata"] = {"name": "s", "namespace": "ns"}
-    obj["spec"]["replicas"] = replicas
-    body = fk.put(obj)
-    rendered = builders.render(parse(body))
-    new = await apply_placement(body, [placement(body, rendered)], dt.datetime.now(dt.UTC), drain=False)
-    await kube.patch_status("ns", "s", None, {**new, "stableRevision": rendered.revision})
-    return rendered.revision, fk.server("s")
+class World:
+    """The fake API, the operator's observer (the server's loop) and the tuning's runner over the same caches."""
+
+    def __init__(self, fk: FakeKube) -> None:
+        self.fk, self.obs = fk, Observer(1.0)
+        self.memo = MEMO()
+        self.memo.observer = self.obs  # type: ignore[attr-defined]
+        self.runner = ctl.TuningRunner("ns", "tune", self.obs)
+
+    async def create_server(self, replicas: int = 2) -> str:
+        obj = copy.deepcopy(SAMPLE)
+        obj["metadata"] = {"name": "s", "namespace": "ns"}
+        obj["spec"]["replicas"] = replicas
+        body = self.fk.put(obj)
+        await handlers.reconcile(body=body, meta=body["metadata"], status={}, patch={}, reason="create",
+                                 logger=logger(), memo=self.memo)
+        self.obs.track("MODIFIED", self.fk.server("s"))
+        return str(self.fk.server("s")["status"]["revision"])
+
+    def tuning(self) -> dict[str, Any]:
+        got = self.fk.get("SGLangTuning", "ns", "tune")
+        assert got is not None
+        return got
+
+    async def tuning_changed(self, event: str = "MODIFIED") -> None:
+        """The tuning's watch event reaches the server: it wakes the server's worker; wait for that observation."""
+        self.obs.tuning_event(event, self.tuning() if event != "DELETED" else TUNING)
+        await asyncio.gather(*list(self.obs._woken))
+
+    async def tick(self) -> None:
+        """One observation of the server from its newest view, then its job (if one was started) to its end."""
+        self.obs.track("MODIFIED", self.fk.server("s"))
+        mem = self.obs.memory(self.fk.server("s"))
+        async with mem.lock:
+            assert mem.body is not None
+            await self.obs.observe(mem.body, dt.datetime.now(dt.UTC))
+        if mem.job is not None:
+            await mem.job
+            mem.job = None
+        self.obs.track("MODIFIED", self.fk.server("s"))
+
+    async def step(self) -> None:
+        """One step of the tuning; its own status write reaches the server as a watch event."""
+        assert await self.runner.step()
+        await self.tuning_changed()
 
 
-def deployment_revision(fk: FakeKube) -> tuple[str, int]:
+def deployment(fk: FakeKube) -> tuple[str, int]:
     dep = fk.get("Deployment", "ns", "s")
     assert dep is not None
     return dep["spec"]["template"]["metadata"]["labels"][builders.REVISION_LABEL], dep["spec"]["replicas"]
 
 
-async def test_a_trial_runs_on_every_replica_and_the_release_applies_the_stable_revision(fk: FakeKube) -> None:
-    stable, body = await served(fk)
-    runner = ctl.TuningRunner("ns", "tune")
-    got = await runner._acquire(body)
-    assert got.hold is not None and got.hold.stable_revision == stable
-    assert parse_status(fk.server("s")).tuning_hold == got.hold
-    rendered, _ = await runner._apply_in_place("s", TRIAL)
-    assert rendered.revision != stable
-    status = parse_status(fk.server("s"))
-    assert status.revision == rendered.revision and status.tuning_hold is not None
-    assert (status.tuning_hold.trial, status.tuning_hold.trial_revision) == (TRIAL.name, rendered.revision)
-    assert deployment_revision(fk) == (rendered.revision, 2)  # the server's own Deployment, every replica
-    assert "--speculative-num-steps 1" in (status.command or "")
-    writes = len(fk.writes)
-    await runner._apply_in_place("s", TRIAL)  # a resumed step: it runs already, nothing is written
-    assert len(fk.writes) == writes
-    assert await runner.release("s", "finished") == stable
-    status = parse_status(fk.server("s"))
-    assert status.revision == stable and status.tuning_hold is None and status.stable_revision == stable
-    assert deployment_revision(fk) == (stable, 2)
-    assert await runner.release("s", "again") is None  # idempotent
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch) -> World:
+    fk = FakeKube().install(monkeypatch)
+    fk.put(copy.deepcopy(TUNING))
+    monkeypatch.setattr(ctl, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr(ctl, "WAIT_SECONDS", 0.0)
+    return World(fk)
 
 
-async def test_a_spec_change_ends_the_hold_without_applying_the_stable_revision(fk: FakeKube) -> None:
-    _stable, body = await served(fk)
-    runner = ctl.TuningRunner("ns", "tune")
-    await runner._acquire(body)
-    rendered, _ = await runner._apply_in_place("s", TRIAL)
-    spec = copy.deepcopy(fk.server("s")["spec"])
+async def held_with_trial(world: World) -> tuple[str, str]:
+    """The server served, held by the tuning, its first trial applied and recorded: (stable, trial revision)."""
+    stable = await world.create_server()
+    await world.tuning_changed("ADDED")  # the server's tick takes the hold for the tuning that has not begun
+    hold = parse_status(world.fk.server("s")).tuning_hold
+    assert hold is not None and (hold.name, hold.stable_revision) == ("tune", stable)
+    await world.step()  # begins (startedAt, the stable revision from the hold)
+    await world.step()  # records its first trial: the request
+    trial = world.tuning()["status"]["trials"][-1]
+    assert trial.get("verdict") is None and trial["revision"] != stable
+    await world.tick()  # the server's tick and job apply it; the next tick's patch records it
+    return stable, str(trial["revision"])
+
+
+async def test_the_trial_is_applied_by_the_servers_job_and_recorded_in_one_patch(world: World) -> None:
+    stable = await world.create_server()
+    start = len(world.fk.writes)
+    await world.tuning_changed("ADDED")
+    await world.step()
+    await world.step()
+    trial = world.tuning()["status"]["trials"][-1]  # its watch event woke the server: the tick decided the trial
+    mark = len(world.fk.writes)
+    mem = world.obs.memory(world.fk.server("s"))
+    assert mem.job is not None
+    await mem.job  # the server's job applies the trial on every replica
+    assert deployment(world.fk) == (trial["revision"], 2)
+    assert parse_status(world.fk.server("s")).revision == stable  # not written yet: kept for the next tick
+    job_writes = [w for w in world.fk.writes[mark:] if w[0] == "patch_status"]
+    assert job_writes == []
+    mem.job = None
+    before = len(world.fk.writes)
+    body = world.fk.server("s")
+    world.obs.track("MODIFIED", body)
+    async with mem.lock:
+        await world.obs.observe(body, dt.datetime.now(dt.UTC))
+    patches = [w for w in world.fk.writes[before:] if w[0] == "patch_status"]
+    assert patches == [("patch_status", "SGLangServer", "s", body["metadata"]["resourceVersion"])]  # one, with rv
+    status = parse_status(world.fk.server("s"))
+    assert status.revision == trial["revision"] and status.tuning_hold is not None
+    assert (status.tuning_hold.trial, status.tuning_hold.trial_revision) == (trial["name"], trial["revision"])
+    # who wrote what: the tuning wrote only its own status; every server status patch carried a resourceVersion
+    writers = {(w[0], w[1]) for w in world.fk.writes[start:]}
+    assert ("patch_tuning_status", "SGLangTuning") in writers
+    assert all(w[3] is not None for w in world.fk.writes[start:] if w[0] in ("patch_status", "patch_tuning_status"))
+
+
+async def test_the_tuning_never_writes_the_server_nor_its_children(world: World) -> None:
+    await held_with_trial(world)
+    mark = len(world.fk.writes)
+    pods = []
+    status = parse_status(world.fk.server("s"))
+    for i in range(2):  # the trial's pods come Ready (the watched pod cache)
+        pod = {"kind": "Pod", "metadata": {
+            "name": f"s-{i}", "namespace": "ns", "resourceVersion": str(900 + i),
+            "labels": {"app.kubernetes.io/instance": "s", "app.kubernetes.io/managed-by": "sglang-operator",
+                       "app.kubernetes.io/name": "sglang", builders.REVISION_LABEL: str(status.revision)}},
+            "status": {"podIP": f"127.9.0.{i + 1}", "conditions": [{"type": "Ready", "status": "True"}]}}
+        world.fk.put(pod)
+        pods.append(pod)
+        world.obs.pod_event("ADDED", world.fk.get("Pod", "ns", f"s-{i}") or pod)
+    api_trial = ctl.api.parse_tuning_status(world.tuning()).trials[-1]
+    deadline = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
+    ready, version = await world.runner._in_place_pods(world.tuning(), ctl.parse(world.fk.server("s")), api_trial,
+                                                      deadline)
+    assert {p["metadata"]["name"] for p in ready} == {"s-0", "s-1"} and str(version)
+    assert [w for w in world.fk.writes[mark:] if w[1] != "SGLangTuning"] == []
+
+
+async def test_a_scale_during_a_trial_cancels_nothing_and_moves_no_replica(world: World) -> None:
+    _stable, trial = await held_with_trial(world)
+    spec = copy.deepcopy(world.fk.server("s")["spec"])
     spec["replicas"] = 3
-    fk.update_spec("s", spec)
-    with pytest.raises(ctl.TrialFailure, match="no longer held"):
-        await runner._apply_in_place("s", TRIAL)
-    assert await runner.release("s", "the server's spec changed") is None
-    status = parse_status(fk.server("s"))
-    assert status.tuning_hold is None and status.revision == rendered.revision  # the reconcile handler's to apply
-
-
-async def test_another_tuning_waits_and_the_deletion_handler_releases(fk: FakeKube) -> None:
-    stable, body = await served(fk)
-    runner = ctl.TuningRunner("ns", "tune")
-    await runner._acquire(body)
-    await runner._apply_in_place("s", TRIAL)
-    other = await ctl.TuningRunner("ns", "other")._acquire(fk.server("s"))
-    assert other.hold is None and other.reason == "HeldByTuning"
-    await ctl.tuning_deleted(meta={"name": "tune", "namespace": "ns"},
-                             spec={"mode": "InPlace", "serverRef": {"name": "s"}})
-    status = parse_status(fk.server("s"))
-    assert status.revision == stable and status.tuning_hold is None
-    assert deployment_revision(fk)[0] == stable
-
-
-async def test_a_restarted_operator_leaves_the_trial_running_and_a_spec_change_is_applied(fk: FakeKube) -> None:
-    """kopf's resume of a held server writes nothing (the trial runs until the tuning's end applies the stable
-    revision); an update of its spec (another generation) is applied as ever, and the tuning's release then applies
-    nothing."""
-    from sglang_operator.control import handlers
-    from sglang_operator.control.observer import Observer
-
-    stable, body = await served(fk)
-    memo = type("Memo", (), {"observer": Observer(1.0)})()
-    runner = ctl.TuningRunner("ns", "tune", observer=memo.observer)  # the server's worker lock of that observer
-    await runner._acquire(body)
-    rendered, _ = await runner._apply_in_place("s", TRIAL)
-    held = fk.server("s")
-    writes = len(fk.writes)
-    await handlers.reconcile(body=held, meta=held["metadata"], status=held["status"], patch={}, reason="resume",
-                             logger=handlers.logging.getLogger("test"), memo=memo)
-    assert fk.writes[writes:] == [] and deployment_revision(fk)[0] == rendered.revision
-    spec = copy.deepcopy(held["spec"])
-    spec["replicas"] = 3
-    updated = fk.update_spec("s", spec)
+    updated = world.fk.update_spec("s", spec)
+    mark = len(world.fk.writes)
     await handlers.reconcile(body=updated, meta=updated["metadata"], status=updated["status"], patch={},
-                             reason="update", logger=handlers.logging.getLogger("test"), memo=memo)
-    assert deployment_revision(fk) == (stable, 3)  # the spec's revision (the stable one here), 3 replicas
-    assert await runner.release("s", "the server's spec changed") is None
-    assert parse_status(fk.server("s")).tuning_hold is None
+                             reason="update", logger=logger(), memo=world.memo)
+    assert [w for w in world.fk.writes[mark:] if w[0] != "patch_status"] == []  # no child written
+    await world.tick()
+    status = parse_status(world.fk.server("s"))
+    assert status.tuning_hold is not None and status.tuning_hold.trial_revision == trial
+    assert status.tuning_hold.generation == 2 and deployment(world.fk) == (trial, 2)
+    api_trial = ctl.api.parse_tuning_status(world.tuning()).trials[-1]  # the tuning sees its trial run on
+    assert ctl.lifecycle.trial_state(status, "tune", api_trial) == ("running", "")
+    assert ctl.lifecycle.in_place(status, "tune", "s", True).kind == "held"
+
+
+async def test_a_spec_change_ends_the_hold_and_cancels_the_tuning(world: World) -> None:
+    stable, trial = await held_with_trial(world)
+    spec = copy.deepcopy(world.fk.server("s")["spec"])
+    spec["memory"]["maxRunningRequests"] = 8
+    updated = world.fk.update_spec("s", spec)
+    await handlers.reconcile(body=updated, meta=updated["metadata"], status=updated["status"], patch={},
+                             reason="update", logger=logger(), memo=world.memo)
+    await world.tick()
+    status = parse_status(world.fk.server("s"))
+    assert status.tuning_hold is None and status.revision not in (stable, trial)  # the spec's own revision
+    held = status.condition("TuningHeld")
+    assert held is not None and (held.status, held.reason) == ("False", "SpecChanged")
+    assert not await world.runner.step()
+    tuning = world.tuning()["status"]
+    assert tuning["phase"] == "Cancelled"
+    running = next(c for c in tuning["conditions"] if c["type"] == "Running")
+    assert running["reason"] == "SpecChanged"
+
+
+@pytest.mark.parametrize("end", ["Succeeded", "DELETED"])
+async def test_the_end_applies_the_stable_revision_again_then_removes_the_hold(world: World, end: str) -> None:
+    stable, _trial = await held_with_trial(world)
+    if end == "DELETED":
+        world.fk.delete("SGLangTuning", "ns", "tune")
+        world.obs.tuning_event("DELETED", TUNING)
+    else:
+        tuning = world.tuning()
+        await world.fk.patch_tuning_status("ns", "tune", None, {"phase": end})
+        world.obs.tuning_event("MODIFIED", world.tuning())
+        assert tuning
+    await world.tick()  # the stable revision applied by the server's job, the hold still standing
+    assert deployment(world.fk) == (stable, 2)
+    assert parse_status(world.fk.server("s")).tuning_hold is not None
+    await world.tick()  # recorded; the next tick removes the hold
+    await world.tick()
+    status = parse_status(world.fk.server("s"))
+    assert status.revision == stable and status.tuning_hold is None
+
+
+async def test_a_second_tuning_waits_while_the_first_holds_the_server(world: World) -> None:
+    await held_with_trial(world)
+    other = copy.deepcopy(TUNING)
+    other["metadata"]["name"] = "other"
+    world.fk.put(other)
+    world.obs.tuning_event("ADDED", world.fk.get("SGLangTuning", "ns", "other") or other)
+    runner = ctl.TuningRunner("ns", "other", world.obs)
+    assert await runner.step()
+    got = world.fk.get("SGLangTuning", "ns", "other")
+    assert got is not None
+    running = next(c for c in got["status"]["conditions"] if c["type"] == "Running")
+    assert (running["status"], running["reason"]) == ("False", "HeldByTuning")
+    writes = len(world.fk.writes)
+    assert await runner.step()  # waiting still: the same condition is not written again
+    assert world.fk.writes[writes:] == []

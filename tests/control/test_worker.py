@@ -20,7 +20,7 @@ from rollback_driver import BAD, OTHER, Run
 
 from sglang_operator import builders
 from sglang_operator.api.server import parse, parse_status
-from sglang_operator.control import handlers, observer, restore
+from sglang_operator.control import children, handlers, observer, restore
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.control.observer import Observer
 from sglang_operator.decisions.rollback import Apply
@@ -365,7 +365,7 @@ async def test_a_failed_apply_is_degraded_once_and_retried(monkeypatch: pytest.M
     async def refuse(manifest: Any, dry_run: bool = False) -> None:
         raise ApiError(status=Status(code=500, message="etcdserver: request timed out", reason="x", status="Failure"))
 
-    monkeypatch.setattr(handlers.kube, "apply", refuse)
+    monkeypatch.setattr(children.kube_write, "apply", refuse)
     body = kube.put(server("a"))
     memo = type("Memo", (), {"observer": obs})()
     for _ in range(2):

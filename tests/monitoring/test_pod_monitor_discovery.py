@@ -110,7 +110,7 @@ def applied(monkeypatch: pytest.MonkeyPatch) -> Recorder:
 
     recorder = Recorder()
     monkeypatch.setattr(lightkube, "ApiError", FakeApiError)
-    monkeypatch.setattr(children.kube, "apply", recorder)
+    monkeypatch.setattr(children.kube_write, "apply", recorder)
     return recorder
 
 

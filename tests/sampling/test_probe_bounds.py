@@ -204,3 +204,37 @@ async def test_a_fast_endless_stream_does_not_hold_the_event_loop() -> None:
         task.cancel()
     assert res.error == TOO_MANY_CHUNKS
     assert ticks >= res.bytes_read // loadgen.YIELD_BYTES >= 3
+
+
+def test_the_caps_of_a_probe_follow_its_max_tokens() -> None:
+    flags = ProbeLimits()
+    assert flags.for_max_tokens(256) == ProbeLimits(body_bytes=576 * 2048, line_bytes=flags.line_bytes, chunks=576)
+    # the largest maxTokens still stays within the flags' caps, and the flags win when lower
+    big = flags.for_max_tokens(8192)
+    assert big.chunks == 2 * 8192 + 64 <= flags.chunks and big.body_bytes <= flags.body_bytes
+    assert ProbeLimits(chunks=100, body_bytes=1000).for_max_tokens(256) == ProbeLimits(body_bytes=1000, chunks=100)
+    with pytest.raises(ValueError):
+        flags.for_max_tokens(0)
+
+
+async def test_the_sampler_stops_a_probe_at_the_chunks_its_max_tokens_allow() -> None:
+    pulled = Pulled(lambda: _one_token_chunks())
+    http = SGLangHTTP()
+    await http.http.aclose()
+    http.http = client_for(pulled)
+    sampler = Sampler(http)  # the flags' defaults: 100 000 chunks
+    server = ServerRef("ns", "s", roles_for(parse_version("0.5.23")), 30000, "m")
+    target = Target("p", "r1", "127.0.0.1", True, 0)
+    counter = telemetry.SCRAPE_ERRORS.labels("probe", TOO_MANY_CHUNKS)
+    before = counter._value.get()
+    try:
+        outcome = await sampler._probe(server, target, SamplingParams(probe_max_tokens=16), 5.0, None)
+    finally:
+        await http.aclose()
+    assert outcome.error == TOO_MANY_CHUNKS and counter._value.get() - before == 1
+    assert pulled.count <= 2 * 16 + 64 + 2  # the cap and the chunk that passed it, not 100 000
+
+
+async def _one_token_chunks() -> AsyncIterator[bytes]:
+    while True:
+        yield CONTENT

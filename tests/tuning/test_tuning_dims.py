@@ -107,7 +107,7 @@ def test_max_running_requests_and_cuda_graph_max_bs_multiply_the_space() -> None
     settings = plan.settings_of(valid[3])
     assert settings.summary() == valid[3].label == "1/1/2 mrr 16 bs 16"
     assert plan.point_of(settings) == valid[3]
-    assert plan.planned_trials(spec, api_valid) == spec.budget.max_trial_count + 1
+    assert plan.planned_trials(spec, api_valid) == spec.budget.max_trial_count  # 24 points, the control, repeats
 
 
 @pytest.mark.parametrize(("version", "flag"), [("0.5.10", "--cuda-graph-max-bs"),
@@ -129,9 +129,9 @@ def test_a_trial_renders_its_dimensions_under_the_releases_flag_names(version: s
 
 def test_the_climbs_over_running_requests_and_graph_batch_size_find_the_best_values() -> None:
     spec = tuning(maxRunningRequests={"list": [4, 8, 16, 32, 64]}, cudaGraphMaxBs={"list": [8, 16, 32, 64]},
-                  budget=16)
+                  budget=20)
     trials = run(spec, SERVER, speed)
-    assert len(trials) == 16 + 1
+    assert len(trials) <= 20  # every trial counts, the control trial included
     best, _ = plan.recommendation(spec, trials)
     assert best is not None and best.summary == "4/1/5 mrr 64 bs 64"  # the optimum of 120 valid points
     started = [t.settings.summary() for t in trials]
@@ -154,9 +154,10 @@ def test_the_adaptive_trial_runs_once_after_the_search_and_competes(algorithm: s
     # it again, as a finalist)
     new_after = [label for label in labels[adaptive[0] + 1:] if labels.index(label) > adaptive[0]]
     assert new_after == []  # after the search converged: no new static point follows it
-    # one trial more than without adaptive mode: Grid and Random 6 chains + the control trial + 1, the default
-    # search maxTrialCount + the control trial + 1
-    assert len(trials) == plan.planned_trials(spec, valid) == (12 + 2 if algorithm == "Default" else 6 + 2)
+    # Grid and Random: 6 chains + the control trial + the adaptive trial; the default search converges and
+    # repeats its finalists within maxTrialCount, the adaptive trial counted
+    assert len(trials) <= plan.planned_trials(spec, valid) == (12 if algorithm == "Default" else 6 + 2)
+    assert algorithm == "Default" or len(trials) == 6 + 2
     assert trials[adaptive[0]].settings.adaptive is True
     run_spec = plan.trial_spec(body["spec"], trials[adaptive[0]].settings)
     assert run_spec["speculative"]["adaptive"] == {"enabled": True}
@@ -178,7 +179,7 @@ def test_never_on_a_release_without_adaptive_mode() -> None:
     assert not any(t.settings.adaptive for t in trials)
     assert [t.settings for t in trials] == [t.settings for t in run(tuning(budget=12), SERVER,
                                                                      speed)]
-    assert plan.planned_trials(spec, valid) == 12 + 1
+    assert plan.planned_trials(spec, valid) == 12
 
 
 def test_no_adaptive_trial_when_the_release_refuses_the_best_point_in_adaptive_mode() -> None:
@@ -191,7 +192,7 @@ def test_no_adaptive_trial_when_the_release_refuses_the_best_point_in_adaptive_m
     reasons = {i.point.label: i.reason for i in invalid}
     assert "--speculative-num-steps=4 is not in the adaptive config candidate_steps" in reasons["adaptive 4/1/5"]
     trials = run(spec, body, lambda p: speed(p, 1.5))
-    assert not any(t.settings.adaptive for t in trials) and len(trials) == 12 + 1
+    assert not any(t.settings.adaptive for t in trials) and len(trials) <= 12
 
 
 def test_no_adaptive_trial_when_the_best_static_point_is_a_tree() -> None:
@@ -220,7 +221,7 @@ def test_a_search_replayed_from_any_prefix_proposes_the_same_next_point() -> Non
         done.append(TrialResult(point=s.point, figures=(LevelFigures(
             concurrency=1, decode_tokens_per_second=speed(s.point, 1.2),
             output_tokens_per_second=speed(s.point, 1.2)),)))
-    assert len(done) == 10 + 1 and sum(t.point is not None and t.point.adaptive for t in done) >= 1
+    assert len(done) <= 10 and sum(t.point is not None and t.point.adaptive for t in done) >= 1
     for k in range(len(done)):
         assert suggest(settings, valid, done[:k]).point == done[k].point
     d = decide(done, settings.objective)

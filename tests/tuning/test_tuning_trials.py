@@ -16,6 +16,7 @@ from sglang_operator.api.server import parse
 from sglang_operator.builders.labels import selector_labels
 from sglang_operator.builders.tuning import TUNING_LABEL, trial_workload
 from sglang_operator.decisions.tuning import trials as plan
+from sglang_operator.decisions.tuning.search import MAX_MEASUREMENTS
 
 SERVER: dict[str, Any] = yaml.safe_load((LOCAL / BAD).read_text())
 SERVER["metadata"]["namespace"] = "ns"
@@ -68,7 +69,8 @@ def test_the_search_starts_with_the_control_trial_and_resumes_from_status_withou
     assert over.kind == "finish" and "maxDurationSeconds" in over.reason
     assert plan.started_count([*done, running]) == 3
     assert plan.trial_name("t", 3) == "t-trial-3"
-    assert plan.planned_trials(s, len(valid)) == s.budget.max_trial_count + 1  # the repeats spend the rest
+    # at most: the control trial, the 5 points, 3 finalists measured again as long as the noise rule asks
+    assert plan.planned_trials(s, len(valid)) == min(1 + 5 + 3 * (MAX_MEASUREMENTS - 1), 24)
     grid = spec(algorithm={"algorithmName": "Grid"})
     assert plan.planned_trials(grid, len(valid)) == len(valid) + 1
 
@@ -84,7 +86,6 @@ def test_invalid_points_are_recorded_with_the_releases_reason_and_never_proposed
 
 
 def test_the_recommendation_per_level_with_speedups_and_a_failed_point_never_wins() -> None:
-    s = spec(workload={"concurrency": [{"level": 1}, {"level": 16}]})
     trials = [
         completed("t-trial-0", api.TrialSettings(speculative=False), 21.0, 150.0),
         completed("t-trial-1", chain(3), 52.0, 90.0),
@@ -93,14 +94,50 @@ def test_the_recommendation_per_level_with_speedups_and_a_failed_point_never_win
         completed("t-trial-4", chain(3), 52.5, 91.0),
         completed("t-trial-5", chain(1), 35.5, 209.0),
     ]
+    s = spec(workload={"concurrency": [{"level": 1, "weight": 3}, {"level": 16}]})
     best, per_level = plan.recommendation(s, trials)
     assert best is not None and best.summary == "3/1/4" and best.trial == "t-trial-1"
     by_level = {b.concurrency: b for b in per_level}
     assert by_level[1].summary == "3/1/4" and by_level[16].summary == "1/1/2"
     assert by_level[16].speedup is not None and abs(by_level[16].speedup - 209.5 / 150.0) < 1e-3
-    score, levels = plan.trial_objective(s, trials[1].levels)
-    assert score == 52.0 and [f.objective for f in levels] == [52.0, 90.0]
+    assert by_level[1].objective == 52.25 and by_level[16].objective == 209.5  # per level: tok/s
     assert plan.counts(trials) == {"trials_completed": 5, "trials_failed": 1, "trials_pruned": 0}
+
+
+def test_the_weights_of_the_levels_decide_the_winner() -> None:
+    """The overall objective is Σ weight × (level objective ÷ the control trial's) ÷ Σ weight: 3/1/4 is 2.48× the
+    control trial's decode tok/s at level 1 and 0.60× its output tok/s at 16, 1/1/2 is 1.70× and 1.40×. Weighted
+    towards level 1, 3/1/4 wins; towards level 16, 1/1/2; the trial's objective says the same."""
+    trials = [
+        completed("t-trial-0", api.TrialSettings(speculative=False), 21.0, 150.0),
+        completed("t-trial-1", chain(3), 52.0, 90.0),
+        completed("t-trial-2", chain(1), 36.0, 210.0),
+        completed("t-trial-3", chain(3), 52.5, 91.0),
+        completed("t-trial-4", chain(1), 35.5, 209.0),
+    ]
+    towards_1 = spec(workload={"concurrency": [{"level": 1, "weight": 3}, {"level": 16, "weight": 1}]})
+    towards_16 = spec(workload={"concurrency": [{"level": 1, "weight": 1}, {"level": 16, "weight": 3}]})
+    best_1, _ = plan.recommendation(towards_1, trials)
+    best_16, _ = plan.recommendation(towards_16, trials)
+    assert best_1 is not None and best_1.summary == "3/1/4"
+    assert best_1.objective == round(((3 * 52.25 / 21 + 90.5 / 150) / 4), 3)
+    assert best_16 is not None and best_16.summary == "1/1/2"
+    assert best_16.objective == round((35.75 / 21 + 3 * 209.5 / 150) / 4, 3)
+    score, levels = plan.trial_objective(towards_16, trials[1].levels, trials[:1])
+    assert score is not None and abs(score - (52.0 / 21 + 3 * 90.0 / 150) / 4) < 1e-9
+    assert [f.objective for f in levels] == [52.0, 90.0]  # each level's own objective, tok/s
+    control, _ = plan.trial_objective(towards_16, trials[0].levels, [])
+    assert control == 1.0  # the control trial is the reference
+    single, _ = plan.trial_objective(spec(), trials[1].levels[:1], trials[:1])
+    assert single == 52.0  # one level: the objective itself, tok/s
+    # without a completed control trial the first completed trial (3/1/4: 52 and 90 tok/s) is the reference
+    no_control = [api.Trial(name="t-trial-0", settings=api.TrialSettings(speculative=False), verdict="Failed",
+                            reason="x"), *trials[1:]]
+    best, _ = plan.recommendation(towards_1, no_control)
+    assert best is not None and best.summary == "1/1/2"
+    assert best.objective == round((3 * 35.75 / 52 + 209.5 / 90) / 4, 3)
+    score, _ = plan.trial_objective(towards_1, trials[1].levels, no_control[:1])
+    assert score == 1.0
 
 
 def test_a_shadow_trial_is_owned_by_the_tuning_and_not_selected_by_the_servers_service() -> None:

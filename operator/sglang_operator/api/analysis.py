@@ -9,7 +9,7 @@ speeds tok/s; acceptance lengths are tokens per verify step (accepted draft toke
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AwareDatetime, Field, WithJsonSchema
 
@@ -44,6 +44,17 @@ class SampleVerdict(StrEnum):
     """Not judged: warming up, paused, rolling back, inconclusive, a measurement error (``reason`` says which)."""
 
 
+SIMULATED_ACCEPTANCE_ENV = "SGLANG_SIMULATE_ACC_"
+"""Prefix of SGLang's forced-acceptance benchmark knobs (``SGLANG_SIMULATE_ACC_LEN``, ``SGLANG_SIMULATE_ACC_METHOD``):
+SGLang then commits draft tokens it never verified, so every accept length and tok/s of the revision is made up."""
+
+
+def simulated_acceptance(env: list[dict[str, Any]]) -> list[str]:
+    """The names of ``env`` (``spec.env``) that force SGLang's acceptance (:data:`SIMULATED_ACCEPTANCE_ENV`), in
+    order."""
+    return [str(e.get("name")) for e in env if str(e.get("name", "")).startswith(SIMULATED_ACCEPTANCE_ENV)]
+
+
 class Setup(StatusModel):
     """What must be equal for two revisions' figures to be compared (relative criteria)."""
 
@@ -61,6 +72,9 @@ class Setup(StatusModel):
     """``spec.parallelism.data``."""
     nodes: int = 1
     """``spec.parallelism.nodes``."""
+    simulated_acceptance: bool | None = None
+    """True when ``spec.env`` forces SGLang's acceptance (:data:`SIMULATED_ACCEPTANCE_ENV`): the revision's figures
+    are made up, so it is never judged (analysis Paused, reason ``SimulatedAcceptance``); unset otherwise."""
 
 
 class Baseline(StatusModel):

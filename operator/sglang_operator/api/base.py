@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from sglang_operator.api import kube_types
+from sglang_operator.api.bounds import QUANTITY_LIMIT
 
 GROUP = "sglang-operator.io"
 """API group of the SGLangServer resource (project-owned)."""
@@ -181,11 +182,12 @@ def _quantity_to_str(value: Any) -> Any:
 Quantity = Annotated[
     str,
     BeforeValidator(_quantity_to_str),
-    StringConstraints(pattern=QUANTITY_PATTERN),
+    StringConstraints(pattern=QUANTITY_PATTERN, max_length=QUANTITY_LIMIT),
     WithJsonSchema(
         {
             "anyOf": [{"type": "integer"}, {"type": "string"}],
             "pattern": QUANTITY_PATTERN,
+            "maxLength": QUANTITY_LIMIT,
             "x-kubernetes-int-or-string": True,
         }
     ),

@@ -14,6 +14,7 @@ from typing import Annotated
 from pydantic import Field
 
 from sglang_operator.api.base import ApiModel, CelRule, Quantity
+from sglang_operator.api.bounds import NAME_LIMIT, PATH_LIMIT
 
 
 class PullPolicy(StrEnum):
@@ -27,9 +28,9 @@ class PullPolicy(StrEnum):
 class SGLangImage(ApiModel):
     """Which SGLang release runs, and from which container image."""
 
-    image: Annotated[str, Field(min_length=1)]
+    image: Annotated[str, Field(min_length=1, max_length=512)]
     """Container image running SGLang, e.g. ``lmsysorg/sglang:v0.5.10-cu129``."""
-    version: Annotated[str | None, Field(pattern=r"^v?[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?$")] = None
+    version: Annotated[str | None, Field(pattern=r"^v?[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?$", max_length=32)] = None
     """SGLang release the image runs (e.g. ``0.5.10``, ``0.4.9.post6``); parsed from the image tag when absent.
     Rendering uses that release's flag names, entry point and probe endpoint."""
     image_pull_policy: PullPolicy = PullPolicy.IF_NOT_PRESENT
@@ -39,16 +40,16 @@ class SGLangImage(ApiModel):
 class SecretKeyRef(ApiModel):
     """A key of a Secret in the SGLangServer's namespace."""
 
-    name: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(min_length=1, max_length=NAME_LIMIT)]
     """Secret name."""
-    key: Annotated[str, Field(min_length=1)] = "token"
+    key: Annotated[str, Field(min_length=1, max_length=NAME_LIMIT)] = "token"
     """Key inside the Secret."""
 
 
 class PVCSource(ApiModel):
     """An existing PersistentVolumeClaim (never deleted by the operator)."""
 
-    claim_name: Annotated[str, Field(min_length=1)]
+    claim_name: Annotated[str, Field(min_length=1, max_length=NAME_LIMIT)]
     """Name of the PersistentVolumeClaim."""
     read_only: bool = False
     """Mount read-only (the weights must then already be downloaded)."""
@@ -79,26 +80,43 @@ class ModelCache(ApiModel):
             ),
             name="cache-one-source",
         ),
+        CelRule(
+            "!has(self.hostPathReadOnly) || self.hostPathReadOnly || has(self.hostPath)",
+            "spec.model.cache.hostPathReadOnly applies to hostPath only",
+            lambda m: m.host_path_read_only or m.host_path is not None,
+            ".hostPathReadOnly",
+            message_expression="'spec.model.cache.hostPathReadOnly is false but the cache is not a hostPath: it "
+            "applies to hostPath only (pvc has its own readOnly); remove it'",
+            explain=lambda m: "spec.model.cache.hostPathReadOnly is false but the cache is not a hostPath: it "
+            "applies to hostPath only (pvc has its own readOnly); remove it",
+            name="cache-host-path-read-only",
+        ),
     )
     pvc: PVCSource | None = None
     """Mount an existing PersistentVolumeClaim."""
-    host_path: Annotated[str | None, Field(pattern=r"^/")] = None
-    """Mount a directory of the node (absolute path), e.g. ``/data/hf-cache``."""
+    host_path: Annotated[str | None, Field(pattern=r"^/", max_length=PATH_LIMIT)] = None
+    """Mount a directory of the node (absolute path), e.g. ``/data/hf-cache``: read-only and ``type: Directory`` (it
+    must exist, with the weights in it) unless ``hostPathReadOnly`` is false."""
+    host_path_read_only: bool = True
+    """hostPath only: mount the node's directory read-only with ``type: Directory`` (default: SGLang reads weights
+    already there and cannot change the files other servers on the node load). False: read-write with ``type:
+    DirectoryOrCreate``, so SGLang downloads into it; the chart's admission policy refuses it unless the admin allows
+    writes (``admissionPolicy.hostPathWrites``)."""
     empty_dir: EmptyDirSource | None = None
     """Use an emptyDir volume."""
-    mount_path: Annotated[str, Field(pattern=r"^/")] = "/root/.cache/huggingface"
+    mount_path: Annotated[str, Field(pattern=r"^/", max_length=PATH_LIMIT)] = "/root/.cache/huggingface"
     """Where the cache is mounted in the container; ``HF_HOME`` is set to it."""
 
 
 class ModelSpec(ApiModel):
     """The model SGLang serves."""
 
-    path: Annotated[str, Field(min_length=1)]
+    path: Annotated[str, Field(min_length=1, max_length=PATH_LIMIT)]
     """Hugging Face model id or local path (``--model-path``)."""
-    served_model_name: str | None = None
+    served_model_name: Annotated[str | None, Field(max_length=256)] = None
     """Model name in the OpenAI API and the metrics' ``model_name`` label (``--served-model-name``); may not
     contain ``:`` (SGLang reserves it for LoRA adapters). Defaults to the path."""
-    revision: str | None = None
+    revision: Annotated[str | None, Field(max_length=256)] = None
     """Model revision: branch, tag or commit (``--revision``)."""
     trust_remote_code: bool = False
     """Allow the model repository's custom code (``--trust-remote-code``)."""
@@ -239,7 +257,7 @@ class Speculative(ApiModel):
     num_draft_tokens: Annotated[int | None, Field(ge=2, le=256)] = None
     """``--speculative-num-draft-tokens``. Derived when absent: numSteps + 1 when eagleTopk is 1 (SGLang
     forces that value), 12 for NGRAM; required when eagleTopk > 1."""
-    draft_model_path: str | None = None
+    draft_model_path: Annotated[str | None, Field(max_length=PATH_LIMIT)] = None
     """``--speculative-draft-model-path``: draft model, required by EAGLE3 and STANDALONE (and EAGLE with a
     separate draft). MTP models (NEXTN, or EAGLE on an MTP model) use their own head and need none."""
     spec_v2: bool = False

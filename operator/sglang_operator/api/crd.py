@@ -21,6 +21,7 @@ import yaml
 
 from sglang_operator.api import tuning
 from sglang_operator.api.base import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION
+from sglang_operator.api.bounds import map_key_rule
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus
@@ -73,6 +74,8 @@ def structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
             out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
             out[key] = True
+        elif key == "propertyNames":  # a map's key bound: a CRD holds no propertyNames, CEL checks it
+            out.setdefault("x-kubernetes-validations", []).append(map_key_rule(value["maxLength"]))
         elif key == "const":
             out["enum"] = [value]
         else:
@@ -99,35 +102,37 @@ def _col(name: str, path: str, type_: str, description: str, priority: int = 0) 
     return col
 
 
-PRINTER_COLUMNS = [
+PRINTER_COLUMNS = [  # priority 0: the default `kubectl get sgls` (8 and NAME); 1: `-o wide` too
     _col("Ready", '.status.conditions[?(@.type=="Ready")].status', "string",
          "Ready condition: every desired replica is Ready at the current revision"),
     _col("Available", '.status.conditions[?(@.type=="Available")].status', "string",
-         "Available condition: at least one replica serves"),
+         "Available condition: at least one replica serves", priority=1),
     _col("Replicas", ".status.readyReplicas", "integer", "Ready replicas (of Desired)"),
-    _col("Desired", ".spec.replicas", "integer", "Desired replicas"),
+    _col("Desired", ".spec.replicas", "integer", "Desired replicas", priority=1),
     _col("SpecValid", '.status.conditions[?(@.type=="SpecValid")].status', "string",
-         "SpecValid condition: False when the latest spec was refused (the last valid revision keeps running)"),
+         "SpecValid condition: False when the latest spec was refused (the last valid revision keeps running)",
+         priority=1),
     _col("Model", ".spec.model.path", "string", "Model path the spec asks for", priority=1),
     _col("TP", ".spec.parallelism.tensor", "integer", "Tensor parallel size the spec asks for", priority=1),
     _col("Algorithm", ".status.effective.algorithm", "string",
-         "Speculative algorithm the serving revision runs, as SGLang reports it (NEXTN shows as EAGLE)"),
-    _col("Steps", ".status.effective.numSteps", "integer", "Speculative num steps the serving revision runs"),
+         "Speculative algorithm the serving revision runs, as SGLang reports it (NEXTN shows as EAGLE)", priority=1),
+    _col("Steps", ".status.effective.numSteps", "integer", "Speculative num steps the serving revision runs",
+         priority=1),
     _col("DraftTokens", ".status.effective.numDraftTokens", "integer",
-         "Speculative num draft tokens the serving revision runs"),
+         "Speculative num draft tokens the serving revision runs", priority=1),
     _col("AcceptLen", ".status.acceptLength", "number", "Acceptance length of the serving revision"),
     _col("Tok/s", ".status.tokensPerSecond", "number", "Decode speed of the serving revision, tok/s"),
     _col("Revision", ".status.revision", "string", "Serving revision (after a rollback: the stable one)"),
     _col("Analysis", ".status.analysis.phase", "string",
          "Rollback analysis of the serving revision: WarmingUp, Verifying, Stable, RollingBack, RolledBack, Paused"),
     _col("Reason", ".status.analysis.reason", "string",
-         "Why the analysis is in its phase: e.g. Paused for MaxRollbacksReached, NoStableRevision, NotRolledBack or "
-         "MeasurementErrors (kubectl sglang retry resumes it), RollingBack for CrashLoop, Regressed, "
-         "ProgressDeadlineExceeded"),
-    _col("Stable", ".status.stableRevision", "string", "Stable revision (what a rollback returns to)"),
+         "Why the analysis is in its phase: e.g. Paused for MaxRollbacksReached, NoStableRevision, NotRolledBack, "
+         "MeasurementErrors or SimulatedAcceptance (kubectl sglang retry resumes it), RollingBack for CrashLoop, "
+         "Regressed, ProgressDeadlineExceeded"),
+    _col("Stable", ".status.stableRevision", "string", "Stable revision (what a rollback returns to)", priority=1),
     _col("Canary", ".status.canary.split", "string",
-         "Pods wanted during a canary, stable+canary (e.g. 3+1); empty when no canary runs"),
-    _col("Phase", ".status.phase", "string", "Phase of the pods"),
+         "Pods wanted during a canary, stable+canary (e.g. 3+1); empty when no canary runs", priority=1),
+    _col("Phase", ".status.phase", "string", "Phase of the pods", priority=1),
     _col("Age", ".metadata.creationTimestamp", "date", "Age"),
 ]
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from sglang_operator.api.bounds import bounded_definitions, map_key_rule
 from sglang_operator.api.names import did_you_mean
 
 KUBERNETES_VERSION = "v1.36.0"
@@ -110,10 +111,10 @@ def data_json(data: Mapping[str, Any]) -> str:
 
 @functools.cache
 def definitions() -> dict[str, Any]:
-    """The committed definitions (``$defs``), loaded once."""
+    """The committed definitions (``$defs``), loaded once, with the operator's size bounds
+    (:func:`sglang_operator.api.bounds.bounded_definitions`): the CRD and the Python check hold the same ones."""
     text = (resources.files("sglang_operator.api") / "data" / DATA_FILE).read_text(encoding="utf-8")
-    defs: dict[str, Any] = json.loads(text)["$defs"]
-    return defs
+    return bounded_definitions(json.loads(text)["$defs"])
 
 
 def _type(value: Any) -> Any:
@@ -130,7 +131,11 @@ def _structural(node: Mapping[str, Any], defs: Mapping[str, Any], seen: tuple[st
             raise ValueError(f"recursive Kubernetes type {name} cannot be inlined")
         return _structural(defs[name], defs, (*seen, name))
     if "oneOf" in node:  # Quantity (string | number) and IntOrString (string | integer)
-        return {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
+        out_ios: dict[str, Any] = {"anyOf": [{"type": "integer"}, {"type": "string"}],
+                                   "x-kubernetes-int-or-string": True}
+        if "maxLength" in node:
+            out_ios["maxLength"] = node["maxLength"]
+        return out_ios
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "type":
@@ -142,6 +147,8 @@ def _structural(node: Mapping[str, Any], defs: Mapping[str, Any], seen: tuple[st
         elif key == "additionalProperties":
             if isinstance(value, dict):  # a map (labels, volumeAttributes, ...); `false` is implied in CRDs
                 out[key] = _structural(value, defs, seen)
+        elif key == "propertyNames":  # a map's key bound: a CRD holds no propertyNames, CEL checks it
+            out.setdefault("x-kubernetes-validations", []).append(map_key_rule(value["maxLength"]))
         else:
             out[key] = value
     if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:

@@ -88,7 +88,7 @@ def _empty_if_builtin(text: str) -> str:
 class ProbePolicy(ApiModel):
     """The request the operator sends each interval with signal ``probe``."""
 
-    prompt: Annotated[str, Field(max_length=65536), AfterValidator(_empty_if_builtin)] = ""
+    prompt: Annotated[str, Field(max_length=8192), AfterValidator(_empty_if_builtin)] = ""
     """Prompt text, sent as one user message of a streaming ``/v1/chat/completions`` request with temperature 0.
     Empty (the default): the operator's built-in prompt, a fixed coding request of about 512 tokens (a red-black
     tree module in Python, like the prompt the published case was measured with). Changing it makes samples

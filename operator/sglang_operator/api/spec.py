@@ -20,6 +20,7 @@ from sglang_operator.api.base import (
     VolumeMount,
 )
 from sglang_operator.api.blocks import Memory, ModelSpec, Parallelism, SecretKeyRef, SGLangImage, Speculative
+from sglang_operator.api.bounds import MAX_ENV, MAX_EXTRA_ARGS, NAME_LIMIT, POD_ANNOTATION_LIMIT, LabelValue, MapKey
 from sglang_operator.api.rollback import RollbackPolicy
 
 SECRET_FLAGS: dict[str, str] = {
@@ -161,14 +162,14 @@ _GPUS_PER_NODE_CEL = ("self.parallelism.tensor * self.parallelism.pipeline * sel
 class LocalObjectRef(ApiModel):
     """A reference to an object by name in the same namespace."""
 
-    name: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(min_length=1, max_length=NAME_LIMIT)]
     """Object name."""
 
 
 class ApiKeyRef(SecretKeyRef):
     """Secret key holding the API key SGLang requires from clients (``--api-key``)."""
 
-    key: Annotated[str, Field(min_length=1)] = "api-key"
+    key: Annotated[str, Field(min_length=1, max_length=NAME_LIMIT)] = "api-key"
     """Key inside the Secret."""
 
 
@@ -176,7 +177,7 @@ class AdminApiKeyRef(SecretKeyRef):
     """Secret key holding the admin API key SGLang requires on its admin endpoints (``--admin-api-key``, SGLang
     0.5.8 and later)."""
 
-    key: Annotated[str, Field(min_length=1)] = "admin-api-key"
+    key: Annotated[str, Field(min_length=1, max_length=NAME_LIMIT)] = "admin-api-key"
     """Key inside the Secret."""
 
 
@@ -184,7 +185,7 @@ class SslKeyfilePasswordRef(SecretKeyRef):
     """Secret key holding the password of the TLS private key file (``--ssl-keyfile-password``, SGLang 0.5.10 and
     later; the key file itself is ``--ssl-keyfile`` in ``spec.extraArgs``, mounted from ``spec.volumes``)."""
 
-    key: Annotated[str, Field(min_length=1)] = "ssl-keyfile-password"
+    key: Annotated[str, Field(min_length=1, max_length=NAME_LIMIT)] = "ssl-keyfile-password"
     """Key inside the Secret."""
 
 
@@ -217,8 +218,9 @@ class StrategyType(StrEnum):
 
 INT_OR_PERCENT_PATTERN = r"^([0-9]+|[0-9]{1,3}%)$"
 IntOrPercent = Annotated[
-    int | Annotated[str, StringConstraints(pattern=INT_OR_PERCENT_PATTERN)],
+    int | Annotated[str, StringConstraints(pattern=INT_OR_PERCENT_PATTERN, max_length=16)],
     WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "string"}], "pattern": INT_OR_PERCENT_PATTERN,
+                    "maxLength": 16,
                     "x-kubernetes-int-or-string": True}),
 ]
 """A count or a percentage (``1``, ``25%``), as Kubernetes' ``IntOrString`` in a rolling update."""
@@ -398,26 +400,26 @@ class SGLangServerSpec(ApiModel):
     ssl_keyfile_password_secret_ref: SslKeyfilePasswordRef | None = None
     """Secret holding the TLS key file's password (``--ssl-keyfile-password``, SGLang 0.5.10 and later; passed
     through the env, not the command line). An older release refuses it (SpecValid=False)."""
-    extra_args: Annotated[list[Annotated[str, Field(max_length=512)]], Field(max_length=128)] = Field(
+    extra_args: Annotated[list[Annotated[str, Field(max_length=512)]], Field(max_length=MAX_EXTRA_ARGS)] = Field(
         default_factory=list
     )
     """Extra SGLang launch arguments, e.g. ``["--page-size", "64"]``: full flag names of the target release
     only. A flag a typed field owns, or an abbreviation of one, is refused."""
-    env: list[EnvVar] = Field(default_factory=list)
+    env: Annotated[list[EnvVar], Field(max_length=MAX_ENV)] = Field(default_factory=list)
     """Extra environment variables (Kubernetes EnvVar objects)."""
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    node_selector: Annotated[dict[MapKey, LabelValue], Field(max_length=8)] = Field(default_factory=dict)
     """Node labels the pods require, e.g. ``nvidia.com/gpu.product: NVIDIA-RTX-A6000`` for a GPU model."""
-    tolerations: list[Toleration] = Field(default_factory=list)
+    tolerations: Annotated[list[Toleration], Field(max_length=8)] = Field(default_factory=list)
     """Pod tolerations (Kubernetes Toleration objects)."""
     affinity: Affinity | None = None
     """Pod affinity (a Kubernetes Affinity object)."""
-    runtime_class_name: str | None = None
+    runtime_class_name: Annotated[str | None, Field(max_length=NAME_LIMIT)] = None
     """Pod runtimeClassName, e.g. ``nvidia``."""
-    priority_class_name: str | None = None
+    priority_class_name: Annotated[str | None, Field(max_length=NAME_LIMIT)] = None
     """Pod priorityClassName."""
-    image_pull_secrets: list[LocalObjectRef] = Field(default_factory=list)
+    image_pull_secrets: Annotated[list[LocalObjectRef], Field(max_length=8)] = Field(default_factory=list)
     """Secrets for pulling the image."""
-    service_account_name: str | None = None
+    service_account_name: Annotated[str | None, Field(max_length=NAME_LIMIT)] = None
     """ServiceAccount of the pods."""
     automount_service_account_token: bool | None = None
     """Pod ``automountServiceAccountToken``; unset means false: SGLang never calls the Kubernetes API, so its pods
@@ -433,13 +435,14 @@ class SGLangServerSpec(ApiModel):
     [IPC_LOCK]}`` to pin (mlock) its registered memory beyond the memlock limit; IPC_LOCK is outside the Pod Security
     Standards ``baseline`` level, so such a namespace must allow ``privileged``. A model cache whose files another
     user owns needs ``add: [DAC_OVERRIDE]`` (within ``baseline``: without capabilities root may not write them)."""
-    pod_labels: dict[str, str] = Field(default_factory=dict)
+    pod_labels: Annotated[dict[MapKey, LabelValue], Field(max_length=8)] = Field(default_factory=dict)
     """Extra labels of the pods (the operator's own ``app.kubernetes.io/*`` labels win)."""
-    pod_annotations: dict[str, str] = Field(default_factory=dict)
+    pod_annotations: Annotated[dict[MapKey, Annotated[str, Field(max_length=POD_ANNOTATION_LIMIT)]],
+                               Field(max_length=16)] = Field(default_factory=dict)
     """Extra annotations of the pods."""
-    volumes: list[Volume] = Field(default_factory=list)
+    volumes: Annotated[list[Volume], Field(max_length=8)] = Field(default_factory=list)
     """Extra pod volumes (Kubernetes Volume objects)."""
-    volume_mounts: list[VolumeMount] = Field(default_factory=list)
+    volume_mounts: Annotated[list[VolumeMount], Field(max_length=16)] = Field(default_factory=list)
     """Extra mounts of the SGLang container (Kubernetes VolumeMount objects)."""
     rollback: RollbackPolicy = Field(default_factory=RollbackPolicy, json_schema_extra={"default": {}})
     """Automatic rollback policy."""

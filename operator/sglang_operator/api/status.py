@@ -167,22 +167,31 @@ class RevisionRecord(StatusModel):
 
 
 class TuningHold(StatusModel):
-    """An ``SGLangTuning`` of ``spec.mode: InPlace`` holding the server (issue 17): its trials replace the server's
-    own pods one after another, the rollback analysis is held (no verdicts, rejections or rollbacks; the spec's
-    revision is not converged to) and no canary starts until the hold is released, when ``stableRevision`` is
-    applied again. Written by the tuning in the server's worker (its lock); survives an operator restart."""
+    """An ``SGLangTuning`` of ``spec.mode: InPlace`` holding the server: its trials replace the server's own pods
+    one after another, the rollback analysis is held (no verdicts, rejections or rollbacks; the spec's revision is
+    not converged to) and no canary starts until the hold is released, when ``stableRevision`` is applied again.
+    Decided by the server's own loop from what the tuning asks in its status
+    (:mod:`sglang_operator.decisions.tuning.inplace`) and written by the server's one status patch; survives an
+    operator restart."""
 
     name: str
     """The SGLangTuning's name (same namespace)."""
     stable_revision: str
     """The revision serving when the tuning began: applied again at the end (success, failure, deletion, restart)."""
     generation: int
-    """The server's ``metadata.generation`` when the hold began: a spec change (another generation) cancels the
-    tuning, and the spec's revision is applied instead of the stable one."""
+    """The server's ``metadata.generation`` the hold last followed (a scale moves it along)."""
+    spec_hash: Annotated[str | None, Field(max_length=64)] = None
+    """SHA-256 of the server's spec without ``replicas`` when the hold began
+    (:func:`sglang_operator.decisions.tuning.hold.spec_hash`): a change of anything else cancels the tuning and the
+    spec's revision is applied instead of the stable one; a scale does not. Unset (a hold written by an older
+    operator): any generation change cancels."""
     trial: str | None = None
     """The trial that runs now (``<tuning>-trial-<n>``), unset between trials."""
     trial_revision: str | None = None
     """Revision hash of that trial, applied on every replica."""
+    trial_failure: Annotated[str | None, Field(max_length=1024)] = None
+    """Why that trial could not be applied (a refused child, a spec this release cannot render): the tuning fails
+    the trial with it; the server's loop does not try it again."""
 
 
 class SGLangServerStatus(StatusModel):

@@ -176,9 +176,9 @@ class Parameters(ApiModel):
     max_running_requests: IntParameter | None = None
     """``--max-running-requests`` values to search; unset: the server's ``spec.memory.maxRunningRequests``."""
     cuda_graph_max_bs: IntParameter | None = None
-    """Largest batch size SGLang captures CUDA graphs for: ``--cuda-graph-max-bs`` up to 0.5.19,
-    ``--cuda-graph-max-bs-decode`` from 0.5.20 (the flag name of the server's release is rendered); unset: SGLang's
-    own choice."""
+    """Largest batch size SGLang captures CUDA graphs for: ``--cuda-graph-max-bs`` up to 0.5.13,
+    ``--cuda-graph-max-bs-decode`` from 0.5.14 (the old name a deprecated alias until 0.5.19, gone from 0.5.20; the
+    flag name of the server's release is rendered); unset: SGLang's own choice."""
 
     cel_rules = tuple(
         rule
@@ -209,13 +209,15 @@ class Objective(ApiModel):
     objective_metric_name: ObjectiveMetric = ObjectiveMetric.DECODE_TOKENS_PER_SECOND
     """``decodeTokensPerSecond`` (default), ``outputTokensPerSecond`` or ``goodput``."""
     concurrency: Annotated[int | None, Field(ge=1, le=1024)] = None
-    """outputTokensPerSecond only: the concurrency level (of ``spec.workload.concurrency``) it is measured at."""
+    """outputTokensPerSecond only: the concurrency level (of ``spec.workload.concurrency``) it is measured at
+    (with several workload levels every level counts with its weight, and this one gives ``status.best.speedup``)."""
     max_p95_inter_token_latency_seconds: Annotated[float | None, Field(gt=0, le=60)] = None
     """goodput only: the p95 inter-token latency a level may have, seconds."""
     max_p95_time_to_first_token_seconds: Annotated[float | None, Field(gt=0, le=600)] = None
     """goodput only: the p95 time to first token a level may have, seconds."""
     goal: Annotated[float | None, Field(gt=0)] = None
-    """Stop once a trial's objective reaches this value (Katib's ``goal``); unset: search until the budget ends."""
+    """Stop once a trial's objective reaches this value (Katib's ``goal``; tok/s, or with several workload levels
+    the weighted ratio to the control trial, e.g. 1.5); unset: search until the search or the budget ends."""
 
     cel_rules = (
         CelRule(
@@ -266,7 +268,10 @@ class ConcurrencyLevel(ApiModel):
     level: Annotated[int, Field(ge=1, le=1024)]
     """Requests in flight at once (the sweep script's batch size)."""
     weight: Annotated[float, Field(gt=0, le=1000)] = 1.0
-    """Weight of this level in a trial's overall score (the levels' objectives are averaged with these weights)."""
+    """Weight of this level in a trial's overall score. With two or more levels (decodeTokensPerSecond or
+    outputTokensPerSecond) a trial's objective is Σ weight × (its objective at the level ÷ the control trial's
+    there) ÷ Σ weight: decode tok/s at level 1 with decodeTokensPerSecond, output tok/s elsewhere; the control
+    trial scores 1.0 (when it failed, the first completed trial is the reference). goodput takes no weights."""
 
 
 class Workload(ApiModel):
@@ -274,10 +279,10 @@ class Workload(ApiModel):
     streamed requests, decode speed after the first token, output tok/s, inter-token latency and time to first
     token; accept length from SGLang's counters over the same window."""
 
-    prompts: Annotated[list[Annotated[str, Field(min_length=1, max_length=16384)]], Field(max_length=64)] = Field(
+    prompts: Annotated[list[Annotated[str, Field(min_length=1, max_length=12288)]], Field(max_length=16)] = Field(
         default_factory=list)
-    """Prompts sent in turn. Empty (default): a fixed set of eight like SGLang's ``bench_speculative.py``, the
-    rollback probe's prompt among them."""
+    """Prompts sent in turn (at most 16, each at most 12288 characters: about 3000 tokens). Empty (default): a fixed
+    set of eight like SGLang's ``bench_speculative.py``, the rollback probe's prompt among them."""
     max_output_tokens: Annotated[int, Field(ge=16, le=16384)] = 512
     """``max_tokens`` of every request (the sweep script's 512)."""
     concurrency: Annotated[list[ConcurrencyLevel], Field(min_length=1, max_length=MAX_LEVELS)] = Field(
@@ -290,8 +295,10 @@ class Workload(ApiModel):
     """Seconds of load after the trial is Ready (SGLang's CUDA-graph capture is done by then) that are not
     measured."""
     repetitions: Annotated[int, Field(ge=1, le=5)] = 2
-    """Measurements of each level; their spread is the noise estimate a winner must beat the runner-up by, else the
-    cheaper point (fewer draft tokens, then fewer steps) wins."""
+    """Measurement windows of each level within one trial, back to back; the level's figures are their medians and
+    their spread is reported (``levels[].spread``). The noise a winner must beat the runner-up by comes from trials
+    of the same point run again (the search's repeats; ``docs/tuning.md``), which also see the trial-to-trial
+    variation a window-to-window spread misses."""
 
     cel_rules = (
         CelRule(
@@ -315,13 +322,16 @@ class Workload(ApiModel):
 
 
 class Budget(ApiModel):
-    """How much the tuning may spend (Katib's ``maxTrialCount`` / ``maxFailedTrialCount``). Invalid points cost
-    nothing; the control trial (no speculative decoding) and the adaptive-mode trial are not counted."""
+    """How much the tuning may spend (Katib's ``maxTrialCount`` / ``maxFailedTrialCount``). Every started trial
+    counts, the control trial (no speculative decoding) and the adaptive-mode trial included (Katib's rule);
+    Invalid points cost nothing."""
 
     max_trial_count: Annotated[int, Field(ge=1, le=MAX_TRIALS)] = 24
-    """Trials at most (started ones: Completed, Failed or Pruned)."""
+    """Trials at most (started ones: Completed, Failed or Pruned, the control trial included). The search may
+    finish earlier: when the space is exhausted, or converged and its repeats told the finalists apart."""
     max_failed_trial_count: Annotated[int, Field(ge=0, le=MAX_TRIALS)] = 3
-    """Failed trials (crash, out of memory, not Ready by the deadline) after which the tuning is Failed."""
+    """Failed trials (crash, out of memory, not Ready by the deadline) after which the tuning is Failed (Pruned
+    trials do not count)."""
     max_duration_seconds: Annotated[int, Field(ge=60, le=7 * 86400)] = 7200
     """Wall time at most, from the first trial; then the best so far is the result (phase Succeeded) or, with no
     completed trial, the tuning Failed."""
@@ -354,16 +364,18 @@ class AlgorithmName(StrEnum):
     """Every valid point, cheapest first (the sweep script's exhaustive method; ``maxTrialCount`` still bounds it)."""
     RANDOM = "Random"
     """Valid points drawn at random without repeats (seeded by ``algorithm.seed``)."""
+    TPE = "TPE"
+    """Optuna's Tree-structured Parzen Estimator (ask-and-tell, seeded by ``algorithm.seed`` and the number of
+    trials, so a resumed tuning asks for the same points), then the default search's repeats."""
 
 
 class Algorithm(ApiModel):
     """The search algorithm (Katib's ``algorithm``)."""
 
     algorithm_name: AlgorithmName = AlgorithmName.DEFAULT
-    """``Default``, ``Grid`` or ``Random``."""
+    """``Default``, ``Grid``, ``Random`` or ``TPE``."""
     seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 0
-    """Seed of the random choices (Random, and Default where it draws), so a resumed tuning chooses the same
-    points."""
+    """Seed of the random choices (Random and TPE), so a resumed tuning chooses the same points."""
 
 
 class TuningMode(StrEnum):
@@ -476,7 +488,9 @@ class TrialVerdict(StrEnum):
     """Crashed, ran out of memory or was not Ready by ``budget.trialDeadlineSeconds``: ``reason`` has SGLang's
     message (the crash tail) or the scheduler's; counted against maxFailedTrialCount."""
     PRUNED = "Pruned"
-    """Stopped early by the algorithm (clearly worse than the best so far)."""
+    """Stopped after its first measured level or repetition: below the best so far by more than two standard
+    deviations of the noise (``reason`` gives the figures); never recommended, not counted against
+    maxFailedTrialCount."""
     INVALID = "Invalid"
     """Refused by the release's own rules when rendered: never started, costs nothing; ``reason`` says why."""
 
@@ -582,7 +596,8 @@ class Trial(StatusModel):
     finished_at: ShortText | None = None
     """When the verdict was given (RFC 3339)."""
     objective: float | None = None
-    """The trial's score: the objective, weighted over the concurrency levels."""
+    """The trial's score: the objective (tok/s) with one concurrency level; with several, the weighted mean of each
+    level's objective ÷ the control trial's (``workload.concurrency[].weight``)."""
     levels: Annotated[list[LevelFigures], Field(max_length=MAX_LEVELS)] = Field(default_factory=list)
     """Figures per concurrency level."""
 
@@ -599,7 +614,8 @@ class BestPoint(StatusModel):
     summary: ShortText = ""
     """Its settings in short form (``3/1/4``)."""
     objective: float | None = None
-    """Its objective value."""
+    """Its objective value (the mean over its measurements; overall with several levels: the weighted ratio to
+    the control trial)."""
     speedup: float | None = None
     """Its mean output tok/s ÷ the control trial's (no speculative decoding) at the same concurrency (overall: the
     objective's level): what speculation buys on this server; below 1 it costs
@@ -639,7 +655,8 @@ class SGLangTuningStatus(StatusModel):
     progress: Annotated[str | None, Field(max_length=32)] = None
     """``done/total`` trials (``7/24``), for ``kubectl get``."""
     trials_total: int | None = None
-    """Trials the algorithm plans to start (valid points, at most maxTrialCount)."""
+    """Trials the algorithm may start, the control trial and repeats included (at most maxTrialCount; the
+    default search and TPE often finish earlier)."""
     trials_completed: int | None = None
     """Trials Completed."""
     trials_failed: int | None = None

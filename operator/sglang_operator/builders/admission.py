@@ -8,7 +8,8 @@ the pod fields the spec allows (``spec.securityContext``, ``spec.volumes``, ``sp
 Python (:func:`check`) with the same messages.
 
 One table, two outputs, so they cannot drift: every rule is a value of one of a few kinds (:class:`ValueRule`,
-:class:`SubsetRule`, :class:`ContainsRule`, :class:`HostPathRule`, :class:`VolumeTypesRule`,
+:class:`SubsetRule`, :class:`ContainsRule`, :class:`HostPathRule`, :class:`AppArmorAnnotationRule`,
+:class:`VolumeTypesRule`,
 :class:`ServiceAccountRule`, :class:`SecretSlot`) whose parameters give both its CEL (:meth:`cel`) and its Python
 predicate (:meth:`refusal`). :func:`policy_rules` renders the CEL side as JSON, committed as
 ``charts/sglang-operator/files/admission-policy.json`` (regenerate with ``python -m
@@ -16,9 +17,9 @@ sglang_operator.builders.admission > charts/sglang-operator/files/admission-poli
 ``tests/builders/test_admission.py`` fails when the copy is stale).
 
 What the admin chooses reaches the CEL only as the policy's ``variables`` (``allowedHostPaths``,
-``allowedServiceAccounts``, ``operatorServiceAccount``, ``operatorNamespace``), which the chart renders with
-Helm's ``toJson`` (a JSON string or string array is a CEL literal): no value of the chart is pasted into an
-expression.
+``allowedServiceAccounts``, ``operatorServiceAccount``, ``operatorNamespace``, ``hostPathWrites``), which the chart
+renders with Helm's ``toJson`` (a JSON string or string array is a CEL literal): no value of the chart is pasted into
+an expression.
 
 Source of the security rules: the Pod Security Standards (https://kubernetes.io/docs/concepts/security/
 pod-security-standards/) as ``k8s.io/pod-security-admission/policy`` v0.36 implements them; each rule names its
@@ -74,6 +75,19 @@ OBJECT = "object.spec"
 """Where the SGLangServer's spec is in the policy's CEL (``object`` is the admitted object)."""
 
 
+class HostPathWrites(StrEnum):
+    """Whether a hostPath under ``allowedHostPaths`` may be written (chart value ``admissionPolicy.hostPathWrites``)."""
+
+    FORBIDDEN = "Forbidden"
+    """Default: read-only only (``spec.model.cache.hostPathReadOnly`` true; a ``spec.volumes[].hostPath`` of ``type:
+    Directory`` or ``File``, each mount of it ``readOnly: true``): one tenant cannot change the files another
+    loads."""
+    ALLOWED = "Allowed"
+    """Writable anywhere under the allowed prefixes."""
+    OWN_NAMESPACE = "OwnNamespace"
+    """Writable only under ``<allowed prefix>/<the SGLangServer's namespace>``; read-only elsewhere."""
+
+
 @dataclass(frozen=True)
 class Params:
     """What the admin picked (the chart's ``admissionPolicy`` values; ``render``'s options).
@@ -81,17 +95,18 @@ class Params:
     ``allowed_host_paths``: absolute path prefixes, matched by whole path segments (``/models`` allows
     ``/models`` and ``/models/hf``, not ``/models2``). ``allowed_service_accounts``: ``name`` (any namespace) or
     ``namespace/name``. ``operator_service_account`` and ``operator_namespace``: the operator's own identity, never
-    allowed as ``spec.serviceAccountName``."""
+    allowed as ``spec.serviceAccountName``. ``host_path_writes``: :class:`HostPathWrites`."""
 
     level: Level = Level.BASELINE
     allowed_host_paths: tuple[str, ...] = ()
     allowed_service_accounts: tuple[str, ...] = ()
     operator_service_account: str = "sglang-operator"
     operator_namespace: str = "sglang-operator"
+    host_path_writes: HostPathWrites = HostPathWrites.FORBIDDEN
 
 
 PARAM_VARIABLES: tuple[str, ...] = ("allowedHostPaths", "allowedServiceAccounts", "operatorServiceAccount",
-                                    "operatorNamespace")
+                                    "operatorNamespace", "hostPathWrites")
 """The policy variables the chart renders from its values, in this order, before :data:`VARIABLES`."""
 
 
@@ -353,6 +368,130 @@ class HostPathRule:
         return None
 
 
+APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+"""Prefix of the AppArmor pod annotations (deprecated, still read by Kubernetes 1.36 and turned into the container's
+``appArmorProfile``): ``<prefix><container>: runtime/default | localhost/<profile> | unconfined``."""
+_APPARMOR_SAYS = ("a container without an AppArmor profile escapes the node's confinement (Pod Security Standards "
+                  "baseline, check appArmorProfile)")
+_APPARMOR_FIX = "use runtime/default or localhost/<profile>, or remove the annotation (default RuntimeDefault)"
+
+
+def _apparmor_ok(value: Any) -> bool:
+    return value == "runtime/default" or str(value).startswith("localhost/")
+
+
+@dataclass(frozen=True)
+class AppArmorAnnotationRule:
+    """Every ``spec.podAnnotations`` key of :data:`APPARMOR_ANNOTATION` names ``runtime/default`` or a
+    ``localhost/`` profile (the kubelet turns ``unconfined`` into an Unconfined profile)."""
+
+    name: str
+    levels: tuple[Level, ...] = BOTH
+
+    def cel(self) -> list[dict[str, str]]:
+        annotations = f"{OBJECT}.podAnnotations"
+        bad = (f"{annotations}.filter(k, k.startsWith({_lit(APPARMOR_ANNOTATION)}) && !({annotations}[k] == "
+               f"'runtime/default' || {annotations}[k].startsWith('localhost/')))")
+        return [_validation(
+            f"!has({annotations}) || {bad}.size() == 0",
+            f"spec.podAnnotations[{APPARMOR_ANNOTATION}*]: {_APPARMOR_SAYS}; {_APPARMOR_FIX}",
+            f"'spec.podAnnotations[' + {bad}[0] + '] is ' + {annotations}[{bad}[0]] + ': ' + "
+            f"{_lit(_APPARMOR_SAYS + '; ' + _APPARMOR_FIX)}")]
+
+    def refusal(self, obj: Mapping[str, Any], params: Params) -> str | None:
+        annotations = _spec(obj).get("podAnnotations") or {}
+        for key, value in annotations.items():
+            if str(key).startswith(APPARMOR_ANNOTATION) and not _apparmor_ok(value):
+                return f"spec.podAnnotations[{key}] is {value}: {_APPARMOR_SAYS}; {_APPARMOR_FIX}"
+        return None
+
+
+def _writable_here(path: str, namespace: str, params: Params) -> bool:
+    """Whether ``params`` let a hostPath at ``path`` be written by a server of ``namespace``."""
+    if params.host_path_writes is HostPathWrites.ALLOWED:
+        return True
+    if params.host_path_writes is HostPathWrites.OWN_NAMESPACE:
+        own = [(p if p.endswith("/") else p + "/") + namespace for p in params.allowed_host_paths]
+        return _path_allowed(path, own)
+    return False
+
+
+def _writable_here_cel(path: str) -> str:
+    """CEL of :func:`_writable_here` against the variables ``hostPathWrites`` and ``allowedHostPaths``."""
+    own = "(p.endsWith('/') ? p : p + '/') + object.metadata.namespace"
+    return (f"variables.hostPathWrites == 'Allowed' || (variables.hostPathWrites == 'OwnNamespace' && "
+            f"variables.allowedHostPaths.exists(p, {path} == {own} || {path}.startsWith({own} + '/')))")
+
+
+_WRITES_SAYS = ("a writable hostPath lets this server change files other servers on the node load (the model "
+                "weights); this cluster mounts hostPaths read-only")
+_WRITES_FIX = ("ask an admin for admissionPolicy.hostPathWrites Allowed, or OwnNamespace with the path under "
+               "<allowed prefix>/<namespace>")
+
+
+@dataclass(frozen=True)
+class HostPathWriteRule:
+    """hostPaths are mounted read-only unless ``hostPathWrites`` allows writing there: ``spec.model.cache`` with
+    ``hostPathReadOnly`` false (``cache``), or a ``spec.volumes[].hostPath`` whose ``type`` is not ``Directory`` or
+    ``File`` (``DirectoryOrCreate`` and an unset type may create or write) or that a ``spec.volumeMounts[]`` mounts
+    without ``readOnly: true`` (not ``cache``)."""
+
+    name: str
+    cache: bool
+    levels: tuple[Level, ...] = BOTH
+
+    def cel(self) -> list[dict[str, str]]:
+        if self.cache:
+            cache = f"{OBJECT}.model.cache"
+            writable = f"has({cache}) && has({cache}.hostPath) && has({cache}.hostPathReadOnly) && " \
+                       f"!{cache}.hostPathReadOnly"
+            return [_validation(
+                f"!({writable}) || {_writable_here_cel(f'{cache}.hostPath')}",
+                f"spec.model.cache.hostPathReadOnly: {_WRITES_SAYS}; set it to true (the default) or {_WRITES_FIX}",
+                f"'spec.model.cache.hostPathReadOnly is false for ' + {cache}.hostPath + ': ' + "
+                f"{_lit(_WRITES_SAYS)} + ' (admissionPolicy.hostPathWrites: ' + variables.hostPathWrites + '); set "
+                f"it to true (the default) or ' + {_lit(_WRITES_FIX)}")]
+        mounts = f"{OBJECT}.volumeMounts"
+        open_ = (f"(!has(v.hostPath.type) || !(v.hostPath.type in ['Directory', 'File']) || (has({mounts}) && "
+                 f"{mounts}.exists(m, m.name == v.name && (!has(m.readOnly) || !m.readOnly))))")
+        bad = f"{OBJECT}.volumes.filter(v, has(v.hostPath) && {open_} && !({_writable_here_cel('v.hostPath.path')}))"
+        return [_validation(
+            f"!has({OBJECT}.volumes) || {bad}.size() == 0",
+            f"spec.volumes[].hostPath: {_WRITES_SAYS}; use type Directory or File and readOnly: true on each "
+            f"spec.volumeMounts[] of it, or {_WRITES_FIX}",
+            f"'spec.volumes[' + {bad}[0].name + '].hostPath ' + {bad}[0].hostPath.path + ' is writable (type ' + "
+            f"(has({bad}[0].hostPath.type) ? {bad}[0].hostPath.type : 'unset') + ', or a mount without readOnly: "
+            f"true): ' + {_lit(_WRITES_SAYS)} + ' (admissionPolicy.hostPathWrites: ' + variables.hostPathWrites + "
+            f"'); use type Directory or File and readOnly: true on each spec.volumeMounts[] of it, or ' + "
+            f"{_lit(_WRITES_FIX)}")]
+
+    def refusal(self, obj: Mapping[str, Any], params: Params) -> str | None:
+        spec = _spec(obj)
+        namespace = str((obj.get("metadata") or {}).get("namespace", ""))
+        writes = params.host_path_writes.value
+        if self.cache:
+            cache = _lookup(spec, ("model", "cache"))[1] or {}
+            path = cache.get("hostPath")
+            if path is None or cache.get("hostPathReadOnly", True) or _writable_here(str(path), namespace, params):
+                return None
+            return (f"spec.model.cache.hostPathReadOnly is false for {path}: {_WRITES_SAYS} "
+                    f"(admissionPolicy.hostPathWrites: {writes}); set it to true (the default) or {_WRITES_FIX}")
+        mounts = spec.get("volumeMounts") or []
+        for v in spec.get("volumes") or []:
+            host = v.get("hostPath")
+            if not isinstance(host, Mapping):
+                continue
+            kind = host.get("type")
+            open_ = kind not in ("Directory", "File") or any(
+                m.get("name") == v.get("name") and not m.get("readOnly") for m in mounts)
+            if open_ and not _writable_here(str(host.get("path")), namespace, params):
+                return (f"spec.volumes[{v.get('name')}].hostPath {host.get('path')} is writable (type "
+                        f"{kind or 'unset'}, or a mount without readOnly: true): {_WRITES_SAYS} "
+                        f"(admissionPolicy.hostPathWrites: {writes}); use type Directory or File and readOnly: true "
+                        f"on each spec.volumeMounts[] of it, or {_WRITES_FIX}")
+        return None
+
+
 @dataclass(frozen=True)
 class VolumeTypesRule:
     """Every ``spec.volumes[]`` uses one of ``allowed`` sources (or hostPath, judged by :class:`HostPathRule`)."""
@@ -579,9 +718,10 @@ RULES: tuple[Rule, ...] = (
     ValueRule("seccomp-baseline", (_SC, "seccompProfile", "type"), ("Unconfined",), False,
               "a container without a seccomp filter may call every system call", "remove it (default RuntimeDefault)",
               _PSS_B + "seccompProfile_baseline"),
-    ValueRule("apparmor-baseline", (_SC, "appArmorProfile", "type"), ("Unconfined",), False,
-              "a container without an AppArmor profile escapes the node's confinement",
-              "remove it (default RuntimeDefault)", _PSS_B + "appArmorProfile"),
+    ValueRule("apparmor-baseline", (_SC, "appArmorProfile", "type"), ("RuntimeDefault", "Localhost"), True,
+              "only the runtime's default or a profile loaded on the node confines the container",
+              "remove it (default RuntimeDefault) or use Localhost", _PSS_B + "appArmorProfile"),
+    AppArmorAnnotationRule("apparmor-annotations"),
     ValueRule("proc-mount", (_SC, "procMount"), ("Default",), True,
               "an unmasked /proc shows the node's kernel settings", "remove it (default Default)",
               _PSS_B + "procMount"),
@@ -597,6 +737,8 @@ RULES: tuple[Rule, ...] = (
               "a Windows host process runs on the node itself", "remove it", _PSS_B + "windowsHostProcess"),
     HostPathRule("host-path-model-cache", cache=True),
     HostPathRule("host-path-volumes", cache=False),
+    HostPathWriteRule("host-path-model-cache-read-only", cache=True),
+    HostPathWriteRule("host-path-volumes-read-only", cache=False),
     ServiceAccountRule("service-account-not-the-operators", operator=True),
     ServiceAccountRule("service-account-allowed", operator=False),
     SecretSlot("secrets-at-most", -1),

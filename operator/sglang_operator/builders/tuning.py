@@ -19,6 +19,7 @@ from sglang_operator.api.base import GROUP
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.builders.owner import adopt
+from sglang_operator.builders.revision import pinned_image
 
 TUNING_LABEL = f"{GROUP}/tuning"
 """Label of a Shadow trial's Deployment and pods: the SGLangTuning's name."""
@@ -38,9 +39,10 @@ class TrialWorkload:
 
 
 def trial_workload(spec: SGLangServerSpec, server_name: str, namespace: str, trial: str,
-                   tuning: dict[str, Any]) -> TrialWorkload:
+                   tuning: dict[str, Any], digest: str | None = None) -> TrialWorkload:
     """Render ``spec`` (the server's, with the trial's settings) as Deployment ``trial``, owned by ``tuning`` (the
-    SGLangTuning object: apiVersion, kind, metadata.name/uid). Raises :class:`~sglang_operator.builders.InvalidSpec`
+    SGLangTuning object: apiVersion, kind, metadata.name/uid), the SGLang container's image pinned to ``digest``
+    (the one the server's serving pods run; None: the tag). Raises :class:`~sglang_operator.builders.InvalidSpec`
     (the release's rules refuse it) or ``ValueError`` for a multi-node spec (a Shadow trial of a LeaderWorkerSet is
     not supported yet)."""
     as_server = builders.render(SGLangServer(metadata={"name": server_name, "namespace": namespace}, spec=spec))
@@ -53,5 +55,8 @@ def trial_workload(spec: SGLangServerSpec, server_name: str, namespace: str, tri
         meta["labels"]["app.kubernetes.io/component"] = TRIAL_COMPONENT
         meta["labels"][TUNING_LABEL] = tuning_name
     dep["spec"]["replicas"] = 1
+    for container in dep["spec"]["template"]["spec"]["containers"]:
+        if container.get("name") == "sglang":
+            container["image"] = pinned_image(container["image"], digest)
     adopt(dep, tuning)
     return TrialWorkload(dep, as_server.revision, rendered)

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sglang_operator.api.analysis import simulated_acceptance
 from sglang_operator.api.blocks import SGLangImage, SpeculativeAlgorithm
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.api.spec import OWNED, SGLangServerSpec, flag_name, owned_flag_refusal
@@ -116,6 +117,12 @@ def _extra_args_errors(out: SpecCheck, extra_args: list[str], release: Release) 
 
 def _env_errors(out: SpecCheck, spec: SGLangServerSpec, cmd: RenderedCommand) -> None:
     ours = {e["name"]: e for e in cmd.env}
+    simulated = simulated_acceptance(spec.env)
+    if simulated:
+        out.warnings.append(
+            f"spec.env {', '.join(simulated)}: SGLang's forced-acceptance benchmark knob commits draft tokens it never "
+            "verified, so this revision's accept length and tok/s are made up (outputs too) and no rollback "
+            "judgement or tuning can rest on them; remove it outside a benchmark")
     for e in spec.env:
         name = e.get("name")
         if name in ours:

@@ -137,13 +137,16 @@ def _volumes(spec: SGLangServerSpec) -> tuple[list[dict[str, Any]], list[dict[st
         source: dict[str, Any]
         if cache.pvc is not None:
             source = {"persistentVolumeClaim": {"claimName": cache.pvc.claim_name, "readOnly": cache.pvc.read_only}}
-        elif cache.host_path is not None:
-            source = {"hostPath": {"path": cache.host_path, "type": "DirectoryOrCreate"}}
+        elif cache.host_path is not None:  # read-only unless asked: other servers on the node load these files
+            kind = "Directory" if cache.host_path_read_only else "DirectoryOrCreate"
+            source = {"hostPath": {"path": cache.host_path, "type": kind}}
         else:
             size = cache.empty_dir.size_limit if cache.empty_dir else None
             source = {"emptyDir": {"sizeLimit": size} if size else {}}
         volumes.append({"name": "model-cache", **source})
-        mounts.append({"name": "model-cache", "mountPath": cache.mount_path})
+        read_only = cache.host_path is not None and cache.host_path_read_only
+        mount: dict[str, Any] = {"name": "model-cache", "mountPath": cache.mount_path}
+        mounts.append({**mount, "readOnly": True} if read_only else mount)
     adaptive = spec.speculative.adaptive if spec.speculative is not None else None
     if adaptive is not None and adaptive.enabled and adaptive.config_map_ref is not None:
         ref = adaptive.config_map_ref  # --speculative-adaptive-config names a file: the key, mounted read-only

@@ -14,28 +14,31 @@ applied`). Raises what :func:`~sglang_operator.control.children.apply_children` 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sglang_operator import builders
-from sglang_operator.api.analysis import CanaryPhase
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_status
+from sglang_operator.api.spec import CanaryStrategy
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders import canary
 from sglang_operator.control import ledger
 from sglang_operator.control.children import ChildApplyError, apply_children, apply_failure, contains, up_to_date
 from sglang_operator.control.drain import drain_old_pods
 from sglang_operator.control.memory import ServerMemory
+from sglang_operator.decisions import placement as placements
 from sglang_operator.decisions import status as st
-from sglang_operator.decisions.canary import stable_replicas
 from sglang_operator.decisions.conditions import merge
-from sglang_operator.io import kube
+from sglang_operator.io import kube, kube_write
 
-Role = Literal["serving", "canary"]
-"""What a placement is for: ``serving`` (the revision that serves the server's replicas, in the serving workload)
-or ``canary`` (a canary's revision in the other workload, :mod:`sglang_operator.builders.canary`). The tuning issue
-adds roles."""
+log = logging.getLogger("sglang_operator.control.apply")
+
+Role = Literal["serving", "canary", "trial"]
+"""What a placement is for: ``serving`` (the revision that serves the server's replicas, in the serving workload),
+``canary`` (a canary's revision in the other workload, :mod:`sglang_operator.builders.canary`) or ``trial`` (an
+InPlace tuning's trial on every replica of the serving workload, applied by the server's job)."""
 
 
 @dataclass(frozen=True)
@@ -66,77 +69,89 @@ def placement(body: Mapping[str, Any], rendered: builders.Rendered, spec: Mappin
     return Placement(rendered, spec, server, role, workload, replicas)
 
 
-def serving_replicas(body: Mapping[str, Any], p: Placement) -> int | None:
-    """The serving workload's pods for placement ``p``: ``p.replicas``; else, while a canary of the revision it runs
-    is in progress (``status.canary``), the stable's share beside the canary's pods with the object's
-    ``spec.replicas`` (a scale during a canary changes the stable workload only); else None (the spec's)."""
-    if p.replicas is not None:
-        return p.replicas
-    c = parse_status(body).canary
-    if c is None or c.stable_revision != p.revision:
-        return None
-    server = parse({**body, "status": None})
-    policy = server.spec.strategy.canary_policy
-    replicas = server.spec.replicas
-    if c.phase is CanaryPhase.REMOVING:
-        return replicas
-    return stable_replicas(replicas, policy.max_surge if policy else 0, c.canary_replicas)
+@dataclass(frozen=True)
+class Decided:
+    """What the object says about every placement of one apply, read once: its status (typed), its own spec's canary
+    policy and replicas (a ledger entry's spec may differ)."""
+
+    status: SGLangServerStatus
+    policy: CanaryStrategy | None
+    replicas: int
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any], fallback: Placement) -> Decided:
+        """Read from ``body``; an object spec that does not parse: no canary policy, ``fallback``'s replicas."""
+        try:
+            server = parse({**body, "status": None})
+        except SpecError:
+            return cls(parse_status(body), None, fallback.server.spec.replicas)
+        return cls(parse_status(body), server.spec.strategy.canary_policy, server.spec.replicas)
 
 
-def workload_of(body: Mapping[str, Any], p: Placement) -> dict[str, Any]:
+def workload_of(body: Mapping[str, Any], p: Placement, decided: Decided) -> dict[str, Any]:
     """The workload manifest of placement ``p`` (no owner reference yet): the rendered Deployment or LeaderWorkerSet
     placed in its workload (:func:`sglang_operator.builders.canary.placed`) with its replicas (groups of a
-    LeaderWorkerSet)."""
+    LeaderWorkerSet): the serving workload's decided by :func:`sglang_operator.decisions.placement.serving_replicas`."""
     name = str((body.get("metadata") or {}).get("name"))
-    status = parse_status(body)
-    workload = p.workload or canary.serving_name(name, status.serving_workload)
-    replicas = serving_replicas(body, p) if p.role == "serving" else p.replicas
+    workload = p.workload or canary.serving_name(name, decided.status.serving_workload)
+    replicas = p.replicas if p.role == "canary" else placements.serving_replicas(
+        decided.status, decided.policy, decided.replicas, p.revision, p.replicas)
     return canary.placed(p.rendered.workload, name, workload, replicas)
 
 
+def _not_owned(kind: str, live: Mapping[str, Any] | None, owner: Mapping[str, Any]) -> ChildApplyError | None:
+    """The refusal to write ``live`` (a child by name) for ``owner`` when another controller owner holds it: nothing
+    is written without owning it (a server named like another's canary workload, a tuning's trial)."""
+    uid = str((owner.get("metadata") or {}).get("uid") or "")
+    held = _controller_uid(live)
+    if live is None or not uid or held in (None, uid):
+        return None
+    meta = live.get("metadata") or {}
+    holder = next((f"{r.get('kind')} {r.get('name')}" for r in meta.get("ownerReferences") or []
+                   if r.get("controller")), "another owner")
+    return ChildApplyError(apply_failure(kind, PermissionError(
+        f"{kind} {meta.get('namespace')}/{meta.get('name')} is owned by {holder}: not taken over")))
+
+
 async def _apply_workload(manifest: dict[str, Any], body: Mapping[str, Any], only_changed: bool) -> None:
-    """Server-side apply ``manifest`` owned by ``body``; with ``only_changed``, only when the live object lacks a
-    field of it (one GET). Raises :class:`~sglang_operator.control.children.ChildApplyError`."""
+    """Server-side apply ``manifest`` owned by ``body`` — never over an object another controller owner holds (one
+    GET); with ``only_changed``, only when the live object lacks a field of it. Raises
+    :class:`~sglang_operator.control.children.ChildApplyError`."""
     want = builders.adopt(manifest, body)
     meta = want["metadata"]
     try:
-        if only_changed:
-            live = await kube.get_object(str(want["kind"]), str(meta["namespace"]), str(meta["name"]))
-            if live is not None and contains(live, want):
-                return
-        await kube.apply(want)
+        live = await kube.get_object(str(want["kind"]), str(meta["namespace"]), str(meta["name"]))
+    except Exception as err:
+        raise ChildApplyError(apply_failure(str(want.get("kind")), err)) from err
+    if (refused := _not_owned(str(want["kind"]), live, body)) is not None:
+        raise refused
+    if only_changed and live is not None and contains(live, want):
+        return
+    try:
+        await kube_write.apply(want)
     except Exception as err:
         raise ChildApplyError(apply_failure(str(want.get("kind")), err)) from err
 
 
-def _holds_stable(body: Mapping[str, Any], status: SGLangServerStatus, p: Placement) -> bool:
-    """Whether ``p`` places the stable revision of a canary: one runs (``status.canary``) beside ``p``'s revision,
-    or one is due — the object's ``spec.strategy.type`` is Canary and ``p`` re-applies the stable revision that
-    serves (the reconcile handler holds it while the observer's next tick starts the canary,
-    :func:`sglang_operator.control.restore.canary_holds`)."""
-    if p.role != "serving":
-        return False
-    c = status.canary
-    if c is not None:
-        return c.stable_revision == p.revision
-    if not (p.revision == status.revision == status.stable_revision):
-        return False
-    try:
-        server = parse({**body, "status": None})
-    except SpecError:
-        return False
-    return server.spec.strategy.canary_policy is not None
+async def _delete_owned(kind: str, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+    """Delete child ``kind`` ``namespace/name`` of ``body`` only when ``body`` is its controller owner (one GET):
+    a canary's workload, the serving one a promotion retired. Raises
+    :class:`~sglang_operator.control.children.ChildApplyError` when another owner holds the name."""
+    live = await kube.get_object(kind, namespace, name)
+    if live is None:
+        return
+    if (refused := _not_owned(kind, live, body)) is not None:
+        raise refused
+    await kube_write.delete_object(kind, namespace, name)
 
 
-async def _stable_share(body: Mapping[str, Any], status: SGLangServerStatus, p: Placement,
-                        workload: dict[str, Any]) -> dict[str, Any] | None:
-    """When ``p`` places a canary's stable revision (:func:`_holds_stable`): the live serving workload (Deployment or
-    LeaderWorkerSet) when it runs
-    that revision already (:func:`sglang_operator.builders.canary.replicas_only`: only its ``spec.replicas`` may be
-    written), else None (apply as rendered). One GET. Raises
-    :class:`~sglang_operator.control.children.ChildApplyError` when it cannot be read (nothing is written then: a
-    full write could roll the stable pods)."""
-    if not _holds_stable(body, status, p):
+async def _stable_share(p: Placement, decided: Decided, workload: dict[str, Any]) -> dict[str, Any] | None:
+    """When ``p`` places a canary's stable revision (:func:`sglang_operator.decisions.placement.stable_share`): the
+    live serving workload (Deployment or LeaderWorkerSet) when it runs that revision already
+    (:func:`sglang_operator.builders.canary.replicas_only`: only its ``spec.replicas`` may be written), else None
+    (apply as rendered). One GET. Raises :class:`~sglang_operator.control.children.ChildApplyError` when it cannot be
+    read (nothing is written then: a full write could roll the stable pods)."""
+    if not placements.stable_share(decided.status, decided.policy, p.revision, p.role):
         return None
     meta, kind = workload["metadata"], str(workload["kind"])
     try:
@@ -151,7 +166,8 @@ async def _patch_replicas(workload: dict[str, Any]) -> None:
     :class:`~sglang_operator.control.children.ChildApplyError`."""
     meta, kind = workload["metadata"], str(workload["kind"])
     try:
-        await kube.patch_replicas(kind, str(meta["namespace"]), str(meta["name"]), int(workload["spec"]["replicas"]))
+        await kube_write.patch_replicas(kind, str(meta["namespace"]), str(meta["name"]),
+                                        int(workload["spec"]["replicas"]))
     except Exception as err:
         raise ChildApplyError(apply_failure(kind, err)) from err
 
@@ -173,23 +189,24 @@ async def apply_placement(
     apply speaks of a revision, not of the spec); ``history_limit``: the ledger's length (default: the placement's
     spec's). Raises :class:`~sglang_operator.control.children.ChildApplyError`,
     :class:`~sglang_operator.control.children.LeaderWorkerSetMissing`, ``ValueError`` for another set of roles."""
-    serving = [p for p in placements if p.role == "serving"]
+    serving = [p for p in placements if p.role in ("serving", "trial")]
     canaries = [p for p in placements if p.role == "canary"]
     if len(serving) != 1 or len(canaries) > 1 or len(placements) != len(serving) + len(canaries):
         roles = [p.role for p in placements]
         raise ValueError(f"one serving placement and at most one canary are applied, not {roles}")
     p = serving[0]
     status = body.get("status") or {}
-    typed = parse_status(body)
+    decided = Decided.of(body, p)
+    typed = decided.status
     generation = int((body.get("metadata") or {}).get("generation") or 0)
     name = str((body.get("metadata") or {}).get("name"))
     namespace = str((body.get("metadata") or {}).get("namespace") or "default")
     if drain:
         await drain_old_pods(body, p.server.spec, p.revision, memory)
-    workload = workload_of(body, p)
+    workload = workload_of(body, p, decided)
     if write_children:
         rendered = replace(p.rendered, workload=workload)
-        live = await _stable_share(body, typed, p, workload)
+        live = await _stable_share(p, decided, workload)
         if live is not None:  # a canary's stable share running its revision already: scaled, never re-templated
             if (live.get("spec") or {}).get("replicas") != workload["spec"]["replicas"]:
                 await _patch_replicas(workload)
@@ -201,11 +218,11 @@ async def apply_placement(
             await apply_children(rendered, body)
     for c in canaries:
         if not c.replicas:
-            await kube.delete_object(str(c.rendered.workload["kind"]), namespace, str(c.workload))
+            await _delete_owned(str(c.rendered.workload["kind"]), namespace, str(c.workload), body)
         else:
-            await _apply_workload(workload_of(body, c), body, only_changed)
+            await _apply_workload(workload_of(body, c, decided), body, only_changed)
     if retire is not None and retire != workload["metadata"]["name"]:
-        await kube.delete_object(str(workload["kind"]), namespace, retire)
+        await _delete_owned(str(workload["kind"]), namespace, retire, body)
     history = history_limit if history_limit is not None else p.server.spec.rollback.history_limit
     try:
         summary = builders.summary(p.server, p.rendered)
@@ -230,3 +247,49 @@ async def apply_placement(
             new["revisions"] = st.bounded([*new["revisions"], c_entry], history, typed.stable_revision)
             await ledger.record_applied(body, c.rendered, c.spec, history)
     return new
+
+
+def _controller_uid(obj: Mapping[str, Any] | None) -> str | None:
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return next((str(r.get("uid")) for r in refs if r.get("controller")), None)
+
+
+async def apply_trial_workload(tuning: Mapping[str, Any], manifest: dict[str, Any]) -> None:
+    """Server-side apply a Shadow trial's workload ``manifest`` (owned by SGLangTuning ``tuning``,
+    :func:`sglang_operator.builders.tuning.trial_workload`): never when an object of that name exists under another
+    controller owner (a server or another tuning: nothing written without owning it). Outside any server's lock: a
+    trial workload is the tuning's own child. Raises :class:`~sglang_operator.control.children.ChildApplyError`."""
+    meta, kind = manifest["metadata"], str(manifest["kind"])
+    owner = str((tuning.get("metadata") or {}).get("uid") or "")
+    try:
+        live = await kube.get_object(kind, str(meta["namespace"]), str(meta["name"]))
+        if live is not None and _controller_uid(live) != owner:
+            raise ChildApplyError(apply_failure(kind, PermissionError(
+                f"{kind} {meta['namespace']}/{meta['name']} exists and is not owned by SGLangTuning "
+                f"{(tuning.get('metadata') or {}).get('name')}: not taken over")))
+        await kube_write.apply(manifest)
+    except ChildApplyError:
+        raise
+    except Exception as err:
+        raise ChildApplyError(apply_failure(kind, err)) from err
+
+
+async def delete_trial_workload(tuning: Mapping[str, Any], name: str, kind: str = "Deployment") -> bool:
+    """Delete a Shadow trial's workload ``name`` only when SGLangTuning ``tuning`` is its controller owner (one GET
+    first). False when it does not exist or another owner holds the name (left alone). Raises
+    ``lightkube.ApiError`` for other answers."""
+    meta = tuning.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "default")
+    live = await kube.get_object(kind, namespace, name)
+    if live is None or _controller_uid(live) != str(meta.get("uid") or ""):
+        return False
+    return await kube_write.delete_object(kind, namespace, name)
+
+
+async def delete_trial_workloads(tuning: Mapping[str, Any], names: Sequence[str]) -> None:
+    """:func:`delete_trial_workload` of each of ``names`` (a finished tuning's cleanup); failures are logged."""
+    for name in names:
+        try:
+            await delete_trial_workload(tuning, name)
+        except Exception as exc:
+            log.warning("deleting trial workload %s failed: %s", name, exc)

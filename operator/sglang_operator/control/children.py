@@ -24,7 +24,7 @@ from sglang_operator.builders.leaderworkerset import KIND as LWS_KIND
 from sglang_operator.builders.leaderworkerset import VERSION as LWS_VERSION
 from sglang_operator.builders.monitoring import pod_monitor
 from sglang_operator.decisions.groups import lws_missing_message
-from sglang_operator.io import kube
+from sglang_operator.io import kube, kube_write
 from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
 
 
@@ -38,7 +38,7 @@ async def apply_children(rendered: builders.Rendered, owner: Mapping[str, Any], 
     """
     for child in (rendered.workload, rendered.service) if workload else (rendered.service,):
         try:
-            await kube.apply(builders.adopt(child, owner))
+            await kube_write.apply(builders.adopt(child, owner))
         except Exception as err:
             if await lws_missing(child, err):
                 raise LeaderWorkerSetMissing(lws_missing_message()) from err
@@ -92,7 +92,7 @@ async def apply_pod_monitor(rendered: builders.Rendered, owner: Mapping[str, Any
     meta = rendered.deployment["metadata"]
     monitor = pod_monitor(meta["name"], meta["namespace"], str(rendered.command.version), POD_MONITORS.labels)
     try:
-        await kube.apply(builders.adopt(monitor, owner))
+        await kube_write.apply(builders.adopt(monitor, owner))
     except ApiError as err:
         if err.status.code != 404 or POD_MONITORS.mode is not PodMonitorMode.AUTO:
             raise
@@ -102,6 +102,9 @@ async def apply_pod_monitor(rendered: builders.Rendered, owner: Mapping[str, Any
 SCHEMA_REFUSALS = ("field not declared in schema", "failed to create typed patch object", "unknown field")
 """Texts of a server-side apply the API server cannot type against the object's schema: it answers HTTP 500
 (``k8s.io/apiserver`` fieldmanager) though the request, not the server, is at fault."""
+TOO_LARGE = ("request is too large", "Request entity too large")
+"""Texts of an object too large to store (etcd's ``etcdserver: request is too large``, an HTTP 500; the API server's
+own ``Request entity too large``, an HTTP 413): the spec made it so, and retrying renders and sends it again."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,8 @@ def apply_failure(kind: str, err: Exception) -> ApplyFailure:
     if isinstance(err, ApiError):
         code = err.status.code
         message = err.status.message or str(err)
-        spec_fault = code in (400, 422) or (code == 500 and any(t in message for t in SCHEMA_REFUSALS))
+        spec_fault = (code in (400, 413, 422) or (code == 500 and any(t in message for t in SCHEMA_REFUSALS))
+                      or any(t.lower() in message.lower() for t in TOO_LARGE))
         return ApplyFailure(kind, code, message, spec_fault)
     return ApplyFailure(kind, None, f"{type(err).__name__}: {err}", False)
 

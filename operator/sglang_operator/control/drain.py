@@ -17,6 +17,7 @@ from typing import Any
 from sglang_operator import builders
 from sglang_operator.api.server import parse_status
 from sglang_operator.api.spec import StrategyType
+from sglang_operator.control import server_status
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.decisions.pods import is_ready
 from sglang_operator.decisions.sampling.compute import requests_in_flight
@@ -111,12 +112,12 @@ async def drain_old_pods(body: Mapping[str, Any], spec: Any, new_revision: str,
         roles = None  # the newest release's names
     result = await drain(urls, strategy.drain_seconds, memory=memory, roles=roles)
     if result.idle:
-        await kube.post_event(body, "Normal", "Drained", f"revision {old}: no running request after "
-                              f"{result.seconds:.1f} s; replacing its pods with revision {new_revision}")
+        await server_status.event(body, "Normal", "Drained", f"revision {old}: no running request after "
+                                  f"{result.seconds:.1f} s; replacing its pods with revision {new_revision}")
     else:
-        await kube.post_event(body, "Warning", "DrainTimedOut",
-                              f"revision {old}: {result.running} requests still running after "
-                              f"spec.strategy.drainSeconds ({strategy.drain_seconds} s); replacing its pods with "
-                              f"revision {new_revision} anyway")
+        await server_status.event(body, "Warning", "DrainTimedOut",
+                                  f"revision {old}: {result.running} requests still running after "
+                                  f"spec.strategy.drainSeconds ({strategy.drain_seconds} s); replacing its pods with "
+                                  f"revision {new_revision} anyway")
     log.info("%s/%s: drained revision %s before replacing it: %s", namespace, name, old, result)
     return result

@@ -41,8 +41,9 @@ from sglang_operator import builders
 from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.base import truncate
 from sglang_operator.api.server import SpecError, parse, parse_status
+from sglang_operator.api.tuning import PLURAL as TUNING_PLURAL
 from sglang_operator.builders.labels import MANAGED_BY
-from sglang_operator.control import restore
+from sglang_operator.control import restore, server_status
 from sglang_operator.control.apply import apply_placement, placement
 from sglang_operator.control.children import ChildApplyError, LeaderWorkerSetMissing, up_to_date
 from sglang_operator.control.memory import ServerMemory
@@ -76,12 +77,9 @@ async def _write_status(body: kopf.Body, status: kopf.Status, values: dict[str, 
     kopf's patch after it. Refused as stale (the object changed since kopf read it: the observer's patch, another
     update): raises ``kopf.TemporaryError``, and kopf calls the handler again with the newer object; the stale
     decision is never written. The answer becomes the server's newest view (``memory.body``)."""
-    delta = st.changed(status, values)
+    patched, delta = await server_status.write_changed(body, status, values)
     if not delta:
         return
-    meta = body.get("metadata", {})
-    patched = await kube.patch_status(str(meta.get("namespace")), str(meta.get("name")), meta.get("resourceVersion"),
-                                      st.merge_patch(status, delta))
     if patched is None:
         raise kopf.TemporaryError("the object changed while it was reconciled: reconciled again from the newer one",
                                   delay=STALE_RETRY_SECONDS)
@@ -89,7 +87,7 @@ async def _write_status(body: kopf.Body, status: kopf.Status, values: dict[str, 
 
 
 async def _event(body: kopf.Body, type_: str, reason: str, message: str) -> None:
-    await kube.post_event(dict(body), type_, reason, truncate(message))
+    await server_status.event(dict(body), type_, reason, message)
 
 
 @dataclass(frozen=True)
@@ -120,12 +118,10 @@ async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, m
                         memory: ServerMemory) -> None:
     """Degraded=True (reason ApplyFailed) written now (kopf retries the handler); a Warning event and a log line
     only when the failure is new for this server (``memory.apply_failure``, shown by the observer too)."""
-    meta = body.get("metadata", {})
     conds = merge([c.dump() for c in parse_status(body).conditions],
                   [condition("Degraded", "True", "ApplyFailed", truncate(message), generation, _now())])
     # with the body's resourceVersion: a stale view writes nothing (kopf retries the handler anyway)
-    await kube.patch_status(str(meta.get("namespace")), str(meta.get("name")), meta.get("resourceVersion"),
-                            {"conditions": conds})
+    await server_status.patch(body, {"conditions": conds})
     if memory.apply_failure != message:
         memory.apply_failure = message
         await _event(body, "Warning", "ApplyFailed", message)
@@ -191,8 +187,8 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
         logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
         telemetry.count_reconcile("invalid")
         return
-    hold = holds.active(parse_status(body), generation)
-    if reason == kopf.Reason.RESUME and hold is not None:  # the tuning's trial runs; its end applies the stable one
+    hold = holds.active(parse_status(body), generation, holds.spec_hash(body.get("spec") or {}))
+    if hold is not None:  # the tuning's trial runs (a resume, a scale): its end applies the stable one, with the scale
         logger.info("held by SGLangTuning %s (InPlace, trial %s): nothing applied; revision %s is applied again at "
                     "its end", hold.name, hold.trial, hold.stable_revision)
         telemetry.count_reconcile("applied")
@@ -301,6 +297,14 @@ async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, *
     """A child deleted behind the operator's back is re-applied (same revision, Warning event)."""
     if event.get("type") == "DELETED":
         await observer_of(memo).child_deleted(dict(body))
+
+
+@kopf.on.event(GROUP, VERSION, TUNING_PLURAL)
+async def tuning_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_: Any) -> None:
+    """Every SGLangTuning change reaches the server it names: its loop reads what the tuning asks (the hold, a trial,
+    the release) from this watched copy, and the change wakes it (:meth:`Observer.tuning_event`)."""
+    kind = event.get("type")
+    observer_of(memo).tuning_event(None if kind is None else str(kind), dict(body))
 
 
 @kopf.on.event(*PODS, labels=MANAGED_LABELS)

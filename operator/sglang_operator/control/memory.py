@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sglang_operator.api.server import parse_status
 from sglang_operator.api.status import SGLangServerStatus
+from sglang_operator.decisions.tuning.inplace import TuningRequest, request_of
 from sglang_operator.io.sampler import SamplerState
 
 if TYPE_CHECKING:
@@ -94,6 +95,9 @@ class ServerMemory:
     sampling: SamplerState = field(default_factory=SamplerState)
     typed: tuple[str, SGLangServerStatus] | None = None
     """``(resourceVersion, status)``: the newest view's status parsed (:meth:`status_of`)."""
+    spec_hash: tuple[int, str] | None = None
+    """``(generation, hash)`` of the object's spec without ``replicas``
+    (:func:`sglang_operator.decisions.tuning.hold.spec_hash`), computed once per generation."""
 
     def status_of(self, view: Any) -> SGLangServerStatus:
         """``view['status']`` typed (:func:`sglang_operator.api.server.parse_status`), parsed once per
@@ -172,3 +176,43 @@ class Memories:
 
     def __contains__(self, key: object) -> bool:
         return key in self._by_key
+
+
+class TuningRequests:
+    """What every SGLangTuning asks of the server it names (:class:`~sglang_operator.decisions.tuning.inplace.
+    TuningRequest`), from the tuning watch (:func:`sglang_operator.control.tuning.tuning_event`), indexed by the
+    server's key: the server's gather reads it (no GET per tick), and a change wakes the server's worker. Holds one
+    small request per tuning, never the tuning's body."""
+
+    def __init__(self) -> None:
+        self._by_server: dict[Key, dict[str, TuningRequest]] = {}
+        self._server_of: dict[Key, Key] = {}
+
+    def apply(self, event_type: str | None, body: Any) -> Key | None:
+        """Record a watch event of an SGLangTuning (``DELETED`` forgets it); returns the key of the server it names
+        (to wake), None when it names none."""
+        meta = body.get("metadata") or {}
+        tuning: Key = (str(meta.get("namespace") or "default"), str(meta.get("name")))
+        old = self._server_of.pop(tuning, None)
+        if old is not None:
+            self._by_server.get(old, {}).pop(tuning[1], None)
+            if not self._by_server.get(old):
+                self._by_server.pop(old, None)
+        ref = ((body.get("spec") or {}).get("serverRef") or {}).get("name")
+        if not ref:
+            return old
+        server: Key = (tuning[0], str(ref))
+        if event_type != "DELETED":
+            request = request_of(body)
+            if request is not None:
+                self._by_server.setdefault(server, {})[tuning[1]] = request
+                self._server_of[tuning] = server
+        return server
+
+    def of(self, key: Key) -> tuple[TuningRequest, ...]:
+        """The requests of the tunings naming server ``key``, by name."""
+        got = self._by_server.get(key) or {}
+        return tuple(got[name] for name in sorted(got))
+
+    def __len__(self) -> int:
+        return len(self._server_of)

@@ -45,23 +45,23 @@ from sglang_operator.api.status import Phase, SGLangServerStatus
 from sglang_operator.builders.canary import serving_name
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
 from sglang_operator.builders.revision import DIGEST_ANNOTATION
-from sglang_operator.control import ledger, restore, testhooks
+from sglang_operator.control import ledger, restore, server_status, testhooks
 from sglang_operator.control.apply import apply_placement, placement
-from sglang_operator.control.memory import Key, Memories, ParseCache, ServerMemory, key_of
+from sglang_operator.control.memory import Key, Memories, ParseCache, ServerMemory, TuningRequests, key_of
 from sglang_operator.control.multinode import apply_when_served
 from sglang_operator.decisions import effective as eff
 from sglang_operator.decisions import groups, judging
 from sglang_operator.decisions import status as st
-from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
 from sglang_operator.decisions.canary import CanaryObservation
 from sglang_operator.decisions.derive import speculative_condition
-from sglang_operator.decisions.observation import Decision, Observed, decide
+from sglang_operator.decisions.observation import Decision, Observed, ServerAction, decide
 from sglang_operator.decisions.pods import trouble
 from sglang_operator.decisions.rollback import Apply, Observation, setup_of
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.sampling.model import Sample, SampleKind, Signal
 from sglang_operator.decisions.sampling.roles import roles_for
 from sglang_operator.decisions.tuning import hold as holds
+from sglang_operator.decisions.tuning.inplace import ApplyTrial
 from sglang_operator.io import kube
 from sglang_operator.io.pods import PodCache, targets
 from sglang_operator.io.sampler import Sampler, ServerRef, sampling_params
@@ -160,8 +160,8 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
     rendered = await restore.as_ran(body, rendered)  # recreated with the image it ran (pinned by a rollback)
     await apply_placement(body, [placement(body, rendered)], dt.datetime.now(dt.UTC), drain=False)
     log.warning("%s/%s: %s deleted; re-applied revision %s", namespace, name, missing, rendered.revision)
-    await kube.post_event(body, "Warning", "ChildRecreated", f"{missing} was deleted; re-applied revision "
-                          f"{rendered.revision}")
+    await server_status.event(body, "Warning", "ChildRecreated", f"{missing} was deleted; re-applied revision "
+                              f"{rendered.revision}")
 
 
 def offset_in_interval(meta: Mapping[str, Any]) -> float:
@@ -192,6 +192,8 @@ class Observer:
         self.resync_seconds = resync_seconds
         self.namespaces = namespaces
         self.memories = Memories()
+        self.tunings = TuningRequests()
+        self._woken: set[asyncio.Task[None]] = set()  # observations started off the tick (kept referenced)
         self.pods = PodCache(lambda ns: kube.list_pods(ns, MANAGED))
         self.series = telemetry.ServerSeries()
         self._http: SGLangHTTP | None = None
@@ -298,7 +300,7 @@ class Observer:
         view = {**body, "status": {**stored, **mem.applied}} if mem.applied else body  # what the server's job applied
         status = mem.status_of(view)
         if groups.waiting_for_lws(status):  # nothing applied for want of the LeaderWorkerSet API: re-check
-            await apply_when_served(body, now)
+            await self._apply_when_served(mem, body, now)
             return
         if not status.revision or meta.get("deletionTimestamp"):
             return
@@ -315,6 +317,20 @@ class Observer:
             return
         observed, policy = await self.gather(mem, view, status, server, spec, now)
         await self.persist(mem, body, decide(stored, mem.applied, observed, policy, status), now)
+
+    async def _apply_when_served(self, mem: ServerMemory, body: dict[str, Any], now: dt.datetime) -> None:
+        """A server that waited for the LeaderWorkerSet API: applied once it is served
+        (:func:`~sglang_operator.control.multinode.apply_when_served`), its status written here in one patch."""
+        applied = await apply_when_served(body, now)
+        if applied is None:
+            return
+        new, message, created = applied
+        patched, _ = await server_status.write_changed(body, body.get("status") or {}, new)
+        if patched is None:
+            return  # changed meanwhile: the next tick sees the new object (applying again is a no-op)
+        mem.body = patched
+        log.info("%s/%s: %s", mem.namespace, mem.name, message)
+        await server_status.event(body, "Normal", "Created", created)
 
     async def gather(self, mem: ServerMemory, view: dict[str, Any], status: SGLangServerStatus, server: SGLangServer,
                      spec: SGLangServerSpec, now: dt.datetime) -> tuple[Observed, Any]:
@@ -373,7 +389,17 @@ class Observer:
             now=now, generation=generation, health=health, observation=observation, effective=effective, diffs=diffs,
             samples=samples, figures=figures, speculative=speculative,
             promote_token=(meta.get("annotations") or {}).get(judging.PROMOTE_ANNOTATION),
-            apply_failure=mem.apply_failure, previous_diffs=mem.diffs), policy
+            apply_failure=mem.apply_failure, previous_diffs=mem.diffs, tunings=self.tunings.of(mem.key),
+            spec_hash=self._spec_hash(mem, view)), policy
+
+    @staticmethod
+    def _spec_hash(mem: ServerMemory, view: Mapping[str, Any]) -> str:
+        """The object's spec hashed without ``replicas`` (:func:`~sglang_operator.decisions.tuning.hold.spec_hash`),
+        once per generation."""
+        generation = int((view.get("metadata") or {}).get("generation") or 0)
+        if mem.spec_hash is None or mem.spec_hash[0] != generation:
+            mem.spec_hash = (generation, holds.spec_hash(view.get("spec") or {}))
+        return mem.spec_hash[1]
 
     async def persist(self, mem: ServerMemory, body: dict[str, Any], decision: Decision, now: dt.datetime) -> None:
         """Write ``decision`` for ``body`` (the view it was decided from): ONE status patch with the view's
@@ -384,8 +410,7 @@ class Observer:
         stored = body.get("status") or {}
         view = body
         if decision.delta:
-            patched = await kube.patch_status(mem.namespace, mem.name, meta.get("resourceVersion"),
-                                              st.merge_patch(stored, decision.delta))
+            patched = await server_status.patch(body, st.merge_patch(stored, decision.delta))
             if patched is None:  # stale view: decide again on the watch's newer object, never on this one
                 mem.stale_rv = str(meta.get("resourceVersion"))
                 return
@@ -400,7 +425,7 @@ class Observer:
         self.series.export_analysis(mem.namespace, mem.name, decision.state)
         mem.diffs = decision.diffs
         for event in decision.events:
-            await kube.post_event(body, event.type, event.reason, event.message)
+            await server_status.event(body, event.type, event.reason, event.message)
         phase = decision.state.analysis.phase if decision.state.analysis else None
         if phase in ("WarmingUp", "Verifying", "RollingBack"):
             testhooks.exit_at(str(phase))
@@ -485,8 +510,7 @@ class Observer:
         if digest is not None:
             mem.digests[revision] = digest
 
-    def _start_job(self, mem: ServerMemory, body: dict[str, Any], action: Apply | PlaceCanary | PromoteCanary,
-                   now: dt.datetime) -> None:
+    def _start_job(self, mem: ServerMemory, body: dict[str, Any], action: ServerAction, now: dt.datetime) -> None:
         """Carry out the analysis' Apply as the server's job: it waits for the server's lock (the observation
         holding it ends first), drains and applies there, and no tick waits for it."""
         if mem.job is not None and not mem.job.done():
@@ -498,8 +522,7 @@ class Observer:
 
         mem.job = asyncio.get_running_loop().create_task(job(), name=f"apply {mem.namespace}/{mem.name}")
 
-    async def _apply(self, mem: ServerMemory, body: dict[str, Any], action: Apply | PlaceCanary | PromoteCanary,
-                     now: dt.datetime) -> None:
+    async def _apply(self, mem: ServerMemory, body: dict[str, Any], action: ServerAction, now: dt.datetime) -> None:
         """Carry out the analysis' Apply: the revision from the ledger (drained first); its status keys are kept in
         ``mem.applied`` for the next observation's one status patch (one status patch per server and tick). A
         failure is a Warning event (once per message) and is tried again next tick."""
@@ -507,6 +530,8 @@ class Observer:
         try:
             if isinstance(action, Apply):
                 new = await restore.apply_revision(body, action.revision, action.reason, now, mem)
+            elif isinstance(action, ApplyTrial):  # a refusal is the trial's failure, in the hold
+                new = await restore.apply_trial(body, action, now, mem)
             else:  # the canary's placement (only what differs is written) or its promotion
                 new = await restore.place_canary(body, action, now, mem)
         except Exception as exc:  # NotInLedger, a refused child, a ledger entry this release cannot render
@@ -514,7 +539,7 @@ class Observer:
             log.warning("%s/%s: %s", ns, name, message)
             if mem.apply_error != message:
                 mem.apply_error = message
-                await kube.post_event(body, "Warning", "ApplyFailed", message)
+                await server_status.event(body, "Warning", "ApplyFailed", message)
             return
         mem.apply_error = None
         mem.applied = new
@@ -527,8 +552,8 @@ class Observer:
         model, API key); ``policy``: the object's ``spec.rollback`` (signal, interval, probe)."""
         meta = body["metadata"]
         ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
-        if holds.active(status, int(meta.get("generation") or 0)) is not None:  # an InPlace tuning measures its trial:
-            return None, {}, float(self.sample_interval or policy.interval_seconds)  # no probe beside its load
+        if status.tuning_hold is not None:  # an InPlace tuning measures its trial: no probe beside its load
+            return None, {}, float(self.sample_interval or policy.interval_seconds)
         try:
             roles = roles_for(parse_version(status.sglang_version or ""))
         except SGLangVersionError:
@@ -570,29 +595,13 @@ class Observer:
         loop = asyncio.get_running_loop()
         started = loop.time()
 
-        async def one(key: Key) -> None:
-            mem = self.memories.get(key)  # the newest view at its point; gone if deleted meanwhile
-            if mem is None or mem.body is None or mem.busy:
-                return
-            if mem.stale_rv is not None and mem.stale_rv == mem.body["metadata"].get("resourceVersion"):
-                return
-            mem.stale_rv = None
-            mem.observation = asyncio.current_task()
-            async with sem, mem.lock:
-                if mem.body is None or self.memories.get(key) is not mem:
-                    return
-                try:
-                    await self.observe(mem.body, dt.datetime.now(dt.UTC))
-                except Exception:  # one server's failure must not stop the others
-                    log.exception("observing %s/%s failed", *key)
-
         running: set[asyncio.Task[None]] = set()
         order = sorted((offset_in_interval(b["metadata"]) * spread, key_of(b)) for b in servers)
         try:
             for point, key in order:
                 if (wait := started + point - loop.time()) > 0:
                     await asyncio.sleep(wait)
-                task = loop.create_task(one(key))
+                task = loop.create_task(self._observe_one(key, sem))
                 running.add(task)
                 task.add_done_callback(running.discard)
             if running:
@@ -601,6 +610,55 @@ class Observer:
             for task in list(running):
                 task.cancel()
             raise
+
+    async def _observe_one(self, key: Key, sem: asyncio.Semaphore) -> None:
+        """Observe server ``key`` now in its worker, unless its worker is busy or its view was refused as stale."""
+        mem = self.memories.get(key)  # the newest view at its point; gone if deleted meanwhile
+        if mem is None or mem.body is None or mem.busy:
+            return
+        if mem.stale_rv is not None and mem.stale_rv == mem.body["metadata"].get("resourceVersion"):
+            return
+        mem.stale_rv = None
+        mem.observation = asyncio.current_task()
+        async with sem, mem.lock:
+            if mem.body is None or self.memories.get(key) is not mem:
+                return
+            try:
+                await self.observe(mem.body, dt.datetime.now(dt.UTC))
+            except Exception:  # one server's failure must not stop the others
+                log.exception("observing %s/%s failed", *key)
+
+    def wake(self, key: Key) -> None:
+        """Observe server ``key`` now, off the tick (a feature asked something of it: a tuning's hold, trial or
+        release); nothing when it is unknown or its worker is busy (its next tick decides)."""
+        mem = self.memories.get(key)
+        if mem is None or mem.body is None or mem.busy:
+            return
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(CONCURRENCY)
+        task = asyncio.get_running_loop().create_task(self._observe_one(key, self._slots),
+                                                      name=f"observe {key[0]}/{key[1]}")
+        self._woken.add(task)
+        task.add_done_callback(self._woken.discard)
+
+    def tuning_event(self, event_type: str | None, body: dict[str, Any]) -> None:
+        """A watch event of an SGLangTuning: what it asks of its server recorded (:class:`TuningRequests`), and that
+        server woken (:meth:`wake`)."""
+        key = self.tunings.apply(event_type, body)
+        if key is not None:
+            self.wake(key)
+
+    async def server_view(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The newest view of SGLangServer ``namespace/name``: the watched one, else one GET (not tracked yet)."""
+        mem = self.memories.get((namespace, name))
+        if mem is not None and mem.body is not None:
+            return mem.body
+        return await kube.get_sglangserver(namespace, name)
+
+    async def instance_pods(self, namespace: str, instance: str) -> list[dict[str, Any]]:
+        """The managed pods of ``app.kubernetes.io/instance: instance`` (a server or a Shadow trial), from the
+        watched pod cache."""
+        return await self.pods.pods(namespace, instance)
 
     async def resync(self) -> None:
         """A full LIST of SGLangServers (the watched namespaces, or clusterwide) and of the managed pods of every

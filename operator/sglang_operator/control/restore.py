@@ -17,15 +17,20 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sglang_operator import builders
+from sglang_operator.api.base import truncate
 from sglang_operator.api.server import SpecError, parse, parse_status
 from sglang_operator.builders.canary import serving_name
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.revision import pinned_image
 from sglang_operator.control import ledger
 from sglang_operator.control.apply import apply_placement, placement
+from sglang_operator.control.children import ChildApplyError
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
+from sglang_operator.decisions.placement import holds_back
 from sglang_operator.decisions.rollback import RETRY_ANNOTATION, RollbackState, Target, what_should_run
+from sglang_operator.decisions.tuning import trials as plan
+from sglang_operator.decisions.tuning.inplace import ApplyTrial
 from sglang_operator.io import kube
 
 log = logging.getLogger("sglang_operator.control.restore")
@@ -115,20 +120,12 @@ async def target(body: Mapping[str, Any], rendered: builders.Rendered) -> Choice
 
 
 def canary_holds(body: Mapping[str, Any], wanted: str, target: str) -> bool:
-    """Whether the reconcile handler keeps the serving revision in the serving workload instead of ``wanted`` (the
-    spec's revision, ``target`` what should run): a canary runs (``status.canary``: whatever it is for, it is the
-    observer's to settle, :mod:`sglang_operator.decisions.canary`), or one is due — ``spec.strategy.type`` Canary,
-    the stable revision serving and ``wanted`` runnable (``target``) and another revision."""
-    status = parse_status(body)
-    if status.canary is not None:
-        return status.revision is not None and status.revision != wanted
+    """:func:`sglang_operator.decisions.placement.holds_back` for SGLangServer ``body`` (its spec unparsable: no)."""
     try:
         server = parse({**body, "status": None})
     except SpecError:
         return False
-    return (server.spec.strategy.canary_policy is not None and server.spec.replicas >= 2 and target == wanted
-            and status.revision is not None and status.revision != wanted
-            and status.revision == status.stable_revision)
+    return holds_back(parse_status(body), server.spec.strategy.canary_policy, server.spec.replicas, wanted, target)
 
 
 async def render_for(body: Mapping[str, Any], revision: str) -> tuple[builders.Rendered, dict[str, Any]]:
@@ -218,3 +215,40 @@ async def place_canary(body: dict[str, Any], action: PlaceCanary | PromoteCanary
                             replicas=action.canary_replicas)]
     return await apply_placement(body, placements, now, memory, drain=False, keep_spec_valid=True,
                                  history_limit=history, only_changed=True)
+
+
+async def apply_trial(body: dict[str, Any], action: ApplyTrial, now: dt.datetime,
+                      memory: ServerMemory | None = None) -> dict[str, Any]:
+    """Carry out an InPlace tuning's :class:`~sglang_operator.decisions.tuning.inplace.ApplyTrial` as the server's
+    job: the object's spec with the trial's settings on ``spec.replicas`` pods, rendered as the server itself (same
+    name, labels, Service), the image pinned to the digest the stable revision runs, through the one apply path
+    (placement role ``trial``). Returns the status keys to write, with ``tuningHold`` naming the trial — or only
+    ``tuningHold`` with its ``trialFailure`` when it cannot be applied (the spec no longer renders it, another
+    revision than the tuning asked for, a refused child): the tuning fails that trial. Never raises for those."""
+    status = parse_status(body)
+    hold = status.tuning_hold
+    if hold is None or hold.name != action.tuning:
+        raise ValueError(f"SGLangServer {_ns_name(body)[1]} is not held by SGLangTuning {action.tuning}")
+    ns, name = _ns_name(body)
+    try:
+        server = parse(body)
+        spec = plan.trial_spec(body.get("spec") or {}, action.settings, replicas=server.spec.replicas)
+        rendered = builders.render(parse({**body, "spec": spec, "status": None}))
+        if rendered.revision != action.revision:
+            raise ValueError(f"the server's spec renders trial {action.trial} as revision {rendered.revision}, not "
+                             f"{action.revision}: it changed since the trial started")
+        cr = await ledger.load(ns, name, hold.stable_revision)
+        digest = memory.digests.get(hold.stable_revision) if memory is not None else None
+        rendered = ledger.pinned(rendered, digest or ledger.recorded_digest(cr))
+        new = await apply_placement(body, [placement(body, rendered, spec, role="trial")], now, memory,
+                                    keep_spec_valid=True, history_limit=server.spec.rollback.history_limit)
+    except (SpecError, builders.InvalidSpec, ChildApplyError, ValueError) as err:
+        text = "; ".join(err.errors) if isinstance(err, builders.InvalidSpec) else str(err)
+        log.warning("%s/%s: trial %s of SGLangTuning %s not applied: %s", ns, name, action.trial, action.tuning, text)
+        failed = hold.model_copy(update={"trial": action.trial, "trial_revision": action.revision,
+                                         "trial_failure": truncate(text, 1024)})
+        return {"tuningHold": failed.model_dump(by_alias=True, exclude_none=True, mode="json")}
+    held = hold.model_copy(update={"trial": action.trial, "trial_revision": rendered.revision, "trial_failure": None})
+    new["tuningHold"] = held.model_dump(by_alias=True, exclude_none=True, mode="json")
+    log.info("%s/%s: %s applied on every replica (revision %s)", ns, name, action.reason, rendered.revision)
+    return new

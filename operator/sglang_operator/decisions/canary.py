@@ -62,6 +62,7 @@ from sglang_operator.api.status import Verdict
 from sglang_operator.builders.canary import other_name
 from sglang_operator.decisions import criteria
 from sglang_operator.decisions.actions import Action, Event, PlaceCanary, PromoteCanary, RecordVerdict
+from sglang_operator.decisions.placement import canary_due, stable_replicas
 from sglang_operator.decisions.sampling.model import PodView, Sample, SampleKind
 
 FIGURES_KEPT = 120
@@ -117,12 +118,6 @@ class CanaryTick:
     owns: bool = False
 
 
-def stable_replicas(replicas: int, max_surge: int, canary: int) -> int:
-    """Stable pods beside ``canary`` canary pods of a server of ``replicas``: ``replicas + max_surge − canary``, within
-    ``[0, replicas]``."""
-    return max(0, min(replicas, replicas + max_surge - canary))
-
-
 def split(stable: int, canary: int) -> str:
     """``3+1``: stable + canary pods (the printer column)."""
     return f"{stable}+{canary}"
@@ -137,9 +132,9 @@ def tick(state: CanaryState | None, obs: CanaryObservation, policy: RollbackPoli
     this interval; ``setup``: the canary's model, GPUs and parallelism (for its baseline). ``state`` is not
     modified."""
     if state is None:
-        if (obs.policy is None or wanted is None or not runnable or wanted == serving or stable is None
-                or serving != stable or obs.replicas < 2):
+        if not canary_due(obs.policy, obs.replicas, wanted, runnable, serving, stable):
             return CanaryTick(None)
+        assert obs.policy is not None and wanted is not None
         c = CanaryState(revision=wanted, stable_revision=serving, workload=other_name(obs.name, obs.serving_workload),
                         phase=CanaryPhase.STEPPING, steps=len(obs.policy.steps), stable_replicas=obs.replicas,
                         started_at=now, moved_at=now, promote_token=obs.promote_token, abort_token=obs.abort_token)

@@ -24,6 +24,14 @@ def rfc3339(now: dt.datetime) -> str:
     return now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_time(text: str | None) -> dt.datetime | None:
+    """An RFC 3339 timestamp as Kubernetes writes it (``2026-01-01T00:00:00Z``), or None when absent or unreadable."""
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
+
+
 def condition(
     type_: str, status: Status, reason: str, message: str, generation: int, now: dt.datetime
 ) -> Condition:

@@ -20,10 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pydantic import ValidationError
+
+from sglang_operator.api.analysis import AnalysisPhase
 from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.status import ConditionType, SGLangServerStatus, TuningHold
-from sglang_operator.decisions import judging
+from sglang_operator.decisions import judging as judging_mod
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
 from sglang_operator.decisions.conditions import Condition, condition
@@ -32,6 +35,12 @@ from sglang_operator.decisions.pods import PodHealth
 from sglang_operator.decisions.rollback import Apply, Event, Observation, RollbackState
 from sglang_operator.decisions.sampling.model import Sample
 from sglang_operator.decisions.tuning import hold as holds
+from sglang_operator.decisions.tuning import inplace
+from sglang_operator.decisions.tuning.inplace import ApplyTrial, TuningRequest
+
+ServerAction = Apply | PlaceCanary | PromoteCanary | ApplyTrial
+"""What one tick may ask the server's job to do (at most one): apply a revision (a rollback, a retry, a lost update
+converged, the stable revision after a tuning), place or promote a canary, or apply an InPlace tuning's trial."""
 
 ANALYSIS_REASONS = ("RolledBack", "Regressed")
 """Degraded reasons the rollback analysis gives (it posts its own events for them)."""
@@ -44,7 +53,9 @@ class Observed:
     ``samples`` (None: not due) and the serving revision's status ``figures``; the analysis' ``observation``;
     ``speculative``: the SpeculativeDecodingActive condition when it can be told; ``promote_token``: the promote
     annotation; ``apply_failure``: the reconcile handler's failing apply (the server's memory), ``previous_diffs``:
-    the differences last posted."""
+    the differences last posted; ``tunings``: what the SGLangTunings naming the server ask
+    (:class:`~sglang_operator.decisions.tuning.inplace.TuningRequest`); ``spec_hash``: the object's spec hashed
+    without ``replicas`` (:func:`~sglang_operator.decisions.tuning.hold.spec_hash`)."""
 
     now: dt.datetime
     generation: int
@@ -58,6 +69,8 @@ class Observed:
     promote_token: str | None = None
     apply_failure: str | None = None
     previous_diffs: list[str] | None = None
+    tunings: tuple[TuningRequest, ...] = ()
+    spec_hash: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,9 +85,15 @@ class Decision:
     status_json: dict[str, Any]
     delta: dict[str, Any]
     events: list[Event]
-    apply: Apply | PlaceCanary | PromoteCanary | None
+    apply: ServerAction | None
     state: RollbackState
     diffs: list[str] | None = None
+
+    @property
+    def judging(self) -> bool:
+        """Whether the server's loop judges after this tick (:func:`judging`): a revision warming up or verifying, a
+        canary, an InPlace trial measured. While true, scaling is held still."""
+        return judging(self.status)
 
     @functools.cached_property
     def status(self) -> SGLangServerStatus:
@@ -88,28 +107,34 @@ def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
     return next((c for c in conditions if c.get("type") == "Degraded"), {})
 
 
-def held_hold(status: Mapping[str, Any], generation: int) -> TuningHold | None:
-    """The InPlace tuning's hold in force in ``status`` (a dict) at ``generation`` (:func:`~.tuning.hold.active`);
-    an unparsable one (edited by hand) holds nothing."""
-    raw = status.get("tuningHold")
-    if not isinstance(raw, Mapping):
-        return None
-    try:
-        hold = TuningHold.model_validate(dict(raw))
-    except ValueError:
-        return None
-    return None if holds.cancelled(hold, generation) else hold
+def judging(status: SGLangServerStatus) -> bool:
+    """Whether the server's loop is judging now: a revision warming up or verifying, a canary running, or an InPlace
+    tuning's trial applied on the server's pods (being measured). Scaling is held still while it is true (an
+    autoscaler reads it: :attr:`Decision.judging`)."""
+    analysis = status.analysis
+    if analysis is not None and analysis.phase in (AnalysisPhase.WARMING_UP, AnalysisPhase.VERIFYING):
+        return True
+    hold = status.tuning_hold
+    return status.canary is not None or (hold is not None and hold.trial is not None)
 
 
 def held(status: Mapping[str, Any], hold: TuningHold, pod_conditions: list[Condition], policy: RollbackPolicy,
          now: dt.datetime, generation: int, speculative: Condition | None,
-         typed: SGLangServerStatus | None) -> judging.Judged:
+         typed: SGLangServerStatus) -> judging_mod.Judged:
     """A tick while an InPlace tuning holds the server: the analysis as stored, unchanged (no sample judged, no
     verdict, rejection or rollback, no revision converged to, no canary started), pod health's conditions with
     ``TuningHeld=True``."""
-    state = RollbackState.from_status(typed) if typed is not None else judging.state_of(status)
+    state = RollbackState.from_status(typed)
     conditions = derive(pod_conditions, state, policy.action, generation, now, speculative)
-    return judging.Judged(state, {}, [*conditions, holds.held_condition(hold, generation, now)])
+    return judging_mod.Judged(state, {}, [*conditions, holds.held_condition(hold, generation, now)])
+
+
+def _typed(status: Mapping[str, Any]) -> SGLangServerStatus:
+    """``status`` typed; a hold edited by hand that does not parse holds nothing (the rest is read as stored)."""
+    try:
+        return SGLangServerStatus.model_validate(dict(status))
+    except ValidationError:
+        return SGLangServerStatus.model_validate({k: v for k, v in status.items() if k != "tuningHold"})
 
 
 def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Observed,
@@ -117,28 +142,36 @@ def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Obse
     """Decide one observation: ``stored`` status (as the API server holds it), ``applied`` (status keys of what the
     server's job applied since, not written yet: the analysis follows them), what was ``observed``, and the policy
     of the object's spec (its ``intervalSeconds`` the sampling interval in force). ``typed``: the stored status
-    with ``applied`` merged in, parsed (the caller's cache; read, never modified). Pure."""
+    with ``applied`` merged in, parsed (the caller's cache; read, never modified; parsed here when None). The hold
+    of an InPlace tuning (:func:`sglang_operator.decisions.tuning.inplace.step`) comes first: while it stands, the
+    analysis is held. Pure."""
     status = {**stored, **applied}
     o = observed
     revision = str(status.get("revision"))
-    hold = held_hold(status, o.generation)
+    typed = typed if typed is not None else _typed(status)
+    hold_step = inplace.step(typed, o.generation, o.spec_hash, o.tunings)
+    hold = hold_step.hold
     if hold is not None:
         judged = held(status, hold, list(o.health.conditions), policy, o.now, o.generation, o.speculative, typed)
     else:
-        judged = judging.judge(status, judging.sample_for(o.samples, revision), policy, o.now, o.observation,
-                               list(o.health.conditions), o.generation, o.speculative, o.promote_token, typed)
+        judged = judging_mod.judge(status, judging_mod.sample_for(o.samples, revision), policy, o.now,
+                                   o.observation, list(o.health.conditions), o.generation, o.speculative,
+                                   o.promote_token, typed)
     conditions = judged.conditions
     was_held = any(c.get("type") == ConditionType.TUNING_HELD and c.get("status") == "True"
                    for c in status.get("conditions") or [])
     if hold is None and was_held:
-        conditions = [*conditions, condition(ConditionType.TUNING_HELD, "False", "Released",
-                                             "no InPlace tuning holds the server", o.generation, o.now)]
+        why = ("the server's spec changed: the InPlace tuning is cancelled, the spec's revision is applied"
+               if hold_step.ended == inplace.SPEC_CHANGED else "no InPlace tuning holds the server")
+        conditions = [*conditions, condition(ConditionType.TUNING_HELD, "False", hold_step.ended or inplace.RELEASED,
+                                             why, o.generation, o.now)]
     if o.apply_failure:  # the reconcile handler could not apply the spec (kopf retries): say so, not "healthy"
         conditions = [c for c in conditions if c["type"] != "Degraded"] + [
             condition("Degraded", "True", "ApplyFailed", truncate(o.apply_failure), o.generation, o.now)]
     new = st.observed(status, replace(o.health, conditions=conditions), o.generation, o.now, o.effective, o.diffs,
                       o.figures)
-    new = {**applied, **new, **judged.status}
+    new = {**applied, **new, **judged.status,
+           "tuningHold": hold.model_dump(by_alias=True, exclude_none=True, mode="json") if hold else None}
     delta = st.changed(stored, new)
     events: list[Event] = []
     old_d, new_d = _degraded(status.get("conditions") or []), _degraded(new["conditions"])
@@ -148,6 +181,6 @@ def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Obse
     if o.diffs and "conditions" in delta and o.diffs != o.previous_diffs:
         events.append(Event("Warning", "SettingsDiffer", "; ".join(o.diffs)))
     events += [a for a in judged.actions if isinstance(a, Event)]
-    apply: Apply | PlaceCanary | PromoteCanary | None = next(
+    apply: ServerAction | None = hold_step.action or next(
         (a for a in reversed(judged.actions) if isinstance(a, Apply | PlaceCanary | PromoteCanary)), None)
     return Decision(new, delta, events, apply, judged.state, o.diffs)

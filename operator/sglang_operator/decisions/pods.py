@@ -17,11 +17,12 @@ replica serves, old revision included: the Deployment convention), ``Progressing
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_operator.api.base import MESSAGE_LIMIT
+from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.decisions.conditions import Condition, condition
 
 #: Pod waiting reasons that mean the server cannot come up without a change.
@@ -185,3 +186,24 @@ def pod_health(
             cond("Degraded", "False", "RollingOut", counts),
         ]
     return PodHealth(len(live), len(ready), len(current), phase, [*conds, available], ips)
+
+
+def live(pods: Iterable[Mapping[str, Any]], revision: str | None = None) -> list[dict[str, Any]]:
+    """The pods of ``pods`` not being deleted, and labelled ``revision`` when given."""
+    return [dict(p) for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp") and (
+        revision is None or ((p.get("metadata") or {}).get("labels") or {}).get(REVISION_LABEL) == revision)]
+
+
+def ready_with_ip(pods: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The pods of ``pods`` that are Ready and have a pod IP (the ones that can be measured)."""
+    return [dict(p) for p in pods if is_ready(p) and (p.get("status") or {}).get("podIP")]
+
+
+def first_crash(pods: Iterable[Mapping[str, Any]], limit: int = CRASH_QUOTE_LIMIT) -> str | None:
+    """The first of ``pods``' crashes (:func:`crash_text`), or None."""
+    return next((text for text in (crash_text(p, limit) for p in pods) if text), None)
+
+
+def first_trouble(pods: Iterable[dict[str, Any]]) -> str | None:
+    """The first of ``pods``' problems (:func:`trouble`), or None."""
+    return next((text for text in map(trouble, pods) if text), None)

@@ -53,6 +53,7 @@ from sglang_operator.api.analysis import (
     SampleVerdict,
     Setup,
     StableRegression,
+    simulated_acceptance,
 )
 from sglang_operator.api.base import MESSAGE_LIMIT, StatusModel, clone, plural, truncate
 from sglang_operator.api.base import RETRY_ANNOTATION as RETRY_ANNOTATION
@@ -77,6 +78,9 @@ evicted (an older one goes in its place). Evicting one posts a Warning event ``R
 (:func:`kept_rejections`): that revision would run again, unjudged by its old rejection, should a spec ask for it."""
 ROLLBACKS_KEPT = 10
 """Rollback records kept (at least ``maxRollbacks``, so the window count stays right)."""
+SIMULATED_ACCEPTANCE = ("spec.env forces SGLang's acceptance (SGLANG_SIMULATE_ACC_*): draft tokens are committed "
+                        "unverified, so accept length and tok/s are made up; not judged (remove it, then retry)")
+"""Why a revision whose spec forces acceptance is never judged (its last sample, its Paused message, its verdict)."""
 PAUSED_FAILED_REASONS = ("NoStableRevision", "NotRolledBack", "MaxRollbacksReached")
 """Paused reasons for a failed revision left running (``Degraded`` reason ``Regressed``)."""
 POD_STARTS_KEPT = 16
@@ -170,7 +174,7 @@ def setup_of(spec: SGLangServerSpec, gpu_product: str | None = None) -> Setup:
     return Setup(model_path=spec.model.path, model_revision=spec.model.revision,
                  gpu_product=gpu_product or spec.node_selector.get(GPU_PRODUCT_LABEL),
                  tensor=spec.parallelism.tensor, pipeline=spec.parallelism.pipeline, data=spec.parallelism.data,
-                 nodes=spec.parallelism.nodes)
+                 nodes=spec.parallelism.nodes, simulated_acceptance=True if simulated_acceptance(spec.env) else None)
 
 
 def what_should_run(wanted: str, state: RollbackState, retry_token: str | None) -> Target:
@@ -436,6 +440,12 @@ class _Decision:
             return
         if a.warmed_up_at is None or sample.start < a.warmed_up_at:
             self.last(sample.kind.value, SampleVerdict.SKIPPED, "warming up: not judged", sample)
+            return
+        if self.obs.setup.simulated_acceptance:
+            self.last(sample.kind.value, SampleVerdict.SKIPPED, SIMULATED_ACCEPTANCE, sample)
+            self.pause("SimulatedAcceptance", f"{a.revision}: {SIMULATED_ACCEPTANCE}")
+            if not self.is_stable():
+                self.actions.append(RecordVerdict(a.revision, Verdict.UNVERIFIED, SIMULATED_ACCEPTANCE))
             return
         a.last_interval_at = sample.end
         if a.disruption:

@@ -8,6 +8,7 @@ Help texts are the docstrings shown as plain text (RST ````literal```` marks rem
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import re
@@ -100,6 +101,9 @@ def render(
              "default), restricted, or off (a cluster without the policy)")] = "baseline",
     allowed_host_path: Annotated[list[str] | None, typer.Option(
         help="a hostPath prefix the policy allows (admissionPolicy.allowedHostPaths; repeatable)")] = None,
+    host_path_writes: Annotated[str, typer.Option(
+        help="whether an allowed hostPath may be written (admissionPolicy.hostPathWrites): Forbidden (read-only "
+             "mounts only), Allowed, or OwnNamespace (only under <allowed prefix>/<namespace>)")] = "Forbidden",
     allowed_service_account: Annotated[list[str] | None, typer.Option(
         help="a spec.serviceAccountName the policy allows, NAME or NAMESPACE/NAME "
              "(admissionPolicy.allowedServiceAccounts; repeatable)")] = None,
@@ -132,6 +136,12 @@ def render(
                                       tuple(allowed_service_account or ()), op_sa, op_ns)
         except ValueError:
             typer.echo(f"render: --admission-level is baseline, restricted or off, not {admission_level!r}", err=True)
+            raise typer.Exit(2) from None
+        try:
+            params = dataclasses.replace(params, host_path_writes=admission.HostPathWrites(host_path_writes))
+        except ValueError:
+            typer.echo(f"render: --host-path-writes is Forbidden, Allowed or OwnNamespace, not {host_path_writes!r}",
+                       err=True)
             raise typer.Exit(2) from None
         if not op_ns or not op_sa:
             typer.echo(f"render: --operator-service-account is NAMESPACE/NAME, not {operator_service_account!r}",
@@ -271,6 +281,9 @@ def run(
              "http://prometheus-operated.monitoring.svc:9090")] = None,
     metrics_port: Annotated[int, typer.Option(min=0, max=65535,
                                               help="port of the operator's own /metrics (0: off)")] = 9808,
+    readiness_port: Annotated[int, typer.Option(
+        min=0, max=65535, help="port serving /readyz alone (plain HTTP, for the kubelet), apart from the metrics "
+                               "port's connection cap; 0: /readyz on the metrics port only")] = 0,
     metrics_read_timeout: Annotated[float, typer.Option(
         min=0.001, help="seconds a connection to the metrics port may take to send a complete request head, from "
                         "opening or from its previous answer; then it is closed")] = 10.0,
@@ -308,6 +321,12 @@ def run(
         = lim.LABEL_VALUE_LENGTH,
     scrape_cache_bytes: Annotated[int, typer.Option(
         min=1, help="bytes of label sets remembered between scrapes, per pod")] = lim.CACHE_BYTES,
+    scrape_retained_series: Annotated[int, typer.Option(
+        min=1, help="series of one metric role a pod's scrape may have, as kept until the next interval; more is a "
+                    "scrape error too_many_series")] = lim.RETAINED_SERIES,
+    scrape_retained_bytes: Annotated[int, typer.Option(
+        min=1, help="bytes of scrapes kept between intervals, all pods together; a pod that does not fit keeps "
+                    "nothing (its next interval is inconclusive) and is counted")] = lim.RETAINED_BYTES,
     probe_body_limit: Annotated[int, typer.Option(
         min=1, help="bytes at most of one probe answer; more fails the probe (probe_body_too_large)")]
         = lim.PROBE_BODY_BYTES,
@@ -346,9 +365,10 @@ def run(
                pod_monitors=monitors, pod_monitor_labels=monitor_labels, prometheus_address=prometheus_address,
                metrics_port=metrics_port, sample_interval=sample_interval, resync_seconds=resync_seconds,
                scrape_limits=lim.ScrapeLimits(scrape_body_limit, scrape_sample_limit, scrape_label_limit,
-                                              scrape_label_value_length_limit, scrape_cache_bytes),
+                                              scrape_label_value_length_limit, scrape_cache_bytes,
+                                              scrape_retained_series, scrape_retained_bytes),
                probe_limits=lim.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit),
-               metrics_server=metrics_server)
+               metrics_server=metrics_server, readiness_port=readiness_port)
 
 
 @app.command("prometheus-config")

@@ -16,11 +16,14 @@ default, two replicas) only the process holding the Lease runs kopf at all: :mod
 from __future__ import annotations
 
 import asyncio
+import errno
 import importlib
 import logging
 import os
+import socket
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import kopf
 
@@ -116,6 +119,32 @@ def quiet_request_logs(verbose: bool) -> None:
         objects.addFilter(_PerEventChatter(verbose))
 
 
+def check_liveness_port(liveness: str | None) -> None:
+    """Bind the liveness URL's host and port once, as kopf (or the waiting candidate) will, and release it.
+
+    ``liveness``: ``http://HOST:PORT/PATH`` (port 80 when none), or None/empty (nothing served, nothing checked).
+    Raises ``SystemExit`` with one line naming the port when it cannot be bound (another process listens on it,
+    EADDRINUSE; a privileged port, EACCES) or the host does not resolve, instead of kopf's traceback at startup.
+    """
+    if not liveness:
+        return
+    url = urlsplit(liveness)
+    host, port = url.hostname or "0.0.0.0", url.port or 80
+    where = f"sglang-operator run: cannot serve the liveness endpoint --liveness {liveness}"
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as err:
+        raise SystemExit(f"{where}: host {host}: {err.strerror or err}") from None
+    for family, type_, proto, _, address in addresses:
+        with socket.socket(family, type_, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp: TIME_WAIT is no conflict
+            try:
+                sock.bind(address)
+            except OSError as err:
+                why = "in use by another process" if err.errno == errno.EADDRINUSE else (err.strerror or str(err))
+                raise SystemExit(f"{where}: port {port} on {host}: {why}") from None
+
+
 def run(
     namespaces: Sequence[str] = (),
     liveness: str | None = "http://0.0.0.0:8080/healthz",
@@ -131,10 +160,12 @@ def run(
     scrape_limits: ScrapeLimits | None = None,
     probe_limits: ProbeLimits | None = None,
     metrics_server: MetricsServerConfig | None = None,
+    readiness_port: int = 0,
 ) -> None:
     """Block running the operator until SIGINT/SIGTERM.
 
-    ``namespaces`` empty means clusterwide. ``liveness`` is the URL kopf serves its health on.
+    ``namespaces`` empty means clusterwide. ``liveness`` is the URL kopf serves its health on (exits with one line
+    naming the port when it cannot be bound: :func:`check_liveness_port`).
     ``leader_election``: take that Lease first (:func:`sglang_operator.process.leader.run_elected`); the process then
     exits with status 1 if it loses the Lease.
     ``pod_monitors``: ``auto``/``always``/``never`` (:mod:`sglang_operator.io.discovery`);
@@ -148,6 +179,8 @@ def run(
     ``scrape_limits``, ``probe_limits``: the bounds on what is read from an SGLang pod (defaults: those of
     :mod:`sglang_operator.decisions.sampling.limits`). ``metrics_server``: the metrics port's timeouts, connection cap
     authentication and TLS (default :class:`sglang_operator.process.metrics_http.MetricsServerConfig`).
+    ``readiness_port``: ``/readyz`` alone on a port of its own, apart from the metrics port's connection cap
+    (:func:`sglang_operator.process.metrics_http.serve_readiness`; 0: not served apart).
     These reach the handlers as kopf's ``memo.config`` (:class:`sglang_operator.control.handlers.Config`).
     """
     from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
@@ -166,6 +199,7 @@ def run(
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     quiet_request_logs(verbose)
+    check_liveness_port(liveness)
     if metrics_port:
         from sglang_operator.process import metrics_http
 
@@ -173,6 +207,13 @@ def run(
             metrics_http.serve(metrics_port, config=metrics_server)
         except (OSError, ValueError) as err:  # the port taken; a metrics cert dir that cannot serve (CertError)
             raise SystemExit(f"sglang-operator run: cannot serve /metrics on port {metrics_port}: {err}") from None
+    if readiness_port:
+        from sglang_operator.process import metrics_http
+
+        try:
+            metrics_http.serve_readiness(readiness_port, config=metrics_server)
+        except OSError as err:
+            raise SystemExit(f"sglang-operator run: cannot serve /readyz on port {readiness_port}: {err}") from None
     options: dict[str, Any] = {"clusterwide": not namespaces, "namespaces": list(namespaces),
                                "standalone": peering is None, "peering_name": peering, "liveness_endpoint": liveness,
                                "memo": memo}

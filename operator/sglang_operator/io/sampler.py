@@ -35,6 +35,7 @@ from sglang_operator.decisions.sampling.compute import ProbeOutcome, Scrape, Scr
 from sglang_operator.decisions.sampling.limits import LIMIT_REASONS, ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.sampling.model import PodView, Sample, Signal
 from sglang_operator.decisions.sampling.parse import LineFilter
+from sglang_operator.decisions.sampling.retain import BUDGET, RetainError, compact, retained, retained_bytes
 from sglang_operator.decisions.sampling.roles import MetricRoles
 from sglang_operator.io import loadgen
 from sglang_operator.io import scrape_metrics as telemetry
@@ -83,11 +84,13 @@ def sampling_params(rollback: Any, interval_override: float | None = None) -> Sa
 @dataclass(eq=False)
 class SamplerState:
     """What the sampler keeps about one SGLangServer between intervals (held by the server's
-    :class:`~sglang_operator.control.memory.ServerMemory`, dropped with it): each pod's previous scrape, the end of
-    the last interval, each revision's pending probe and whose turn it is to be probed, each pod's
-    :class:`SeriesCache` (``caches``, kept while the pod lives)."""
+    :class:`~sglang_operator.control.memory.ServerMemory`, dropped with it): each pod's previous scrape (only what the
+    figures need: :func:`~sglang_operator.decisions.sampling.retain.retained`) and the bytes it is charged
+    (``retained_bytes``), the end of the last interval, each revision's pending probe and whose turn it is to be
+    probed, each pod's :class:`SeriesCache` (``caches``, kept while the pod lives)."""
 
     previous: dict[str, Scrape] = field(default_factory=dict)
+    retained_bytes: dict[str, int] = field(default_factory=dict)
     caches: dict[str, SeriesCache] = field(default_factory=dict)
     last: dt.datetime | None = None
     probes: dict[str, asyncio.Task[ProbeOutcome]] = field(default_factory=dict)
@@ -150,6 +153,11 @@ class Sampler:
         self.clock = clock
         self._draining = draining  # (namespace, name) -> whether its old pods are being drained: send no probe
         self._tasks: weakref.WeakSet[asyncio.Task[ProbeOutcome]] = weakref.WeakSet()
+        self._states: weakref.WeakSet[SamplerState] = weakref.WeakSet()  # whose kept scrapes share the budget
+
+    def retained_total(self) -> int:
+        """Bytes of the scrapes kept between intervals, every server's pods together (the live states')."""
+        return sum(sum(s.retained_bytes.values()) for s in list(self._states))
 
     def due(self, state: SamplerState, interval: float, now: dt.datetime | None = None) -> bool:
         """Whether the server whose state is ``state`` should be sampled now."""
@@ -164,6 +172,7 @@ class Sampler:
         Never raises for an SGLang failure (those are Error samples and counted errors).
         """
         state = server.state
+        self._states.add(state)
         before = list(pods())
         ready = [t for t in before if t.ready and t.ip]
         outcomes = {rev: await self._collect(state, rev) for rev in sorted({t.revision for t in before})}
@@ -203,6 +212,7 @@ class Sampler:
         """Drop everything kept for a deleted server (and cancel its probes)."""
         state.cancel()
         state.previous.clear()
+        state.retained_bytes.clear()
         state.caches.clear()
         state.turn.clear()
         state.last = None
@@ -216,13 +226,26 @@ class Sampler:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
 
-    @staticmethod
-    def _remember(state: SamplerState, results: Sequence[Scrape | ScrapeFailure], live: set[str]) -> None:
-        for r in results:
-            if isinstance(r, Scrape):
-                state.previous[r.pod] = r
+    def _remember(self, state: SamplerState, results: Sequence[Scrape | ScrapeFailure], live: set[str]) -> None:
+        """Keep each successful scrape of a live pod until the next interval, within the process-wide budget: a pod
+        whose scrape does not fit keeps nothing (its next interval is inconclusive) and is counted."""
         for pod in set(state.previous) - live:
             del state.previous[pod]
+            state.retained_bytes.pop(pod, None)
+        for r in results:
+            if not isinstance(r, Scrape) or r.pod not in live:
+                continue
+            keep = Scrape(r.pod, r.at, retained(r.parsed))
+            size = retained_bytes(keep.parsed)
+            if self.retained_total() - state.retained_bytes.get(r.pod, 0) + size > self.limits.retained_bytes:
+                telemetry.RETENTION_BREACHES.labels(BUDGET).inc()
+                state.previous.pop(r.pod, None)
+                state.retained_bytes.pop(r.pod, None)
+                continue
+            state.previous[r.pod] = keep
+            state.retained_bytes[r.pod] = size
+        for pod in set(state.caches) - live:
+            del state.caches[pod]
         for pod in set(state.caches) - live:
             del state.caches[pod]
 
@@ -233,10 +256,17 @@ class Sampler:
             cache = server.state.caches[t.name] = SeriesCache(self.limits.cache_bytes)
         started = time.perf_counter()
         try:
-            return await scrape_pod(self.http, t.name, base_url(t.ip, server.port), server.roles, cache, self.limits,
-                                    timeout=params.scrape_timeout_seconds, clock=self.clock)
+            got = await scrape_pod(self.http, t.name, base_url(t.ip, server.port), server.roles, cache, self.limits,
+                                   timeout=params.scrape_timeout_seconds, clock=self.clock)
         finally:
             telemetry.SCRAPE_DURATION.observe(time.perf_counter() - started)
+        if isinstance(got, ScrapeFailure):
+            return got
+        try:  # the label text goes here, right after the pod's own scrape: series keys hashed, series capped
+            return Scrape(got.pod, got.at, compact(got.parsed, self.limits.retained_series))
+        except RetainError as err:
+            telemetry.RETENTION_BREACHES.labels(err.reason).inc()
+            return ScrapeFailure(t.name, err.reason, str(err))
 
     def _launch(self, server: ServerRef, revision: str, ready: list[Target], params: SamplingParams,
                 api_key: str | None) -> None:
@@ -272,7 +302,8 @@ class Sampler:
             async with asyncio.timeout(timeout):
                 res = await loadgen.stream_once(self.http.http, base_url(t.ip, server.port), server.model,
                                                 prompt=params.probe_prompt, max_tokens=params.probe_max_tokens,
-                                                api_key=api_key, limits=self.probe_limits)
+                                                api_key=api_key,
+                                                limits=self.probe_limits.for_max_tokens(params.probe_max_tokens))
         except TimeoutError:
             telemetry.count_scrape_error("probe", "timeout")
             return ProbeOutcome(t.name, error=f"no complete answer within {timeout:g} s")

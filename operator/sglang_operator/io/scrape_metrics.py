@@ -9,13 +9,20 @@ from prometheus_client import Counter, Histogram
 SCRAPE_ERRORS = Counter(
     "sglang_operator_scrape_errors", "Failed reads of SGLang endpoints, by endpoint (metrics, server_info, probe) "
     "and reason (timeout, connection, transport, http_status, too_large, truncated, parse, bad_url; a breached "
-    "limit: too_many_samples, too_many_labels, label_value_too_long, probe_body_too_large, probe_line_too_long, "
-    "probe_too_many_chunks).",
+    "limit: too_many_samples, too_many_labels, label_value_too_long, too_many_series, probe_body_too_large, "
+    "probe_line_too_long, probe_too_many_chunks).",
     ["endpoint", "reason"],
 )
 SCRAPE_DURATION = Histogram(
     "sglang_operator_scrape_duration_seconds", "Duration of one /metrics scrape of one SGLang pod, seconds "
     "(failed scrapes included).", buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+RETENTION_BREACHES = Counter(
+    "sglang_operator_scrape_retention_breaches", "Pod scrapes the sampler did not keep until the next interval, by "
+    "reason: too_many_series (more series of one role than --scrape-retained-series: the pod's sample is an Error), "
+    "retained_budget (--scrape-retained-bytes, all pods together, is spent: its next interval is inconclusive). "
+    "One per pod and interval.",
+    ["reason"],
 )
 DUPLICATE_SAMPLES = Counter(
     "sglang_operator_scrape_duplicate_samples", "Samples dropped from SGLang scrapes because their series appeared "

@@ -118,7 +118,7 @@ def start(
     max_failed_trials: Annotated[int | None, typer.Option(help="failed trials that end the tuning (3)")] = None,
     max_duration_seconds: Annotated[int | None, typer.Option(help="wall time at most, s (7200)")] = None,
     trial_deadline_seconds: Annotated[int | None, typer.Option(help="seconds a trial may take to be Ready")] = None,
-    algorithm: Annotated[str | None, typer.Option(help="Default, Grid or Random")] = None,
+    algorithm: Annotated[str | None, typer.Option(help="Default, Grid, Random or TPE")] = None,
     seed: Annotated[int | None, typer.Option(help="seed of the random choices")] = None,
     mode: Annotated[str | None, typer.Option(help="Shadow (default: other GPUs) or InPlace")] = None,
     allow_disruption: Annotated[bool, typer.Option(

@@ -21,7 +21,8 @@ busy kopf loop nor a standby waiting for the Lease (kopf not running) delays an 
   ``write_timeout`` seconds, or the connection is aborted (a client that stops reading a large ``/metrics``);
 - **connection cap**: beyond ``max_connections`` open TCP connections a new one is closed as it is accepted,
   before a byte is read or a TLS handshake begun (in plain HTTP after writing ``503 Service Unavailable``):
-  :class:`_CappedListener`.
+  :class:`_CappedListener`. The kubelet's readiness probe has a port of its own (:func:`serve_readiness`,
+  ``--readiness-port``) with its own cap, so idle clients of the metrics port cannot make ``/readyz`` fail.
 
 Request bodies are never read; a request sending one is closed after its answer (``lingering_time`` 0).
 
@@ -211,9 +212,10 @@ class MetricsServer:
     """The running server (:func:`serve`): ``port`` it listens on; :meth:`shutdown` stops it."""
 
     def __init__(self, sock: _CappedListener, readiness: Readiness, registry: CollectorRegistry,
-                 config: MetricsServerConfig, reviews: Reviews | None, tls: metrics_tls.ServingCert | None = None
-                 ) -> None:
+                 config: MetricsServerConfig, reviews: Reviews | None, tls: metrics_tls.ServingCert | None = None,
+                 readyz_only: bool = False) -> None:
         self._sock = sock
+        self._readyz_only = readyz_only
         self.tls = tls
         """The TLS certificate served (``config.secure``), else None: plain HTTP."""
         self.port: int = sock.getsockname()[1]
@@ -226,7 +228,8 @@ class MetricsServer:
         self._error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._run, name="metrics-http", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="readyz-http" if readyz_only else "metrics-http",
+                                        daemon=True)
 
     def start(self, timeout: float = 10.0) -> None:
         """Start the thread and wait until it listens. Raises what starting raised (``OSError``), or
@@ -301,6 +304,8 @@ class MetricsServer:
         if request.path == "/readyz":
             ready, text = self._readiness.report()
             return await _send(request, 200 if ready else 503, f"{text}\n".encode())
+        if self._readyz_only:
+            return await _send(request, 404, b"not found: this port serves /readyz only\n")
         if self._gate is not None and request.path not in OPEN_PATHS:
             status, text = await self._gate.check(bearer_token(request.headers.get("Authorization")),
                                                   request.path, request.method.lower())
@@ -356,4 +361,32 @@ def serve(port: int, address: str = "0.0.0.0", readiness: Readiness = READINESS,
         raise
     if tls is not None:
         log.info("metrics: serving HTTPS on port %d with %s", server.port, tls.describe())
+    return server
+
+
+READINESS_MAX_CONNECTIONS = 16
+"""Open connections at most to the readiness port (the kubelet opens one per probe)."""
+
+
+def serve_readiness(port: int, address: str = "0.0.0.0", readiness: Readiness = READINESS,
+                    config: MetricsServerConfig | None = None,
+                    max_connections: int = READINESS_MAX_CONNECTIONS) -> MetricsServer:
+    """Serve ``/readyz`` of ``readiness`` alone on ``http://address:port`` (plain HTTP, no token: the kubelet's
+    probe), apart from the metrics port: its own listener, connection cap (``max_connections``) and thread, so
+    clients holding every connection of the metrics port (``config.max_connections`` idle ones) never turn the
+    probe's answer into a 503. ``config``'s read and write timeouts apply (default :class:`MetricsServerConfig`);
+    any other path is answered 404. With the chart's NetworkPolicy only the node (the kubelet) reaches this port.
+    Returns the running server; raises ``OSError`` when the port is taken."""
+    base = config or MetricsServerConfig()
+    own = MetricsServerConfig(base.read_timeout, base.write_timeout, max_connections)
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    plain = socket.create_server((address, port), family=family, backlog=min(1024, 2 * max_connections))
+    sock = _CappedListener(plain.family, plain.type, plain.proto, fileno=plain.detach())
+    sock.configure(max_connections, _REFUSAL)
+    server = MetricsServer(sock, readiness, REGISTRY, own, None, None, readyz_only=True)
+    try:
+        server.start()
+    except BaseException:
+        sock.close()
+        raise
     return server

@@ -12,6 +12,10 @@ limit                      Prometheus                   operator flag           
 ``label_value_length``     ``label_value_length_limit`` ``--scrape-label-value-``   ``label_value_too_long``
                                                         ``length-limit``
 ``cache_bytes``            (none)                       ``--scrape-cache-bytes``    (not an error)
+``retained_series``        (none)                       ``--scrape-retained-``      ``too_many_series``
+                                                        ``series``
+``retained_bytes``         (none)                       ``--scrape-retained-bytes`` (not an error: counted in
+                                                                                    ``..._retention_breaches``)
 =========================  ===========================  ==========================  ==========================
 
 A breach fails that pod's scrape (``sglang_operator_scrape_errors_total{endpoint="metrics", reason}``), as
@@ -19,12 +23,17 @@ Prometheus fails the scrape. All three apply to the sample lines the sampler rea
 only ones it keeps and parses; the other lines are dropped by the line filter at C speed and bounded by
 ``body_bytes`` alone — as Prometheus' ``sample_limit`` counts the samples left after ``metric_relabel_configs``.
 ``cache_bytes``: the per-pod memory of label sets seen before
-(:class:`~sglang_operator.decisions.sampling.cache.SeriesCache`).
+(:class:`~sglang_operator.decisions.sampling.cache.SeriesCache`). ``retained_series``: series of one role a scrape
+may have, as the sampler keeps it until the next interval (label text hashed away: :mod:`.retain`);
+``retained_bytes``: what the sampler keeps between intervals for all pods of all servers together; a pod whose scrape
+does not fit is not kept (its next interval is inconclusive) and counted.
 
 A probe answer over ``body_bytes`` (``--probe-body-limit``), with a line over ``line_bytes``
 (``--probe-line-limit``; a line is never held beyond it) or more than ``chunks`` ``data:`` lines
 (``--probe-chunk-limit``) stops being read; the probe fails with the limit's reason (:data:`LIMIT_REASONS`),
-counted under ``{endpoint="probe", reason}``.
+counted under ``{endpoint="probe", reason}``. The caps of one probe are those of the answer it asked for
+(:meth:`ProbeLimits.for_max_tokens`): at ``probe.maxTokens`` 256, 576 chunks and 1.1 MiB, so a hostile answer
+stops after a few ms of parsing instead of at the flags' 100 000 chunks.
 """
 
 from __future__ import annotations
@@ -45,6 +54,11 @@ LABEL_VALUE_LENGTH = 2048
 CACHE_BYTES = 320 * 1024
 """Default ``cache_bytes``: bytes of label sets remembered per pod (the simulator's wanted series of that body, as
 :class:`~sglang_operator.decisions.sampling.cache.SeriesCache` counts them: 79 entries, 29 951 bytes)."""
+RETAINED_SERIES = 256
+"""Default ``retained_series``: series of one role in one scrape (a legitimate pod has one per role and rank)."""
+RETAINED_BYTES = 64 * 1024 * 1024
+"""Default ``retained_bytes``: bytes the sampler keeps between intervals, all pods together (a legitimate pod's
+kept scrape is ~10 KiB: 6 400 pods)."""
 REASONS = ("too_large", "too_many_samples", "too_many_labels", "label_value_too_long")
 """The scrape-error reasons of a breached limit (in the order of the table above)."""
 
@@ -58,9 +72,12 @@ class ScrapeLimits:
     labels: int = LABELS
     label_value_length: int = LABEL_VALUE_LENGTH
     cache_bytes: int = CACHE_BYTES
+    retained_series: int = RETAINED_SERIES
+    retained_bytes: int = RETAINED_BYTES
 
     def __post_init__(self) -> None:
-        if min(self.body_bytes, self.samples, self.labels, self.label_value_length, self.cache_bytes) < 1:
+        if min(self.body_bytes, self.samples, self.labels, self.label_value_length, self.cache_bytes,
+               self.retained_series, self.retained_bytes) < 1:
             raise ValueError(f"scrape limits must be positive: {self}")
 
 
@@ -73,6 +90,13 @@ PROBE_LINE_BYTES = 64 * 1024
 """Default cap on one line of a probe answer, bytes (``--probe-line-limit``)."""
 PROBE_CHUNKS = 100_000
 """Default cap on the ``data:`` chunks of one probe answer (``--probe-chunk-limit``)."""
+CHUNKS_PER_TOKEN = 2
+"""Chunks per requested token :meth:`ProbeLimits.for_max_tokens` allows (a legitimate answer has at most one)."""
+CHUNKS_EXTRA = 64
+"""Chunks beyond the tokens :meth:`ProbeLimits.for_max_tokens` allows (role, finish, usage, keep-alives)."""
+BYTES_PER_CHUNK = 2048
+"""Bytes per chunk :meth:`ProbeLimits.for_max_tokens` allows (the simulator's are ~270 with their blank line; a long
+served model name and an id add a few hundred)."""
 BODY_TOO_LARGE = "probe_body_too_large"
 LINE_TOO_LONG = "probe_line_too_long"
 TOO_MANY_CHUNKS = "probe_too_many_chunks"
@@ -92,3 +116,15 @@ class ProbeLimits:
     def __post_init__(self) -> None:
         if min(self.body_bytes, self.line_bytes, self.chunks) < 1:
             raise ValueError(f"probe limits must be positive: {self}")
+
+    def for_max_tokens(self, max_tokens: int) -> ProbeLimits:
+        """The caps of one probe asking for ``max_tokens`` output tokens (``spec.rollback.probe.maxTokens``):
+        ``chunks`` at most :data:`CHUNKS_PER_TOKEN` per token plus :data:`CHUNKS_EXTRA` (SGLang streams at most one
+        chunk per decode step, each with at least one token, plus the role, finish and usage chunks), ``body_bytes``
+        at most :data:`BYTES_PER_CHUNK` per such chunk; never above this object's own caps (the operator's flags).
+        Raises ``ValueError`` when ``max_tokens`` is below 1."""
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive: {max_tokens}")
+        chunks = min(self.chunks, CHUNKS_PER_TOKEN * max_tokens + CHUNKS_EXTRA)
+        return ProbeLimits(body_bytes=min(self.body_bytes, chunks * BYTES_PER_CHUNK), line_bytes=self.line_bytes,
+                           chunks=chunks)

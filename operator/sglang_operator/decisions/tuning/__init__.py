@@ -1,24 +1,25 @@
 """Speculative-decoding tuning, pure: the search space and its validity (:mod:`.space`), trial figures and
-objectives (:mod:`.objective`), and the ask-and-tell search with its decision (:mod:`.search`). No I/O, no clock:
-the control loop runs the trials and hands their results back (issue 17)."""
+objectives (:mod:`.objective`), the ask-and-tell search (:mod:`.search`, :mod:`.tpe`), the recommendation and its
+noise rule (:mod:`.decide`), pruning (:mod:`.prune`). No I/O, no clock: the control loop runs the trials and hands
+their results back."""
 
+from sglang_operator.decisions.tuning.decide import Decision, decide, noise_estimate
 from sglang_operator.decisions.tuning.objective import (
     LevelFigures,
+    LevelWeight,
     Objective,
     ObjectiveKind,
     TrialResult,
     TrialVerdict,
     objective_value,
+    reference_trial,
     speedups,
 )
 from sglang_operator.decisions.tuning.search import (
     DEFAULT_ALGORITHM,
     Algorithm,
-    Decision,
     SearchSettings,
     Suggestion,
-    decide,
-    noise_estimate,
     suggest,
 )
 from sglang_operator.decisions.tuning.space import (
@@ -39,6 +40,7 @@ __all__ = [
     "Decision",
     "InvalidPoint",
     "LevelFigures",
+    "LevelWeight",
     "Objective",
     "ObjectiveKind",
     "Point",
@@ -52,6 +54,7 @@ __all__ = [
     "enumerate_space",
     "noise_estimate",
     "objective_value",
+    "reference_trial",
     "shape_reason",
     "spec_validator",
     "speedups",

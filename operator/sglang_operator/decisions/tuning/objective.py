@@ -11,6 +11,11 @@ while the best choice flipped):
 - ``outputTokensPerSecond``: output tok/s of the whole server at ``concurrency``;
 - ``goodput``: the highest output tok/s over the measured levels whose p95 ITL and p95 TTFT stay under the limits
   (0 when no level does).
+
+With two or more weighted concurrency levels (``Objective.weights``, the workload's ``concurrency[].weight``) the
+decode and output objectives are *relative*: a trial's value is the weighted mean over the levels of its level
+objective ÷ the reference trial's at that level (:func:`objective_value`); the reference is the control trial
+(:func:`reference_trial`).
 """
 
 from __future__ import annotations
@@ -25,11 +30,13 @@ from sglang_operator.decisions.tuning.space import Point, TuningModel
 
 
 class TrialVerdict(StrEnum):
-    """How a trial ended: measured, or failed (crash, out of memory, not Ready by its deadline; ``reason`` then
-    quotes SGLang)."""
+    """How a trial ended: measured, failed (crash, out of memory, not Ready by its deadline; ``reason`` then
+    quotes SGLang), or pruned (stopped after its first level or repetition: it could not beat the incumbent,
+    :func:`~.prune.prune_reason`; its figures are partial, it has no objective and is never proposed again)."""
 
     COMPLETED = "Completed"
     FAILED = "Failed"
+    PRUNED = "Pruned"
 
 
 class LevelFigures(TuningModel):
@@ -68,14 +75,25 @@ class ObjectiveKind(StrEnum):
     GOODPUT = "goodput"
 
 
+class LevelWeight(TuningModel):
+    """One concurrency level of the workload and its weight in the overall objective (``concurrency[].weight``)."""
+
+    concurrency: Annotated[int, Field(ge=1)]
+    weight: Annotated[float, Field(gt=0)] = 1.0
+
+
 class Objective(TuningModel):
     """What to maximise. ``concurrency`` is the level for ``outputTokensPerSecond`` (1 for
-    ``decodeTokensPerSecond``); ``goodput`` needs both limits (seconds)."""
+    ``decodeTokensPerSecond``); ``goodput`` needs both limits (seconds). ``weights``: the workload's levels with
+    their weights; with two or more of them (and a decode or output objective) the objective is the weighted mean
+    of the levels' ratios to the reference trial (:attr:`weighted`, :func:`objective_value`), and ``concurrency``
+    is only the level of the headline speedup."""
 
     kind: ObjectiveKind = ObjectiveKind.DECODE_TOKENS_PER_SECOND
     concurrency: Annotated[int, Field(ge=1)] = 1
     itl_p95_limit_seconds: Annotated[float | None, Field(gt=0)] = None
     ttft_p95_limit_seconds: Annotated[float | None, Field(gt=0)] = None
+    weights: tuple[LevelWeight, ...] = ()
 
     @model_validator(mode="after")
     def _limits(self) -> Objective:
@@ -87,14 +105,53 @@ class Objective(TuningModel):
         return self
 
     @property
+    def weighted(self) -> bool:
+        """Whether the objective is the weighted mean of several levels' ratios (two or more ``weights``, not
+        goodput, which picks the best level within its limits and takes no weights)."""
+        return len(self.weights) > 1 and self.kind is not ObjectiveKind.GOODPUT
+
+    @property
     def unit(self) -> str:
-        return "tok/s"
+        return "× the control trial" if self.weighted else "tok/s"
+
+    def level_value(self, figures: LevelFigures) -> float:
+        """One level's objective: decode tok/s at concurrency 1 for ``decodeTokensPerSecond``, output tok/s
+        otherwise (the figure the level is scored by in a weighted objective and in ``bestPerLevel``)."""
+        if self.kind is ObjectiveKind.DECODE_TOKENS_PER_SECOND and figures.concurrency == 1:
+            return figures.decode_tokens_per_second
+        return figures.output_tokens_per_second
 
 
-def objective_value(objective: Objective, trial: TrialResult) -> float | None:
-    """The objective of one trial; ``None`` when it failed or did not measure the level the objective needs."""
+def reference_trial(objective: Objective, trials: Sequence[TrialResult]) -> TrialResult | None:
+    """The trial a weighted objective's ratios are relative to: the first completed control trial (no speculative
+    decoding) that measured every weighted level; when the control trial failed (or lacks a level), the first
+    completed trial that did. ``None`` when there is none yet. The first such trial, never a later repetition,
+    so every trial's value stays what it was when it was measured (the search replays from them)."""
+    def full(t: TrialResult) -> bool:
+        return t.verdict is TrialVerdict.COMPLETED and all(
+            (f := t.level(w.concurrency)) is not None and objective.level_value(f) > 0 for w in objective.weights)
+
+    return next((t for t in trials if t.point is None and full(t)), None) or next(
+        (t for t in trials if full(t)), None)
+
+
+def objective_value(objective: Objective, trial: TrialResult, reference: TrialResult | None = None) -> float | None:
+    """The objective of one trial; ``None`` when it failed, was pruned or did not measure a level the objective
+    needs. Weighted (:attr:`Objective.weighted`): Σ_c w_c · v_c / r_c ÷ Σ_c w_c over the weighted levels c, with
+    v_c the trial's level objective (:meth:`Objective.level_value`) and r_c the ``reference`` trial's
+    (:func:`reference_trial`; ``None`` without one), a dimensionless ratio (1.0: as fast as the reference)."""
     if trial.verdict is not TrialVerdict.COMPLETED:
         return None
+    if objective.weighted:
+        if reference is None:
+            return None
+        total = 0.0
+        for w in objective.weights:
+            mine, ref = trial.level(w.concurrency), reference.level(w.concurrency)
+            if mine is None or ref is None or objective.level_value(ref) <= 0:
+                return None
+            total += w.weight * objective.level_value(mine) / objective.level_value(ref)
+        return total / sum(w.weight for w in objective.weights)
     if objective.kind is ObjectiveKind.GOODPUT:
         ok = [f.output_tokens_per_second for f in trial.figures
               if objective.itl_p95_limit_seconds is not None and f.itl_p95_seconds <= objective.itl_p95_limit_seconds
@@ -107,6 +164,12 @@ def objective_value(objective: Objective, trial: TrialResult) -> float | None:
     if objective.kind is ObjectiveKind.DECODE_TOKENS_PER_SECOND:
         return level.decode_tokens_per_second
     return level.output_tokens_per_second
+
+
+def values(objective: Objective, trials: Sequence[TrialResult]) -> list[float | None]:
+    """:func:`objective_value` of every trial, in order, against :func:`reference_trial` of them all."""
+    reference = reference_trial(objective, trials) if objective.weighted else None
+    return [objective_value(objective, t, reference) for t in trials]
 
 
 def levels(trials: Iterable[TrialResult]) -> list[int]:

@@ -2,41 +2,53 @@
 from the list of finished trials on every call (:func:`suggest`), so an operator restart resumes where it was
 without repeating a finished trial, and the same seed and trial list always give the same next trial.
 
-Algorithms (Katib's ``algorithm``):
+Algorithms (Katib's ``algorithm``); every one starts with the control trial (no speculative decoding), and every
+trial counts in ``max_trial_count`` (Katib's rule), the control trial and the adaptive-mode trial included:
 
-- ``Grid``: the control trial, then every valid point, cheapest first (SGLang's sweep script's method);
-- ``Random``: the control trial, then valid points drawn without replacement (seeded);
+- ``Grid``: then every valid point, cheapest first (SGLang's sweep script's method);
+- ``Random``: then valid points drawn without replacement (seeded);
 - ``CoordinateAscent`` (the default), which uses what is known of the space's shape: for a chain the speed over
   numSteps rises while a draft step gains more than it costs, then falls (one hump); a tree's best draft-token
   budget grows with numSteps × eagleTopk; neighbouring points differ little. Stages:
 
-  1. the control trial (no speculative decoding);
-  2. chains: hill climbing over numSteps from SGLang's default 3 (both directions, stop at the first drop);
-  3. trees: for each eagleTopk > 1, one probe at the best chain's numSteps with the largest valid
-     numDraftTokens ≤ numSteps × eagleTopk (a full tree), the best probe kept when it beats the chain;
-  4. coordinate hill climbing from the incumbent over numSteps ± 1, numDraftTokens ± 1 step of its set and
-     eagleTopk ± 1 step (numDraftTokens kept, or the nearest valid value), first improvement taken, until no
-     neighbour improves or the budget (less the repeats) is spent;
-  5. repeats by successive halving: the best three points by their first measurement are measured again, then
-     the best two by their mean, and so on, with what is left of the budget (at least ``repeats`` trials); they
-     give the noise estimate and the finalists of :func:`decide`.
+  1. the control trial;
+  2. chains: hill climbing over numSteps from SGLang's default 3 (upwards first, downwards only when the first
+     step up did not gain; ``PATIENCE`` step past a drop of less than ``CLEAR_DROP``, 5 %, which may be the
+     noise; a clear drop ends the direction);
+  3. trees: for each eagleTopk > 1 one probe, the fullest tree (the most draft tokens of the set, at most
+     numSteps × eagleTopk + 1) at the best chain's numSteps; then the same climb over numSteps, with the fullest
+     tree of each, for the width whose probe was best, when it reached ``WIDTH_CUTOFF`` (90 %) of the best value
+     so far (the other widths are left to stage 4's moves over eagleTopk);
+  4. coordinate hill climbing from the incumbent (the best point measured so far) over its neighbours:
+     numDraftTokens one value of its set down and up, numSteps ± 1, eagleTopk one value of its set up and down
+     (numDraftTokens kept, or the nearest valid value), then ``maxRunningRequests`` / ``cudaGraphMaxBs`` one
+     value of their sets down and up when listed, the move that last gained first; the first neighbour that
+     beats the incumbent becomes it. Once every neighbour of the incumbent is measured, the walk goes on from the
+     best point within ``EXPAND_MARGIN`` (5 %) of it that has unmeasured neighbours (a lucky measurement must not
+     end the climb), until no such point is left (converged) or the exploration budget
+     (:func:`exploration_budget`: ``max_trial_count`` less the adaptive-mode trial and a third of the rest, kept
+     for the repeats) is spent;
+  5. the repeats (:func:`confirm`): the best ``repeats`` (3) points measured again, then tied finalists again
+     while the noise rule cannot tell them apart (at most ``MAX_MEASUREMENTS`` each).
 
-  With ``maxRunningRequests`` / ``cudaGraphMaxBs`` listed, stages 2–4 run at the middle value of each and a stage
-  4b climbs each of them in turn from the incumbent (both directions, one step of the set at a time, ``PATIENCE``
-  past a drop), until a round over them improves nothing.
+  With ``maxRunningRequests`` / ``cudaGraphMaxBs`` listed, stages 2–3 run at the middle value of each.
+  Each point is measured once before the repeats; a failed or pruned trial counts as the worst value and is
+  never proposed again.
+- ``TPE``: Optuna's Tree-structured Parzen Estimator through its ask-and-tell interface (:mod:`.tpe`; Optuna is
+  imported only then), then the same repeats.
 
-  Each point is measured once before the repeats; a failed trial (crash, out of memory) counts as the worst value
-  and is never proposed again.
+Every algorithm runs one more trial when the space has adaptive-mode points (``parameters.adaptive`` on a release
+that has SGLang's ``--speculative-adaptive``): the best static point found (highest value, the cheapest among
+equals) in adaptive mode, when the release's rules accept it there (else none: it was counted Invalid). It counts
+in ``max_trial_count`` (the exploration leaves room for it), competes in :func:`~.decide.decide` like any point,
+and runs before the repeats, so that it can be a finalist.
 
-Every algorithm then runs one more trial when the space has adaptive-mode points (``parameters.adaptive`` on a
-release that has SGLang's ``--speculative-adaptive``): the best static point found (highest value, the cheapest
-among equals) in adaptive mode, when the release's rules accept it there (else none: it was counted Invalid). It is
-not counted in ``max_trial_count`` (the API's rule, like the control trial), competes in :func:`decide` like any
-point, and ``CoordinateAscent`` runs it before its repeats, so that it can be a finalist.
-
-Why not Optuna: ``bench/tuning.py`` measures its TPE sampler against this one on the same budget; on this
-small, structured space the structured search reaches the optimum more reliably, needs no replay of a sampler's
-random state and adds no dependency (Optuna with NumPy, SQLAlchemy and Alembic is about 115 MB installed).
+Why this algorithm: the space is small (about a hundred points) and structured (one hump over numSteps, a tree's
+best draft-token count tied to numSteps × eagleTopk, neighbours close), each trial costs minutes of GPU time
+(model load, CUDA-graph capture, the load), and measurements are noisy by a few per cent: a walk that follows the
+structure reaches the optimum's neighbourhood in a quarter of the grid's trials, and the repeats, not luck, pick
+the winner among the last few candidates. ``bench/tuning.py`` measures it beside ``Grid``, ``Random`` and ``TPE``
+on the same budget (``docs/tuning.md`` has the table).
 """
 
 from __future__ import annotations
@@ -50,30 +62,36 @@ from typing import Annotated
 
 from pydantic import Field
 
-from sglang_operator.decisions.tuning.objective import (
-    Objective,
-    TrialResult,
-    TrialVerdict,
-    objective_value,
-    speedups,
-)
+from sglang_operator.decisions.tuning.decide import Decision, cost, decide, noise_estimate, tied_set
+from sglang_operator.decisions.tuning.objective import Objective, TrialResult, TrialVerdict, values
 from sglang_operator.decisions.tuning.space import CONTROL_LABEL, Point, TuningModel
 
-Search = Generator[Point | None, float | None, None]
+__all__ = ["DEFAULT_ALGORITHM", "Algorithm", "Decision", "SearchSettings", "Suggestion", "decide",
+           "noise_estimate", "suggest"]
+
+Search = Generator[Point | None, float | None, str]
 """An algorithm as a generator: yields the next point (``None``: the control trial), is sent its objective value
-(``None`` when the trial failed)."""
+(``None`` when the trial failed or was pruned), returns why it finished."""
 CHAIN_START_STEPS = 3
 """SGLang's automatic numSteps for most models (``auto_choose_speculative_params``: 3/1/4)."""
 PATIENCE = 1
-"""Steps a climb goes on past a drop (one: a drop of about the noise must not end it)."""
-FINALISTS = 3
-"""Points measured again at the end of ``CoordinateAscent`` (the best by their first measurement)."""
+"""Steps a climb over numSteps goes on past a small drop (one: a drop of about the noise must not end it)."""
+CLEAR_DROP = 0.05
+"""A drop of more than this fraction of the best value ends a climb over numSteps at once (not the noise)."""
+EXPAND_MARGIN = 0.05
+"""Stage 4 goes on from a point within this fraction of the incumbent once the incumbent's neighbours are all
+measured (the incumbent's one figure may be the noise's lucky draw)."""
+WIDTH_CUTOFF = 0.9
+"""Stage 3 climbs the best tree width only when its probe reached this fraction of the best value so far."""
+MAX_MEASUREMENTS = 8
+"""Measurements at most of one point in the repeats (the noise rule asks for more only while points are tied)."""
 
 
 class Algorithm(StrEnum):
     GRID = "Grid"
     RANDOM = "Random"
     COORDINATE_ASCENT = "CoordinateAscent"
+    TPE = "TPE"
 
 
 DEFAULT_ALGORITHM = Algorithm.COORDINATE_ASCENT
@@ -81,14 +99,16 @@ DEFAULT_ALGORITHM = Algorithm.COORDINATE_ASCENT
 
 class SearchSettings(TuningModel):
     """The search's inputs besides the space: objective, budget (Katib's ``maxTrialCount`` /
-    ``maxFailedTrialCount``), algorithm, seed and repeats (extra measurements for the noise estimate)."""
+    ``maxFailedTrialCount``: every trial counts, the control trial included), algorithm, seed and repeats (the
+    finalists measured again for the noise estimate; ``CoordinateAscent`` and ``TPE`` keep that many trials of
+    the budget for them)."""
 
     objective: Objective = Objective()
     max_trial_count: Annotated[int, Field(ge=1)] = 24
     max_failed_trial_count: Annotated[int, Field(ge=0)] = 6
     algorithm: Algorithm = DEFAULT_ALGORITHM
     seed: int = 0
-    repeats: Annotated[int, Field(ge=0)] = 2
+    repeats: Annotated[int, Field(ge=0)] = 3
 
 
 class Suggestion(TuningModel):
@@ -105,54 +125,31 @@ class Suggestion(TuningModel):
         return CONTROL_LABEL if self.control else self.point.label if self.point else "done"
 
 
-class Decision(TuningModel):
-    """The recommendation from the finished trials. ``best`` is ``None`` when no speculative point beats the
-    control trial by more than the noise (speculation does not pay off). ``noise`` is the pooled relative
-    standard deviation of repeated measurements (0 without repeats); ``tied`` the points within it of the highest
-    mean, of which ``best`` is the cheapest (:meth:`Point.cost_key`); ``speedup`` per concurrency level is
-    ``best`` ÷ the control trial (output tok/s). The lead wins when it beats a finalist by more than
-    ``noise × sqrt(1/n_lead + 1/n)`` (the noise of a difference of means of n and n_lead measurements)."""
-
-    best: Point | None
-    value: float
-    runner_up: Point | None = None
-    runner_up_value: float | None = None
-    noise: float = 0.0
-    tied: tuple[str, ...] = ()
-    measured_points: int = 0
-    speedup: dict[int, float] = Field(default_factory=dict)
-    reason: str = ""
-
-    @property
-    def label(self) -> str:
-        return self.best.label if self.best is not None else CONTROL_LABEL
-
-
 # --- replay --------------------------------------------------------------------------------------------------
 
 
 def adaptive_extra(valid: Sequence[Point]) -> int:
-    """Trials the search runs beyond ``max_trial_count``: 1 when ``valid`` has adaptive-mode points (the one
-    adaptive trial), else 0."""
+    """Trials the search spends on adaptive mode: 1 when ``valid`` has adaptive-mode points (the one adaptive
+    trial), else 0. It counts in ``max_trial_count``."""
     return int(any(p.adaptive for p in valid))
 
 
 def suggest(settings: SearchSettings, valid: Sequence[Point], trials: Sequence[TrialResult]) -> Suggestion:
     """The next trial, from the settings, the valid points (:func:`~.space.enumerate_space`) and every finished
-    trial so far (in the order they ran). Replays the algorithm from the start, answering each point it asks for
-    with the next recorded result of that point; the first point without one is the suggestion."""
+    trial so far (in the order they ran: Completed, Failed and Pruned ones). Replays the algorithm from the start,
+    answering each point it asks for with the next recorded result of that point; the first point without one is
+    the suggestion. Done when more than ``max_failed_trial_count`` trials failed, when ``max_trial_count`` trials
+    ran, or when the algorithm finished (the space exhausted, the climb converged and the noise rule satisfied)."""
     failed = sum(t.verdict is TrialVerdict.FAILED for t in trials)
     if failed > settings.max_failed_trial_count:
         return Suggestion(done=True, reason=f"{failed} failed trials > maxFailedTrialCount "
                                             f"{settings.max_failed_trial_count}")
-    extra = adaptive_extra(valid)
-    if len(trials) >= settings.max_trial_count + extra:
-        return Suggestion(done=True, reason=f"maxTrialCount {settings.max_trial_count} reached"
-                                            + (" (and the adaptive-mode trial)" if extra else ""))
+    if len(trials) >= settings.max_trial_count:
+        return Suggestion(done=True, reason=f"maxTrialCount {settings.max_trial_count} reached")
     recorded: dict[Point | None, deque[float | None]] = {}
-    for t in trials:
-        recorded.setdefault(t.point, deque()).append(objective_value(settings.objective, t))
-    search = ALGORITHMS[settings.algorithm](settings, list(valid))
+    for t, v in zip(trials, values(settings.objective, trials), strict=True):
+        recorded.setdefault(t.point, deque()).append(v)
+    search = algorithm(settings.algorithm)(settings, list(valid))
     try:
         ask = next(search)
         while True:
@@ -160,24 +157,35 @@ def suggest(settings: SearchSettings, valid: Sequence[Point], trials: Sequence[T
             if not answers:
                 return Suggestion(point=ask, control=ask is None)
             ask = search.send(answers.popleft())
-    except StopIteration:
-        return Suggestion(done=True, reason=f"{settings.algorithm.value} search finished")
+    except StopIteration as stop:
+        why = f": {stop.value}" if stop.value else ""
+        return Suggestion(done=True, reason=f"{settings.algorithm.value} search finished{why}")
 
 
-# --- algorithms ----------------------------------------------------------------------------------------------
+def algorithm(name: Algorithm) -> Callable[[SearchSettings, list[Point]], Search]:
+    """The generator of algorithm ``name`` (``TPE`` imports Optuna, :mod:`.tpe`)."""
+    if name is Algorithm.TPE:
+        from sglang_operator.decisions.tuning.tpe import tpe
+
+        return tpe
+    return {Algorithm.GRID: _grid, Algorithm.RANDOM: _random, Algorithm.COORDINATE_ASCENT: _coordinate_ascent}[name]
 
 
-def _static(valid: list[Point]) -> list[Point]:
+# --- shared pieces -------------------------------------------------------------------------------------------
+
+
+def static(valid: Sequence[Point]) -> list[Point]:
+    """The points without adaptive mode."""
     return [p for p in valid if not p.adaptive]
 
 
-def _best_static(values: dict[Point | None, float]) -> Point | None:
+def best_static(memo: dict[Point | None, float]) -> Point | None:
     """The best static point measured (highest value, the cheapest among equals), or None (none completed)."""
-    done = [p for p, v in values.items() if p is not None and not p.adaptive and v > -math.inf]
-    return min(done, key=lambda p: (-values[p], p.cost_key())) if done else None
+    done = [p for p, v in memo.items() if p is not None and not p.adaptive and v > -math.inf]
+    return min(done, key=lambda p: (-memo[p], p.cost_key())) if done else None
 
 
-def _adaptive_of(best: Point | None, valid: list[Point]) -> Point | None:
+def adaptive_of(best: Point | None, valid: Sequence[Point]) -> Point | None:
     """``best`` in adaptive mode when the release's rules accept it there (it is among ``valid``), else None."""
     if best is None:
         return None
@@ -185,30 +193,116 @@ def _adaptive_of(best: Point | None, valid: list[Point]) -> Point | None:
     return p if p in valid else None
 
 
-def _grid(settings: SearchSettings, valid: list[Point]) -> Search:
-    yield None
-    values: dict[Point | None, float] = {}
-    for p in _static(valid)[: settings.max_trial_count - 1]:
+def confirm(settings: SearchSettings, memo: dict[Point | None, float]) -> Generator[Point | None, float | None, str]:
+    """The repeats, as the noise rule asks for them (``memo``: every point's first value, ``-inf`` when it failed).
+    Round 1: the best ``settings.repeats`` points by their first value are measured again (the noise estimate,
+    :func:`~.decide.noise_estimate`; they are the finalists of :func:`~.decide.decide`). Then, while finalists
+    are tied with the highest mean (within ``noise × sqrt(1/n_lead + 1/n)``) and the noise is not 0, each tied
+    finalist with fewer than ``MAX_MEASUREMENTS`` measurements is measured once more (more measurements shrink
+    the margin until the points are told apart or the cheapest tied one wins on its own). Stops when the winner
+    is clear, when the noise is 0 (identical figures: another measurement tells nothing new), or at
+    ``MAX_MEASUREMENTS``; the budget is :func:`suggest`'s. Returns why it stopped."""
+    runs: dict[Point | None, list[float]] = {p: [v] for p, v in memo.items() if v > -math.inf}
+    if not runs or settings.repeats == 0:
+        return "no repeats"
+    finalists = sorted(runs, key=lambda p: (-runs[p][0], cost(p)))[:settings.repeats]
+    for p in finalists:
         got = yield p
-        values[p] = -math.inf if got is None else got
-    if (a := _adaptive_of(_best_static(values), valid)) is not None:
-        _ = yield a
+        runs[p].append(-math.inf if got is None else got)
+    while True:
+        finalists = [p for p in finalists if all(v > -math.inf for v in runs[p])]
+        if not finalists:
+            return "every finalist failed when measured again"
+        noise, tied = tied_set(runs, finalists)
+        if len(tied) <= 1:
+            return f"{_label(tied[0])} beats the other finalists by more than the noise ({noise:.1%})"
+        if noise == 0.0:
+            return "the repeats measured identical figures (no noise)"
+        more = [p for p in tied if len(runs[p]) < MAX_MEASUREMENTS]
+        if not more:
+            return f"{len(tied)} finalists within the noise ({noise:.1%}) after {MAX_MEASUREMENTS} measurements each"
+        for p in more:
+            got = yield p
+            runs[p].append(-math.inf if got is None else got)
 
 
-def _random(settings: SearchSettings, valid: list[Point]) -> Search:
-    yield None
-    rng = random.Random(settings.seed)
-    static = _static(valid)
-    values: dict[Point | None, float] = {}
-    for p in rng.sample(static, min(len(static), settings.max_trial_count - 1)):
-        got = yield p
-        values[p] = -math.inf if got is None else got
-    if (a := _adaptive_of(_best_static(values), valid)) is not None:
-        _ = yield a
+def _label(p: Point | None) -> str:
+    return CONTROL_LABEL if p is None else p.label
 
 
 class _OutOfBudget(Exception):
     pass
+
+
+class Budgeted:
+    """Measurements with a memo (``memo``: first value of every point, ``-inf`` when it failed) and an exploration
+    budget (trials at most, the control trial included)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget, self.used = budget, 0
+        self.memo: dict[Point | None, float] = {}
+
+    def measure(self, p: Point | None) -> Generator[Point | None, float | None, float]:
+        """``p``'s value: measured when new (one trial of the budget; raises ``_OutOfBudget`` when spent)."""
+        if p in self.memo:
+            return self.memo[p]
+        if self.used >= self.budget:
+            raise _OutOfBudget
+        self.used += 1
+        got = yield p
+        self.memo[p] = -math.inf if got is None else got
+        return self.memo[p]
+
+
+def exploration_budget(settings: SearchSettings, valid: Sequence[Point]) -> int:
+    """Trials a search with repeats spends before them (the control trial included): ``max_trial_count`` less
+    the adaptive-mode trial and a third of the rest for the repeats (at least ``repeats``, at most half of what is
+    left after the control trial and one point); at least 1."""
+    room = settings.max_trial_count - adaptive_extra(valid)
+    keep = max(settings.repeats, room // 3) if settings.repeats else 0
+    return max(room - min(keep, max(room - 2, 0) // 2), 1)
+
+
+def _finish(settings: SearchSettings, valid: list[Point], b: Budgeted,
+            why: str) -> Generator[Point | None, float | None, str]:
+    """The adaptive-mode trial of the best static point, then the repeats; returns the reason."""
+    if (a := adaptive_of(best_static(b.memo), valid)) is not None and a not in b.memo:
+        got = yield a
+        b.memo[a] = -math.inf if got is None else got
+    repeats = yield from confirm(settings, b.memo)
+    return f"{why}; {repeats}"
+
+
+# --- algorithms ----------------------------------------------------------------------------------------------
+
+
+def _grid(settings: SearchSettings, valid: list[Point]) -> Search:
+    points = static(valid)
+    room = settings.max_trial_count - 1 - adaptive_extra(valid)
+    memo: dict[Point | None, float] = {}
+    got = yield None
+    memo[None] = -math.inf if got is None else got
+    for p in points[:max(room, 0)]:
+        got = yield p
+        memo[p] = -math.inf if got is None else got
+    if (a := adaptive_of(best_static(memo), valid)) is not None:
+        _ = yield a
+    return "every valid point measured" if room >= len(points) else "its share of maxTrialCount measured"
+
+
+def _random(settings: SearchSettings, valid: list[Point]) -> Search:
+    rng = random.Random(settings.seed)
+    points = static(valid)
+    room = settings.max_trial_count - 1 - adaptive_extra(valid)
+    memo: dict[Point | None, float] = {}
+    got = yield None
+    memo[None] = -math.inf if got is None else got
+    for p in rng.sample(points, min(len(points), max(room, 0))):
+        got = yield p
+        memo[p] = -math.inf if got is None else got
+    if (a := adaptive_of(best_static(memo), valid)) is not None:
+        _ = yield a
+    return "every valid point measured" if room >= len(points) else "its share of maxTrialCount measured"
 
 
 Extras = tuple[int | None, int | None]
@@ -225,10 +319,15 @@ def _middle(values: Sequence[int | None]) -> int | None:
     return known[(len(known) - 1) // 2] if known else None
 
 
+def _rest(p: Point) -> tuple[int, int, int | None, int | None]:
+    """A static point's coordinates but numDraftTokens."""
+    return (p.num_steps, p.eagle_topk, p.max_running_requests, p.cuda_graph_max_bs)
+
+
 class _Space:
     """Index of the valid static points: (numSteps, eagleTopk) → sorted valid draft-token values, at the start
     values of maxRunningRequests / cudaGraphMaxBs (``base``: the middle of each, or the combination nearest it that
-    has valid points); every valid static point for the climbs over those."""
+    has valid points); every valid static point for the neighbours."""
 
     def __init__(self, valid: list[Point]) -> None:
         self.points = set(valid)
@@ -245,6 +344,13 @@ class _Space:
             self.ndts.setdefault((p.num_steps, p.eagle_topk), []).append(p.num_draft_tokens)
         for v in self.ndts.values():
             v.sort()
+        self.by_rest: dict[tuple[int, int, int | None, int | None], list[int]] = {}
+        for p in valid:
+            self.by_rest.setdefault(_rest(p), []).append(p.num_draft_tokens)
+        for v in self.by_rest.values():
+            v.sort()
+        self.all_steps = sorted({p.num_steps for p in valid})
+        self.all_topks = sorted({p.eagle_topk for p in valid})
         self.mrrs = sorted({p.max_running_requests for p in valid if p.max_running_requests is not None})
         self.bss = sorted({p.cuda_graph_max_bs for p in valid if p.cuda_graph_max_bs is not None})
 
@@ -257,190 +363,106 @@ class _Space:
         return Point(num_steps=steps, eagle_topk=topk, num_draft_tokens=self.ndts[(steps, topk)][-1],
                      max_running_requests=self.base[0], cuda_graph_max_bs=self.base[1])
 
-    def line(self, p: Point, field: str) -> list[Point]:
-        """The valid points that differ from ``p`` in ``field`` only, ``p`` among them, by that field's value."""
-        values = self.mrrs if field == "max_running_requests" else self.bss
-        return [q for v in values if (q := p.model_copy(update={field: v})) in self.points]
+    def _nearest(self, p: Point, **change: int | None) -> Point | None:
+        """``p`` with ``change``, its numDraftTokens kept when valid there, else the valid value nearest it (in
+        ratio; the smaller of two); None when no such point is valid."""
+        q = p.model_copy(update=change)
+        if q in self.points:
+            return q
+        ndts = self.by_rest.get(_rest(q))
+        if not ndts:
+            return None
+        n = min(ndts, key=lambda v: (abs(math.log(v / q.num_draft_tokens)), v))
+        return q.model_copy(update={"num_draft_tokens": n})
+
+    def neighbours(self, p: Point) -> list[tuple[Move, Point]]:
+        """Stage 4's neighbours of ``p`` with the move to each, in the order tried (see the module docstring)."""
+        out: list[tuple[Move, Point]] = []
+        ndts = self.by_rest[_rest(p)]
+        i = ndts.index(p.num_draft_tokens)
+        out += [(("num_draft_tokens", d), p.model_copy(update={"num_draft_tokens": ndts[i + d]}))
+                for d in (-1, 1) if 0 <= i + d < len(ndts)]
+        for field, axis in (("num_steps", self.all_steps), ("eagle_topk", self.all_topks),
+                            ("max_running_requests", self.mrrs), ("cuda_graph_max_bs", self.bss)):
+            current = getattr(p, field)
+            if current not in axis:
+                continue
+            i = axis.index(current)
+            for d in ((1, -1) if field in ("num_steps", "eagle_topk") else (-1, 1)):
+                if 0 <= i + d < len(axis) and (q := self._nearest(p, **{field: axis[i + d]})) is not None:
+                    out.append(((field, d), q))
+        seen: set[Point] = set()
+        return [(m, q) for m, q in out if q != p and not (q in seen or seen.add(q))]  # type: ignore[func-returns-value]
+
+
+Move = tuple[str, int]
+"""A step of stage 4: (the field, -1 or +1 value of its set)."""
 
 
 def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
-    space = _Space(_static(valid))
-    budget = settings.max_trial_count - min(settings.repeats, max(settings.max_trial_count - 2, 0))
-    memo: dict[Point | None, float] = {}
-    used = 0
+    space = _Space(static(valid))
+    b = Budgeted(exploration_budget(settings, valid))
 
-    def measure(p: Point | None, free: bool = False) -> Generator[Point | None, float | None, float]:
-        """``p``'s value (measured when new: a trial, counted in the budget unless ``free``)."""
-        nonlocal used
-        if p in memo:
-            return memo[p]
-        if used >= budget and not free:
-            raise _OutOfBudget
-        if not free:
-            used += 1
-        got = yield p
-        memo[p] = -math.inf if got is None else got
-        return memo[p]
-
-    def climb(topk: int, start: int) -> Generator[Point | None, float | None, Point]:
-        """Hill climbing over numSteps with the fullest tree of each, from ``start``: upwards first, downwards
-        only when the first step up did not gain; one step past a drop is still tried (``PATIENCE``: a drop may be
-        the noise). Returns the best point it measured."""
-        steps = space.steps_of(topk)
-        i = min(range(len(steps)), key=lambda j: (abs(steps[j] - start), j))
-        line = [space.full(n, topk) for n in steps]
-        top = yield from measure(line[i])
-        return line[(yield from hill(line, i, top))]
-
-    def climb_line(p: Point, field: str) -> Generator[Point | None, float | None, Point]:
-        """Hill climbing from ``p`` (measured) over the values of ``field`` (maxRunningRequests or
-        cudaGraphMaxBs), like :func:`climb` over numSteps. Returns the best point of the line measured."""
-        line = space.line(p, field)
-        if len(line) < 2:
-            return p
-        i = line.index(p)
-        return line[(yield from hill(line, i, memo[p]))]
-
-    def hill(line: list[Point], i: int, top: float) -> Generator[Point | None, float | None, int]:
-        """The walk both climbs share: from ``line[i]`` (measured: ``top``) upwards first, downwards only when the
-        first direction did not gain; one step past a drop is still tried (``PATIENCE``). Returns the best index."""
+    def hill(line: list[Point], i: int) -> Generator[Point | None, float | None, int]:
+        """From ``line[i]`` upwards first, downwards only when the first direction did not gain; ``PATIENCE``
+        step past a drop within ``CLEAR_DROP`` of the best (which may be the noise), none past a clear drop.
+        Returns the best index."""
+        top = yield from b.measure(line[i])
         best_j = i
         for direction in (1, -1):
             j, misses = i, 0
             while 0 <= j + direction < len(line) and misses <= PATIENCE:
                 j += direction
-                v = yield from measure(line[j])
+                v = yield from b.measure(line[j])
                 if v > top:
                     top, best_j, misses = v, j, 0
                 else:
-                    misses += 1
+                    misses += 1 if v >= top * (1.0 - CLEAR_DROP) else PATIENCE + 1
             if best_j != i:
                 break
         return best_j
 
+    why = "the space is exhausted"
     try:
-        yield from measure(None)
+        yield from b.measure(None)
         start = CHAIN_START_STEPS
-        results: list[Point] = []
-        for topk in space.topks:  # 2. the chain, 3. each tree width from the last width's best numSteps
-            if not space.steps_of(topk):
-                continue
-            results.append((yield from climb(topk, start)))
-            start = results[-1].num_steps
-        # 4. fewer draft tokens than the fullest tree at the best points (one step of the set down)
-        for p in sorted(results, key=lambda q: -memo[q])[:2]:
-            ndts = space.ndts[(p.num_steps, p.eagle_topk)]
-            i = ndts.index(p.num_draft_tokens)
-            if p.eagle_topk > 1 and i > 0:
-                yield from measure(Point(num_steps=p.num_steps, eagle_topk=p.eagle_topk,
-                                         num_draft_tokens=ndts[i - 1], max_running_requests=space.base[0],
-                                         cuda_graph_max_bs=space.base[1]))
-        # 4b. maxRunningRequests and cudaGraphMaxBs as further coordinates, from the incumbent, until a round
-        # over both improves nothing
-        fields = [f for f, values in (("max_running_requests", space.mrrs), ("cuda_graph_max_bs", space.bss))
-                  if len(values) > 1]
-        incumbent = _best_static(memo)
-        while fields and incumbent is not None:
-            before = incumbent
-            for field in fields:
-                incumbent = yield from climb_line(incumbent, field)
-            if incumbent == before:
+        lines: dict[int, tuple[list[Point], int]] = {}
+        for topk in space.topks:
+            steps = space.steps_of(topk)
+            if steps:
+                i = min(range(len(steps)), key=lambda j: (abs(steps[j] - start), j))
+                lines[topk] = ([space.full(n, topk) for n in steps], i)
+        if 1 in lines:  # 2. the chain
+            line, i = lines.pop(1)
+            best = line[(yield from hill(line, i))]
+            lines = {k: (ln, min(range(len(ln)), key=lambda j: (abs(ln[j].num_steps - best.num_steps), j)))
+                     for k, (ln, _) in lines.items()}
+        for line, i in lines.values():  # 3. one probe per tree width, ...
+            yield from b.measure(line[i])
+        if lines:  # ... and the climb of the best width's line when it is not far behind
+            line, i = max(lines.values(), key=lambda li: (b.memo[li[0][li[1]]], -li[0][0].eagle_topk))
+            incumbent = best_static(b.memo)
+            if incumbent is not None and b.memo[line[i]] >= WIDTH_CUTOFF * b.memo[incumbent]:
+                yield from hill(line, i)
+        # 4. coordinate hill climbing from the incumbent, first improvement taken (the last improving move
+        # first); once its neighbours are measured, from the next best point within EXPAND_MARGIN of it
+        last: Move | None = None
+        while (incumbent := best_static(b.memo)) is not None:
+            top = b.memo[incumbent]
+            open_ = [(p, fresh) for p in sorted((q for q in b.memo if q is not None and not q.adaptive
+                                                 and b.memo[q] >= (1.0 - EXPAND_MARGIN) * top),
+                                                key=lambda q: (-b.memo[q], q.cost_key()))
+                     if (fresh := [(m, q) for m, q in space.neighbours(p) if q not in b.memo])]
+            if not open_:
+                why = f"converged: no neighbour of {incumbent.label} or of the points near it beats them"
                 break
+            p, fresh = open_[0]
+            for m, q in sorted(fresh, key=lambda mq: mq[0] != last):
+                if (yield from b.measure(q)) > b.memo[p]:
+                    last = m
+                    break
+        if len(b.memo) > len(space.points):
+            why = "every valid point measured"
     except _OutOfBudget:
-        pass
-    # the adaptive-mode trial of the best static point, before the repeats (so that it can be a finalist)
-    if (a := _adaptive_of(_best_static(memo), valid)) is not None:
-        yield from measure(a, free=True)
-    # 5. repeats, successive halving: the best FINALISTS by their first measurement get one more each, then the
-    # best two by their mean one more each, and so on, with what is left of the budget (at least ``repeats``)
-    first = {p: v for p, v in memo.items() if v > -math.inf}
-    runs: dict[Point | None, list[float]] = {p: [v] for p, v in first.items()}
-
-    def order(points: Sequence[Point | None]) -> list[Point | None]:
-        return sorted(points, key=lambda p: (-sum(runs[p]) / len(runs[p]), _cost(p)))
-
-    # the search kept >= ``repeats`` free; the adaptive-mode trial is not counted (``free``)
-    left = settings.max_trial_count - used if settings.repeats else 0
-    width = FINALISTS
-    while left > 0 and runs:
-        for q in order(list(runs))[:width]:
-            if left <= 0:
-                break
-            got = yield q
-            left -= 1
-            runs[q].append(-math.inf if got is None else got)
-        width = 2
-
-
-ALGORITHMS: dict[Algorithm, Callable[[SearchSettings, list[Point]], Search]] = {
-    Algorithm.GRID: _grid,
-    Algorithm.RANDOM: _random,
-    Algorithm.COORDINATE_ASCENT: _coordinate_ascent,
-}
-
-
-# --- the decision --------------------------------------------------------------------------------------------
-
-
-def noise_estimate(values: dict[Point | None, list[float]]) -> float:
-    """Pooled relative standard deviation of the points measured more than once (0 without repeats):
-    sqrt(Σ_p Σ_i (v_pi / mean_p − 1)² / Σ_p (n_p − 1))."""
-    ss, dof = 0.0, 0
-    for vs in values.values():
-        if len(vs) < 2:
-            continue
-        mean = sum(vs) / len(vs)
-        if mean <= 0:
-            continue
-        ss += sum((v / mean - 1.0) ** 2 for v in vs)
-        dof += len(vs) - 1
-    return math.sqrt(ss / dof) if dof else 0.0
-
-
-def _cost(p: Point | None) -> tuple[int, ...]:
-    return (0, 0, 0) if p is None else p.cost_key()
-
-
-def decide(trials: Sequence[TrialResult], objective: Objective) -> Decision | None:
-    """The recommendation (``None`` before any completed trial). The finalists are the points measured more than
-    once (the search's repeats; every point when none was): the highest mean among them wins only by more than the
-    noise; every finalist within the noise of it is tied and the cheapest tied one wins (the control trial,
-    cheapest of all, when speculation does not beat it). A point measured once cannot win over repeated ones:
-    its one figure is as likely the lucky draw of the noise as the truth."""
-    values: dict[Point | None, list[float]] = {}
-    for t in trials:
-        v = objective_value(objective, t)
-        if v is not None:
-            values.setdefault(t.point, []).append(v)
-    if not values:
-        return None
-    means = {p: sum(vs) / len(vs) for p, vs in values.items()}
-    noise = noise_estimate(values)
-    finalists = [p for p, vs in values.items() if len(vs) > 1] or list(values)
-    ranked = sorted(finalists, key=lambda p: (-means[p], _cost(p)))
-    lead = ranked[0]
-    top = means[lead]
-
-    def margin(p: Point | None) -> float:
-        """The noise of the difference of two means: noise × sqrt(1/n_lead + 1/n_p), relative to the lead."""
-        return top * noise * math.sqrt(1.0 / len(values[lead]) + 1.0 / len(values[p]))
-
-    tied = [p for p in ranked if top - means[p] <= margin(p)]
-    winner = min(tied, key=_cost)
-    others = [p for p in ranked if p != winner]
-    runner = others[0] if others else None
-    if len(tied) > 1:
-        reason = (f"{len(tied)} points within the noise ({noise:.1%}) of the highest mean {top:.1f} "
-                  f"{objective.unit}: the cheapest wins")
-    elif runner is not None:
-        reason = f"beats {_label(runner)} ({means[runner]:.1f} {objective.unit}) by more than the noise ({noise:.1%})"
-    else:
-        reason = "the only point measured"
-    return Decision(best=winner, value=means[winner], runner_up=runner,
-                    runner_up_value=means[runner] if runner is not None else None, noise=noise,
-                    tied=tuple(_label(p) for p in tied), measured_points=len(means),
-                    speedup=speedups(trials, winner) if winner is not None else {}, reason=reason)
-
-
-def _label(p: Point | None) -> str:
-    return CONTROL_LABEL if p is None else p.label
+        why = "the exploration budget is spent"
+    return (yield from _finish(settings, valid, b, why))

@@ -12,28 +12,42 @@ Pure: no I/O, no clock (times are passed in).
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from sglang_operator.api import tuning as api
 from sglang_operator.api.spec import SGLangServerSpec
-from sglang_operator.decisions.tuning.objective import LevelFigures, Objective, ObjectiveKind, TrialResult
+from sglang_operator.decisions.tuning.decide import decide
+from sglang_operator.decisions.tuning.objective import (
+    LevelFigures,
+    LevelWeight,
+    Objective,
+    ObjectiveKind,
+    TrialResult,
+    objective_value,
+    reference_trial,
+)
 from sglang_operator.decisions.tuning.objective import TrialVerdict as SearchVerdict
 from sglang_operator.decisions.tuning.search import (
+    MAX_MEASUREMENTS,
     Algorithm,
     SearchSettings,
     Suggestion,
     adaptive_extra,
-    decide,
     suggest,
 )
 from sglang_operator.decisions.tuning.space import InvalidPoint, Point, SearchSpace, enumerate_space, spec_validator
 
+DEFAULT = Algorithm.COORDINATE_ASCENT
+"""The search ``algorithmName: Default`` runs (``docs/tuning.md`` says why)."""
 NO_LIMIT_SECONDS = 1e9
 """A goodput limit left unset in the API (it needs one of the two): the search's objective takes both."""
-FINISHED = (api.TrialVerdict.COMPLETED.value, api.TrialVerdict.FAILED.value)
-"""Verdicts of trials the search has a result for (Pruned and Invalid ones are not replayed)."""
+FINISHED = (api.TrialVerdict.COMPLETED.value, api.TrialVerdict.FAILED.value, api.TrialVerdict.PRUNED.value)
+"""Verdicts of trials the search has a result for (a Pruned one is replayed as a point never to propose again,
+without a value; Invalid ones were never started)."""
 TERMINAL_PHASES = (api.TuningPhase.SUCCEEDED.value, api.TuningPhase.FAILED.value, api.TuningPhase.CANCELLED.value)
 
 
@@ -45,15 +59,18 @@ def trial_name(tuning: str, number: int) -> str:
 
 def search_objective(spec: api.SGLangTuningSpec) -> Objective:
     """The API's ``spec.objective`` as the search's :class:`~.objective.Objective` (an unset goodput limit is
-    :data:`NO_LIMIT_SECONDS`)."""
+    :data:`NO_LIMIT_SECONDS`), with the workload's levels and weights: with two or more levels a decode or output
+    objective is the weighted mean of each level's objective ÷ the control trial's at that level
+    (:func:`~.objective.objective_value`)."""
     o = spec.objective
+    weights = tuple(LevelWeight(concurrency=c.level, weight=c.weight) for c in spec.workload.concurrency)
     if o.objective_metric_name is api.ObjectiveMetric.OUTPUT_TOKENS_PER_SECOND:
-        return Objective(kind=ObjectiveKind.OUTPUT_TOKENS_PER_SECOND, concurrency=o.concurrency or 1)
+        return Objective(kind=ObjectiveKind.OUTPUT_TOKENS_PER_SECOND, concurrency=o.concurrency or 1, weights=weights)
     if o.objective_metric_name is api.ObjectiveMetric.GOODPUT:
         return Objective(kind=ObjectiveKind.GOODPUT,
                          itl_p95_limit_seconds=o.max_p95_inter_token_latency_seconds or NO_LIMIT_SECONDS,
                          ttft_p95_limit_seconds=o.max_p95_time_to_first_token_seconds or NO_LIMIT_SECONDS)
-    return Objective()
+    return Objective(weights=weights)
 
 
 def level_objective(spec: api.SGLangTuningSpec, concurrency: int) -> Objective:
@@ -65,11 +82,11 @@ def level_objective(spec: api.SGLangTuningSpec, concurrency: int) -> Objective:
 
 
 def search_settings(spec: api.SGLangTuningSpec) -> SearchSettings:
-    """``spec.objective``, ``spec.budget`` and ``spec.algorithm`` as the search's settings. ``maxTrialCount`` does not
-    count the control trial (the API's rule), so the search gets one more."""
+    """``spec.objective``, ``spec.budget`` and ``spec.algorithm`` as the search's settings. ``maxTrialCount`` counts
+    every trial started, the control trial and the adaptive-mode trial included (Katib's rule)."""
     name = spec.algorithm.algorithm_name
-    algorithm = Algorithm.COORDINATE_ASCENT if name is api.AlgorithmName.DEFAULT else Algorithm(name.value)
-    return SearchSettings(objective=search_objective(spec), max_trial_count=spec.budget.max_trial_count + 1,
+    algorithm = DEFAULT if name is api.AlgorithmName.DEFAULT else Algorithm(name.value)
+    return SearchSettings(objective=search_objective(spec), max_trial_count=spec.budget.max_trial_count,
                           max_failed_trial_count=spec.budget.max_failed_trial_count, algorithm=algorithm,
                           seed=spec.algorithm.seed)
 
@@ -95,17 +112,19 @@ def search_space(params: api.Parameters) -> SearchSpace:
 
 
 def planned_trials(spec: api.SGLangTuningSpec, valid: int | Sequence[Point]) -> int:
-    """``status.trialsTotal``: the trials the search runs unless failures end it, the control trial included. Grid
-    and Random run each of the valid static points once (at most maxTrialCount); the default search spends the
-    whole maxTrialCount, its last trials measuring the finalists again (the noise estimate). ``valid``: the valid
-    points (:func:`points`; with adaptive-mode points among them the adaptive trial is one more, at most), or the
-    number of valid static points."""
+    """``status.trialsTotal``: the trials the search starts at most unless failures end it, the control trial
+    included, never more than maxTrialCount. Grid and Random run the control trial and each valid static point
+    once (and the adaptive-mode trial); the default search and TPE may also measure points again (the repeats the
+    noise rule asks for, at most ``MAX_MEASUREMENTS`` − 1 of each finalist) and often finish earlier (converged).
+    ``valid``: the valid points (:func:`points`; with adaptive-mode points among them the adaptive trial is one
+    more), or the number of valid static points."""
     settings = search_settings(spec)
     static, extra = (valid, 0) if isinstance(valid, int) else (sum(not p.adaptive for p in valid),
                                                                adaptive_extra(valid))
-    if settings.algorithm is Algorithm.COORDINATE_ASCENT and settings.repeats:
-        return settings.max_trial_count + extra
-    return min(static + 1, settings.max_trial_count) + extra
+    most = 1 + static + extra
+    if settings.algorithm in (Algorithm.COORDINATE_ASCENT, Algorithm.TPE):
+        most += settings.repeats * (MAX_MEASUREMENTS - 1)
+    return min(most, settings.max_trial_count)
 
 
 def points(params: api.Parameters, server: SGLangServerSpec) -> tuple[list[Point], list[InvalidPoint]]:
@@ -182,7 +201,7 @@ def results(trials: Sequence[api.Trial]) -> list[TrialResult]:
             ttft_p50_seconds=f.time_to_first_token_p50_seconds or 0.0,
             ttft_p95_seconds=f.time_to_first_token_p95_seconds or 0.0,
             accept_length=f.accept_length) for f in t.levels)
-        verdict = SearchVerdict.COMPLETED if t.verdict == api.TrialVerdict.COMPLETED.value else SearchVerdict.FAILED
+        verdict = SearchVerdict(t.verdict)
         out.append(TrialResult(point=point_of(t.settings), verdict=verdict, figures=figures, reason=t.reason))
     return out
 
@@ -232,19 +251,79 @@ def next_step(spec: api.SGLangTuningSpec, status: api.SGLangTuningStatus, valid:
     return Step("start", settings=settings_of(s.point))
 
 
-def trial_objective(spec: api.SGLangTuningSpec, levels: Sequence[api.LevelFigures]) -> tuple[float | None,
-                                                                                          list[api.LevelFigures]]:
-    """A measured trial's score and its levels with each level's ``objective`` (:func:`level_objective`)."""
+def trial_objective(spec: api.SGLangTuningSpec, levels: Sequence[api.LevelFigures],
+                    trials: Sequence[api.Trial] = ()) -> tuple[float | None, list[api.LevelFigures]]:
+    """A measured trial's score and its levels with each level's ``objective`` (:func:`level_objective`).
+    ``trials``: ``status.trials`` so far (the trial itself may be among them, without a verdict): with several
+    weighted levels the score is relative to the control trial's figures
+    (:func:`~.objective.reference_trial`; the trial itself when it is the first to complete, so the control
+    trial scores 1.0)."""
     tmp = api.Trial(name="x", settings=api.TrialSettings(), verdict=api.TrialVerdict.COMPLETED.value,
                     levels=list(levels))
     result = results([tmp])[0]
-    from sglang_operator.decisions.tuning.objective import objective_value
-
+    objective = search_objective(spec)
     out = []
     for f in levels:
         value = objective_value(level_objective(spec, f.concurrency), result)
         out.append(f.model_copy(update={"objective": value}))
-    return objective_value(search_objective(spec), result), out
+    reference = reference_trial(objective, [*results(trials), result]) if objective.weighted else None
+    return objective_value(objective, result, reference), out
+
+
+def prune_verdict(spec: api.SGLangTuningSpec, trials: Sequence[api.Trial], settings: api.TrialSettings,
+                  levels: Sequence[api.LevelFigures]) -> str | None:
+    """Whether the running trial with ``settings`` stops as ``Pruned`` after its first measured level (or
+    repetition) ``levels``, given ``status.trials``: the reason for ``Trial.reason`` (verdict Pruned), or None
+    to measure on (:func:`~.prune.prune_reason`: below the incumbent by more than two standard deviations of the
+    noise). Never the control trial."""
+    from sglang_operator.decisions.tuning.prune import prune_reason
+
+    partial = results([api.Trial(name="x", settings=settings, verdict=api.TrialVerdict.COMPLETED.value,
+                                 levels=list(levels))])[0]
+    return prune_reason(search_objective(spec), results(trials), partial)
+
+
+class Measured(StrEnum):
+    """What a trial's measurement windows gave (:func:`measurement`)."""
+
+    MEASURED = "Measured"
+    NO_DATA = "NoData"
+    """No request finished in a level's window: no figure, not a failure; measure again with a longer window."""
+    FAILED = "Failed"
+    """Requests finished and every one of them failed."""
+
+
+WINDOW_LIMIT_SECONDS = 3600
+"""The longest window :func:`longer_window` asks for (``workload.secondsPerLevel``'s upper bound)."""
+
+
+def measurement(levels: Sequence[api.LevelFigures]) -> tuple[Measured, str]:
+    """The outcome of a trial's measured levels, with a message: ``Failed`` when requests finished and none
+    succeeded at any level ("every request failed"); else ``NoData`` when a level (or none at all) had no request
+    finish inside its windows (a window shorter than one answer: "no data, extend the window", never a
+    failure); else ``Measured``."""
+    finished = sum(f.requests or 0 for f in levels)
+    failed = sum(f.failed_requests or 0 for f in levels)
+    if finished > 0 and failed >= finished:
+        return Measured.FAILED, f"every request failed ({failed} of {finished})"
+    empty = [f.concurrency for f in levels if not f.requests]
+    if not levels or empty:
+        where = ", ".join(str(c) for c in empty) or "every level"
+        return Measured.NO_DATA, (f"no request finished within the measurement window at concurrency {where}: no "
+                                  "data (answers take longer than workload.secondsPerLevel); measuring again with a "
+                                  "longer window")
+    return Measured.MEASURED, ""
+
+
+def longer_window(seconds_per_level: int, longest_request_seconds: float | None = None) -> int | None:
+    """The window to measure again with after :data:`Measured.NO_DATA`: twice ``seconds_per_level``, at least
+    twice the longest request seen (``longest_request_seconds``, when known), at most
+    :data:`WINDOW_LIMIT_SECONDS`; None when ``seconds_per_level`` is that already (then the trial is Failed: no
+    request finishes within the longest window)."""
+    if seconds_per_level >= WINDOW_LIMIT_SECONDS:
+        return None
+    want = max(2 * seconds_per_level, math.ceil(2 * longest_request_seconds) if longest_request_seconds else 0)
+    return min(want, WINDOW_LIMIT_SECONDS)
 
 
 def _best_point(trials: Sequence[api.Trial], objective: Objective, concurrency: int | None,

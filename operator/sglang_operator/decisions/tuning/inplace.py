@@ -1,0 +1,139 @@
+"""PURE: what the server's loop does about the InPlace SGLangTunings that name it — a feature asks, the server acts.
+
+An SGLangTuning never writes its server. It says what it wants in its own object, and the server's observation
+reads that at gather (:class:`TuningRequest`, built by :func:`request_of` from the tuning's spec and status) and
+decides here (:func:`step`), in the same pure ``decide`` as the rollback analysis and the canary:
+
+- **the hold**: an InPlace tuning that is active (not ended, not being deleted) and has not begun yet
+  (``status.startedAt`` unset) gets the server's hold (:func:`~sglang_operator.decisions.tuning.hold.acquire`:
+  never while a canary runs or another tuning holds it; the oldest tuning first). A tuning that began and lost its
+  hold (the server's spec changed) never takes it again: it sees the hold gone and ends itself (``Cancelled``);
+- **its trial**: the tuning's running trial (a record without verdict, with its revision) is applied on every
+  replica by the server's job (:class:`ApplyTrial`) unless it runs already (``hold.trial`` and ``status.revision``)
+  or could not be applied (``hold.trialFailure``: the tuning fails the trial);
+- **the release**: the tuning ended, is being deleted or is gone → the stable revision is applied again (the
+  analysis' :class:`~sglang_operator.decisions.rollback.Apply`) while the hold still stands, and the hold is removed
+  at the first tick that finds the stable revision applied, so no tick ever judges a trial's pods;
+- **a spec change** (of anything but ``replicas``): the hold is removed at once and the analysis converges to the
+  spec's revision; a scale moves the hold's generation along and cancels nothing.
+
+The server's one status patch records it; the tuning reads ``status.tuningHold`` and ``status.revision`` of the
+server to see its trial running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_operator.api import tuning as api
+from sglang_operator.api.status import SGLangServerStatus, TuningHold
+from sglang_operator.decisions.rollback import Apply
+from sglang_operator.decisions.tuning import hold as holds
+
+SPEC_CHANGED = "SpecChanged"
+"""Reason of ``TuningHeld=False`` when a spec change ended the hold (the tuning is cancelled)."""
+RELEASED = "Released"
+"""Reason of ``TuningHeld=False`` when the tuning ended (or went) and the stable revision serves again."""
+
+
+@dataclass(frozen=True)
+class TuningRequest:
+    """What one SGLangTuning naming the server asks of it: ``name``; ``in_place`` (``spec.mode: InPlace``);
+    ``active`` (not ended, not being deleted); ``started`` (``status.startedAt`` set); ``created`` (its
+    ``creationTimestamp``, the order in which waiting tunings get the hold); the running ``trial`` (name, revision,
+    settings) it wants applied, if any."""
+
+    name: str
+    in_place: bool
+    active: bool
+    started: bool = False
+    created: str = ""
+    trial: str | None = None
+    trial_revision: str | None = None
+    trial_settings: api.TrialSettings | None = None
+
+
+def request_of(tuning: Mapping[str, Any]) -> TuningRequest | None:
+    """The :class:`TuningRequest` of an SGLangTuning object (API JSON); None when its spec or status does not parse
+    (it asks nothing: its own controller reports it)."""
+    meta = tuning.get("metadata") or {}
+    spec = tuning.get("spec") or {}
+    status = api.parse_tuning_status(tuning)
+    ended = status.phase in TERMINAL or bool(meta.get("deletionTimestamp"))
+    running = next((t for t in status.trials if t.verdict is None), None)
+    return TuningRequest(
+        name=str(meta.get("name")), in_place=spec.get("mode") == api.TuningMode.IN_PLACE.value, active=not ended,
+        started=status.started_at is not None, created=str(meta.get("creationTimestamp") or ""),
+        trial=running.name if running is not None and running.revision else None,
+        trial_revision=running.revision if running is not None else None,
+        trial_settings=running.settings if running is not None else None)
+
+
+TERMINAL = (api.TuningPhase.SUCCEEDED.value, api.TuningPhase.FAILED.value, api.TuningPhase.CANCELLED.value)
+
+
+@dataclass(frozen=True)
+class ApplyTrial:
+    """Apply trial ``trial`` of InPlace tuning ``tuning`` (``settings``, rendering to ``revision``) on every replica
+    of the server, through the one apply path, as the server's job; its status keys and ``tuningHold`` with the trial
+    (or its ``trialFailure``) are written by the next tick's one patch."""
+
+    tuning: str
+    trial: str
+    revision: str
+    settings: api.TrialSettings
+
+    @property
+    def reason(self) -> str:
+        return f"SGLangTuning {self.tuning}: trial {self.trial} ({self.settings.summary()})"
+
+
+@dataclass(frozen=True)
+class HoldStep:
+    """:func:`step`'s answer: ``hold`` to store (None: no hold), at most one ``action`` for the server's job, and
+    ``ended``: the reason of ``TuningHeld=False`` when a hold ended in this tick (:data:`SPEC_CHANGED`,
+    :data:`RELEASED`)."""
+
+    hold: TuningHold | None
+    action: ApplyTrial | Apply | None = None
+    ended: str | None = None
+
+
+def step(status: SGLangServerStatus, generation: int, current_hash: str | None,
+         requests: Sequence[TuningRequest]) -> HoldStep:
+    """The hold of a server whose status is ``status`` (what its job applied merged in) at ``generation``, its spec
+    hashing to ``current_hash`` (:func:`~sglang_operator.decisions.tuning.hold.spec_hash`), given the ``requests`` of
+    the SGLangTunings naming it (see the module docstring). Pure."""
+    hold = status.tuning_hold
+    if hold is not None:
+        return _held(status, hold, generation, current_hash, {r.name: r for r in requests})
+    waiting = sorted((r for r in requests if r.in_place and r.active and not r.started),
+                     key=lambda r: (r.created, r.name))
+    if not waiting:
+        return HoldStep(None)
+    got = holds.acquire(status, waiting[0].name, generation, current_hash)
+    return HoldStep(got.hold)
+
+
+def _held(status: SGLangServerStatus, hold: TuningHold, generation: int, current_hash: str | None,
+          requests: Mapping[str, TuningRequest]) -> HoldStep:
+    if holds.cancelled(hold, generation, current_hash):
+        return HoldStep(None, ended=SPEC_CHANGED)
+    if hold.generation != generation or (hold.spec_hash is None and current_hash is not None):
+        hold = hold.model_copy(update={"generation": generation, "spec_hash": hold.spec_hash or current_hash})
+    request = requests.get(hold.name)
+    if request is None or not request.active or not request.in_place:
+        revision = holds.release_revision(hold, status, generation, current_hash)
+        if revision is None:
+            return HoldStep(None, ended=RELEASED)
+        return HoldStep(hold, Apply(revision, f"SGLangTuning {hold.name} ended: the stable revision {revision} "
+                                              "applied again"))
+    wanted = request.trial
+    if wanted is None or request.trial_revision is None or request.trial_settings is None:
+        return HoldStep(hold)
+    if hold.trial == wanted and (hold.trial_failure is not None or status.revision == request.trial_revision):
+        return HoldStep(hold)
+    return HoldStep(hold, ApplyTrial(hold.name, wanted, request.trial_revision, request.trial_settings))
+

@@ -1,0 +1,255 @@
+"""PURE: the phases of one SGLangTuning and the records its step writes — what the tuning's control code
+(:mod:`sglang_operator.control.tuning`) decides, without I/O.
+
+- :func:`begin`: the first step's status (phase Running, ``startedAt``, the Invalid points, ``trialsTotal``);
+- :func:`started` / :func:`refused`: a trial's record when it starts, or an Invalid one when the server changed so
+  that its point no longer renders;
+- :func:`measured`: a trial's verdict from what was measured (``Completed`` with its objective, ``Pruned`` or
+  ``Failed`` with the reason);
+- :func:`finish`: the recommendation and the phase a finished search ends in; :func:`ended`: the final status with
+  its ``Running`` and ``Complete`` conditions;
+- :func:`in_place`: where an InPlace tuning stands with its server's hold (held, waiting for it, lost);
+  :func:`trial_state`: whether the server runs the trial it asked for.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sglang_operator import builders
+from sglang_operator.api import tuning as api
+from sglang_operator.api.base import truncate
+from sglang_operator.api.server import parse
+from sglang_operator.api.status import ConditionType, SGLangServerStatus
+from sglang_operator.builders.tuning import trial_workload
+from sglang_operator.decisions.conditions import merge, rfc3339
+from sglang_operator.decisions.tuning import inplace
+from sglang_operator.decisions.tuning import trials as plan
+
+
+class TrialFailure(Exception):
+    """A trial failed: ``reason`` is SGLang's message (crash tail), the scheduler's, the deadline's or the server's."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+INVALID_RECORDS = 16
+"""Invalid points recorded in ``status.trials`` at most (with their reasons); ``trialsInvalid`` counts them all."""
+
+
+def condition(type_: str, status: str, reason: str, message: str, generation: int,
+              now: dt.datetime) -> dict[str, Any]:
+    """A metav1 Condition of the tuning (message cut to the API's bound)."""
+    return {"type": type_, "status": status, "reason": reason, "message": truncate(message),
+            "observedGeneration": generation, "lastTransitionTime": rfc3339(now)}
+
+
+def status_body(status: api.SGLangTuningStatus, generation: int,
+                conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``status`` as the merge patch body of one step: the counts and ``progress`` derived from its trials,
+    ``observedGeneration``, ``conditions`` merged into its own (a condition of the same type replaced)."""
+    counts = plan.counts(status.trials)
+    done = counts["trials_completed"] + counts["trials_failed"] + counts["trials_pruned"]
+    status = status.model_copy(update={**counts, "progress": f"{done}/{status.trials_total or done}",
+                                       "observed_generation": generation})
+    body = status.dump()
+    if conditions:
+        body["conditions"] = merge([c.model_dump(by_alias=True, exclude_none=True) for c in status.conditions],
+                                   conditions)
+    return body
+
+
+def begin(status: api.SGLangTuningStatus, spec: api.SGLangTuningSpec, tuning: str, valid: Sequence[Any],
+          invalid: Sequence[Any], now: dt.datetime, stable: str | None) -> tuple[api.SGLangTuningStatus, str]:
+    """The first step: (the new status, the message of ``Running=True`` and of the ``TuningStarted`` event)."""
+    room = min(INVALID_RECORDS, api.MAX_TRIAL_RECORDS - spec.budget.max_trial_count - 1)
+    total = plan.planned_trials(spec, list(valid))
+    new = status.model_copy(update={
+        "phase": api.TuningPhase.RUNNING.value, "started_at": rfc3339(now), "trials_total": total,
+        "trials_invalid": len(invalid), "trials": plan.invalid_records(tuning, list(invalid), room),
+        "stable_revision": stable})
+    message = (f"{len(valid)} valid points, {len(invalid)} refused by the release's rules; up to {total} trials "
+               f"(the control trial without speculative decoding included)")
+    return new, message
+
+
+def started(status: api.SGLangTuningStatus, name: str, settings: api.TrialSettings, revision: str,
+            now: dt.datetime) -> tuple[api.SGLangTuningStatus, str]:
+    """Trial ``name`` started at ``revision``: (the new status, the message of its ``TrialStarted`` event)."""
+    record = api.Trial(name=name, settings=settings, revision=revision, started_at=rfc3339(now))
+    update: dict[str, Any] = {"trials": [*status.trials, record]}
+    if not settings.speculative:
+        update["control_trial"] = name
+    return status.model_copy(update=update), f"trial {name}: {settings.summary()} (revision {revision})"
+
+
+def refused(status: api.SGLangTuningStatus, name: str, settings: api.TrialSettings, reason: str,
+            now: dt.datetime) -> api.SGLangTuningStatus:
+    """Trial ``name``'s point no longer renders with the server's spec (validated at the first step: the server
+    changed since): recorded ``Invalid`` with the reason, never started."""
+    record = api.Trial(name=name, settings=settings, verdict=api.TrialVerdict.INVALID.value,
+                       reason=plan.api_reason(reason), finished_at=rfc3339(now))
+    return status.model_copy(update={"trials": [*status.trials, record]})
+
+
+def measured(trial: api.Trial, spec: api.SGLangTuningSpec, levels: list[api.LevelFigures] | None,
+             failure: str | None, now: dt.datetime, trials: Sequence[api.Trial] = (),
+             pruned: str | None = None) -> api.Trial:
+    """Trial ``trial`` with its verdict: ``Failed`` with ``failure`` (SGLang's crash tail, the scheduler's message,
+    the deadline's, every request failed, no request finished in the longest window); ``Pruned`` with the pruning
+    rule's reason (``pruned``: stopped after its first level, its figures kept, never recommended); else
+    ``Completed`` with its objective (:func:`sglang_operator.decisions.tuning.trials.trial_objective` over
+    ``trials``, the tuning's so far) and figures per level."""
+    score: float | None = None
+    figures: list[api.LevelFigures] = list(levels or [])
+    if failure is not None:
+        verdict, reason, figures = api.TrialVerdict.FAILED, failure, []
+    elif pruned is not None:
+        verdict, reason = api.TrialVerdict.PRUNED, pruned
+    else:
+        verdict, reason = api.TrialVerdict.COMPLETED, None
+        score, figures = plan.trial_objective(spec, figures, trials)
+    return trial.model_copy(update={
+        "verdict": verdict.value, "reason": plan.api_reason(reason) if reason else None,
+        "finished_at": rfc3339(now), "objective": round(score, 3) if score is not None else None,
+        "levels": figures})
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a finished search ends: ``phase``, ``reason`` (CamelCase) and ``message``, ``status`` with
+    ``best`` / ``bestPerLevel`` set."""
+
+    phase: api.TuningPhase
+    reason: str
+    message: str
+    status: api.SGLangTuningStatus
+
+
+def finish(spec: api.SGLangTuningSpec, status: api.SGLangTuningStatus, why: str) -> Ending:
+    """The end of a search (``why``: the budget or goal that ended it): ``Succeeded`` with the recommendation, or
+    ``Failed`` without a completed speculative trial or with more than ``maxFailedTrialCount`` failures."""
+    best, per_level = plan.recommendation(spec, status.trials)
+    failed = sum(t.verdict == api.TrialVerdict.FAILED.value for t in status.trials)
+    new = status.model_copy(update={"best": best, "best_per_level": per_level})
+    if failed > spec.budget.max_failed_trial_count or best is None:
+        reason = "TooManyFailedTrials" if best is not None or failed else "NoCompletedTrial"
+        message = f"{why}; {failed} failed trials" + ("" if best is None else f"; best so far {best.summary}")
+        return Ending(api.TuningPhase.FAILED, reason, message, new)
+    speedup = f", {best.speedup:.2f}x over no speculation" if best.speedup is not None else ""
+    message = f"{why}: recommends {best.summary} ({best.objective} tok/s{speedup}) from {best.trial}"
+    return Ending(api.TuningPhase.SUCCEEDED, "Recommended", message, new)
+
+
+def ended(status: api.SGLangTuningStatus, phase: api.TuningPhase, reason: str, message: str, generation: int,
+          now: dt.datetime) -> tuple[api.SGLangTuningStatus, list[dict[str, Any]]]:
+    """The final status in ``phase`` (``completedAt`` set) and its ``Running=False`` and ``Complete`` conditions."""
+    new = status.model_copy(update={"phase": phase.value, "completed_at": rfc3339(now)})
+    ok = "True" if phase is api.TuningPhase.SUCCEEDED else "False"
+    return new, [condition("Running", "False", reason, message, generation, now),
+                 condition("Complete", ok, reason, message, generation, now)]
+
+
+@dataclass(frozen=True)
+class HoldView:
+    """Where an InPlace tuning stands with its server's hold: ``held`` (with the ``stable`` revision), ``waiting``
+    (the server's loop has not given it the hold yet: ``reason`` and ``message`` for ``Running=False``) or ``lost``
+    (it began and the hold is gone: cancelled, ``reason`` and ``message`` say why)."""
+
+    kind: Literal["held", "waiting", "lost"]
+    reason: str = ""
+    message: str = ""
+    stable: str | None = None
+
+
+def in_place(server: SGLangServerStatus, tuning: str, server_name: str, began: bool) -> HoldView:
+    """Where InPlace tuning ``tuning`` stands with SGLangServer ``server_name`` whose status is ``server``
+    (``began``: the tuning's ``startedAt`` is set)."""
+    hold = server.tuning_hold
+    if hold is not None and hold.name == tuning:
+        return HoldView("held", stable=hold.stable_revision)
+    if began:
+        held = server.condition(ConditionType.TUNING_HELD)
+        if held is not None and held.status == "False" and held.reason == inplace.SPEC_CHANGED:
+            return HoldView("lost", "SpecChanged", f"the spec of SGLangServer {server_name} changed: the tuning is "
+                            "cancelled, the spec's revision is applied")
+        return HoldView("lost", "HoldLost", f"SGLangServer {server_name} is no longer held by this tuning "
+                        "(status.tuningHold)")
+    if hold is not None:
+        return HoldView("waiting", "HeldByTuning", f"SGLangTuning {hold.name} holds the server (InPlace); this "
+                        "tuning waits until it ends")
+    if server.canary is not None:
+        return HoldView("waiting", "CanaryInProgress", f"a canary of revision {server.canary.revision} runs on the "
+                        "server; the InPlace tuning waits until it is promoted or aborted")
+    if not server.revision:
+        return HoldView("waiting", "NotApplied", "the server has no revision applied yet")
+    return HoldView("waiting", "WaitingForHold", f"waiting for SGLangServer {server_name}'s loop to hold it")
+
+
+def trial_state(server: SGLangServerStatus, tuning: str, trial: api.Trial) -> tuple[str, str]:
+    """Whether the server runs InPlace trial ``trial`` it was asked for: ``("running", "")`` (its hold names the
+    trial and its revision is applied), ``("failed", why)`` (the server's loop could not apply it), ``("lost", why)``
+    (no hold of this tuning any more), or ``("pending", "")``."""
+    hold = server.tuning_hold
+    if hold is None or hold.name != tuning:
+        return "lost", "the server is no longer held by this tuning"
+    if hold.trial == trial.name and hold.trial_failure:
+        return "failed", hold.trial_failure
+    if hold.trial == trial.name and server.revision == trial.revision:
+        return "running", ""
+    return "pending", ""
+
+
+def speedups(status: api.SGLangTuningStatus) -> dict[str, float]:
+    """The recommendation's speedups over no speculation by level (``"16"``) and overall (``"all"``), for the
+    operator's series."""
+    out = {str(b.concurrency): b.speedup for b in status.best_per_level if b.speedup is not None}
+    if status.best is not None and status.best.speedup is not None:
+        out["all"] = status.best.speedup
+    return out
+
+
+def trial_event(done: api.Trial) -> tuple[str, str, str]:
+    """The Event of a trial's verdict: (type, reason ``TrialCompleted`` / ``TrialFailed``, message)."""
+    ok = done.verdict == api.TrialVerdict.COMPLETED.value
+    head = f"trial {done.name} {done.settings.summary()}: "
+    if ok:
+        text = f"objective {done.objective:.1f} tok/s" if done.objective is not None else "completed"
+        return "Normal", "TrialCompleted", head + text
+    return "Warning", "TrialFailed", head + str(done.reason or "")
+
+
+def end_event(phase: api.TuningPhase, message: str) -> tuple[str, str, str]:
+    """The Event of a tuning's end: (type, reason ``TuningSucceeded`` / ``TuningFailed``, message)."""
+    ok = phase is api.TuningPhase.SUCCEEDED
+    return ("Normal", "TuningSucceeded", message) if ok else ("Warning", "TuningFailed", message)
+
+
+def render_trial(tuning: Mapping[str, Any], server_body: Mapping[str, Any], name: str, settings: api.TrialSettings,
+                 in_place: bool, digest: str | None = None) -> tuple[dict[str, Any] | None, builders.Rendered]:
+    """Trial ``name`` of SGLangTuning ``tuning`` with ``settings`` over the server's spec as stored (``server_body``):
+    (its Shadow Deployment, owned by the tuning, its image pinned to ``digest``, or None InPlace; the trial rendered
+    as the server itself would run it — InPlace on ``spec.replicas`` pods). Raises ``SpecError``,
+    :class:`~sglang_operator.builders.InvalidSpec` or ``ValueError``."""
+    server = parse(server_body)
+    spec = plan.trial_spec(server_body.get("spec") or {}, settings, replicas=server.spec.replicas if in_place else 1)
+    trial_server = parse({"apiVersion": server.api_version, "kind": server.kind,
+                          "metadata": {"name": server.name, "namespace": server.namespace}, "spec": spec})
+    if in_place:
+        return None, builders.render(trial_server)
+    work = trial_workload(trial_server.spec, server.name, server.namespace, name, dict(tuning), digest)
+    return work.manifest, work.rendered
+
+
+def with_verdict(status: api.SGLangTuningStatus, done: api.Trial) -> api.SGLangTuningStatus | None:
+    """``status`` (the tuning's newest: a trial takes minutes) with trial ``done``'s verdict in place of its running
+    record; None when ``done`` is not the running trial any more (nothing to write)."""
+    running = plan.running(status.trials)
+    if running is None or running.name != done.name:
+        return None
+    return status.model_copy(update={"trials": [done if t.name == done.name else t for t in status.trials]})
