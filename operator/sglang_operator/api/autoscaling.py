@@ -49,7 +49,7 @@ class AutoscalingMetric(StrEnum):
 class PrometheusServer(ApiModel):
     """The Prometheus KEDA queries."""
 
-    address: Annotated[str, StringConstraints(pattern=r"^https?://\S+$", max_length=2048)]
+    address: Annotated[str, StringConstraints(pattern=r"^https?://\S+$", max_length=512)]
     """Base URL of Prometheus' HTTP API, e.g. ``http://prometheus-operated.monitoring.svc:9090`` (KEDA's
     ``serverAddress``)."""
 
@@ -147,7 +147,7 @@ class Autoscaling(ApiModel):
     target: Annotated[float | None, Field(gt=0, le=1000000)] = None
     """The metric's value per serving replica that the replica count aims at (the HPA's ``AverageValue``: replicas
     = ⌈server total ÷ target⌉); required with mode KEDA; at most 1 for ``kvCacheUsage``."""
-    query: Annotated[str | None, Field(min_length=1, max_length=4096)] = None
+    query: Annotated[str | None, Field(min_length=1, max_length=2048)] = None
     """With ``metric: query``: a PromQL expression giving the server's total (one sample), in which ``$namespace``
     and ``$server`` are replaced by the SGLangServer's namespace and name, e.g.
     ``sum(rate(sglang:generation_tokens_total{namespace="$namespace", sglang_server="$server"}[1m]))``."""
