@@ -5,16 +5,17 @@
   ``sglang-operator render`` makes of the SGLangServer samples and of a two-node variant of the known-good one (a
   LeaderWorkerSet), through kubeconform v0.8.0 ``-strict`` with local schemas only, nothing fetched: the built-in
   kinds of the local cluster's Kubernetes minor (``e2e.build_k8s``: v1.36) from the ``kubernetes-validate`` package,
-  and the CRDs (ours, the Prometheus
-  Operator's, LeaderWorkerSet's) converted by ``scripts/crd_to_jsonschema.py``. A kind without a schema is an
-  error (no ``-ignore-missing-schemas``).
+  and the CRDs (ours, the Prometheus Operator's, LeaderWorkerSet's, KEDA's ScaledObject: an autoscaled two-node
+  variant renders one) converted by ``scripts/crd_to_jsonschema.py``. A kind without a schema is an error (no
+  ``-ignore-missing-schemas``).
 
     python scripts/lint_manifests.py [--schemas DIR]
 
 Tools: helm and kubeconform from ``python -m e2e.tools`` (built when missing), the Prometheus Operator CRDs from
 ``python -m e2e.tools prometheus-operator-crds``, the LWS CRD from the ``sigs.k8s.io/lws`` module ``e2e.build_lws``
-pins. Schemas go to ``DIR`` (default ``<cache>/sglang-operator/schemas``), rewritten on every run. Exit status 1
-when anything fails, with the tool's output.
+pins, KEDA's from the module ``e2e.build_keda`` pins (``python -m e2e.build_keda crds``). Schemas go to ``DIR``
+(default ``<cache>/sglang-operator/schemas``), rewritten on every run. Exit status 1 when anything fails, with the
+tool's output.
 """
 
 from __future__ import annotations
@@ -79,12 +80,13 @@ def k8s_schemas(dest: Path) -> Path:
 
 
 def crd_files() -> list[Path]:
-    """Our CRDs (SGLangServer, SGLangTuning), the Prometheus Operator's and LeaderWorkerSet's."""
-    from e2e import build_lws
+    """Our CRDs (SGLangServer, SGLangTuning), the Prometheus Operator's, LeaderWorkerSet's and KEDA's ScaledObject."""
+    from e2e import build_keda, build_lws
 
     lws = build_lws.module_source(build_lws.committed_version()) / build_lws.CRD_SOURCE
     prom = tools.fetch_prometheus_operator_crds()
-    return [*sorted((ROOT / "crds").glob("*.yaml")), *sorted(prom.glob("*.yaml")), lws]
+    keda = build_keda.fetch_crds() / build_keda.SCALED_OBJECT_CRD
+    return [*sorted((ROOT / "crds").glob("*.yaml")), *sorted(prom.glob("*.yaml")), lws, keda]
 
 
 def run(argv: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -135,9 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     multinode: dict[str, Any] = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
     multinode["spec"]["parallelism"] = {"tensor": 16, "nodes": 2}  # TP 16 over two 8-GPU nodes
     servers = [p for p in samples if yaml.safe_load(p.read_text())["kind"] == "SGLangServer"]  # render takes these
-    renders = [(p.name, p.read_text()) for p in servers] + [("two-node known-good", yaml.safe_dump(multinode))]
+    autoscaled = {**multinode, "spec": {**multinode["spec"], "autoscaling": {"maxReplicas": 3, "target": 4}}}
+    renders = [(p.name, p.read_text()) for p in servers] + [("two-node known-good", yaml.safe_dump(multinode)),
+                                                            ("two-node autoscaled", yaml.safe_dump(autoscaled))]
     for name, text in renders:
-        proc = run([sys.executable, "-m", "sglang_operator.entry.cli", "render", "-"], stdin=text)
+        proc = run([sys.executable, "-m", "sglang_operator.entry.cli", "render", "-", "--prometheus-address",
+                    "http://prometheus-operated.monitoring.svc:9090"], stdin=text)
         if proc.returncode != 0:
             check(f"sglang-operator render {name}", proc)
             continue

@@ -71,6 +71,12 @@ NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
      "io/revisions.py: the revision ledger (list, create, digest annotation and ordinal patch, prune)"),
     ("namespaced", "monitoring.coreos.com", "podmonitors", ("create", "patch"),
      "control/children.py apply_pod_monitor (server-side apply; podMonitor.enabled, the default)"),
+    ("namespaced", "keda.sh", "scaledobjects", ("create", "patch"),
+     "builders/autoscaling.py scaled_object, applied by the server's loop (server-side apply; KEDA's pause "
+     "annotations while a revision is judged)"),
+    ("namespaced", "keda.sh", "scaledobjects", ("get",), "a resume compares the live ScaledObject before writing"),
+    ("namespaced", "keda.sh", "scaledobjects", ("delete",),
+     "spec.autoscaling removed or switched to External: the ScaledObject goes (its HPA would keep scaling)"),
     ("release", "coordination.k8s.io", "leases", ("get", "create", "update"),
      "process/leader.py LeaderElector (the chart's default --leader-elect)"),
     ("cluster", "apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch"),
@@ -233,6 +239,21 @@ def test_deployment_runs_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
     readyz = {p["name"]: p["containerPort"] for p in container["ports"]}["readyz"]
     assert calls[0]["readiness_port"] == readyz != metrics
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "readyz"}
+
+
+def test_the_prometheus_address_reaches_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``autoscaling.prometheusAddress`` becomes ``--prometheus-address``, which the real CLI hands to the runner;
+    empty (the default) passes nothing."""
+    helm = require_helm()
+    from sglang_operator.entry.cli import app
+
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr("sglang_operator.entry.runner.run", lambda **kw: calls.append(kw))
+    for values in ({}, {"autoscaling": {"prometheusAddress": "http://prom.monitoring:9090"}}):
+        container = only(render(helm, **values), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        result = CliRunner().invoke(app, [*container["command"][1:], *container["args"]])
+        assert result.exit_code == 0, result.output
+    assert [c["prometheus_address"] for c in calls] == [None, "http://prom.monitoring:9090"]
 
 
 def test_pod_id_spares_kopf_the_passwd_lookup(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -65,6 +65,23 @@ def test_render_known_good_sample() -> None:
     assert _sglang_flags(docs[0]).items() >= PUBLISHED_FLAGS.items()
 
 
+def test_render_prints_the_scaled_object_of_autoscaling(tmp_path: Path) -> None:
+    doc = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
+    doc["spec"]["autoscaling"] = {"maxReplicas": 3, "target": 4}
+    path = tmp_path / "autoscaled.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    result = runner.invoke(app, ["render", str(path), "--prometheus-address", "http://prom:9090"])
+    assert result.exit_code == 0, result.output
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert [d["kind"] for d in docs] == ["Deployment", "Service", "ScaledObject"]
+    assert docs[2]["spec"]["triggers"][0]["metadata"]["serverAddress"] == "http://prom:9090"
+    # without an address anywhere the operator reports it (a condition), render says so and prints the rest
+    bare = runner.invoke(app, ["render", str(path)])
+    assert bare.exit_code == 0, bare.output
+    assert [d["kind"] for d in yaml.safe_load_all(bare.stdout) if d] == ["Deployment", "Service"]
+    assert "# note: no ScaledObject: spec.autoscaling.prometheus.address is not set" in bare.stdout
+
+
 def test_render_refuses_an_invalid_spec(tmp_path: Path) -> None:
     doc = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
     doc["spec"]["speculative"]["numSteps"] = 1

@@ -488,6 +488,43 @@ TUNING_CASES: list[Case] = [
     tcase("tune-typo", 'unknown field "spec.budget.maxTrials"', "unknown field; did you mean maxTrialCount?",
           setting(T + "budget.maxTrials", 3), value="maxTrials"),
 ]
+A = S + "autoscaling"
+KEDA_AUTOSCALING = {"maxReplicas": 3, "target": 4}
+AUTOSCALING_CASES: list[Case] = [
+    cel("autoscaling-external-with-target", "spec.autoscaling.mode is External (your own HPA or ScaledObject scales "
+        "the SGLangServer through its /scale subresource) but spec.autoscaling.target is set: the operator renders no "
+        "scaler that would use it; remove it, or set mode: KEDA", setting(A, {"mode": "External", "target": 4}),
+        rule="autoscaling-external-alone", value="target"),
+    cel("autoscaling-keda-without-target", "spec.autoscaling.mode is KEDA but target is not set: the ScaledObject "
+        "needs maxReplicas (its maxReplicaCount) and target (the metric per replica); set it",
+        setting(A, {"maxReplicas": 3}), rule="autoscaling-keda-needs-max-and-target", value="target"),
+    cel("autoscaling-min-above-max", "spec.autoscaling.maxReplicas is 3 but minReplicas is 5; set maxReplicas to at "
+        "least 5", setting(A, {**KEDA_AUTOSCALING, "minReplicas": 5}), rule="autoscaling-min-within-max",
+        value="is 5"),
+    cel("autoscaling-query-without-metric-query", "spec.autoscaling.query is set but metric is runningRequests: a "
+        "query is used with metric: query only; set metric: query or remove query",
+        setting(A, {**KEDA_AUTOSCALING, "query": "sum(up)"}), rule="autoscaling-query-with-metric-query",
+        value="runningRequests"),
+    cel("autoscaling-metric-query-without-query", "spec.autoscaling.metric is query but query is not set: set query "
+        "to a PromQL expression", setting(A, {**KEDA_AUTOSCALING, "metric": "query"}),
+        rule="autoscaling-query-with-metric-query", value="query"),
+    cel("autoscaling-kv-cache-target-above-1", "spec.autoscaling.target is 4.5 but metric kvCacheUsage is a share of "
+        "the KV-cache pool (0 … 1); set target to at most 1, e.g. 0.8",
+        setting(A, {**KEDA_AUTOSCALING, "metric": "kvCacheUsage", "target": 4.5}),
+        rule="autoscaling-kv-cache-usage-share", value="4.5"),
+    cel("autoscaling-fallback-above-max", "spec.autoscaling.fallback.replicas is 9 but minReplicas … maxReplicas is "
+        "1 … 3; set it within them", setting(A, {**KEDA_AUTOSCALING, "fallback": {"replicas": 9}}),
+        rule="autoscaling-fallback-within-range", value="is 9"),
+    cel("autoscaling-canary-min-1", "spec.autoscaling.minReplicas is 1 but spec.strategy.type is Canary: a canary "
+        "runs beside stable replicas, so it needs at least 2; set minReplicas to 2 or more",
+        setting(S + "replicas", 2), setting(S + "strategy", {"type": "Canary"}), setting(A, KEDA_AUTOSCALING),
+        rule="autoscaling-canary-min-replicas", value="is 1"),
+    case("autoscaling-metric-unknown", 'Unsupported value: "gpuUtilization"', "Input should be",
+         setting(A, {**KEDA_AUTOSCALING, "metric": "gpuUtilization"}), value="gpuUtilization"),
+    case("autoscaling-address-not-url", "should match", "should match",
+         setting(A, {**KEDA_AUTOSCALING, "prometheus": {"address": "prometheus:9090"}}), value="prometheus:9090"),
+]
+CASES += AUTOSCALING_CASES
 CASES += TUNING_CASES
 
 
@@ -541,6 +578,32 @@ def test_valid_spec_is_accepted(crd_installed: K8sCluster, namespace: str, valid
     code, err = dry_run(crd_installed, namespace, valid())
     assert code == 0, err
     assert python_errors(valid()) == []
+
+
+VALID_AUTOSCALING = [
+    {"mode": "External"},
+    KEDA_AUTOSCALING,
+    {"minReplicas": 2, "maxReplicas": 4, "metric": "kvCacheUsage", "target": 0.8,
+     "prometheus": {"address": "http://prometheus-operated.monitoring.svc:9090"},
+     "behavior": {"scaleUp": {"stabilizationWindowSeconds": 0, "replicas": 3, "periodSeconds": 15},
+                  "scaleDown": {"stabilizationWindowSeconds": 30}}, "fallback": {"failureThreshold": 2, "replicas": 3}},
+    {"maxReplicas": 2, "metric": "query", "target": 500,
+     "query": 'sum(rate(sglang:generation_tokens_total{namespace="$namespace", sglang_server="$server"}[1m]))'},
+]
+
+
+@pytest.mark.parametrize("autoscaling", VALID_AUTOSCALING, ids=["External", "KEDA", "KEDA-all-fields", "query"])
+def test_valid_autoscaling_is_accepted_with_the_models_defaults(crd_installed: K8sCluster, namespace: str,
+                                                                autoscaling: dict[str, Any]) -> None:
+    """Both sides accept it, and what the API server fills in (mode KEDA; behavior's parts once behavior is set) is
+    what the model assumes; External stays External alone (no default makes its rule fail)."""
+    body = valid_server()
+    body["spec"]["autoscaling"] = autoscaling
+    assert python_errors(body) == []
+    proc = crd_installed.run("apply", "--dry-run=server", "-n", namespace, "-o", "json", "-f", "-",
+                             input=json.dumps(body))
+    filled = json.loads(proc.stdout)["spec"]["autoscaling"]
+    assert filled == parse(body).spec.dump()["autoscaling"]
 
 
 def test_a_minimal_tuning_gets_the_models_defaults(crd_installed: K8sCluster, namespace: str) -> None:

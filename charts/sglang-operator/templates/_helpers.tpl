@@ -91,4 +91,7 @@ deleted when their trial ends (deployments: delete). A trial needs no Service: t
   resources: ["podmonitors"]
   verbs: ["get", "create", "patch"]
 {{- end }}
+- apiGroups: ["keda.sh"]
+  resources: ["scaledobjects"]
+  verbs: ["get", "create", "patch", "delete"]
 {{- end -}}

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints, WithJsonSchema
 
+from sglang_operator.api.autoscaling import CANARY_RULE, Autoscaling
 from sglang_operator.api.base import (
     Affinity,
     ApiModel,
@@ -447,6 +448,8 @@ class SGLangServerSpec(ApiModel):
     """Automatic rollback policy."""
     strategy: UpdateStrategy = Field(default_factory=UpdateStrategy, json_schema_extra={"default": {}})
     """How pods are replaced on an update: Recreate (default, with an optional drain) or RollingUpdate."""
+    autoscaling: Autoscaling | None = None
+    """The replica count follows SGLang's load through a KEDA ScaledObject (or your own scaler); docs/autoscaling.md."""
 
     cel_rules = (
         *(_owned_rule(field, flags) for field, flags in _owned_groups().items()),
@@ -477,6 +480,7 @@ class SGLangServerSpec(ApiModel):
             "stable replicas, so it needs at least 2; set replicas to 2 or more, or type: Recreate",
             name="canary-replicas",
         ),
+        CANARY_RULE,
     )
 
     def secret_refs(self) -> dict[str, SecretKeyRef]:

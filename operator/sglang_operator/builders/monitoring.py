@@ -4,7 +4,9 @@
 ``--enable-metrics`` mounts ``/metrics`` on its HTTP port, ``python/sglang/srt/utils/common.py``
 ``add_prometheus_middleware``) and which target labels every SGLang series gets: ``namespace``, ``pod``,
 ``sglang_server`` (from the pod label ``app.kubernetes.io/instance``) and ``revision`` (from the pod label
-``sglang-operator.io/revision``). Prometheus' own ``instance`` (``IP:port``) is left untouched.
+``sglang-operator.io/revision``); a LeaderWorkerSet's pods also get ``worker_index`` (from LWS' pod label
+``leaderworkerset.sigs.k8s.io/worker-index``: ``"0"`` on the leaders, the only ranks serving real ``/metrics``).
+Prometheus' own ``instance`` (``IP:port``) is left untouched.
 
 - :func:`pod_monitor`: a ``monitoring.coreos.com/v1`` PodMonitor for one SGLangServer (the Prometheus Operator
   selects the pods by label and the port by name; the relabelings add the labels).
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY, REVISION_LABEL, common_labels, selector_labels
+from sglang_operator.builders.leaderworkerset import LEADER_INDEX, WORKER_INDEX_LABEL
 from sglang_operator.builders.workload import PORT_NAME
 
 POD_MONITOR_API_VERSION = "monitoring.coreos.com/v1"
@@ -98,11 +101,17 @@ SCRAPE = ScrapeEndpoint(
         Relabel(("__meta_kubernetes_pod_name",), target_label="pod"),
         Relabel((meta_pod_label(INSTANCE_LABEL),), target_label="sglang_server"),
         Relabel((meta_pod_label(REVISION_LABEL),), target_label="revision"),
+        Relabel((meta_pod_label(WORKER_INDEX_LABEL),), target_label="worker_index"),
     ),
 )
 """The one definition of how SGLang pods are scraped."""
 
-TARGET_LABELS = tuple(r.target_label for r in SCRAPE.labels if r.target_label)
+WORKER_INDEX_TARGET = "worker_index"
+"""The target label of a LeaderWorkerSet pod's worker index (absent on a Deployment's pods: Prometheus drops a label
+whose relabelled value is empty)."""
+LEADERS_ONLY = f'{WORKER_INDEX_TARGET}="{LEADER_INDEX}"'
+"""The PromQL label matcher keeping a multi-node server's leaders (rank 0 of each group)."""
+TARGET_LABELS = tuple(r.target_label for r in SCRAPE.labels if r.target_label and r.target_label != WORKER_INDEX_TARGET)
 """``("namespace", "pod", "sglang_server", "revision")``: the labels every scraped SGLang series carries."""
 
 

@@ -110,8 +110,12 @@ def render(
     operator_service_account: Annotated[str, typer.Option(
         help="the operator's ServiceAccount as NAMESPACE/NAME, never allowed as spec.serviceAccountName (the "
              "chart's: <release namespace>/<release fullname>)")] = "sglang-operator/sglang-operator",
+    prometheus_address: Annotated[str | None, typer.Option(
+        help="the operator's --prometheus-address (the chart's autoscaling.prometheusAddress): the Prometheus a "
+             "ScaledObject queries when spec.autoscaling.prometheus is unset")] = None,
 ) -> None:
-    """Print the SGLang command line, warnings, Deployment and Service of each SGLangServer, offline.
+    """Print the SGLang command line, warnings, Deployment and Service of each SGLangServer, and its KEDA
+    ScaledObject (spec.autoscaling, mode KEDA), offline.
 
     Each SGLangServer is first held to the chart's admission policy (docs/security.md) at --admission-level: a
     refusal is printed as the API server would give it. The policy's authorization checks cannot run offline:
@@ -122,6 +126,7 @@ def render(
     """
     from sglang_operator.builders import InvalidSpec, admission, refusals
     from sglang_operator.builders import render as render_server
+    from sglang_operator.builders.autoscaling import MissingPrometheusAddress, scaled_object
 
     params: admission.Params | None = None
     if admission_level != "off":
@@ -164,7 +169,8 @@ def render(
         body.setdefault("metadata", {}).setdefault("namespace", namespace)
         name = body["metadata"].get("name", "?")
         try:
-            out = render_server(parse(body))
+            server = parse(body)
+            out = render_server(server)
         except (SpecError, InvalidSpec) as err:
             failed = True
             for msg in refusals(body) or getattr(err, "messages", None) or getattr(err, "errors", []):
@@ -180,9 +186,16 @@ def render(
         header += [f"# warning: {w}" for w in out.warnings]
         header += [f"# note: {n}" for n in getattr(out, "notes", ())]
         header += [f"# note: admission policy: {n}" for n in verdict.secrets]
+        objs = [out.deployment, out.service]
+        try:
+            scaler = scaled_object(server, prometheus_address)
+        except MissingPrometheusAddress as err:  # the operator reports it in a condition: not an invalid spec
+            header.append(f"# note: no ScaledObject: {err}")
+            scaler = None
+        objs += [scaler] if scaler is not None else []
         typer.echo("\n".join(header))
-        docs += [out.deployment, out.service]
-        typer.echo(yaml.safe_dump_all([out.deployment, out.service], sort_keys=False, explicit_start=True), nl=False)
+        docs += objs
+        typer.echo(yaml.safe_dump_all(objs, sort_keys=False, explicit_start=True), nl=False)
     if servers == 0:
         typer.echo(f"render: {file} holds no SGLangServer", err=True)
         raise typer.Exit(1)
@@ -263,6 +276,9 @@ def run(
              "always, never")] = "auto",
     pod_monitor_label: Annotated[list[str] | None, typer.Option(
         help="KEY=VALUE label put on every PodMonitor (repeatable), e.g. release=kube-prometheus-stack")] = None,
+    prometheus_address: Annotated[str | None, typer.Option(
+        help="Prometheus' URL a server's KEDA ScaledObject queries when spec.autoscaling.prometheus is unset, e.g. "
+             "http://prometheus-operated.monitoring.svc:9090")] = None,
     metrics_port: Annotated[int, typer.Option(min=0, max=65535,
                                               help="port of the operator's own /metrics (0: off)")] = 9808,
     readiness_port: Annotated[int, typer.Option(
@@ -346,7 +362,7 @@ def run(
         raise typer.Exit(2) from None
     runner.run(leader_election=election, namespaces=namespace or (), liveness=liveness, peering=peering,
                verbose=verbose,
-               pod_monitors=monitors, pod_monitor_labels=monitor_labels,
+               pod_monitors=monitors, pod_monitor_labels=monitor_labels, prometheus_address=prometheus_address,
                metrics_port=metrics_port, sample_interval=sample_interval, resync_seconds=resync_seconds,
                scrape_limits=lim.ScrapeLimits(scrape_body_limit, scrape_sample_limit, scrape_label_limit,
                                               scrape_label_value_length_limit, scrape_cache_bytes,

@@ -153,6 +153,7 @@ def run(
     leader_election: LeaderElectionConfig | None = None,
     pod_monitors: str = "auto",
     pod_monitor_labels: Mapping[str, str] | None = None,
+    prometheus_address: str | None = None,
     metrics_port: int = 9808,
     sample_interval: float | None = None,
     resync_seconds: float = 300.0,
@@ -169,6 +170,7 @@ def run(
     exits with status 1 if it loses the Lease.
     ``pod_monitors``: ``auto``/``always``/``never`` (:mod:`sglang_operator.io.discovery`);
     ``pod_monitor_labels``: put on every PodMonitor.
+    ``prometheus_address``: the Prometheus a KEDA ScaledObject queries by default (:mod:`sglang_operator.io.keda`).
     ``metrics_port``: the operator's ``/metrics`` (0: not served; exits with a message when the port is taken or,
     with ``metrics_server.cert_dir``, a certificate file cannot serve, naming it);
     ``sample_interval``: seconds between two samples of every server, replacing ``spec.rollback.intervalSeconds``
@@ -184,6 +186,9 @@ def run(
     from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
 
     POD_MONITORS.configure(PodMonitorMode(pod_monitors), dict(pod_monitor_labels or {}))
+    from sglang_operator.io.keda import SCALED_OBJECTS
+
+    SCALED_OBJECTS.configure(prometheus_address)
     handlers = importlib.import_module("sglang_operator.control.handlers")  # registers the handlers
     memo = kopf.Memo(config=handlers.Config(
         status_interval=float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5")), sample_interval=sample_interval,

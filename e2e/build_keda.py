@@ -1,0 +1,201 @@
+"""Build KEDA's operator and metrics API server (``github.com/kedacore/keda/v2``) from the Go module proxy, and copy
+its CRDs, into a cache outside the repository.
+
+Usage::
+
+    python -m e2e.build_keda          # build (or reuse) both binaries and the CRDs, print the cache directory
+    python -m e2e.build_keda crds     # only the CRDs (seconds: the module zip), print their directory
+
+Why a wrapper module: KEDA's go.mod has a ``replace`` directive (``nexus-proto-annotations``), which a module
+required from elsewhere cannot pass on, so ``go install …@v2.21.0`` cannot build it. ``e2e/keda/go.mod`` copies that
+replace, requires ``cmd/operator`` and ``cmd/adapter`` as ``tool``s and pins the whole graph in its committed
+``go.sum``; one ``go build -o bin/ …/cmd/operator …/cmd/adapter`` builds both, sharing every package they have in
+common (all the scalers). Cold, the module download is about 4 GB (every scaler's cloud SDK) and the compile takes
+the better part of half an hour on 2 cores (``.ci/run`` starts it in the background).
+
+Cache: ``${XDG_CACHE_HOME:-$HOME/.cache}/sglang-operator/keda-<version>/``:
+
+- ``bin/operator``: KEDA's operator (``keda`` in KEDA's images: the ScaledObject controller, which makes the HPA);
+- ``bin/adapter``: KEDA's metrics API server (``keda-adapter``: serves ``external.metrics.k8s.io`` to the HPA);
+- ``config/crds/keda.sh_*.yaml``: ``config/crd/bases/`` of the module;
+- ``stamp``: hash of go.mod and go.sum; a mismatch rebuilds.
+
+and ``<cache>/tools/keda-crds-<version>/keda.sh_scaledobjects.yaml`` (and the other CRDs): what the manifest lint
+and the schema tests validate the rendered ScaledObject against (no build needed).
+
+Errors: ``SystemExit`` with a message when ``go`` is missing or the download/build fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from e2e.build_k8s import cache_root
+
+MODULE_DIR = Path(__file__).resolve().parent / "keda"
+MODULE = "github.com/kedacore/keda/v2"
+PACKAGES = (f"{MODULE}/cmd/operator", f"{MODULE}/cmd/adapter")
+BINARIES = ("operator", "adapter")
+CRD_SOURCE = "config/crd/bases"
+SCALED_OBJECT_CRD = "keda.sh_scaledobjects.yaml"
+BUILD_COMMAND = "python -m e2e.build_keda"
+CRDS_COMMAND = "python -m e2e.build_keda crds"
+
+
+def log(msg: str) -> None:
+    print(f"[build-keda] {msg}", file=sys.stderr, flush=True)
+
+
+def committed_version(module_dir: Path = MODULE_DIR) -> str:
+    """The KEDA version the wrapper's go.mod requires (``v2.21.0``)."""
+    m = re.search(r"^\s*github\.com/kedacore/keda/v2\s+(v\S+)", (module_dir / "go.mod").read_text(), re.M)
+    if m is None:
+        raise SystemExit(f"build-keda: {module_dir}/go.mod does not require {MODULE}")
+    return m.group(1)
+
+
+def cache_dir(version: str | None = None) -> Path:
+    """``<cache>/keda-<version>`` (may not exist yet)."""
+    return cache_root() / f"keda-{version or committed_version()}"
+
+
+def crds_dir(version: str | None = None) -> Path:
+    """``<cache>/tools/keda-crds-<version>`` (may not exist yet)."""
+    return cache_root() / "tools" / f"keda-crds-{version or committed_version()}"
+
+
+def _key(module_dir: Path) -> str:
+    h = hashlib.sha256()
+    for name in ("go.mod", "go.sum"):
+        h.update((module_dir / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def find(version: str | None = None) -> Path | None:
+    """The cache directory when both binaries, the CRDs and a current stamp are there, else None."""
+    d = cache_dir(version)
+    stamp = d / "stamp"
+    ok = (all((d / "bin" / b).is_file() and os.access(d / "bin" / b, os.X_OK) for b in BINARIES)
+          and (d / "config" / "crds" / SCALED_OBJECT_CRD).is_file()
+          and stamp.is_file() and stamp.read_text().strip() == _key(MODULE_DIR))
+    return d if ok else None
+
+
+def find_crds(version: str | None = None) -> Path | None:
+    d = crds_dir(version)
+    return d if (d / SCALED_OBJECT_CRD).is_file() else None
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "GOWORK": "off", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
+
+
+def _go(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    if shutil.which("go") is None:
+        raise SystemExit(f"build-keda: the 'go' command is not on PATH; install Go >= 1.26, then run `{BUILD_COMMAND}`")
+    return subprocess.run(["go", *args], cwd=cwd, env=_env(), capture_output=True, text=True)
+
+
+def module_source(version: str) -> Path:
+    """The extracted module directory of ``github.com/kedacore/keda/v2@version`` (``go mod download -json``)."""
+    proc = _go("mod", "download", "-json", f"{MODULE}@{version}", cwd=MODULE_DIR)
+    try:
+        info = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        info = {"Error": proc.stderr.strip() or "no output"}
+    if proc.returncode != 0 or "Error" in info:
+        raise SystemExit(f"build-keda: go mod download {MODULE}@{version} failed: {info.get('Error')}")
+    return Path(info["Dir"])
+
+
+def _copy_crds(src: Path, dest: Path) -> None:
+    tmp = dest.parent / f".{dest.name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for f in sorted((src / CRD_SOURCE).glob("*.yaml")):
+        shutil.copyfile(f, tmp / f.name)
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(tmp, dest)
+
+
+def fetch_crds(force: bool = False) -> Path:
+    """The directory with KEDA's CRDs (``keda.sh_scaledobjects.yaml``, …), copied from the module zip when missing."""
+    version = committed_version()
+    if not force and (found := find_crds(version)):
+        return found
+    d = crds_dir(version)
+    _copy_crds(module_source(version), d)
+    log(f"copied KEDA {version} CRDs into {d}")
+    return d
+
+
+def build(force: bool = False) -> Path:
+    """Build or reuse ``bin/operator`` and ``bin/adapter`` (one ``go build``) and the CRDs; return the cache
+    directory. Logs the build's wall time."""
+    version = committed_version()
+    if not force and (found := find(version)):
+        log(f"cached KEDA {version} in {found}")
+        return found
+    d = cache_dir(version)
+    (d / "config").mkdir(parents=True, exist_ok=True)
+    _copy_crds(module_source(version), d / "config" / "crds")
+    tmp = d / ".bin.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    log(f"building {', '.join(PACKAGES)}@{version} into {d / 'bin'} in one go build (cold: about 4 GB of modules, "
+        "then the better part of half an hour of 2 cores)")
+    start = time.monotonic()
+    stamp_pkg = f"{MODULE}/version"
+    ldflags = f"-s -w -X {stamp_pkg}.Version={version.removeprefix('v')} -X {stamp_pkg}.GitCommit=module-proxy"
+    proc = _go("build", "-trimpath", "-ldflags", ldflags, "-o", f"{tmp}/", *PACKAGES, cwd=MODULE_DIR)
+    if proc.returncode != 0 or not all((tmp / b).is_file() for b in BINARIES):
+        raise SystemExit(f"build-keda: go build {' '.join(PACKAGES)} failed:\n{proc.stderr.strip()}")
+    shutil.rmtree(d / "bin", ignore_errors=True)
+    os.replace(tmp, d / "bin")  # atomic: half-written binaries are never at the path
+    (d / "stamp").write_text(_key(MODULE_DIR) + "\n")
+    log(f"built KEDA {version} (operator + adapter) in {time.monotonic() - start:.0f} s")
+    return d
+
+
+def require_crds() -> Path:
+    """The CRD directory for tests: ``pytest.fail`` (never skip) with the command when missing."""
+    import pytest
+
+    found = find_crds()
+    if found is None:
+        pytest.fail(f"KEDA {committed_version()}'s CRDs are not in {crds_dir()}: run `{CRDS_COMMAND}` first (seconds)",
+                    pytrace=False)
+    return found
+
+
+def require() -> Path:
+    """The cache directory for tests: ``pytest.fail`` (never skip) with the build command when missing."""
+    import pytest
+
+    found = find()
+    if found is None:
+        pytest.fail(f"KEDA {committed_version()} is not built in {cache_dir()}: run `{BUILD_COMMAND}` first "
+                    "(go build, the better part of half an hour cold)", pytrace=False)
+    return found
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog=BUILD_COMMAND, description=__doc__.split("\n")[0])
+    parser.add_argument("what", nargs="?", choices=["all", "crds"], default="all",
+                        help="all: both binaries and the CRDs (default); crds: the CRDs only")
+    parser.add_argument("--force", action="store_true", help="rebuild even when cached")
+    args = parser.parse_args(argv)
+    print(fetch_crds(args.force) if args.what == "crds" else build(args.force))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""``spec.autoscaling`` → a KEDA ``ScaledObject`` (``keda.sh/v1alpha1``, KEDA 2.18+), pure.
+
+One ScaledObject named like the SGLangServer, in its namespace (the caller adopts it), whose ``scaleTargetRef`` is
+the SGLangServer itself (``apiVersion``/``kind``/``name``): KEDA's HPA reads and writes its ``/scale``
+subresource (``spec.replicas``; ``status.selector``, multi-node the leaders), never the Deployment or the
+LeaderWorkerSet under it. One Prometheus trigger, with the traps of KEDA's defaults handled:
+
+- ``metricType: AverageValue``: the query gives the server's total, the HPA divides it by ``target`` per replica
+  (replicas = ⌈total ÷ target⌉); the only metric type KEDA's fallback supports (``CheckFallbackValid``).
+- ``ignoreNullValues: "false"``: KEDA's default (true) reads an empty result (no series: Prometheus lost the
+  targets) as 0, i.e. no load, and scales down; false makes it an error, which counts toward the fallback.
+- ``fallback.behavior: currentReplicasIfHigher`` (KEDA 2.17+): after ``failureThreshold`` failed queries the count
+  is the higher of the current one and ``fallback.replicas``, never lower (a static fallback can drop replicas
+  below what runs, kedacore/keda#6659).
+- ``advanced.horizontalPodAutoscalerConfig.behavior``: scale-up at most ``replicas`` per ``periodSeconds``;
+  scale-down 1 replica per stabilisation window, never faster.
+- The query selects the series by the labels the operator's PodMonitor gives them (``namespace``,
+  ``sglang_server``; :mod:`.monitoring`) and, multi-node, leaders only (``worker_index="0"``: a worker rank's
+  ``/metrics`` is a dummy server's).
+
+:func:`pause_annotations` says which of KEDA's pause annotations hold the scaler still: ``paused-scale-in`` while
+a revision is judged (scale-up stays allowed), ``paused-replicas`` at the current count while an in-place trial
+measures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang_operator.api.autoscaling import (
+    QUERY_NAMESPACE,
+    QUERY_SERVER,
+    Autoscaling,
+    AutoscalingMetric,
+    AutoscalingMode,
+)
+from sglang_operator.api.server import SGLangServer
+from sglang_operator.builders.labels import MANAGED_BY, selector_labels
+from sglang_operator.builders.monitoring import LEADERS_ONLY
+
+GROUP = "keda.sh"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "ScaledObject"
+PLURAL = "scaledobjects"
+CRD_NAME = f"{PLURAL}.{GROUP}"
+TRIGGER_TYPE = "prometheus"
+PAUSED_SCALE_IN = "autoscaling.keda.sh/paused-scale-in"
+"""KEDA 2.18+: ``"true"`` blocks scale-in (the HPA's scale-down policy becomes ``Disabled``), scale-out stays."""
+PAUSED_REPLICAS = "autoscaling.keda.sh/paused-replicas"
+"""KEDA: ``"<N>"`` sets the target to N replicas and stops scaling until removed."""
+PAUSED = "autoscaling.keda.sh/paused"
+"""KEDA's full pause; never set by the operator (removing it has left HPAs stuck, keda discussion #6800), but
+listed by :func:`pause_annotations` so that a merge patch clears it."""
+FALLBACK_BEHAVIOR = "currentReplicasIfHigher"
+SGLANG_GAUGES: dict[AutoscalingMetric, str] = {
+    AutoscalingMetric.RUNNING_REQUESTS: "sglang:num_running_reqs",
+    AutoscalingMetric.QUEUED_REQUESTS: "sglang:num_queue_reqs",
+    AutoscalingMetric.KV_CACHE_USAGE: "sglang:token_usage",
+}
+"""The SGLang gauge each built-in metric reads (SGLang's ``SchedulerMetricsCollector``)."""
+
+
+class MissingPrometheusAddress(ValueError):
+    """Neither ``spec.autoscaling.prometheus.address`` nor the operator's ``--prometheus-address`` is set."""
+
+
+def series_selector(namespace: str, name: str, multinode: bool) -> str:
+    """The PromQL label matchers of SGLangServer ``name``'s series, as the PodMonitor labels them:
+    ``namespace="ns", sglang_server="name"`` and, ``multinode``, ``worker_index="0"`` (leaders only)."""
+    matchers = [f'namespace="{namespace}"', f'sglang_server="{name}"']
+    if multinode:
+        matchers.append(LEADERS_ONLY)
+    return ", ".join(matchers)
+
+
+def query(server: SGLangServer) -> str:
+    """The PromQL whose value is the server's total of ``spec.autoscaling.metric`` (one sample).
+
+    ``runningRequests``/``queuedRequests``: the gauge summed over the serving pods (data-parallel ranks add up);
+    ``kvCacheUsage``: per pod the largest rank's share, summed over pods; ``query``: the user's expression with
+    ``$namespace`` and ``$server`` replaced. Raises ``ValueError`` when ``spec.autoscaling`` is unset."""
+    auto = _autoscaling(server)
+    metric = auto.effective_metric
+    if metric is AutoscalingMetric.QUERY:
+        return str(auto.query).replace(QUERY_NAMESPACE, server.namespace).replace(QUERY_SERVER, server.name)
+    selector = series_selector(server.namespace, server.name, server.spec.parallelism.nodes > 1)
+    gauge = f"{SGLANG_GAUGES[metric]}{{{selector}}}"
+    if metric is AutoscalingMetric.KV_CACHE_USAGE:
+        return f"sum(max by (pod) ({gauge}))"
+    return f"sum({gauge})"
+
+
+def scaled_object(server: SGLangServer, prometheus_address: str | None = None, *, judging: bool = False,
+                  trial_replicas: int | None = None) -> dict[str, Any] | None:
+    """The ScaledObject of ``server`` (no ownerReferences: the caller adopts it), or None when
+    ``spec.autoscaling`` is unset or its mode is ``External`` (nothing to render).
+
+    ``prometheus_address``: the operator's default (``--prometheus-address``), used when
+    ``spec.autoscaling.prometheus`` is unset. ``judging``, ``trial_replicas``: as :func:`pause_annotations` (the
+    annotations set are rendered, the others left out). Raises :class:`MissingPrometheusAddress` when neither
+    address is set. Shape: ``keda.sh/v1alpha1`` ScaledObject with ``scaleTargetRef``, ``minReplicaCount``,
+    ``maxReplicaCount``, one ``prometheus`` trigger, ``fallback`` and ``advanced``.
+    """
+    auto = server.spec.autoscaling
+    if auto is None or auto.mode is AutoscalingMode.EXTERNAL:
+        return None
+    address = auto.prometheus.address if auto.prometheus is not None else prometheus_address
+    if not address:
+        raise MissingPrometheusAddress(
+            "spec.autoscaling.prometheus.address is not set and the operator has no --prometheus-address (the "
+            "chart's autoscaling.prometheusAddress): set one of them to Prometheus' URL, e.g. "
+            "http://prometheus-operated.monitoring.svc:9090")
+    annotations = {k: v for k, v in pause_annotations(judging, trial_replicas).items() if v is not None}
+    metadata: dict[str, Any] = {"name": server.name, "namespace": server.namespace,
+                                "labels": {**selector_labels(server.name), "app.kubernetes.io/component": "autoscaler",
+                                           "app.kubernetes.io/managed-by": MANAGED_BY}}
+    if annotations:
+        metadata["annotations"] = annotations
+    fallback = auto.effective_fallback
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": metadata,
+        "spec": {
+            "scaleTargetRef": {"apiVersion": server.api_version, "kind": server.kind, "name": server.name},
+            "minReplicaCount": auto.effective_min_replicas,
+            "maxReplicaCount": auto.max_replicas,
+            "triggers": [{
+                "type": TRIGGER_TYPE,
+                "metricType": "AverageValue",
+                "metadata": {
+                    "serverAddress": address,
+                    "query": query(server),
+                    "threshold": _number(auto.target),
+                    "ignoreNullValues": "false",
+                },
+            }],
+            "fallback": {
+                "failureThreshold": fallback.failure_threshold,
+                "replicas": fallback.replicas if fallback.replicas is not None else auto.effective_min_replicas,
+                "behavior": FALLBACK_BEHAVIOR,
+            },
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(auto)}},
+        },
+    }
+
+
+def hpa_behavior(auto: Autoscaling) -> dict[str, Any]:
+    """The HPA ``behavior`` (``autoscaling/v2`` HorizontalPodAutoscalerBehavior) of ``auto.behavior``: scale-up
+    ``replicas`` per ``periodSeconds`` after its window; scale-down 1 replica per window (its policy's period is the
+    window, so no more than one replica goes per window)."""
+    up, down = auto.effective_behavior.scale_up, auto.effective_behavior.scale_down
+    return {
+        "scaleUp": {"stabilizationWindowSeconds": up.stabilization_window_seconds, "selectPolicy": "Max",
+                    "policies": [{"type": "Pods", "value": up.replicas, "periodSeconds": up.period_seconds}]},
+        "scaleDown": {"stabilizationWindowSeconds": down.stabilization_window_seconds, "selectPolicy": "Max",
+                      "policies": [{"type": "Pods", "value": 1, "periodSeconds": down.stabilization_window_seconds}]},
+    }
+
+
+def pause_annotations(judging: bool, trial_replicas: int | None) -> dict[str, str | None]:
+    """KEDA's pause annotations for the server's state, every one of them named (None: to be absent, as a JSON merge
+    patch removes it).
+
+    - ``trial_replicas`` (an in-place tuning trial measures on that many replicas): ``paused-replicas`` at that count
+      (scaling stops entirely; KEDA keeps the target at it);
+    - else ``judging`` (a revision warms up or verifies, a canary runs): ``paused-scale-in: "true"`` (no replica is
+      removed while judged; scale-up stays allowed);
+    - else none. ``paused`` is never set.
+
+    Raises ``ValueError`` when ``trial_replicas`` is negative.
+    """
+    if trial_replicas is not None and trial_replicas < 0:
+        raise ValueError(f"trial_replicas must be >= 0 (got {trial_replicas})")
+    out: dict[str, str | None] = {PAUSED: None, PAUSED_REPLICAS: None, PAUSED_SCALE_IN: None}
+    if trial_replicas is not None:
+        out[PAUSED_REPLICAS] = str(trial_replicas)
+    elif judging:
+        out[PAUSED_SCALE_IN] = "true"
+    return out
+
+
+def _autoscaling(server: SGLangServer) -> Autoscaling:
+    if server.spec.autoscaling is None:
+        raise ValueError(f"SGLangServer {server.name} has no spec.autoscaling")
+    return server.spec.autoscaling
+
+
+def _number(value: float | None) -> str:
+    """A threshold as KEDA reads it (a string parsed as float64): ``4``, ``0.75``."""
+    return f"{value:g}" if value is not None else ""
