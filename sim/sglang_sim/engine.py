@@ -78,7 +78,11 @@ class EngineCrash(Exception):
 
 @dataclass
 class SimRequest:
-    """One generation request; the engine appends text pieces to ``chunks`` and sets ``event``."""
+    """One generation request; the engine appends text pieces to ``chunks`` as a step computes them and, once the
+    step's time has passed on the wall clock (:meth:`Engine.publish`), marks them out (``published_chunks``,
+    ``published_finished``) and sets ``event``. Handlers send only what is out: the engine computes the next step
+    before it sleeps, so its chunks exist a step early (sending them then made every request's last token, and so
+    its decode speed, one verify step early)."""
 
     rid: str
     prompt_tokens: int
@@ -97,6 +101,8 @@ class SimRequest:
     verify_ct: int = 0
     accepted_drafts: int = 0
     carry: float = 0.5
+    published_chunks: int = 0
+    published_finished: bool = False
     event: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -144,6 +150,8 @@ class Engine:
     def publish(self) -> None:
         """Wake the clients of every request a step touched (the step's tokens are out)."""
         for req in self._touched.values():
+            req.published_chunks = len(req.chunks)
+            req.published_finished = req.finished
             req.event.set()
         self._touched.clear()
 

@@ -83,9 +83,9 @@ def _usage(req: SimRequest) -> dict[str, Any]:
 
 
 async def _wait_done(req: SimRequest) -> None:
-    while not req.finished:
+    while not req.published_finished:
         req.event.clear()
-        if req.finished:
+        if req.published_finished:
             break
         await req.event.wait()
 
@@ -99,9 +99,9 @@ async def _stream(request: web.Request, req: SimRequest, piece: Callable[[str, b
     try:
         while True:
             req.event.clear()
-            chunks = req.chunks[sent:]
+            chunks = req.chunks[sent:req.published_chunks]
             sent += len(chunks)
-            done = req.finished
+            done = req.published_finished
             out = b"".join(filter(None, (piece("".join(c), done and i == len(chunks) - 1)
                                          for i, c in enumerate(chunks))))
             if done and not chunks:
