@@ -63,6 +63,7 @@ from sglang_operator.io import kube
 from sglang_operator.io.pods import PodCache
 from sglang_operator.io.sampler import Sampler
 from sglang_operator.io.sglang_http import SGLangHTTP
+from sglang_operator.io.trialstreams import TRIAL_STREAMS
 from sglang_operator.process import telemetry
 
 log = logging.getLogger("sglang_operator.control.observer")
@@ -121,12 +122,14 @@ class Observer(Gathering, Ticking):
     thing it keeps is in that server's :class:`~sglang_operator.control.memory.ServerMemory` (:attr:`memories`).
     ``namespaces``: the watched namespaces (empty: clusterwide), for the resync's LIST. ``scrape_limits`` and
     ``probe_limits``: the bounds on what the HTTP client and the sampler read from a pod (defaults
-    :class:`ScrapeLimits`, :class:`ProbeLimits`; ``/server_info`` shares the scrape's body limit)."""
+    :class:`ScrapeLimits`, :class:`ProbeLimits`; ``/server_info`` shares the scrape's body limit); ``trial_streams``:
+    the HTTP client's cap on tuning trials' streams in flight (:mod:`sglang_operator.io.trialstreams`)."""
 
     def __init__(self, interval: float, sample_interval: float | None = None, resync_seconds: float = RESYNC_SECONDS,
                  namespaces: tuple[str, ...] = (), *, scrape_limits: ScrapeLimits | None = None,
-                 probe_limits: ProbeLimits | None = None) -> None:
+                 probe_limits: ProbeLimits | None = None, trial_streams: int = TRIAL_STREAMS) -> None:
         self.interval = interval
+        self.trial_streams = trial_streams
         self.scrape_limits = scrape_limits or ScrapeLimits()
         self.probe_limits = probe_limits or ProbeLimits()
         self.sample_interval = sample_interval
@@ -150,7 +153,7 @@ class Observer(Gathering, Ticking):
     def http(self) -> SGLangHTTP:
         """The one HTTP client for SGLang pods (created on the running loop at first use)."""
         if self._http is None:
-            self._http = SGLangHTTP(max_body_bytes=self.scrape_limits.body_bytes)
+            self._http = SGLangHTTP(max_body_bytes=self.scrape_limits.body_bytes, trial_streams=self.trial_streams)
         return self._http
 
     @property
