@@ -66,3 +66,22 @@ def test_a_level_over_the_cap_is_refused_and_a_cancelled_wait_takes_nothing() ->
         assert streams.in_use == 0
 
     asyncio.run(run())
+
+
+def test_a_trial_level_over_the_cap_sends_nothing() -> None:
+    from sglang_operator.decisions.sampling.roles import roles_for
+    from sglang_operator.io.sglang_http import SGLangHTTP
+    from sglang_operator.io.trialbench import BenchPlan, TrialPod, measure_trial
+    from sglang_operator.sglang.versions import parse_version
+
+    async def run() -> None:
+        http = SGLangHTTP(trial_streams=4)
+        try:
+            with pytest.raises(OverCap):  # the pod's port is closed: any request would have failed, none was sent
+                await measure_trial(http, [TrialPod("p", "http://127.0.0.1:1")], "m",
+                                    roles_for(parse_version("0.5.10")), BenchPlan(levels=(8,), warmup_seconds=0))
+            assert http.trial_streams.in_use == 0
+        finally:
+            await http.aclose()
+
+    asyncio.run(run())

@@ -9,6 +9,7 @@ How a level is measured (:func:`measure_trial`):
   :class:`~sglang_operator.decisions.sampling.limits.ProbeLimits`), the prompts of the workload in turn (default
   :data:`DEFAULT_PROMPTS`), ``max_tokens`` = ``workload.maxOutputTokens``, greedy. A worker whose request failed
   waits :data:`FAILURE_PAUSE_SECONDS` before the next one, so a pod answering errors is not hammered.
+- Workers start :data:`RAMP_SECONDS` apart (a level of 256 within half a second).
 - Settling: the first level starts with ``workload.warmupSeconds`` of load that is not measured; a later level
   settles until every worker has finished its first request at that level (the ramp is over), at most
   ``warmupSeconds``.
@@ -70,7 +71,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import aiohttp
 
 from sglang_operator.api.rollback import PROBE_PROMPT
 from sglang_operator.api.server import SGLangServer
@@ -134,6 +135,8 @@ DEFAULT_PROMPTS: tuple[str, ...] = (
 FAILURE_PAUSE_SECONDS = 0.5
 """A worker's pause after a failed request (a pod answering 500 at once is not sent thousands a second)."""
 SERVER_INFO_TIMEOUT_SECONDS = 10.0
+RAMP_SECONDS = 0.002
+"""Seconds between the starts of two workers of a level (256 workers start within half a second, in the warm-up)."""
 
 
 @dataclass(frozen=True)
@@ -194,9 +197,10 @@ class _Level:
 
 class TrialBench:
     """Measures one trial's pods (:meth:`measure`); ``http``: the operator's :class:`SGLangHTTP` (its aiohttp session
-    reads ``/metrics`` and ``/server_info``; the requests of a level go through an httpx client of its own with
-    ``level`` + 4 connections, as :func:`~sglang_operator.io.loadgen.hold_concurrency` sizes it: 60 s at most
-    between two chunks, ``plan.request_timeout_seconds`` per request); ``roles``: the metric roles
+    reads ``/metrics`` and ``/server_info``; the requests of a level go through an aiohttp session of its own with
+    ``level`` + 4 connections (:func:`~sglang_operator.io.loadgen.stream_once_aiohttp`: httpx's pool walks every
+    connection at each request, quadratic in the level, 10 s of event-loop lag at 256): 60 s at most between two
+    chunks, ``plan.request_timeout_seconds`` per request); ``roles``: the metric roles
     of the pods' SGLang release; ``model``: the served model name; ``api_key``: the server's, when it has one."""
 
     def __init__(self, http: SGLangHTTP, pods: Sequence[TrialPod], model: str, roles: MetricRoles, plan: BenchPlan,
@@ -233,16 +237,19 @@ class TrialBench:
         plan = self.plan
         state = _Level(concurrency, LevelTally(concurrency, plan.repetitions))
         stop = asyncio.Event()
-        limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
-        client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(60.0, pool=None), trust_env=False)
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=concurrency + 4, limit_per_host=0, use_dns_cache=False),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=60.0, sock_read=60.0), trust_env=False,
+            auto_decompress=False)
 
         async def worker(index: int) -> None:
             pod = self.pods[index % len(self.pods)].pod
+            await asyncio.sleep(index * RAMP_SECONDS)  # 256 connections opened at once would stall the loop
             while not stop.is_set():
                 start = self.clock()
                 try:
                     async with asyncio.timeout(plan.request_timeout_seconds):
-                        res = await loadgen.stream_once(client, pod.base_url, self.model,
+                        res = await loadgen.stream_once_aiohttp(session, pod.base_url, self.model,
                                                         prompt=self._next_prompt(), max_tokens=plan.max_output_tokens,
                                                         api_key=self.api_key, limits=self.probe_limits,
                                                         clock=self.clock)
@@ -280,7 +287,7 @@ class TrialBench:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await client.aclose()
+            await session.close()
         windows = []
         for k in range(plan.repetitions):
             pairs, steps = self._window_server(marks[k], marks[k + 1])
