@@ -19,7 +19,10 @@ server was sampled (its back-off).
     python bench/observe_fair.py --seconds 30               # a quick check
     PYTHONPATH=/tmp/old/operator python bench/observe_fair.py   # the same harness on an older tree
 
-Prints the figures; exit status 0 either way (a benchmark, not a test).
+Prints the figures; exit status 0 either way (a benchmark, not a test). Measured on a 2-core machine shared with
+other work: at eefd729 (eight shared slots held through 5 s reads) the fewest samples of a healthy server were 2
+of 18 intervals (11 %, longest gap 40 s); with the reads' slot given back, 2 s deadlines and the back-off, 18 of 18
+(longest gap 5.1 s), each silent server read 3 times in 90 s.
 """
 
 from __future__ import annotations
