@@ -8,6 +8,7 @@ more while nothing changes; the figure is the mean wall time per observation of 
 nothing else running.
 
     python bench/observe.py [--count 500] [--rounds 5]
+    python bench/observe.py --fairness   # 32 servers whose pods never answer beside 16 healthy (bench/observe_fair.py)
 
 Runs on this tree's layout and on the layout before issue 15's re-layout (``sglang_operator.observer``), so the
 same harness measures a commit before and after (``git worktree add /tmp/old 7a75fdc`` and
@@ -23,6 +24,8 @@ import datetime as dt
 import gc
 import importlib
 import logging
+import runpy
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -60,6 +63,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--count", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--fairness", action="store_true",
+                        help="whether healthy servers are sampled every interval beside 32 whose pods never answer "
+                             "(bench/observe_fair.py, its defaults)")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     observer_mod, kube, revisions = _modules()
@@ -128,4 +134,8 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    if "--fairness" in sys.argv[1:]:  # a harness of its own, with its own event loop
+        sys.argv = [str(ROOT / "bench" / "observe_fair.py")]
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    else:
+        asyncio.run(main())

@@ -469,6 +469,10 @@ TUNING_CASES: list[Case] = [
          "weight says how much it counts)", setting(T + "workload.concurrency", [{"level": 16}, {"level": 1},
                                                                                   {"level": 16, "weight": 3}]),
          rule="concurrency-levels-distinct", value="level 16"),
+    tcel("tune-load-too-long", "spec.workload asks 21600 s of measured load per trial (secondsPerLevel 3600 × "
+         "repetitions 3 × 2 levels), over the 7200 s limit; lower secondsPerLevel, repetitions or the number of "
+         "levels", setting(T + "workload.secondsPerLevel", 3600), setting(T + "workload.repetitions", 3),
+         rule="workload-load-bounded", value="21600 s"),
     tcel("tune-failures-beyond-trials", "spec.budget.maxFailedTrialCount is 20 but maxTrialCount is 12: it could "
          "never be reached; lower maxFailedTrialCount or raise maxTrialCount",
          setting(T + "budget.maxFailedTrialCount", 20), rule="budget-failed-within-trials", value="is 20"),

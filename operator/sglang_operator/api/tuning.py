@@ -43,6 +43,9 @@ and the adaptive-mode trial (:data:`MAX_TRIAL_RECORDS`), so the object stays far
 MAX_TRIAL_RECORDS = MAX_TRIALS + 2
 MAX_LEVELS = 6
 """Concurrency levels at most in ``spec.workload.concurrency`` (and figures per trial)."""
+MAX_LOAD_SECONDS = 7200
+"""Seconds of measured load one trial may ask for at most: ``secondsPerLevel × repetitions × levels`` (the load runs
+inside the operator; without it a trial could ask 3600 × 5 × 6 s, 30 h)."""
 STRING_LIMIT = 256
 """Characters at most of a short status string (names, hashes, summaries)."""
 REASON_LIMIT = 1024
@@ -290,7 +293,8 @@ class Workload(ApiModel):
         json_schema_extra={"default": [{"level": 1, "weight": 1.0}]})
     """The levels, each measured in turn (at most 6, each level once); default concurrency 1 only."""
     seconds_per_level: Annotated[int, Field(ge=5, le=3600)] = 30
-    """Seconds each level is measured for, after the trial's warm-up."""
+    """Seconds each level is measured for, after the trial's warm-up (``secondsPerLevel × repetitions × levels`` at
+    most 7200: the measured load of one trial)."""
     warmup_seconds: Annotated[int, Field(ge=0, le=3600)] = 10
     """Seconds of load after the trial is Ready (SGLang's CUDA-graph capture is done by then) that are not
     measured."""
@@ -313,6 +317,22 @@ class Workload(ApiModel):
             f"{next(c.level for c in m.concurrency if [d.level for d in m.concurrency].count(c.level) > 1)} more than "
             "once; list each level once (its weight says how much it counts)",
             name="concurrency-levels-distinct",
+        ),
+        CelRule(
+            f"self.secondsPerLevel * self.repetitions * size(self.concurrency) <= {MAX_LOAD_SECONDS}",
+            f"spec.workload asks more than {MAX_LOAD_SECONDS} s of measured load per trial (secondsPerLevel × "
+            "repetitions × levels)",
+            lambda m: m.seconds_per_level * m.repetitions * len(m.concurrency) <= MAX_LOAD_SECONDS,
+            ".secondsPerLevel",
+            message_expression=f"'spec.workload asks %d s of measured load per trial (secondsPerLevel %d × "
+            f"repetitions %d × %d levels), over the {MAX_LOAD_SECONDS} s limit; lower secondsPerLevel, repetitions or "
+            "the number of levels'.format([self.secondsPerLevel * self.repetitions * size(self.concurrency), "
+            "self.secondsPerLevel, self.repetitions, size(self.concurrency)])",
+            explain=lambda m: f"spec.workload asks {m.seconds_per_level * m.repetitions * len(m.concurrency)} s of "
+            f"measured load per trial (secondsPerLevel {m.seconds_per_level} × repetitions {m.repetitions} × "
+            f"{len(m.concurrency)} levels), over the {MAX_LOAD_SECONDS} s limit; lower secondsPerLevel, repetitions "
+            "or the number of levels",
+            name="workload-load-bounded",
         ),
     )
 

@@ -55,6 +55,7 @@ from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.io import kube
 from sglang_operator.io.discovery import POD_MONITORS
+from sglang_operator.io.trialstreams import TRIAL_STREAMS
 from sglang_operator.process import telemetry
 from sglang_operator.process.readiness import READINESS
 from sglang_operator.sglang import args as sglang_args
@@ -104,6 +105,8 @@ class Config:
     namespaces: tuple[str, ...] = ()
     scrape_limits: ScrapeLimits = field(default_factory=ScrapeLimits)
     probe_limits: ProbeLimits = field(default_factory=ProbeLimits)
+    trial_streams: int = TRIAL_STREAMS
+    """Tuning trials' streamed requests in flight at most, all trials together (``--trial-streams``)."""
 
 
 def observer_of(memo: Any) -> Observer:
@@ -340,7 +343,7 @@ async def start_observer(memo: Any, **_: Any) -> None:
     config = getattr(memo, "config", None) or Config()
     memo.observer = Observer(config.status_interval, config.sample_interval, config.resync_seconds,
                              config.namespaces, scrape_limits=config.scrape_limits,
-                             probe_limits=config.probe_limits)
+                             probe_limits=config.probe_limits, trial_streams=config.trial_streams)
     freeze_heap()
     READINESS.start(kube.sglangserver_uids)
     memo.observer.start()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sglang_operator.api.server import parse_status
 from sglang_operator.api.status import SGLangServerStatus
+from sglang_operator.decisions.sampling.backoff import Backoff
 from sglang_operator.decisions.tuning.inplace import TuningRequest, request_of
 from sglang_operator.io.sampler import SamplerState
 
@@ -93,6 +94,8 @@ class ServerMemory:
     a view shows that revision (the watch may still bring views from before the handler's status patch), the view is
     older than what runs (an observation would take the handler's apply for a lost update and apply it again)."""
     sampling: SamplerState = field(default_factory=SamplerState)
+    read_backoff: Backoff = field(default_factory=Backoff)
+    """When its pods are read again after reads that all timed out (:mod:`sglang_operator.control.gather`)."""
     typed: tuple[str, SGLangServerStatus] | None = None
     """``(resourceVersion, status)``: the newest view's status parsed (:meth:`status_of`)."""
     spec_hash: tuple[int, str] | None = None

@@ -32,95 +32,46 @@ import contextlib
 import datetime as dt
 import logging
 import time
-import zlib
 from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator import builders
-from sglang_operator.api.base import ABORT_ANNOTATION
 from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_spec, parse_status
 from sglang_operator.api.spec import SGLangServerSpec
-from sglang_operator.api.status import Phase, SGLangServerStatus
+from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders.canary import serving_name
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
-from sglang_operator.builders.revision import DIGEST_ANNOTATION
-from sglang_operator.control import ledger, restore, server_status, testhooks
+from sglang_operator.control import restore, server_status, testhooks
 from sglang_operator.control.apply import apply_placement, placement
+from sglang_operator.control.gather import Gathering
+from sglang_operator.control.gather import read_effective as read_effective
+from sglang_operator.control.gather import requested_settings as requested_settings
 from sglang_operator.control.memory import Key, Memories, ParseCache, ServerMemory, TuningRequests, key_of
 from sglang_operator.control.multinode import apply_when_served
-from sglang_operator.decisions import effective as eff
-from sglang_operator.decisions import groups, judging
+from sglang_operator.control.ticks import CONCURRENCY as CONCURRENCY
+from sglang_operator.control.ticks import SPREAD as SPREAD
+from sglang_operator.control.ticks import Ticking
+from sglang_operator.control.ticks import offset_in_interval as offset_in_interval
+from sglang_operator.decisions import groups
 from sglang_operator.decisions import status as st
-from sglang_operator.decisions.canary import CanaryObservation
-from sglang_operator.decisions.derive import speculative_condition
-from sglang_operator.decisions.observation import Decision, Observed, ServerAction, decide
-from sglang_operator.decisions.pods import trouble
-from sglang_operator.decisions.rollback import Apply, Observation, setup_of
+from sglang_operator.decisions.observation import Decision, ServerAction, decide
+from sglang_operator.decisions.rollback import Apply
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
-from sglang_operator.decisions.sampling.model import Sample, SampleKind, Signal
-from sglang_operator.decisions.sampling.roles import roles_for
-from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.decisions.tuning.inplace import ApplyTrial
 from sglang_operator.io import kube
-from sglang_operator.io.pods import PodCache, targets
-from sglang_operator.io.sampler import Sampler, ServerRef, sampling_params
-from sglang_operator.io.sglang_http import ScrapeError, SGLangHTTP, base_url
+from sglang_operator.io.pods import PodCache
+from sglang_operator.io.sampler import Sampler
+from sglang_operator.io.sglang_http import SGLangHTTP
+from sglang_operator.io.trialstreams import TRIAL_STREAMS
 from sglang_operator.process import telemetry
-from sglang_operator.sglang.versions import SGLangVersionError, dialect, parse_version
 
 log = logging.getLogger("sglang_operator.control.observer")
 HANDLED_WAIT_SECONDS = 30.0
 """How long an observation waits for a view showing the reconcile handler's apply (its status patch) at most."""
 RESYNC_SECONDS = 300.0
 """Seconds between two resyncs (:meth:`Observer.resync`), the operator's ``--resync-seconds``."""
-CONCURRENCY = 8
-SPREAD = 0.8
-"""Fraction of the interval over which one tick's observations are spread."""
 MANAGED = {"app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/managed-by": MANAGED_BY}
-
-
-def requested_settings(server_spec: Any, num_draft_tokens: int | None) -> dict[str, Any]:
-    """What the spec asks SGLang for, keyed as :data:`decisions.effective.FIELDS` (unset keys left out)."""
-    out: dict[str, Any] = {}
-    spec_dec = server_spec.speculative
-    if spec_dec is not None:
-        out |= {"algorithm": spec_dec.algorithm.value, "numSteps": spec_dec.num_steps,
-                "eagleTopk": spec_dec.eagle_topk, "numDraftTokens": num_draft_tokens}
-        if spec_dec.adaptive is not None and spec_dec.adaptive.enabled:
-            out["adaptive"] = True
-    mem = server_spec.memory
-    for key, value in (("maxRunningRequests", mem.max_running_requests),
-                       ("memFractionStatic", mem.mem_fraction_static), ("contextLength", mem.context_length)):
-        if value is not None:
-            out[key] = value
-    return out
-
-
-async def read_effective(
-    http: SGLangHTTP, url: str, version: str, status: SGLangServerStatus, server_spec: Any, namespace: str = "default"
-) -> tuple[dict[str, Any] | None, list[str] | None]:
-    """(new effective settings or None, differences or None) of a Ready server at ``url``.
-
-    ``/server_info`` is read once per revision; the differences are recomputed every call from the
-    effective settings (new or already in status). Failures are logged and counted, never raised.
-    """
-    effective = None
-    stored = status.effective.dump() if status.effective is not None else None
-    if not stored:
-        try:
-            path = dialect(parse_version(version)).server_info_path
-            ref = server_spec.api_key_secret_ref  # SGLang's --api-key guards /server_info (not /metrics)
-            api_key = await kube.secret_value(namespace, ref.name, ref.key) if ref is not None else None
-            effective = eff.effective_settings(await http.server_info(url, path, api_key=api_key))
-        except ScrapeError as err:
-            telemetry.count_scrape_error("server_info", err.reason)
-            log.debug("server info not read yet: %s", err)
-    known = effective or stored
-    diffs = None
-    if known:
-        diffs = eff.differences(requested_settings(server_spec, status.num_draft_tokens), known)
-    return effective, diffs
 
 
 def applied_spec(body: Mapping[str, Any], status: SGLangServerStatus) -> SGLangServerSpec:
@@ -164,28 +115,21 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
                               f"{rendered.revision}")
 
 
-def offset_in_interval(meta: Mapping[str, Any]) -> float:
-    """Where in the observer's interval a server is observed, in [0, 1): fixed per server (a hash of its uid, else
-    of its namespace and name), so the first observations of servers created together (a status patch and an
-    event each) spread over the interval like the servers' own hashes, not in bursts (why and the figures:
-    docs/architecture.md, "Under load")."""
-    key = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
-    return zlib.crc32(key.encode()) / 2**32
-
-
-class Observer:
+class Observer(Gathering, Ticking):
     """Tracks SGLangServers and their pods (fed by kopf event handlers) and observes every server each
     ``interval`` s; samples each server every ``spec.rollback.intervalSeconds``, or every ``sample_interval``
     s when that is set (``--sample-interval``: an operator-wide override for tests and demos). Every per-server
     thing it keeps is in that server's :class:`~sglang_operator.control.memory.ServerMemory` (:attr:`memories`).
     ``namespaces``: the watched namespaces (empty: clusterwide), for the resync's LIST. ``scrape_limits`` and
     ``probe_limits``: the bounds on what the HTTP client and the sampler read from a pod (defaults
-    :class:`ScrapeLimits`, :class:`ProbeLimits`; ``/server_info`` shares the scrape's body limit)."""
+    :class:`ScrapeLimits`, :class:`ProbeLimits`; ``/server_info`` shares the scrape's body limit); ``trial_streams``:
+    the HTTP client's cap on tuning trials' streams in flight (:mod:`sglang_operator.io.trialstreams`)."""
 
     def __init__(self, interval: float, sample_interval: float | None = None, resync_seconds: float = RESYNC_SECONDS,
                  namespaces: tuple[str, ...] = (), *, scrape_limits: ScrapeLimits | None = None,
-                 probe_limits: ProbeLimits | None = None) -> None:
+                 probe_limits: ProbeLimits | None = None, trial_streams: int = TRIAL_STREAMS) -> None:
         self.interval = interval
+        self.trial_streams = trial_streams
         self.scrape_limits = scrape_limits or ScrapeLimits()
         self.probe_limits = probe_limits or ProbeLimits()
         self.sample_interval = sample_interval
@@ -209,7 +153,7 @@ class Observer:
     def http(self) -> SGLangHTTP:
         """The one HTTP client for SGLang pods (created on the running loop at first use)."""
         if self._http is None:
-            self._http = SGLangHTTP(max_body_bytes=self.scrape_limits.body_bytes)
+            self._http = SGLangHTTP(max_body_bytes=self.scrape_limits.body_bytes, trial_streams=self.trial_streams)
         return self._http
 
     @property
@@ -332,75 +276,6 @@ class Observer:
         log.info("%s/%s: %s", mem.namespace, mem.name, message)
         await server_status.event(body, "Normal", "Created", created)
 
-    async def gather(self, mem: ServerMemory, view: dict[str, Any], status: SGLangServerStatus, server: SGLangServer,
-                     spec: SGLangServerSpec, now: dt.datetime) -> tuple[Observed, Any]:
-        """The I/O of one observation: the pods (from the cache), ``/server_info`` once Ready, the image digest, the
-        interval's samples. Returns what was observed and the policy in force (``intervalSeconds`` the sampling
-        interval). ``view``: the object with what the server's job applied, ``status`` its status (a revision
-        applied); ``spec``: the spec it runs."""
-        meta = view.get("metadata", {})
-        revision = str(status.revision)
-        generation = int(meta.get("generation") or 0)
-        pods = await self.pods.pods(server.namespace, server.name)
-        running = status.canary
-        canary_rev = running.revision if running is not None else None
-        own = [p for p in pods if _revision_of(p) != canary_rev] if canary_rev else pods  # the serving workload's
-        health_spec = spec if running is None else spec.model_copy(update={"replicas": running.stable_replicas})
-        health = groups.server_health(own, health_spec, revision, generation, now)  # per group (leaders) multi-node
-        effective = diffs = None
-        if health.phase == "Ready" and health.pod_ips:
-            effective, diffs = await read_effective(self.http, base_url(health.pod_ips[0], spec.port),
-                                                    status.sglang_version or "", status, spec, server.namespace)
-            await self._note_digest(mem, revision, pods)
-        known = effective or (status.effective.dump() if status.effective is not None else None)
-        self.series.export_effective(server.namespace, server.name, revision, known)  # for 0.5.10's missing gauges
-        policy = server.spec.rollback
-        if judging.warm_up_ends(status.analysis, policy.warmup_seconds, now):  # align the first judged interval
-            Sampler.restart_interval(mem.sampling)
-        samples, figures, interval = await self.sample(view, status, spec, policy, now, mem)
-        policy = policy.model_copy(update={"interval_seconds": max(1, round(interval))})
-        sample = judging.sample_for(samples, revision)
-        stable_views = groups.pod_views(pods, spec, revision)
-        annotations = meta.get("annotations") or {}
-        canary_obs = None
-        if running is not None or server.spec.strategy.canary_policy is not None:
-            mine = [p for p in pods if canary_rev and _revision_of(p) == canary_rev
-                    and not (p.get("metadata") or {}).get("deletionTimestamp")]
-            canary_obs = CanaryObservation(
-                policy=server.spec.strategy.canary_policy, replicas=server.spec.replicas, name=server.name,
-                serving_workload=status.serving_workload,
-                pods=groups.pod_views(pods, spec, canary_rev) if canary_rev else (),
-                stable_ready=sum(v.ready for v in stable_views),
-                sample=judging.sample_for(samples, canary_rev) if canary_rev else None,
-                pending=next((t for t in map(trouble, mine) if t), None),
-                promote_token=annotations.get(judging.PROMOTE_ANNOTATION),
-                abort_token=annotations.get(ABORT_ANNOTATION))
-        observation = Observation(
-            revision=revision, desired_pods=health_spec.replicas, setup=setup_of(spec), pods=stable_views,
-            spec_revision=None if mem.apply_failure else self._spec_revision(mem, server, view, status),  # kopf retries
-            retry_token=restore.retry_token(view), canary=canary_obs)
-        speculative = speculative_condition(
-            spec.speculative.algorithm.value if spec.speculative else None,
-            known,
-            None if sample is None or sample.kind is not SampleKind.MEASURED
-            else sample.figures.accept_length is not None,
-            health.phase == "Ready", generation, now)
-        return Observed(
-            now=now, generation=generation, health=health, observation=observation, effective=effective, diffs=diffs,
-            samples=samples, figures=figures, speculative=speculative,
-            promote_token=(meta.get("annotations") or {}).get(judging.PROMOTE_ANNOTATION),
-            apply_failure=mem.apply_failure, previous_diffs=mem.diffs, tunings=self.tunings.of(mem.key),
-            spec_hash=self._spec_hash(mem, view)), policy
-
-    @staticmethod
-    def _spec_hash(mem: ServerMemory, view: Mapping[str, Any]) -> str:
-        """The object's spec hashed without ``replicas`` (:func:`~sglang_operator.decisions.tuning.hold.spec_hash`),
-        once per generation."""
-        generation = int((view.get("metadata") or {}).get("generation") or 0)
-        if mem.spec_hash is None or mem.spec_hash[0] != generation:
-            mem.spec_hash = (generation, holds.spec_hash(view.get("spec") or {}))
-        return mem.spec_hash[1]
-
     async def persist(self, mem: ServerMemory, body: dict[str, Any], decision: Decision, now: dt.datetime) -> None:
         """Write ``decision`` for ``body`` (the view it was decided from): ONE status patch with the view's
         resourceVersion (refused as stale: the view is marked and nothing else is written; the watch's newer object is
@@ -497,19 +372,6 @@ class Observer:
         mem.spec_revision = (generation, rev)
         return rev
 
-    async def _note_digest(self, mem: ServerMemory, revision: str, pods: list[dict[str, Any]]) -> None:
-        """Record, once per revision, the image digest its Ready pods run on its ControllerRevision."""
-        if revision in mem.digests:
-            return
-        ns, name = mem.key
-        mine = [p for p in pods if (p.get("metadata", {}).get("labels") or {}).get(builders.REVISION_LABEL)
-                == revision and not p.get("metadata", {}).get("deletionTimestamp")]
-        cr = await ledger.load(ns, name, revision)
-        known = ((cr or {}).get("metadata", {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
-        digest = await ledger.note_digest(ns, name, revision, mine, known) if cr is not None else None
-        if digest is not None:
-            mem.digests[revision] = digest
-
     def _start_job(self, mem: ServerMemory, body: dict[str, Any], action: ServerAction, now: dt.datetime) -> None:
         """Carry out the analysis' Apply as the server's job: it waits for the server's lock (the observation
         holding it ends first), drains and applies there, and no tick waits for it."""
@@ -543,103 +405,6 @@ class Observer:
             return
         mem.apply_error = None
         mem.applied = new
-
-    async def sample(self, body: dict[str, Any], status: SGLangServerStatus, spec: Any, policy: Any, now: dt.datetime,
-                     mem: ServerMemory | None = None) -> tuple[list[Sample] | None, dict[str, Any], float]:
-        """Sample the server when its interval has passed: export every revision's sample; return the samples
-        (None: not due), the status figures of the serving revision (:func:`decisions.status.figures_patch`;
-        ``{}`` when nothing to write) and the sampling interval in seconds. ``spec``: the applied spec (port,
-        model, API key); ``policy``: the object's ``spec.rollback`` (signal, interval, probe)."""
-        meta = body["metadata"]
-        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
-        if status.tuning_hold is not None:  # an InPlace tuning measures its trial: no probe beside its load
-            return None, {}, float(self.sample_interval or policy.interval_seconds)
-        try:
-            roles = roles_for(parse_version(status.sglang_version or ""))
-        except SGLangVersionError:
-            return None, {}, float(self.sample_interval or policy.interval_seconds)
-        params = sampling_params(policy, self.sample_interval)
-        mem = mem or self.memory(body)
-        if not self.sampler.due(mem.sampling, params.interval_seconds, now):
-            return None, {}, params.interval_seconds
-        api_key = None
-        ref = spec.api_key_secret_ref
-        if ref is not None and params.signal is Signal.PROBE:
-            api_key = await kube.secret_value(ns, ref.name, ref.key)
-        server = ServerRef(ns, name, roles, spec.port, spec.model.served_model_name or spec.model.path, mem.sampling)
-        samples = await self.sampler.sample(  # multi-node: one target per group, its leader
-            server, lambda: targets(groups.serving_pods(self.pods.pods_now(ns, name), spec)), params, api_key)
-        self.series.export(ns, name, samples)
-        for s in samples:
-            log.debug("%s/%s revision %s: %s %s %s", ns, name, s.revision, s.kind.value, s.reason, s.figures)
-        serving = next((s for s in samples if s.revision == status.revision and s.kind is SampleKind.MEASURED), None)
-        if serving is None:
-            return samples, {}, params.interval_seconds
-        return samples, st.figures_patch(status, serving.figures, serving.end, now), params.interval_seconds
-
-    async def tick(self) -> None:
-        """Observe every tracked server once, spread over :data:`SPREAD` of the interval (at most
-        :data:`CONCURRENCY` at a time), each at its own fixed point of it (:func:`offset_in_interval`), in its own
-        worker (a server whose worker is busy is skipped this tick). One loop walks the servers in phase order and
-        starts each observation when its point comes (not a sleeping task per server: docs/architecture.md,
-        "Under load"). Returns when every observation ended or the interval is over, whichever is first: an
-        observation still under way (a slow or hostile pod, up to its probe's timeout) goes on in its server's
-        memory (:attr:`ServerMemory.observation`), and the next tick starts on time for every other server."""
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(CONCURRENCY)
-        sem = self._slots
-        servers = [m.body for m in self.memories.values() if m.body is not None]
-        telemetry.set_servers((m.status_of(m.body).phase for m in self.memories.values() if m.body is not None),
-                              [p.value for p in Phase])
-        spread = SPREAD * self.interval
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-
-        running: set[asyncio.Task[None]] = set()
-        order = sorted((offset_in_interval(b["metadata"]) * spread, key_of(b)) for b in servers)
-        try:
-            for point, key in order:
-                if (wait := started + point - loop.time()) > 0:
-                    await asyncio.sleep(wait)
-                task = loop.create_task(self._observe_one(key, sem))
-                running.add(task)
-                task.add_done_callback(running.discard)
-            if running:
-                await asyncio.wait(set(running), timeout=max(0.0, started + self.interval - loop.time()))
-        except asyncio.CancelledError:  # the operator stops: so do the observations this tick started
-            for task in list(running):
-                task.cancel()
-            raise
-
-    async def _observe_one(self, key: Key, sem: asyncio.Semaphore) -> None:
-        """Observe server ``key`` now in its worker, unless its worker is busy or its view was refused as stale."""
-        mem = self.memories.get(key)  # the newest view at its point; gone if deleted meanwhile
-        if mem is None or mem.body is None or mem.busy:
-            return
-        if mem.stale_rv is not None and mem.stale_rv == mem.body["metadata"].get("resourceVersion"):
-            return
-        mem.stale_rv = None
-        mem.observation = asyncio.current_task()
-        async with sem, mem.lock:
-            if mem.body is None or self.memories.get(key) is not mem:
-                return
-            try:
-                await self.observe(mem.body, dt.datetime.now(dt.UTC))
-            except Exception:  # one server's failure must not stop the others
-                log.exception("observing %s/%s failed", *key)
-
-    def wake(self, key: Key) -> None:
-        """Observe server ``key`` now, off the tick (a feature asked something of it: a tuning's hold, trial or
-        release); nothing when it is unknown or its worker is busy (its next tick decides)."""
-        mem = self.memories.get(key)
-        if mem is None or mem.body is None or mem.busy:
-            return
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(CONCURRENCY)
-        task = asyncio.get_running_loop().create_task(self._observe_one(key, self._slots),
-                                                      name=f"observe {key[0]}/{key[1]}")
-        self._woken.add(task)
-        task.add_done_callback(self._woken.discard)
 
     def tuning_event(self, event_type: str | None, body: dict[str, Any]) -> None:
         """A watch event of an SGLangTuning: what it asks of its server recorded (:class:`TuningRequests`), and that
@@ -698,11 +463,6 @@ class Observer:
             except Exception:  # never let the loop die silently: log and go on next tick
                 log.exception("observer tick failed")
             await asyncio.sleep(max(0.05, self.interval - (loop.time() - started)))
-
-
-def _revision_of(pod: Mapping[str, Any]) -> str | None:
-    """A pod's ``sglang-operator.io/revision`` label."""
-    return ((pod.get("metadata") or {}).get("labels") or {}).get(builders.REVISION_LABEL)
 
 
 def same_spec(applied: Any, spec: Any) -> bool:

@@ -22,6 +22,7 @@ import yaml
 from sglang_operator.api import crd as crds
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.decisions.sampling import limits as lim
+from sglang_operator.io.trialstreams import TRIAL_STREAMS
 from sglang_operator.process.leader import LeaderElectionConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False,
@@ -336,6 +337,10 @@ def run(
     probe_chunk_limit: Annotated[int, typer.Option(
         min=1, help="data: chunks at most of one probe answer; more fails the probe (probe_too_many_chunks)")]
         = lim.PROBE_CHUNKS,
+    trial_streams: Annotated[int, typer.Option(
+        min=1, help="streamed requests of tuning trials in flight at most, all trials together (the load runs in "
+                    "the operator); a level waits until its concurrency is free, one over the cap fails its trial")]
+        = TRIAL_STREAMS,
 ) -> None:
     """Run the operator (kopf) until SIGINT/SIGTERM."""
     from sglang_operator.io.discovery import PodMonitorMode, parse_labels
@@ -368,7 +373,7 @@ def run(
                                               scrape_label_value_length_limit, scrape_cache_bytes,
                                               scrape_retained_series, scrape_retained_bytes),
                probe_limits=lim.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit),
-               metrics_server=metrics_server, readiness_port=readiness_port)
+               metrics_server=metrics_server, readiness_port=readiness_port, trial_streams=trial_streams)
 
 
 @app.command("prometheus-config")

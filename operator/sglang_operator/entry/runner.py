@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 import kopf
 
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
+from sglang_operator.io.trialstreams import TRIAL_STREAMS
 from sglang_operator.process.leader import LeaderElectionConfig
 from sglang_operator.process.metrics_http import MetricsServerConfig
 
@@ -161,6 +162,7 @@ def run(
     probe_limits: ProbeLimits | None = None,
     metrics_server: MetricsServerConfig | None = None,
     readiness_port: int = 0,
+    trial_streams: int = TRIAL_STREAMS,
 ) -> None:
     """Block running the operator until SIGINT/SIGTERM.
 
@@ -180,7 +182,8 @@ def run(
     :mod:`sglang_operator.decisions.sampling.limits`). ``metrics_server``: the metrics port's timeouts, connection cap
     authentication and TLS (default :class:`sglang_operator.process.metrics_http.MetricsServerConfig`).
     ``readiness_port``: ``/readyz`` alone on a port of its own, apart from the metrics port's connection cap
-    (:func:`sglang_operator.process.metrics_http.serve_readiness`; 0: not served apart).
+    (:func:`sglang_operator.process.metrics_http.serve_readiness`; 0: not served apart). ``trial_streams``: the cap
+    on tuning trials' streamed requests in flight, all trials together (:mod:`sglang_operator.io.trialstreams`).
     These reach the handlers as kopf's ``memo.config`` (:class:`sglang_operator.control.handlers.Config`).
     """
     from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
@@ -193,7 +196,7 @@ def run(
     memo = kopf.Memo(config=handlers.Config(
         status_interval=float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5")), sample_interval=sample_interval,
         resync_seconds=resync_seconds, namespaces=tuple(namespaces), scrape_limits=scrape_limits or ScrapeLimits(),
-        probe_limits=probe_limits or ProbeLimits()))
+        probe_limits=probe_limits or ProbeLimits(), trial_streams=trial_streams))
     handlers.READINESS.namespaces = list(namespaces)  # the startup LIST of /readyz (sglang_operator.process.readiness)
     kopf.on.startup()(configure)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,

@@ -23,10 +23,11 @@ import json
 import re
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import httpx
 
 from sglang_operator.api.rollback import PROBE_PROMPT
@@ -44,6 +45,9 @@ DEFAULT_MAX_TOKENS = 512
 YIELD_BYTES = 256 * 1024
 """Bytes of a probe answer read between two yields to the event loop (a socket with data buffered does not yield;
 256 KiB of one-token chunks is ~5 000 chunks, a few ms of parsing)."""
+YIELD_SECONDS = 0.001
+"""Seconds of reading one answer between two yields at most: with many streams whose sockets all have data buffered
+(a trial's level of 256 on a busy operator) each turn of the event loop stays short, so its lag stays bounded."""
 
 @dataclass
 class StreamResult:
@@ -209,17 +213,55 @@ async def stream_once(client: httpx.AsyncClient, base_url: str, model: str, *, p
             if encoding not in ("", "identity"):
                 res.error = f"unsupported Content-Encoding {encoding[:40]!r}"
                 return res
-            reader = _Reader(res, limits, clock, t0)
-            pause = YIELD_BYTES
-            async for data in resp.aiter_raw():
-                reader.feed(data)
-                if res.bytes_read >= pause:  # a fast server never holds the event loop for long
-                    pause = res.bytes_read + YIELD_BYTES
-                    await asyncio.sleep(0)
-            reader.finish()
+            await _consume(resp.aiter_raw(), _Reader(res, limits, clock, t0))
     except _Stop as stop:
         res.error = str(stop.args[0])
     except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        res.error = f"{type(exc).__name__}: {exc}"
+    res.e2e_s = clock() - t0
+    return res
+
+
+async def _consume(chunks: AsyncIterator[bytes], reader: _Reader) -> None:
+    """Feed the raw body to ``reader``, yielding to the event loop every :data:`YIELD_BYTES` or
+    :data:`YIELD_SECONDS`: a fast server, or many streams with data buffered, never hold the loop for long."""
+    pause, since = YIELD_BYTES, time.perf_counter()
+    async for data in chunks:
+        reader.feed(data)
+        if reader.res.bytes_read >= pause or time.perf_counter() - since >= YIELD_SECONDS:
+            pause = reader.res.bytes_read + YIELD_BYTES
+            await asyncio.sleep(0)
+            since = time.perf_counter()
+    reader.finish()
+
+
+async def stream_once_aiohttp(session: aiohttp.ClientSession, base_url: str, model: str, *,
+                              prompt: str = CODING_PROMPT, max_tokens: int = DEFAULT_MAX_TOKENS,
+                              api_key: str | None = None, limits: ProbeLimits | None = None,
+                              clock: Callable[[], float] = time.perf_counter) -> StreamResult:
+    """:func:`stream_once` through an aiohttp session (what a tuning trial's load uses: aiohttp parses HTTP in C,
+    httpx's h11 in Python, about half of the load's CPU at concurrency 256); the same request, reading, caps and
+    results (create ``session`` with ``auto_decompress=False``: the body is read raw). Never raises for HTTP/transport
+    errors, malformed chunks or a reached cap (see ``error``)."""
+    limits = limits or ProbeLimits()
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+    res = StreamResult()
+    t0 = clock()
+    try:
+        async with session.post(f"{base_url}/v1/chat/completions", json=body, allow_redirects=False,
+                                headers={**_headers(api_key), "Accept-Encoding": "identity"}) as resp:
+            if resp.status != 200:
+                res.error = f"HTTP {resp.status}"
+                return res
+            encoding = resp.headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                res.error = f"unsupported Content-Encoding {encoding[:40]!r}"
+                return res
+            await _consume(resp.content.iter_any(), _Reader(res, limits, clock, t0))
+    except _Stop as stop:
+        res.error = str(stop.args[0])
+    except (aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError, TypeError, AttributeError) as exc:
         res.error = f"{type(exc).__name__}: {exc}"
     res.e2e_s = clock() - t0
     return res

@@ -40,8 +40,11 @@ from sglang_operator.decisions.sampling.roles import MetricRoles
 from sglang_operator.io import loadgen
 from sglang_operator.io import scrape_metrics as telemetry
 from sglang_operator.io.pods import Target
-from sglang_operator.io.sglang_http import ScrapeError, SGLangHTTP, base_url
+from sglang_operator.io.sglang_http import READ_TIMEOUT_SECONDS, ScrapeError, SGLangHTTP, base_url
 
+ANSWERED = frozenset({"http_status", "too_large", "truncated", "parse", "too_many_samples", "too_many_labels",
+                      "label_value_too_long", "too_many_series"})
+"""Failure reasons of a read that nevertheless got an answer from the pod (it is alive)."""
 DEFAULT_INTERVAL = 30.0
 DUE_FRACTION = 0.95
 """A server is due when this fraction of its interval has passed (the observer's ticks are not exact)."""
@@ -51,7 +54,7 @@ DUE_FRACTION = 0.95
 class SamplingParams:
     """How one server is sampled: ``interval_seconds``; ``signal``; ``min_running_requests`` (the ``traffic``
     floor); the probe's ``probe_prompt``, ``probe_max_tokens`` and ``probe_timeout_seconds``; the per-pod
-    ``scrape_timeout_seconds``."""
+    ``scrape_timeout_seconds`` (:data:`~sglang_operator.io.sglang_http.READ_TIMEOUT_SECONDS`)."""
 
     interval_seconds: float = DEFAULT_INTERVAL
     signal: Signal = Signal.PROBE
@@ -59,7 +62,7 @@ class SamplingParams:
     probe_prompt: str = loadgen.CODING_PROMPT
     probe_max_tokens: int = 256
     probe_timeout_seconds: float = 60.0
-    scrape_timeout_seconds: float = 5.0
+    scrape_timeout_seconds: float = READ_TIMEOUT_SECONDS
 
 
 def sampling_params(rollback: Any, interval_override: float | None = None) -> SamplingParams:
@@ -95,6 +98,10 @@ class SamplerState:
     last: dt.datetime | None = None
     probes: dict[str, asyncio.Task[ProbeOutcome]] = field(default_factory=dict)
     turn: dict[str, int] = field(default_factory=dict)
+    reads: tuple[int, int] | None = None
+    """``(answered, timed out)``: the scrapes of the last :meth:`Sampler.sample` that got an answer (an error status,
+    a breached limit included) and those that got none within their timeout (None: not sampled since the caller
+    cleared it)."""
 
     def cancel(self) -> None:
         """Cancel the pending probes (the server is gone)."""
@@ -184,6 +191,8 @@ class Sampler:
             if isinstance(r, ScrapeFailure) and r.pod not in vanished:
                 telemetry.count_scrape_error("metrics", r.reason)
         by_name = {r.pod: r for r in results}
+        timed_out = sum(isinstance(r, ScrapeFailure) and r.reason == "timeout" for r in results)
+        state.reads = (sum(isinstance(r, Scrape) or r.reason in ANSWERED for r in results), timed_out)
         samples = []
         for rev in sorted({t.revision for t in before}):
             members = [t for t in before if t.revision == rev]

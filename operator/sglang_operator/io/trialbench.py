@@ -9,6 +9,7 @@ How a level is measured (:func:`measure_trial`):
   :class:`~sglang_operator.decisions.sampling.limits.ProbeLimits`), the prompts of the workload in turn (default
   :data:`DEFAULT_PROMPTS`), ``max_tokens`` = ``workload.maxOutputTokens``, greedy. A worker whose request failed
   waits :data:`FAILURE_PAUSE_SECONDS` before the next one, so a pod answering errors is not hammered.
+- Workers start :data:`RAMP_SECONDS` apart (a level of 256 within half a second).
 - Settling: the first level starts with ``workload.warmupSeconds`` of load that is not measured; a later level
   settles until every worker has finished its first request at that level (the ramp is over), at most
   ``warmupSeconds``.
@@ -16,16 +17,22 @@ How a level is measured (:func:`measure_trial`):
   boundary every pod's ``/metrics`` is scraped with the sampler's own code (:func:`sglang_operator.io.sampler
   .scrape_pod`, under :class:`~sglang_operator.decisions.sampling.limits.ScrapeLimits`) and its ``/server_info``
   (``/get_server_info`` before 0.5.6) read.
+- The level holds ``level`` of the operator's trial streams (``--trial-streams``, all trials together:
+  :class:`~sglang_operator.io.trialstreams.TrialStreams`) while it runs, waiting its turn for them first; a level
+  over the whole cap fails the trial before any load.
 - After the last window no new request is sent and the ones in flight finish (their tokens inside the window
   count; nothing of them is measured after it), so the next level starts on an idle server.
 
-Figures of one window (client side unless said otherwise):
+Figures of one window (client side unless said otherwise), aggregated online as each request ends
+(:class:`~sglang_operator.decisions.tuning.tally.LevelTally`: no request is kept once it ended, whatever the
+window's length):
 
 - ``outputTokensPerSecond``: output tokens streamed inside the window ÷ its length. A request's first token is
   placed at its time to first token and the rest spread evenly up to its end (the client sees the usage count
   only at the end of a stream), so requests crossing a boundary count for their share.
 - ``decodeTokensPerSecond``: median over the requests that finished in the window of (tokens − 1) ÷ (end − first
-  token), tok/s (:attr:`~sglang_operator.io.loadgen.StreamResult.decode_tok_s`).
+  token), tok/s (:attr:`~sglang_operator.io.loadgen.StreamResult.decode_tok_s`), from a histogram of 1 % buckets
+  (within 0.5 %).
 - ``interTokenLatency p50/p95``: quantiles of the gaps between content chunks of those requests (with speculative
   decoding a chunk carries every token a verify step accepted: the stall a user sees), seconds, from the
   :class:`~sglang_operator.decisions.sampling.loghist.LogHistogram` (within ~4.5 %).
@@ -64,7 +71,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import aiohttp
 
 from sglang_operator.api.rollback import PROBE_PROMPT
 from sglang_operator.api.server import SGLangServer
@@ -75,6 +82,7 @@ from sglang_operator.decisions.sampling.compute import Scrape, ScrapeFailure
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.sampling.roles import MetricRoles, roles_for
 from sglang_operator.decisions.tuning import trials as trials_plan
+from sglang_operator.decisions.tuning.tally import LevelTally
 from sglang_operator.decisions.tuning.windows import (
     STEP_TIME_QUANTILE as STEP_TIME_QUANTILE,
 )
@@ -105,6 +113,7 @@ from sglang_operator.decisions.tuning.windows import (
 from sglang_operator.io import kube, loadgen
 from sglang_operator.io.sampler import scrape_pod
 from sglang_operator.io.sglang_http import ScrapeError, SGLangHTTP, base_url
+from sglang_operator.io.trialstreams import OverCap
 from sglang_operator.sglang.versions import SGLangVersion, dialect
 
 DEFAULT_PROMPTS: tuple[str, ...] = (
@@ -126,6 +135,8 @@ DEFAULT_PROMPTS: tuple[str, ...] = (
 FAILURE_PAUSE_SECONDS = 0.5
 """A worker's pause after a failed request (a pod answering 500 at once is not sent thousands a second)."""
 SERVER_INFO_TIMEOUT_SECONDS = 10.0
+RAMP_SECONDS = 0.002
+"""Seconds between the starts of two workers of a level (256 workers start within half a second, in the warm-up)."""
 
 
 @dataclass(frozen=True)
@@ -179,16 +190,17 @@ class _PodState:
 @dataclass
 class _Level:
     concurrency: int
-    finished: list[Finished] = field(default_factory=list)
+    tally: LevelTally
     first_done: set[int] = field(default_factory=set)
     ramped: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class TrialBench:
     """Measures one trial's pods (:meth:`measure`); ``http``: the operator's :class:`SGLangHTTP` (its aiohttp session
-    reads ``/metrics`` and ``/server_info``; the requests of a level go through an httpx client of its own with
-    ``level`` + 4 connections, as :func:`~sglang_operator.io.loadgen.hold_concurrency` sizes it: 60 s at most
-    between two chunks, ``plan.request_timeout_seconds`` per request); ``roles``: the metric roles
+    reads ``/metrics`` and ``/server_info``; the requests of a level go through an aiohttp session of its own with
+    ``level`` + 4 connections (:func:`~sglang_operator.io.loadgen.stream_once_aiohttp`: httpx's pool walks every
+    connection at each request, quadratic in the level, 10 s of event-loop lag at 256): 60 s at most between two
+    chunks, ``plan.request_timeout_seconds`` per request); ``roles``: the metric roles
     of the pods' SGLang release; ``model``: the served model name; ``api_key``: the server's, when it has one."""
 
     def __init__(self, http: SGLangHTTP, pods: Sequence[TrialPod], model: str, roles: MetricRoles, plan: BenchPlan,
@@ -218,26 +230,32 @@ class TrialBench:
         return prompt
 
     async def _level(self, concurrency: int, *, first: bool) -> list[LevelFigures]:
+        async with self.http.trial_streams.hold(concurrency):  # the process-wide cap: the whole level or nothing
+            return await self._load(concurrency, first=first)
+
+    async def _load(self, concurrency: int, *, first: bool) -> list[LevelFigures]:
         plan = self.plan
-        state = _Level(concurrency)
+        state = _Level(concurrency, LevelTally(concurrency, plan.repetitions))
         stop = asyncio.Event()
-        limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
-        client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(60.0, pool=None), trust_env=False)
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=concurrency + 4, limit_per_host=0, use_dns_cache=False),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=60.0, sock_read=60.0), trust_env=False,
+            auto_decompress=False)
 
         async def worker(index: int) -> None:
             pod = self.pods[index % len(self.pods)].pod
+            await asyncio.sleep(index * RAMP_SECONDS)  # 256 connections opened at once would stall the loop
             while not stop.is_set():
                 start = self.clock()
                 try:
                     async with asyncio.timeout(plan.request_timeout_seconds):
-                        res = await loadgen.stream_once(client, pod.base_url, self.model,
+                        res = await loadgen.stream_once_aiohttp(session, pod.base_url, self.model,
                                                         prompt=self._next_prompt(), max_tokens=plan.max_output_tokens,
                                                         api_key=self.api_key, limits=self.probe_limits,
                                                         clock=self.clock)
                 except TimeoutError:
                     res = loadgen.StreamResult(error=f"no complete answer within {plan.request_timeout_seconds:g} s")
-                end = self.clock()
-                state.finished.append(Finished(start, end, res.ttft_s, res))
+                state.tally.add(Finished(start, self.clock(), res.ttft_s, res))  # aggregated now, not kept
                 if index not in state.first_done:
                     state.first_done.add(index)
                     if len(state.first_done) == concurrency:
@@ -255,12 +273,12 @@ class TrialBench:
                         await state.ramped.wait()
                 except TimeoutError:
                     pass
-            bounds = [self.clock()]
+            state.tally.bound(self.clock())
             await self._read_pods()
             marks = [self._marks()]
-            for _ in range(plan.repetitions):
-                await asyncio.sleep(max(0.0, bounds[0] + plan.seconds_per_level * len(bounds) - self.clock()))
-                bounds.append(self.clock())
+            for k in range(1, plan.repetitions + 1):
+                await asyncio.sleep(max(0.0, state.tally.bounds[0] + plan.seconds_per_level * k - self.clock()))
+                state.tally.bound(self.clock())
                 await self._read_pods()
                 marks.append(self._marks())
             stop.set()
@@ -269,12 +287,11 @@ class TrialBench:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await client.aclose()
+            await session.close()
         windows = []
         for k in range(plan.repetitions):
             pairs, steps = self._window_server(marks[k], marks[k + 1])
-            windows.append(window_figures(concurrency, state.finished, bounds[k], bounds[k + 1], pairs, self.roles,
-                                          steps))
+            windows.append(state.tally.figures(k, pairs, self.roles, steps))
         return windows
 
     def _marks(self) -> list[tuple[Scrape | ScrapeFailure | None, list[dict[str, list[float]]] | None]]:
@@ -352,6 +369,10 @@ async def measure_pods(http: SGLangHTTP, tuning: TuningSpec, server_object: SGLa
     targets = [TrialPod(str(p["metadata"]["name"]), base_url(str(p["status"]["podIP"]), server.port)) for p in pods]
     plan = BenchPlan.from_workload(tuning.workload, server_info_path=dialect(version).server_info_path)
     model, roles = server.model.served_model_name or server.model.path, roles_for(version)
+    if max(plan.levels) > http.trial_streams.limit:  # it could never run: say so now, not after the first levels
+        return TrialMeasurement([], failure=str(OverCap(
+            f"concurrency {max(plan.levels)} is over the operator's cap of {http.trial_streams.limit} trial streams "
+            "(sglang-operator run --trial-streams)")))
     window: int | None = int(plan.seconds_per_level)
     levels: list[LevelFigures] = []
     while window is not None:
