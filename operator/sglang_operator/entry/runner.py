@@ -161,6 +161,7 @@ def run(
     probe_limits: ProbeLimits | None = None,
     metrics_server: MetricsServerConfig | None = None,
     readiness_port: int = 0,
+    max_running_tunings: int = 2,
 ) -> None:
     """Block running the operator until SIGINT/SIGTERM.
 
@@ -181,6 +182,8 @@ def run(
     authentication and TLS (default :class:`sglang_operator.process.metrics_http.MetricsServerConfig`).
     ``readiness_port``: ``/readyz`` alone on a port of its own, apart from the metrics port's connection cap
     (:func:`sglang_operator.process.metrics_http.serve_readiness`; 0: not served apart).
+    ``max_running_tunings``: SGLangTunings running at once, at most one per server
+    (:mod:`sglang_operator.decisions.tuning.queue`).
     These reach the handlers as kopf's ``memo.config`` (:class:`sglang_operator.control.handlers.Config`).
     """
     from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
@@ -193,7 +196,7 @@ def run(
     memo = kopf.Memo(config=handlers.Config(
         status_interval=float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5")), sample_interval=sample_interval,
         resync_seconds=resync_seconds, namespaces=tuple(namespaces), scrape_limits=scrape_limits or ScrapeLimits(),
-        probe_limits=probe_limits or ProbeLimits()))
+        probe_limits=probe_limits or ProbeLimits(), max_running_tunings=max_running_tunings))
     handlers.READINESS.namespaces = list(namespaces)  # the startup LIST of /readyz (sglang_operator.process.readiness)
     kopf.on.startup()(configure)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
