@@ -7,7 +7,7 @@ turn, a baseline without any hostile input, and each mode of ``e2e/hostile.py``:
 SSE line on the probe's stream, 5 000 000 tiny chunks, a 7 MiB label value, 100 000 series, a 1 MiB ``/server_info``
 string), 500 idle TCP connections to the operator's metrics port, or 600 small SGLangTunings naming an SGLangServer
 that does not exist (``missing-server-tunings``: then also how long creating them took and how long deleting them
-all took, ``kubectl delete sglangtunings --all --wait``). Per mode it prints:
+all took: one DELETE of the collection, then until none is left). Per mode it prints:
 
 - the operator's peak RSS over the mode (VmHWM, reset at the mode's start through ``/proc/<pid>/clear_refs``; where
   that is not allowed, the peak since the operator started) and its RSS at the end, MiB;
@@ -56,9 +56,11 @@ from e2e.hostile import (  # noqa: E402
     reset_peak,
     rss_mib,
     server,
+    tunings_path,
 )
 from e2e.operator_proc import OperatorProcess  # noqa: E402
 from e2e.policies import INTERVAL  # noqa: E402
+from sglang_operator.api import GROUP  # noqa: E402
 from sglang_operator.api import tuning as tuning_api  # noqa: E402
 
 NS = "hostile"
@@ -140,7 +142,9 @@ def tunings_mode(k8s: K8sCluster, op: OperatorProcess, healthy: list[str], minut
     created = time.monotonic() - t0
     got = measure(op, 60 * minutes)
     t1 = time.monotonic()
-    k8s.run("delete", "sglangtunings", "--all", "-n", NS, "--wait=true", timeout=900)
+    k8s.run("delete", "--raw", tunings_path(NS), timeout=300)
+    wait_for("every SGLangTuning gone", lambda: not k8s.get("sglangtunings", "-n", NS)["items"], timeout=900,
+             interval=0.5)
     deleted = time.monotonic() - t1
     assert op.proc is not None
     rss_after = rss_mib(op.proc.pid)[0]
@@ -176,7 +180,7 @@ def main() -> None:
     op: OperatorProcess | None = None
     try:
         k8s.install_crd()
-        k8s.install_crd(ROOT / "crds" / "sglangtunings.yaml", f"{tuning_api.PLURAL}.{tuning_api.GROUP}")
+        k8s.install_crd(ROOT / "crds" / "sglangtunings.yaml", f"{tuning_api.PLURAL}.{GROUP}")
         k8s.run("create", "namespace", NS)
         op = OperatorProcess(cluster.kubeconfig, work / "operator.log", sample_interval=None,
                              args=["--metrics-max-connections", "1024"])

@@ -84,6 +84,12 @@ def orphan_tunings(count: int = TUNINGS, server_name: str = MISSING_SERVER) -> l
                       "budget": {"maxTrialCount": 4}}} for i in range(count)]
 
 
+def tunings_path(namespace: str) -> str:
+    """The API path of the SGLangTunings of ``namespace`` (``kubectl delete --raw`` on it deletes them all in one
+    request, as a namespace's deletion does, without kubectl's own one-by-one deletes and waits)."""
+    return f"/apis/sglang-operator.io/v1alpha1/namespaces/{namespace}/sglangtunings"
+
+
 def proc_fields(pid: int) -> dict[str, str]:
     """``/proc/<pid>/status`` as a dict (values as written, e.g. ``"123456 kB"``)."""
     return {k: v.strip() for k, v in (line.split(":", 1) for line in
