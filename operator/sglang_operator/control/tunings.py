@@ -190,16 +190,20 @@ def worker_of(memo: Any) -> TuningWorker | None:
 async def tuning_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_: Any) -> None:
     """Every SGLangTuning change reaches the server it names (its loop reads what the tuning asks — the hold, a
     trial, the release — from the watched index, and the change wakes it: :meth:`Observer.tuning_event`) and the
-    tuning queue (:meth:`TuningWorker.poke`)."""
+    tuning queue (:meth:`TuningWorker.poke`); a re-list (event type None of a known tuning) asks for the observer's
+    resync, which forgets the tunings deleted meanwhile."""
     observer = getattr(memo, "observer", None)
     if observer is None:
         raise kopf.TemporaryError("the operator is starting: no observer yet", delay=1)
     kind = event.get("type")
+    meta = body.get("metadata") or {}
+    key = (str(meta.get("namespace") or "default"), str(meta.get("name")))
+    if kind is None and key in observer.tunings:  # kopf re-lists after a watch restart: deletions come as no event
+        observer.relisted = True
     observer.tuning_event(None if kind is None else str(kind), dict(body))
     worker = worker_of(memo)
     if worker is not None:
-        meta = body.get("metadata") or {}
-        worker.poke((str(meta.get("namespace") or "default"), str(meta.get("name"))))
+        worker.poke(key)
 
 
 def start_tunings(memo: Any, observer: Observer) -> TuningWorker:
