@@ -117,6 +117,7 @@ class TuningWorker:
         for c in candidates:
             if c.key in admission.run:
                 self._run_admitted(c, servers)
+        self._seen_servers = {k: v for k, v in self._seen_servers.items() if k in admission.run}
         missing: dict[Key, bool] = {}  # servers not tracked, confirmed by one GET each (not listed yet?)
         for c in candidates:  # one write at a time: 600 new tunings are 600 small writes in a row, not at once
             wait = admission.waiting.get(c.key)
