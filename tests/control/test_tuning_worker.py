@@ -138,3 +138,23 @@ async def test_the_resync_forgets_a_tuning_deleted_during_a_watch_gap(world: Wor
     assert ("ns", "t05") not in world.obs.tunings
     assert len(world.obs.tunings) == COUNT - 1
     assert "t05" not in {r.name for r in world.obs.tunings.of(("ns", "s"))}
+
+
+async def test_a_waiting_runner_backs_off_writes_once_and_wakes_at_once(world: World,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ctl, "WAIT_SECONDS", 0.05)
+    monkeypatch.setattr(ctl, "WAIT_MAX_SECONDS", 0.2)
+    runner = ctl.TuningRunner("ns", "t00", world.obs)  # its server does not exist
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for _ in range(4):
+        assert await runner.step()
+    took = loop.time() - start
+    assert took >= 0.05 + 0.1 + 0.2 + 0.2 - 0.02, took  # 0.05, 0.1, 0.2, 0.2: doubled up to the cap
+    assert world.tuning_writes() == 1  # ServerNotFound, written once
+    monkeypatch.setattr(ctl, "WAIT_MAX_SECONDS", 60.0)
+    runner._backoff = 30.0
+    loop.call_later(0.05, runner.wake)
+    start = loop.time()
+    assert await runner.step()
+    assert loop.time() - start < 5  # woken: not the 30 s wait

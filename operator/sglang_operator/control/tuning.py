@@ -76,11 +76,10 @@ class TuningRunner:
         self._pending: str | None = None
         self._woken = asyncio.Event()
         self._backoff = WAIT_SECONDS
-        self.waiting = False
-        """Whether the runner waits (its server missing, the hold not given yet): :meth:`wake` makes it look again."""
 
     def wake(self) -> None:
-        """Look again now if waiting (something the tuning waits for may have changed: its object, its server)."""
+        """Look again now if waiting (its server missing, the hold not given yet): something it waits for may have
+        changed (its object, its server)."""
         self._woken.set()
 
     async def run(self) -> None:
@@ -156,12 +155,8 @@ class TuningRunner:
                                  message):
                 self._said = (reason, message)
         self._woken.clear()
-        self.waiting = True
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._woken.wait(), self._backoff)
-        finally:
-            self.waiting = False
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._woken.wait(), self._backoff)
         self._backoff = min(WAIT_MAX_SECONDS, 2 * self._backoff)
         return True
 
