@@ -5,7 +5,9 @@ On a local control plane of its own, the operator (``sglang-operator run``, defa
 simulated SGLangServers (the known-good sample, the fast rollback policy: sampled and probed every 5 s). Then, in
 turn, a baseline without any hostile input, and each mode of ``e2e/hostile.py``: one hostile SGLangServer (an endless
 SSE line on the probe's stream, 5 000 000 tiny chunks, a 7 MiB label value, 100 000 series, a 1 MiB ``/server_info``
-string), or 500 idle TCP connections to the operator's metrics port. Per mode it prints:
+string), 500 idle TCP connections to the operator's metrics port, or 600 small SGLangTunings naming an SGLangServer
+that does not exist (``missing-server-tunings``: then also how long creating them took and how long deleting them
+all took: one DELETE of the collection, then until none is left). Per mode it prints:
 
 - the operator's peak RSS over the mode (VmHWM, reset at the mode's start through ``/proc/<pid>/clear_refs``; where
   that is not allowed, the peak since the operator started) and its RSS at the end, MiB;
@@ -17,6 +19,7 @@ string), or 500 idle TCP connections to the operator's metrics port. Per mode it
     python bench/hostile.py                          # 20 healthy servers, every mode for 10 minutes (~75 min)
     python bench/hostile.py --minutes 0.5            # a smoke run
     python bench/hostile.py --modes tiny-chunks,long-label --minutes 2
+    python bench/hostile.py --modes missing-server-tunings --healthy 4 --minutes 2
     python bench/hostile.py --retained-scrapes       # offline: 32 pods, an 8 MB /metrics (bench/hostile_scrapes.py)
 
 Exit status 0 either way (a benchmark, not a test).
@@ -42,18 +45,23 @@ from e2e.conftest import K8sCluster, wait_for  # noqa: E402
 from e2e.hostile import (  # noqa: E402
     IDLE_MODE,
     MODES,
+    TUNINGS_MODE,
     IdleClients,
     Reading,
     cpu_seconds,
     error_deltas,
     longest_gap,
+    orphan_tunings,
     read_metrics,
     reset_peak,
     rss_mib,
     server,
+    tunings_path,
 )
 from e2e.operator_proc import OperatorProcess  # noqa: E402
 from e2e.policies import INTERVAL  # noqa: E402
+from sglang_operator.api import GROUP  # noqa: E402
+from sglang_operator.api import tuning as tuning_api  # noqa: E402
 
 NS = "hostile"
 BASELINE = "baseline"
@@ -124,11 +132,31 @@ def report(mode: str, healthy: list[str], hostile: str | None, readings: list[Re
     print(line + (f"; {extra}" if extra else ""), flush=True)
 
 
+def tunings_mode(k8s: K8sCluster, op: OperatorProcess, healthy: list[str], minutes: float) -> None:
+    """:data:`TUNINGS_MODE`: create the orphan tunings (one ``kubectl create`` of a List), measure, delete them all
+    and time the deletion."""
+    items = orphan_tunings()
+    t0 = time.monotonic()
+    k8s.run("create", "-n", NS, "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+            timeout=600)
+    created = time.monotonic() - t0
+    got = measure(op, 60 * minutes)
+    t1 = time.monotonic()
+    k8s.run("delete", "--raw", tunings_path(NS), timeout=300)
+    wait_for("every SGLangTuning gone", lambda: not k8s.get("sglangtunings", "-n", NS)["items"], timeout=900,
+             interval=0.5)
+    deleted = time.monotonic() - t1
+    assert op.proc is not None
+    rss_after = rss_mib(op.proc.pid)[0]
+    report(TUNINGS_MODE, healthy, None, *got, extra=f"{len(items)} tunings created in {created:.0f} s, all deleted "
+           f"in {deleted:.1f} s (RSS then {rss_after:.0f} MiB)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="minutes each mode is measured")
     parser.add_argument("--healthy", type=int, default=20, help="healthy simulated SGLangServers")
-    parser.add_argument("--modes", default=",".join([BASELINE, *MODES, IDLE_MODE]),
+    parser.add_argument("--modes", default=",".join([BASELINE, *MODES, IDLE_MODE, TUNINGS_MODE]),
                         help="comma-separated, in order (default: all, the baseline first)")
     parser.add_argument("--retained-scrapes", action="store_true",
                         help="offline, no cluster: the sampler's RSS with 32 pods answering an 8 MB /metrics of 2 000 "
@@ -140,9 +168,10 @@ def main() -> None:
         retained_scrapes()
         return
     modes = [m for m in args.modes.split(",") if m]
-    unknown = set(modes) - {BASELINE, IDLE_MODE, *MODES}
+    unknown = set(modes) - {BASELINE, IDLE_MODE, TUNINGS_MODE, *MODES}
     if unknown:
-        parser.error(f"unknown modes {sorted(unknown)}; known: {BASELINE}, {', '.join(MODES)}, {IDLE_MODE}")
+        parser.error(f"unknown modes {sorted(unknown)}; known: {BASELINE}, {', '.join(MODES)}, {IDLE_MODE}, "
+                     f"{TUNINGS_MODE}")
     work = Path(tempfile.mkdtemp(prefix="sglang-hostile-"))
     gpus = args.healthy + 8  # 2 GPUs a server (tensor 2), on 2 nodes, and room for one hostile server
     cluster = Cluster(build(), NodeOptions(count=2, gpus=gpus))
@@ -151,6 +180,7 @@ def main() -> None:
     op: OperatorProcess | None = None
     try:
         k8s.install_crd()
+        k8s.install_crd(ROOT / "crds" / "sglangtunings.yaml", f"{tuning_api.PLURAL}.{GROUP}")
         k8s.run("create", "namespace", NS)
         op = OperatorProcess(cluster.kubeconfig, work / "operator.log", sample_interval=None,
                              args=["--metrics-max-connections", "1024"])
@@ -164,6 +194,8 @@ def main() -> None:
         for mode in modes:
             if mode == BASELINE:
                 report(mode, healthy, None, *measure(op, 60 * args.minutes))
+            elif mode == TUNINGS_MODE:
+                tunings_mode(k8s, op, healthy, args.minutes)
             elif mode == IDLE_MODE:
                 idle = IdleClients(op.metrics_port, IDLE)
                 thread = idle.start()

@@ -52,6 +52,11 @@ IDLE_MODE = "idle-connections"
 """The hostile client: idle TCP connections to the operator's metrics port (:class:`IdleClients`)."""
 FAST_SIM = [{"name": "SGLANG_SIM_TIME_SCALE", "value": "20"}]
 """``spec.env``: the simulator at 20 × speed (the probe's 64 tokens take milliseconds)."""
+TUNINGS_MODE = "missing-server-tunings"
+"""The hostile tenant of issue 31: :data:`TUNINGS` small SGLangTunings naming an SGLangServer that does not exist
+(:func:`orphan_tunings`)."""
+TUNINGS = 600
+MISSING_SERVER = "no-such-server"
 HOSTILE_ERROR_THRESHOLD = 1000
 """``spec.rollback.errorThreshold`` of a hostile server: never Paused, so ``status.analysis.lastSample`` names each
 interval's error."""
@@ -67,6 +72,22 @@ def server(name: str, faults: dict[str, str] | None = None, *, hostile: bool = F
                                                      for k, v in (faults or {}).items()]
     obj["spec"]["resources"] = {"cpu": "500m", "memory": "2Gi"}
     return obj
+
+
+def orphan_tunings(count: int = TUNINGS, server_name: str = MISSING_SERVER) -> list[dict[str, Any]]:
+    """``count`` small SGLangTunings ``orphan-NNN`` naming SGLangServer ``server_name`` (absent): what one
+    namespace's ``edit`` user can create at will."""
+    return [{"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangTuning",
+             "metadata": {"name": f"orphan-{i:03d}"},
+             "spec": {"serverRef": {"name": server_name}, "parameters": {"numSteps": {"min": 1, "max": 3}},
+                      "workload": {"secondsPerLevel": 5, "concurrency": [{"level": 1}]},
+                      "budget": {"maxTrialCount": 4}}} for i in range(count)]
+
+
+def tunings_path(namespace: str) -> str:
+    """The API path of the SGLangTunings of ``namespace`` (``kubectl delete --raw`` on it deletes them all in one
+    request, as a namespace's deletion does, without kubectl's own one-by-one deletes and waits)."""
+    return f"/apis/sglang-operator.io/v1alpha1/namespaces/{namespace}/sglangtunings"
 
 
 def proc_fields(pid: int) -> dict[str, str]:

@@ -34,6 +34,11 @@ and its ``/metrics`` (and every 10 s the servers' status), then asserts:
 - each idle connection is closed by the operator's read timeout (``--metrics-read-timeout``, 10 s by default), none
   is refused, and the thread count does not grow with them (a coroutine per connection, not a thread).
 
+A second test (issue 31) creates 600 small SGLangTunings naming an SGLangServer that does not exist beside a few
+healthy servers and asserts: the operator's peak RSS stays below 256 MiB, each waiting tuning shows phase ``Pending``
+with ``Running=False`` reason ``ServerNotFound`` and is written once, each healthy server is still sampled every
+interval, and deleting them all (one DELETE of the collection) leaves none after under 30 s (no finalizer on them).
+
 The operator runs with ``--metrics-max-connections 1024`` so the 500 idle connections leave room for the test's own
 reads of ``/metrics``; the cap itself (a 503 beyond it) is tested in ``tests/process/test_metrics_http.py``. The 16
 fake GPUs of the session cluster do not hold 25 servers of 2 GPUs: the test raises the fake nodes' ``nvidia.com/gpu``
@@ -44,6 +49,7 @@ neither).
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,7 +59,9 @@ import pytest
 
 from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.hostile import (
+    MISSING_SERVER,
     MODES,
+    TUNINGS,
     IdleClients,
     Reading,
     StallMeter,
@@ -61,12 +69,17 @@ from e2e.hostile import (
     error_deltas,
     gaps_over,
     longest_gap,
+    orphan_tunings,
     read_metrics,
     rss_mib,
     server,
+    tunings_path,
 )
+from e2e.hostile import gaps as gap_spans
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import FAST_POLICY, INTERVAL
+from sglang_operator.api import GROUP
+from sglang_operator.api import tuning as tuning_api
 from sglang_operator.api.base import MESSAGE_LIMIT, TRUNCATED, VALUE_LIMIT
 from sglang_operator.process.metrics_http import MetricsServerConfig
 
@@ -82,6 +95,9 @@ READ_TIMEOUT = MetricsServerConfig().read_timeout  # the default --metrics-read-
 GPUS_PER_NODE = 40  # raised from the session cluster's 8 for this test
 SERVER_INFO = "server-info"
 ERRORS = {name: m for name, m in MODES.items() if m.reason}  # the modes counted as errors
+ROOT = Path(__file__).resolve().parents[2]
+BESIDE_TUNINGS = 4  # healthy servers beside the orphan tunings
+DELETE_LIMIT_S = 30.0
 
 
 @pytest.fixture
@@ -218,3 +234,86 @@ def test_all_hostile_modes_at_once_leave_the_operator_small_and_the_healthy_serv
     assert min(idle.closed_after) >= READ_TIMEOUT - 1 and max(idle.closed_after) <= READ_TIMEOUT + 3, idle.summary()
     assert idle.oldest_at_end <= READ_TIMEOUT + 3, idle.oldest_at_end
     assert max(threads) <= threads_before + 16, (threads_before, max(threads))  # not one per connection
+
+
+@pytest.fixture
+def tuning_operator(k8s_cluster: K8sCluster, tmp_path: Path) -> Iterator[OperatorProcess]:
+    k8s_cluster.install_crd(ROOT / "crds" / "sglangtunings.yaml", f"{tuning_api.PLURAL}.{GROUP}")
+    with running_operator(k8s_cluster, tmp_path, sample_interval=None) as op:  # each server's own: 5 s
+        yield op
+
+
+def test_600_tunings_naming_a_missing_server_cost_the_operator_little_and_go_at_once(
+        k8s_cluster: K8sCluster, namespace: str, tuning_operator: OperatorProcess) -> None:
+    op = tuning_operator
+    healthy = [f"healthy-{i:02d}" for i in range(BESIDE_TUNINGS)]
+    k8s_cluster.run("apply", "-n", namespace, "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "List", "items": [server(n) for n in healthy]}), timeout=120)
+    wait_for(f"{len(healthy)} servers Ready", lambda: all(
+        statuses(k8s_cluster, namespace).get(n, {}).get("phase") == "Ready" for n in healthy), timeout=150, interval=1)
+    wait_for("a sample of every server", lambda: all(
+        read_metrics(op.metrics_port, namespace).count(n) > 0 for n in healthy), timeout=30, interval=0.5)
+    assert op.proc is not None
+    pid = op.proc.pid
+    meter = StallMeter()
+    meter.start()
+    first = read_metrics(op.metrics_port, namespace)
+    readings: list[Reading] = [first]
+    rss: list[float] = []
+    t0 = time.monotonic()
+    created: list[float] = []
+
+    def create() -> None:  # in a thread: the readings go on while the 600 arrive
+        k8s_cluster.run("create", "-n", namespace, "-f", "-", timeout=600, input=json.dumps(
+            {"apiVersion": "v1", "kind": "List", "items": orphan_tunings()}))
+        created.append(time.monotonic() - t0)
+    creator = threading.Thread(target=create, name="create-tunings", daemon=True)
+    creator.start()
+
+    def waiting() -> list[dict[str, Any]] | None:
+        """Every tuning, once each one waits with reason ServerNotFound."""
+        got: list[dict[str, Any]] = k8s_cluster.get("sglangtunings", "-n", namespace)["items"]
+        said = [t for t in got if any(c.get("reason") == "ServerNotFound"
+                                      for c in (t.get("status") or {}).get("conditions") or [])]
+        return said if len(said) == TUNINGS else None
+    try:
+        while time.monotonic() - first.at < WINDOW:
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - readings[-1].at)))
+            rss.append(rss_mib(pid)[0])
+            readings.append(read_metrics(op.metrics_port, namespace))
+            assert op.proc.poll() is None, f"the operator exited:\n{op.log_tail()}"
+        creator.join(600)
+        assert created, "kubectl create of the tunings failed (see above)"
+        every = wait_for(f"{TUNINGS} tunings waiting, ServerNotFound", waiting, timeout=120, interval=2)
+        versions = {t["metadata"]["name"]: t["metadata"]["resourceVersion"] for t in every}
+        time.sleep(2 * INTERVAL)  # nothing changes: nothing is written
+        again = {t["metadata"]["name"]: t["metadata"]["resourceVersion"]
+                 for t in k8s_cluster.get("sglangtunings", "-n", namespace)["items"]}
+    finally:
+        meter.stop.set()
+    peak = rss_mib(pid)[1]
+    last = readings[-1]
+    gaps = {n: longest_gap(readings, n) for n in healthy}
+    sampled = {n: last.count(n) - first.count(n) for n in healthy}
+    t1 = time.monotonic()
+    k8s_cluster.run("delete", "--raw", tunings_path(namespace), timeout=120)  # one request, as a namespace's deletion
+    wait_for("every SGLangTuning gone", lambda: not k8s_cluster.get("sglangtunings", "-n", namespace)["items"],
+             timeout=300, interval=0.5)
+    deleted_s = time.monotonic() - t1
+    print(f"\n{TUNINGS} SGLangTunings on missing server {MISSING_SERVER!r} created in {created[0]:.0f} s; over "
+          f"{last.at - first.at:.0f} s: operator peak RSS {peak:.0f} MiB (sampled max {max(rss):.0f}); healthy samples "
+          f"per server {min(sampled.values()):.0f}-{max(sampled.values()):.0f}, longest gap "
+          f"{max(gaps.values()):.1f} s (machine stalls {meter.total():.1f} s); all deleted in {deleted_s:.1f} s")
+    long = sorted({(round(a - t0, 1), round(b - a, 1)) for n in healthy for a, b in gap_spans(readings, n)
+                   if b - a > 8})
+    print(f"gaps over 8 s (start after the creation began, length): {long}")
+
+    assert peak < RSS_LIMIT_MIB, f"operator peak RSS {peak:.0f} MiB"
+    sample = every[0]
+    assert sample["status"]["phase"] == "Pending", sample["status"]
+    assert not (sample["metadata"].get("finalizers") or []), sample["metadata"]  # nothing blocks their deletion
+    assert again == versions, {n: (versions[n], v) for n, v in again.items() if versions.get(n) != v}
+    skipped = {n: over for n in healthy if (over := gaps_over(readings, n, GAP_BOUND, meter))}
+    assert not skipped, (skipped, gaps)
+    assert min(sampled.values()) >= (WINDOW - meter.total()) / (1.6 * INTERVAL), sampled
+    assert deleted_s < DELETE_LIMIT_S, deleted_s

@@ -149,6 +149,9 @@ class FakeKube:
     async def sglangserver_keys(self, namespaces: Any) -> dict[tuple[str, str], str]:
         return {(ns, n): str(o["metadata"]["uid"]) for (k, ns, n), o in self.objects.items() if k == "SGLangServer"}
 
+    async def sglangtunings(self, namespaces: Any) -> list[Obj]:
+        return [copy.deepcopy(o) for (k, _, _), o in self.objects.items() if k == "SGLangTuning"]
+
     # --- sglang_operator.io.revisions ----------------------------------------------------------------------
 
     async def list_revisions(self, namespace: str, server: str) -> list[Obj]:
@@ -177,7 +180,7 @@ class FakeKube:
     def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeKube:
         """Route the control layer's API calls here (and no PodMonitor API)."""
         for name in ("get_object", "get_sglangserver", "get_sglangtuning", "list_pods", "secret_value", "crd_served",
-                     "sglangserver_keys"):
+                     "sglangserver_keys", "sglangtunings"):
             monkeypatch.setattr(kube, name, getattr(self, name))
         for name in ("apply", "patch_replicas", "delete_object", "patch_status", "patch_tuning_status", "post_event"):
             monkeypatch.setattr(kube_write, name, getattr(self, name))

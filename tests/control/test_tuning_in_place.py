@@ -22,6 +22,7 @@ from sglang_operator.api.server import parse_status
 from sglang_operator.control import handlers
 from sglang_operator.control import tuning as ctl
 from sglang_operator.control.observer import Observer
+from sglang_operator.decisions.tuning import queue
 
 SAMPLE: dict[str, Any] = yaml.safe_load(
     (Path(__file__).resolve().parents[2] / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
@@ -64,8 +65,11 @@ class World:
         return got
 
     async def tuning_changed(self, event: str = "MODIFIED") -> None:
-        """The tuning's watch event reaches the server: it wakes the server's worker; wait for that observation."""
+        """The tuning's watch event reaches the server and the tuning queue (which admits the tuning: one on a
+        server that exists): it wakes the server's worker; wait for that observation."""
         self.obs.tuning_event(event, self.tuning() if event != "DELETED" else TUNING)
+        servers = {m.key for m in self.obs.memories.values() if m.body is not None}
+        self.obs.tunings.admit(queue.admit(self.obs.tunings.candidates(), servers, queue.DEFAULT_LIMIT).run)
         await asyncio.gather(*list(self.obs._woken))
 
     async def tick(self) -> None:

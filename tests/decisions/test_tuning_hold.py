@@ -85,6 +85,17 @@ def test_the_servers_tick_takes_the_hold_for_the_oldest_tuning_that_has_not_begu
     assert alone.status.tuning_hold is None and "tuningHold" not in alone.delta
 
 
+def test_the_hold_goes_only_to_a_tuning_the_queue_admitted() -> None:
+    stored = promoted()
+    queued = dataclasses.replace(asking(trial=False, started=False, name="queued"), admitted=False,
+                                 created="2026-01-01T00:00:00Z")
+    admitted = dataclasses.replace(asking(trial=False, started=False, name="admitted"), created="2026-01-02T00:00:00Z")
+    d = decide(stored, {}, seen(revision=GOOD, tunings=(queued, admitted)), FAST)
+    assert d.status.tuning_hold is not None and d.status.tuning_hold.name == "admitted"
+    alone = decide(stored, {}, seen(revision=GOOD, tunings=(queued,)), FAST)
+    assert alone.status.tuning_hold is None
+
+
 def test_the_wanted_trial_is_applied_by_the_servers_job_once() -> None:
     stored = promoted() | {"tuningHold": hold(trial=False)}
     d = decide(stored, {}, seen(revision=GOOD, tunings=(asking(),)), FAST)

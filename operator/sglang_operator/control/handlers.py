@@ -13,8 +13,9 @@ the clients.
 - ``track`` (every watch event) feeds :class:`sglang_operator.control.observer.Observer`, built and started in
   kopf's startup (held in kopf's ``memo``: nothing is built at import time) and stopped with the operator, which
   observes pods and SGLang for every server each :attr:`Config.status_interval` seconds. No timer or daemon is
-  used for SGLangServers, so no finalizer is put on them: deleting one never waits for the operator (an
-  SGLangTuning has one daemon, :mod:`sglang_operator.control.tuning`, and so kopf's finalizer).
+  used for SGLangServers nor SGLangTunings, so no finalizer is put on them: deleting one never waits for the
+  operator (the admitted SGLangTunings run in one worker, :mod:`sglang_operator.control.tunings`, started with the
+  observer).
 - Every write for one server runs in its worker (:class:`sglang_operator.control.memory.ServerMemory`'s lock): the
   reconcile handler takes it, and first cancels a rollback's job still draining or applying (the spec's revision
   wins over a rollback in flight unless it is rejected, :func:`sglang_operator.decisions.rollback.what_should_run`).
@@ -41,9 +42,8 @@ from sglang_operator import builders
 from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.base import truncate
 from sglang_operator.api.server import SpecError, parse, parse_status
-from sglang_operator.api.tuning import PLURAL as TUNING_PLURAL
 from sglang_operator.builders.labels import MANAGED_BY
-from sglang_operator.control import restore, server_status
+from sglang_operator.control import restore, server_status, tunings  # tunings: registers the tuning watch
 from sglang_operator.control.apply import apply_placement, placement
 from sglang_operator.control.children import ChildApplyError, LeaderWorkerSetMissing, up_to_date
 from sglang_operator.control.memory import ServerMemory
@@ -53,6 +53,7 @@ from sglang_operator.decisions import status as st
 from sglang_operator.decisions.conditions import condition, merge
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.tuning import hold as holds
+from sglang_operator.decisions.tuning.queue import DEFAULT_LIMIT as DEFAULT_RUNNING_TUNINGS
 from sglang_operator.io import kube
 from sglang_operator.io.discovery import POD_MONITORS
 from sglang_operator.io.trialstreams import TRIAL_STREAMS
@@ -97,7 +98,8 @@ class Config:
     ``status_interval`` seconds between two observations of a server; ``sample_interval``: replaces every server's
     ``spec.rollback.intervalSeconds`` (None: each its own); ``resync_seconds`` between two resyncs (0: never);
     ``namespaces`` watched (empty: clusterwide); ``scrape_limits`` and ``probe_limits``: the bounds on what is read
-    from a pod (:mod:`sglang_operator.decisions.sampling.limits`)."""
+    from a pod (:mod:`sglang_operator.decisions.sampling.limits`); ``max_running_tunings``: SGLangTunings running at
+    once (:mod:`sglang_operator.decisions.tuning.queue`)."""
 
     status_interval: float = 5.0
     sample_interval: float | None = None
@@ -107,6 +109,8 @@ class Config:
     probe_limits: ProbeLimits = field(default_factory=ProbeLimits)
     trial_streams: int = TRIAL_STREAMS
     """Tuning trials' streamed requests in flight at most, all trials together (``--trial-streams``)."""
+    max_running_tunings: int = DEFAULT_RUNNING_TUNINGS
+    """SGLangTunings running at once, at most one per server (``--max-running-tunings``)."""
 
 
 def observer_of(memo: Any) -> Observer:
@@ -302,14 +306,6 @@ async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, *
         await observer_of(memo).child_deleted(dict(body))
 
 
-@kopf.on.event(GROUP, VERSION, TUNING_PLURAL)
-async def tuning_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_: Any) -> None:
-    """Every SGLangTuning change reaches the server it names: its loop reads what the tuning asks (the hold, a trial,
-    the release) from this watched copy, and the change wakes it (:meth:`Observer.tuning_event`)."""
-    kind = event.get("type")
-    observer_of(memo).tuning_event(None if kind is None else str(kind), dict(body))
-
-
 @kopf.on.event(*PODS, labels=MANAGED_LABELS)
 async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: Any = None, **_: Any) -> None:
     """Keep the observer's pod cache current (initial listing: event type None)."""
@@ -347,15 +343,18 @@ async def start_observer(memo: Any, **_: Any) -> None:
     freeze_heap()
     READINESS.start(kube.sglangserver_uids)
     memo.observer.start()
+    tunings.start_tunings(memo, memo.observer)
 
 
 @kopf.on.cleanup()
 async def stop_observer(memo: Any, **_: Any) -> None:
-    """Stop the status observer loop and the servers' jobs (and the readiness re-check)."""
+    """Stop the tuning worker, the status observer loop and the servers' jobs (and the readiness re-check)."""
     await READINESS.stop()
+    worker = tunings.worker_of(memo)
+    if worker is not None:
+        await worker.stop()
     observer = getattr(memo, "observer", None)
     if isinstance(observer, Observer):
         await observer.stop()
 
 
-from sglang_operator.control import tuning as _tuning  # noqa: E402,F401  (registers the SGLangTuning daemon)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from sglang_operator.api.server import parse_status
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions.sampling.backoff import Backoff
 from sglang_operator.decisions.tuning.inplace import TuningRequest, request_of
+from sglang_operator.decisions.tuning.queue import Candidate
 from sglang_operator.io.sampler import SamplerState
 
 if TYPE_CHECKING:
@@ -183,13 +185,16 @@ class Memories:
 
 class TuningRequests:
     """What every SGLangTuning asks of the server it names (:class:`~sglang_operator.decisions.tuning.inplace.
-    TuningRequest`), from the tuning watch (:func:`sglang_operator.control.tuning.tuning_event`), indexed by the
-    server's key: the server's gather reads it (no GET per tick), and a change wakes the server's worker. Holds one
-    small request per tuning, never the tuning's body."""
+    TuningRequest`), from the tuning watch (:func:`sglang_operator.control.tunings.tuning_event`) and refreshed by
+    the observer's resync (:meth:`resync`), indexed by the server's key: the server's gather reads it (no GET per
+    tick), and a change wakes the server's worker; the tuning queue reads every request from it
+    (:meth:`candidates`) and records who may run (:meth:`admit`). Holds one small request per tuning, never the
+    tuning's body."""
 
     def __init__(self) -> None:
         self._by_server: dict[Key, dict[str, TuningRequest]] = {}
         self._server_of: dict[Key, Key] = {}
+        self._admitted: frozenset[Key] = frozenset()
 
     def apply(self, event_type: str | None, body: Any) -> Key | None:
         """Record a watch event of an SGLangTuning (``DELETED`` forgets it); returns the key of the server it names
@@ -212,10 +217,39 @@ class TuningRequests:
                 self._server_of[tuning] = server
         return server
 
+    def resync(self, bodies: Iterable[Any]) -> set[Key]:
+        """Replace the whole index by the SGLangTunings of a LIST (``bodies``): a tuning deleted while the watch
+        was away (no ``DELETED`` event) is forgotten. Returns the keys of the servers whose requests changed (to
+        wake)."""
+        before = {server: dict(got) for server, got in self._by_server.items()}
+        self._by_server, self._server_of = {}, {}
+        for body in bodies:
+            self.apply("MODIFIED", body)
+        return {server for server in before.keys() | self._by_server.keys()
+                if before.get(server) != self._by_server.get(server)}
+
     def of(self, key: Key) -> tuple[TuningRequest, ...]:
-        """The requests of the tunings naming server ``key``, by name."""
+        """The requests of the tunings naming server ``key``, by name, each with ``admitted`` as the tuning queue
+        last decided (:meth:`admit`)."""
         got = self._by_server.get(key) or {}
-        return tuple(got[name] for name in sorted(got))
+        return tuple(dataclasses.replace(got[name], admitted=(key[0], name) in self._admitted)
+                     for name in sorted(got))
+
+    def candidates(self) -> list[Candidate]:
+        """Every tuning's request with the server it names (:func:`sglang_operator.decisions.tuning.queue.admit`'s
+        input)."""
+        return [Candidate(server[0], server[1], request) for server, got in self._by_server.items()
+                for request in got.values()]
+
+    def admit(self, run: frozenset[Key]) -> set[Key]:
+        """Record ``run``, the ``(namespace, name)`` of the tunings the queue lets run; returns the keys of the
+        servers named by a tuning whose admission changed (to wake: the hold goes only to an admitted tuning)."""
+        changed = run ^ self._admitted
+        self._admitted = run
+        return {server for tuning in changed if (server := self._server_of.get(tuning)) is not None}
 
     def __len__(self) -> int:
         return len(self._server_of)
+
+    def __contains__(self, tuning: object) -> bool:
+        return tuning in self._server_of

@@ -426,10 +426,11 @@ class Observer(Gathering, Ticking):
         return await self.pods.pods(namespace, instance)
 
     async def resync(self) -> None:
-        """A full LIST of SGLangServers (the watched namespaces, or clusterwide) and of the managed pods of every
-        namespace the pod cache holds: a server or pod deleted while the watch was away (kopf re-lists after a
-        410 Gone without DELETED events) is forgotten, its series leave ``/metrics``. Failures are logged; the
-        next resync tries again."""
+        """A full LIST of SGLangServers (the watched namespaces, or clusterwide), of the managed pods of every
+        namespace the pod cache holds and of SGLangTunings: a server, pod or tuning deleted while the watch was away
+        (kopf re-lists after a 410 Gone without DELETED events) is forgotten, its series leave ``/metrics``; a
+        server whose tunings changed is observed (a gone tuning's hold is released). Failures are logged; the next
+        resync tries again."""
         try:
             live = await kube.sglangserver_keys(self.namespaces)
         except Exception as exc:
@@ -446,6 +447,11 @@ class Observer(Gathering, Ticking):
                 await self.pods.resync(ns)
             except Exception as exc:
                 log.warning("resync: pods of %s not listed: %s", ns, exc)
+        try:  # a tuning deleted during a watch gap: its server's hold is released
+            for key in self.tunings.resync(await kube.sglangtunings(self.namespaces)):
+                self.wake(key)
+        except Exception as exc:
+            log.warning("resync: SGLangTunings not listed: %s", exc)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

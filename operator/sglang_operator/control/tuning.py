@@ -1,4 +1,5 @@
-"""The SGLangTuning controller: one kopf daemon per SGLangTuning runs its trials one after another and writes what it
+"""The SGLangTuning controller: a runner per admitted SGLangTuning (started and stopped by the operator's tuning
+queue, :mod:`sglang_operator.control.tunings`) runs its trials one after another and writes what it
 learns into its OWN ``status`` only (:mod:`~sglang_operator.control.tuning_status`), so a restarted operator resumes
 and repeats no finished trial. A tuning asks, the server's loop acts (docs/architecture.md, "Who writes what"). A
 step gathers (the tuning, its server's watched view), decides (:mod:`sglang_operator.decisions.tuning`: ``trials``,
@@ -15,8 +16,6 @@ import datetime as dt
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-
-import kopf
 
 from sglang_operator import builders
 from sglang_operator.api import GROUP, VERSION
@@ -46,7 +45,10 @@ RESOURCE = (GROUP, VERSION, api.PLURAL)
 POLL_SECONDS = 1.0
 """Seconds between two looks (at the watched caches) while a trial starts."""
 WAIT_SECONDS = 5.0
-"""Seconds before a step is tried again when it cannot go on (server missing, a stale status patch)."""
+"""Seconds before a step is tried again when it cannot go on (server missing, waiting for the hold, a stale status
+patch); doubled at each wait in a row up to :data:`WAIT_MAX_SECONDS`, and cut short by :meth:`TuningRunner.wake`."""
+WAIT_MAX_SECONDS = 60.0
+"""Seconds at most between two looks of a waiting runner (:data:`WAIT_SECONDS`)."""
 GONE_SECONDS = 120.0
 """Seconds at most a finished trial's pods may take to go before the next trial starts anyway."""
 
@@ -72,10 +74,17 @@ class TuningRunner:
         self.scrape_limits = scrape_limits or ScrapeLimits()
         self._said: tuple[str, str] | None = None  # the waiting condition last written (written again only if new)
         self._pending: str | None = None
+        self._woken = asyncio.Event()
+        self._backoff = WAIT_SECONDS
 
-    async def run(self, stopped: Any) -> None:
-        """Steps until the tuning ends, is deleted or ``stopped`` (kopf's daemon flag) is set."""
-        while not stopped and await self.step():
+    def wake(self) -> None:
+        """Look again now if waiting (its server missing, the hold not given yet): something it waits for may have
+        changed (its object, its server)."""
+        self._woken.set()
+
+    async def run(self) -> None:
+        """Steps until the tuning ends or is gone (or the task is cancelled: the queue stopped it)."""
+        while await self.step():
             pass
 
     async def step(self) -> bool:
@@ -109,6 +118,7 @@ class TuningRunner:
             if where.kind == "waiting":
                 return await self._wait(obj, status, where.reason, where.message)
             stable = where.stable
+        self._backoff = WAIT_SECONDS  # it goes on: the next wait starts short again
         if status.started_at is None:
             new, message = lifecycle.begin(status, spec, self.name, valid, invalid, now, stable)
             await self._write(obj, new, "Running", "True", "Searching", message, "TuningStarted")
@@ -144,17 +154,20 @@ class TuningRunner:
             if await self._write(obj, status.model_copy(update={"phase": phase}), "Running", "False", reason,
                                  message):
                 self._said = (reason, message)
-        await asyncio.sleep(WAIT_SECONDS)
+        self._woken.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._woken.wait(), self._backoff)
+        self._backoff = min(WAIT_MAX_SECONDS, 2 * self._backoff)
         return True
 
     async def _end(self, obj: Mapping[str, Any], status: api.SGLangTuningStatus, phase: api.TuningPhase,
                    reason: str, message: str, now: dt.datetime) -> bool:
         generation = int((obj.get("metadata") or {}).get("generation") or 0)
         new, conds = lifecycle.ended(status, phase, reason, message, generation, now)
+        await self._delete_workloads(obj, new)  # first: an operator stopped in between finds the tuning unended
         if await tuning_status.write(obj, new, conds):
             await tuning_status.event(obj, *lifecycle.end_event(phase, message))
             telemetry.count_tuning(phase.value)
-            await self._delete_workloads(obj, new)
         return False
 
     # --- act ----------------------------------------------------------------------------------------------------
@@ -289,31 +302,3 @@ class TuningRunner:
     async def _delete_workloads(self, obj: Mapping[str, Any], status: api.SGLangTuningStatus) -> None:
         if (obj.get("spec") or {}).get("mode") != api.TuningMode.IN_PLACE.value:
             await delete_trial_workloads(obj, [t.name for t in status.trials if t.verdict != "Invalid"])
-
-
-@kopf.on.daemon(*RESOURCE, cancellation_timeout=10.0)
-async def tuning_daemon(meta: kopf.Meta, stopped: kopf.DaemonStopped, memo: Any = None, **_: Any) -> None:
-    """Run one SGLangTuning until it ends (see the module docstring); a restarted operator resumes it from its
-    status. Deleting the SGLangTuning stops it (its Shadow trial workloads are garbage-collected with it; an InPlace
-    tuning's server sees it go and applies its stable revision again)."""
-    config, observer = getattr(memo, "config", None), getattr(memo, "observer", None)
-    if observer is None:
-        raise kopf.TemporaryError("the operator is starting: no observer yet", delay=1)
-    namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
-    try:
-        while not stopped:
-            runner = TuningRunner(namespace, name, observer, probe_limits=getattr(config, "probe_limits", None),
-                                  scrape_limits=getattr(config, "scrape_limits", None))
-            try:
-                await runner.run(stopped)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a transient API error: the step is decided again from the stored status
-                log.exception("SGLangTuning %s/%s: step failed; tried again", namespace, name)
-                await asyncio.sleep(WAIT_SECONDS)
-    finally:  # a deleted tuning's series go; a finished one's stay
-        with contextlib.suppress(Exception):
-            if stopped or await kube.get_sglangtuning(namespace, name) is None:
-                telemetry.forget_tuning(namespace, name)
-

@@ -307,6 +307,9 @@ def run(
     resync_seconds: Annotated[float, typer.Option(
         min=0.0, help="seconds between two full LISTs of SGLangServers and their pods, which forget what was "
                       "deleted during a watch gap (0: never)")] = 300.0,
+    max_running_tunings: Annotated[int, typer.Option(
+        min=1, help="SGLangTunings running at once, all namespaces together, at most one per SGLangServer; the "
+                    "others wait (phase Pending, Running=False reason Queued), oldest first")] = 2,
     scrape_body_limit: Annotated[int, typer.Option(
         min=1, help="bytes at most of one /metrics or /server_info body of an SGLang pod (Prometheus' "
                     "body_size_limit); a larger one is a scrape error too_large")] = lim.BODY_BYTES,
@@ -373,7 +376,8 @@ def run(
                                               scrape_label_value_length_limit, scrape_cache_bytes,
                                               scrape_retained_series, scrape_retained_bytes),
                probe_limits=lim.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit),
-               metrics_server=metrics_server, readiness_port=readiness_port, trial_streams=trial_streams)
+               metrics_server=metrics_server, readiness_port=readiness_port, trial_streams=trial_streams,
+               max_running_tunings=max_running_tunings)
 
 
 @app.command("prometheus-config")

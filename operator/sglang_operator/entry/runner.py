@@ -163,6 +163,7 @@ def run(
     metrics_server: MetricsServerConfig | None = None,
     readiness_port: int = 0,
     trial_streams: int = TRIAL_STREAMS,
+    max_running_tunings: int = 2,
 ) -> None:
     """Block running the operator until SIGINT/SIGTERM.
 
@@ -184,6 +185,8 @@ def run(
     ``readiness_port``: ``/readyz`` alone on a port of its own, apart from the metrics port's connection cap
     (:func:`sglang_operator.process.metrics_http.serve_readiness`; 0: not served apart). ``trial_streams``: the cap
     on tuning trials' streamed requests in flight, all trials together (:mod:`sglang_operator.io.trialstreams`).
+    ``max_running_tunings``: SGLangTunings running at once, at most one per server
+    (:mod:`sglang_operator.decisions.tuning.queue`).
     These reach the handlers as kopf's ``memo.config`` (:class:`sglang_operator.control.handlers.Config`).
     """
     from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
@@ -196,7 +199,8 @@ def run(
     memo = kopf.Memo(config=handlers.Config(
         status_interval=float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5")), sample_interval=sample_interval,
         resync_seconds=resync_seconds, namespaces=tuple(namespaces), scrape_limits=scrape_limits or ScrapeLimits(),
-        probe_limits=probe_limits or ProbeLimits(), trial_streams=trial_streams))
+        probe_limits=probe_limits or ProbeLimits(), trial_streams=trial_streams,
+        max_running_tunings=max_running_tunings))
     handlers.READINESS.namespaces = list(namespaces)  # the startup LIST of /readyz (sglang_operator.process.readiness)
     kopf.on.startup()(configure)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,

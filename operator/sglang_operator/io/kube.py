@@ -156,6 +156,15 @@ async def sglangserver_keys(namespaces: Sequence[str]) -> dict[tuple[str, str], 
             for ns in scopes async for obj in client().list(_sglangserver(), namespace=ns)}
 
 
+async def sglangtunings(namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    """Every SGLangTuning in ``namespaces`` as stored (one LIST each; empty: one LIST clusterwide): the observer's
+    resync of the tuning index. Raises ``lightkube.ApiError``."""
+    from lightkube import ALL_NS
+
+    scopes: Sequence[Any] = list(namespaces) or [ALL_NS]
+    return [as_dict(obj) for ns in scopes async for obj in client().list(sglangtuning_resource(), namespace=ns)]
+
+
 async def secret_value(namespace: str, name: str, key: str) -> str | None:
     """The decoded value of ``key`` in Secret ``namespace/name``; None (logged) when unreadable."""
     import base64

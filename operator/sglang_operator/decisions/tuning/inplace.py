@@ -43,7 +43,10 @@ class TuningRequest:
     """What one SGLangTuning naming the server asks of it: ``name``; ``in_place`` (``spec.mode: InPlace``);
     ``active`` (not ended, not being deleted); ``started`` (``status.startedAt`` set); ``created`` (its
     ``creationTimestamp``, the order in which waiting tunings get the hold); the running ``trial`` (name, revision,
-    settings) it wants applied, if any."""
+    settings) it wants applied, if any; ``admitted``: the operator's tuning queue lets it run
+    (:func:`sglang_operator.decisions.tuning.queue.admit`; only an admitted tuning is given a hold); ``waiting``: the
+    ``(reason, message)`` of its stored ``Running=False`` condition, if it has one (the queue writes a wait only
+    when it differs)."""
 
     name: str
     in_place: bool
@@ -53,6 +56,8 @@ class TuningRequest:
     trial: str | None = None
     trial_revision: str | None = None
     trial_settings: api.TrialSettings | None = None
+    admitted: bool = True
+    waiting: tuple[str, str] | None = None
 
 
 def request_of(tuning: Mapping[str, Any]) -> TuningRequest | None:
@@ -63,12 +68,14 @@ def request_of(tuning: Mapping[str, Any]) -> TuningRequest | None:
     status = api.parse_tuning_status(tuning)
     ended = status.phase in TERMINAL or bool(meta.get("deletionTimestamp"))
     running = next((t for t in status.trials if t.verdict is None), None)
+    said = next((c for c in status.conditions if c.type == "Running"), None)
     return TuningRequest(
         name=str(meta.get("name")), in_place=spec.get("mode") == api.TuningMode.IN_PLACE.value, active=not ended,
         started=status.started_at is not None, created=str(meta.get("creationTimestamp") or ""),
         trial=running.name if running is not None and running.revision else None,
         trial_revision=running.revision if running is not None else None,
-        trial_settings=running.settings if running is not None else None)
+        trial_settings=running.settings if running is not None else None,
+        waiting=(said.reason, said.message) if said is not None and said.status == "False" else None)
 
 
 TERMINAL = (api.TuningPhase.SUCCEEDED.value, api.TuningPhase.FAILED.value, api.TuningPhase.CANCELLED.value)
@@ -109,7 +116,7 @@ def step(status: SGLangServerStatus, generation: int, current_hash: str | None,
     hold = status.tuning_hold
     if hold is not None:
         return _held(status, hold, generation, current_hash, {r.name: r for r in requests})
-    waiting = sorted((r for r in requests if r.in_place and r.active and not r.started),
+    waiting = sorted((r for r in requests if r.in_place and r.active and r.admitted and not r.started),
                      key=lambda r: (r.created, r.name))
     if not waiting:
         return HoldStep(None)
