@@ -17,6 +17,10 @@ from sglang_operator.io import discovery, kube, kube_write, revisions
 Obj = dict[str, Any]
 
 
+class ConflictError(Exception):
+    """The fake API server's 409 Conflict (a delete whose uid precondition is another object's)."""
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, Mapping):
@@ -94,8 +98,14 @@ class FakeKube:
         obj.setdefault("spec", {})["replicas"] = replicas
         self._bump(obj)
 
-    async def delete_object(self, kind: str, namespace: str, name: str) -> bool:
-        self.writes.append(("delete", kind, name, None))
+    async def delete_object(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
+        """Delete; with ``uid``, only that object (``preconditions.uid``): another one answers 409, as the API
+        server does (raised as ``ConflictError``)."""
+        self.writes.append(("delete", kind, name, uid))
+        live = self.objects.get((kind, namespace, name))
+        if live is not None and uid is not None and live["metadata"].get("uid") != uid:
+            raise ConflictError(f"Precondition failed: UID in precondition: {uid}, "
+                                f"UID in object meta: {live['metadata'].get('uid')}")
         return self.objects.pop((kind, namespace, name), None) is not None
 
     async def get_object(self, kind: str, namespace: str, name: str) -> Obj | None:
@@ -161,7 +171,10 @@ class FakeKube:
         self.writes.append(("create", key[0], key[2], None))
         if key in self.objects:
             return False
-        self.objects[key] = self._bump(copy.deepcopy(dict(manifest)))
+        created = copy.deepcopy(dict(manifest))
+        created["metadata"].setdefault("uid", f"uid-{key[2]}")
+        created["metadata"]["managedFields"] = [{"manager": kube.FIELD_MANAGER, "operation": "Update"}]
+        self.objects[key] = self._bump(created)
         return True
 
     async def set_digest(self, namespace: str, name: str, digest_ref: str) -> None:

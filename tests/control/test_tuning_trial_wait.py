@@ -105,7 +105,7 @@ async def test_a_name_another_owner_holds_is_neither_taken_over_nor_deleted(fk: 
         "spec": {"replicas": 1}})
     before = fk.get("Deployment", "ns", "t-trial-1")
     failure = await wait(fk, [], 3600)
-    assert "not owned by SGLangTuning t" in failure.reason
+    assert "is owned by SGLangServer t-trial-1: not taken over" in failure.reason
     tuning = fk.get("SGLangTuning", "ns", "t")
     assert tuning is not None
     assert not await delete_trial_workload(tuning, "t-trial-1")

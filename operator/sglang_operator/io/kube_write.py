@@ -39,16 +39,24 @@ def _slots(kind: str) -> contextlib.AbstractAsyncContextManager[Any]:
     return _service_slots.setdefault(loop, asyncio.Semaphore(SERVICE_APPLIES))
 
 
-async def delete_object(kind: str, namespace: str, name: str) -> bool:
-    """Delete child ``kind`` ``namespace/name`` (a canary's Deployment, the old serving one after a promotion) with
-    background propagation (its ReplicaSets and pods follow); False when it did not exist. Raises
-    ``lightkube.ApiError`` for other answers."""
+async def delete_object(kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
+    """Delete child ``kind`` ``namespace/name`` (a canary's Deployment, the old serving one after a promotion, a
+    trial's) with background propagation (its ReplicaSets and pods follow); with ``uid``, only that very object
+    (``DeleteOptions.preconditions.uid``: one deleted and made again under that name since it was read is left
+    alone, and the API server answers 409 Conflict). False when it did not exist. Raises ``lightkube.ApiError`` for
+    other answers (409 when ``uid`` is not the object's)."""
     from lightkube import ApiError
-    from lightkube.types import CascadeType
 
     FENCE.check(f"delete {kind} {namespace}/{name}")
+    options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+    if uid:
+        options["preconditions"] = {"uid": uid}
+    # lightkube's delete sends no body, and preconditions travel only in one: its request is built here
+    generic: Any = kube.client()._client
+    request = generic.prepare_request("delete", kube.child_resource(kind), name=name, namespace=namespace)
+    request.data = options
     try:
-        await kube.client().delete(kube.child_resource(kind), name, namespace=namespace, cascade=CascadeType.BACKGROUND)
+        generic.handle_response("delete", await generic.send(generic.build_adapter_request(request)), request)
     except ApiError as exc:
         if exc.status.code == 404:
             return False
