@@ -45,7 +45,7 @@ from sglang_operator.api.status import Phase, SGLangServerStatus
 from sglang_operator.builders.canary import serving_name
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
 from sglang_operator.builders.revision import DIGEST_ANNOTATION
-from sglang_operator.control import ledger, restore, server_status, testhooks
+from sglang_operator.control import failures, ledger, restore, server_status, testhooks
 from sglang_operator.control.apply import apply_placement, placement
 from sglang_operator.control.memory import Key, Memories, ParseCache, ServerMemory, TuningRequests, key_of
 from sglang_operator.control.multinode import apply_when_served
@@ -389,7 +389,8 @@ class Observer:
             now=now, generation=generation, health=health, observation=observation, effective=effective, diffs=diffs,
             samples=samples, figures=figures, speculative=speculative,
             promote_token=(meta.get("annotations") or {}).get(judging.PROMOTE_ANNOTATION),
-            apply_failure=mem.apply_failure, previous_diffs=mem.diffs, tunings=self.tunings.of(mem.key),
+            apply_failure=mem.apply_failure, apply_failure_reason=mem.apply_failure_reason, previous_diffs=mem.diffs,
+            tunings=self.tunings.of(mem.key),
             spec_hash=self._spec_hash(mem, view)), policy
 
     @staticmethod
@@ -504,7 +505,7 @@ class Observer:
         ns, name = mem.key
         mine = [p for p in pods if (p.get("metadata", {}).get("labels") or {}).get(builders.REVISION_LABEL)
                 == revision and not p.get("metadata", {}).get("deletionTimestamp")]
-        cr = await ledger.load(ns, name, revision)
+        cr = await ledger.load(ns, name, revision, mem.uid)
         known = ((cr or {}).get("metadata", {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
         digest = await ledger.note_digest(ns, name, revision, mine, known) if cr is not None else None
         if digest is not None:
@@ -525,8 +526,7 @@ class Observer:
     async def _apply(self, mem: ServerMemory, body: dict[str, Any], action: ServerAction, now: dt.datetime) -> None:
         """Carry out the analysis' Apply: the revision from the ledger (drained first); its status keys are kept in
         ``mem.applied`` for the next observation's one status patch (one status patch per server and tick). A
-        failure is a Warning event (once per message) and is tried again next tick."""
-        ns, name = mem.key
+        failure is tried again next tick (:mod:`~sglang_operator.control.failures`)."""
         try:
             if isinstance(action, Apply):
                 new = await restore.apply_revision(body, action.revision, action.reason, now, mem)
@@ -534,14 +534,10 @@ class Observer:
                 new = await restore.apply_trial(body, action, now, mem)
             else:  # the canary's placement (only what differs is written) or its promotion
                 new = await restore.place_canary(body, action, now, mem)
-        except Exception as exc:  # NotInLedger, a refused child, a ledger entry this release cannot render
-            message = f"applying revision {action.revision} failed: {exc}"
-            log.warning("%s/%s: %s", ns, name, message)
-            if mem.apply_error != message:
-                mem.apply_error = message
-                await server_status.event(body, "Warning", "ApplyFailed", message)
+        except Exception as exc:  # NotInLedger, a refused child (another owner's: a condition), a ledger entry
+            await failures.job_failed(mem, body, action.revision, exc)  # this release cannot render
             return
-        mem.apply_error = None
+        failures.job_succeeded(mem)
         mem.applied = new
 
     async def sample(self, body: dict[str, Any], status: SGLangServerStatus, spec: Any, policy: Any, now: dt.datetime,
