@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sglang_operator.io import discovery, kube, kube_write, revisions
+from sglang_operator.io import discovery, kube, kube_write, owners, revisions
 
 Obj = dict[str, Any]
 
@@ -78,6 +78,24 @@ class FakeKube:
         self._bump(obj)
         return copy.deepcopy(obj)
 
+    def owned(self, pod: Obj, workload: str | None = None) -> Obj:
+        """``pod`` (a dict, changed and returned) made a pod of the stored Deployment ``workload`` (default: the pod's
+        ``app.kubernetes.io/instance``) as its controller makes them: a ReplicaSet owned by that Deployment (stored
+        here), the pod owned by the ReplicaSet."""
+        meta = pod["metadata"]
+        ns = str(meta.get("namespace") or "ns")
+        name = workload or str(meta["labels"]["app.kubernetes.io/instance"])
+        dep = self.objects[("Deployment", ns, name)]
+        rs = {"kind": "ReplicaSet", "metadata": {"name": f"{name}-5d4f8", "namespace": ns, "uid": f"uid-rs-{name}",
+                                                 "ownerReferences": [{"kind": "Deployment", "name": name,
+                                                                      "uid": dep["metadata"]["uid"],
+                                                                      "controller": True}]}}
+        if self.get("ReplicaSet", ns, rs["metadata"]["name"]) is None:
+            self.put(rs)
+        meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": rs["metadata"]["name"],
+                                    "uid": rs["metadata"]["uid"], "controller": True}]
+        return pod
+
     def delete(self, kind: str, ns: str, name: str) -> None:
         self.objects.pop((kind, ns, name), None)
 
@@ -89,6 +107,7 @@ class FakeKube:
         self.writes.append(("apply", key[0], key[2], None))
         live = self.objects.get(key) or {}
         merged = merge_patch(live, manifest)
+        merged["metadata"].setdefault("uid", f"uid-{key[0].lower()}-{key[2]}")  # the API server's, at creation
         self.objects[key] = self._bump(merged)
 
     async def patch_replicas(self, kind: str, namespace: str, name: str, replicas: int) -> None:
@@ -201,4 +220,5 @@ class FakeKube:
             return False
 
         monkeypatch.setattr(discovery.POD_MONITORS, "wanted", no_pod_monitors)
+        owners.OWNERS.forget()  # what an earlier test's objects were: read again from this one's
         return self

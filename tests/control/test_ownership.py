@@ -183,3 +183,72 @@ async def test_a_ledger_entry_rendering_to_another_revision_is_refused(monkeypat
     assert record["revision"] == revision
     upgraded = {**body, "status": {**body["status"], "revisions": [{**record, "spec": forged["data"]["spec"]}]}}
     assert ledger.render_revision(upgraded, forged).revision == revision  # the operator's record vouches for it
+
+
+# --- only the operator's own pods are targets ------------------------------------------------------------------
+
+async def test_a_labelled_stranger_is_never_scraped_probed_nor_sent_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Server ``a`` (an API key) with its own Ready pod and three that carry its labels: a hand-made one (no
+    controller), one naming ``a``'s ReplicaSet with a made-up uid, and one of ``a``'s own ReplicaSet on the host's
+    network. Only the own pod is read for ``/server_info``, handed to the sampler (its scrape and probe, with the
+    key), counted in status; each stranger is counted once."""
+    from prometheus_client import REGISTRY
+    from test_secrets_never_shown import SecretKube, _server
+    from test_worker import pod
+
+    from sglang_operator.io.sampler import Sampler
+    from sglang_operator.io.sglang_http import SGLangHTTP
+
+    kube = SecretKube().install(monkeypatch)
+    kube.read = []
+    seen: list[tuple[str, str | None]] = []
+
+    async def server_info(self: SGLangHTTP, url: str, path: str, api_key: str | None = None) -> dict[str, Any]:
+        seen.append((url, api_key))
+        return {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3}
+
+    async def sample(self: Sampler, server: Any, pods: Any, params: Any, api_key: str | None = None) -> list[Any]:
+        seen.extend((f"sample {t.name} {t.ip}", api_key) for t in pods())  # the targets scraped and probed
+        return []
+
+    monkeypatch.setattr(SGLangHTTP, "server_info", server_info)
+    monkeypatch.setattr(Sampler, "sample", sample)
+    obs = Observer(1.0)
+    created = await _create(kube, obs, _server())
+    revision = created["status"]["revision"]
+
+    def ready(name: str, ip: str) -> dict[str, Any]:
+        p = pod(name, "a", 500 + len(kube.objects), ip)
+        p["metadata"]["labels"][builders.REVISION_LABEL] = revision
+        p["metadata"]["uid"] = f"uid-pod-{name}"
+        return p
+
+    own = kube.owned(ready("a-own", "127.4.0.1"))
+    hand_made = ready("stranger", "127.4.0.2")
+    forged = kube.owned(ready("forged", "127.4.0.3"))
+    forged["metadata"]["ownerReferences"][0]["uid"] = "uid-made-up"
+    host = kube.owned(ready("host", "127.4.0.4"))
+    host["spec"] = {"hostNetwork": True}
+    for p in (own, hand_made, forged, host):
+        kube.put(p)
+
+    def ignored(reason: str) -> float:
+        return REGISTRY.get_sample_value("sglang_operator_ignored_pods_total", {"reason": reason}) or 0.0
+
+    before = {r: ignored(r) for r in ("noController", "foreignOwner", "hostNetwork")}
+    try:
+        for _ in range(2):
+            mem = obs.memory(kube.server("a"))
+            obs.track("MODIFIED", kube.server("a"))
+            mem.sampling.last = None  # sampled at every observation
+            async with mem.lock:
+                await obs.observe(mem.body or created, NOW)
+    finally:
+        await obs.http.aclose()
+
+    assert seen and all("127.4.0.1" in what or "a-own" in what for what, _ in seen), seen
+    assert ("http://127.4.0.1:30000", "SECRET-api-key-6f0c1d") in seen
+    assert ("sample a-own 127.4.0.1", "SECRET-api-key-6f0c1d") in seen
+    status = kube.server("a")["status"]
+    assert status["readyReplicas"] == 1, status  # the strangers are not counted as its replicas either
+    assert {r: ignored(r) - before[r] for r in before} == {"noController": 1, "foreignOwner": 1, "hostNetwork": 1}

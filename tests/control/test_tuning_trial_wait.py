@@ -46,8 +46,10 @@ class Views:
     async def server_view(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.fk.get("SGLangServer", namespace, name)
 
-    async def instance_pods(self, namespace: str, instance: str) -> list[dict[str, Any]]:
+    async def instance_pods(self, namespace: str, instance: str, owner_uid: str) -> list[dict[str, Any]]:
         self.asked.append(instance)
+        owner = "uid-t" if instance == "t-trial-1" else "uid-s"  # a trial's pods are the tuning's, never the server's
+        assert owner_uid == owner, (instance, owner_uid)
         return self.pods if instance == "t-trial-1" else []
 
 

@@ -341,7 +341,7 @@ class Observer:
         meta = view.get("metadata", {})
         revision = str(status.revision)
         generation = int(meta.get("generation") or 0)
-        pods = await self.pods.pods(server.namespace, server.name)
+        pods = await self.pods.owned(server.namespace, server.name, (str(meta.get("uid") or ""),))  # never strangers
         running = status.canary
         canary_rev = running.revision if running is not None else None
         own = [p for p in pods if _revision_of(p) != canary_rev] if canary_rev else pods  # the serving workload's
@@ -564,7 +564,8 @@ class Observer:
             api_key = await kube.secret_value(ns, ref.name, ref.key)
         server = ServerRef(ns, name, roles, spec.port, spec.model.served_model_name or spec.model.path, mem.sampling)
         samples = await self.sampler.sample(  # multi-node: one target per group, its leader
-            server, lambda: targets(groups.serving_pods(self.pods.pods_now(ns, name), spec)), params, api_key)
+            server, lambda: targets(groups.serving_pods(self.pods.owned_now(ns, name, (mem.uid,)), spec)), params,
+            api_key)
         self.series.export(ns, name, samples)
         for s in samples:
             log.debug("%s/%s revision %s: %s %s %s", ns, name, s.revision, s.kind.value, s.reason, s.figures)
@@ -651,10 +652,10 @@ class Observer:
             return mem.body
         return await kube.get_sglangserver(namespace, name)
 
-    async def instance_pods(self, namespace: str, instance: str) -> list[dict[str, Any]]:
-        """The managed pods of ``app.kubernetes.io/instance: instance`` (a server or a Shadow trial), from the
-        watched pod cache."""
-        return await self.pods.pods(namespace, instance)
+    async def instance_pods(self, namespace: str, instance: str, owner_uid: str) -> list[dict[str, Any]]:
+        """The pods of ``app.kubernetes.io/instance: instance`` (a server or a Shadow trial) owned through their
+        workload by ``owner_uid`` (the server's; the tuning's), from the watched pod cache (:meth:`PodCache.owned`)."""
+        return await self.pods.owned(namespace, instance, (owner_uid,))
 
     async def resync(self) -> None:
         """A full LIST of SGLangServers (the watched namespaces, or clusterwide) and of the managed pods of every
