@@ -7,8 +7,9 @@ with the fast simulator and the fast policy (5 s intervals).
   (at least :data:`SAMPLED` samples after the stranger is Ready) the stranger gets no request at all — no
   ``/metrics`` scrape, no probe, no ``/server_info``, never the key — ``a`` shows one Ready replica, and the
   operator's ``sglang_operator_ignored_pods_total{reason="noController"}`` counts it.
-- **Collisions**: server ``foo-trial-1`` beside SGLangTuning ``foo`` (Shadow, one trial: its first trial's workload
-  is named ``foo-trial-1``), and server ``x-canary`` beside server ``x`` whose spec update starts a canary (its
+- **Collisions**: server ``foo-trial-1`` beside SGLangTuning ``foo`` (Shadow, two trials: the first one,
+  ``foo-trial-0``, is measured through the pods its own workload made; the second one's workload is named
+  ``foo-trial-1``), and server ``x-canary`` beside server ``x`` whose spec update starts a canary (its
   workload is named ``x-canary``), then aborted. Neither victim's Deployment is touched (same uid, generation and
   spec; still there after the tuning ended and the abort), neither victim's pod restarted; the trial fails naming
   ``SGLangServer foo-trial-1``, and ``x`` is ``Degraded=True`` reason ``ChildConflict`` naming
@@ -154,11 +155,13 @@ def test_a_tuning_and_a_canary_named_like_other_servers_touch_none_of_their_obje
     for name in ("x", "x-canary", "foo-trial-1"):
         wait_for(f"{name} Ready", lambda n=name: _status(k8s_cluster, namespace, n).get("phase") == "Ready",
                  timeout=150)
+    wait_for("x's first revision stable (a canary runs beside a stable revision)",
+             lambda: _status(k8s_cluster, namespace, "x").get("stableRevision"), timeout=120, interval=1)
     victims = {n: (_deployment(k8s_cluster, namespace, n), _restarts(k8s_cluster, namespace, n))
                for n in ("x-canary", "foo-trial-1")}
 
     k8s_cluster.apply({"apiVersion": api_tuning.API_VERSION, "kind": api_tuning.KIND, "metadata": {"name": "foo"},
-                       "spec": {"serverRef": {"name": "foo-trial-1"}, "budget": {"maxTrialCount": 1},
+                       "spec": {"serverRef": {"name": "foo-trial-1"}, "budget": {"maxTrialCount": 2, "maxFailedTrialCount": 1},
                                 "workload": {"maxOutputTokens": 16, "secondsPerLevel": 5, "warmupSeconds": 1,
                                              "repetitions": 1, "concurrency": [{"level": 1}]}}}, namespace)
     x["spec"]["memory"]["maxRunningRequests"] = 8  # a new revision: its canary's workload would be x-canary
@@ -175,7 +178,7 @@ def test_a_tuning_and_a_canary_named_like_other_servers_touch_none_of_their_obje
     def trial_failed() -> list[dict[str, Any]]:
         obj = k8s_cluster.get(api_tuning.PLURAL, "foo", "-n", namespace)
         return [t for t in (obj.get("status") or {}).get("trials") or [] if t.get("verdict") == "Failed"]
-    failed = wait_for("foo's trial failed", trial_failed, timeout=90, interval=1)
+    failed = wait_for("foo's second trial failed", trial_failed, timeout=180, interval=1)
     assert failed[0]["name"] == "foo-trial-1"
     assert "is owned by SGLangServer foo-trial-1: not taken over" in json.dumps(failed[0]), failed
 

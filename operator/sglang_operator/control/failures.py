@@ -22,16 +22,18 @@ log = logging.getLogger("sglang_operator.control.failures")
 
 
 async def job_failed(mem: ServerMemory, body: Mapping[str, Any], revision: str, exc: Exception) -> None:
-    """Record that applying ``revision`` for server ``body`` (its memory ``mem``) raised ``exc``: a log line; a
-    conflict in ``mem.apply_failure`` (reason ``ChildConflict``), any other failure a Warning event once per
-    message."""
+    """Record that applying ``revision`` for server ``body`` (its memory ``mem``) raised ``exc``, once per distinct
+    message: a log line, and a conflict in ``mem.apply_failure`` (reason ``ChildConflict``), any other failure a
+    Warning event."""
     message = f"applying revision {revision} failed: {exc}"
+    conflict = isinstance(exc, ChildConflict)
+    if conflict:  # shown by every observation while it lasts
+        mem.apply_failure, mem.apply_failure_reason = str(exc), CHILD_CONFLICT
+    if mem.apply_error == message:
+        return  # tried again every tick: said once
+    mem.apply_error = message
     log.warning("%s/%s: %s", mem.namespace, mem.name, message)
-    if isinstance(exc, ChildConflict):
-        mem.apply_failure, mem.apply_failure_reason, mem.apply_error = str(exc), CHILD_CONFLICT, message
-        return
-    if mem.apply_error != message:
-        mem.apply_error = message
+    if not conflict:  # a conflict's event is the one its condition's change posts
         await server_status.event(dict(body), "Warning", "ApplyFailed", message)
 
 
