@@ -186,8 +186,44 @@ def test_a_tuning_and_a_canary_named_like_other_servers_touch_none_of_their_obje
     k8s_cluster.run("annotate", "sglangserver", "x", "-n", namespace, "--overwrite",
                     f"{ABORT_ANNOTATION}={time.time()}")  # what `kubectl sglang abort x` writes
     time.sleep(15)  # three intervals: the abort's removal (a delete of x-canary) would have run
+    gone = k8s_cluster.run("get", "deployment", "foo-trial-0", "-n", namespace, check=False)
+    assert gone.returncode != 0, gone.stdout  # the tuning's own trial workload: deleted (with its uid) at its end
     for name, (deployment, restarts) in victims.items():
         assert _deployment(k8s_cluster, namespace, name) == deployment, name
         assert _restarts(k8s_cluster, namespace, name) == restarts, name
         status = _status(k8s_cluster, namespace, name)
         assert status.get("phase") == "Ready" and _condition(status, "Degraded").get("status") == "False", status
+
+
+def test_a_delete_with_another_uid_is_refused_by_the_api_server(
+        k8s_cluster: K8sCluster, namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's delete (``io/kube_write.delete_object``, a body lightkube does not send by itself) carries
+    ``preconditions.uid``: the real API server refuses it with 409 for another uid and deletes with the right one."""
+    import asyncio
+
+    from lightkube import ApiError
+
+    from sglang_operator.io import kube, kube_write
+
+    k8s_cluster.apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "victim"},
+                       "spec": {"ports": [{"port": 80}]}}, namespace)
+    uid = k8s_cluster.get("service", "victim", "-n", namespace)["metadata"]["uid"]
+    monkeypatch.setenv("KUBECONFIG", str(k8s_cluster.kubeconfig))
+    monkeypatch.setattr(kube, "_client", None)
+
+    async def deletes() -> tuple[int, bool, bool]:
+        try:
+            try:
+                await kube_write.delete_object("Service", namespace, "victim", uid="0" * 8 + uid[8:])
+                code = 0
+            except ApiError as err:
+                code = err.status.code or 0
+            still = await kube.get_object("Service", namespace, "victim") is not None
+            return code, still, await kube_write.delete_object("Service", namespace, "victim", uid=uid)
+        finally:
+            await kube.client().close()
+
+    code, still, deleted = asyncio.run(deletes())
+    assert (code, still, deleted) == (409, True, True)
+    wait_for("the Service gone", lambda: k8s_cluster.run("get", "service", "victim", "-n", namespace,
+                                                         check=False).returncode != 0, timeout=30)

@@ -203,7 +203,11 @@ class FakeKube:
     async def set_number(self, namespace: str, name: str, number: int) -> None:
         self.objects[("ControllerRevision", namespace, name)]["revision"] = number
 
-    async def delete_revision(self, namespace: str, name: str) -> None:
+    async def delete_revision(self, namespace: str, name: str, uid: str | None = None) -> None:
+        live = self.objects.get(("ControllerRevision", namespace, name))
+        self.writes.append(("delete", "ControllerRevision", name, uid))
+        if live is not None and uid is not None and live["metadata"].get("uid") != uid:
+            raise ConflictError(f"Precondition failed: UID in precondition: {uid}")
         self.objects.pop(("ControllerRevision", namespace, name), None)
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeKube:

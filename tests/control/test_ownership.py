@@ -252,3 +252,23 @@ async def test_a_labelled_stranger_is_never_scraped_probed_nor_sent_the_key(monk
     status = kube.server("a")["status"]
     assert status["readyReplicas"] == 1, status  # the strangers are not counted as its replicas either
     assert {r: ignored(r) - before[r] for r in before} == {"noController": 1, "foreignOwner": 1, "hostNetwork": 1}
+
+
+async def test_the_ledger_prunes_only_its_own_entries_each_by_its_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    kube = FakeKube().install(monkeypatch)
+    obs = Observer(1.0)
+    body = await _create(kube, obs, server("a"))
+    first = body["status"]["revision"]
+    planted = kube.put({"kind": "ControllerRevision", "metadata": {
+        "name": "a-planted", "namespace": "ns", "labels": {builders.REVISION_LABEL: "planted"},
+        "ownerReferences": [{"kind": "SGLangServer", "name": "a", "uid": "uid-a", "controller": True}],
+        "managedFields": [{"manager": "kubectl-create", "operation": "Update"}]}, "revision": 0})
+    spec = copy.deepcopy(body["spec"])
+    spec["memory"]["maxRunningRequests"] = 3
+    rendered = builders.render(parse({**body, "spec": spec}))
+    await ledger.record(body, rendered, spec, history_limit=1, keep=set())
+    own = kube.get("ControllerRevision", "ns", f"a-{first}")
+    assert own is None  # pruned beyond historyLimit 1 …
+    deletes = [w for w in kube.writes if w[0] == "delete" and w[1] == "ControllerRevision"]
+    assert deletes == [("delete", "ControllerRevision", f"a-{first}", f"uid-a-{first}")]  # … by its uid
+    assert kube.get("ControllerRevision", "ns", "a-planted") == planted  # not the ledger's: neither counted nor pruned

@@ -90,7 +90,7 @@ async def record(owner: Mapping[str, Any], rendered: builders.Rendered, spec: Ma
         if extra <= 0:
             break
         if _hash(cr) not in keep:
-            await api.delete_revision(ns, cr["metadata"]["name"])
+            await api.delete_revision(ns, cr["metadata"]["name"], cr["metadata"].get("uid"))
             extra -= 1
 
 

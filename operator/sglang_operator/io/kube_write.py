@@ -48,20 +48,27 @@ async def delete_object(kind: str, namespace: str, name: str, uid: str | None = 
     from lightkube import ApiError
 
     FENCE.check(f"delete {kind} {namespace}/{name}")
-    options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
-    if uid:
-        options["preconditions"] = {"uid": uid}
-    # lightkube's delete sends no body, and preconditions travel only in one: its request is built here
-    generic: Any = kube.client()._client
-    request = generic.prepare_request("delete", kube.child_resource(kind), name=name, namespace=namespace)
-    request.data = options
     try:
-        generic.handle_response("delete", await generic.send(generic.build_adapter_request(request)), request)
+        await delete_with_uid(kube.child_resource(kind), namespace, name, uid)
     except ApiError as exc:
         if exc.status.code == 404:
             return False
         raise
     return True
+
+
+async def delete_with_uid(resource: Any, namespace: str, name: str, uid: str | None) -> None:
+    """DELETE ``namespace/name`` of lightkube ``resource`` with background propagation and, with ``uid``, that uid
+    as ``DeleteOptions.preconditions.uid`` (the API server answers 409 Conflict when the object's uid is another).
+    No fence check (the caller's). Raises ``lightkube.ApiError``."""
+    options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+    if uid:
+        options["preconditions"] = {"uid": uid}
+    # lightkube's delete sends no body, and preconditions travel only in one: its request is built here
+    generic: Any = kube.client()._client
+    request = generic.prepare_request("delete", resource, name=name, namespace=namespace)
+    request.data = options
+    generic.handle_response("delete", await generic.send(generic.build_adapter_request(request)), request)
 
 
 async def patch_replicas(kind: str, namespace: str, name: str, replicas: int) -> None:
