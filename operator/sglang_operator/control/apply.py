@@ -144,12 +144,14 @@ async def _delete_owned(kind: str, namespace: str, name: str, body: Mapping[str,
         raise ChildApplyError(apply_failure(kind, err)) from err
 
 
-async def _stable_share(p: Placement, decided: Decided, workload: dict[str, Any]) -> dict[str, Any] | None:
+async def _stable_share(p: Placement, decided: Decided, workload: dict[str, Any],
+                        body: Mapping[str, Any]) -> dict[str, Any] | None:
     """When ``p`` places a canary's stable revision (:func:`sglang_operator.decisions.placement.stable_share`): the
     live serving workload (Deployment or LeaderWorkerSet) when it runs that revision already
     (:func:`sglang_operator.builders.canary.replicas_only`: only its ``spec.replicas`` may be written), else None
     (apply as rendered). One GET. Raises :class:`~sglang_operator.control.children.ChildApplyError` when it cannot be
-    read (nothing is written then: a full write could roll the stable pods)."""
+    read (nothing is written then: a full write could roll the stable pods), :class:`~sglang_operator.control.
+    children.ChildConflict` when another owner than ``body`` holds it."""
     if not placements.stable_share(decided.status, decided.policy, p.revision, p.role):
         return None
     meta, kind = workload["metadata"], str(workload["kind"])
@@ -157,6 +159,8 @@ async def _stable_share(p: Placement, decided: Decided, workload: dict[str, Any]
         live = await kube.get_object(kind, str(meta["namespace"]), str(meta["name"]))
     except Exception as err:
         raise ChildApplyError(apply_failure(kind, err)) from err
+    if (refused := not_owned(kind, live, body)) is not None:
+        raise refused
     return live if canary.replicas_only(live, workload) else None
 
 
@@ -205,7 +209,7 @@ async def apply_placement(
     workload = workload_of(body, p, decided)
     if write_children:
         rendered = replace(p.rendered, workload=workload)
-        live = await _stable_share(p, decided, workload)
+        live = await _stable_share(p, decided, workload, body)
         if live is not None:  # a canary's stable share running its revision already: scaled, never re-templated
             if (live.get("spec") or {}).get("replicas") != workload["spec"]["replicas"]:
                 await _patch_replicas(workload)
