@@ -76,3 +76,23 @@ async def test_a_failed_read_keeps_what_was_known() -> None:
     assert len(await cache.owned("ns", [pod], {"uid-a"})) == 1
     fail, clock.now = True, 10_000.0  # due for a refresh, and the API server does not answer: still a target
     assert len(await cache.owned("ns", [pod], {"uid-a"})) == 1
+
+
+async def test_a_server_made_again_under_its_name_has_its_pods_back_within_the_recheck() -> None:
+    """Deleted and created again with the same spec: a ReplicaSet of the same name and a new uid. Its pods wait at
+    most :data:`RECHECK_SECONDS`, not the refresh period."""
+    stored = dict(STORED)
+
+    async def get(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return stored.get((kind, name))
+
+    clock = Clock()
+    cache = OwnerCache(get, clock)
+    assert len(await cache.owned("ns", [_obj("Pod", "a-1-x", "p", ("ReplicaSet", "a-1", "uid-rs"))], {"uid-a"})) == 1
+    stored[("Deployment", "a")] = _obj("Deployment", "a", "uid-dep2", ("SGLangServer", "a", "uid-a2"))
+    stored[("ReplicaSet", "a-1")] = _obj("ReplicaSet", "a-1", "uid-rs2", ("Deployment", "a", "uid-dep2"))
+    again = [_obj("Pod", "a-1-y", "q", ("ReplicaSet", "a-1", "uid-rs2"))]
+    clock.now += 1
+    assert await cache.owned("ns", again, {"uid-a2"}) == []  # the old ReplicaSet read a second ago
+    clock.now += RECHECK_SECONDS
+    assert len(await cache.owned("ns", again, {"uid-a2"})) == 1

@@ -32,8 +32,10 @@ READS_PER_CALL = 16
 time: a StatefulSet per group, the leaders', the LeaderWorkerSet)."""
 REFRESH_SECONDS = 600.0
 """How long an object read stays trusted before it is read again."""
-RECHECK_SECONDS = 60.0
-"""How long a reference whose uid is not the object's is refused before the object is read again."""
+RECHECK_SECONDS = 10.0
+"""How long a reference whose uid is not the object's (or whose object is absent) is refused before the object is
+read again: a server deleted and made again under its name gets a ReplicaSet of the same name and a new uid, whose
+pods wait at most this long; a stranger's made-up references cost at most :data:`READS_PER_CALL` reads a call."""
 SIZE = 4096
 """Objects (and refused pods remembered as counted) kept at most; the oldest go first."""
 
@@ -105,7 +107,7 @@ class OwnerCache:
                 self._counted[key] = None
                 IGNORED_PODS.labels(reason=found.value).inc()
                 meta = pod.get("metadata") or {}
-                log.warning("pod %s/%s carries a server's labels but is not its own (%s): ignored",
+                log.info("pod %s/%s carries a server's labels but is not its own (%s): ignored",
                             meta.get("namespace"), meta.get("name"), found.value)
                 while len(self._counted) > SIZE:
                     self._counted.popitem(last=False)
