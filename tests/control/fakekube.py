@@ -12,9 +12,13 @@ from typing import Any
 
 import pytest
 
-from sglang_operator.io import discovery, kube, kube_write, revisions
+from sglang_operator.io import discovery, kube, kube_write, owners, revisions
 
 Obj = dict[str, Any]
+
+
+class ConflictError(Exception):
+    """The fake API server's 409 Conflict (a delete whose uid precondition is another object's)."""
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -74,6 +78,24 @@ class FakeKube:
         self._bump(obj)
         return copy.deepcopy(obj)
 
+    def owned(self, pod: Obj, workload: str | None = None) -> Obj:
+        """``pod`` (a dict, changed and returned) made a pod of the stored Deployment ``workload`` (default: the pod's
+        ``app.kubernetes.io/instance``) as its controller makes them: a ReplicaSet owned by that Deployment (stored
+        here), the pod owned by the ReplicaSet."""
+        meta = pod["metadata"]
+        ns = str(meta.get("namespace") or "ns")
+        name = workload or str(meta["labels"]["app.kubernetes.io/instance"])
+        dep = self.objects[("Deployment", ns, name)]
+        rs = {"kind": "ReplicaSet", "metadata": {"name": f"{name}-5d4f8", "namespace": ns, "uid": f"uid-rs-{name}",
+                                                 "ownerReferences": [{"kind": "Deployment", "name": name,
+                                                                      "uid": dep["metadata"]["uid"],
+                                                                      "controller": True}]}}
+        if self.get("ReplicaSet", ns, rs["metadata"]["name"]) is None:
+            self.put(rs)
+        meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": rs["metadata"]["name"],
+                                    "uid": rs["metadata"]["uid"], "controller": True}]
+        return pod
+
     def delete(self, kind: str, ns: str, name: str) -> None:
         self.objects.pop((kind, ns, name), None)
 
@@ -85,6 +107,7 @@ class FakeKube:
         self.writes.append(("apply", key[0], key[2], None))
         live = self.objects.get(key) or {}
         merged = merge_patch(live, manifest)
+        merged["metadata"].setdefault("uid", f"uid-{key[0].lower()}-{key[2]}")  # the API server's, at creation
         self.objects[key] = self._bump(merged)
 
     async def patch_replicas(self, kind: str, namespace: str, name: str, replicas: int) -> None:
@@ -94,8 +117,14 @@ class FakeKube:
         obj.setdefault("spec", {})["replicas"] = replicas
         self._bump(obj)
 
-    async def delete_object(self, kind: str, namespace: str, name: str) -> bool:
-        self.writes.append(("delete", kind, name, None))
+    async def delete_object(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
+        """Delete; with ``uid``, only that object (``preconditions.uid``): another one answers 409, as the API
+        server does (raised as ``ConflictError``)."""
+        self.writes.append(("delete", kind, name, uid))
+        live = self.objects.get((kind, namespace, name))
+        if live is not None and uid is not None and live["metadata"].get("uid") != uid:
+            raise ConflictError(f"Precondition failed: UID in precondition: {uid}, "
+                                f"UID in object meta: {live['metadata'].get('uid')}")
         return self.objects.pop((kind, namespace, name), None) is not None
 
     async def get_object(self, kind: str, namespace: str, name: str) -> Obj | None:
@@ -164,7 +193,10 @@ class FakeKube:
         self.writes.append(("create", key[0], key[2], None))
         if key in self.objects:
             return False
-        self.objects[key] = self._bump(copy.deepcopy(dict(manifest)))
+        created = copy.deepcopy(dict(manifest))
+        created["metadata"].setdefault("uid", f"uid-{key[2]}")
+        created["metadata"]["managedFields"] = [{"manager": kube.FIELD_MANAGER, "operation": "Update"}]
+        self.objects[key] = self._bump(created)
         return True
 
     async def set_digest(self, namespace: str, name: str, digest_ref: str) -> None:
@@ -174,7 +206,11 @@ class FakeKube:
     async def set_number(self, namespace: str, name: str, number: int) -> None:
         self.objects[("ControllerRevision", namespace, name)]["revision"] = number
 
-    async def delete_revision(self, namespace: str, name: str) -> None:
+    async def delete_revision(self, namespace: str, name: str, uid: str | None = None) -> None:
+        live = self.objects.get(("ControllerRevision", namespace, name))
+        self.writes.append(("delete", "ControllerRevision", name, uid))
+        if live is not None and uid is not None and live["metadata"].get("uid") != uid:
+            raise ConflictError(f"Precondition failed: UID in precondition: {uid}")
         self.objects.pop(("ControllerRevision", namespace, name), None)
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeKube:
@@ -191,4 +227,5 @@ class FakeKube:
             return False
 
         monkeypatch.setattr(discovery.POD_MONITORS, "wanted", no_pod_monitors)
+        owners.OWNERS.forget()  # what an earlier test's objects were: read again from this one's
         return self

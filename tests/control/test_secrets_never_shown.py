@@ -82,7 +82,7 @@ async def test_no_secret_value_is_shown_anywhere(monkeypatch: pytest.MonkeyPatch
     ready = pod("a-0", "a", 500)
     ready["metadata"]["labels"][builders.REVISION_LABEL] = revision
     ready["status"]["containerStatuses"] = [{"name": "sglang", "ready": True, "restartCount": 0}]
-    kube.put(ready)
+    kube.put(kube.owned(ready))
     obs.track("MODIFIED", created)
     mem = obs.memory(created)
     try:

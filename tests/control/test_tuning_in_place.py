@@ -162,7 +162,7 @@ async def test_the_tuning_never_writes_the_server_nor_its_children(world: World)
             "labels": {"app.kubernetes.io/instance": "s", "app.kubernetes.io/managed-by": "sglang-operator",
                        "app.kubernetes.io/name": "sglang", builders.REVISION_LABEL: str(status.revision)}},
             "status": {"podIP": f"127.9.0.{i + 1}", "conditions": [{"type": "Ready", "status": "True"}]}}
-        world.fk.put(pod)
+        world.fk.put(world.fk.owned(pod))  # a pod of the server's Deployment (through its ReplicaSet)
         pods.append(pod)
         world.obs.pod_event("ADDED", world.fk.get("Pod", "ns", f"s-{i}") or pod)
     api_trial = ctl.api.parse_tuning_status(world.tuning()).trials[-1]

@@ -46,8 +46,10 @@ class Views:
     async def server_view(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.fk.get("SGLangServer", namespace, name)
 
-    async def instance_pods(self, namespace: str, instance: str) -> list[dict[str, Any]]:
+    async def instance_pods(self, namespace: str, instance: str, owner_uid: str) -> list[dict[str, Any]]:
         self.asked.append(instance)
+        owner = "uid-t" if instance == "t-trial-1" else "uid-s"  # a trial's pods are the tuning's, never the server's
+        assert owner_uid == owner, (instance, owner_uid)
         return self.pods if instance == "t-trial-1" else []
 
 
@@ -105,7 +107,7 @@ async def test_a_name_another_owner_holds_is_neither_taken_over_nor_deleted(fk: 
         "spec": {"replicas": 1}})
     before = fk.get("Deployment", "ns", "t-trial-1")
     failure = await wait(fk, [], 3600)
-    assert "not owned by SGLangTuning t" in failure.reason
+    assert "is owned by SGLangServer t-trial-1: not taken over" in failure.reason
     tuning = fk.get("SGLangTuning", "ns", "t")
     assert tuning is not None
     assert not await delete_trial_workload(tuning, "t-trial-1")

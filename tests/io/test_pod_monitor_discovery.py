@@ -111,6 +111,11 @@ def applied(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     recorder = Recorder()
     monkeypatch.setattr(lightkube, "ApiError", FakeApiError)
     monkeypatch.setattr(children.kube_write, "apply", recorder)
+
+    async def absent(kind: str, namespace: str, name: str) -> None:  # no child exists yet: each is the owner's to make
+        return None
+
+    monkeypatch.setattr(children.kube, "get_object", absent)
     return recorder
 
 

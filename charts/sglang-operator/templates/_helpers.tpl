@@ -38,6 +38,8 @@ watched namespace. Write verbs are exactly what the operator calls (tests/chart/
   (kopf, handlers.child_event) so a child deleted behind the operator's back is re-applied; deployments and
   leaderworkersets deleted: a canary's workload once it is removed, the old stable one once a canary is promoted.
 - pods: watched (kopf, handlers.pod_event) into the observer's pod cache, listed once per namespace to prime it.
+- replicasets, statefulsets: get, only to follow a labelled pod's controller chain to its server (io/owners.py,
+  each read once and kept): a pod the operator's workloads did not make is never scraped, probed or sent a key.
 - secrets: get, only to read spec.apiKeySecretRef's key for SGLang's /server_info (the API key protects it).
 - events (core v1): created by kopf.event and clients/kube.py post_event.
 - podmonitors (monitoring.coreos.com, only with podMonitor.enabled): server-side apply of each SGLangServer's
@@ -77,6 +79,9 @@ deleted when their trial ends (deployments: delete). A trial needs no Service: t
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]
+- apiGroups: ["apps"]
+  resources: ["replicasets", "statefulsets"]
+  verbs: ["get"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]

@@ -25,7 +25,17 @@ from sglang_operator.api.spec import CanaryStrategy
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders import canary
 from sglang_operator.control import ledger
-from sglang_operator.control.children import ChildApplyError, apply_children, apply_failure, contains, up_to_date
+from sglang_operator.control.children import (
+    ChildApplyError,
+    ChildConflict,
+    apply_children,
+    apply_failure,
+    apply_owned,
+    contains,
+    delete_owned,
+    not_owned,
+    up_to_date,
+)
 from sglang_operator.control.drain import drain_old_pods
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.decisions import placement as placements
@@ -99,31 +109,18 @@ def workload_of(body: Mapping[str, Any], p: Placement, decided: Decided) -> dict
     return canary.placed(p.rendered.workload, name, workload, replicas)
 
 
-def _not_owned(kind: str, live: Mapping[str, Any] | None, owner: Mapping[str, Any]) -> ChildApplyError | None:
-    """The refusal to write ``live`` (a child by name) for ``owner`` when another controller owner holds it: nothing
-    is written without owning it (a server named like another's canary workload, a tuning's trial)."""
-    uid = str((owner.get("metadata") or {}).get("uid") or "")
-    held = _controller_uid(live)
-    if live is None or not uid or held in (None, uid):
-        return None
-    meta = live.get("metadata") or {}
-    holder = next((f"{r.get('kind')} {r.get('name')}" for r in meta.get("ownerReferences") or []
-                   if r.get("controller")), "another owner")
-    return ChildApplyError(apply_failure(kind, PermissionError(
-        f"{kind} {meta.get('namespace')}/{meta.get('name')} is owned by {holder}: not taken over")))
-
-
 async def _apply_workload(manifest: dict[str, Any], body: Mapping[str, Any], only_changed: bool) -> None:
     """Server-side apply ``manifest`` owned by ``body`` — never over an object another controller owner holds (one
     GET); with ``only_changed``, only when the live object lacks a field of it. Raises
-    :class:`~sglang_operator.control.children.ChildApplyError`."""
+    :class:`~sglang_operator.control.children.ChildApplyError` (:class:`~sglang_operator.control.children.
+    ChildConflict` when another owner holds the name)."""
     want = builders.adopt(manifest, body)
     meta = want["metadata"]
     try:
         live = await kube.get_object(str(want["kind"]), str(meta["namespace"]), str(meta["name"]))
     except Exception as err:
         raise ChildApplyError(apply_failure(str(want.get("kind")), err)) from err
-    if (refused := _not_owned(str(want["kind"]), live, body)) is not None:
+    if (refused := not_owned(str(want["kind"]), live, body)) is not None:
         raise refused
     if only_changed and live is not None and contains(live, want):
         return
@@ -134,23 +131,27 @@ async def _apply_workload(manifest: dict[str, Any], body: Mapping[str, Any], onl
 
 
 async def _delete_owned(kind: str, namespace: str, name: str, body: Mapping[str, Any]) -> None:
-    """Delete child ``kind`` ``namespace/name`` of ``body`` only when ``body`` is its controller owner (one GET):
-    a canary's workload, the serving one a promotion retired. Raises
-    :class:`~sglang_operator.control.children.ChildApplyError` when another owner holds the name."""
-    live = await kube.get_object(kind, namespace, name)
-    if live is None:
-        return
-    if (refused := _not_owned(kind, live, body)) is not None:
-        raise refused
-    await kube_write.delete_object(kind, namespace, name)
+    """Delete child ``kind`` ``namespace/name`` of ``body`` (a canary's workload, the serving one a promotion
+    retired) only when ``body`` is its controller owner, with its uid as precondition
+    (:func:`~sglang_operator.control.children.delete_owned`). Raises
+    :class:`~sglang_operator.control.children.ChildConflict` when another owner holds the name,
+    :class:`~sglang_operator.control.children.ChildApplyError` for other failures."""
+    try:
+        await delete_owned(kind, namespace, name, body)
+    except ChildApplyError:
+        raise
+    except Exception as err:
+        raise ChildApplyError(apply_failure(kind, err)) from err
 
 
-async def _stable_share(p: Placement, decided: Decided, workload: dict[str, Any]) -> dict[str, Any] | None:
+async def _stable_share(p: Placement, decided: Decided, workload: dict[str, Any],
+                        body: Mapping[str, Any]) -> dict[str, Any] | None:
     """When ``p`` places a canary's stable revision (:func:`sglang_operator.decisions.placement.stable_share`): the
     live serving workload (Deployment or LeaderWorkerSet) when it runs that revision already
     (:func:`sglang_operator.builders.canary.replicas_only`: only its ``spec.replicas`` may be written), else None
     (apply as rendered). One GET. Raises :class:`~sglang_operator.control.children.ChildApplyError` when it cannot be
-    read (nothing is written then: a full write could roll the stable pods)."""
+    read (nothing is written then: a full write could roll the stable pods), :class:`~sglang_operator.control.
+    children.ChildConflict` when another owner than ``body`` holds it."""
     if not placements.stable_share(decided.status, decided.policy, p.revision, p.role):
         return None
     meta, kind = workload["metadata"], str(workload["kind"])
@@ -158,6 +159,8 @@ async def _stable_share(p: Placement, decided: Decided, workload: dict[str, Any]
         live = await kube.get_object(kind, str(meta["namespace"]), str(meta["name"]))
     except Exception as err:
         raise ChildApplyError(apply_failure(kind, err)) from err
+    if (refused := not_owned(kind, live, body)) is not None:
+        raise refused
     return live if canary.replicas_only(live, workload) else None
 
 
@@ -206,7 +209,7 @@ async def apply_placement(
     workload = workload_of(body, p, decided)
     if write_children:
         rendered = replace(p.rendered, workload=workload)
-        live = await _stable_share(p, decided, workload)
+        live = await _stable_share(p, decided, workload, body)
         if live is not None:  # a canary's stable share running its revision already: scaled, never re-templated
             if (live.get("spec") or {}).get("replicas") != workload["spec"]["replicas"]:
                 await _patch_replicas(workload)
@@ -249,41 +252,29 @@ async def apply_placement(
     return new
 
 
-def _controller_uid(obj: Mapping[str, Any] | None) -> str | None:
-    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
-    return next((str(r.get("uid")) for r in refs if r.get("controller")), None)
-
-
 async def apply_trial_workload(tuning: Mapping[str, Any], manifest: dict[str, Any]) -> None:
     """Server-side apply a Shadow trial's workload ``manifest`` (owned by SGLangTuning ``tuning``,
     :func:`sglang_operator.builders.tuning.trial_workload`): never when an object of that name exists under another
     controller owner (a server or another tuning: nothing written without owning it). Outside any server's lock: a
-    trial workload is the tuning's own child. Raises :class:`~sglang_operator.control.children.ChildApplyError`."""
-    meta, kind = manifest["metadata"], str(manifest["kind"])
-    owner = str((tuning.get("metadata") or {}).get("uid") or "")
+    trial workload is the tuning's own child. Raises :class:`~sglang_operator.control.children.ChildApplyError`
+    (:class:`~sglang_operator.control.children.ChildConflict` when another owner holds the name)."""
     try:
-        live = await kube.get_object(kind, str(meta["namespace"]), str(meta["name"]))
-        if live is not None and _controller_uid(live) != owner:
-            raise ChildApplyError(apply_failure(kind, PermissionError(
-                f"{kind} {meta['namespace']}/{meta['name']} exists and is not owned by SGLangTuning "
-                f"{(tuning.get('metadata') or {}).get('name')}: not taken over")))
-        await kube_write.apply(manifest)
+        await apply_owned(manifest, tuning)
     except ChildApplyError:
         raise
     except Exception as err:
-        raise ChildApplyError(apply_failure(kind, err)) from err
+        raise ChildApplyError(apply_failure(str(manifest["kind"]), err)) from err
 
 
 async def delete_trial_workload(tuning: Mapping[str, Any], name: str, kind: str = "Deployment") -> bool:
     """Delete a Shadow trial's workload ``name`` only when SGLangTuning ``tuning`` is its controller owner (one GET
-    first). False when it does not exist or another owner holds the name (left alone). Raises
-    ``lightkube.ApiError`` for other answers."""
-    meta = tuning.get("metadata") or {}
-    namespace = str(meta.get("namespace") or "default")
-    live = await kube.get_object(kind, namespace, name)
-    if live is None or _controller_uid(live) != str(meta.get("uid") or ""):
+    first, then a delete with its uid as precondition). False when it does not exist or another owner holds the
+    name (left alone). Raises ``lightkube.ApiError`` for other answers."""
+    namespace = str((tuning.get("metadata") or {}).get("namespace") or "default")
+    try:
+        return await delete_owned(kind, namespace, name, tuning)
+    except ChildConflict:
         return False
-    return await kube_write.delete_object(kind, namespace, name)
 
 
 async def delete_trial_workloads(tuning: Mapping[str, Any], names: Sequence[str]) -> None:

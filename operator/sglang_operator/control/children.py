@@ -38,15 +38,66 @@ async def apply_children(rendered: builders.Rendered, owner: Mapping[str, Any], 
     """
     for child in (rendered.workload, rendered.service) if workload else (rendered.service,):
         try:
-            await kube_write.apply(builders.adopt(child, owner))
+            await apply_owned(builders.adopt(child, owner), owner)
+        except ChildApplyError:
+            raise
         except Exception as err:
             if await lws_missing(child, err):
                 raise LeaderWorkerSetMissing(lws_missing_message()) from err
             raise ChildApplyError(apply_failure(str(child.get("kind")), err)) from err
     try:
         await apply_pod_monitor(rendered, owner)
+    except ChildApplyError:
+        raise
     except Exception as err:
         raise ChildApplyError(apply_failure("PodMonitor", err)) from err
+
+
+def controller_of(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The controller owner reference of ``obj`` (API JSON; the one with ``controller: true``), or None."""
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return next((r for r in refs if isinstance(r, Mapping) and r.get("controller")), None)
+
+
+def not_owned(kind: str, live: Mapping[str, Any] | None, owner: Mapping[str, Any]) -> ChildConflict | None:
+    """The refusal to write ``live`` (child ``kind`` as stored, read by name; None: it does not exist) for
+    ``owner`` (an SGLangServer or SGLangTuning dict) unless ``owner``'s uid is its controller owner's: nothing is
+    written without owning it (a server named like another's canary workload or a tuning's trial, an object the
+    tenant made by hand). None when ``owner`` may write it."""
+    if live is None:
+        return None
+    uid = str((owner.get("metadata") or {}).get("uid") or "")
+    ref = controller_of(live)
+    if ref is not None and uid and str(ref.get("uid") or "") == uid:
+        return None
+    meta = live.get("metadata") or {}
+    holder = f"{ref.get('kind')} {ref.get('name')}" if ref is not None else None
+    return ChildConflict(kind, f"{meta.get('namespace')}/{meta.get('name')}", holder)
+
+
+async def apply_owned(manifest: dict[str, Any], owner: Mapping[str, Any]) -> None:
+    """Server-side apply ``manifest`` (owned by ``owner``, :func:`sglang_operator.builders.adopt`) unless an object
+    of that name is held by another controller owner, or by none (one GET first). Raises :class:`ChildConflict`,
+    and what the GET or the apply raise (``lightkube.ApiError``, transport errors)."""
+    meta = manifest["metadata"]
+    live = await kube.get_object(str(manifest["kind"]), str(meta["namespace"]), str(meta["name"]))
+    if (refused := not_owned(str(manifest["kind"]), live, owner)) is not None:
+        raise refused
+    await kube_write.apply(manifest)
+
+
+async def delete_owned(kind: str, namespace: str, name: str, owner: Mapping[str, Any]) -> bool:
+    """Delete child ``kind`` ``namespace/name`` only when ``owner`` is its controller owner: one GET, then a delete
+    with the object's uid as precondition (an object deleted and made again by someone else meanwhile is not
+    deleted). False when it does not exist. Raises :class:`ChildConflict` when another owner (or none) holds the
+    name, ``lightkube.ApiError`` for other answers."""
+    live = await kube.get_object(kind, namespace, name)
+    if live is None:
+        return False
+    if (refused := not_owned(kind, live, owner)) is not None:
+        raise refused
+    uid = str((live.get("metadata") or {}).get("uid") or "")
+    return await kube_write.delete_object(kind, namespace, name, uid=uid or None)
 
 
 def contains(live: Any, rendered: Any) -> bool:
@@ -92,7 +143,7 @@ async def apply_pod_monitor(rendered: builders.Rendered, owner: Mapping[str, Any
     meta = rendered.deployment["metadata"]
     monitor = pod_monitor(meta["name"], meta["namespace"], str(rendered.command.version), POD_MONITORS.labels)
     try:
-        await kube_write.apply(builders.adopt(monitor, owner))
+        await apply_owned(builders.adopt(monitor, owner), owner)
     except ApiError as err:
         if err.status.code != 404 or POD_MONITORS.mode is not PodMonitorMode.AUTO:
             raise
@@ -113,16 +164,20 @@ class ApplyFailure:
 
     ``kind``: the child (Deployment, Service, PodMonitor); ``code``: the API server's HTTP status (None for a
     transport error); ``message``: the API server's own message; ``spec_fault``: the spec is at fault (400, 422,
-    or a 500 naming a field the schema lacks) and retrying cannot help.
+    or a 500 naming a field the schema lacks) and retrying cannot help; ``reason``: the ``Degraded`` condition's
+    (``ApplyFailed``, or :data:`CHILD_CONFLICT` when another owner holds the child's name).
     """
 
     kind: str
     code: int | None
     message: str
     spec_fault: bool
+    reason: str = "ApplyFailed"
 
     def describe(self) -> str:
         """One line for a condition and an event."""
+        if self.reason == CHILD_CONFLICT:
+            return self.message
         if self.spec_fault:
             return f"the API server refused the {self.kind} (HTTP {self.code}): {self.message}"
         status = f"HTTP {self.code}" if self.code is not None else "no answer"
@@ -135,6 +190,22 @@ class ChildApplyError(Exception):
     def __init__(self, failure: ApplyFailure) -> None:
         super().__init__(failure.describe())
         self.failure = failure
+
+
+CHILD_CONFLICT = "ChildConflict"
+"""Reason of the ``Degraded`` condition (and the Warning event) when a child's name is held by another owner."""
+
+
+class ChildConflict(ChildApplyError):
+    """A child's name is taken by an object another controller owner holds (``holder``: ``Kind name``, None when
+    it has no controller owner): not taken over, not deleted. ``kind``: the child's kind; ``where``:
+    ``namespace/name``. Not the spec's fault (renaming or deleting the holder ends it); retried."""
+
+    def __init__(self, kind: str, where: str, holder: str | None) -> None:
+        self.kind, self.where, self.holder = kind, where, holder
+        held = f"is owned by {holder}" if holder else "exists without a controller owner"
+        super().__init__(ApplyFailure(kind, 409, f"{kind} {where} {held}: not taken over", False,
+                                      CHILD_CONFLICT))
 
 
 def apply_failure(kind: str, err: Exception) -> ApplyFailure:

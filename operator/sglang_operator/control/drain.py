@@ -24,6 +24,7 @@ from sglang_operator.decisions.sampling.compute import requests_in_flight
 from sglang_operator.decisions.sampling.parse import LineFilter
 from sglang_operator.decisions.sampling.roles import DRAIN_ROLES, MetricRoles, roles_for
 from sglang_operator.io import kube
+from sglang_operator.io.owners import OWNERS
 from sglang_operator.io.sglang_http import ScrapeError, SGLangHTTP, base_url
 from sglang_operator.sglang.versions import SUPPORTED, SGLangVersionError, parse_version
 
@@ -100,7 +101,8 @@ async def drain_old_pods(body: Mapping[str, Any], spec: Any, new_revision: str,
     record = status.record(old)  # the running revision's own port
     if record is not None and isinstance((record.spec or {}).get("port"), int):
         port = int((record.spec or {})["port"])
-    pods = await kube.list_pods(namespace, builders.selector_labels(name))
+    pods = await OWNERS.owned(namespace, await kube.list_pods(namespace, builders.selector_labels(name)),
+                              (str(meta.get("uid") or ""),))  # never a stranger carrying the server's labels
     urls = [base_url(p["status"]["podIP"], port) for p in pods
             if is_ready(p) and (p.get("status") or {}).get("podIP")
             and p.get("metadata", {}).get("labels", {}).get(builders.REVISION_LABEL) == old]

@@ -146,7 +146,7 @@ class Gathering:
         meta = view.get("metadata", {})
         revision = str(status.revision)
         generation = int(meta.get("generation") or 0)
-        pods = await self.pods.pods(server.namespace, server.name)
+        pods = await self.pods.owned(server.namespace, server.name, (str(meta.get("uid") or ""),))  # never strangers
         running = status.canary
         canary_rev = running.revision if running is not None else None
         own = [p for p in pods if _revision_of(p) != canary_rev] if canary_rev else pods  # the serving workload's
@@ -190,7 +190,8 @@ class Gathering:
             now=now, generation=generation, health=health, observation=observation, effective=effective, diffs=diffs,
             samples=samples, figures=figures, speculative=speculative,
             promote_token=(meta.get("annotations") or {}).get(judging.PROMOTE_ANNOTATION),
-            apply_failure=mem.apply_failure, previous_diffs=mem.diffs, tunings=self.tunings.of(mem.key),
+            apply_failure=mem.apply_failure, apply_failure_reason=mem.apply_failure_reason, previous_diffs=mem.diffs,
+            tunings=self.tunings.of(mem.key),
             spec_hash=self._spec_hash(mem, view)), policy
 
     async def _read_pods(self, mem: ServerMemory, view: dict[str, Any], status: SGLangServerStatus,
@@ -243,7 +244,7 @@ class Gathering:
             return
         ns, name = mem.key
         mine = [p for p in pods if _revision_of(p) == revision and not p.get("metadata", {}).get("deletionTimestamp")]
-        cr = await ledger.load(ns, name, revision)
+        cr = await ledger.load(ns, name, revision, mem.uid)
         known = ((cr or {}).get("metadata", {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
         digest = await ledger.note_digest(ns, name, revision, mine, known) if cr is not None else None
         if digest is not None:
@@ -273,7 +274,8 @@ class Gathering:
             api_key = await kube.secret_value(ns, ref.name, ref.key)
         server = ServerRef(ns, name, roles, spec.port, spec.model.served_model_name or spec.model.path, mem.sampling)
         samples = await self.sampler.sample(  # multi-node: one target per group, its leader
-            server, lambda: targets(groups.serving_pods(self.pods.pods_now(ns, name), spec)), params, api_key)
+            server, lambda: targets(groups.serving_pods(self.pods.owned_now(ns, name, (mem.uid,)), spec)), params,
+            api_key)
         self.series.export(ns, name, samples)
         for s in samples:
             log.debug("%s/%s revision %s: %s %s %s", ns, name, s.revision, s.kind.value, s.reason, s.figures)

@@ -122,16 +122,18 @@ def observer_of(memo: Any) -> Observer:
 
 
 async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, message: str, logger: Logger,
-                        memory: ServerMemory) -> None:
-    """Degraded=True (reason ApplyFailed) written now (kopf retries the handler); a Warning event and a log line
-    only when the failure is new for this server (``memory.apply_failure``, shown by the observer too)."""
+                        memory: ServerMemory, reason: str = "ApplyFailed") -> None:
+    """Degraded=True (``reason``: ApplyFailed, or ChildConflict when another owner holds a child's name) written now
+    (kopf retries the handler); a Warning event and a log line only when the failure is new for this server
+    (``memory.apply_failure``, shown by the observer too)."""
     conds = merge([c.dump() for c in parse_status(body).conditions],
-                  [condition("Degraded", "True", "ApplyFailed", truncate(message), generation, _now())])
+                  [condition("Degraded", "True", reason, truncate(message), generation, _now())])
     # with the body's resourceVersion: a stale view writes nothing (kopf retries the handler anyway)
     await server_status.patch(body, {"conditions": conds})
+    memory.apply_failure_reason = reason
     if memory.apply_failure != message:
         memory.apply_failure = message
-        await _event(body, "Warning", "ApplyFailed", message)
+        await _event(body, "Warning", reason, message)
         logger.warning("%s", message)
 
 
@@ -231,7 +233,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
         failure = err.failure
         if not failure.spec_fault:
             telemetry.count_reconcile("error")
-            await _apply_failed(body, status, generation, failure.describe(), logger, memory)
+            await _apply_failed(body, status, generation, failure.describe(), logger, memory, failure.reason)
             raise kopf.TemporaryError(failure.describe(), delay=30) from None
         refusal = failure.describe()
         await _write_status(body, status, st.invalid(status, [refusal], generation, now), memory)
@@ -239,7 +241,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
         logger.warning("%s", refusal)
         telemetry.count_reconcile("refused")
         return
-    memory.apply_failure = None
+    memory.apply_failure, memory.apply_failure_reason = None, "ApplyFailed"
     memory.handled = (generation, rendered.revision, time.monotonic())  # until a watch view shows it
     logger.debug("applied revision %s", rendered.revision)
     await _write_status(body, status, new, memory)

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from sglang_operator import builders
+from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.api.server import SGLangServer, parse, parse_status
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.revision import (
@@ -27,12 +28,33 @@ from sglang_operator.builders.revision import (
     revision_name,
 )
 from sglang_operator.io import revisions as api
+from sglang_operator.io.kube import FIELD_MANAGER
 
 log = logging.getLogger("sglang_operator.control.ledger")
 
 
 def _hash(cr: Mapping[str, Any]) -> str:
     return str(((cr.get("metadata") or {}).get("labels") or {}).get(REVISION_LABEL, ""))
+
+
+class ForeignRevision(ValueError):
+    """A ledger entry whose ``data`` renders to another revision than the one it is named and labelled for (and
+    that ``status.revisions`` does not hold with that spec): not applied."""
+
+
+def owned(crs: Sequence[Mapping[str, Any]], owner_uid: str) -> list[dict[str, Any]]:
+    """The ControllerRevisions of ``crs`` that count as ledger entries of the SGLangServer of uid ``owner_uid``: its
+    controller owner reference names that uid and the operator created it (field manager ``sglang-operator`` in
+    ``managedFields``, which the API server fills). One made by someone else with ``create controllerrevisions``
+    and the ledger's labels is ignored."""
+    out = []
+    for cr in crs:
+        meta = cr.get("metadata") or {}
+        ref = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        managers = {str(m.get("manager")) for m in meta.get("managedFields") or []}
+        if ref is not None and owner_uid and str(ref.get("uid")) == owner_uid and FIELD_MANAGER in managers:
+            out.append(dict(cr))
+    return out
 
 
 async def record(owner: Mapping[str, Any], rendered: builders.Rendered, spec: Mapping[str, Any],
@@ -50,7 +72,7 @@ async def record(owner: Mapping[str, Any], rendered: builders.Rendered, spec: Ma
                                     str(rendered.command.version), _image(rendered))
         if await api.create_revision(builders.adopt(first, owner)):
             return
-    existing = await api.list_revisions(ns, name)
+    existing = owned(await api.list_revisions(ns, name), str(meta.get("uid") or ""))
     newest = max((int(r.get("revision") or 0) for r in existing), default=0)
     mine = next((r for r in existing if _hash(r) == rendered.revision), None)
     if mine is None:
@@ -68,7 +90,7 @@ async def record(owner: Mapping[str, Any], rendered: builders.Rendered, spec: Ma
         if extra <= 0:
             break
         if _hash(cr) not in keep:
-            await api.delete_revision(ns, cr["metadata"]["name"])
+            await api.delete_revision(ns, cr["metadata"]["name"], cr["metadata"].get("uid"))
             extra -= 1
 
 
@@ -91,24 +113,42 @@ async def note_digest(namespace: str, server: str, revision: str, ready_pods: li
     return digest
 
 
-async def load(namespace: str, server: str, revision: str) -> dict[str, Any] | None:
-    """The ControllerRevision of ``revision``, or None when the ledger has none."""
-    return next((r for r in await api.list_revisions(namespace, server) if _hash(r) == revision), None)
+async def load(namespace: str, server: str, revision: str, owner_uid: str) -> dict[str, Any] | None:
+    """The ControllerRevision of ``revision`` of SGLangServer ``namespace/server`` (uid ``owner_uid``), or None
+    when its ledger has none (:func:`owned`: one it does not own, or the operator did not write, is none)."""
+    crs = owned(await api.list_revisions(namespace, server), owner_uid)
+    return next((r for r in crs if _hash(r) == revision), None)
 
 
 def render_revision(body: Mapping[str, Any], cr: Mapping[str, Any]) -> builders.Rendered:
     """Render ledger entry ``cr`` for SGLangServer ``body``: its spec (with the object's current ``replicas``:
     scaling is the user's, not the revision's), the image pinned to the recorded digest, the revision label kept
-    (the hash is over the template as first applied). Raises ``SpecError`` / ``builders.InvalidSpec``."""
+    (the hash is over the template as first applied). An entry that renders to another hash is applied under its
+    recorded one only when ``status.revisions`` (written by the operator alone) holds that revision with the same
+    spec (the operator's defaults changed with an upgrade); else it is refused. Raises ``SpecError`` /
+    ``builders.InvalidSpec``, :class:`ForeignRevision`."""
     spec = dict(cr["data"]["spec"])
     if "replicas" in (body.get("spec") or {}):
         spec["replicas"] = body["spec"]["replicas"]
     server: SGLangServer = parse({**body, "spec": spec, "status": None})
     rendered = builders.render(server)
     if rendered.revision != _hash(cr):
+        record = parse_status(body).record(_hash(cr))
+        if record is None or not _same(record.spec, cr["data"]["spec"]):
+            raise ForeignRevision(f"ControllerRevision {cr['metadata'].get('name')} renders as revision "
+                                  f"{rendered.revision}, not {_hash(cr)}, and status.revisions does not hold that "
+                                  f"spec: not applied")
         log.warning("%s: ledger entry %s renders as %s (operator upgrade?); applying it under its recorded hash",
                     server.name, _hash(cr), rendered.revision)
     return pinned(rendered, recorded_digest(cr), _hash(cr))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether specs ``a`` and ``b`` (camelCase dicts) are the same, ``replicas`` and a default probe prompt aside."""
+    if not isinstance(a, Mapping) or not isinstance(b, Mapping):
+        return False
+    a, b = without_default_prompt(a), without_default_prompt(b)
+    return {k: v for k, v in a.items() if k != "replicas"} == {k: v for k, v in b.items() if k != "replicas"}
 
 
 def recorded_digest(cr: Mapping[str, Any] | None) -> str | None:

@@ -63,7 +63,8 @@ class ServerMemory:
     - ``parsed``: the parse cache; ``spec_revision``: ``(generation, revision)`` the spec renders to (None: refused);
     - ``digests``: revision → image digest recorded on its ControllerRevision;
     - ``apply_failure``: the last failed apply that was not the spec's fault (reconcile handler), until one
-      succeeds: shown as ``Degraded`` reason ``ApplyFailed``, one Warning event per distinct failure;
+      succeeds: shown as ``Degraded`` reason ``apply_failure_reason`` (``ApplyFailed``; ``ChildConflict`` when
+      another owner holds a child's name, the analysis' apply included), one Warning event per distinct failure;
     - ``apply_error``: the last failed apply of the analysis' ``Apply`` (one event per distinct message);
     - ``diffs``: the last SettingsDiffer differences (one event per change);
     - ``draining``: its old pods are being drained (the sampler sends them no probe);
@@ -83,6 +84,7 @@ class ServerMemory:
     spec_revision: tuple[int, str | None] | None = None
     digests: dict[str, str] = field(default_factory=dict)
     apply_failure: str | None = None
+    apply_failure_reason: str = "ApplyFailed"
     apply_error: str | None = None
     diffs: list[str] | None = None
     draining: bool = False

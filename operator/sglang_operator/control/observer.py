@@ -42,7 +42,7 @@ from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders.canary import serving_name
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
-from sglang_operator.control import restore, server_status, testhooks
+from sglang_operator.control import failures, restore, server_status, testhooks
 from sglang_operator.control.apply import apply_placement, placement
 from sglang_operator.control.gather import Gathering
 from sglang_operator.control.gather import read_effective as read_effective
@@ -387,8 +387,7 @@ class Observer(Gathering, Ticking):
     async def _apply(self, mem: ServerMemory, body: dict[str, Any], action: ServerAction, now: dt.datetime) -> None:
         """Carry out the analysis' Apply: the revision from the ledger (drained first); its status keys are kept in
         ``mem.applied`` for the next observation's one status patch (one status patch per server and tick). A
-        failure is a Warning event (once per message) and is tried again next tick."""
-        ns, name = mem.key
+        failure is tried again next tick (:mod:`~sglang_operator.control.failures`)."""
         try:
             if isinstance(action, Apply):
                 new = await restore.apply_revision(body, action.revision, action.reason, now, mem)
@@ -396,14 +395,10 @@ class Observer(Gathering, Ticking):
                 new = await restore.apply_trial(body, action, now, mem)
             else:  # the canary's placement (only what differs is written) or its promotion
                 new = await restore.place_canary(body, action, now, mem)
-        except Exception as exc:  # NotInLedger, a refused child, a ledger entry this release cannot render
-            message = f"applying revision {action.revision} failed: {exc}"
-            log.warning("%s/%s: %s", ns, name, message)
-            if mem.apply_error != message:
-                mem.apply_error = message
-                await server_status.event(body, "Warning", "ApplyFailed", message)
+        except Exception as exc:  # NotInLedger, a refused child (another owner's: a condition), a ledger entry
+            await failures.job_failed(mem, body, action.revision, exc)  # this release cannot render
             return
-        mem.apply_error = None
+        failures.job_succeeded(mem)
         mem.applied = new
 
     def tuning_event(self, event_type: str | None, body: dict[str, Any]) -> None:
@@ -420,10 +415,10 @@ class Observer(Gathering, Ticking):
             return mem.body
         return await kube.get_sglangserver(namespace, name)
 
-    async def instance_pods(self, namespace: str, instance: str) -> list[dict[str, Any]]:
-        """The managed pods of ``app.kubernetes.io/instance: instance`` (a server or a Shadow trial), from the
-        watched pod cache."""
-        return await self.pods.pods(namespace, instance)
+    async def instance_pods(self, namespace: str, instance: str, owner_uid: str) -> list[dict[str, Any]]:
+        """The pods of ``app.kubernetes.io/instance: instance`` (a server or a Shadow trial) owned through their
+        workload by ``owner_uid`` (the server's; the tuning's), from the watched pod cache (:meth:`PodCache.owned`)."""
+        return await self.pods.owned(namespace, instance, (owner_uid,))
 
     async def resync(self) -> None:
         """A full LIST of SGLangServers (the watched namespaces, or clusterwide), of the managed pods of every

@@ -50,6 +50,10 @@ def _ns_name(body: Mapping[str, Any]) -> tuple[str, str]:
     return str(meta.get("namespace") or "default"), str(meta["name"])
 
 
+def _uid(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("uid") or "")
+
+
 @dataclass(frozen=True)
 class Choice:
     """What the reconcile handler applies: ``rendered`` from ``spec`` (a camelCase spec dict: the object's, or the
@@ -89,7 +93,7 @@ async def as_ran(body: Mapping[str, Any], rendered: builders.Rendered) -> builde
             if labels.get(REVISION_LABEL) == rendered.revision and image and own:
                 keep = image != own and "@sha256:" in image and pinned_image(own, image) == image
                 return ledger.pinned(rendered, image) if keep else rendered
-        digest = ledger.recorded_digest(await ledger.load(ns, name, rendered.revision))
+        digest = ledger.recorded_digest(await ledger.load(ns, name, rendered.revision, _uid(body)))
     except Exception as exc:  # unreadable: the tag, as before
         log.warning("%s/%s: the image revision %s ran not read, its tag is applied: %s", ns, name, rendered.revision,
                     exc)
@@ -111,7 +115,7 @@ async def target(body: Mapping[str, Any], rendered: builders.Rendered) -> Choice
     if choice.revision == rendered.revision:
         return Choice(await as_ran(body, rendered), dict(body.get("spec") or {}))
     ns, name = _ns_name(body)
-    cr = await ledger.load(ns, name, choice.revision)
+    cr = await ledger.load(ns, name, choice.revision, _uid(body))
     if cr is None:
         raise NotInLedger(f"revision {choice.revision} has no ControllerRevision {name}-{choice.revision}")
     rendered = ledger.render_revision(body, cr)
@@ -139,7 +143,7 @@ async def render_for(body: Mapping[str, Any], revision: str) -> tuple[builders.R
         own = None
     if own is not None and own.revision == revision:
         return await as_ran(body, own), dict(body.get("spec") or {})
-    cr = await ledger.load(ns, name, revision)
+    cr = await ledger.load(ns, name, revision, _uid(body))
     if cr is None:
         raise NotInLedger(f"revision {revision} has no ControllerRevision {name}-{revision}")
     return await live_image(body, ledger.render_revision(body, cr)), dict(cr["data"]["spec"])
@@ -237,7 +241,7 @@ async def apply_trial(body: dict[str, Any], action: ApplyTrial, now: dt.datetime
         if rendered.revision != action.revision:
             raise ValueError(f"the server's spec renders trial {action.trial} as revision {rendered.revision}, not "
                              f"{action.revision}: it changed since the trial started")
-        cr = await ledger.load(ns, name, hold.stable_revision)
+        cr = await ledger.load(ns, name, hold.stable_revision, _uid(body))
         digest = memory.digests.get(hold.stable_revision) if memory is not None else None
         rendered = ledger.pinned(rendered, digest or ledger.recorded_digest(cr))
         new = await apply_placement(body, [placement(body, rendered, spec, role="trial")], now, memory,

@@ -199,8 +199,9 @@ class TuningRunner:
                                      self.scrape_limits, lambda first: plan.prune_verdict(
                                          spec, status.trials, trial.settings, first))
             levels, failure, pruned = got.levels, got.failure, got.pruned
-            crash = pod_rules.first_crash(await self._pods_of(server.name if in_place else trial.name,
-                                                              trial.revision if in_place else None), api.REASON_LIMIT)
+            crash = pod_rules.first_crash(await self._pods_of(
+                server.name if in_place else trial.name, server_body if in_place else obj,
+                trial.revision if in_place else None), api.REASON_LIMIT)
             if crash is not None:
                 raise TrialFailure(crash)
         except TrialFailure as err:
@@ -223,8 +224,12 @@ class TuningRunner:
                                          trial.settings.summary(), done.objective)
             await tuning_status.event(fresh, *lifecycle.trial_event(done))
 
-    async def _pods_of(self, instance: str, revision: str | None = None) -> list[dict[str, Any]]:
-        return pod_rules.live(await self.views.instance_pods(self.namespace, instance), revision)
+    async def _pods_of(self, instance: str, owner: Mapping[str, Any], revision: str | None = None
+                       ) -> list[dict[str, Any]]:
+        """The live pods of ``instance`` owned through their workload by ``owner`` (the server for its own pods, this
+        tuning for a Shadow trial's), labelled ``revision`` when given: never a stranger carrying the labels."""
+        uid = str((owner.get("metadata") or {}).get("uid") or "")
+        return pod_rules.live(await self.views.instance_pods(self.namespace, instance, uid), revision)
 
     async def _in_place_pods(self, obj: Mapping[str, Any], server: SGLangServer, trial: api.Trial,
                              deadline: dt.datetime) -> tuple[list[dict[str, Any]], SGLangVersion]:
@@ -241,7 +246,7 @@ class TuningRunner:
             if state == "running":
                 record = status.applied_record
                 want = int(((record.spec if record is not None else None) or {}).get("replicas") or 1)
-                pods = await self._pods_of(server.name, trial.revision)
+                pods = await self._pods_of(server.name, body, trial.revision)
                 if (crash := pod_rules.first_crash(pods, api.REASON_LIMIT)) is not None:
                     raise TrialFailure(crash)
                 ready = pod_rules.ready_with_ip(pods)
@@ -252,7 +257,7 @@ class TuningRunner:
                     except (builders.InvalidSpec, SpecError, ValueError) as err:
                         raise TrialFailure(_why(err)) from None
             if _now() >= deadline:
-                trouble = pod_rules.first_trouble(await self._pods_of(server.name))
+                trouble = pod_rules.first_trouble(await self._pods_of(server.name, body))
                 raise TrialFailure(f"trial {trial.name} not running on every replica by budget.trialDeadlineSeconds"
                                    + (f": {trouble}" if trouble else f" ({state})"))
             await asyncio.sleep(POLL_SECONDS)
@@ -262,7 +267,8 @@ class TuningRunner:
         """Apply the trial's workload (through the apply path) and wait for its Ready pod. Raises
         :class:`TrialFailure`; a pod's trouble (Unschedulable) is written as condition ``TrialPending``."""
         revision = parse_status(server_body).revision  # the image the serving revision's Ready pods run
-        digest = image_digest(pod_rules.ready_with_ip(await self._pods_of(server.name, revision))) if revision else None
+        own = await self._pods_of(server.name, server_body, revision) if revision else []
+        digest = image_digest(pod_rules.ready_with_ip(own)) if revision else None
         try:
             manifest, rendered = lifecycle.render_trial(obj, server_body, trial.name, trial.settings, False, digest)
             assert manifest is not None
@@ -270,7 +276,7 @@ class TuningRunner:
         except (builders.InvalidSpec, SpecError, ValueError, ChildApplyError) as err:
             raise TrialFailure(_why(err)) from None
         while True:
-            pods = await self._pods_of(trial.name)
+            pods = await self._pods_of(trial.name, obj)
             if (crash := pod_rules.first_crash(pods, api.REASON_LIMIT)) is not None:
                 raise TrialFailure(crash)
             if ready := pod_rules.ready_with_ip(pods):
@@ -296,7 +302,7 @@ class TuningRunner:
             return
         loop = asyncio.get_running_loop()
         end = loop.time() + GONE_SECONDS
-        while loop.time() < end and await self._pods_of(trial):
+        while loop.time() < end and await self._pods_of(trial, obj):
             await asyncio.sleep(POLL_SECONDS)
 
     async def _delete_workloads(self, obj: Mapping[str, Any], status: api.SGLangTuningStatus) -> None:

@@ -52,7 +52,8 @@ class Observed:
     ``/server_info`` (None: none new) and ``diffs`` from the spec (None: not Ready or not read); the interval's
     ``samples`` (None: not due) and the serving revision's status ``figures``; the analysis' ``observation``;
     ``speculative``: the SpeculativeDecodingActive condition when it can be told; ``promote_token``: the promote
-    annotation; ``apply_failure``: the reconcile handler's failing apply (the server's memory), ``previous_diffs``:
+    annotation; ``apply_failure``: the reconcile handler's failing apply (the server's memory; a child another owner
+    holds, the analysis' apply's too) and ``apply_failure_reason`` the ``Degraded`` reason it shows, ``previous_diffs``:
     the differences last posted; ``tunings``: what the SGLangTunings naming the server ask
     (:class:`~sglang_operator.decisions.tuning.inplace.TuningRequest`); ``spec_hash``: the object's spec hashed
     without ``replicas`` (:func:`~sglang_operator.decisions.tuning.hold.spec_hash`)."""
@@ -68,6 +69,7 @@ class Observed:
     speculative: Condition | None = None
     promote_token: str | None = None
     apply_failure: str | None = None
+    apply_failure_reason: str = "ApplyFailed"
     previous_diffs: list[str] | None = None
     tunings: tuple[TuningRequest, ...] = ()
     spec_hash: str | None = None
@@ -167,7 +169,7 @@ def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Obse
                                              why, o.generation, o.now)]
     if o.apply_failure:  # the reconcile handler could not apply the spec (kopf retries): say so, not "healthy"
         conditions = [c for c in conditions if c["type"] != "Degraded"] + [
-            condition("Degraded", "True", "ApplyFailed", truncate(o.apply_failure), o.generation, o.now)]
+            condition("Degraded", "True", o.apply_failure_reason, truncate(o.apply_failure), o.generation, o.now)]
     new = st.observed(status, replace(o.health, conditions=conditions), o.generation, o.now, o.effective, o.diffs,
                       o.figures)
     new = {**applied, **new, **judged.status,

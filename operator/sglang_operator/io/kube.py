@@ -43,9 +43,11 @@ _KINDS: dict[str, Any] = {}
 def child_resource(kind: str) -> Any:
     if not _KINDS:
         from lightkube.generic_resource import create_namespaced_resource
+        from lightkube.resources.apps_v1 import ReplicaSet, StatefulSet
         from lightkube.resources.core_v1 import Service
 
-        _KINDS.update({"Deployment": Deployment, "Service": Service,
+        _KINDS.update({"Deployment": Deployment, "Service": Service, "ReplicaSet": ReplicaSet,
+                       "StatefulSet": StatefulSet,
                        "LeaderWorkerSet": create_namespaced_resource("leaderworkerset.x-k8s.io", "v1",
                                                                     "LeaderWorkerSet", "leaderworkersets"),
                        "PodMonitor": create_namespaced_resource("monitoring.coreos.com", "v1", "PodMonitor",
@@ -54,8 +56,9 @@ def child_resource(kind: str) -> Any:
 
 
 async def get_object(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-    """A child as stored (``kind``: Deployment, LeaderWorkerSet, Service or PodMonitor), or None when it does not
-    exist. Raises ``lightkube.ApiError`` for other answers."""
+    """A child as stored (``kind``: Deployment, LeaderWorkerSet, Service or PodMonitor; ReplicaSet and StatefulSet,
+    read only, between a pod and its owner), or None when it does not exist. Raises ``lightkube.ApiError`` for other
+    answers."""
     from lightkube import ApiError
 
     try:

@@ -39,21 +39,36 @@ def _slots(kind: str) -> contextlib.AbstractAsyncContextManager[Any]:
     return _service_slots.setdefault(loop, asyncio.Semaphore(SERVICE_APPLIES))
 
 
-async def delete_object(kind: str, namespace: str, name: str) -> bool:
-    """Delete child ``kind`` ``namespace/name`` (a canary's Deployment, the old serving one after a promotion) with
-    background propagation (its ReplicaSets and pods follow); False when it did not exist. Raises
-    ``lightkube.ApiError`` for other answers."""
+async def delete_object(kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
+    """Delete child ``kind`` ``namespace/name`` (a canary's Deployment, the old serving one after a promotion, a
+    trial's) with background propagation (its ReplicaSets and pods follow); with ``uid``, only that very object
+    (``DeleteOptions.preconditions.uid``: one deleted and made again under that name since it was read is left
+    alone, and the API server answers 409 Conflict). False when it did not exist. Raises ``lightkube.ApiError`` for
+    other answers (409 when ``uid`` is not the object's)."""
     from lightkube import ApiError
-    from lightkube.types import CascadeType
 
     FENCE.check(f"delete {kind} {namespace}/{name}")
     try:
-        await kube.client().delete(kube.child_resource(kind), name, namespace=namespace, cascade=CascadeType.BACKGROUND)
+        await delete_with_uid(kube.child_resource(kind), namespace, name, uid)
     except ApiError as exc:
         if exc.status.code == 404:
             return False
         raise
     return True
+
+
+async def delete_with_uid(resource: Any, namespace: str, name: str, uid: str | None) -> None:
+    """DELETE ``namespace/name`` of lightkube ``resource`` with background propagation and, with ``uid``, that uid
+    as ``DeleteOptions.preconditions.uid`` (the API server answers 409 Conflict when the object's uid is another).
+    No fence check (the caller's). Raises ``lightkube.ApiError``."""
+    options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+    if uid:
+        options["preconditions"] = {"uid": uid}
+    # lightkube's delete sends no body, and preconditions travel only in one: its request is built here
+    generic: Any = kube.client()._client
+    request = generic.prepare_request("delete", resource, name=name, namespace=namespace)
+    request.data = options
+    generic.handle_response("delete", await generic.send(generic.build_adapter_request(request)), request)
 
 
 async def patch_replicas(kind: str, namespace: str, name: str, replicas: int) -> None:

@@ -7,21 +7,24 @@ no signal that its initial listing is complete and an empty cache must not read 
 can race; ``metadata.resourceVersion`` (an integer in every etcd-backed API server) orders them, and a deleted
 pod leaves a tombstone so an older LIST cannot bring it back.
 
-A pod IP belongs to one live pod at a time (SGLang pods never use ``hostNetwork``): when a pod arrives with an IP
-a cached pod holds, the older of the two (by resourceVersion) is gone even if its DELETED event was lost in a watch
-gap, and is dropped at once, so the sampler never sends one server's API key to the IP of another's pod (issue 16
-item 6).
+A pod's labels say which server it claims; :meth:`PodCache.owned` keeps only those whose controller chain reaches
+that server's own workload (:mod:`sglang_operator.io.owners`): a hand-made pod with the labels is never a target.
+A pod IP belongs to one live pod at a time (SGLang pods never use ``hostNetwork``, and such a pod is no target):
+when a pod arrives with an IP a cached pod holds, the older of the two (by resourceVersion) is gone even if its
+DELETED event was lost in a watch gap, and is dropped at once, so the sampler never sends one server's API key to the
+IP of another's pod.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.decisions.pods import is_ready, restart_count
+from sglang_operator.io.owners import OWNERS, OwnerCache
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 TOMBSTONES = 4096
@@ -70,8 +73,10 @@ def _newer(new: int | None, old: int | None) -> bool:
 class PodCache:
     """Managed pods by (namespace, server); ``lister(namespace)`` LISTs the managed pods of a namespace."""
 
-    def __init__(self, lister: Callable[[str], Awaitable[list[Pod]]]) -> None:
+    def __init__(self, lister: Callable[[str], Awaitable[list[Pod]]], owners: OwnerCache | None = None) -> None:
         self._lister = lister
+        self.owners = owners if owners is not None else OWNERS
+        """Tells a server's own pods from strangers carrying its labels (:meth:`owned`)."""
         self._pods: dict[str, dict[str, Pod]] = {}
         self._by_server: dict[tuple[str, str], dict[str, Pod]] = {}
         self._tombstones: dict[str, dict[str, int | None]] = {}
@@ -189,6 +194,17 @@ class PodCache:
     def pods_now(self, namespace: str, server: str) -> list[Pod]:
         """The pods of ``namespace/server`` as the cache has them now (no I/O)."""
         return list(self._by_server.get((namespace, server), {}).values())
+
+    async def owned(self, namespace: str, instance: str, roots: Collection[str]) -> list[Pod]:
+        """The pods of ``namespace/instance`` (a server, or a Shadow trial's workload) that are its targets: their
+        controller chain reaches an owner of uid in ``roots`` (the server's; the tuning's for a trial), never a
+        ``hostNetwork`` pod (:func:`sglang_operator.decisions.owners.verdict`; the chain's objects read as needed,
+        :class:`~sglang_operator.io.owners.OwnerCache`). Strangers are left out and counted."""
+        return await self.owners.owned(namespace, await self.pods(namespace, instance), roots)
+
+    def owned_now(self, namespace: str, instance: str, roots: Collection[str]) -> list[Pod]:
+        """:meth:`owned` as the caches have them now (no I/O): a pod whose chain was never read is left out."""
+        return self.owners.owned_now(namespace, self.pods_now(namespace, instance), roots)
 
     def primed(self, namespace: str) -> bool:
         """Whether ``namespace`` was listed once."""

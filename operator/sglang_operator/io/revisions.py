@@ -55,11 +55,14 @@ async def set_number(namespace: str, name: str, number: int) -> None:
                          patch_type=PatchType.MERGE)
 
 
-async def delete_revision(namespace: str, name: str) -> None:
-    """Delete ControllerRevision ``name``; a missing one is not an error."""
+async def delete_revision(namespace: str, name: str, uid: str | None = None) -> None:
+    """Delete ControllerRevision ``name`` (with ``uid``: only that very object, a uid precondition); a missing one is
+    not an error."""
+    from sglang_operator.io.kube_write import delete_with_uid
+
     FENCE.check(f"ControllerRevision {namespace}/{name}")
     try:
-        await client().delete(ControllerRevision, name, namespace=namespace)
+        await delete_with_uid(ControllerRevision, namespace, name, uid)
     except ApiError as exc:
         if exc.status.code != 404:
             raise
