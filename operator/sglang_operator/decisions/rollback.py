@@ -17,7 +17,8 @@ I/O, reads no clock and never sees a raw API dict: the observer turns ``status``
   nothing; errors count only towards ``errorThreshold`` in a row → Paused; a measured sample passes or fails
   (:func:`sglang_operator.decisions.criteria.judge`); a pod of the revision restarting or leaving Ready makes the
   interval a failure. ``failureThreshold`` failures in a row fail the revision; ``minSamples`` measured samples
-  and ``verifySeconds`` promote it (the baseline becomes the median of its samples).
+  and ``verifySeconds`` promote it. The baseline's rule (its sources, the upward-only refresh of the stable one):
+  :mod:`sglang_operator.decisions.baseline`.
 - A failed revision is rejected and the stable revision applied again (RollingBack → RolledBack), unless the
   action is Alert or DryRun, there is no stable revision, or ``maxRollbacks`` were used in the window while it
   still serves (a Ready pod): then it keeps running, Paused. A failed revision that serves nothing (no Ready pod
@@ -60,7 +61,7 @@ from sglang_operator.api.base import RETRY_ANNOTATION as RETRY_ANNOTATION
 from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus, Verdict
-from sglang_operator.decisions import canary, criteria
+from sglang_operator.decisions import baseline, canary, criteria
 from sglang_operator.decisions.actions import Action, Apply, Event, RecordVerdict
 from sglang_operator.decisions.sampling.model import PodView, Sample, SampleKind
 
@@ -279,7 +280,7 @@ class _Decision:
         out = canary.tick(self.state.canary, obs, self.policy, self.now, wanted=self.obs.spec_revision,
                           runnable=runnable, serving=self.obs.revision, stable=self.state.stable_revision,
                           stable_sample=sample if sample is not None and sample.revision == self.obs.revision else None,
-                          setup=self.obs.setup)
+                          setup=self.obs.setup, stable_baseline=self.state.baseline)
         self.state.canary = out.state
         self.actions += out.actions
         if out.rejected is not None:
@@ -479,6 +480,7 @@ class _Decision:
             self.last(sample.kind.value, SampleVerdict.PASS, result.reason, sample)
             a.consecutive_failures, a.failing_figures = 0, []
             a.consecutive_passes += 1
+            self.refresh_baseline(figures, sample)
             self.passed()
         else:
             self.last(sample.kind.value, SampleVerdict.FAIL, result.reason, sample)
@@ -509,8 +511,17 @@ class _Decision:
             a.stable_regression = None
             self.event("Normal", "StableRecovered", f"stable revision {a.revision} meets its baseline again")
 
+    def refresh_baseline(self, figures: SampleFigures, sample: Sample) -> None:
+        new = baseline.refresh(self.state.baseline, self.a, self.state.stable_revision, self.policy, figures,
+                               sample.start, self.obs.setup, self.now)
+        if new is not None:
+            self.state.baseline = new
+            self.event("Normal", "BaselineRefreshed", f"stable revision {new.revision}: baseline "
+                                                      f"{baseline.origin(new)}")
+
     def count_failure(self, reason: str, cause: str) -> None:
         a = self.a
+        baseline.interrupt(a)
         a.consecutive_failures += 1
         a.consecutive_passes = 0
         tracking = self.is_stable() and a.stable_regression is not None  # every failure updates its figures
@@ -528,16 +539,11 @@ class _Decision:
     def promote(self, verified_for: float) -> None:
         a = self.a
         med = criteria.medians(a.valid_figures)
-        assert med is not None
-        previous = self.state.stable_revision
-        self.state.baseline = Baseline(revision=a.revision, tokens_per_second=med.tokens_per_second,
-                                       accept_length=med.accept_length, samples=len(a.valid_figures),
-                                       signal=self.policy.signal.value, setup=self.obs.setup, at=self.now)
-        self.state.stable_revision = a.revision
+        new = baseline.measured(a.revision, a.valid_figures, self.policy.signal.value, self.obs.setup, self.now)
+        assert med is not None and new is not None
+        previous, self.state.baseline, self.state.stable_revision = self.state.stable_revision, new, a.revision
         self.state.rejected_revisions = [r for r in self.state.rejected_revisions if r.revision != a.revision]
-        shown = criteria.tps(med.tokens_per_second) + (
-            "" if med.accept_length is None else f", accept length {criteria.length(med.accept_length)}")
-        message = (f"{a.revision}: {shown} (median of {plural(len(a.valid_figures), 'sample')} "
+        message = (f"{a.revision}: {criteria.figures_text(med)} (median of {plural(len(a.valid_figures), 'sample')} "
                    f"over {verified_for:.0f} s); "
                    f"stable revision" + (f" in place of {previous}" if previous else ""))
         a.valid_figures, a.failing_figures = [], []
@@ -605,7 +611,7 @@ class _Decision:
         moved = _moved(reg.reported, med)
         reg.message, reg.updated_at, reg.tokens_per_second, reg.accept_length = message, self.now, tps, length
         if moved:
-            was = _figures_text(reg.reported)
+            was = criteria.figures_text(reg.reported)
             reg.reported = med
             self.event("Warning", "StableRegressed", f"stable revision {message} (was {was} at the last report; "
                                                      f"regressed since {reg.since.isoformat()}); not rolled back "
@@ -683,11 +689,3 @@ def _moved(old: SampleFigures | None, new: SampleFigures | None) -> bool:
         if was is not None and now is not None and abs(now - was) > REGRESSION_CHANGE * abs(was):
             return True
     return False
-
-
-def _figures_text(fig: SampleFigures | None) -> str:
-    """``36.0 tok/s, accept length 1.75``, or ``no figures``."""
-    if fig is None:
-        return "no figures"
-    return criteria.tps(fig.tokens_per_second) + (
-        "" if fig.accept_length is None else f", accept length {criteria.length(fig.accept_length)}")
