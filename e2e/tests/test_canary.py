@@ -384,3 +384,42 @@ def test_d_an_unschedulable_surge_canary_is_aborted_at_its_deadline_without_touc
     assert len(watch.pods.get(stable, set())) == 4, watch.pods  # no stable pod ever replaced
     assert min(watch.capacity) == 4, watch.below(4)  # maxSurge 1: never below replicas
     assert k8s.get("deployment", serving, "-n", ns)["metadata"]["generation"] == generation  # never written
+
+
+
+def test_f_after_the_drift_a_revision_at_two_thirds_of_the_speed_without_a_canary_is_rolled_back(
+        k8s_cluster: K8sCluster, ns: str, server: dict[str, Any]) -> None:
+    """(f) (c)'s canary, promoted while every pod ran 25 % slower, got the stable's baseline × the same-interval
+    ratio, not its drifted median (``decisions/baseline.py``); once the drift passed, a revision at two thirds of the
+    real speed (the simulator's ``throughput_drop_pct`` 33 from its start) applied without a canary is rolled back
+    against it. Against the drifted median (0.75 of the real speed) it would have passed: 0.67 / 0.75 = 0.89 ≥ 0.85.
+    ``history`` shows where the baseline came from."""
+    k8s = k8s_cluster
+    before = status(k8s, ns)
+    stable, base = before["revision"], before["baseline"]
+    known = {r["revision"] for r in before.get("rejectedRevisions") or []}
+    record = next(r for r in before["revisions"] if r["revision"] == stable)
+    drifted = record["canarySteps"][-1]["tokensPerSecond"]  # (c)'s canary, measured while every pod was slower
+    print(f"(f) baseline of {stable}: {base['tokensPerSecond']:.1f} tok/s ({base.get('source')}, ratio "
+          f"{base.get('ratio')}); the canary's drifted median {drifted:.1f} tok/s")
+    assert base["revision"] == stable and base["source"] == "canaryRatio", base
+    assert base["tokensPerSecond"] > 1.2 * drifted, (base, drifted)
+    assert record["baselineSource"] == "canaryRatio", record
+    slow = sample(GOOD)
+    slow["spec"]["replicas"] = 4
+    slow["spec"]["strategy"] = {"type": "Recreate"}
+    slow["spec"]["env"] = [*slow["spec"]["env"], {"name": "SGLANG_SIM_FAULT_THROUGHPUT_DROP_PCT", "value": "33"}]
+    started = time.monotonic()
+    k8s.apply(slow, ns)
+    s = wait_status(k8s, ns, "the two-thirds-speed revision rejected and the stable one serving again",
+                    lambda s: any(r["revision"] not in known for r in s.get("rejectedRevisions") or [])
+                    and s.get("revision") == stable and s.get("readyReplicas") == 4, timeout=240)
+    elapsed = time.monotonic() - started
+    rejected = next(r for r in s["rejectedRevisions"] if r["revision"] not in known)
+    print(f"(f) rolled back {elapsed:.0f} s after the apply: {rejected['reason']}")
+    assert f"tok/s of {stable}" in rejected["reason"] and "0.85 ×" in rejected["reason"], rejected
+    assert s["stableRevision"] == stable and s["baseline"]["tokensPerSecond"] >= base["tokensPerSecond"]
+    shown = history(k8s, ns)
+    assert f"baseline: {stable} " in shown and "(canaryRatio:" in shown, shown
+    assert "canaryRatio" in next(line for line in shown.splitlines() if line.startswith("★") or
+                                 line.startswith(f"{stable} baseline:")), shown
