@@ -182,6 +182,11 @@ class PodStart(StatusModel):
     """It has been Ready in this analysis (its restarts no longer count)."""
     crash: str | None = None
     """The end of its last crash seen (``container NAME exited with code N: <termination message tail>``)."""
+    waiting: str | None = None
+    """The kubelet's reason and message while its container waits for a reason no wait fixes (``ImagePullBackOff:
+    Back-off pulling image …``); unset otherwise."""
+    waiting_since: AwareDatetime | None = None
+    """Since when :attr:`waiting` has been seen without a break."""
 
 
 class Analysis(StatusModel):

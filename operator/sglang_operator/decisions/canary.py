@@ -17,9 +17,10 @@ to the same end. The machine (docs/canary.md):
   absolute floors (``minTokensPerSecond``, ``minAcceptLength``); the stored baseline's relative criteria do not
   apply (load and time of day move both revisions alike). An interval without both measurements is inconclusive:
   ``onInconclusive: Hold`` counts it for nothing, ``Rollback`` as a failure. A canary pod restarting or leaving Ready
-  after the warm-up fails the interval; one restarting ``maxRestartsBeforeReady`` times before it was ever Ready
-  fails the canary at once. ``failureThreshold`` failures in a row fail the canary; ``samples`` passes and
-  ``judgeSeconds`` end the step (defaults ``minSamples``, ``verifySeconds``). A step not warmed up
+  after the warm-up fails the interval; one restarting ``maxRestartsBeforeReady`` times before it was ever Ready,
+  or never starting (the kubelet's reason quoted: :mod:`sglang_operator.decisions.starts`), fails the canary at
+  once. ``failureThreshold`` failures in a row fail the canary; ``samples`` passes and ``judgeSeconds`` end the step
+  (defaults ``minSamples``, ``verifySeconds``). A step not warmed up
   ``progressDeadlineSeconds`` after its last move fails (a pending pod's scheduler message quoted).
 - **Promoting**: after the last step (or ``kubectl sglang promote``) the canary takes every replica the same way;
   then :class:`~sglang_operator.decisions.actions.PromoteCanary` makes its workload the serving one, and once
@@ -50,7 +51,6 @@ from sglang_operator.api.analysis import (
     CanarySample,
     CanaryState,
     CanaryStepRecord,
-    PodStart,
     SampleFigures,
     SampleVerdict,
     Setup,
@@ -60,7 +60,7 @@ from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.spec import CanaryStrategy, OnInconclusive
 from sglang_operator.api.status import Verdict
 from sglang_operator.builders.canary import other_name
-from sglang_operator.decisions import baseline, criteria
+from sglang_operator.decisions import baseline, criteria, starts
 from sglang_operator.decisions.actions import Action, Event, PlaceCanary, PromoteCanary, RecordVerdict
 from sglang_operator.decisions.placement import canary_due, stable_replicas
 from sglang_operator.decisions.sampling.model import PodView, Sample
@@ -266,31 +266,15 @@ class _Canary:
                   f"{self.policy.progress_deadline_seconds} s after its last move (progressDeadlineSeconds){why}")
 
     def crash_loop(self) -> bool:
-        """Restarts of canary pods never Ready in this canary (``maxRestartsBeforeReady``): fails at once."""
-        c, limit = self.c, self.policy.max_restarts_before_ready
+        """A canary pod never Ready in this canary crash-loops or never starts: fails at once
+        (:mod:`~sglang_operator.decisions.starts`)."""
+        c = self.c
         c.pending = self.obs.pending
-        seen: dict[str, PodStart] = {}
-        for p in self.obs.pods:
-            before = c.pod_starts.get(p.name)
-            count = p.start_restarts
-            if before is None:
-                counted = count
-            elif before.ready:
-                counted = before.restarts
-            else:
-                counted = before.restarts + max(0, count - before.restart_count)
-            ready = p.ready or (before is not None and before.ready)
-            seen[p.name] = PodStart(uid=p.uid, restart_count=count, restarts=counted, ready=ready,
-                                    crash=None if ready else p.crash or (before.crash if before else None))
-        c.pod_starts = seen
-        looping = next((p for p in self.obs.pods if not seen[p.name].ready and seen[p.name].restarts >= limit), None)
-        if looping is None:
-            return False
-        start = seen[looping.name]
-        head = (f"{c.revision}: canary pod {looping.name} restarted {start.restarts} times and was never Ready "
-                f"(maxRestartsBeforeReady {limit})")
-        self.fail("CrashLoop", f"{head}; its last crash: {start.crash}" if start.crash else head)
-        return True
+        c.pod_starts, failure = starts.check(c.pod_starts, self.obs.pods, self.policy.max_restarts_before_ready,
+                                             self.now, c.revision, canary=True)
+        if failure is not None:
+            self.fail(failure.cause, failure.message)
+        return failure is not None
 
     def watch_pods(self) -> None:
         c = self.c

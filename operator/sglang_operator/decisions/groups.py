@@ -36,7 +36,7 @@ from sglang_operator.builders.leaderworkerset import (
     WORKER_INDEX_LABEL,
 )
 from sglang_operator.decisions.conditions import condition, merge
-from sglang_operator.decisions.pods import PodHealth, crash_text, is_ready, pod_health, restart_count
+from sglang_operator.decisions.pods import PodHealth, crash_text, is_ready, never_starts, pod_health, restart_count
 from sglang_operator.decisions.sampling.model import PodView
 
 LWS_MISSING = "LeaderWorkerSetMissing"
@@ -168,7 +168,7 @@ def pod_views(pods: list[dict[str, Any]], spec: Any, revision: str) -> tuple[Pod
             if meta.get("deletionTimestamp") or (meta.get("labels") or {}).get(REVISION_LABEL) != revision:
                 continue
             out.append(PodView(str(meta.get("name")), is_ready(pod), restart_count(pod), uid=meta.get("uid"),
-                               crash=crash_text(pod)))
+                               crash=crash_text(pod), waiting=never_starts(pod)))
     else:
         for g in groups(pods):
             if g.leader is None or g.revision != revision:
@@ -176,7 +176,7 @@ def pod_views(pods: list[dict[str, Any]], spec: Any, revision: str) -> tuple[Pod
             meta = g.leader.get("metadata") or {}
             out.append(PodView(str(meta.get("name")), g.ready(nodes), restart_count(_stand_in(g, nodes)),
                                uid=meta.get("uid"), leader_restarts=restart_count(g.leader),
-                               crash=crash_text(g.leader)))
+                               crash=crash_text(g.leader), waiting=never_starts(g.leader)))
     return tuple(sorted(out, key=lambda v: v.name))
 
 

@@ -9,10 +9,10 @@ I/O, reads no clock and never sees a raw API dict: the observer turns ``status``
 
 - WarmingUp: from the first tick a revision is applied until all its pods have been Ready, without interruption
   (a pod leaving Ready or restarting starts it over), for ``warmupSeconds``; a revision that has not done so
-  ``progressDeadlineSeconds`` after it was applied fails (the deadline is never reset). A pod that restarts
-  ``maxRestartsBeforeReady`` times before it was ever Ready in this analysis (a crash loop at start-up) fails the
-  revision at once, its last crash quoted (multi-node: a group's leader pod; a group recreated with its leader counts
-  as a restart); a pod that has been Ready once is left to the deadline (readiness blips).
+  ``progressDeadlineSeconds`` after it was applied fails (the deadline is never reset). A pod never Ready in this
+  analysis that crash-loops (``maxRestartsBeforeReady`` restarts) or never starts (an image that cannot be pulled, a
+  missing Secret: the kubelet's reason quoted) fails the revision at once (:mod:`sglang_operator.decisions.starts`);
+  a pod that has been Ready once is left to the deadline (readiness blips).
 - Verifying: every sample whose interval starts after the warm-up counts. Inconclusive samples (no data) count for
   nothing; errors count only towards ``errorThreshold`` in a row → Paused; a measured sample passes or fails
   (:func:`sglang_operator.decisions.criteria.judge`); a pod of the revision restarting or leaving Ready makes the
@@ -61,7 +61,7 @@ from sglang_operator.api.base import RETRY_ANNOTATION as RETRY_ANNOTATION
 from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus, Verdict
-from sglang_operator.decisions import baseline, canary, criteria
+from sglang_operator.decisions import baseline, canary, criteria, starts
 from sglang_operator.decisions.actions import Action, Apply, Event, RecordVerdict
 from sglang_operator.decisions.sampling.model import PodView, Sample, SampleKind
 
@@ -84,9 +84,6 @@ SIMULATED_ACCEPTANCE = ("spec.env forces SGLang's acceptance (SGLANG_SIMULATE_AC
 """Why a revision whose spec forces acceptance is never judged (its last sample, its Paused message, its verdict)."""
 PAUSED_FAILED_REASONS = ("NoStableRevision", "NotRolledBack", "MaxRollbacksReached")
 """Paused reasons for a failed revision left running (``Degraded`` reason ``Regressed``)."""
-POD_STARTS_KEPT = 16
-"""Pods no longer seen kept in ``analysis.podStarts`` during the warm-up (a LeaderWorkerSet leader being recreated
-is absent for a while; its restarts must still add up), the most recently added."""
 REGRESSION_CHANGE = 0.1
 """A stable regression's ``StableRegressed`` event is posted again when its decode speed or accept length moves by
 more than this fraction from the figures the last such event named (the condition and the gauges follow every
@@ -340,9 +337,10 @@ class _Decision:
         if a.warmed_up_at is None:
             restarted = any(p.restarts > a.pod_restarts.get(p.name, p.restarts) for p in pods)
             a.pod_restarts = {p.name: p.restarts for p in pods}
-            crash_loop = self.count_start_restarts(pods)
-            if crash_loop is not None and self.obs.desired_pods > 0:
-                self.failed("CrashLoop", crash_loop)
+            a.pod_starts, failure = starts.check(a.pod_starts, pods, self.policy.max_restarts_before_ready, self.now,
+                                                 a.revision)  # a crash loop, or a pod that never starts
+            if failure is not None and self.obs.desired_pods > 0:
+                self.failed(failure.cause, failure.message)
                 return
             ready = sum(p.ready for p in pods)
             desired = self.obs.desired_pods
@@ -381,40 +379,6 @@ class _Decision:
             head = (f"{a.revision}: its pods restarted {a.verify_restarts} times since the warm-up ended "
                     f"(maxRestartsWhileVerifying {limit}), the last one pod {crashed.name}")
             self.failed("CrashLoop", f"{head}; its last crash: {crashed.crash}" if crashed.crash else head)
-
-    def count_start_restarts(self, pods: tuple[PodView, ...]) -> str | None:
-        """Count the restarts of ``pods`` (the revision's, during the warm-up) that have not been Ready in this
-        analysis into ``analysis.podStarts``: the rise of a pod's restart count (multi-node: its leader's), plus one
-        when the same name comes back with another uid (a LeaderWorkerSet group recreated); every restart of a pod
-        first seen counts (it belongs to this revision; :meth:`resume` marks the pods it finds). Returns why the
-        revision fails when one reached ``maxRestartsBeforeReady``, else None."""
-        a, limit = self.a, self.policy.max_restarts_before_ready
-        seen: dict[str, PodStart] = {}
-        for p in pods:
-            count, before = p.start_restarts, a.pod_starts.get(p.name)
-            if before is None:
-                counted = count
-            elif before.ready:
-                counted = before.restarts
-            elif p.uid and before.uid and p.uid != before.uid:
-                counted = before.restarts + 1 + count
-            else:
-                counted = before.restarts + max(0, count - before.restart_count)
-            ready = p.ready or (before is not None and before.ready)
-            seen[p.name] = PodStart(uid=p.uid or (before.uid if before else None), restart_count=count,
-                                    restarts=counted, ready=ready,
-                                    crash=None if ready else p.crash or (before.crash if before else None))
-        gone = [(name, s) for name, s in a.pod_starts.items() if name not in seen][-POD_STARTS_KEPT:]
-        a.pod_starts = {**dict(gone), **seen}
-        looping = next(((p, seen[p.name]) for p in pods if not seen[p.name].ready
-                        and seen[p.name].restarts >= limit), None)
-        if looping is None:
-            return None
-        pod, start = looping
-        what = "leader pod" if pod.leader_restarts is not None else "pod"
-        head = (f"{a.revision}: {what} {pod.name} restarted {start.restarts} times and was never Ready "
-                f"(maxRestartsBeforeReady {limit})")
-        return f"{head}; its last crash: {start.crash}" if start.crash else head
 
     def warmed_up(self, at: dt.datetime, ready: int) -> None:
         a = self.a
