@@ -344,9 +344,8 @@ class Observer:
         pods = await self.pods.pods(server.namespace, server.name)
         running = status.canary
         canary_rev = running.revision if running is not None else None
-        own = [p for p in pods if _revision_of(p) != canary_rev] if canary_rev else pods  # the serving workload's
         health_spec = spec if running is None else spec.model_copy(update={"replicas": running.stable_replicas})
-        health = groups.server_health(own, health_spec, revision, generation, now)  # per group (leaders) multi-node
+        health = groups.serving_health(pods, spec, revision, running, generation, now)  # per group multi-node
         effective = diffs = None
         if health.phase == "Ready" and health.pod_ips:
             effective, diffs = await read_effective(self.http, base_url(health.pod_ips[0], spec.port),
