@@ -4,7 +4,8 @@ revision promoted once, in the module fixture) and each test starts from where t
 module pays one first promotion and no namespace or operator start per scenario; the tests run in file order:
 
 (b) the known-good spec applied as a canary over a slower (regressed) stable revision is promoted step by step and
-    ends with every replica on it, its baseline set, served by ``NAME-canary`` with no pod restarted.
+    ends with every replica on it, its baseline set, served by ``NAME-canary`` with no pod restarted; the status never
+    reads PHASE Stopped or AVAILABLE False on the way (the end of a promotion did for about 10 s).
 (a) the regressed spec applied with the default canary (one step of one replica, maxSurge 0) over the known-good
     stable: only one pod ever runs the regressed revision, it is judged against the stable pods in the same
     intervals and removed; a watcher records the ready capacity, never below 3; the spec is unchanged; ``history``
@@ -250,16 +251,43 @@ def absent(k8s: K8sCluster, ns: str, deployment: str) -> bool:
     return k8s.run("get", "deployment", deployment, "-n", ns, check=False).returncode != 0
 
 
+class StatusWatch:
+    """Polls the server's status every 0.5 s: ``(phase, Ready, Available)`` as ``kubectl get sgls -o wide`` shows."""
+
+    def __init__(self, k8s: K8sCluster, ns: str) -> None:
+        self.k8s, self.ns = k8s, ns
+        self.seen: list[tuple[str | None, str | None, str | None]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> StatusWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            s = status(self.k8s, self.ns)
+            conds = {c["type"]: c["status"] for c in s.get("conditions") or []}
+            self.seen.append((s.get("phase"), conds.get("Ready"), conds.get("Available")))
+            self._stop.wait(0.5)
+
+
 def test_b_a_good_canary_over_a_slower_stable_is_promoted_step_by_step(k8s_cluster: K8sCluster, ns: str,
                                                                        server: dict[str, Any]) -> None:
     k8s = k8s_cluster
     stable = server["revision"]
     good = canary_spec(GOOD, steps=[{"replicas": "25%", **QUICK}, {"replicas": "50%", **QUICK}])
-    with Watcher(k8s, ns) as watch:
+    with Watcher(k8s, ns) as watch, StatusWatch(k8s, ns) as seen:
         started = time.monotonic()
         k8s.apply(good, ns)
         s = promoted_over(k8s, ns, stable, "the canary promoted to every replica")
-    print(f"(b) promoted {time.monotonic() - started:.0f} s after the apply")
+    print(f"(b) promoted {time.monotonic() - started:.0f} s after the apply; status polled {len(seen.seen)} times")
+    # the end of the promotion: every replica on the canary before status.revision shows it reads Ready, not Stopped
+    assert not [x for x in seen.seen if x[0] == "Stopped" or x[2] == "False"], seen.seen
     new = s["revision"]
     assert s["servingWorkload"] == f"{NAME}-canary" and s["baseline"]["revision"] == new
     assert s["baseline"]["tokensPerSecond"] > 45, s["baseline"]
