@@ -4,7 +4,8 @@ revision promoted once, in the module fixture) and each test starts from where t
 module pays one first promotion and no namespace or operator start per scenario; the tests run in file order:
 
 (b) the known-good spec applied as a canary over a slower (regressed) stable revision is promoted step by step and
-    ends with every replica on it, its baseline set, served by ``NAME-canary`` with no pod restarted.
+    ends with every replica on it, its baseline set, served by ``NAME-canary`` with no pod restarted; the status never
+    reads PHASE Stopped or AVAILABLE False on the way (the end of a promotion did for about 10 s).
 (a) the regressed spec applied with the default canary (one step of one replica, maxSurge 0) over the known-good
     stable: only one pod ever runs the regressed revision, it is judged against the stable pods in the same
     intervals and removed; a watcher records the ready capacity, never below 3; the spec is unchanged; ``history``
@@ -250,16 +251,43 @@ def absent(k8s: K8sCluster, ns: str, deployment: str) -> bool:
     return k8s.run("get", "deployment", deployment, "-n", ns, check=False).returncode != 0
 
 
+class StatusWatch:
+    """Polls the server's status every 0.5 s: ``(phase, Ready, Available)`` as ``kubectl get sgls -o wide`` shows."""
+
+    def __init__(self, k8s: K8sCluster, ns: str) -> None:
+        self.k8s, self.ns = k8s, ns
+        self.seen: list[tuple[str | None, str | None, str | None]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> StatusWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            s = status(self.k8s, self.ns)
+            conds = {c["type"]: c["status"] for c in s.get("conditions") or []}
+            self.seen.append((s.get("phase"), conds.get("Ready"), conds.get("Available")))
+            self._stop.wait(0.5)
+
+
 def test_b_a_good_canary_over_a_slower_stable_is_promoted_step_by_step(k8s_cluster: K8sCluster, ns: str,
                                                                        server: dict[str, Any]) -> None:
     k8s = k8s_cluster
     stable = server["revision"]
     good = canary_spec(GOOD, steps=[{"replicas": "25%", **QUICK}, {"replicas": "50%", **QUICK}])
-    with Watcher(k8s, ns) as watch:
+    with Watcher(k8s, ns) as watch, StatusWatch(k8s, ns) as seen:
         started = time.monotonic()
         k8s.apply(good, ns)
         s = promoted_over(k8s, ns, stable, "the canary promoted to every replica")
-    print(f"(b) promoted {time.monotonic() - started:.0f} s after the apply")
+    print(f"(b) promoted {time.monotonic() - started:.0f} s after the apply; status polled {len(seen.seen)} times")
+    # the end of the promotion: every replica on the canary before status.revision shows it reads Ready, not Stopped
+    assert not [x for x in seen.seen if x[0] == "Stopped" or x[2] == "False"], seen.seen
     new = s["revision"]
     assert s["servingWorkload"] == f"{NAME}-canary" and s["baseline"]["revision"] == new
     assert s["baseline"]["tokensPerSecond"] > 45, s["baseline"]
@@ -384,3 +412,42 @@ def test_d_an_unschedulable_surge_canary_is_aborted_at_its_deadline_without_touc
     assert len(watch.pods.get(stable, set())) == 4, watch.pods  # no stable pod ever replaced
     assert min(watch.capacity) == 4, watch.below(4)  # maxSurge 1: never below replicas
     assert k8s.get("deployment", serving, "-n", ns)["metadata"]["generation"] == generation  # never written
+
+
+
+def test_f_after_the_drift_a_revision_at_two_thirds_of_the_speed_without_a_canary_is_rolled_back(
+        k8s_cluster: K8sCluster, ns: str, server: dict[str, Any]) -> None:
+    """(f) (c)'s canary, promoted while every pod ran 25 % slower, got the stable's baseline × the same-interval
+    ratio, not its drifted median (``decisions/baseline.py``); once the drift passed, a revision at two thirds of the
+    real speed (the simulator's ``throughput_drop_pct`` 33 from its start) applied without a canary is rolled back
+    against it. Against the drifted median (0.75 of the real speed) it would have passed: 0.67 / 0.75 = 0.89 ≥ 0.85.
+    ``history`` shows where the baseline came from."""
+    k8s = k8s_cluster
+    before = status(k8s, ns)
+    stable, base = before["revision"], before["baseline"]
+    known = {r["revision"] for r in before.get("rejectedRevisions") or []}
+    record = next(r for r in before["revisions"] if r["revision"] == stable)
+    drifted = record["canarySteps"][-1]["tokensPerSecond"]  # (c)'s canary, measured while every pod was slower
+    print(f"(f) baseline of {stable}: {base['tokensPerSecond']:.1f} tok/s ({base.get('source')}, ratio "
+          f"{base.get('ratio')}); the canary's drifted median {drifted:.1f} tok/s")
+    assert base["revision"] == stable and base["source"] == "canaryRatio", base
+    assert base["tokensPerSecond"] > 1.2 * drifted, (base, drifted)
+    assert record["baselineSource"] == "canaryRatio", record
+    slow = sample(GOOD)
+    slow["spec"]["replicas"] = 4
+    slow["spec"]["strategy"] = {"type": "Recreate"}
+    slow["spec"]["env"] = [*slow["spec"]["env"], {"name": "SGLANG_SIM_FAULT_THROUGHPUT_DROP_PCT", "value": "33"}]
+    started = time.monotonic()
+    k8s.apply(slow, ns)
+    s = wait_status(k8s, ns, "the two-thirds-speed revision rejected and the stable one serving again",
+                    lambda s: any(r["revision"] not in known for r in s.get("rejectedRevisions") or [])
+                    and s.get("revision") == stable and s.get("readyReplicas") == 4, timeout=240)
+    elapsed = time.monotonic() - started
+    rejected = next(r for r in s["rejectedRevisions"] if r["revision"] not in known)
+    print(f"(f) rolled back {elapsed:.0f} s after the apply: {rejected['reason']}")
+    assert f"tok/s of {stable}" in rejected["reason"] and "0.85 ×" in rejected["reason"], rejected
+    assert s["stableRevision"] == stable and s["baseline"]["tokensPerSecond"] >= base["tokensPerSecond"]
+    shown = history(k8s, ns)
+    assert f"baseline: {stable} " in shown and "(canaryRatio:" in shown, shown
+    assert "canaryRatio" in next(line for line in shown.splitlines() if line.startswith("★") or
+                                 line.startswith(f"{stable} baseline:")), shown

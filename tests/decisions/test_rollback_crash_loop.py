@@ -19,8 +19,9 @@ from rollback_driver import BAD, BAD_LEN, BAD_TPS, FAST, GOOD, GOOD_TPS, T0, Run
 from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.status import Verdict
 from sglang_operator.decisions.derive import analysis_conditions
-from sglang_operator.decisions.rollback import POD_STARTS_KEPT, RecordVerdict
+from sglang_operator.decisions.rollback import RecordVerdict
 from sglang_operator.decisions.sampling.model import PodView
+from sglang_operator.decisions.starts import GONE_KEPT
 
 CRASH = ("container sglang exited with code 1: …RuntimeError: Not enough memory. Please try to increase "
          "--mem-fraction-static. Current value: mem_fraction_static=0.5")
@@ -248,10 +249,10 @@ def test_a_group_recreated_with_its_leader_counts_as_a_restart_even_when_the_lea
 def test_pods_no_longer_seen_are_kept_within_a_bound() -> None:
     run = promoted(RollbackPolicy(**{**HOUR.model_dump(), "max_restarts_before_ready": 100}))
     run.apply_spec(BAD)
-    for i in range(3 * POD_STARTS_KEPT):
+    for i in range(3 * GONE_KEPT):
         run.pods = (PodView(f"p{i}", False, 1),)
         run.tick(1)
-    assert run.state.analysis is not None and len(run.state.analysis.pod_starts) == POD_STARTS_KEPT + 1
+    assert run.state.analysis is not None and len(run.state.analysis.pod_starts) == GONE_KEPT + 1
 
 
 # --- maxRollbacks holds back only revisions that serve ---------------------------------------------------------

@@ -105,7 +105,12 @@ def test_import_systemd_unit_round_trips_through_render(tmp_path: Path) -> None:
     assert "HF_HOME=/data/hf translated into spec.model.cache" in imported.stdout
     assert "# note: systemd settings not carried over: Restart=always" in imported.stdout
     assert "image lmsysorg/sglang:v0.5.10-cu129 (assumed: the input names none" in imported.stdout
-    assert "would refuse" not in imported.output
+    assert "render would refuse" not in imported.output
+    # the hostPath cache is what the chart's default admission policy refuses: the import says so (its help promises)
+    warning = ("# warning: the chart's default admission policy would refuse this: spec.model.cache.hostPath is "
+               "/data/hf: ")
+    assert warning in imported.stdout and "admissionPolicy.allowedHostPaths" in imported.stdout
+    assert "import: warning: the chart's default admission policy" in imported.stderr
     spec_file = tmp_path / "server.yaml"
     spec_file.write_text(imported.stdout)
     refused = runner.invoke(app, ["render", str(spec_file)])  # the chart's admission policy: no hostPath by default

@@ -11,6 +11,7 @@ from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.plugin.view import (
     HISTORY_COLUMNS,
     age,
+    baseline_line,
     flag_diff,
     history_cells,
     history_rows,
@@ -80,7 +81,8 @@ def test_history_rows_join_status_and_controller_revisions() -> None:
 def _rows() -> list:  # type: ignore[type-arg]
     status = {"revision": "9699b6738c", "stableRevision": "9699b6738c", "revisions": [
         {"revision": "9699b6738c", "verdict": "Promoted", "tokensPerSecond": 51.6, "acceptLength": 2.73, "samples": 5,
-         "acceptRate": 0.58, "createdAt": "2026-12-01T11:50:00Z"},
+         "acceptRate": 0.58, "createdAt": "2026-12-01T11:50:00Z", "baselineSource": "canaryRatio",
+         "baselineTokensPerSecond": 54.73},
         {"revision": "9f4c2d9294", "verdict": "Rejected", "tokensPerSecond": 36.0, "acceptLength": 1.75,
          "samples": 3, "createdAt": "2026-12-01T11:55:00Z"},
     ]}
@@ -100,17 +102,34 @@ def test_history_shows_the_accept_rate_where_the_release_reported_it() -> None:
     assert cells[0][-1] == "docker.io/lmsysorg/sglang@sha256:f4e0eb578320"  # a short digest, as docker shows IDs
 
 
-@pytest.mark.parametrize("width", [200, 120, 80, 60])
+@pytest.mark.parametrize("width", [200, 140, 120, 80, 60])
 def test_history_fits_the_terminal(width: int) -> None:
     lines = history_table(_rows(), width)
     assert lines[0].split() == ["REVISION", "AGE", "VERDICT", "TOK/S", "ACCEPT", "LEN", "ACCEPT", "RATE",
-                                "SAMPLES", *(["IMAGE"] if width >= 120 else [])]
+                                "SAMPLES", *(["BASELINE"] if width >= 120 else []),
+                                *(["IMAGE"] if width >= 140 else [])]
     if width >= 80:
         assert max(map(len, lines)) <= width, lines
-    if width < 120:  # the images on lines of their own
+    if width < 140:  # the images on lines of their own
         assert lines[-2:] == ["9699b6738c image: docker.io/lmsysorg/sglang@sha256:f4e0eb578320",
                               "9f4c2d9294 image: —"]
+    if width < 120:  # then the baselines
+        assert lines[-4:-2] == ["9699b6738c baseline: 54.7 canaryRatio", "9f4c2d9294 baseline: —"]
     assert any(line.startswith("★▶  9699b6738c") for line in lines)
+
+
+def test_history_shows_where_each_baseline_came_from() -> None:
+    good, bad = _rows()
+    cells = history_cells([good, bad])
+    column = HISTORY_COLUMNS.index("BASELINE")
+    assert (cells[0][column], cells[1][column]) == ("54.7 canaryRatio", "—")
+    assert good.as_json()["baselineSource"] == "canaryRatio" and bad.as_json()["baselineSource"] is None
+    status = SGLangServerStatus.model_validate({"revision": "9699b6738c", "baseline": {
+        "revision": "9699b6738c", "tokensPerSecond": 54.73, "samples": 6, "source": "canaryRatio", "ratio": 1.04,
+        "scaledFrom": "5b7e01aa42", "at": "2026-12-01T12:00:00Z"}})
+    assert baseline_line(status) == ("baseline: 9699b6738c 54.7 tok/s (canaryRatio: 52.6 tok/s of 5b7e01aa42 × "
+                                     "1.04), set 2026-12-01T12:00:00Z")
+    assert baseline_line(SGLangServerStatus()) is None
 
 
 def test_promote_warns_below_min_samples() -> None:

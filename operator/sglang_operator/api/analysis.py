@@ -77,8 +77,21 @@ class Setup(StatusModel):
     are made up, so it is never judged (analysis Paused, reason ``SimulatedAcceptance``); unset otherwise."""
 
 
+class BaselineSource(StrEnum):
+    """``status.baseline.source``: where the baseline's figures came from (``docs/rollback.md``, "The baseline")."""
+
+    MEASURED = "measured"
+    """The medians of the revision's own samples at its promotion (verified alone, or a canary without a usable
+    stable baseline)."""
+    CANARY_RATIO = "canaryRatio"
+    """A canary judged side by side: the stable revision's baseline × the median canary ÷ stable decode-speed
+    ratio of the same intervals (a slowdown of every pod during the canary cancels out)."""
+    REFRESHED = "refreshed"
+    """Raised from the stable revision's own samples (upward only, ``decisions.baseline.refresh``)."""
+
+
 class Baseline(StatusModel):
-    """The figures new revisions are compared with: the medians of the stable revision's valid samples."""
+    """The figures new revisions are compared with: the stable revision's speed, as :attr:`source` says."""
 
     revision: str
     """Revision the figures were measured on (the stable revision at its promotion)."""
@@ -93,7 +106,14 @@ class Baseline(StatusModel):
     setup: Setup | None = None
     """Model, GPU product and parallelism of the baseline revision."""
     at: AwareDatetime | None = None
-    """When the baseline was set (the promotion)."""
+    """When the baseline was set (the promotion, or the refresh)."""
+    source: Annotated[BaselineSource, WithJsonSchema({"type": "string", "enum": [s.value for s in BaselineSource]})
+                      ] = BaselineSource.MEASURED
+    """Where the figures came from: ``measured``, ``canaryRatio`` or ``refreshed``."""
+    ratio: float | None = None
+    """``canaryRatio``: the median canary ÷ stable decode-speed ratio of the judged intervals (unset otherwise)."""
+    scaled_from: str | None = None
+    """``canaryRatio``: the stable revision whose baseline was scaled by ``ratio`` (unset otherwise)."""
 
 
 class SampleFigures(StatusModel):
@@ -162,6 +182,11 @@ class PodStart(StatusModel):
     """It has been Ready in this analysis (its restarts no longer count)."""
     crash: str | None = None
     """The end of its last crash seen (``container NAME exited with code N: <termination message tail>``)."""
+    waiting: str | None = None
+    """The kubelet's reason and message while its container waits for a reason no wait fixes (``ImagePullBackOff:
+    Back-off pulling image …``); unset otherwise."""
+    waiting_since: AwareDatetime | None = None
+    """Since when :attr:`waiting` has been seen without a break."""
 
 
 class Analysis(StatusModel):
@@ -213,6 +238,11 @@ class Analysis(StatusModel):
     """Value of the annotation ``sglang-operator.io/promote`` last acted on (a user's promotion, once)."""
     stable_regression: StableRegression | None = None
     """Set while the stable revision fails its own baseline."""
+    refresh_figures: list[SampleFigures] = Field(default_factory=list)
+    """The stable revision's current run of passing measured samples (any failure empties it): what a baseline
+    refresh takes its median of (``decisions.baseline.refresh``)."""
+    refresh_since: AwareDatetime | None = None
+    """Start of the first interval of ``refreshFigures``."""
 
 
 class Rejection(StatusModel):
@@ -347,7 +377,10 @@ class CanaryState(StatusModel):
     consecutive_inconclusive: int = 0
     """Inconclusive intervals in a row, count (``onInconclusive: Rollback`` fails at failureThreshold)."""
     figures: list[SampleFigures] = Field(default_factory=list)
-    """The canary's measured figures of every step (its baseline at promotion is their median)."""
+    """The canary's measured figures of every passing interval of every step."""
+    speed_ratios: list[float] = Field(default_factory=list)
+    """Canary ÷ stable decode speed of the same intervals as ``figures`` (its baseline at promotion: the stable
+    baseline × their median)."""
     step_figures: list[SampleFigures] = Field(default_factory=list)
     """The canary's figures at the current step."""
     stable_figures: list[SampleFigures] = Field(default_factory=list)

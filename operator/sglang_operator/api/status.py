@@ -15,7 +15,15 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from sglang_operator.api.analysis import Analysis, Baseline, CanaryState, CanaryStepRecord, Rejection, RollbackRecord
+from sglang_operator.api.analysis import (
+    Analysis,
+    Baseline,
+    BaselineSource,
+    CanaryState,
+    CanaryStepRecord,
+    Rejection,
+    RollbackRecord,
+)
 from sglang_operator.api.base import FreeForm, StatusModel
 
 
@@ -164,6 +172,12 @@ class RevisionRecord(StatusModel):
     """When the verdict was given (RFC 3339)."""
     canary_steps: list[CanaryStepRecord] = Field(default_factory=list)
     """The steps of its canary, when it ran as one (``spec.strategy.type: Canary``)."""
+    baseline_source: Annotated[str | None, Field(json_schema_extra={"enum": [s.value for s in BaselineSource]})] = None
+    """Where its baseline (as the stable revision) came from, last set: ``measured``, ``canaryRatio`` or
+    ``refreshed`` (``status.baseline.source``); unset for a revision never stable."""
+    baseline_tokens_per_second: float | None = None
+    """Its baseline decode speed, tok/s, last set (may differ from ``tokensPerSecond``, the median measured at
+    the verdict: a ``canaryRatio`` or ``refreshed`` baseline)."""
 
 
 class TuningHold(StatusModel):

@@ -149,9 +149,8 @@ class Gathering:
         pods = await self.pods.owned(server.namespace, server.name, (str(meta.get("uid") or ""),))  # never strangers
         running = status.canary
         canary_rev = running.revision if running is not None else None
-        own = [p for p in pods if _revision_of(p) != canary_rev] if canary_rev else pods  # the serving workload's
         health_spec = spec if running is None else spec.model_copy(update={"replicas": running.stable_replicas})
-        health = groups.server_health(own, health_spec, revision, generation, now)  # per group (leaders) multi-node
+        health = groups.serving_health(pods, spec, revision, running, generation, now)  # per group multi-node
         policy = server.spec.rollback
         if judging.warm_up_ends(status.analysis, policy.warmup_seconds, now):  # align the first judged interval
             Sampler.restart_interval(mem.sampling)

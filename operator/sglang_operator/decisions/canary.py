@@ -17,14 +17,15 @@ to the same end. The machine (docs/canary.md):
   absolute floors (``minTokensPerSecond``, ``minAcceptLength``); the stored baseline's relative criteria do not
   apply (load and time of day move both revisions alike). An interval without both measurements is inconclusive:
   ``onInconclusive: Hold`` counts it for nothing, ``Rollback`` as a failure. A canary pod restarting or leaving Ready
-  after the warm-up fails the interval; one restarting ``maxRestartsBeforeReady`` times before it was ever Ready
-  fails the canary at once. ``failureThreshold`` failures in a row fail the canary; ``samples`` passes and
-  ``judgeSeconds`` end the step (defaults ``minSamples``, ``verifySeconds``). A step not warmed up
+  after the warm-up fails the interval; one restarting ``maxRestartsBeforeReady`` times before it was ever Ready,
+  or never starting (the kubelet's reason quoted: :mod:`sglang_operator.decisions.starts`), fails the canary at
+  once. ``failureThreshold`` failures in a row fail the canary; ``samples`` passes and ``judgeSeconds`` end the step
+  (defaults ``minSamples``, ``verifySeconds``). A step not warmed up
   ``progressDeadlineSeconds`` after its last move fails (a pending pod's scheduler message quoted).
 - **Promoting**: after the last step (or ``kubectl sglang promote``) the canary takes every replica the same way;
   then :class:`~sglang_operator.decisions.actions.PromoteCanary` makes its workload the serving one, and once
-  ``status.revision`` shows it the revision becomes the stable one with the median of its judged figures as the
-  baseline.
+  ``status.revision`` shows it the revision becomes the stable one, its baseline the stable's × the canary ÷ stable
+  speed ratio of the judged intervals (:mod:`sglang_operator.decisions.baseline`).
 - **Removing**: a failure (or ``kubectl sglang abort``) rejects the revision (``step()`` records it), a new spec or
   a strategy change supersedes it. With maxSurge 0 the canary is deleted and the stable scaled back to
   ``replicas`` together; with maxSurge 1 the stable is scaled back first and the canary deleted once the stable is
@@ -50,7 +51,6 @@ from sglang_operator.api.analysis import (
     CanarySample,
     CanaryState,
     CanaryStepRecord,
-    PodStart,
     SampleFigures,
     SampleVerdict,
     Setup,
@@ -60,10 +60,10 @@ from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.spec import CanaryStrategy, OnInconclusive
 from sglang_operator.api.status import Verdict
 from sglang_operator.builders.canary import other_name
-from sglang_operator.decisions import criteria
+from sglang_operator.decisions import baseline, criteria, starts
 from sglang_operator.decisions.actions import Action, Event, PlaceCanary, PromoteCanary, RecordVerdict
 from sglang_operator.decisions.placement import canary_due, stable_replicas
-from sglang_operator.decisions.sampling.model import PodView, Sample, SampleKind
+from sglang_operator.decisions.sampling.model import PodView, Sample
 
 FIGURES_KEPT = 120
 """Figures kept per list in ``status.canary`` (the most recent)."""
@@ -125,12 +125,13 @@ def split(stable: int, canary: int) -> str:
 
 def tick(state: CanaryState | None, obs: CanaryObservation, policy: RollbackPolicy, now: dt.datetime, *,
          wanted: str | None, runnable: bool, serving: str, stable: str | None, stable_sample: Sample | None,
-         setup: Setup) -> CanaryTick:
+         setup: Setup, stable_baseline: Baseline | None = None) -> CanaryTick:
     """One tick of the canary. ``wanted``: the spec's revision (None: the spec is refused); ``runnable``: it is not
     held back by a rejection (:func:`~sglang_operator.decisions.rollback.what_should_run`); ``serving``:
     ``status.revision``; ``stable``: ``status.stableRevision``; ``stable_sample``: the serving revision's sample of
-    this interval; ``setup``: the canary's model, GPUs and parallelism (for its baseline). ``state`` is not
-    modified."""
+    this interval; ``setup``: the canary's model, GPUs and parallelism (for its baseline); ``stable_baseline``:
+    ``status.baseline`` (scaled into the canary's at promotion:
+    :func:`~sglang_operator.decisions.baseline.from_canary`). ``state`` is not modified."""
     if state is None:
         if not canary_due(obs.policy, obs.replicas, wanted, runnable, serving, stable):
             return CanaryTick(None)
@@ -144,7 +145,7 @@ def tick(state: CanaryState | None, obs: CanaryObservation, policy: RollbackPoli
                   f"{plural(c.steps, 'step')}, maxSurge {obs.policy.max_surge}")
     else:
         run = _Canary(state.model_copy(deep=True), obs, policy, now, obs.policy or CanaryStrategy())
-    run.run(wanted, serving, stable_sample, setup)
+    run.run(wanted, serving, stable_sample, setup, stable_baseline)
     return run.out
 
 
@@ -166,10 +167,11 @@ class _Canary:
 
     # --- the tick --------------------------------------------------------------------------------------------
 
-    def run(self, wanted: str | None, serving: str, stable_sample: Sample | None, setup: Setup) -> None:
+    def run(self, wanted: str | None, serving: str, stable_sample: Sample | None, setup: Setup,
+            stable_baseline: Baseline | None) -> None:
         c = self.c
         if c.phase is CanaryPhase.PROMOTING and serving == c.revision:
-            self.promoted(setup)
+            self.promoted(setup, stable_baseline)
             return
         if c.phase is not CanaryPhase.REMOVING:
             if serving != c.stable_revision:
@@ -264,31 +266,15 @@ class _Canary:
                   f"{self.policy.progress_deadline_seconds} s after its last move (progressDeadlineSeconds){why}")
 
     def crash_loop(self) -> bool:
-        """Restarts of canary pods never Ready in this canary (``maxRestartsBeforeReady``): fails at once."""
-        c, limit = self.c, self.policy.max_restarts_before_ready
+        """A canary pod never Ready in this canary crash-loops or never starts: fails at once
+        (:mod:`~sglang_operator.decisions.starts`)."""
+        c = self.c
         c.pending = self.obs.pending
-        seen: dict[str, PodStart] = {}
-        for p in self.obs.pods:
-            before = c.pod_starts.get(p.name)
-            count = p.start_restarts
-            if before is None:
-                counted = count
-            elif before.ready:
-                counted = before.restarts
-            else:
-                counted = before.restarts + max(0, count - before.restart_count)
-            ready = p.ready or (before is not None and before.ready)
-            seen[p.name] = PodStart(uid=p.uid, restart_count=count, restarts=counted, ready=ready,
-                                    crash=None if ready else p.crash or (before.crash if before else None))
-        c.pod_starts = seen
-        looping = next((p for p in self.obs.pods if not seen[p.name].ready and seen[p.name].restarts >= limit), None)
-        if looping is None:
-            return False
-        start = seen[looping.name]
-        head = (f"{c.revision}: canary pod {looping.name} restarted {start.restarts} times and was never Ready "
-                f"(maxRestartsBeforeReady {limit})")
-        self.fail("CrashLoop", f"{head}; its last crash: {start.crash}" if start.crash else head)
-        return True
+        c.pod_starts, failure = starts.check(c.pod_starts, self.obs.pods, self.policy.max_restarts_before_ready,
+                                             self.now, c.revision, canary=True)
+        if failure is not None:
+            self.fail(failure.cause, failure.message)
+        return failure is not None
 
     def watch_pods(self) -> None:
         c = self.c
@@ -314,7 +300,7 @@ class _Canary:
             self.last(sample, SampleVerdict.FAIL, reason, None, stable_sample)
             self.failure(reason, "Unstable")
             return
-        mine, theirs = _figures(sample), _figures(stable_sample)
+        mine, theirs = criteria.measured(sample), criteria.measured(stable_sample)
         if mine is None or theirs is None or stable_sample is None or stable_sample.start < c.warmed_up_at:
             side = "the canary" if mine is None else f"the stable revision {c.stable_revision}"
             why = (sample.reason if mine is None else stable_sample.reason if stable_sample else "") \
@@ -328,6 +314,7 @@ class _Canary:
                                               f"a row (onInconclusive Rollback)")
             return
         c.consecutive_inconclusive = 0
+        c.speed_ratios = [*c.speed_ratios, mine.tokens_per_second / theirs.tokens_per_second][-FIGURES_KEPT:]
         base = Baseline(revision=c.stable_revision, tokens_per_second=theirs.tokens_per_second,
                         accept_length=theirs.accept_length, samples=1, signal=self.policy.signal.value)
         result = criteria.judge(mine, self.policy, base, True)
@@ -358,7 +345,7 @@ class _Canary:
 
     def last(self, sample: Sample, verdict: SampleVerdict, reason: str, mine: SampleFigures | None,
              stable_sample: Sample | None) -> None:
-        theirs = _figures(stable_sample)
+        theirs = criteria.measured(stable_sample)
         self.c.last_sample = CanarySample(
             at=sample.end, verdict=verdict.value, reason=reason,
             tokens_per_second=mine.tokens_per_second if mine else None,
@@ -424,17 +411,17 @@ class _Canary:
                                                   f"canary {c.revision} serves every replica: {c.workload} becomes "
                                                   f"the serving workload"))
 
-    def promoted(self, setup: Setup) -> None:
-        """``status.revision`` shows the canary's revision: it is the stable one now, with its figures' median."""
+    def promoted(self, setup: Setup, stable_baseline: Baseline | None) -> None:
+        """``status.revision`` shows the canary's revision: it is the stable one now, its baseline the stable's scaled
+        by the same-interval ratio (:func:`~sglang_operator.decisions.baseline.from_canary`)."""
         c = self.c
         med = criteria.medians(c.figures)
+        self.out.baseline = baseline.from_canary(stable_baseline, c.stable_revision, c.revision, c.figures,
+                                                 c.speed_ratios, self.policy.signal.value, setup, self.now)
         message = (f"{c.revision}: promoted by its canary ({plural(len(c.history), 'step')}"
                    + (f", {criteria.tps(med.tokens_per_second)} median of {plural(len(c.figures), 'interval')}"
-                      if med else "") + f"); stable revision in place of {c.stable_revision}")
-        if med is not None:
-            self.out.baseline = Baseline(revision=c.revision, tokens_per_second=med.tokens_per_second,
-                                         accept_length=med.accept_length, samples=len(c.figures),
-                                         signal=self.policy.signal.value, setup=setup, at=self.now)
+                      if med else "") + f"); stable revision in place of {c.stable_revision}"
+                   + (f"; baseline {baseline.origin(self.out.baseline)}" if self.out.baseline else ""))
         self.out.actions.append(RecordVerdict(c.revision, Verdict.PROMOTED, message,
                                               med.tokens_per_second if med else None,
                                               med.accept_length if med else None, len(c.figures) or None,
@@ -504,13 +491,3 @@ class _Canary:
             self.event("Normal", "CanaryRemoved", f"canary {c.revision} removed ({c.reason}); the stable revision "
                                                   f"{c.stable_revision} serves {plural(self.obs.replicas, 'replica')}")
             self.out.state = None
-
-
-def _figures(sample: Sample | None) -> SampleFigures | None:
-    """A measured sample's figures (None: not measured, no decode speed)."""
-    if sample is None or sample.kind is not SampleKind.MEASURED:
-        return None
-    speed = criteria.finite(sample.figures.decode_tokens_per_second)
-    if speed is None or speed <= 0:
-        return None
-    return SampleFigures(tokens_per_second=speed, accept_length=criteria.finite(sample.figures.accept_length))

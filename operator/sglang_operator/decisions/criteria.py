@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from sglang_operator.api.analysis import Baseline, SampleFigures, Setup
 from sglang_operator.api.rollback import RollbackPolicy
+from sglang_operator.decisions.sampling.model import Sample, SampleKind
 
 
 @dataclass(frozen=True)
@@ -99,3 +100,21 @@ def medians(figures: Iterable[SampleFigures]) -> SampleFigures | None:
         tokens_per_second=statistics.median(f.tokens_per_second for f in items),
         accept_length=statistics.median(lengths) if lengths else None,
     )
+
+
+def measured(sample: Sample | None) -> SampleFigures | None:
+    """A measured sample's figures (decode tok/s, accept length); None: not measured, no decode speed."""
+    if sample is None or sample.kind is not SampleKind.MEASURED:
+        return None
+    speed = finite(sample.figures.decode_tokens_per_second)
+    if speed is None or speed <= 0:
+        return None
+    return SampleFigures(tokens_per_second=speed, accept_length=finite(sample.figures.accept_length))
+
+
+def figures_text(fig: SampleFigures | None) -> str:
+    """``36.0 tok/s, accept length 1.75``, or ``no figures``."""
+    if fig is None:
+        return "no figures"
+    accept = "" if fig.accept_length is None else f", accept length {length(fig.accept_length)}"
+    return tps(fig.tokens_per_second) + accept

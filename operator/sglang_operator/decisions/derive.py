@@ -19,7 +19,10 @@ from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import RollbackAction
 from sglang_operator.api.status import ConditionType
 from sglang_operator.decisions.conditions import Condition, condition
-from sglang_operator.decisions.rollback import PAUSED_FAILED_REASONS, RollbackState
+from sglang_operator.decisions.rollback import PAUSED_FAILED_REASONS, RETRY_ANNOTATION, RollbackState
+
+ANALYSIS_PAUSED = "AnalysisPaused"
+"""``Degraded`` reason while the rollback analysis is Paused without a failed revision (it judges nothing)."""
 
 
 def analysis_conditions(
@@ -31,7 +34,9 @@ def analysis_conditions(
     ``Degraded=True`` reason ``RolledBack`` while RollingBack / RolledBack (message: the rejected revision's
     numbers against the baseline's, e.g. ``9f4c2d9294: 36.0 tok/s, accept length 1.75 < 0.85 × 51.6 tok/s, 0.9 ×
     2.73 of 9699b6738c``); reason ``Regressed`` while a failed revision is left running (Paused: action Alert,
-    no stable revision, maxRollbacks reached).
+    no stable revision, maxRollbacks reached); reason :data:`ANALYSIS_PAUSED` while the analysis is Paused for
+    another reason (``MeasurementErrors``: the pods answer but cannot be measured, e.g. an image that is not SGLang;
+    ``SimulatedAcceptance``): the revision runs unjudged, the message names the analysis' reason.
     """
     if action == RollbackAction.DRY_RUN:
         return []
@@ -43,6 +48,10 @@ def analysis_conditions(
             out.append(condition(ConditionType.DEGRADED, "True", "RolledBack", message, generation, now))
         elif a.phase == AnalysisPhase.PAUSED and a.reason in PAUSED_FAILED_REASONS:
             out.append(condition(ConditionType.DEGRADED, "True", "Regressed", message, generation, now))
+        elif a.phase == AnalysisPhase.PAUSED:  # not judged (MeasurementErrors, SimulatedAcceptance): say so
+            out.append(condition(ConditionType.DEGRADED, "True", ANALYSIS_PAUSED, truncate(
+                f"analysis Paused ({a.reason}): {a.message or a.revision}; change the annotation {RETRY_ANNOTATION} "
+                f"(kubectl sglang retry) to verify again"), generation, now))
     if state.stable_revision is not None:
         regression = a.stable_regression if a is not None and a.revision == state.stable_revision else None
         if regression is not None:

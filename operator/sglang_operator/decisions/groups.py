@@ -22,9 +22,10 @@ from __future__ import annotations
 import copy
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sglang_operator.api.analysis import CanaryState
 from sglang_operator.api.base import truncate
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders.labels import REVISION_LABEL
@@ -36,7 +37,7 @@ from sglang_operator.builders.leaderworkerset import (
     WORKER_INDEX_LABEL,
 )
 from sglang_operator.decisions.conditions import condition, merge
-from sglang_operator.decisions.pods import PodHealth, crash_text, is_ready, pod_health, restart_count
+from sglang_operator.decisions.pods import PodHealth, crash_text, is_ready, never_starts, pod_health, restart_count
 from sglang_operator.decisions.sampling.model import PodView
 
 LWS_MISSING = "LeaderWorkerSetMissing"
@@ -168,7 +169,7 @@ def pod_views(pods: list[dict[str, Any]], spec: Any, revision: str) -> tuple[Pod
             if meta.get("deletionTimestamp") or (meta.get("labels") or {}).get(REVISION_LABEL) != revision:
                 continue
             out.append(PodView(str(meta.get("name")), is_ready(pod), restart_count(pod), uid=meta.get("uid"),
-                               crash=crash_text(pod)))
+                               crash=crash_text(pod), waiting=never_starts(pod)))
     else:
         for g in groups(pods):
             if g.leader is None or g.revision != revision:
@@ -176,7 +177,7 @@ def pod_views(pods: list[dict[str, Any]], spec: Any, revision: str) -> tuple[Pod
             meta = g.leader.get("metadata") or {}
             out.append(PodView(str(meta.get("name")), g.ready(nodes), restart_count(_stand_in(g, nodes)),
                                uid=meta.get("uid"), leader_restarts=restart_count(g.leader),
-                               crash=crash_text(g.leader)))
+                               crash=crash_text(g.leader), waiting=never_starts(g.leader)))
     return tuple(sorted(out, key=lambda v: v.name))
 
 
@@ -188,6 +189,25 @@ def server_health(pods: list[dict[str, Any]], spec: Any, revision: str, generati
     if nodes > 1:
         return group_health(pods, nodes, spec.replicas, revision, generation, now)
     return pod_health(pods, spec.replicas, revision, generation, now)
+
+
+def serving_health(pods: list[dict[str, Any]], spec: Any, revision: str, canary: CanaryState | None,
+                   generation: int, now: dt.datetime) -> PodHealth:
+    """The health ``status`` reports for a server of ``spec`` serving ``revision`` (``status.revision``) while
+    ``canary`` (``status.canary``, None: none) runs: without a canary, :func:`server_health` of every pod; during one,
+    of the serving workload's pods (the canary revision's left out) against its share, ``canary.stableReplicas``;
+    once the canary holds every replica (``stableReplicas`` 0 while ``spec.replicas`` > 0: promoting, until
+    ``status.revision`` shows the canary's revision), of the canary's pods at its revision against ``spec.replicas``,
+    so the server never reads Stopped (0 desired) while those pods serve; its ``pod_ips`` are then left empty
+    (``/server_info`` is read from the serving revision's pods only)."""
+    if canary is None:
+        return server_health(pods, spec, revision, generation, now)
+    if canary.stable_replicas == 0 and spec.replicas > 0:
+        mine = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(REVISION_LABEL)
+                == canary.revision]
+        return replace(server_health(mine, spec, canary.revision, generation, now), pod_ips=[])
+    own = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(REVISION_LABEL) != canary.revision]
+    return server_health(own, spec.model_copy(update={"replicas": canary.stable_replicas}), revision, generation, now)
 
 
 def lws_missing_message(api: str = API_VERSION) -> str:

@@ -17,12 +17,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sglang_operator.api.analysis import Analysis, AnalysisPhase, Baseline, CanaryPhase, CanaryState
+from sglang_operator.api.analysis import Analysis, AnalysisPhase, CanaryPhase, CanaryState
 from sglang_operator.api.base import PROMOTE_ANNOTATION as PROMOTE_ANNOTATION
 from sglang_operator.api.base import clone, plural, truncate
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.status import SGLangServerStatus, Verdict
-from sglang_operator.decisions import criteria
+from sglang_operator.decisions import baseline, criteria
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.conditions import Condition, condition
 from sglang_operator.decisions.derive import derive
@@ -79,7 +79,9 @@ def judge(
     for v in verdicts:
         ledger = st.judged(ledger, v.revision, v.verdict.value, v.reason, now, v.tokens_per_second,
                            v.accept_length, v.samples, accept_rate(v.revision, sample, before), v.canary_steps)
-    if verdicts:
+    if state.baseline is not None and state.baseline != before.baseline:  # where it came from, on its record
+        ledger = baseline.noted(ledger, state.baseline)
+    if verdicts or state.baseline != before.baseline:
         out["revisions"] = ledger
     conditions = derive(pod_conditions, state, policy.action, generation, now, speculative)
     canary_cond = canary_condition(before.canary, state.canary, generation, now)
@@ -138,12 +140,12 @@ def promote(state: RollbackState, token: str, policy: RollbackPolicy, now: dt.da
     a = state.analysis
     a.promote_token = token
     med = criteria.medians(a.valid_figures)
-    if med is None:
+    new = baseline.measured(token, a.valid_figures, policy.signal.value, observed.setup, now)
+    if med is None or new is None:
         return state, [Event("Warning", "PromoteRefused", f"revision {token} has no measured sample yet: promote it "
                                                           f"once a sample was taken (status.analysis.lastSample)")]
     previous = state.stable_revision
-    state.baseline = Baseline(revision=token, tokens_per_second=med.tokens_per_second, accept_length=med.accept_length,
-                              samples=len(a.valid_figures), signal=policy.signal.value, setup=observed.setup, at=now)
+    state.baseline = new
     state.stable_revision = token
     state.rejected_revisions = [r for r in state.rejected_revisions if r.revision != token]
     shown = criteria.tps(med.tokens_per_second) + (

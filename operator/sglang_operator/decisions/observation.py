@@ -42,7 +42,7 @@ ServerAction = Apply | PlaceCanary | PromoteCanary | ApplyTrial
 """What one tick may ask the server's job to do (at most one): apply a revision (a rollback, a retry, a lost update
 converged, the stable revision after a tuning), place or promote a canary, or apply an InPlace tuning's trial."""
 
-ANALYSIS_REASONS = ("RolledBack", "Regressed")
+ANALYSIS_REASONS = ("RolledBack", "Regressed", "AnalysisPaused")
 """Degraded reasons the rollback analysis gives (it posts its own events for them)."""
 
 

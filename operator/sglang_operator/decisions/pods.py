@@ -30,6 +30,12 @@ BAD_WAITING = frozenset({
     "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
     "InvalidImageName", "CreateContainerError", "RunContainerError",
 })
+NEVER_STARTS = frozenset({
+    "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "InvalidImageName", "CreateContainerError",
+    "RunContainerError",
+})
+"""Waiting reasons of a container that has never run (no crash to count): the revision fails like a crash loop
+(``decisions.starts``)."""
 ELLIPSIS = "…"
 
 
@@ -97,6 +103,18 @@ def crash_text(pod: Mapping[str, Any], limit: int = CRASH_QUOTE_LIMIT) -> str | 
         for terminated in ((cs.get("state") or {}).get("terminated"), (cs.get("lastState") or {}).get("terminated")):
             if terminated and terminated.get("exitCode") not in (None, 0):
                 return _crash_text(str(cs.get("name")), terminated, limit=limit)
+    return None
+
+
+def never_starts(pod: Mapping[str, Any], limit: int = CRASH_QUOTE_LIMIT) -> str | None:
+    """``REASON: message`` of the first container (init containers first) of ``pod`` (API JSON) waiting with a
+    reason of :data:`NEVER_STARTS`, in at most ``limit`` characters; None when none is."""
+    status = pod.get("status") or {}
+    for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in NEVER_STARTS:
+            text = f"{waiting['reason']}: {waiting.get('message') or 'no message'}"
+            return text if len(text) <= limit else text[:limit - 1] + ELLIPSIS
     return None
 
 

@@ -9,15 +9,16 @@ I/O, reads no clock and never sees a raw API dict: the observer turns ``status``
 
 - WarmingUp: from the first tick a revision is applied until all its pods have been Ready, without interruption
   (a pod leaving Ready or restarting starts it over), for ``warmupSeconds``; a revision that has not done so
-  ``progressDeadlineSeconds`` after it was applied fails (the deadline is never reset). A pod that restarts
-  ``maxRestartsBeforeReady`` times before it was ever Ready in this analysis (a crash loop at start-up) fails the
-  revision at once, its last crash quoted (multi-node: a group's leader pod; a group recreated with its leader counts
-  as a restart); a pod that has been Ready once is left to the deadline (readiness blips).
+  ``progressDeadlineSeconds`` after it was applied fails (the deadline is never reset). A pod never Ready in this
+  analysis that crash-loops (``maxRestartsBeforeReady`` restarts) or never starts (an image that cannot be pulled, a
+  missing Secret: the kubelet's reason quoted) fails the revision at once (:mod:`sglang_operator.decisions.starts`);
+  a pod that has been Ready once is left to the deadline (readiness blips).
 - Verifying: every sample whose interval starts after the warm-up counts. Inconclusive samples (no data) count for
   nothing; errors count only towards ``errorThreshold`` in a row → Paused; a measured sample passes or fails
   (:func:`sglang_operator.decisions.criteria.judge`); a pod of the revision restarting or leaving Ready makes the
   interval a failure. ``failureThreshold`` failures in a row fail the revision; ``minSamples`` measured samples
-  and ``verifySeconds`` promote it (the baseline becomes the median of its samples).
+  and ``verifySeconds`` promote it. The baseline's rule (its sources, the upward-only refresh of the stable one):
+  :mod:`sglang_operator.decisions.baseline`.
 - A failed revision is rejected and the stable revision applied again (RollingBack → RolledBack), unless the
   action is Alert or DryRun, there is no stable revision, or ``maxRollbacks`` were used in the window while it
   still serves (a Ready pod): then it keeps running, Paused. A failed revision that serves nothing (no Ready pod
@@ -60,7 +61,7 @@ from sglang_operator.api.base import RETRY_ANNOTATION as RETRY_ANNOTATION
 from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus, Verdict
-from sglang_operator.decisions import canary, criteria
+from sglang_operator.decisions import baseline, canary, criteria, starts
 from sglang_operator.decisions.actions import Action, Apply, Event, RecordVerdict
 from sglang_operator.decisions.sampling.model import PodView, Sample, SampleKind
 
@@ -83,9 +84,6 @@ SIMULATED_ACCEPTANCE = ("spec.env forces SGLang's acceptance (SGLANG_SIMULATE_AC
 """Why a revision whose spec forces acceptance is never judged (its last sample, its Paused message, its verdict)."""
 PAUSED_FAILED_REASONS = ("NoStableRevision", "NotRolledBack", "MaxRollbacksReached")
 """Paused reasons for a failed revision left running (``Degraded`` reason ``Regressed``)."""
-POD_STARTS_KEPT = 16
-"""Pods no longer seen kept in ``analysis.podStarts`` during the warm-up (a LeaderWorkerSet leader being recreated
-is absent for a while; its restarts must still add up), the most recently added."""
 REGRESSION_CHANGE = 0.1
 """A stable regression's ``StableRegressed`` event is posted again when its decode speed or accept length moves by
 more than this fraction from the figures the last such event named (the condition and the gauges follow every
@@ -279,7 +277,7 @@ class _Decision:
         out = canary.tick(self.state.canary, obs, self.policy, self.now, wanted=self.obs.spec_revision,
                           runnable=runnable, serving=self.obs.revision, stable=self.state.stable_revision,
                           stable_sample=sample if sample is not None and sample.revision == self.obs.revision else None,
-                          setup=self.obs.setup)
+                          setup=self.obs.setup, stable_baseline=self.state.baseline)
         self.state.canary = out.state
         self.actions += out.actions
         if out.rejected is not None:
@@ -339,9 +337,10 @@ class _Decision:
         if a.warmed_up_at is None:
             restarted = any(p.restarts > a.pod_restarts.get(p.name, p.restarts) for p in pods)
             a.pod_restarts = {p.name: p.restarts for p in pods}
-            crash_loop = self.count_start_restarts(pods)
-            if crash_loop is not None and self.obs.desired_pods > 0:
-                self.failed("CrashLoop", crash_loop)
+            a.pod_starts, failure = starts.check(a.pod_starts, pods, self.policy.max_restarts_before_ready, self.now,
+                                                 a.revision)  # a crash loop, or a pod that never starts
+            if failure is not None and self.obs.desired_pods > 0:
+                self.failed(failure.cause, failure.message)
                 return
             ready = sum(p.ready for p in pods)
             desired = self.obs.desired_pods
@@ -380,40 +379,6 @@ class _Decision:
             head = (f"{a.revision}: its pods restarted {a.verify_restarts} times since the warm-up ended "
                     f"(maxRestartsWhileVerifying {limit}), the last one pod {crashed.name}")
             self.failed("CrashLoop", f"{head}; its last crash: {crashed.crash}" if crashed.crash else head)
-
-    def count_start_restarts(self, pods: tuple[PodView, ...]) -> str | None:
-        """Count the restarts of ``pods`` (the revision's, during the warm-up) that have not been Ready in this
-        analysis into ``analysis.podStarts``: the rise of a pod's restart count (multi-node: its leader's), plus one
-        when the same name comes back with another uid (a LeaderWorkerSet group recreated); every restart of a pod
-        first seen counts (it belongs to this revision; :meth:`resume` marks the pods it finds). Returns why the
-        revision fails when one reached ``maxRestartsBeforeReady``, else None."""
-        a, limit = self.a, self.policy.max_restarts_before_ready
-        seen: dict[str, PodStart] = {}
-        for p in pods:
-            count, before = p.start_restarts, a.pod_starts.get(p.name)
-            if before is None:
-                counted = count
-            elif before.ready:
-                counted = before.restarts
-            elif p.uid and before.uid and p.uid != before.uid:
-                counted = before.restarts + 1 + count
-            else:
-                counted = before.restarts + max(0, count - before.restart_count)
-            ready = p.ready or (before is not None and before.ready)
-            seen[p.name] = PodStart(uid=p.uid or (before.uid if before else None), restart_count=count,
-                                    restarts=counted, ready=ready,
-                                    crash=None if ready else p.crash or (before.crash if before else None))
-        gone = [(name, s) for name, s in a.pod_starts.items() if name not in seen][-POD_STARTS_KEPT:]
-        a.pod_starts = {**dict(gone), **seen}
-        looping = next(((p, seen[p.name]) for p in pods if not seen[p.name].ready
-                        and seen[p.name].restarts >= limit), None)
-        if looping is None:
-            return None
-        pod, start = looping
-        what = "leader pod" if pod.leader_restarts is not None else "pod"
-        head = (f"{a.revision}: {what} {pod.name} restarted {start.restarts} times and was never Ready "
-                f"(maxRestartsBeforeReady {limit})")
-        return f"{head}; its last crash: {start.crash}" if start.crash else head
 
     def warmed_up(self, at: dt.datetime, ready: int) -> None:
         a = self.a
@@ -479,6 +444,7 @@ class _Decision:
             self.last(sample.kind.value, SampleVerdict.PASS, result.reason, sample)
             a.consecutive_failures, a.failing_figures = 0, []
             a.consecutive_passes += 1
+            self.refresh_baseline(figures, sample)
             self.passed()
         else:
             self.last(sample.kind.value, SampleVerdict.FAIL, result.reason, sample)
@@ -509,8 +475,17 @@ class _Decision:
             a.stable_regression = None
             self.event("Normal", "StableRecovered", f"stable revision {a.revision} meets its baseline again")
 
+    def refresh_baseline(self, figures: SampleFigures, sample: Sample) -> None:
+        new = baseline.refresh(self.state.baseline, self.a, self.state.stable_revision, self.policy, figures,
+                               sample.start, self.obs.setup, self.now)
+        if new is not None:
+            self.state.baseline = new
+            self.event("Normal", "BaselineRefreshed", f"stable revision {new.revision}: baseline "
+                                                      f"{baseline.origin(new)}")
+
     def count_failure(self, reason: str, cause: str) -> None:
         a = self.a
+        baseline.interrupt(a)
         a.consecutive_failures += 1
         a.consecutive_passes = 0
         tracking = self.is_stable() and a.stable_regression is not None  # every failure updates its figures
@@ -528,16 +503,11 @@ class _Decision:
     def promote(self, verified_for: float) -> None:
         a = self.a
         med = criteria.medians(a.valid_figures)
-        assert med is not None
-        previous = self.state.stable_revision
-        self.state.baseline = Baseline(revision=a.revision, tokens_per_second=med.tokens_per_second,
-                                       accept_length=med.accept_length, samples=len(a.valid_figures),
-                                       signal=self.policy.signal.value, setup=self.obs.setup, at=self.now)
-        self.state.stable_revision = a.revision
+        new = baseline.measured(a.revision, a.valid_figures, self.policy.signal.value, self.obs.setup, self.now)
+        assert med is not None and new is not None
+        previous, self.state.baseline, self.state.stable_revision = self.state.stable_revision, new, a.revision
         self.state.rejected_revisions = [r for r in self.state.rejected_revisions if r.revision != a.revision]
-        shown = criteria.tps(med.tokens_per_second) + (
-            "" if med.accept_length is None else f", accept length {criteria.length(med.accept_length)}")
-        message = (f"{a.revision}: {shown} (median of {plural(len(a.valid_figures), 'sample')} "
+        message = (f"{a.revision}: {criteria.figures_text(med)} (median of {plural(len(a.valid_figures), 'sample')} "
                    f"over {verified_for:.0f} s); "
                    f"stable revision" + (f" in place of {previous}" if previous else ""))
         a.valid_figures, a.failing_figures = [], []
@@ -605,7 +575,7 @@ class _Decision:
         moved = _moved(reg.reported, med)
         reg.message, reg.updated_at, reg.tokens_per_second, reg.accept_length = message, self.now, tps, length
         if moved:
-            was = _figures_text(reg.reported)
+            was = criteria.figures_text(reg.reported)
             reg.reported = med
             self.event("Warning", "StableRegressed", f"stable revision {message} (was {was} at the last report; "
                                                      f"regressed since {reg.since.isoformat()}); not rolled back "
@@ -683,11 +653,3 @@ def _moved(old: SampleFigures | None, new: SampleFigures | None) -> bool:
         if was is not None and now is not None and abs(now - was) > REGRESSION_CHANGE * abs(was):
             return True
     return False
-
-
-def _figures_text(fig: SampleFigures | None) -> str:
-    """``36.0 tok/s, accept length 1.75``, or ``no figures``."""
-    if fig is None:
-        return "no figures"
-    return criteria.tps(fig.tokens_per_second) + (
-        "" if fig.accept_length is None else f", accept length {criteria.length(fig.accept_length)}")

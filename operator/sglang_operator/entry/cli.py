@@ -215,7 +215,8 @@ def import_(
     """Turn an SGLang command line, or a systemd unit running one, into an SGLangServer YAML on stdout.
 
     The notes (YAML comments) say which image and SGLang release were assumed and what was dropped or
-    translated; when render would refuse the result, the reasons follow as warnings (also on stderr).
+    translated; when render would refuse the result, or the chart's default admission policy would (e.g. the
+    hostPath model cache HF_HOME becomes), the reasons follow as warnings (also on stderr).
     """
     from sglang_operator.plugin.importer import ImportError_, import_text
 
@@ -229,6 +230,10 @@ def import_(
     for refusal in result.refusals:
         typer.echo(f"# warning: sglang-operator render would refuse this: {refusal}")
         typer.echo(f"import: warning: sglang-operator render would refuse the result: {refusal}", err=True)
+    for refusal in result.admission:
+        typer.echo(f"# warning: the chart's default admission policy would refuse this: {refusal}")
+        typer.echo(f"import: warning: the chart's default admission policy (admissionPolicy values as shipped) would "
+                   f"refuse the result: {refusal}", err=True)
     typer.echo(yaml.safe_dump(result.server, sort_keys=False), nl=False)
 
 

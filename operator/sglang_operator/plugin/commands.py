@@ -120,6 +120,9 @@ def history(name: Name, namespace: Namespace = "default", output: Output = "tabl
             typer.echo(r.reason if r.reason.startswith(r.revision) else f"{r.revision}: {r.reason}")
     for line in view.canary_lines(parse_status(body)):
         typer.echo(line)
+    shown = view.baseline_line(parse_status(body))
+    if shown:
+        typer.echo(shown)
 
 
 @app.command()

@@ -77,6 +77,9 @@ class Imported:
     notes: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
     """What ``sglang-operator render`` would refuse in ``server`` (empty: it renders)."""
+    admission: list[str] = field(default_factory=list)
+    """What the chart's default admission policy (:func:`admission_refusals`) would refuse in ``server`` at
+    ``kubectl apply`` (empty: admitted, as far as offline checks go); e.g. the hostPath cache ``HF_HOME`` became."""
 
 
 def parse_systemd(text: str, notes: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
@@ -214,7 +217,7 @@ def import_command(argv: list[str], env: dict[str, str], image: str | None = Non
     base = name or str(model.get("servedModelName") or model.get("path", "sglang")).rsplit("/", 1)[-1]
     server = {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer",
               "metadata": {"name": dns_label(base)}, "spec": spec}
-    return Imported(server, notes, refusals(server))
+    return Imported(server, notes, refusals(server), admission_refusals(server))
 
 
 def refusals(server: dict[str, Any]) -> list[str]:
@@ -225,13 +228,24 @@ def refusals(server: dict[str, Any]) -> list[str]:
     return render_refusals(server)
 
 
+def admission_refusals(server: dict[str, Any], namespace: str = "default") -> list[str]:
+    """What the chart's default admission policy (``admissionPolicy`` values as shipped: level ``baseline``, no
+    ``allowedHostPaths``, ``hostPathWrites: Forbidden``; :class:`sglang_operator.builders.admission.Params`) would
+    refuse in ``server`` applied in ``namespace``, in the API server's words."""
+    from sglang_operator.builders import admission
+
+    body = {**server, "metadata": {**server.get("metadata", {}), "namespace": namespace}}
+    return list(admission.check(body, admission.Params()).refusals)
+
+
 def _import_env(spec: dict[str, Any], env: dict[str, str], notes: list[str]) -> None:
     extra_env = []
     for key, val in env.items():
         if key in CACHE_ENV and val.startswith("/"):
             spec.setdefault("model", {})["cache"] = {"hostPath": val, "mountPath": val}
             notes.append(f"{key}={val} translated into spec.model.cache: hostPath {val} of the node, mounted at "
-                         f"{val} ({key} is set to it); use a pvc instead for a cache shared by several nodes")
+                         f"{val} ({key} is set to it); use a pvc instead for a cache shared by several nodes (the "
+                         "chart's default admission policy refuses a hostPath: see the warnings)")
         elif key in CACHE_SUBDIR_ENV and val.startswith("/"):
             extra_env.append({"name": key, "value": val})
             notes.append(f"{key}={val} kept in spec.env, but {val} needs a volume in the pod: set spec.model.cache "

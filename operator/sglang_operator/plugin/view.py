@@ -16,6 +16,7 @@ from typing import Any
 from sglang_operator.api.base import plural
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders.revision import DIGEST_ANNOTATION
+from sglang_operator.decisions.baseline import origin
 from sglang_operator.decisions.conditions import rfc3339
 
 ABSENT = "—"
@@ -37,13 +38,16 @@ class HistoryRow:
     stable: bool
     serving: bool
     reason: str
+    baseline_source: str | None = None
+    baseline_tokens_per_second: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         """camelCase dict for ``-o json``."""
         return {"revision": self.revision, "number": self.number, "age": self.age, "verdict": self.verdict,
                 "tokensPerSecond": self.tokens_per_second, "acceptLength": self.accept_length,
                 "acceptRate": self.accept_rate, "samples": self.samples, "image": self.image,
-                "stable": self.stable, "serving": self.serving, "reason": self.reason}
+                "stable": self.stable, "serving": self.serving, "reason": self.reason,
+                "baselineSource": self.baseline_source, "baselineTokensPerSecond": self.baseline_tokens_per_second}
 
 
 def age(created: str | None, now: dt.datetime) -> str:
@@ -80,6 +84,7 @@ def history_rows(status: SGLangServerStatus, revisions: Sequence[Mapping[str, An
             verdict=rec.verdict or ABSENT, tokens_per_second=rec.tokens_per_second,
             accept_length=rec.accept_length, accept_rate=rec.accept_rate, samples=rec.samples,
             image=str(image), stable=rev == stable, serving=rev == serving, reason=rec.reason or "",
+            baseline_source=rec.baseline_source, baseline_tokens_per_second=rec.baseline_tokens_per_second,
         ))
     return rows
 
@@ -111,8 +116,10 @@ def canary_lines(status: SGLangServerStatus) -> list[str]:
     return out
 
 
-HISTORY_COLUMNS = ("", "REVISION", "AGE", "VERDICT", "TOK/S", "ACCEPT LEN", "ACCEPT RATE", "SAMPLES", "IMAGE")
-"""The columns of ``history``'s table; figures at the verdict (tok/s, tokens per verify step, 0..1, count)."""
+HISTORY_COLUMNS = ("", "REVISION", "AGE", "VERDICT", "TOK/S", "ACCEPT LEN", "ACCEPT RATE", "SAMPLES", "BASELINE",
+                   "IMAGE")
+"""The columns of ``history``'s table; figures at the verdict (tok/s, tokens per verify step, 0..1, count); BASELINE:
+the revision's baseline as the stable one, tok/s and where it came from (:func:`baseline_cell`)."""
 GAP = 2
 """Spaces between two columns of ``history``'s table (kubectl prints 3)."""
 
@@ -132,29 +139,47 @@ def history_cells(rows: Sequence[HistoryRow]) -> list[list[str]]:
     """One list of cells per row in :data:`HISTORY_COLUMNS` order (the stable revision marked ★, the serving ▶)."""
     return [[("★" if r.stable else "") + ("▶" if r.serving else ""), r.revision, r.age, r.verdict,
              _figure(r.tokens_per_second, 1), _figure(r.accept_length, 2), _figure(r.accept_rate, 2),
-             ABSENT if r.samples is None else str(r.samples), short_image(r.image)] for r in rows]
+             ABSENT if r.samples is None else str(r.samples), baseline_cell(r), short_image(r.image)] for r in rows]
+
+
+def baseline_cell(row: HistoryRow) -> str:
+    """``51.6 canaryRatio``: a revision's baseline (tok/s) and its source (``measured``, ``canaryRatio``,
+    ``refreshed``); ``—`` for a revision that never had one."""
+    if row.baseline_source is None:
+        return ABSENT
+    return f"{_figure(row.baseline_tokens_per_second, 1)} {row.baseline_source}"
+
+
+def baseline_line(status: SGLangServerStatus) -> str | None:
+    """The line ``history`` prints under its table for ``status.baseline``: ``baseline: 9699b6738c 54.7 tok/s
+    (canaryRatio: 52.6 tok/s of 5b7e01aa42 × 1.04), set 2026-12-01T12:00:00Z``; None without a baseline."""
+    base = status.baseline
+    if base is None:
+        return None
+    when = f", set {rfc3339(base.at)}" if base.at is not None else ""
+    return f"baseline: {base.revision} {origin(base)}{when}"
 
 
 def history_table(rows: Sequence[HistoryRow], width: int) -> list[str]:
     """``history``'s table as lines of at most ``width`` characters where the figures fit: kubectl's layout (left
-    aligned, no borders); when the IMAGE column does not fit it leaves the table and each revision's image follows
-    it on a line of its own (``REVISION image: …``)."""
+    aligned, no borders); when the IMAGE column (then also the BASELINE column) does not fit it leaves the table and
+    each revision's value follows it on a line of its own (``REVISION image: …``, ``REVISION baseline: …``)."""
     cells = history_cells(rows)
 
     def widths(columns: int) -> list[int]:
         return [max(len(HISTORY_COLUMNS[i]), *(len(c[i]) for c in cells)) for i in range(columns)]
 
     columns = len(HISTORY_COLUMNS)
-    if sum(widths(columns)) + GAP * (columns - 1) > width:
-        columns -= 1  # without IMAGE
+    while columns > len(HISTORY_COLUMNS) - 2 and sum(widths(columns)) + GAP * (columns - 1) > width:
+        columns -= 1  # without IMAGE, then without BASELINE
     w = widths(columns)
 
     def line(values: Sequence[str]) -> str:
         return (" " * GAP).join(v.ljust(n) for v, n in zip(values, w, strict=False)).rstrip()
 
     out = [line(HISTORY_COLUMNS[:columns]), *(line(c[:columns]) for c in cells)]
-    if columns < len(HISTORY_COLUMNS):
-        out += [f"{c[1]} image: {c[-1]}" for c in cells]
+    for i in range(columns, len(HISTORY_COLUMNS)):
+        out += [f"{c[1]} {HISTORY_COLUMNS[i].lower()}: {c[i]}" for c in cells]
     return out
 
 

@@ -160,3 +160,19 @@ def test_several_pods_sum_rates_and_pool_histograms() -> None:
     assert s.figures.generation_tokens_per_second == pytest.approx(900 / 30)
     assert s.figures.accept_length == pytest.approx(900 / 350)
     assert s.figures.running_requests == 3 and s.figures.kv_cache_usage == 0.5
+
+
+def test_accept_rate_is_not_divided_by_idle_pods() -> None:
+    """4 pods, the probe's request decoded on one (0.69); the idle ones report 0: the rate stays 0.69, not 0.17; two
+    decoding pods weigh by the tokens they generated."""
+    names = ("p0", "p1", "p2", "p3")
+    pods = [PodView(n, True, 0) for n in names]
+    prev = {n: scrape(T0, n, gen=1000, verify=400) for n in names}
+    curr = {"p0": scrape(T1, "p0", gen=1000 + 64, verify=400 + 24, running=1, accept_rate=0.69),
+            **{n: scrape(T1, n, gen=1000, verify=400, accept_rate=0.0) for n in names[1:]}}
+    s = compute_sample("r1", pods, curr, prev, R23, T1, probe=ProbeOutcome("p0", 50.0))
+    assert s.kind is SampleKind.MEASURED, s.reason
+    assert s.figures.accept_rate == pytest.approx(0.69)
+    curr["p1"] = scrape(T1, "p1", gen=1000 + 192, verify=400 + 96, running=1, accept_rate=0.5)
+    s = compute_sample("r1", pods, curr, prev, R23, T1, probe=ProbeOutcome("p0", 50.0))
+    assert s.figures.accept_rate == pytest.approx((64 * 0.69 + 192 * 0.5) / 256)

@@ -14,7 +14,8 @@ Rules (Prometheus semantics where Prometheus has them):
   bucket, the second-highest bound when the rank falls into ``+Inf``, ``None`` without a ``+Inf`` bucket, counts
   forced monotonic).
 - **Gauges** are read at the end of the interval: running and queued requests summed over pods, KV-cache usage
-  the max, accept length / accept rate / cache hit rate the mean of finite values.
+  the max, accept length / cache hit rate the mean of finite values, the accept rate the mean over the pods that
+  decoded in the interval weighted by their generated tokens (an idle pod's gauge reads 0).
 - **Accept length** = generation-token increase ÷ ``sglang:spec_verify_calls_total`` increase where the release
   has that counter (both grow per finished request; ``../shared/sglang/README.md`` §2), else the
   ``sglang:spec_accept_length`` gauge (0.5.10); ``None`` when neither shows speculative decoding.
@@ -170,6 +171,22 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _decoding_mean(scrapes: Sequence[Scrape], role: Role, generated: Mapping[str, float]) -> float | None:
+    """A per-pod speculative gauge (``sglang:spec_accept_rate``) over the pods that decoded in the interval: the mean
+    of each pod's finite values weighted by its generation-token increase (``generated``, per pod name). An idle pod
+    reports 0 (nothing verified), so a plain mean over 4 pods of which the probe used one divided the rate by 4.
+    Without a pod that decoded: the mean of the values above 0; None when there are none."""
+    num = den = 0.0
+    for s in scrapes:
+        values = [v for v in s.parsed.gauges.get(role, {}).values() if math.isfinite(v)]
+        weight = generated.get(s.pod, 0.0)
+        if values and weight > 0:
+            num, den = num + weight * sum(values) / len(values), den + weight
+    if den > 0:
+        return num / den
+    return _mean([v for v in _gauge_values(scrapes, role) if v > 0])
+
+
 def _ratio(num: float | None, den: float | None) -> float | None:
     if num is None or den is None or den <= 0 or not (math.isfinite(num) and math.isfinite(den)):
         return None
@@ -182,9 +199,12 @@ def figures(pairs: Sequence[tuple[Scrape, Scrape]], roles: MetricRoles, signal: 
     current = [c for _, c in pairs]
     gen_rate = 0.0
     gen_total: float | None = 0.0
+    generated: dict[str, float] = {}
     for prev, curr in pairs:
         inc = _counter_total([(prev, curr)], Role.GENERATION_TOKENS)
         seconds = (curr.at - prev.at).total_seconds()
+        if inc is not None:
+            generated[curr.pod] = inc
         if inc is None or gen_total is None:
             gen_total = None
             continue
@@ -211,7 +231,7 @@ def figures(pairs: Sequence[tuple[Scrape, Scrape]], roles: MetricRoles, signal: 
         generation_tokens_per_second=gen_rate if gen_total is not None and pairs else None,
         decode_tokens_per_second=decode,
         accept_length=accept_length,
-        accept_rate=_mean(_gauge_values(current, Role.ACCEPT_RATE)),
+        accept_rate=_decoding_mean(current, Role.ACCEPT_RATE, generated),
         running_requests=sum(running) if running else None,
         queued_requests=sum(queued) if queued else None,
         kv_cache_usage=max(usage) if usage else None,

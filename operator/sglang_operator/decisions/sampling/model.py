@@ -89,6 +89,9 @@ class PodView:
     crash: str | None = None
     """The end of its last crash (multi-node: the leader's), from ``lastState.terminated`` or a ``terminated``
     state: ``container NAME exited with code N: <termination message tail>`` (``decisions.pods.crash_text``)."""
+    waiting: str | None = None
+    """Its container waits for a reason no wait fixes (multi-node: the leader's), the kubelet's reason and message:
+    ``ImagePullBackOff: Back-off pulling image "…"`` (``decisions.pods.never_starts``); None otherwise."""
 
     @property
     def start_restarts(self) -> int:

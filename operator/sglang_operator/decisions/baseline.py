@@ -1,0 +1,123 @@
+"""PURE: where a stable revision's baseline comes from, and the rule that keeps a passing slowdown from lowering it.
+
+The baseline (``status.baseline``) is what the relative criteria compare a new revision with, so a baseline measured
+while every pod ran slower (a noisy neighbour, a thermal cap, a busy hour) would let a later revision lose that much
+speed unnoticed. Three sources (``status.baseline.source``, :class:`~sglang_operator.api.analysis.BaselineSource`):
+
+- ``measured`` (:func:`measured`): the medians of the revision's own measured samples at its promotion (a revision
+  verified alone, a user's promotion, a canary with no usable stable baseline). The first revision has nothing to
+  compare with; a later one verified alone is judged against the stored baseline, so a slowdown of more than
+  ``1 − minRelativeTokensPerSecond`` fails it rather than lowering the baseline.
+- ``canaryRatio`` (:func:`from_canary`): a canary judged side by side is promoted with the stable revision's
+  baseline × the median of the canary ÷ stable decode-speed ratios of the same intervals. A slowdown of every pod
+  (both revisions) cancels out of the ratio, so the baseline is the canary's speed at the conditions the stable
+  baseline was measured at. Used when the stored baseline is the stable revision's (same revision) and of the same
+  signal, and at least one interval was judged; otherwise ``measured``. The accept length is the canary's own median
+  (a slowdown does not move acceptance).
+- ``refreshed`` (:func:`refresh`): the stable revision's baseline is raised, never lowered, from its own samples,
+  only when all hold: the signal is ``probe`` for both (a ``traffic`` speed follows the users' load: a quiet hour is
+  not the revision's speed); the setup is comparable; the stable revision is not regressed; a run of consecutive
+  passing measured samples (any failing interval empties it) has at least ``max(minSamples,``
+  :data:`REFRESH_MIN_SAMPLES` ``)`` samples over at least ``verifySeconds``; and their median decode speed is above the
+  baseline by more than :data:`REFRESH_MARGIN`. The accept length is kept. A transient slowdown can therefore never
+  lower a baseline; a baseline measured during one (``measured``) rises back once the slowdown has passed.
+
+The ledger record of the baseline's revision says which (``status.revisions[].baselineSource`` and
+``baselineTokensPerSecond``, :func:`noted`); ``kubectl sglang history`` shows it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from sglang_operator.api.analysis import Analysis, AnalysisPhase, Baseline, BaselineSource, SampleFigures, Setup
+from sglang_operator.api.rollback import RollbackPolicy
+from sglang_operator.decisions import criteria
+
+REFRESH_MARGIN = 0.10
+"""A stable baseline is raised only when the median of a passing run exceeds it by more than this fraction (probe
+noise and a slightly lighter hour do not move it; a baseline within 10 % still fails a revision at two thirds of
+the speed under ``minRelativeTokensPerSecond`` 0.85)."""
+REFRESH_MIN_SAMPLES = 10
+"""Least passing samples in a row behind a refresh (``minSamples`` when larger)."""
+PROBE = "probe"
+
+
+def measured(revision: str, figures: Sequence[SampleFigures], signal: str, setup: Setup | None,
+             now: dt.datetime) -> Baseline | None:
+    """The ``measured`` baseline of ``revision``: the medians of ``figures`` (tok/s, accept length); None when
+    there are none."""
+    med = criteria.medians(figures)
+    if med is None:
+        return None
+    return Baseline(revision=revision, tokens_per_second=med.tokens_per_second, accept_length=med.accept_length,
+                    samples=len(figures), signal=signal, setup=setup, at=now, source=BaselineSource.MEASURED)
+
+
+def from_canary(stable: Baseline | None, stable_revision: str, revision: str, figures: Sequence[SampleFigures],
+                ratios: Sequence[float], signal: str, setup: Setup | None, now: dt.datetime) -> Baseline | None:
+    """The baseline of a canary ``revision`` promoted over ``stable_revision``: ``stable`` (the stored baseline)
+    × the median of ``ratios`` (canary ÷ stable tok/s of the judged intervals), ``canaryRatio``; the
+    :func:`measured` medians of ``figures`` when ``stable`` is not ``stable_revision``'s, is of another signal, or
+    no ratio was measured. None without figures (a user's promotion before any judged interval: the stored baseline
+    stands)."""
+    own = measured(revision, figures, signal, setup, now)
+    usable = [r for r in ratios if criteria.finite(r) is not None and r > 0]
+    if own is None or stable is None or stable.revision != stable_revision or stable.signal != signal or not usable:
+        return own
+    ratio = statistics.median(usable)
+    return own.model_copy(update={"tokens_per_second": stable.tokens_per_second * ratio,
+                                  "source": BaselineSource.CANARY_RATIO, "ratio": ratio,
+                                  "scaled_from": stable_revision})
+
+
+def interrupt(analysis: Analysis) -> None:
+    """A failing interval of the analysed revision: the passing run a refresh needs starts over."""
+    analysis.refresh_figures, analysis.refresh_since = [], None
+
+
+def refresh(base: Baseline | None, analysis: Analysis, stable: str | None, policy: RollbackPolicy,
+            figures: SampleFigures, start: dt.datetime, setup: Setup, now: dt.datetime) -> Baseline | None:
+    """One passing measured sample (``figures``, its interval starting at ``start``) of the analysed revision: when
+    it is the stable revision, it joins the passing run (``analysis.refreshFigures``, modified here) and, when the
+    run meets the module's conditions, the raised (``refreshed``) baseline is returned and the run starts over.
+    None: the baseline stands."""
+    a = analysis
+    if (base is None or a.revision != stable or base.revision != stable or a.stable_regression is not None
+            or a.phase not in (AnalysisPhase.STABLE, AnalysisPhase.ROLLED_BACK)
+            or policy.signal.value != PROBE or criteria.setup_differences(base, setup, PROBE)):
+        interrupt(a)
+        return None
+    a.refresh_since = a.refresh_since or start
+    a.refresh_figures = [*a.refresh_figures, figures][-max(policy.min_samples, REFRESH_MIN_SAMPLES):]
+    med = criteria.medians(a.refresh_figures)
+    enough = len(a.refresh_figures) >= max(policy.min_samples, REFRESH_MIN_SAMPLES) \
+        and (now - a.refresh_since).total_seconds() >= policy.verify_seconds
+    if med is None or not enough or med.tokens_per_second <= base.tokens_per_second * (1 + REFRESH_MARGIN):
+        return None
+    samples = len(a.refresh_figures)
+    interrupt(a)
+    return base.model_copy(update={"tokens_per_second": med.tokens_per_second, "samples": samples, "at": now,
+                                   "source": BaselineSource.REFRESHED, "ratio": None, "scaled_from": None})
+
+
+def origin(base: Baseline) -> str:
+    """Where ``base`` came from, in words: ``54.7 tok/s (canaryRatio: 52.6 tok/s of 9699b6738c × 1.04)``,
+    ``54.7 tok/s (measured, median of 6 samples)``, ``54.7 tok/s (refreshed, median of 10 passing samples)``."""
+    head = criteria.tps(base.tokens_per_second)
+    if base.source is BaselineSource.CANARY_RATIO and base.ratio is not None and base.ratio > 0:
+        was = base.tokens_per_second / base.ratio
+        return f"{head} (canaryRatio: {criteria.tps(was)} of {base.scaled_from} × {base.ratio:.2f})"
+    if base.source is BaselineSource.REFRESHED:
+        return f"{head} (refreshed, median of {base.samples} passing samples)"
+    return f"{head} (measured, median of {base.samples} samples)"
+
+
+def noted(ledger: list[dict[str, Any]], base: Baseline) -> list[dict[str, Any]]:
+    """``status.revisions`` (camelCase dicts) with the record of ``base.revision`` given ``baselineSource`` and
+    ``baselineTokensPerSecond``; the others (and a ledger without that record) unchanged."""
+    return [{**r, "baselineSource": base.source.value, "baselineTokensPerSecond": round(base.tokens_per_second, 3)}
+            if r.get("revision") == base.revision else r for r in ledger]
