@@ -26,6 +26,7 @@ from pydantic import Field, ValidationError
 
 from sglang_operator.api.base import GROUP, VERSION, ApiModel, CelRule, FreeForm, StatusModel
 from sglang_operator.api.status import Condition
+from sglang_operator.api.tuning_setup import TuningSetup
 
 log = logging.getLogger("sglang_operator.api")
 
@@ -675,6 +676,9 @@ class SGLangTuningStatus(StatusModel):
     """The best trial at each concurrency level, with its speedup over the control trial at that level."""
     stable_revision: ShortText | None = None
     """InPlace: the revision serving when the tuning began, applied again at the end."""
+    setup: TuningSetup | None = None
+    """What the trials ran on (model, GPU product, parallelism, release, workload), recorded when the tuning began:
+    the known best across the namespace's servers compares only equal setups."""
 
     def dump(self) -> dict[str, Any]:
         """camelCase dict for a status patch, unset fields left out."""

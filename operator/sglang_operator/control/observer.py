@@ -390,7 +390,8 @@ class Observer:
             samples=samples, figures=figures, speculative=speculative,
             promote_token=(meta.get("annotations") or {}).get(judging.PROMOTE_ANNOTATION),
             apply_failure=mem.apply_failure, previous_diffs=mem.diffs, tunings=self.tunings.of(mem.key),
-            spec_hash=self._spec_hash(mem, view)), policy
+            spec_hash=self._spec_hash(mem, view),
+            settings=self.tunings.settings_condition(server.namespace, spec, generation, now, view)), policy
 
     @staticmethod
     def _spec_hash(mem: ServerMemory, view: Mapping[str, Any]) -> str:

@@ -7,6 +7,9 @@
   its speedup over no speculative decoding; ``-o json``.
 - ``plot NAME -o FILE.png``: the objective over (steps, draft tokens) per topk and concurrency level, the winner
   marked (matplotlib, the optional extra ``plot``).
+- ``best [MODEL]``: the known best speculative settings of the namespace's finished tunings, per model, GPU
+  product, parallelism, release, workload and concurrency level (:mod:`sglang_operator.plugin.tunebest`); ``-o
+  json``.
 - ``apply NAME``: writes the recommendation into the server's spec the way ``undo`` writes
   (:mod:`sglang_operator.plugin.specwrite`: a later ``kubectl apply`` of your own file replaces it field for field)
   and prints the YAML snippet for a Git repository. The operator never writes it itself.
@@ -28,11 +31,11 @@ from rich.table import Table
 from sglang_operator.api.names import did_you_mean
 from sglang_operator.api.server import SpecError
 from sglang_operator.api.tuning import SGLangTuning, parse_tuning
-from sglang_operator.plugin import specwrite, tuneplan
+from sglang_operator.plugin import specwrite, tunebest, tuneplan
 from sglang_operator.plugin import undo as undo_plan
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Search a server's speculative settings (SGLangTuning): start, status, plot, apply.")
+                  help="Search a server's speculative settings (SGLangTuning): start, status, plot, best, apply.")
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="namespace of the SGLangTuning and its server")]
 TuningName = Annotated[str, typer.Argument(help="name of the SGLangTuning")]
 
@@ -207,6 +210,41 @@ def plot(name: TuningName, output: Annotated[Path, typer.Option("--output", "-o"
 
 
 @app.command()
+def best(model: Annotated[str | None, typer.Argument(help="only models whose path contains this")] = None,
+         namespace: Namespace = "default",
+         output: Annotated[str, typer.Option("--output", "-o", help="table or json")] = "table") -> None:
+    """The best speculative settings the namespace's finished SGLangTunings measured, per model, GPU product,
+    parallelism, SGLang release, workload and concurrency level. A server running settings measured clearly worse
+    gets condition SpeculativeSettings=False (reason BelowKnownBest)."""
+    from lightkube import ApiError
+
+    from sglang_operator.io.kube import sglangtuning_resource
+
+    if output not in ("table", "json"):
+        raise _fail(f"--output {output!r} is not one of table, json{did_you_mean(output, ['table', 'json'])}", 2)
+    client = _client()
+    try:
+        bodies = [o.to_dict() for o in client.list(sglangtuning_resource(), namespace=namespace)]
+    except ApiError as exc:
+        raise _fail(f"SGLangTunings of {namespace} not listed: {exc.status.message}") from None
+    known = tunebest.known_best(bodies, model)
+    if output == "json":
+        typer.echo(known.model_dump_json(by_alias=True, indent=2))
+        return
+    if not known.tables:
+        typer.echo(f"no finished SGLangTuning in {namespace}" + (f" of a model matching {model!r}" if model else "")
+                   + " measured anything yet")
+        return
+    table = Table(title=f"Known best speculative settings in {namespace} (decode tok/s at concurrency 1, output "
+                  "tok/s above)", title_justify="left")
+    for col in tunebest.HEADER:
+        table.add_column(col, no_wrap=True)
+    for row in tunebest.rows(known):
+        table.add_row(*row)
+    Console(width=250).print(table)
+
+
+@app.command()
 def apply(
     name: TuningName,
     namespace: Namespace = "default",
@@ -215,6 +253,9 @@ def apply(
     field_manager: Annotated[str, typer.Option(
         help="the server-side apply field manager that owns the written fields afterwards, when it applied the "
              "object (kubectl apply --server-side's default: kubectl)")] = undo_plan.SERVER_SIDE_MANAGER,
+    server_name: Annotated[str | None, typer.Option(
+        "--server", help="write into this SGLangServer of the namespace instead of the tuned one (one of the same "
+                         "model, GPUs and release: its SpeculativeSettings condition names the tuning)")] = None,
 ) -> None:
     """Write the recommendation of an SGLangTuning into its server's spec (the operator never does: GitOps tools own
     the spec) and print the YAML snippet for a Git repository. Written like undo writes: a later kubectl apply of
@@ -235,7 +276,7 @@ def apply(
     if best is None:
         raise _fail(f"SGLangTuning {name} has no recommendation yet (phase {st.phase if st else None}): see "
                     f"`kubectl sglang tune status {name} -n {namespace}`")
-    server = tuning.spec.server_ref.name
+    server = server_name or tuning.spec.server_ref.name
     schema = model_schema(SGLangServerSpec)
 
     def read() -> dict[str, Any]:
