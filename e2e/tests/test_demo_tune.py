@@ -32,7 +32,8 @@ def test_the_tuning_demo_climbs_from_the_servers_own_settings_to_its_recommendat
     assert text.index("CRD sglangtunings.sglang-operator.io installed") < text.index("-- operator running")
     steps = re.findall(r"^ +[\d.]+ s  \S+-trial-(\d+): (\S+(?: speculation)?) ", text, re.MULTILINE)
     settings = [s for _, s in steps]
-    assert settings[:4] == ["no speculation", "1/1/2", "2/1/3", "3/1/4"], steps  # the control trial, then the climb from 1/1/2
+    # the control trial, then the climb from 1/1/2
+    assert settings[:4] == ["no speculation", "1/1/2", "2/1/3", "3/1/4"], steps
     assert "the climb starts at the server's own settings" in text and "↑ new best" in text
     assert re.search(r"^-- recommendation 3/1/4: [\d.]+ tok/s", text, re.MULTILINE), text[-3000:]
     assert "condition SpeculativeSettings=False, reason BelowKnownBest" in text

@@ -12,7 +12,8 @@ import yaml
 from e2e.policies import BAD, LOCAL
 from sglang_operator.api import tuning as api
 from sglang_operator.api.server import parse
-from sglang_operator.decisions.tuning import known_best, trials as plan
+from sglang_operator.decisions.tuning import known_best
+from sglang_operator.decisions.tuning import trials as plan
 
 SERVER: dict[str, Any] = yaml.safe_load((LOCAL / BAD).read_text())
 

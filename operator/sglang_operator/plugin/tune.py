@@ -2,7 +2,8 @@
 ``kubectl sglang tune ...``), against the cluster in ``$KUBECONFIG``.
 
 - ``start SERVER``: creates an SGLangTuning of the server (validated by the API's Python mirror of the CRD's rules
-  first: a refused option never reaches the cluster; ``--dry-run`` prints it instead).
+  first: a refused option never reaches the cluster; ``--dry-run`` prints it instead, with the plan: valid and
+  refused points, trials at most, wall time and GPU-hours, :mod:`sglang_operator.plugin.tunecost`).
 - ``status NAME``: the trials (settings, verdict, objective, figures per concurrency level), the recommendation and
   its speedup over no speculative decoding; ``-o json``.
 - ``plot NAME -o FILE.png``: the objective over (steps, draft tokens) per topk and concurrency level, the winner
@@ -45,11 +46,16 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _client() -> Any:
+def _make_client() -> Any:
+    """A lightkube client of ``$KUBECONFIG``'s cluster; raises when there is no configuration."""
     from lightkube import Client
 
+    return Client(field_manager="sglang-operator-cli")
+
+
+def _client() -> Any:
     try:
-        return Client(field_manager="sglang-operator-cli")
+        return _make_client()
     except Exception as exc:  # no kubeconfig, unreadable config: a clear message, no traceback
         raise _fail(f"no cluster to talk to: {exc}") from None
 
@@ -146,6 +152,8 @@ def start(
         raise _fail(str(err), 2) from None
     if dry_run:
         typer.echo(yaml.safe_dump(body, sort_keys=False), nl=False)
+        for line in _plan_lines(body, namespace, server):
+            typer.echo(line)
         return
     from lightkube import ApiError
 
@@ -160,6 +168,30 @@ def start(
         raise _fail(f"the API server refused the SGLangTuning: {exc.status.message}") from None
     typer.echo(f"sglangtuning.{body['apiVersion'].split('/')[0]}/{created.metadata.name} created "
                f"(kubectl sglang tune status {created.metadata.name} -n {namespace})")
+
+
+def _plan_lines(body: dict[str, Any], namespace: str, server: str) -> list[str]:
+    """The dry run's plan (:mod:`sglang_operator.plugin.tunecost`) as comment lines: from the server's spec and its
+    pods when a cluster answers, else one line saying why there is none."""
+    from lightkube.resources.core_v1 import Pod
+
+    from sglang_operator.api.server import parse
+    from sglang_operator.io.kube import sglangserver_resource
+    from sglang_operator.plugin import tunecost
+
+    try:  # quietly: a dry run prints the object whether or not a cluster answers
+        client = _make_client()
+        server_body = client.get(sglangserver_resource(), server, namespace=namespace).to_dict()
+        pods = [p.to_dict() for p in client.list(Pod, namespace=namespace,
+                                                  labels={"app.kubernetes.io/instance": server})]
+    except Exception:  # no cluster, no such server
+        return [f"# no plan: SGLangServer {namespace}/{server} could not be read (the trials, wall time and GPU-hours "
+                "need its spec)"]
+    try:
+        spec = SGLangTuning.model_validate(body).spec
+        return tunecost.lines(tunecost.cost(spec, parse(server_body).spec, pods))
+    except (SpecError, ValueError) as err:
+        return [f"# no plan: {err}"]
 
 
 @app.command()
