@@ -377,6 +377,10 @@ class Algorithm(ApiModel):
     """``Default``, ``Grid``, ``Random`` or ``TPE``."""
     seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 0
     """Seed of the random choices (Random and TPE), so a resumed tuning chooses the same points."""
+    start_num_steps: Annotated[int | None, Field(ge=1, le=16)] = None
+    """``Default`` only: the numSteps its climb over chains starts from (the nearest value of
+    ``parameters.numSteps``), e.g. the server's own to see the climb from it; unset: SGLang's default 3, usually
+    the closest to the optimum (the fewest trials)."""
 
 
 class TuningMode(StrEnum):

@@ -56,6 +56,3 @@ class TuningSetup(StatusModel):
     """``spec.memory.maxRunningRequests`` of the server: what a trial without its own value ran with."""
     cuda_graph_max_bs: int | None = None
     """``spec.memory.cudaGraphMaxBs`` of the server: what a trial without its own value ran with."""
-    num_steps: int | None = None
-    """``spec.speculative.numSteps`` of the server (unset: no speculative decoding): the default search's climb over
-    numSteps starts there, so a resumed tuning replays the same climb whatever the server's spec became."""

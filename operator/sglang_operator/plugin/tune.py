@@ -129,6 +129,8 @@ def start(
     trial_deadline_seconds: Annotated[int | None, typer.Option(help="seconds a trial may take to be Ready")] = None,
     algorithm: Annotated[str | None, typer.Option(help="Default, Grid, Random or TPE")] = None,
     seed: Annotated[int | None, typer.Option(help="seed of the random choices")] = None,
+    start_steps: Annotated[int | None, typer.Option(
+        help="Default search: the numSteps its climb starts from, e.g. the server's own (default: 3)")] = None,
     mode: Annotated[str | None, typer.Option(help="Shadow (default: other GPUs) or InPlace")] = None,
     allow_disruption: Annotated[bool, typer.Option(
         help="InPlace: allow every trial to restart the server's pods")] = False,
@@ -145,7 +147,7 @@ def start(
         max_output_tokens=max_output_tokens, seconds_per_level=seconds_per_level, warmup_seconds=warmup_seconds,
         repetitions=repetitions, max_trials=max_trials, max_failed_trials=max_failed_trials,
         max_duration_seconds=max_duration_seconds, trial_deadline_seconds=trial_deadline_seconds,
-        algorithm=algorithm, seed=seed, mode=mode, allow_disruption=allow_disruption)
+        algorithm=algorithm, seed=seed, start_steps=start_steps, mode=mode, allow_disruption=allow_disruption)
     try:
         body = tuneplan.tuning_body(opts)
     except tuneplan.UsageError as err:

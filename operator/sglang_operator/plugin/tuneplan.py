@@ -113,6 +113,7 @@ class StartOptions:
     trial_deadline_seconds: int | None = None
     algorithm: str | None = None
     seed: int | None = None
+    start_steps: int | None = None
     mode: str | None = None
     allow_disruption: bool = False
 
@@ -160,6 +161,8 @@ def tuning_body(o: StartOptions) -> dict[str, Any]:
         algorithm["algorithmName"] = _choice("--algorithm", o.algorithm, [a.value for a in AlgorithmName])
     if o.seed is not None:
         algorithm["seed"] = o.seed
+    if o.start_steps is not None:
+        algorithm["startNumSteps"] = o.start_steps
     spec: dict[str, Any] = {"serverRef": {"name": o.server}}
     for key, block in (("parameters", params), ("objective", objective), ("workload", workload),
                        ("budget", budget), ("algorithm", algorithm)):

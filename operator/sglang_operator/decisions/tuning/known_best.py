@@ -215,7 +215,7 @@ def tuning_setup(server: SGLangServerSpec, workload: api.Workload, replicas: int
         max_output_tokens=workload.max_output_tokens, replicas=replicas,
         algorithm=s.algorithm.value if s is not None else None, draft_model_path=s.draft_model_path if s else None,
         spec_v2=True if s is not None and s.spec_v2 else None, max_running_requests=m.max_running_requests,
-        cuda_graph_max_bs=m.cuda_graph_max_bs, num_steps=s.num_steps if s is not None else None)
+        cuda_graph_max_bs=m.cuda_graph_max_bs)
 
 
 def setup_key(setup: TuningSetup) -> SetupKey:

@@ -20,7 +20,6 @@ from typing import Any
 
 from sglang_operator.api import tuning as api
 from sglang_operator.api.spec import SGLangServerSpec
-from sglang_operator.api.tuning_setup import TuningSetup
 from sglang_operator.decisions.tuning.decide import decide
 from sglang_operator.decisions.tuning.objective import (
     LevelFigures,
@@ -82,15 +81,14 @@ def level_objective(spec: api.SGLangTuningSpec, concurrency: int) -> Objective:
     return Objective(kind=ObjectiveKind.OUTPUT_TOKENS_PER_SECOND, concurrency=concurrency)
 
 
-def search_settings(spec: api.SGLangTuningSpec, setup: TuningSetup | None = None) -> SearchSettings:
+def search_settings(spec: api.SGLangTuningSpec) -> SearchSettings:
     """``spec.objective``, ``spec.budget`` and ``spec.algorithm`` as the search's settings. ``maxTrialCount`` counts
-    every trial started, the control trial and the adaptive-mode trial included (Katib's rule). ``setup``
-    (``status.setup``): the default search's climb starts at the tuned server's own numSteps."""
+    every trial started, the control trial and the adaptive-mode trial included (Katib's rule)."""
     name = spec.algorithm.algorithm_name
     algorithm = DEFAULT if name is api.AlgorithmName.DEFAULT else Algorithm(name.value)
     return SearchSettings(objective=search_objective(spec), max_trial_count=spec.budget.max_trial_count,
                           max_failed_trial_count=spec.budget.max_failed_trial_count, algorithm=algorithm,
-                          seed=spec.algorithm.seed, start_steps=setup.num_steps if setup is not None else None)
+                          seed=spec.algorithm.seed, start_steps=spec.algorithm.start_num_steps)
 
 
 def search_space(params: api.Parameters) -> SearchSpace:
@@ -247,7 +245,7 @@ def next_step(spec: api.SGLangTuningSpec, status: api.SGLangTuningStatus, valid:
     if reached is not None:
         return Step("finish", reason=f"objective.goal {goal:g} reached by {reached.name} "
                                      f"({reached.settings.summary()}: {reached.objective:g})")
-    s: Suggestion = suggest(search_settings(spec, status.setup), valid, results(status.trials))
+    s: Suggestion = suggest(search_settings(spec), valid, results(status.trials))
     if s.done:
         return Step("finish", reason=s.reason or "search finished")
     return Step("start", settings=settings_of(s.point))
