@@ -179,3 +179,10 @@ def test_tune_best_lists_one_row_per_setup_workload_and_level() -> None:
     assert rows[0][:4] == ["Qwen/Qwen3.6-27B", GPU, "TP2", "0.5.10"] and rows[0][-1] == "both"
     assert rows[0][10] == "1/1/2 34.1" and len(rows[0]) == len(tunebest.HEADER)
     assert tunebest.known_best([both], "llama").tables == ()
+
+
+def test_capacity_of_a_revisions_spec() -> None:
+    got = kb.capacity(known(REGRESSED), server(3))
+    ((workload, (level,)),) = got
+    assert workload.max_output_tokens == 64 and (level.concurrency, level.decode_tokens_per_second) == (1, 54.8)
+    assert kb.capacity(known(REGRESSED), server(6)) == ()

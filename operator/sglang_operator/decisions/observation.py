@@ -160,7 +160,8 @@ def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Obse
         judged = judging_mod.judge(status, judging_mod.sample_for(o.samples, revision), policy, o.now,
                                    o.observation, list(o.health.conditions), o.generation, o.speculative,
                                    o.promote_token, typed)
-    conditions = judged.conditions if o.settings is None else [*judged.conditions, o.settings]
+    # the known best judges what the spec runs, never an InPlace tuning's trial (held: left as it was)
+    conditions = judged.conditions if o.settings is None or hold is not None else [*judged.conditions, o.settings]
     was_held = any(c.get("type") == ConditionType.TUNING_HELD and c.get("status") == "True"
                    for c in status.get("conditions") or [])
     if hold is None and was_held:

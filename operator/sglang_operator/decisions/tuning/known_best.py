@@ -336,6 +336,13 @@ def build(records: Iterable[TuningRecord]) -> KnownBest:
     return KnownBest(tables=tuple(tables))
 
 
+def capacity(known: KnownBest, server: SGLangServerSpec) -> tuple[tuple[WorkloadKey, tuple[LevelFigures, ...]], ...]:
+    """What the namespace's tunings measured for the settings ``server`` (a revision's spec) runs on its setup: per
+    workload, the figures per concurrency level (:meth:`KnownBest.figures`); empty when never measured."""
+    setup, settings = server_setup(server), server_settings(server)
+    return known.figures(setup, settings) if setup is not None and settings is not None else ()
+
+
 # --- the server's condition ------------------------------------------------------------------------------------
 
 
