@@ -108,3 +108,30 @@ def test_status_summarises_invalid_points_in_one_line_and_says_why_a_trial_is_pe
     done = tuning({"phase": "Succeeded", "trials": invalid[:1]})
     assert tuneplan.reason_lines(done) == [
         "invalid: 1 points refused by the release's rules, never run — 1/2/3: Spec v2 currently only supports topk = 1"]
+
+
+def test_apply_into_another_server_of_the_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tune apply NAME --server OTHER`` (what a ``BelowKnownBest`` condition suggests) writes the winner into
+    OTHER's spec, through the same writer; without ``--server`` into the tuned server."""
+    import types
+
+    from sglang_operator.plugin import specwrite
+
+    best = {"trial": "t-trial-2", "settings": {"numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4}, "summary": "3/1/4"}
+    t = tuning({"phase": "Succeeded", "best": best})
+    written: list[str] = []
+
+    def write_spec(_client: Any, _ns: str, server: str, read: Any, target_of: Any, *_: Any, **__: Any) -> Any:
+        written.append(server)
+        target = target_of({**copy.deepcopy(SERVER), "metadata": {"name": server, "namespace": "ns"}})
+        assert target["speculative"]["numSteps"] == 3
+        return types.SimpleNamespace(plan=types.SimpleNamespace(patch=None), body={}, target=target)
+
+    monkeypatch.setattr(tune, "_client", lambda: None)
+    monkeypatch.setattr(tune, "_tuning", lambda _c, _ns, _n: t)
+    monkeypatch.setattr(specwrite, "write_spec", write_spec)
+    out = runner.invoke(kubectl_sglang, ["tune", "apply", "t", "-n", "ns", "--server", "qwen36-second"])
+    assert out.exit_code == 0, out.output
+    assert "sglangserver/qwen36-second spec has 3/1/4 already" in out.output
+    assert runner.invoke(kubectl_sglang, ["tune", "apply", "t", "-n", "ns"]).exit_code == 0
+    assert written == ["qwen36-second", "qwen36-27b"]
