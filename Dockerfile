@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1.7
-# Images of sglang-operator, built with BuildKit (tests/test_image.py runs these steps without Docker):
+# Images of sglang-operator, built with BuildKit (tests/repo/test_image.py runs these steps without Docker):
 #   docker buildx build -t REGISTRY/sglang-operator:0.1.0 .               # the operator (default, last target)
 #   docker buildx build --target sim -t REGISTRY/sglang-sim:0.1.0 .       # the SGLang simulator, for clusters
 #                                                                          # without GPUs

@@ -10,7 +10,7 @@ issue's "Why" reproduced and now answered.
 - a scale-up is Available while not Ready, events have one source, logs carry no per-request lines;
 - RollingUpdate keeps a replica serving; a Recreate drains in-flight requests first.
 
-(The CLI bullets are tests/test_cli.py; the chart's permission table is tests/test_chart.py.)
+(The CLI bullets are tests/entry/test_cli.py; the chart's permission table is tests/chart/test_chart.py.)
 """
 
 from __future__ import annotations

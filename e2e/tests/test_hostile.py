@@ -35,8 +35,8 @@ and its ``/metrics`` (and every 10 s the servers' status), then asserts:
   is refused, and the thread count does not grow with them (a coroutine per connection, not a thread).
 
 The operator runs with ``--metrics-max-connections 1024`` so the 500 idle connections leave room for the test's own
-reads of ``/metrics``; the cap itself (a 503 beyond it) is tested in ``tests/test_metrics_http.py``. The 16 fake GPUs
-of the session cluster do not hold 25 servers of 2 GPUs: the test raises the fake nodes' ``nvidia.com/gpu``
+reads of ``/metrics``; the cap itself (a 503 beyond it) is tested in ``tests/process/test_metrics_http.py``. The 16
+fake GPUs of the session cluster do not hold 25 servers of 2 GPUs: the test raises the fake nodes' ``nvidia.com/gpu``
 capacity for its run (and sets it back), and each server requests 0.5 CPU and 2Gi (the fake kubelet enforces
 neither).
 """

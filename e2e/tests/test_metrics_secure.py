@@ -4,7 +4,7 @@ self-signed certificate for 127.0.0.1, made at start), and ``/metrics`` answers 
 tokens (``kubectl create token``): the reader bound to a ClusterRole allowing ``get`` on the non-resource URL
 ``/metrics`` gets 200, a ServiceAccount without the binding 403, no token 401; ``/readyz`` answers without a token
 over the same TLS; plain HTTP gets no answer. The operator runs with the cluster's admin kubeconfig (the chart's
-RBAC for the reviews is pinned by ``tests/test_chart.py``). About 5 s beside the cluster's start.
+RBAC for the reviews is pinned by ``tests/chart/test_chart.py``). About 5 s beside the cluster's start.
 """
 
 from __future__ import annotations

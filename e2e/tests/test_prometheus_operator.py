@@ -176,7 +176,7 @@ def panel_queries() -> list[tuple[str, str]]:
 
 def tuning_queries() -> set[str]:
     """The Tuning row's queries: no SGLangTuning runs in this test, so their series do not exist (they appear once
-    a tuning finishes a trial; e2e/tests/test_tuning.py and tests/monitoring/test_dashboard_json.py cover them)."""
+    a tuning finishes a trial; e2e/tests/test_tuning.py and tests/tools/test_dashboard_json.py cover them)."""
     doc = json.loads(DASHBOARD.read_text())
     return {t["expr"] for p in dashboard.row_panels(doc, dashboard.TUNING_ROW) for t in p["targets"]}
 

@@ -9,7 +9,7 @@ by the server's Service; none is left at the end; the server kept serving throug
 every half second and saw none fail); the operator's ``/metrics`` has the trials. Then two InPlace tunings (trials on
 the server's own pods): one deleted mid-trial, one whose operator is SIGKILLed during a trial, which resumes without
 repeating a finished trial (each trial the one the default search asks for after those before it; the Shadow
-resume is the same replay, unit-tested in ``tests/tuning``); both end with the stable revision serving. Quick:
+resume is the same replay, unit-tested in ``tests/decisions/tuning``); both end with the stable revision serving. Quick:
 32-token requests, 5 s per level, one repetition, a one-second model load."""
 
 from __future__ import annotations

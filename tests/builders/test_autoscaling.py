@@ -89,7 +89,7 @@ def evaluate(query: str, series: list[dict[str, str]]) -> float:
 
 def scraped(pod_labels: dict[str, str], pod: str, value: float) -> dict[str, str]:
     """One ``sglang:num_running_reqs`` series of a pod as the PodMonitor's relabelling labels it."""
-    from tests.monitoring.test_scrape_definition import discovered, relabel
+    from tests.builders.test_scrape_definition import discovered, relabel
 
     meta = discovered(pod_labels, mon.SCRAPE.port) | {"__meta_kubernetes_pod_name": pod}
     labels = relabel(meta, [r.prometheus() for r in mon.SCRAPE.labels])

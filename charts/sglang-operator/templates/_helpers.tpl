@@ -29,7 +29,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/*
 Rules for the namespaced objects the operator manages; used by the ClusterRole (clusterwide) or by one Role per
-watched namespace. Write verbs are exactly what the operator calls (tests/test_chart.py NEEDED lists why):
+watched namespace. Write verbs are exactly what the operator calls (tests/chart/test_chart.py NEEDED lists why):
 - sglangservers: watched by kopf; patched by kopf (progress annotations, runner.configure).
 - sglangservers/status: merge-patched by kopf and clients/kube.py patch_status.
 - sglangservers/finalizers: update, needed to set ownerReferences with blockOwnerDeletion on the children

@@ -21,7 +21,7 @@ plain job standing for the chart's ServiceMonitor. Both keep the labels the oper
 the scraped one ``exported_namespace``).
 
 Both take their port, path and labels from :data:`SCRAPE`, so they cannot drift apart
-(``tests/monitoring/test_scrape.py`` evaluates both on the same pod).
+(``tests/builders/test_scrape_definition.py`` evaluates both on the same pod).
 """
 
 from __future__ import annotations

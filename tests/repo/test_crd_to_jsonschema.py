@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "crd_to_jsonschema.py"
 _spec = importlib.util.spec_from_file_location("crd_to_jsonschema", SCRIPT)
 assert _spec is not None and _spec.loader is not None

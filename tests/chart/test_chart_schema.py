@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from e2e.tools import helm_template, require_helm
 from sglang_operator.api.crd import CRD_FILES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "sglang-operator"
 SCHEMA: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())
 VALUES: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())

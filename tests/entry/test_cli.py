@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from sglang_operator.api.crd import all_crds_yaml, crd_yaml
 from sglang_operator.entry.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 # The published known-good command line as a team would have it in a systemd unit (the figures of

@@ -17,7 +17,7 @@ from sglang_operator.api.server import parse
 from sglang_operator.decisions.tuning import Point, SearchSettings, SearchSpace, TrialResult, enumerate_space, suggest
 from sglang_operator.decisions.tuning import trials as plan
 from sglang_operator.decisions.tuning.search import MAX_MEASUREMENTS, Algorithm
-from tests.tuning.test_tuning_search import landscape, trial
+from tests.decisions.tuning.test_tuning_search import landscape, trial
 
 SERVER: dict[str, Any] = yaml.safe_load((LOCAL / BAD).read_text())
 SERVER["metadata"]["namespace"] = "ns"

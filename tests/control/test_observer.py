@@ -17,7 +17,7 @@ from sglang_operator.control import observer
 from sglang_operator.control.observer import SPREAD, Observer, offset_in_interval
 
 SAMPLE: dict[str, Any] = yaml.safe_load(
-    (Path(__file__).resolve().parents[1] / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
+    (Path(__file__).resolve().parents[2] / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
 
 
 def body(name: str, generation: int = 1, revision: str | None = "r1") -> dict[str, Any]:

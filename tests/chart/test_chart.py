@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from e2e.tools import helm_template, require_helm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "sglang-operator"
 RELEASE, RELEASE_NS = "rel", "ops"
 WATCHED = ["team-a", "team-b"]

@@ -23,7 +23,7 @@ from sglang_operator.decisions.actions import Action, Apply, Event, PlaceCanary,
 from sglang_operator.decisions.canary import CanaryObservation, stable_replicas
 from sglang_operator.decisions.rollback import Observation, RollbackState, step
 from sglang_operator.decisions.sampling.model import Figures, PodView, Sample, SampleKind
-from tests.reconcile.rollback_driver import BAD, BAD_LEN, BAD_TPS, FAST, GOOD, GOOD_LEN, GOOD_TPS, SETUP, T0
+from tests.decisions.rollback_driver import BAD, BAD_LEN, BAD_TPS, FAST, GOOD, GOOD_LEN, GOOD_TPS, SETUP, T0
 
 STABLE_REV = "1111111111"
 NAME = "qwen"

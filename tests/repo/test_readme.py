@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from sglang_operator.entry.cli import app as cli_app
 from sglang_operator.plugin.commands import app as plugin_app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 PREFIXES = ("kubectl sglang ", "sglang-operator ", "python -m ", "bash ", "./")
 MOVED_TO = ["README.md", "docs/README-map.md", "docs/configuration.md", "docs/install.md", "docs/commands.md",

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 UID = 65532
 pytestmark = pytest.mark.network  # pip wheel downloads the dependencies from PyPI, as `docker build` does

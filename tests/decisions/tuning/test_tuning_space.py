@@ -22,7 +22,7 @@ from sglang_operator.decisions.tuning import (
     speedups,
 )
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 
 
 def P(s: int, k: int, n: int) -> Point:

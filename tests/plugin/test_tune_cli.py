@@ -3,7 +3,7 @@ mirror accepts (and refuses bad options before anything is sent, with the closes
 trials, the recommendation and its speedup from a status fixture built from the API models (table and ``-o json``);
 ``plot`` draws a PNG with matplotlib (a clear error without it); ``apply``'s target spec carries the winner and
 renders for the server's release, and its snippet is the YAML a Git repository needs. The write itself is undo's
-(``tests/rollout/test_undo_plan.py``; on a cluster: ``e2e/tests/test_tune_apply.py``)."""
+(``tests/plugin/test_undo_plan.py``; on a cluster: ``e2e/tests/test_tune_apply.py``)."""
 
 from __future__ import annotations
 

@@ -252,7 +252,7 @@ def test_a_slower_only_or_shorter_only_revision_is_named_by_the_criterion_it_fai
 
 def test_a_restart_under_load_after_the_warm_up_makes_the_sample_a_failure() -> None:
     """failureThreshold's count (maxRestartsWhileVerifying set above it; with its default 3 both rules fire at the
-    3rd restart, tests/reconcile/test_rollback_crash_loop.py)."""
+    3rd restart, tests/decisions/test_rollback_crash_loop.py)."""
     run = regressed_run(FAST.model_copy(update={"max_restarts_while_verifying": 10}))
     for restarts in (1, 2, 3):
         run.pods = pods(1, restarts=restarts)  # crashed under load (OOM) and came back between ticks

@@ -13,7 +13,7 @@ import yaml
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.server import SGLangServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NAMES = ["qwen3.6-27b-known-good.yaml", "qwen3.6-27b-regressed.yaml"]
 
 
