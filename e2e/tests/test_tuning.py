@@ -325,3 +325,63 @@ def test_an_in_place_tuning_resumed_after_the_operator_is_killed_ends_with_the_s
         assert step.kind == "start" and step.settings == t.settings, (i, step, t)
     assert plan.next_step(spec, after, valid, 0).kind == "finish"
     assert_stable_again(k8s_cluster, ns, stable)
+
+
+# --- the known best across servers ----------------------------------------------------------------------------------
+
+SECOND = "qwen36-second"
+
+
+def settings_condition(k8s: K8sCluster, ns: str, name: str) -> dict[str, Any]:
+    st = k8s.get("sglangserver", name, "-n", ns).get("status") or {}
+    return next((c for c in st.get("conditions") or [] if c["type"] == "SpeculativeSettings"), {})
+
+
+def test_a_second_server_deployed_below_the_known_best_is_told_so_and_at_it_is_not(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    """A Grid tuning of the regressed server over 1/1/2 and 3/1/4 at concurrency 1 finishes; a second server of the
+    namespace deployed with the regressed 1/1/2 gets SpeculativeSettings=False, reason BelowKnownBest, naming 3/1/4,
+    both figures and the tuning; the same server set to 3/1/4 gets no such condition; ``tune best`` lists 3/1/4."""
+    import subprocess
+    import sys
+
+    ns, name = namespace, "qwen36-known"
+    k8s_cluster.apply(sample(BAD), ns)
+    wait_for("the server Ready", lambda: k8s_cluster.get("sglangserver", SERVER, "-n", ns).get("status", {})
+             .get("phase") == "Ready", timeout=120, interval=1)
+    body = tuning(name, parameters={"numSteps": {"list": [1, 3]}}, budget={"maxTrialCount": 3},
+                  algorithm={"algorithmName": "Grid"})
+    body["spec"]["workload"].update(maxOutputTokens=64, concurrency=[{"level": 1}])
+    k8s_cluster.apply(body, ns)
+    obj = wait_for("the tuning finished", lambda: finished(k8s_cluster, ns, name), timeout=240, interval=1)
+    status = api.SGLangTuningStatus.model_validate(obj["status"])
+    assert status.phase == "Succeeded" and status.best is not None and status.best.summary == "3/1/4", obj["status"]
+    assert status.setup is not None and status.setup.gpu_product == "NVIDIA-RTX-A6000"
+    decode = {t.settings.summary(): t.levels[0].decode_tokens_per_second for t in status.trials
+              if t.verdict == "Completed"}
+    assert decode["3/1/4"] > 1.2 * decode["1/1/2"], decode
+
+    second = sample(BAD)
+    second["metadata"]["name"] = SECOND
+    k8s_cluster.apply(second, ns)
+    below = wait_for("the second server below the known best", lambda: (lambda c: c if c.get("reason") ==
+                     "BelowKnownBest" else None)(settings_condition(k8s_cluster, ns, SECOND)), timeout=60,
+                     interval=1)
+    print(below["message"])
+    assert below["status"] == "False"
+    message = below["message"]
+    assert message.startswith(f"the spec runs 1/1/2: {decode['1/1/2']:.1f} decode tok/s at concurrency 1"), message
+    assert f"3/1/4 measured {decode['3/1/4']:.1f} decode tok/s" in message and f"SGLangTuning {name}" in message
+    assert f"kubectl sglang tune apply {name} --server {SECOND}" in message
+
+    second["spec"]["speculative"]["numSteps"] = 3
+    k8s_cluster.apply(second, ns)
+    at = wait_for("the second server at the known best", lambda: (lambda c: c if c.get("reason") == "AtKnownBest"
+                  else None)(settings_condition(k8s_cluster, ns, SECOND)), timeout=60, interval=1)
+    assert at["status"] == "True" and "3/1/4" in at["message"]
+
+    out = subprocess.run([sys.executable, "-m", "sglang_operator.entry.cli", "tune", "best", "qwen", "-n", ns],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    print(out)
+    assert "3/1/4" in out and f"{decode['3/1/4']:.1f} decode tok/s" in out and name in out

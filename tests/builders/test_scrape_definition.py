@@ -91,7 +91,7 @@ def test_both_renderings_label_the_servers_pods_alike(rendered: builders.Rendere
     assert set(mon.TARGET_LABELS) == {"namespace", "pod", "sglang_server", "revision"}
 
 
-@pytest.mark.parametrize("change", ["other port", "finished pod", "not managed", "not sglang"])
+@pytest.mark.parametrize("change", ["other port", "finished pod", "not managed", "not sglang", "tuning trial"])
 def test_both_renderings_skip_the_same_targets(rendered: builders.Rendered, change: str) -> None:
     pod_labels = dict(rendered.deployment["spec"]["template"]["metadata"]["labels"])
     port, phase = mon.SCRAPE.port, "Running"
@@ -101,6 +101,11 @@ def test_both_renderings_skip_the_same_targets(rendered: builders.Rendered, chan
         phase = "Succeeded"
     elif change == "not managed":
         pod_labels[mon.MANAGED_BY_LABEL] = "someone-else"
+    elif change == "tuning trial":  # a Shadow trial's pod: never a server in the dashboards
+        from sglang_operator.builders.tuning import TRIAL_COMPONENT, TUNING_LABEL
+
+        pod_labels.update({"app.kubernetes.io/instance": "qwen36-27b-tune-trial-3",
+                           mon.COMPONENT_LABEL: TRIAL_COMPONENT, TUNING_LABEL: "qwen36-27b-tune"})
     else:
         pod_labels[mon.NAME_LABEL] = "vllm"
     monitor = mon.pod_monitor("qwen36-27b", "team-a", str(rendered.command.version))

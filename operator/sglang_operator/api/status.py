@@ -59,6 +59,11 @@ class ConditionType(StrEnum):
     """Once Ready: True when SGLang reports an acceptance length; False when speculation was asked for but
     ``/server_info`` shows none or the acceptance-length series are absent (NEXTN reported as EAGLE is not a
     difference)."""
+    SPECULATIVE_SETTINGS = "SpeculativeSettings"
+    """False (reason ``BelowKnownBest``) when a finished SGLangTuning of the namespace, on the same model, GPU
+    product, parallelism and release, measured the spec's speculative settings clearly worse than its best
+    (message: the better settings, both figures, the tuning); True (``AtKnownBest``) when it measured them within
+    the noise of the best. Nothing is changed by itself (``docs/tuning.md``, "Known best across servers")."""
 
 
 class Phase(StrEnum):

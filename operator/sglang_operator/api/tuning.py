@@ -26,6 +26,7 @@ from pydantic import Field, ValidationError
 
 from sglang_operator.api.base import GROUP, VERSION, ApiModel, CelRule, FreeForm, StatusModel
 from sglang_operator.api.status import Condition
+from sglang_operator.api.tuning_setup import TuningSetup
 
 log = logging.getLogger("sglang_operator.api")
 
@@ -396,6 +397,10 @@ class Algorithm(ApiModel):
     """``Default``, ``Grid``, ``Random`` or ``TPE``."""
     seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 0
     """Seed of the random choices (Random and TPE), so a resumed tuning chooses the same points."""
+    start_num_steps: Annotated[int | None, Field(ge=1, le=16)] = None
+    """``Default`` only: the numSteps its climb over chains starts from (the nearest value of
+    ``parameters.numSteps``), e.g. the server's own to see the climb from it; unset: SGLang's default 3, usually
+    the closest to the optimum (the fewest trials)."""
 
 
 class TuningMode(StrEnum):
@@ -695,6 +700,9 @@ class SGLangTuningStatus(StatusModel):
     """The best trial at each concurrency level, with its speedup over the control trial at that level."""
     stable_revision: ShortText | None = None
     """InPlace: the revision serving when the tuning began, applied again at the end."""
+    setup: TuningSetup | None = None
+    """What the trials ran on (model, GPU product, parallelism, release, workload), recorded when the tuning began:
+    the known best across the namespace's servers compares only equal setups."""
 
     def dump(self) -> dict[str, Any]:
         """camelCase dict for a status patch, unset fields left out."""

@@ -144,12 +144,21 @@ def pod_monitor(name: str, namespace: str, sglang_version: str, labels: Mapping[
     }
 
 
+COMPONENT_LABEL = "app.kubernetes.io/component"
+TRIAL_COMPONENT = "tuning-trial"
+"""``app.kubernetes.io/component`` of an SGLangTuning's Shadow trial pods
+(:data:`sglang_operator.builders.tuning.TRIAL_COMPONENT`): never scraped, so a trial never appears as a server in
+the dashboards (the tuning measures its trials itself)."""
+
+
 def discovery_filters() -> tuple[Relabel, ...]:
     """The keep/drop steps of the plain config that stand for the PodMonitor's selector, port and phase filter:
-    pods labelled as the operator's SGLang pods, their container port ``http``, not finished."""
+    pods labelled as the operator's SGLang pods, but not a tuning's trial pods (a server's PodMonitor selects its
+    own instance only), their container port ``http``, not finished."""
     return (
         Relabel((meta_pod_label(NAME_LABEL), meta_pod_label(MANAGED_BY_LABEL)), action="keep",
                 regex=f"{APP_NAME};{MANAGED_BY}"),
+        Relabel((meta_pod_label(COMPONENT_LABEL),), action="drop", regex=TRIAL_COMPONENT),
         Relabel(("__meta_kubernetes_pod_container_port_name",), action="keep", regex=SCRAPE.port),
         Relabel(("__meta_kubernetes_pod_phase",), action="drop", regex=FINISHED_POD_PHASES),
     )

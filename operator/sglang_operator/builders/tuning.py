@@ -18,13 +18,15 @@ from sglang_operator import builders
 from sglang_operator.api.base import GROUP
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.builders.monitoring import TRIAL_COMPONENT as TRIAL_POD_COMPONENT
 from sglang_operator.builders.owner import adopt
 from sglang_operator.builders.revision import pinned_image
 
 TUNING_LABEL = f"{GROUP}/tuning"
 """Label of a Shadow trial's Deployment and pods: the SGLangTuning's name."""
-TRIAL_COMPONENT = "tuning-trial"
-"""``app.kubernetes.io/component`` of a Shadow trial (a server's pods have ``server``)."""
+TRIAL_COMPONENT = TRIAL_POD_COMPONENT
+"""``app.kubernetes.io/component`` of a Shadow trial (a server's pods have ``server``); the scrape configs drop its
+pods (:func:`~sglang_operator.builders.monitoring.discovery_filters`)."""
 
 
 @dataclass(frozen=True)

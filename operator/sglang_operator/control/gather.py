@@ -191,7 +191,8 @@ class Gathering:
             promote_token=(meta.get("annotations") or {}).get(judging.PROMOTE_ANNOTATION),
             apply_failure=mem.apply_failure, apply_failure_reason=mem.apply_failure_reason, previous_diffs=mem.diffs,
             tunings=self.tunings.of(mem.key),
-            spec_hash=self._spec_hash(mem, view)), policy
+            spec_hash=self._spec_hash(mem, view),
+            settings=self.tunings.settings_condition(server.namespace, spec, generation, now, view)), policy
 
     async def _read_pods(self, mem: ServerMemory, view: dict[str, Any], status: SGLangServerStatus,
                          spec: SGLangServerSpec, policy: Any, health: Any, pods: list[dict[str, Any]],

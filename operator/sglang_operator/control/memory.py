@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime as dt
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sglang_operator.api.server import parse_status
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions.sampling.backoff import Backoff
+from sglang_operator.decisions.tuning import known_best
 from sglang_operator.decisions.tuning.inplace import TuningRequest, request_of
 from sglang_operator.decisions.tuning.queue import Candidate
 from sglang_operator.io.sampler import SamplerState
@@ -191,18 +193,23 @@ class TuningRequests:
     the observer's resync (:meth:`resync`), indexed by the server's key: the server's gather reads it (no GET per
     tick), and a change wakes the server's worker; the tuning queue reads every request from it
     (:meth:`candidates`) and records who may run (:meth:`admit`). Holds one small request per tuning, never the
-    tuning's body."""
+    tuning's body; and, per namespace, what each finished tuning measured
+    (:class:`~sglang_operator.decisions.tuning.known_best.TuningRecord`: its setup and Completed trials' figures,
+    at most 102 trials × 6 levels), from which :meth:`known_best` builds the namespace's table once per change."""
 
     def __init__(self) -> None:
         self._by_server: dict[Key, dict[str, TuningRequest]] = {}
         self._server_of: dict[Key, Key] = {}
         self._admitted: frozenset[Key] = frozenset()
+        self._records: dict[str, dict[str, known_best.TuningRecord]] = {}
+        self._known: dict[str, known_best.KnownBest] = {}
 
     def apply(self, event_type: str | None, body: Any) -> Key | None:
         """Record a watch event of an SGLangTuning (``DELETED`` forgets it); returns the key of the server it names
         (to wake), None when it names none."""
         meta = body.get("metadata") or {}
         tuning: Key = (str(meta.get("namespace") or "default"), str(meta.get("name")))
+        self._record(tuning, None if event_type == "DELETED" else known_best.record_of(body))
         old = self._server_of.pop(tuning, None)
         if old is not None:
             self._by_server.get(old, {}).pop(tuning[1], None)
@@ -225,10 +232,42 @@ class TuningRequests:
         wake)."""
         before = {server: dict(got) for server, got in self._by_server.items()}
         self._by_server, self._server_of = {}, {}
+        self._records, self._known = {}, {}  # a deleted tuning's measurements leave the known best too
         for body in bodies:
             self.apply("MODIFIED", body)
         return {server for server in before.keys() | self._by_server.keys()
                 if before.get(server) != self._by_server.get(server)}
+
+    def _record(self, tuning: Key, record: known_best.TuningRecord | None) -> None:
+        records = self._records.setdefault(tuning[0], {})
+        if records.get(tuning[1]) == record:
+            return
+        if record is None:
+            records.pop(tuning[1], None)
+        else:
+            records[tuning[1]] = record
+        self._known.pop(tuning[0], None)
+        if not records:
+            self._records.pop(tuning[0], None)
+
+    def known_best(self, namespace: str) -> known_best.KnownBest:
+        """The known best of ``namespace``'s finished tunings (:func:`~sglang_operator.decisions.tuning.known_best.
+        build`), built again only after a tuning of the namespace changed what it contributes."""
+        got = self._known.get(namespace)
+        if got is None:
+            got = known_best.build((self._records.get(namespace) or {}).values())
+            self._known[namespace] = got
+        return got
+
+    def settings_condition(self, namespace: str, spec: SGLangServerSpec, generation: int, now: dt.datetime,
+                           view: Any) -> dict[str, Any] | None:
+        """Condition ``SpeculativeSettings`` of a server of ``namespace`` running ``spec`` (``view``: its object as
+        stored) against the namespace's known best (:func:`~sglang_operator.decisions.tuning.known_best.
+        condition`); None: nothing to say."""
+        stored = (view.get("status") or {}).get("conditions") or []
+        return known_best.condition(self.known_best(namespace), spec, generation, now,
+                                    [c for c in stored if isinstance(c, dict)],
+                                    str((view.get("metadata") or {}).get("name") or ""))
 
     def of(self, key: Key) -> tuple[TuningRequest, ...]:
         """The requests of the tunings naming server ``key``, by name, each with ``admitted`` as the tuning queue

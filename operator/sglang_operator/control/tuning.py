@@ -28,7 +28,7 @@ from sglang_operator.control.children import ChildApplyError
 from sglang_operator.decisions import pods as pod_rules
 from sglang_operator.decisions.conditions import parse_time
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
-from sglang_operator.decisions.tuning import lifecycle
+from sglang_operator.decisions.tuning import known_best, lifecycle
 from sglang_operator.decisions.tuning import trials as plan
 from sglang_operator.decisions.tuning.lifecycle import TrialFailure
 from sglang_operator.io import kube
@@ -107,6 +107,8 @@ class TuningRunner:
         try:
             server = parse(server_body)
             valid, invalid = plan.points(spec.parameters, server.spec)
+            setup = known_best.tuning_setup(server.spec, spec.workload,
+                                            server.spec.replicas if spec.mode is api.TuningMode.IN_PLACE else 1)
         except (SpecError, ValueError) as err:
             return await self._end(obj, status, api.TuningPhase.FAILED, "ServerNotTunable", _why(err), now)
         in_place = spec.mode is api.TuningMode.IN_PLACE
@@ -120,7 +122,7 @@ class TuningRunner:
             stable = where.stable
         self._backoff = WAIT_SECONDS  # it goes on: the next wait starts short again
         if status.started_at is None:
-            new, message = lifecycle.begin(status, spec, self.name, valid, invalid, now, stable)
+            new, message = lifecycle.begin(status, spec, self.name, valid, invalid, now, stable, setup)
             await self._write(obj, new, "Running", "True", "Searching", message, "TuningStarted")
             return True
         step = plan.next_step(spec, status, valid, (now - (parse_time(status.started_at) or now)).total_seconds())

@@ -56,7 +56,9 @@ class Observed:
     holds, the analysis' apply's too) and ``apply_failure_reason`` the ``Degraded`` reason it shows, ``previous_diffs``:
     the differences last posted; ``tunings``: what the SGLangTunings naming the server ask
     (:class:`~sglang_operator.decisions.tuning.inplace.TuningRequest`); ``spec_hash``: the object's spec hashed
-    without ``replicas`` (:func:`~sglang_operator.decisions.tuning.hold.spec_hash`)."""
+    without ``replicas`` (:func:`~sglang_operator.decisions.tuning.hold.spec_hash`); ``settings``: the
+    ``SpeculativeSettings`` condition against the namespace's known best
+    (:func:`~sglang_operator.decisions.tuning.known_best.condition`; None: nothing to say)."""
 
     now: dt.datetime
     generation: int
@@ -73,6 +75,7 @@ class Observed:
     previous_diffs: list[str] | None = None
     tunings: tuple[TuningRequest, ...] = ()
     spec_hash: str | None = None
+    settings: Condition | None = None
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,8 @@ def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Obse
         judged = judging_mod.judge(status, judging_mod.sample_for(o.samples, revision), policy, o.now,
                                    o.observation, list(o.health.conditions), o.generation, o.speculative,
                                    o.promote_token, typed)
-    conditions = judged.conditions
+    # the known best judges what the spec runs, never an InPlace tuning's trial (held: left as it was)
+    conditions = judged.conditions if o.settings is None or hold is not None else [*judged.conditions, o.settings]
     was_held = any(c.get("type") == ConditionType.TUNING_HELD and c.get("status") == "True"
                    for c in status.get("conditions") or [])
     if hold is None and was_held:

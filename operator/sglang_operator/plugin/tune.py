@@ -2,11 +2,15 @@
 ``kubectl sglang tune ...``), against the cluster in ``$KUBECONFIG``.
 
 - ``start SERVER``: creates an SGLangTuning of the server (validated by the API's Python mirror of the CRD's rules
-  first: a refused option never reaches the cluster; ``--dry-run`` prints it instead).
+  first: a refused option never reaches the cluster; ``--dry-run`` prints it instead, with the plan: valid and
+  refused points, trials at most, wall time and GPU-hours, :mod:`sglang_operator.plugin.tunecost`).
 - ``status NAME``: the trials (settings, verdict, objective, figures per concurrency level), the recommendation and
   its speedup over no speculative decoding; ``-o json``.
 - ``plot NAME -o FILE.png``: the objective over (steps, draft tokens) per topk and concurrency level, the winner
   marked (matplotlib, the optional extra ``plot``).
+- ``best [MODEL]``: the known best speculative settings of the namespace's finished tunings, per model, GPU
+  product, parallelism, release, workload and concurrency level (:mod:`sglang_operator.plugin.tunebest`); ``-o
+  json``.
 - ``apply NAME``: writes the recommendation into the server's spec the way ``undo`` writes
   (:mod:`sglang_operator.plugin.specwrite`: a later ``kubectl apply`` of your own file replaces it field for field)
   and prints the YAML snippet for a Git repository. The operator never writes it itself.
@@ -28,11 +32,11 @@ from rich.table import Table
 from sglang_operator.api.names import did_you_mean
 from sglang_operator.api.server import SpecError
 from sglang_operator.api.tuning import SGLangTuning, parse_tuning
-from sglang_operator.plugin import specwrite, tuneplan
+from sglang_operator.plugin import specwrite, tunebest, tuneplan
 from sglang_operator.plugin import undo as undo_plan
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Search a server's speculative settings (SGLangTuning): start, status, plot, apply.")
+                  help="Search a server's speculative settings (SGLangTuning): start, status, plot, best, apply.")
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="namespace of the SGLangTuning and its server")]
 TuningName = Annotated[str, typer.Argument(help="name of the SGLangTuning")]
 
@@ -42,11 +46,16 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _client() -> Any:
+def _make_client() -> Any:
+    """A lightkube client of ``$KUBECONFIG``'s cluster; raises when there is no configuration."""
     from lightkube import Client
 
+    return Client(field_manager="sglang-operator-cli")
+
+
+def _client() -> Any:
     try:
-        return Client(field_manager="sglang-operator-cli")
+        return _make_client()
     except Exception as exc:  # no kubeconfig, unreadable config: a clear message, no traceback
         raise _fail(f"no cluster to talk to: {exc}") from None
 
@@ -120,6 +129,8 @@ def start(
     trial_deadline_seconds: Annotated[int | None, typer.Option(help="seconds a trial may take to be Ready")] = None,
     algorithm: Annotated[str | None, typer.Option(help="Default, Grid, Random or TPE")] = None,
     seed: Annotated[int | None, typer.Option(help="seed of the random choices")] = None,
+    start_steps: Annotated[int | None, typer.Option(
+        help="Default search: the numSteps its climb starts from, e.g. the server's own (default: 3)")] = None,
     mode: Annotated[str | None, typer.Option(help="Shadow (default: other GPUs) or InPlace")] = None,
     allow_disruption: Annotated[bool, typer.Option(
         help="InPlace: allow every trial to restart the server's pods")] = False,
@@ -136,13 +147,15 @@ def start(
         max_output_tokens=max_output_tokens, seconds_per_level=seconds_per_level, warmup_seconds=warmup_seconds,
         repetitions=repetitions, max_trials=max_trials, max_failed_trials=max_failed_trials,
         max_duration_seconds=max_duration_seconds, trial_deadline_seconds=trial_deadline_seconds,
-        algorithm=algorithm, seed=seed, mode=mode, allow_disruption=allow_disruption)
+        algorithm=algorithm, seed=seed, start_steps=start_steps, mode=mode, allow_disruption=allow_disruption)
     try:
         body = tuneplan.tuning_body(opts)
     except tuneplan.UsageError as err:
         raise _fail(str(err), 2) from None
     if dry_run:
         typer.echo(yaml.safe_dump(body, sort_keys=False), nl=False)
+        for line in _plan_lines(body, namespace, server):
+            typer.echo(line)
         return
     from lightkube import ApiError
 
@@ -157,6 +170,30 @@ def start(
         raise _fail(f"the API server refused the SGLangTuning: {exc.status.message}") from None
     typer.echo(f"sglangtuning.{body['apiVersion'].split('/')[0]}/{created.metadata.name} created "
                f"(kubectl sglang tune status {created.metadata.name} -n {namespace})")
+
+
+def _plan_lines(body: dict[str, Any], namespace: str, server: str) -> list[str]:
+    """The dry run's plan (:mod:`sglang_operator.plugin.tunecost`) as comment lines: from the server's spec and its
+    pods when a cluster answers, else one line saying why there is none."""
+    from lightkube.resources.core_v1 import Pod
+
+    from sglang_operator.api.server import parse
+    from sglang_operator.io.kube import sglangserver_resource
+    from sglang_operator.plugin import tunecost
+
+    try:  # quietly: a dry run prints the object whether or not a cluster answers
+        client = _make_client()
+        server_body = client.get(sglangserver_resource(), server, namespace=namespace).to_dict()
+        pods = [p.to_dict() for p in client.list(Pod, namespace=namespace,
+                                                  labels={"app.kubernetes.io/instance": server})]
+    except Exception:  # no cluster, no such server
+        return [f"# no plan: SGLangServer {namespace}/{server} could not be read (the trials, wall time and GPU-hours "
+                "need its spec)"]
+    try:
+        spec = SGLangTuning.model_validate(body).spec
+        return tunecost.lines(tunecost.cost(spec, parse(server_body).spec, pods))
+    except (SpecError, ValueError) as err:
+        return [f"# no plan: {err}"]
 
 
 @app.command()
@@ -207,6 +244,41 @@ def plot(name: TuningName, output: Annotated[Path, typer.Option("--output", "-o"
 
 
 @app.command()
+def best(model: Annotated[str | None, typer.Argument(help="only models whose path contains this")] = None,
+         namespace: Namespace = "default",
+         output: Annotated[str, typer.Option("--output", "-o", help="table or json")] = "table") -> None:
+    """The best speculative settings the namespace's finished SGLangTunings measured, per model, GPU product,
+    parallelism, SGLang release, workload and concurrency level. A server running settings measured clearly worse
+    gets condition SpeculativeSettings=False (reason BelowKnownBest)."""
+    from lightkube import ApiError
+
+    from sglang_operator.io.kube import sglangtuning_resource
+
+    if output not in ("table", "json"):
+        raise _fail(f"--output {output!r} is not one of table, json{did_you_mean(output, ['table', 'json'])}", 2)
+    client = _client()
+    try:
+        bodies = [o.to_dict() for o in client.list(sglangtuning_resource(), namespace=namespace)]
+    except ApiError as exc:
+        raise _fail(f"SGLangTunings of {namespace} not listed: {exc.status.message}") from None
+    known = tunebest.known_best(bodies, model)
+    if output == "json":
+        typer.echo(known.model_dump_json(by_alias=True, indent=2))
+        return
+    if not known.tables:
+        typer.echo(f"no finished SGLangTuning in {namespace}" + (f" of a model matching {model!r}" if model else "")
+                   + " measured anything yet")
+        return
+    table = Table(title=f"Known best speculative settings in {namespace} (decode tok/s at concurrency 1, output "
+                  "tok/s above)", title_justify="left")
+    for col in tunebest.HEADER:
+        table.add_column(col, no_wrap=True)
+    for row in tunebest.rows(known):
+        table.add_row(*row)
+    Console(width=250).print(table)
+
+
+@app.command()
 def apply(
     name: TuningName,
     namespace: Namespace = "default",
@@ -215,6 +287,9 @@ def apply(
     field_manager: Annotated[str, typer.Option(
         help="the server-side apply field manager that owns the written fields afterwards, when it applied the "
              "object (kubectl apply --server-side's default: kubectl)")] = undo_plan.SERVER_SIDE_MANAGER,
+    server_name: Annotated[str | None, typer.Option(
+        "--server", help="write into this SGLangServer of the namespace instead of the tuned one (one of the same "
+                         "model, GPUs and release: its SpeculativeSettings condition names the tuning)")] = None,
 ) -> None:
     """Write the recommendation of an SGLangTuning into its server's spec (the operator never does: GitOps tools own
     the spec) and print the YAML snippet for a Git repository. Written like undo writes: a later kubectl apply of
@@ -235,7 +310,7 @@ def apply(
     if best is None:
         raise _fail(f"SGLangTuning {name} has no recommendation yet (phase {st.phase if st else None}): see "
                     f"`kubectl sglang tune status {name} -n {namespace}`")
-    server = tuning.spec.server_ref.name
+    server = server_name or tuning.spec.server_ref.name
     schema = model_schema(SGLangServerSpec)
 
     def read() -> dict[str, Any]:

@@ -30,6 +30,7 @@ from sglang_operator.api.tuning import (
     SGLangTuning,
     SGLangTuningStatus,
     TrialSettings,
+    TrialVerdict,
     TuningMode,
     parse_tuning,
 )
@@ -112,6 +113,7 @@ class StartOptions:
     trial_deadline_seconds: int | None = None
     algorithm: str | None = None
     seed: int | None = None
+    start_steps: int | None = None
     mode: str | None = None
     allow_disruption: bool = False
 
@@ -159,6 +161,8 @@ def tuning_body(o: StartOptions) -> dict[str, Any]:
         algorithm["algorithmName"] = _choice("--algorithm", o.algorithm, [a.value for a in AlgorithmName])
     if o.seed is not None:
         algorithm["seed"] = o.seed
+    if o.start_steps is not None:
+        algorithm["startNumSteps"] = o.start_steps
     spec: dict[str, Any] = {"serverRef": {"name": o.server}}
     for key, block in (("parameters", params), ("objective", objective), ("workload", workload),
                        ("budget", budget), ("algorithm", algorithm)):
@@ -218,6 +222,8 @@ def status_rows(tuning: SGLangTuning) -> tuple[list[str], list[list[str]]]:
     best = status.best.trial if status.best else None
     rows = []
     for t in status.trials:
+        if t.verdict == TrialVerdict.INVALID.value:  # one line under the table (:func:`invalid_line`)
+            continue
         mark = "★" if t.name == best else "◇" if t.name == status.control_trial else ""
         row = [mark, t.name, t.settings.summary(), t.verdict or "Running", _num(t.objective)]
         by_level = {f.concurrency: f for f in t.levels}
@@ -230,10 +236,59 @@ def status_rows(tuning: SGLangTuning) -> tuple[list[str], list[list[str]]]:
 
 
 def reason_lines(tuning: SGLangTuning) -> list[str]:
-    """``<trial>: <reason>`` of every trial with a reason (SGLang's crash tail, the scheduler's message, the
-    pruning rule), in order."""
+    """``<trial>: <reason>`` of every started trial with a reason (SGLang's crash tail, the scheduler's message, the
+    pruning rule), in order; then the Invalid points in one line (:func:`invalid_line`) and why the running trial
+    or the tuning waits (:func:`pending_lines`)."""
     status = tuning.status or SGLangTuningStatus()
-    return [f"{t.name}: {t.reason}" for t in status.trials if t.reason]
+    lines = [f"{t.name}: {t.reason}" for t in status.trials if t.reason and t.verdict != TrialVerdict.INVALID.value]
+    invalid = invalid_line(status)
+    return [*lines, *([invalid] if invalid else []), *pending_lines(status)]
+
+
+INVALID_EXAMPLES = 4
+"""Settings named per reason in :func:`invalid_line`."""
+
+
+def invalid_line(status: SGLangTuningStatus) -> str | None:
+    """The Invalid points in one line: how many the release's rules refused (``trialsInvalid``, never run) and,
+    per distinct reason (its first sentence), a few of the settings it refused; None without any."""
+    total = status.trials_invalid or 0
+    recorded = [t for t in status.trials if t.verdict == TrialVerdict.INVALID.value]
+    if not total and not recorded:
+        return None
+    by_reason: dict[str, list[str]] = {}
+    for t in recorded:
+        reason = (t.reason or "no reason given").strip().splitlines()[0].split("; ")[0][:120]
+        by_reason.setdefault(reason, []).append(t.settings.summary())
+    parts = []
+    for reason, settings in by_reason.items():
+        shown = ", ".join(settings[:INVALID_EXAMPLES]) + (" …" if len(settings) > INVALID_EXAMPLES else "")
+        parts.append(f"{shown}: {reason}")
+    more = f" ({total - len(recorded)} more not recorded)" if total > len(recorded) else ""
+    return (f"invalid: {max(total, len(recorded))} points refused by the release's rules, never run{more}"
+            + (" — " + "; ".join(parts) if parts else ""))
+
+
+def pending_lines(status: SGLangTuningStatus) -> list[str]:
+    """Why nothing moves: the running trial's ``TrialPending`` message (the scheduler's or the pod's) or that it
+    runs since its start, and a ``Running=False`` condition of an active tuning (waiting for its server, a canary or
+    another tuning's hold)."""
+    if status.phase in ("Succeeded", "Failed", "Cancelled"):
+        return []
+    conds = {c.type: c for c in status.conditions}
+    out = []
+    running = next((t for t in status.trials if t.verdict is None), None)
+    if running is not None:
+        pending = conds.get("TrialPending")
+        if pending is not None and pending.status == "True" and running.name in pending.message:
+            out.append(f"pending: {pending.message}")
+        else:
+            out.append(f"running: {running.name} ({running.settings.summary()}) since {running.started_at or '?'}: "
+                       "starting or being measured")
+    waiting = conds.get("Running")
+    if waiting is not None and waiting.status == "False":
+        out.append(f"waiting: {waiting.reason}: {waiting.message}")
+    return out
 
 
 def summary_lines(tuning: SGLangTuning) -> list[str]:

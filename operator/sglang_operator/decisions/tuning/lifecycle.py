@@ -24,6 +24,7 @@ from sglang_operator.api import tuning as api
 from sglang_operator.api.base import truncate
 from sglang_operator.api.server import parse
 from sglang_operator.api.status import ConditionType, SGLangServerStatus
+from sglang_operator.api.tuning_setup import TuningSetup
 from sglang_operator.builders.tuning import trial_workload
 from sglang_operator.decisions.conditions import merge, rfc3339
 from sglang_operator.decisions.tuning import inplace
@@ -65,14 +66,17 @@ def status_body(status: api.SGLangTuningStatus, generation: int,
 
 
 def begin(status: api.SGLangTuningStatus, spec: api.SGLangTuningSpec, tuning: str, valid: Sequence[Any],
-          invalid: Sequence[Any], now: dt.datetime, stable: str | None) -> tuple[api.SGLangTuningStatus, str]:
-    """The first step: (the new status, the message of ``Running=True`` and of the ``TuningStarted`` event)."""
+          invalid: Sequence[Any], now: dt.datetime, stable: str | None,
+          setup: TuningSetup | None = None) -> tuple[api.SGLangTuningStatus, str]:
+    """The first step: (the new status, the message of ``Running=True`` and of the ``TuningStarted`` event).
+    ``setup``: what the trials run on (``status.setup``,
+    :func:`~sglang_operator.decisions.tuning.known_best.tuning_setup`)."""
     room = min(INVALID_RECORDS, api.MAX_TRIAL_RECORDS - spec.budget.max_trial_count - 1)
     total = plan.planned_trials(spec, list(valid))
     new = status.model_copy(update={
         "phase": api.TuningPhase.RUNNING.value, "started_at": rfc3339(now), "trials_total": total,
         "trials_invalid": len(invalid), "trials": plan.invalid_records(tuning, list(invalid), room),
-        "stable_revision": stable})
+        "stable_revision": stable, "setup": setup})
     message = (f"{len(valid)} valid points, {len(invalid)} refused by the release's rules; up to {total} trials "
                f"(the control trial without speculative decoding included)")
     return new, message

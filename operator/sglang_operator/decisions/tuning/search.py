@@ -12,9 +12,9 @@ trial counts in ``max_trial_count`` (Katib's rule), the control trial and the ad
   budget grows with numSteps × eagleTopk; neighbouring points differ little. Stages:
 
   1. the control trial;
-  2. chains: hill climbing over numSteps from SGLang's default 3 (upwards first, downwards only when the first
-     step up did not gain; ``PATIENCE`` step past a drop of less than ``CLEAR_DROP``, 5 %, which may be the
-     noise; a clear drop ends the direction);
+  2. chains: hill climbing over numSteps from SGLang's default 3 (or ``start_steps``; upwards first, downwards
+     only when the first step up did not gain; ``PATIENCE`` step past a drop of less than ``CLEAR_DROP``, 5 %,
+     which may be the noise; a clear drop ends the direction);
   3. trees: for each eagleTopk > 1 one probe, the fullest tree (the most draft tokens of the set, at most
      numSteps × eagleTopk + 1) at the best chain's numSteps; then the same climb over numSteps, with the fullest
      tree of each, for the width whose probe was best, when it reached ``WIDTH_CUTOFF`` (90 %) of the best value
@@ -109,6 +109,9 @@ class SearchSettings(TuningModel):
     algorithm: Algorithm = DEFAULT_ALGORITHM
     seed: int = 0
     repeats: Annotated[int, Field(ge=0)] = 3
+    start_steps: Annotated[int | None, Field(ge=1)] = None
+    """``CoordinateAscent``: the numSteps its climb over chains starts from (the nearest of the space's;
+    ``algorithm.startNumSteps``); None: :data:`CHAIN_START_STEPS`."""
 
 
 class Suggestion(TuningModel):
@@ -425,7 +428,7 @@ def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
     why = "the space is exhausted"
     try:
         yield from b.measure(None)
-        start = CHAIN_START_STEPS
+        start = settings.start_steps or CHAIN_START_STEPS
         lines: dict[int, tuple[list[Point], int]] = {}
         for topk in space.topks:
             steps = space.steps_of(topk)

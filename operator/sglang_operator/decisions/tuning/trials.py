@@ -88,7 +88,7 @@ def search_settings(spec: api.SGLangTuningSpec) -> SearchSettings:
     algorithm = DEFAULT if name is api.AlgorithmName.DEFAULT else Algorithm(name.value)
     return SearchSettings(objective=search_objective(spec), max_trial_count=spec.budget.max_trial_count,
                           max_failed_trial_count=spec.budget.max_failed_trial_count, algorithm=algorithm,
-                          seed=spec.algorithm.seed)
+                          seed=spec.algorithm.seed, start_steps=spec.algorithm.start_num_steps)
 
 
 def search_space(params: api.Parameters) -> SearchSpace:

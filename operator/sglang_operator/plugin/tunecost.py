@@ -1,0 +1,101 @@
+"""What a tuning will cost, for ``tune start --dry-run`` (pure: from the tuning's spec, its server's and the server's
+pods; :mod:`sglang_operator.plugin.tune` reads them).
+
+- **Trials**: at most ``status.trialsTotal`` would be (:func:`~sglang_operator.decisions.tuning.trials.
+  planned_trials`: the control trial, each valid point, the adaptive-mode trial, the repeats the noise rule may ask
+  for, never more than ``maxTrialCount``); the valid and refused points are the release's own rules over
+  ``spec.parameters`` (:func:`~sglang_operator.decisions.tuning.trials.points`).
+- **Per trial**: the model load, estimated by how long the server's own Ready pods took from their start to Ready
+  (the median; unknown without a Ready pod), plus the measurement: ``warmupSeconds`` and every level's
+  ``repetitions`` × ``secondsPerLevel``, each later level settling for at most ``warmupSeconds`` (an upper bound).
+- **GPU-hours**: the trials' wall time × the GPUs one trial holds (Shadow: one pod of the server's; InPlace: every
+  replica's).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_operator.api import tuning as api
+from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.decisions.conditions import parse_time
+from sglang_operator.decisions.tuning import trials as plan
+
+
+@dataclass(frozen=True)
+class Cost:
+    """``valid`` / ``invalid`` points, ``trials`` at most, ``load_seconds`` per trial (None: unknown),
+    ``measured_seconds`` per trial at most, ``gpus`` one trial holds."""
+
+    valid: int
+    invalid: int
+    trials: int
+    load_seconds: float | None
+    measured_seconds: float
+    gpus: int
+
+    @property
+    def trial_seconds(self) -> float:
+        return (self.load_seconds or 0.0) + self.measured_seconds
+
+    @property
+    def wall_seconds(self) -> float:
+        """Wall time of every trial at most, seconds (the model load unknown: the measurement alone)."""
+        return self.trials * self.trial_seconds
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.wall_seconds * self.gpus / 3600.0
+
+
+def measured_seconds(workload: api.Workload) -> float:
+    """Seconds one trial is measured for at most (module docstring)."""
+    levels = len(workload.concurrency)
+    return float(levels * workload.warmup_seconds + levels * workload.repetitions * workload.seconds_per_level)
+
+
+def load_seconds(pods: Iterable[Mapping[str, Any]]) -> float | None:
+    """The median time from a pod's start (``status.startTime``) to its Ready condition, seconds, over the Ready
+    ``pods``; None without one."""
+    got = []
+    for p in pods:
+        st = p.get("status") or {}
+        ready = next((c for c in st.get("conditions") or [] if c.get("type") == "Ready" and c.get("status") == "True"),
+                     None)
+        start, at = parse_time(st.get("startTime")), parse_time((ready or {}).get("lastTransitionTime"))
+        if start is not None and at is not None and at >= start:
+            got.append((at - start).total_seconds())
+    return statistics.median(got) if got else None
+
+
+def cost(spec: api.SGLangTuningSpec, server: SGLangServerSpec, pods: Iterable[Mapping[str, Any]] = ()) -> Cost:
+    """The :class:`Cost` of a tuning ``spec`` of a server whose spec is ``server`` and whose pods are ``pods``.
+    Raises ``ValueError`` when the server's spec does not render (its release unknown)."""
+    valid, invalid = plan.points(spec.parameters, server)
+    replicas = server.replicas if spec.mode is api.TuningMode.IN_PLACE else 1
+    return Cost(valid=sum(not p.adaptive for p in valid), invalid=len(invalid),
+                trials=plan.planned_trials(spec, valid), load_seconds=load_seconds(pods),
+                measured_seconds=measured_seconds(spec.workload),
+                gpus=server.gpus * server.parallelism.nodes * replicas)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min" if seconds >= 90 \
+        else f"{seconds:.0f} s"
+
+
+def lines(c: Cost) -> list[str]:
+    """The plan as comment lines (``# ...``) under the dry run's YAML."""
+    load = (f"{c.load_seconds:.0f} s model load (as the server's pods took) + " if c.load_seconds is not None
+            else "the model load (unknown: no Ready pod of the server) + ")
+    return [
+        f"# plan: {c.valid} valid points, {c.invalid} refused by the release's rules (never run)",
+        f"# at most {c.trials} trials (the control trial and the noise rule's repeats included; the default search "
+        "often stops earlier)",
+        f"# each: {load}{c.measured_seconds:.0f} s measured at most, on {c.gpus} GPU{'s' if c.gpus != 1 else ''}",
+        f"# at most {_duration(c.wall_seconds)} wall time, {c.gpu_hours:.2f} GPU-hours"
+        + ("" if c.load_seconds is not None else " plus the model loads"),
+    ]
