@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from sglang_operator.api.analysis import Analysis, Baseline, CanaryState, CanaryStepRecord, Rejection, RollbackRecord
+from sglang_operator.api.autoscaling import AutoscalingStatus
 from sglang_operator.api.base import FreeForm, StatusModel
 
 
@@ -51,6 +52,10 @@ class ConditionType(StrEnum):
     """Once Ready: True when SGLang reports an acceptance length; False when speculation was asked for but
     ``/server_info`` shows none or the acceptance-length series are absent (NEXTN reported as EAGLE is not a
     difference)."""
+    AUTOSCALING = "Autoscaling"
+    """With ``spec.autoscaling``: True while the ScaledObject is applied (mode KEDA, reason ``ScaledObjectApplied``)
+    or the user's scaler owns the count (reason ``External``); False when it cannot be (reasons
+    ``KEDANotInstalled``, ``NoPrometheusAddress``, ``ApplyFailed``): the server keeps ``spec.replicas`` and serves."""
 
 
 class Phase(StrEnum):
@@ -204,7 +209,7 @@ class SGLangServerStatus(StatusModel):
     own phase, ``analysis.phase``)."""
     conditions: list[Condition] = Field(default_factory=list)
     """Conditions in metav1 shape: Ready, Available, Progressing, Degraded, SpecValid, SettingsDiffer,
-    StableRegressed, SpeculativeDecodingActive, TuningHeld."""
+    StableRegressed, SpeculativeDecodingActive, TuningHeld, Autoscaling."""
     replicas: int | None = None
     """Pods existing (scale subresource statusReplicasPath)."""
     ready_replicas: int | None = None
@@ -251,6 +256,9 @@ class SGLangServerStatus(StatusModel):
 
     tuning_hold: TuningHold | None = None
     """The InPlace SGLangTuning holding the server (its trials run on the server's pods), unset when none does."""
+    autoscaling: AutoscalingStatus | None = None
+    """With ``spec.autoscaling``: the scale target, whether the loop judges now and the pause in force
+    (docs/autoscaling.md)."""
 
     def dump(self) -> dict[str, Any]:
         """camelCase dict for a status patch, unset fields left out."""

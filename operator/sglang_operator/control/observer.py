@@ -45,7 +45,7 @@ from sglang_operator.api.status import Phase, SGLangServerStatus
 from sglang_operator.builders.canary import serving_name
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
 from sglang_operator.builders.revision import DIGEST_ANNOTATION
-from sglang_operator.control import ledger, restore, server_status, testhooks
+from sglang_operator.control import autoscaling, ledger, restore, server_status, testhooks
 from sglang_operator.control.apply import apply_placement, placement
 from sglang_operator.control.memory import Key, Memories, ParseCache, ServerMemory, TuningRequests, key_of
 from sglang_operator.control.multinode import apply_when_served
@@ -316,7 +316,8 @@ class Observer:
         except SpecError:
             return
         observed, policy = await self.gather(mem, view, status, server, spec, now)
-        await self.persist(mem, body, decide(stored, mem.applied, observed, policy, status), now)
+        decided = decide(stored, mem.applied, observed, policy, status)  # then the autoscaler, in the same patch
+        await self.persist(mem, body, await autoscaling.follow(mem, body, server, stored, decided, now), now)
 
     async def _apply_when_served(self, mem: ServerMemory, body: dict[str, Any], now: dt.datetime) -> None:
         """A server that waited for the LeaderWorkerSet API: applied once it is served
