@@ -66,6 +66,14 @@ def test_the_pause_follows_what_the_loop_judges(case: SGLangServerStatus, expect
     assert scaling.pause_of(case, 2) == expected
 
 
+def test_the_light_parse_pauses_as_the_whole_status() -> None:
+    for s in (status(AnalysisPhase.WARMING_UP), status(AnalysisPhase.STABLE, canary=True),
+              status(AnalysisPhase.STABLE, trial=True), status(AnalysisPhase.STABLE)):
+        full = {**s.dump(), "phase": "Ready", "conditions": [], "tuningHold": s.dump().get("tuningHold")}
+        whole = SGLangServerStatus.model_validate({k: v for k, v in full.items() if v is not None})
+        assert scaling.pause_of(scaling.judged_status(full), 2) == scaling.pause_of(whole, 2)
+
+
 AUTO = {"maxReplicas": 3, "target": 4}
 
 

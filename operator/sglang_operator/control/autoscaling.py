@@ -65,7 +65,8 @@ async def follow(mem: ServerMemory, body: Mapping[str, Any], server: SGLangServe
     if _idle(server, stored, decision, had):
         return decision
     available = await keda.available()
-    wanted = scaling.want(server, decision.status, keda=available, prometheus_address=keda.prometheus_address,
+    decided = scaling.judged_status(decision.status_json)
+    wanted = scaling.want(server, decided, keda=available, prometheus_address=keda.prometheus_address,
                           had=had)
     failure: str | None = None
     applied = False
@@ -74,7 +75,7 @@ async def follow(mem: ServerMemory, body: Mapping[str, Any], server: SGLangServe
     elif wanted.delete:
         await _delete(mem, body)
     generation = int((body.get("metadata") or {}).get("generation") or 0)
-    autoscaling, cond = scaling.report(server, decision.status, wanted, applied, failure, generation, now)
+    autoscaling, cond = scaling.report(server, decided, wanted, applied, failure, generation, now)
     return scaling.with_autoscaling(decision, dict(stored), autoscaling, cond)
 
 

@@ -292,9 +292,9 @@ class Observer:
 
     async def observe(self, body: dict[str, Any], now: dt.datetime) -> None:
         """Observe one SGLangServer ``body`` and persist what that decides (nothing when nothing changed): gather
-        (:meth:`gather`: pods, ``/server_info``, the interval's samples) → decide (pure:
-        :func:`sglang_operator.decisions.observation.decide`) → persist (:meth:`persist`: one status patch, the events,
-        the revision to apply as the server's job). The caller holds the server's lock."""
+        (:meth:`gather`: pods, ``/server_info``, the samples) → decide (pure: :func:`~sglang_operator.decisions.
+        observation.decide`) → the autoscaler (:func:`sglang_operator.control.autoscaling.follow`: the ScaledObject) →
+        persist (:meth:`persist`: one status patch, the events, the job's apply). The caller holds the server's lock."""
         meta, stored = body.get("metadata", {}), body.get("status") or {}
         mem = self.memory(body)
         view = {**body, "status": {**stored, **mem.applied}} if mem.applied else body  # what the server's job applied
@@ -315,8 +315,7 @@ class Observer:
             server, spec = self._parsed(mem, view, status)
         except SpecError:
             return
-        observed, policy = await self.gather(mem, view, status, server, spec, now)
-        decided = decide(stored, mem.applied, observed, policy, status)  # then the autoscaler, in the same patch
+        decided = decide(stored, mem.applied, *await self.gather(mem, view, status, server, spec, now), status)
         await self.persist(mem, body, await autoscaling.follow(mem, body, server, stored, decided, now), now)
 
     async def _apply_when_served(self, mem: ServerMemory, body: dict[str, Any], now: dt.datetime) -> None:

@@ -16,6 +16,7 @@ none (the annotations leave the rendering, and a server-side apply by the same m
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -56,6 +57,16 @@ def pause_of(status: SGLangServerStatus, replicas: int) -> Pause | None:
     if judging(status):
         return Pause(AutoscalingPause.SCALE_IN)
     return None
+
+
+JUDGED_KEYS = ("analysis", "canary", "tuningHold")
+"""The status keys :func:`pause_of` and :func:`judging` read."""
+
+
+def judged_status(status_json: Mapping[str, Any]) -> SGLangServerStatus:
+    """Only the :data:`JUDGED_KEYS` of a tick's decided status (camelCase), parsed: what the pause follows, without
+    parsing the whole status every tick. Raises ``pydantic.ValidationError`` (a decision that broke the schema)."""
+    return SGLangServerStatus.model_validate({k: status_json[k] for k in JUDGED_KEYS if status_json.get(k) is not None})
 
 
 @dataclass(frozen=True)
