@@ -261,3 +261,19 @@ async def test_a_scale_starts_no_revision_and_the_operators_writes_keep_its_coun
     assert new["revision"] == revision and deployment(world.fk) == (revision, 3)
     assert world.fk.server("s")["spec"]["replicas"] == 3
     assert not any(w[0] == "apply" and w[1] == "SGLangServer" for w in world.fk.writes)  # the spec is never written
+
+
+async def test_a_scaled_object_deleted_by_hand_is_applied_again_at_the_next_verification(
+        world: Scaled, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sglang_operator.control import autoscaling
+
+    await world.create_server()
+    await world.tick()
+    world.fk.delete(so.KIND, "ns", "s")
+    await world.tick()
+    assert world.scaled_object() is None  # within the verification period: not read again
+    monkeypatch.setattr(autoscaling, "VERIFY_SECONDS", 0.0)
+    await world.tick()
+    assert world.scaled_object() is not None and [w[0] for w in world.writes()] == ["apply", "apply"]
+    await world.tick()  # read again, found standing: not written
+    assert [w[0] for w in world.writes()] == ["apply", "apply"]

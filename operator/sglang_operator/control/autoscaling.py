@@ -6,7 +6,8 @@ After the tick decided the server's status (:func:`sglang_operator.decisions.obs
 status patch, :func:`follow`: asks KEDA's discovery (:data:`sglang_operator.io.keda.SCALED_OBJECTS`, only for a
 server with ``spec.autoscaling`` or one the operator had a ScaledObject for), decides what the ScaledObject should be
 (its pause annotations follow the decided status), writes it only when its rendering changed since the last write
-this process made (the first tick after a start compares with the live one: a restart writes nothing that stands),
+this process made (the first tick after a start, and one every :data:`VERIFY_SECONDS`, compares with the live one:
+a restart writes nothing that stands; an object edited or deleted by hand is applied again),
 deletes the operator's one when ``spec.autoscaling`` is removed or switched to External, and adds
 ``status.autoscaling`` and the ``Autoscaling`` condition to the decision. In the server's worker (the tick holds its
 lock). A failed write is logged and shown in the condition, and tried again after :data:`RETRY_SECONDS` or when
@@ -39,6 +40,9 @@ ABSENT = "absent"
 """:attr:`ScalerRecord.digest` of a server whose ScaledObject was deleted (or found absent)."""
 RETRY_SECONDS = 30.0
 """Seconds before a failed ScaledObject write of an unchanged rendering is tried again."""
+VERIFY_SECONDS = 300.0
+"""Seconds after which a ScaledObject this process wrote is read again (one GET) and re-applied when someone edited
+or deleted it."""
 
 
 def digest(manifest: Mapping[str, Any]) -> str:
@@ -85,16 +89,17 @@ async def _apply(mem: ServerMemory, body: Mapping[str, Any], manifest: dict[str,
     it stands, why not)."""
     key, record = digest(manifest), mem.scaler
     if record is not None and record.digest == key:
-        if record.failure is None:
+        age = time.monotonic() - record.at
+        if record.failure is None and age < VERIFY_SECONDS:
             return True, None
-        if time.monotonic() - record.at < RETRY_SECONDS:
+        if record.failure is not None and age < RETRY_SECONDS:
             return False, record.failure
     try:
         wrote = await apply_scaled_object(copy.deepcopy(manifest), body)
     except ChildApplyError as err:
         failure = err.failure.describe()
-        if err.failure.code in (404, None):  # the CRD vanished (or no answer): discover again
-            keda.forget()
+        if err.__cause__ is not None and err.failure.code in (404, None):  # the CRD vanished, or no answer
+            keda.forget()  # discover again
         if record is None or record.failure != failure:
             log.warning("%s/%s: ScaledObject not applied: %s", mem.namespace, mem.name, failure)
         mem.scaler = ScalerRecord(key, failure, time.monotonic())
@@ -102,7 +107,7 @@ async def _apply(mem: ServerMemory, body: Mapping[str, Any], manifest: dict[str,
     if wrote:
         pauses = {k: v for k, v in ((manifest.get("metadata") or {}).get("annotations") or {}).items()}
         log.info("%s/%s: ScaledObject applied (pause: %s)", mem.namespace, mem.name, pauses or "none")
-    mem.scaler = ScalerRecord(key)
+    mem.scaler = ScalerRecord(key, None, time.monotonic())
     return True, None
 
 

@@ -54,7 +54,7 @@ class ParseCache:
 class ScalerRecord:
     """What the server's loop last did with its KEDA ScaledObject (:mod:`sglang_operator.control.autoscaling`):
     ``digest`` of the rendering that stands (or :data:`~sglang_operator.control.autoscaling.ABSENT`: deleted, none);
-    ``failure``: why writing it failed, at ``at`` (monotonic seconds), tried again after a while."""
+    ``failure``: why writing it failed; ``at``: when it was written, found standing or failed (monotonic seconds)."""
 
     digest: str
     failure: str | None = None
