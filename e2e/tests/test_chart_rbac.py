@@ -1,8 +1,9 @@
 """The Helm chart's RBAC against a real API server: the chart rendered by a real helm in namespaced mode, applied
 (all but the operator Deployment, whose image cannot run here), and the operator run locally with a token of the
 chart's ServiceAccount. With only those permissions it must create an SGLangServer's Deployment, Service and
-PodMonitor (the Prometheus Operator's CRDs are installed), post events and write status up to Ready, without one
-403.
+PodMonitor (the Prometheus Operator's CRDs are installed) and, the server autoscaled with KEDA's ScaledObject CRD
+installed, its ScaledObject (deleted again when the spec switches autoscaling to External), post events and write
+status up to Ready, without one 403.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from e2e import build_keda
 from e2e.conftest import K8sCluster, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.prometheus import install_crds
@@ -53,6 +55,8 @@ def chart_installed(k8s_cluster: K8sCluster, namespace: str, helm: Path) -> Iter
     Deployment; yield every rendered object; delete the cluster-scoped ones afterwards."""
     k8s_cluster.install_crd(CHART / "files" / "crds" / "sglangservers.yaml")
     install_crds(k8s_cluster, require_prometheus_operator_crds())  # the operator then creates PodMonitors
+    k8s_cluster.install_crd(build_keda.require_crds() / build_keda.SCALED_OBJECT_CRD,  # and ScaledObjects
+                            name="scaledobjects.keda.sh")
     release = f"chart-{namespace[-5:]}"  # unique: the ClusterRole and its binding are named after the release
     objs = helm_template(helm, CHART, release, namespace, {"watchNamespaces": [namespace]})
     applied = [o for o in objs if o["kind"] != "Deployment"]
@@ -92,6 +96,8 @@ def run_with_chart_rbac(k8s_cluster: K8sCluster, namespace: str, objs: list[dict
     try:
         body: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
         body["spec"].setdefault("env", []).append({"name": "SGLANG_SIM_LOAD_SECONDS", "value": "1"})
+        body["spec"]["autoscaling"] = {"maxReplicas": 2, "target": 4,
+                                       "prometheus": {"address": "http://prometheus.monitoring.svc:9090"}}
         name = body["metadata"]["name"]
         k8s_cluster.apply(copy.deepcopy(body), namespace=namespace)
 
@@ -107,6 +113,13 @@ def run_with_chart_rbac(k8s_cluster: K8sCluster, namespace: str, objs: list[dict
             "get", "podmonitor", name, "-n", namespace, "-o", "json", check=False).stdout or "null"), timeout=60)
         assert monitor["metadata"]["ownerReferences"][0]["name"] == name
 
+        def scaled_object() -> dict[str, Any] | None:
+            got = k8s_cluster.run("get", "scaledobject", name, "-n", namespace, "-o", "json", check=False)
+            return json.loads(got.stdout) if got.returncode == 0 else None
+
+        scaler = wait_for("the operator's ScaledObject", scaled_object, timeout=60)
+        assert scaler["metadata"]["ownerReferences"][0]["name"] == name
+
         def ready_at(old_revision: str | None) -> dict[str, Any] | None:
             status: dict[str, Any] = k8s_cluster.get("sglangserver", name, "-n", namespace).get("status", {})
             ok = status.get("phase") == "Ready" and status.get("effective")
@@ -115,9 +128,11 @@ def run_with_chart_rbac(k8s_cluster: K8sCluster, namespace: str, objs: list[dict
         first = wait_for(f"{name} Ready with status.effective", lambda: ready_at(None), timeout=120)
         # a spec update: kopf patches the object, the children roll, a kopf event is posted
         body["spec"]["env"].append({"name": "SGLANG_SIM_TIME_SCALE", "value": "20"})
+        body["spec"]["autoscaling"] = {"mode": "External"}  # the operator's ScaledObject goes
         k8s_cluster.apply(copy.deepcopy(body), namespace=namespace)
         second = wait_for(f"{name} Ready at a new revision", lambda: ready_at(first["revision"]), timeout=120)
         assert second["revision"] != first["revision"] and second["effective"]
+        wait_for("the ScaledObject deleted (autoscaling External)", lambda: scaled_object() is None, timeout=60)
 
         def operator_events() -> list[dict[str, Any]]:
             items = k8s_cluster.get("events", "-n", namespace, "--field-selector",

@@ -5,7 +5,9 @@ builds (the operator and the metrics API server, one ``go build``; missing, the 
 the local cluster's launcher will pass them (docs/autoscaling.md, "KEDA for the tests"); KEDA's real operator takes the
 rendered ScaledObject, finds the SGLangServer's ``/scale`` and makes its HPA with the rendered behaviour, and
 ``paused-scale-in`` disables the HPA's scale-down until it is lifted (no metrics API server, no Prometheus: the HPA
-itself does not scale here)."""
+itself does not scale here). With the operator running (local control plane, the simulator's pods), the operator
+itself creates the ScaledObject of an autoscaled server, owned by it, with ``paused-scale-in`` while the first revision
+warms up and verifies, and lifts it once the revision is promoted: KEDA's HPA follows both."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import pytest
 
 from e2e import build_keda
 from e2e.cluster.procs import free_port
-from e2e.conftest import K8sCluster, wait_for
+from e2e.conftest import K8sCluster, running_operator, wait_for
 from sglang_operator.api import parse
 from sglang_operator.builders import autoscaling as so
 
@@ -153,3 +155,53 @@ def test_keda_makes_the_hpa_of_the_servers_scale_and_paused_scale_in_is_lifted(k
                       lambda: (h := hpa()) and h["spec"]["behavior"]["scaleDown"]["selectPolicy"] == "Max" and h,
                       timeout=60)
     assert lifted["spec"]["behavior"]["scaleDown"]["policies"] == [{"type": "Pods", "value": 1, "periodSeconds": 600}]
+
+
+@pytest.mark.local_cluster
+def test_the_operator_applies_the_scaled_object_and_lifts_its_pause_after_promotion(
+        keda_operator: K8sCluster, namespace: str, tmp_path: Path) -> None:
+    from e2e.policies import GOOD, sample
+
+    body = sample(GOOD)
+    body["spec"]["autoscaling"] = BASE
+    name = str(body["metadata"]["name"])
+
+    def scaled() -> dict[str, Any] | None:
+        proc = keda_operator.run("get", "scaledobject", "-n", namespace, name, "-o", "json", check=False)
+        return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+    def hpa() -> dict[str, Any] | None:
+        proc = keda_operator.run("get", "hpa", "-n", namespace, f"keda-hpa-{name}", "-o", "json", check=False)
+        return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+    def status() -> dict[str, Any]:
+        out: dict[str, Any] = keda_operator.get("sglangserver", name, "-n", namespace).get("status") or {}
+        return out
+
+    with running_operator(keda_operator, tmp_path, status_interval=1.0, sample_interval=None,
+                          args=["--prometheus-address", PROM]):
+        keda_operator.apply(body, namespace)
+        paused = wait_for("the operator's ScaledObject, scale-in paused while the first revision is judged",
+                          lambda: (o := scaled()) and (o["metadata"].get("annotations") or {}).get(so.PAUSED_SCALE_IN)
+                          == "true" and o, timeout=90)
+        server = keda_operator.get("sglangserver", name, "-n", namespace)
+        assert [(r["kind"], r["uid"], r.get("controller")) for r in paused["metadata"]["ownerReferences"]] == [
+            ("SGLangServer", server["metadata"]["uid"], True)]
+        judged = status()
+        assert (judged.get("analysis") or {}).get("phase") in ("WarmingUp", "Verifying")
+        assert judged["autoscaling"]["judging"] is True and judged["autoscaling"]["pause"] == "ScaleIn"
+        wait_for("KEDA's HPA with scale-down disabled while judged",
+                 lambda: (h := hpa()) and h["spec"]["behavior"]["scaleDown"]["selectPolicy"] == "Disabled", timeout=90)
+        promoted = wait_for("the first revision promoted", lambda: (s := status()).get("stableRevision")
+                            and s["stableRevision"] == s.get("revision")
+                            and (s.get("analysis") or {}).get("phase") == "Stable" and s, timeout=180, interval=1)
+        lifted = wait_for("the pause lifted after promotion", lambda: (o := scaled())
+                          and so.PAUSED_SCALE_IN not in (o["metadata"].get("annotations") or {}) and o, timeout=30)
+        assert lifted["metadata"]["uid"] == paused["metadata"]["uid"]  # the same object, annotated then lifted
+        wait_for("KEDA's HPA scaling down again", lambda: (h := hpa())
+                 and h["spec"]["behavior"]["scaleDown"]["selectPolicy"] == "Max", timeout=60)
+        after = wait_for("status.autoscaling free", lambda: (s := status()).get("autoscaling", {}).get("judging")
+                         is False and s, timeout=30)
+        assert "pause" not in after["autoscaling"] and promoted["revision"] == after["revision"]
+        cond = next(c for c in after["conditions"] if c["type"] == "Autoscaling")
+        assert (cond["status"], cond["reason"]) == ("True", "ScaledObjectApplied")

@@ -76,17 +76,21 @@ NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("namespaced", "monitoring.coreos.com", "podmonitors", ("create", "patch"),
      "control/children.py apply_pod_monitor (server-side apply; podMonitor.enabled, the default)"),
     ("namespaced", "keda.sh", "scaledobjects", ("create", "patch"),
-     "builders/autoscaling.py scaled_object, applied by the server's loop (server-side apply; KEDA's pause "
-     "annotations while a revision is judged)"),
-    ("namespaced", "keda.sh", "scaledobjects", ("get",), "a resume compares the live ScaledObject before writing"),
+     "control/apply.py apply_scaled_object, called by the server's tick (control/autoscaling.py; server-side apply "
+     "of builders/autoscaling.py scaled_object with KEDA's pause annotations while a revision is judged)"),
+    ("namespaced", "keda.sh", "scaledobjects", ("get",),
+     "control/apply.py apply_scaled_object / delete_scaled_object: the owner check, and a restart compares the live "
+     "ScaledObject before writing"),
     ("namespaced", "keda.sh", "scaledobjects", ("delete",),
-     "spec.autoscaling removed or switched to External: the ScaledObject goes (its HPA would keep scaling)"),
+     "control/apply.py delete_scaled_object: spec.autoscaling removed or switched to External (its HPA would keep "
+     "scaling)"),
     ("release", "coordination.k8s.io", "leases", ("get", "create", "update"),
      "process/leader.py LeaderElector (the chart's default --leader-elect)"),
     ("cluster", "apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch"),
      "kopf resource_observer (kopf/_core/reactor/observation.py)"),
     ("cluster", "apiextensions.k8s.io", "customresourcedefinitions", ("get",),
-     "io/kube.py crd_served: is the LeaderWorkerSet API served (children.lws_missing, multinode)"),
+     "io/kube.py crd_served: is the LeaderWorkerSet API served (children.lws_missing, multinode); is KEDA's "
+     "ScaledObject API served (io/keda.py)"),
     ("cluster", "", "namespaces", ("list", "watch"), "kopf namespace_observer (namespaced mode)"),
 ]
 

@@ -15,6 +15,9 @@ import pytest
 from sglang_operator.io import discovery, kube, kube_write, owners, revisions
 
 Obj = dict[str, Any]
+SSA_ONE_MANAGER = ("ScaledObject",)
+"""Kinds whose every field the operator's field manager alone owns: a server-side apply replaces them (a field left
+out of the manifest, e.g. a lifted pause annotation, is removed), as the API server does for one manager."""
 
 
 class ConflictError(Exception):
@@ -43,6 +46,8 @@ class FakeKube:
     writes: list[tuple[str, str, str, str | None]] = field(default_factory=list)
     rv: int = 100
     refuse_next_status: int = 0
+    crds_absent: set[str] = field(default_factory=set)
+    """CRD names :meth:`crd_served` answers False for (an API not installed)."""
     """Answer this many more status patches with 409 whatever their precondition (another writer got there)."""
 
     def _bump(self, obj: Obj) -> Obj:
@@ -106,8 +111,12 @@ class FakeKube:
         key = (str(manifest["kind"]), str(meta.get("namespace") or "ns"), str(meta["name"]))
         self.writes.append(("apply", key[0], key[2], None))
         live = self.objects.get(key) or {}
-        merged = merge_patch(live, manifest)
-        merged["metadata"].setdefault("uid", f"uid-{key[0].lower()}-{key[2]}")  # the API server's, at creation
+        if key[0] in SSA_ONE_MANAGER:  # the operator's fields only: what it left out of the manifest is removed
+            merged = copy.deepcopy(dict(manifest))
+            merged["metadata"]["uid"] = (live.get("metadata") or {}).get("uid") or f"uid-{key[0].lower()}-{key[2]}"
+        else:
+            merged = merge_patch(live, manifest)
+            merged["metadata"].setdefault("uid", f"uid-{key[0].lower()}-{key[2]}")  # the API server's, at creation
         self.objects[key] = self._bump(merged)
 
     async def patch_replicas(self, kind: str, namespace: str, name: str, replicas: int) -> None:
@@ -173,7 +182,7 @@ class FakeKube:
         return None
 
     async def crd_served(self, name: str, version: str) -> bool:
-        return True
+        return name not in self.crds_absent
 
     async def sglangserver_keys(self, namespaces: Any) -> dict[tuple[str, str], str]:
         return {(ns, n): str(o["metadata"]["uid"]) for (k, ns, n), o in self.objects.items() if k == "SGLangServer"}

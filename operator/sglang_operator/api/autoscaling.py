@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints
 
-from sglang_operator.api.base import ApiModel, CelRule
+from sglang_operator.api.base import ApiModel, CelRule, StatusModel
 
 QUERY_NAMESPACE = "$namespace"
 """Replaced in ``spec.autoscaling.query`` by the SGLangServer's namespace."""
@@ -271,3 +271,47 @@ CANARY_RULE = CelRule(
     name="autoscaling-canary-min-replicas",
 )
 """The rule of ``SGLangServerSpec`` tying ``spec.autoscaling`` to ``spec.strategy`` (declared here, listed there)."""
+
+
+class AutoscalingPause(StrEnum):
+    """How the server's loop holds its autoscaler still (``status.autoscaling.pause``)."""
+
+    SCALE_IN = "ScaleIn"
+    """A revision warms up or verifies, or a canary runs: no replica is removed, replicas may be added (KEDA's
+    ``autoscaling.keda.sh/paused-scale-in: "true"``)."""
+    REPLICAS = "Replicas"
+    """An InPlace tuning's trial is measured: the count stays at ``pausedReplicas`` (KEDA's
+    ``autoscaling.keda.sh/paused-replicas``)."""
+
+
+class ScaleTarget(StatusModel):
+    """The object whose ``/scale`` subresource an autoscaler moves: the SGLangServer itself (its ``spec.replicas``;
+    multi-node it counts LeaderWorkerSet groups, ``status.selector`` selects the leaders)."""
+
+    api_version: str
+    """``sglang-operator.io/v1alpha1``."""
+    kind: str
+    """``SGLangServer``."""
+    name: str
+    """The SGLangServer's name."""
+
+
+class AutoscalingStatus(StatusModel):
+    """What the server's loop says to its autoscaler (``status.autoscaling``), for KEDA mode's ScaledObject and for
+    the user's own scaler in External mode alike."""
+
+    mode: AutoscalingMode
+    """``KEDA`` (the operator applies the ScaledObject) or ``External`` (the user's HPA or ScaledObject)."""
+    scale_target: ScaleTarget
+    """The ``/scale`` subresource to target."""
+    scaled_object: str | None = None
+    """The name of the ScaledObject the operator applied (mode KEDA), unset while none is (KEDA not installed, no
+    Prometheus address, refused: condition ``Autoscaling`` says why)."""
+    judging: bool = False
+    """Whether the server's loop judges now: a revision warming up or verifying, a canary running, an InPlace
+    tuning's trial measured. A user's own scaler should not scale in while it is true."""
+    pause: AutoscalingPause | None = None
+    """The pause in force (KEDA mode: on the ScaledObject; External: what the user's scaler should hold), unset
+    when scaling is free."""
+    paused_replicas: Annotated[int | None, Field(ge=0)] = None
+    """With pause ``Replicas``: the count held (``spec.replicas`` when the pause was decided)."""

@@ -24,6 +24,7 @@ from sglang_operator.api.analysis import (
     Rejection,
     RollbackRecord,
 )
+from sglang_operator.api.autoscaling import AutoscalingStatus
 from sglang_operator.api.base import FreeForm, StatusModel
 
 
@@ -64,6 +65,10 @@ class ConditionType(StrEnum):
     product, parallelism and release, measured the spec's speculative settings clearly worse than its best
     (message: the better settings, both figures, the tuning); True (``AtKnownBest``) when it measured them within
     the noise of the best. Nothing is changed by itself (``docs/tuning.md``, "Known best across servers")."""
+    AUTOSCALING = "Autoscaling"
+    """With ``spec.autoscaling``: True while the ScaledObject is applied (mode KEDA, reason ``ScaledObjectApplied``)
+    or the user's scaler owns the count (reason ``External``); False when it cannot be (reasons
+    ``KEDANotInstalled``, ``NoPrometheusAddress``, ``ApplyFailed``): the server keeps ``spec.replicas`` and serves."""
 
 
 class Phase(StrEnum):
@@ -223,7 +228,7 @@ class SGLangServerStatus(StatusModel):
     own phase, ``analysis.phase``)."""
     conditions: list[Condition] = Field(default_factory=list)
     """Conditions in metav1 shape: Ready, Available, Progressing, Degraded, SpecValid, SettingsDiffer,
-    StableRegressed, SpeculativeDecodingActive, TuningHeld."""
+    StableRegressed, SpeculativeDecodingActive, TuningHeld, Autoscaling."""
     replicas: int | None = None
     """Pods existing (scale subresource statusReplicasPath)."""
     ready_replicas: int | None = None
@@ -270,6 +275,9 @@ class SGLangServerStatus(StatusModel):
 
     tuning_hold: TuningHold | None = None
     """The InPlace SGLangTuning holding the server (its trials run on the server's pods), unset when none does."""
+    autoscaling: AutoscalingStatus | None = None
+    """With ``spec.autoscaling``: the scale target, whether the loop judges now and the pause in force
+    (docs/autoscaling.md)."""
 
     def dump(self) -> dict[str, Any]:
         """camelCase dict for a status patch, unset fields left out."""

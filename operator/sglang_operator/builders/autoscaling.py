@@ -132,7 +132,7 @@ def scaled_object(server: SGLangServer, prometheus_address: str | None = None, *
                 "metadata": {
                     "serverAddress": address,
                     "query": query(server),
-                    "threshold": _number(auto.target),
+                    "threshold": threshold(auto.target),
                     "ignoreNullValues": "false",
                 },
             }],
@@ -187,6 +187,6 @@ def _autoscaling(server: SGLangServer) -> Autoscaling:
     return server.spec.autoscaling
 
 
-def _number(value: float | None) -> str:
+def threshold(value: float | None) -> str:
     """A threshold as KEDA reads it (a string parsed as float64): ``4``, ``0.75``."""
     return f"{value:g}" if value is not None else ""

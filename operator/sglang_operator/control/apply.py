@@ -23,6 +23,7 @@ from sglang_operator import builders
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_status
 from sglang_operator.api.spec import CanaryStrategy
 from sglang_operator.api.status import SGLangServerStatus
+from sglang_operator.builders import autoscaling as so
 from sglang_operator.builders import canary
 from sglang_operator.control import ledger
 from sglang_operator.control.children import (
@@ -284,3 +285,46 @@ async def delete_trial_workloads(tuning: Mapping[str, Any], names: Sequence[str]
             await delete_trial_workload(tuning, name)
         except Exception as exc:
             log.warning("deleting trial workload %s failed: %s", name, exc)
+
+
+def _pauses(obj: Mapping[str, Any]) -> dict[str, str]:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return {k: str(v) for k, v in annotations.items() if k in (so.PAUSED, so.PAUSED_REPLICAS, so.PAUSED_SCALE_IN)}
+
+
+async def apply_scaled_object(manifest: dict[str, Any], body: Mapping[str, Any]) -> bool:
+    """Server-side apply the KEDA ScaledObject ``manifest`` (:func:`sglang_operator.builders.autoscaling.
+    scaled_object`) owned by SGLangServer ``body``, in the server's worker: one GET first; never over an object of that
+    name another controller owner holds; not written when the live one holds every rendered field and exactly the
+    rendered pause annotations (an annotation left out of the rendering is removed by the apply: the operator's field
+    manager owned it). Returns whether it was written. Raises
+    :class:`~sglang_operator.control.children.ChildApplyError`."""
+    want = builders.adopt(manifest, body)
+    meta = want["metadata"]
+    try:
+        live = await kube.get_object(so.KIND, str(meta["namespace"]), str(meta["name"]))
+    except Exception as err:
+        raise ChildApplyError(apply_failure(so.KIND, err)) from err
+    if (refused := not_owned(so.KIND, live, body)) is not None:
+        raise refused
+    if live is not None and contains(live, want) and _pauses(live) == _pauses(want):
+        return False
+    try:
+        await kube_write.apply(want)
+    except Exception as err:
+        raise ChildApplyError(apply_failure(so.KIND, err)) from err
+    return True
+
+
+async def delete_scaled_object(body: Mapping[str, Any]) -> bool:
+    """Delete SGLangServer ``body``'s ScaledObject (named like it) when ``body`` is its controller owner (one GET):
+    ``spec.autoscaling`` removed or switched to External. False when there is none. Raises
+    :class:`~sglang_operator.control.children.ChildApplyError` (another owner holds the name, or an API error)."""
+    meta = body.get("metadata") or {}
+    namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+    try:
+        return await delete_owned(so.KIND, namespace, name, body)  # with the object's uid as precondition
+    except ChildApplyError:
+        raise
+    except Exception as err:
+        raise ChildApplyError(apply_failure(so.KIND, err)) from err

@@ -55,6 +55,17 @@ class ParseCache:
     """Whether the object's spec is the one ``status.revision`` was applied from (replicas aside)."""
 
 
+@dataclass(frozen=True)
+class ScalerRecord:
+    """What the server's loop last did with its KEDA ScaledObject (:mod:`sglang_operator.control.autoscaling`):
+    ``digest`` of the rendering that stands (or :data:`~sglang_operator.control.autoscaling.ABSENT`: deleted, none);
+    ``failure``: why writing it failed; ``at``: when it was written, found standing or failed (monotonic seconds)."""
+
+    digest: str
+    failure: str | None = None
+    at: float = 0.0
+
+
 @dataclass(eq=False)
 class ServerMemory:
     """What the operator remembers about one SGLangServer between two events or ticks.
@@ -104,6 +115,8 @@ class ServerMemory:
     """When its pods are read again after reads that all timed out (:mod:`sglang_operator.control.gather`)."""
     typed: tuple[str, SGLangServerStatus] | None = None
     """``(resourceVersion, status)``: the newest view's status parsed (:meth:`status_of`)."""
+    scaler: ScalerRecord | None = None
+    """The ScaledObject last written or deleted (None: not since this process started; the first tick compares)."""
     spec_hash: tuple[int, str] | None = None
     """``(generation, hash)`` of the object's spec without ``replicas``
     (:func:`sglang_operator.decisions.tuning.hold.spec_hash`), computed once per generation."""

@@ -42,7 +42,7 @@ from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders.canary import serving_name
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
-from sglang_operator.control import failures, restore, server_status, testhooks
+from sglang_operator.control import autoscaling, failures, restore, server_status, testhooks
 from sglang_operator.control.apply import apply_placement, placement
 from sglang_operator.control.gather import Gathering
 from sglang_operator.control.gather import read_effective as read_effective
@@ -236,9 +236,9 @@ class Observer(Gathering, Ticking):
 
     async def observe(self, body: dict[str, Any], now: dt.datetime) -> None:
         """Observe one SGLangServer ``body`` and persist what that decides (nothing when nothing changed): gather
-        (:meth:`gather`: pods, ``/server_info``, the interval's samples) → decide (pure:
-        :func:`sglang_operator.decisions.observation.decide`) → persist (:meth:`persist`: one status patch, the events,
-        the revision to apply as the server's job). The caller holds the server's lock."""
+        (:meth:`gather`: pods, ``/server_info``, the samples) → decide (pure: :func:`~sglang_operator.decisions.
+        observation.decide`) → the autoscaler (:func:`sglang_operator.control.autoscaling.follow`: the ScaledObject) →
+        persist (:meth:`persist`: one status patch, the events, the job's apply). The caller holds the server's lock."""
         meta, stored = body.get("metadata", {}), body.get("status") or {}
         mem = self.memory(body)
         view = {**body, "status": {**stored, **mem.applied}} if mem.applied else body  # what the server's job applied
@@ -259,8 +259,8 @@ class Observer(Gathering, Ticking):
             server, spec = self._parsed(mem, view, status)
         except SpecError:
             return
-        observed, policy = await self.gather(mem, view, status, server, spec, now)
-        await self.persist(mem, body, decide(stored, mem.applied, observed, policy, status), now)
+        decided = decide(stored, mem.applied, *await self.gather(mem, view, status, server, spec, now), status)
+        await self.persist(mem, body, await autoscaling.follow(mem, body, server, stored, decided, now), now)
 
     async def _apply_when_served(self, mem: ServerMemory, body: dict[str, Any], now: dt.datetime) -> None:
         """A server that waited for the LeaderWorkerSet API: applied once it is served

@@ -51,14 +51,16 @@ def child_resource(kind: str) -> Any:
                        "LeaderWorkerSet": create_namespaced_resource("leaderworkerset.x-k8s.io", "v1",
                                                                     "LeaderWorkerSet", "leaderworkersets"),
                        "PodMonitor": create_namespaced_resource("monitoring.coreos.com", "v1", "PodMonitor",
-                                                                "podmonitors")})
+                                                                "podmonitors"),
+                       "ScaledObject": create_namespaced_resource("keda.sh", "v1alpha1", "ScaledObject",
+                                                                  "scaledobjects")})
     return _KINDS[kind]
 
 
 async def get_object(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-    """A child as stored (``kind``: Deployment, LeaderWorkerSet, Service or PodMonitor; ReplicaSet and StatefulSet,
-    read only, between a pod and its owner), or None when it does not exist. Raises ``lightkube.ApiError`` for other
-    answers."""
+    """A child as stored (``kind``: Deployment, LeaderWorkerSet, Service, PodMonitor or ScaledObject; ReplicaSet and
+    StatefulSet, read only, between a pod and its owner), or None when it does not exist. Raises ``lightkube.ApiError``
+    for other answers."""
     from lightkube import ApiError
 
     try:

@@ -1,0 +1,151 @@
+"""PURE: what the server's loop says to its autoscaler after a tick (``spec.autoscaling``).
+
+Three steps, all without I/O: :func:`want` says what to do with the server's KEDA ScaledObject (apply this rendering,
+delete the operator's one, or nothing, and why not), from the object's spec, the status the tick decided (the pause
+follows :func:`sglang_operator.decisions.observation.judging`), whether KEDA's CRD is served and the operator's
+default Prometheus address; the glue (:mod:`sglang_operator.control.autoscaling`) writes it through the apply path;
+:func:`report` turns the outcome into ``status.autoscaling`` and the ``Autoscaling`` condition, and
+:func:`with_autoscaling` puts both into the tick's :class:`~sglang_operator.decisions.observation.Decision` (its one
+status patch).
+
+Pauses: an InPlace tuning's trial measured → ``paused-replicas`` at ``spec.replicas`` (the /scale count); else a
+revision warming up or verifying, or a canary running → ``paused-scale-in: "true"`` (scale-up stays allowed); else
+none (the annotations leave the rendering, and a server-side apply by the same manager removes them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sglang_operator.api.autoscaling import AutoscalingMode, AutoscalingPause, AutoscalingStatus, ScaleTarget
+from sglang_operator.api.server import SGLangServer
+from sglang_operator.api.status import ConditionType, SGLangServerStatus
+from sglang_operator.builders import autoscaling as so
+from sglang_operator.decisions import status as st
+from sglang_operator.decisions.conditions import Condition, condition, merge
+from sglang_operator.decisions.observation import Decision, judging
+
+APPLIED = "ScaledObjectApplied"
+"""Condition ``Autoscaling=True``: the operator's ScaledObject is applied (mode KEDA)."""
+EXTERNAL = "External"
+"""Condition ``Autoscaling=True``: the user's own scaler targets the server (mode External)."""
+KEDA_NOT_INSTALLED = "KEDANotInstalled"
+"""Condition ``Autoscaling=False``: the ``scaledobjects.keda.sh`` CRD is not served."""
+NO_PROMETHEUS_ADDRESS = "NoPrometheusAddress"
+"""Condition ``Autoscaling=False``: neither ``spec.autoscaling.prometheus.address`` nor ``--prometheus-address``."""
+APPLY_FAILED = "ApplyFailed"
+"""Condition ``Autoscaling=False``: the API server refused the ScaledObject, or another owner holds its name."""
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A pause of the autoscaler: ``kind`` and, for ``Replicas``, the count held."""
+
+    kind: AutoscalingPause
+    replicas: int | None = None
+
+
+def pause_of(status: SGLangServerStatus, replicas: int) -> Pause | None:
+    """The pause ``status`` (the tick's decided status) asks for: ``Replicas`` at ``replicas`` (the server's
+    ``spec.replicas``) while an InPlace trial is applied, ``ScaleIn`` while :func:`judging` otherwise, else None."""
+    hold = status.tuning_hold
+    if hold is not None and hold.trial is not None:
+        return Pause(AutoscalingPause.REPLICAS, replicas)
+    if judging(status):
+        return Pause(AutoscalingPause.SCALE_IN)
+    return None
+
+
+JUDGED_KEYS = ("analysis", "canary", "tuningHold")
+"""The status keys :func:`pause_of` and :func:`judging` read."""
+
+
+def judged_status(status_json: Mapping[str, Any]) -> SGLangServerStatus:
+    """Only the :data:`JUDGED_KEYS` of a tick's decided status (camelCase), parsed: what the pause follows, without
+    parsing the whole status every tick. Raises ``pydantic.ValidationError`` (a decision that broke the schema)."""
+    return SGLangServerStatus.model_validate({k: status_json[k] for k in JUDGED_KEYS if status_json.get(k) is not None})
+
+
+@dataclass(frozen=True)
+class Want:
+    """What the server's loop wants of its ScaledObject: ``scaled_object`` to apply (rendered, not adopted; None:
+    none), ``delete`` the operator's one (autoscaling removed or External; only when ``had``), ``blocked``: why
+    nothing can be applied (``(reason, message)``, an existing ScaledObject left as it is), ``pause`` in force."""
+
+    scaled_object: dict[str, Any] | None = None
+    delete: bool = False
+    blocked: tuple[str, str] | None = None
+    pause: Pause | None = None
+
+
+def want(server: SGLangServer, status: SGLangServerStatus, *, keda: bool, prometheus_address: str | None,
+         had: bool) -> Want:
+    """What to do with ``server``'s ScaledObject after a tick that decided ``status``. ``keda``: whether KEDA's CRD is
+    served; ``prometheus_address``: the operator's ``--prometheus-address`` (None: none); ``had``: whether the
+    operator may have applied one before (its memory, or ``status.autoscaling.scaledObject``)."""
+    auto = server.spec.autoscaling
+    pause = pause_of(status, server.spec.replicas) if auto is not None else None
+    if auto is None or auto.mode is AutoscalingMode.EXTERNAL:
+        return Want(delete=had and keda, pause=pause)
+    if not keda:
+        return Want(blocked=(KEDA_NOT_INSTALLED, (
+            f"spec.autoscaling.mode KEDA needs KEDA 2.18 or later: the {so.CRD_NAME} CRD is not served; the server "
+            f"keeps spec.replicas ({server.spec.replicas}) and serves; installing KEDA needs no edit (looked for "
+            "again every few minutes)")), pause=pause)
+    try:
+        rendered = so.scaled_object(
+            server, prometheus_address, judging=pause is not None and pause.kind is AutoscalingPause.SCALE_IN,
+            trial_replicas=pause.replicas if pause is not None and pause.kind is AutoscalingPause.REPLICAS else None)
+    except so.MissingPrometheusAddress as err:
+        return Want(blocked=(NO_PROMETHEUS_ADDRESS, f"{err}; the server keeps spec.replicas "
+                                                    f"({server.spec.replicas}) and serves"), pause=pause)
+    return Want(scaled_object=rendered, pause=pause)
+
+
+def report(server: SGLangServer, status: SGLangServerStatus, wanted: Want, applied: bool, failure: str | None,
+           generation: int, now: dt.datetime) -> tuple[dict[str, Any] | None, Condition | None]:
+    """``status.autoscaling`` (camelCase dict) and the ``Autoscaling`` condition after ``wanted`` was carried out:
+    ``applied`` whether the ScaledObject stands as rendered, ``failure`` why it could not be written. Both None
+    without ``spec.autoscaling`` (the condition is removed then)."""
+    auto = server.spec.autoscaling
+    if auto is None:
+        return None, None
+    pause = wanted.pause
+    out = AutoscalingStatus(
+        mode=auto.mode, scale_target=ScaleTarget(api_version=server.api_version, kind=server.kind, name=server.name),
+        scaled_object=server.name if applied and wanted.scaled_object is not None else None,
+        judging=judging(status), pause=pause.kind if pause is not None else None,
+        paused_replicas=pause.replicas if pause is not None else None)
+    if auto.mode is AutoscalingMode.EXTERNAL:
+        cond = condition(ConditionType.AUTOSCALING, "True", EXTERNAL,
+                         f"your own scaler targets {server.kind} {server.name}'s /scale; status.autoscaling says when "
+                         "the server is judged (do not scale in then)", generation, now)
+    elif wanted.blocked is not None:
+        cond = condition(ConditionType.AUTOSCALING, "False", wanted.blocked[0], wanted.blocked[1], generation, now)
+    elif failure is not None:
+        cond = condition(ConditionType.AUTOSCALING, "False", APPLY_FAILED, failure, generation, now)
+    else:
+        metric = auto.effective_metric.value
+        cond = condition(ConditionType.AUTOSCALING, "True", APPLIED,
+                         f"ScaledObject {server.name} scales the server between {auto.effective_min_replicas} and "
+                         f"{auto.max_replicas} replicas on {metric} (target {so.threshold(auto.target)} per replica)",
+                         generation, now)
+    return out.model_dump(by_alias=True, exclude_none=True, mode="json"), cond
+
+
+def with_autoscaling(decision: Decision, stored: dict[str, Any], autoscaling: dict[str, Any] | None,
+                     cond: Condition | None) -> Decision:
+    """``decision`` with ``status.autoscaling`` and the ``Autoscaling`` condition (None: removed) in its status and
+    its delta against ``stored`` (the status as the API server holds it): still one status patch."""
+    new = dict(decision.status_json)
+    conditions = list(new.get("conditions") or [])
+    if cond is None:
+        conditions = [c for c in conditions if c.get("type") != ConditionType.AUTOSCALING]
+    else:
+        conditions = merge(conditions, [cond])
+    new["conditions"] = conditions
+    new["autoscaling"] = autoscaling
+    return replace(decision, status_json=new, delta=st.changed(stored, new))

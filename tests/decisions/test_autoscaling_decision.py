@@ -1,0 +1,149 @@
+"""The pure part of autoscaling in the server's loop (decisions/autoscaling.py): which pause the decided status asks
+for, what to do with the ScaledObject (apply, delete only one the operator had, nothing when KEDA or an address is
+missing), the Autoscaling condition merged into the one status patch; and a scale (``spec.replicas`` through
+``/scale``) is neither a new revision nor a spec change that ends an InPlace tuning's hold."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sglang_operator import builders
+from sglang_operator.api import parse
+from sglang_operator.api.analysis import Analysis, AnalysisPhase, CanaryPhase, CanaryState
+from sglang_operator.api.autoscaling import AutoscalingPause
+from sglang_operator.api.status import SGLangServerStatus, TuningHold
+from sglang_operator.builders import autoscaling as so
+from sglang_operator.decisions import autoscaling as scaling
+from sglang_operator.decisions.observation import Decision
+from sglang_operator.decisions.rollback import RollbackState
+from sglang_operator.decisions.tuning import hold as holds
+from sglang_operator.decisions.tuning import inplace
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+SAMPLE: dict[str, Any] = yaml.safe_load(
+    (Path(__file__).resolve().parents[2] / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
+PROM = "http://prometheus:9090"
+
+
+def server(autoscaling: dict[str, Any] | None = None, replicas: int = 2) -> Any:
+    body = copy.deepcopy(SAMPLE)
+    body["metadata"] = {"name": "s", "namespace": "ns", "uid": "u"}
+    body["spec"]["replicas"] = replicas
+    if autoscaling is not None:
+        body["spec"]["autoscaling"] = autoscaling
+    return parse(body)
+
+
+def status(phase: AnalysisPhase | None = None, canary: bool = False, trial: bool | None = None) -> SGLangServerStatus:
+    s = SGLangServerStatus(revision="r1")
+    if phase is not None:
+        s.analysis = Analysis(revision="r1", phase=phase, since=T0, progress_started_at=T0)
+    if canary:
+        s.canary = CanaryState(revision="r2", stable_revision="r1", workload="s-canary", phase=next(iter(CanaryPhase)),
+                               started_at=T0, moved_at=T0)
+    if trial is not None:
+        s.tuning_hold = TuningHold(name="t", stable_revision="r1", generation=1,
+                                   trial="t-trial-1" if trial else None, trial_revision="r9" if trial else None)
+    return s
+
+
+@pytest.mark.parametrize(("case", "expected"), [
+    (status(AnalysisPhase.WARMING_UP), scaling.Pause(AutoscalingPause.SCALE_IN)),
+    (status(AnalysisPhase.VERIFYING), scaling.Pause(AutoscalingPause.SCALE_IN)),
+    (status(AnalysisPhase.STABLE, canary=True), scaling.Pause(AutoscalingPause.SCALE_IN)),
+    (status(AnalysisPhase.STABLE, trial=True), scaling.Pause(AutoscalingPause.REPLICAS, 2)),
+    (status(AnalysisPhase.STABLE, trial=False), None),  # held between two trials: nothing measured
+    (status(AnalysisPhase.STABLE), None),
+    (status(AnalysisPhase.ROLLED_BACK), None),
+])
+def test_the_pause_follows_what_the_loop_judges(case: SGLangServerStatus, expected: scaling.Pause | None) -> None:
+    assert scaling.pause_of(case, 2) == expected
+
+
+def test_the_light_parse_pauses_as_the_whole_status() -> None:
+    for s in (status(AnalysisPhase.WARMING_UP), status(AnalysisPhase.STABLE, canary=True),
+              status(AnalysisPhase.STABLE, trial=True), status(AnalysisPhase.STABLE)):
+        full = {**s.dump(), "phase": "Ready", "conditions": [], "tuningHold": s.dump().get("tuningHold")}
+        whole = SGLangServerStatus.model_validate({k: v for k, v in full.items() if v is not None})
+        assert scaling.pause_of(scaling.judged_status(full), 2) == scaling.pause_of(whole, 2)
+
+
+AUTO = {"maxReplicas": 3, "target": 4}
+
+
+def test_keda_mode_renders_the_scaled_object_with_the_pause() -> None:
+    w = scaling.want(server(AUTO), status(AnalysisPhase.VERIFYING), keda=True, prometheus_address=PROM, had=False)
+    assert w.scaled_object is not None and not w.delete and w.blocked is None
+    assert w.scaled_object["metadata"]["annotations"] == {so.PAUSED_SCALE_IN: "true"}
+    trial = scaling.want(server(AUTO, replicas=5), status(AnalysisPhase.STABLE, trial=True), keda=True,
+                         prometheus_address=PROM, had=True)
+    assert trial.scaled_object is not None
+    assert trial.scaled_object["metadata"]["annotations"] == {so.PAUSED_REPLICAS: "5"}
+    free = scaling.want(server(AUTO), status(AnalysisPhase.STABLE), keda=True, prometheus_address=PROM, had=True)
+    assert free.scaled_object is not None and "annotations" not in free.scaled_object["metadata"]
+
+
+def test_missing_keda_or_address_blocks_without_deleting() -> None:
+    no_keda = scaling.want(server(AUTO), status(), keda=False, prometheus_address=PROM, had=True)
+    assert no_keda.scaled_object is None and not no_keda.delete
+    assert no_keda.blocked is not None and no_keda.blocked[0] == scaling.KEDA_NOT_INSTALLED
+    no_address = scaling.want(server(AUTO), status(), keda=True, prometheus_address=None, had=True)
+    assert no_address.blocked is not None and no_address.blocked[0] == scaling.NO_PROMETHEUS_ADDRESS
+    assert not no_address.delete
+    own = scaling.want(server({**AUTO, "prometheus": {"address": PROM}}), status(), keda=True, prometheus_address=None,
+                       had=False)
+    assert own.scaled_object is not None
+
+
+@pytest.mark.parametrize("auto", [None, {"mode": "External"}])
+def test_only_a_scaled_object_the_operator_had_is_deleted(auto: dict[str, Any] | None) -> None:
+    assert scaling.want(server(auto), status(), keda=True, prometheus_address=PROM, had=True).delete
+    assert not scaling.want(server(auto), status(), keda=True, prometheus_address=PROM, had=False).delete
+    assert not scaling.want(server(auto), status(), keda=False, prometheus_address=PROM, had=True).delete
+
+
+def decision(conditions: list[dict[str, Any]]) -> Decision:
+    return Decision({"conditions": conditions, "phase": "Ready"}, {}, [], None, RollbackState())
+
+
+def test_the_condition_keeps_its_transition_time_and_leaves_with_autoscaling() -> None:
+    srv = server(AUTO)
+    w = scaling.want(srv, status(AnalysisPhase.STABLE), keda=True, prometheus_address=PROM, had=False)
+    auto, cond = scaling.report(srv, status(AnalysisPhase.STABLE), w, True, None, 1, T0)
+    assert auto == {"mode": "KEDA", "scaleTarget": {"apiVersion": "sglang-operator.io/v1alpha1",
+                                                    "kind": "SGLangServer", "name": "s"},
+                    "scaledObject": "s", "judging": False}
+    assert cond is not None
+    first = scaling.with_autoscaling(decision([]), {}, auto, cond)
+    stored = first.status_json
+    assert first.delta["autoscaling"] == auto and first.status.autoscaling is not None
+    _, later = scaling.report(srv, status(AnalysisPhase.STABLE), w, True, None, 1, T0 + dt.timedelta(hours=1))
+    again = scaling.with_autoscaling(decision(stored["conditions"]), stored, auto, later)
+    assert again.delta == {}  # the same condition at a later tick: nothing to write
+    gone = scaling.with_autoscaling(decision(stored["conditions"]), stored, None, None)
+    assert gone.delta == {"conditions": [], "autoscaling": None}
+    failed = scaling.report(srv, status(AnalysisPhase.STABLE), w, False, "applying the ScaledObject failed", 1, T0)
+    assert failed[1] is not None and (failed[1]["status"], failed[1]["reason"]) == ("False", scaling.APPLY_FAILED)
+    assert failed[0] is not None and "scaledObject" not in failed[0]
+
+
+def test_a_scale_is_no_new_revision_and_no_spec_change_for_a_tuning() -> None:
+    two, three = server(AUTO, replicas=2), server(AUTO, replicas=3)
+    assert builders.render(two).revision == builders.render(three).revision
+    spec2 = {**SAMPLE["spec"], "replicas": 2, "autoscaling": AUTO}
+    spec3 = {**spec2, "replicas": 3}
+    assert holds.spec_hash(spec2) == holds.spec_hash(spec3)
+    hold = TuningHold(name="tune", stable_revision="r1", generation=1, spec_hash=holds.spec_hash(spec2),
+                      trial="tune-trial-1", trial_revision="r9")
+    held = SGLangServerStatus(revision="r9", tuning_hold=hold)
+    request = inplace.TuningRequest(name="tune", in_place=True, active=True, started=True, trial="tune-trial-1",
+                                    trial_revision="r9")
+    step = inplace.step(held, 2, holds.spec_hash(spec3), (request,))  # generation 2: the scale
+    assert step.hold is not None and step.hold.trial_revision == "r9" and step.hold.generation == 2
+    assert step.ended is None
