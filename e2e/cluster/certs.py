@@ -166,7 +166,8 @@ def _ca(common_name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]
 
 
 def _leaf(common_name: str, ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey,
-          usages: list[x509.ObjectIdentifier], sans: list[x509.GeneralName]) -> tuple[bytes, ec.EllipticCurvePrivateKey]:
+          usages: list[x509.ObjectIdentifier],
+          sans: list[x509.GeneralName]) -> tuple[bytes, ec.EllipticCurvePrivateKey]:
     key = _key()
     builder = (_cert(_name(common_name), key.public_key(), ca.subject, ca_key)
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)

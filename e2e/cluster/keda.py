@@ -38,7 +38,6 @@ import socket
 import subprocess
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
