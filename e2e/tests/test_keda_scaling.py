@@ -6,7 +6,10 @@ the simulated SGLang pods through the ``sglang-operator prometheus-config`` outp
   KEDA's HPA scales the SGLangServer to 3 (``⌈12 ÷ 4⌉``) and, once the streams stop, back to 1, one replica per
   scale-down window (the behaviour shortened through ``spec.autoscaling.behavior``); the times are printed.
 - Prometheus stopped (with the load, so real metrics would scale down): the trigger's errors turn KEDA's fallback on
-  (``currentReplicasIfHigher``) and the count stays at 3 for more than two scale-down windows; never the minimum.
+  (``currentReplicasIfHigher``), the HPA keeps scaling on the fallback's value (ScalingActive, 3 desired) and the
+  count stays at 3 for more than two scale-down windows; never the minimum. Without a fallback the HPA would only
+  stop (ScalingActive False); the control: the same fallback patched to ``behavior: static`` (its ``replicas``:
+  ``minReplicas``) drops the count to 1, the trap the rendering avoids.
 
 The ScaledObject is the one ``builders.autoscaling.scaled_object`` renders for the server (:func:`scaled_object_of`).
 """
@@ -288,5 +291,12 @@ def test_prometheus_down_keeps_the_replicas_through_the_fallback(k8s_cluster: K8
         assert last["status"]["desiredReplicas"] == 3, last["status"]
         assert condition(last, "ScalingActive").get("status") == "True", last["status"]  # the fallback's value
         assert replicas.minimum(since=t0) == 3, replicas.seen
+        # the control: the trap the rendering avoids (kedacore/keda#6659), a static fallback, drops the count
+        t2 = time.monotonic()
+        k8s.run("patch", "scaledobject", NAME, "-n", ns, "--type=merge", "-p",
+                json.dumps({"spec": {"fallback": {"behavior": "static"}}}))
+        wait_for("a static fallback dropping the count to minReplicas", lambda: replicas.now == 1,
+                 timeout=6 * SCALE_DOWN_WINDOW + 120, interval=1)
     print(f"Prometheus stopped with the load at 3 replicas: fallback active after {t_fallback:.1f} s, replicas "
-          f"held at 3 for {hold} s more (counts seen {[r for _, r in replicas.seen]})")
+          f"held at 3 for {hold} s more; the same fallback made static dropped them to 1 in "
+          f"{(replicas.at(1, since=t2) or time.monotonic()) - t2:.1f} s (counts seen {[r for _, r in replicas.seen]})")
