@@ -5,6 +5,11 @@ kube-scheduler → fake kubelet, on free loopback ports in a temp dir.
 nodes are Ready; ``Cluster.stop()`` tears everything down (also registered with ``atexit``). Logs
 stay in ``<workdir>/logs/<component>.log``; a failed start raises ``ClusterError`` with the tail of
 the failing component's log.
+
+The API server is ready for aggregated APIs (front-proxy client certificate, ``--requestheader-*``,
+``--enable-aggregator-routing=true``: it dials an endpoint of an APIService's Service, there being no kube-proxy)
+and the controller-manager runs the HPA controller every :data:`HPA_SYNC_PERIOD`; :mod:`e2e.cluster.keda`
+registers KEDA's metrics API server (docs/autoscaling.md, "KEDA on the local control plane").
 """
 
 from __future__ import annotations

@@ -246,6 +246,8 @@ def test_12_streams_scale_to_3_and_back_to_1(k8s_cluster: K8sCluster, namespace:
             t0 = time.monotonic()
             up_spec, up_ready = scale_up(k8s, ns, replicas, t0)
             running = prometheus.query(f'sum(sglang:num_running_reqs{{namespace="{ns}", sglang_server="{NAME}"}})')
+            per_pod = {r["metric"].get("pod", "?"): r["value"][1] for r in prometheus.query(
+                f'sum by (pod) (sglang:num_running_reqs{{namespace="{ns}", sglang_server="{NAME}"}})')}
         t1 = time.monotonic()
         wait_for("KEDA's HPA scaling the server back to 1", lambda: replicas.now == 1,
                  timeout=6 * SCALE_DOWN_WINDOW + 120, interval=1)
@@ -255,7 +257,8 @@ def test_12_streams_scale_to_3_and_back_to_1(k8s_cluster: K8sCluster, namespace:
     print(f"scale-up 1 → 3 under {STREAMS} streams: spec.replicas after {up_spec:.1f} s, 3 pods Ready after "
           f"{up_ready:.1f} s; scale-down 3 → 1 after the load stopped: 2 after {down_2 - t1:.1f} s, 1 after "
           f"{down_1 - t1:.1f} s (window {SCALE_DOWN_WINDOW} s, HPA sync 5 s, scrape {SCRAPE}); running requests "
-          f"summed at 3 replicas: {running[0]['value'][1]}; counts seen {[r for _, r in replicas.seen]}")
+          f"summed at 3 replicas: {running[0]['value'][1]} (by pod {per_pod}); "
+          f"counts seen {[r for _, r in replicas.seen]}")
     assert max(r for _, r in replicas.seen) == 3  # never above maxReplicas
     # one replica per window: the second removal waits a full window after the first
     assert down_1 - down_2 >= SCALE_DOWN_WINDOW - 1, replicas.seen
