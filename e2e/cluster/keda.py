@@ -205,8 +205,8 @@ class KedaStack:
                     raise ClusterError(f"{comp.name} exited with {comp.proc.returncode}")
             proc = self.kubectl("get", "apiservice", API_SERVICE, "-o", "json", check=False)
             if proc.returncode == 0:
-                conds = json.loads(proc.stdout).get("status", {}).get("conditions") or []
-                available = next((c for c in conds if c.get("type") == "Available"), {})
+                conds: list[dict[str, Any]] = json.loads(proc.stdout).get("status", {}).get("conditions") or []
+                available: dict[str, Any] = next((c for c in conds if c.get("type") == "Available"), {})
                 last = f"Available={available.get('status')} {available.get('reason')}: {available.get('message')}"
                 if available.get("status") == "True":
                     raw = self.kubectl("get", "--raw", EXTERNAL_METRICS, check=False)

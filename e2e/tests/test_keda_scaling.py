@@ -46,6 +46,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
 NAME = "scaled"
 STREAMS = 12
 MAX_TOKENS = 2048  # a stream lasts tens of seconds on the simulator: the 12 are nearly always all running
+# (valid_server's memory.maxRunningRequests is 16: the 12 streams and the operator's probes run, none queue)
 SCRAPE = "2s"
 SCALE_DOWN_WINDOW = 20  # seconds: spec.autoscaling.behavior.scaleDown (one replica per window)
 AUTOSCALING: dict[str, Any] = {
@@ -100,14 +101,22 @@ def server(prometheus_url: str) -> dict[str, Any]:
     return body
 
 
+def rendered(body: dict[str, Any], ns: str) -> dict[str, Any]:
+    """What ``builders.autoscaling.scaled_object`` renders for the server ``body`` in ``ns``."""
+    out = so.scaled_object(parse(copy.deepcopy(body) | {"metadata": {**body["metadata"], "namespace": ns}}))
+    assert out is not None
+    return out
+
+
 def scaled_object_of(k8s: K8sCluster, ns: str, body: dict[str, Any]) -> dict[str, Any]:
     """The server's ScaledObject once the API server has it. Until the operator applies it itself, the test applies
-    what ``builders.autoscaling.scaled_object`` renders for the server (the line marked below)."""
-    body = copy.deepcopy(body) | {"metadata": {**body["metadata"], "namespace": ns}}
-    k8s.apply(so.scaled_object(parse(body)) or {}, ns)  # ← drop once the operator applies the ScaledObject
-    return wait_for("the server's ScaledObject", lambda: (p := k8s.run(
-        "get", "scaledobject", NAME, "-n", ns, "-o", "json", check=False)).returncode == 0 and json.loads(p.stdout),
-        timeout=120)
+    the rendering (the line marked below)."""
+    k8s.apply(rendered(body, ns), ns)  # ← drop this line once the operator applies the ScaledObject
+    def made() -> dict[str, Any] | None:
+        proc = k8s.run("get", "scaledobject", NAME, "-n", ns, "-o", "json", check=False)
+        return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+    return wait_for("the server's ScaledObject", made, timeout=120)
 
 
 def hpa(k8s: K8sCluster, ns: str) -> dict[str, Any] | None:
@@ -260,8 +269,9 @@ def test_12_streams_scale_to_3_and_back_to_1(k8s_cluster: K8sCluster, namespace:
           f"summed at 3 replicas: {running[0]['value'][1]} (by pod {per_pod}); "
           f"counts seen {[r for _, r in replicas.seen]}")
     assert max(r for _, r in replicas.seen) == 3  # never above maxReplicas
-    # one replica per window: the second removal waits a full window after the first
-    assert down_1 - down_2 >= SCALE_DOWN_WINDOW - 1, replicas.seen
+    # one replica per window: the second removal waits a full window after the first (the HPA counts its own scale
+    # events of the last periodSeconds; the 1 s polling here can read the first change up to ~2 s late)
+    assert down_1 - down_2 >= SCALE_DOWN_WINDOW - 2.5, replicas.seen
     assert float(running[0]["value"][1]) >= 9  # ⌈9 ÷ 4⌉ = 3: the load the HPA scaled on was there
 
 
@@ -285,7 +295,8 @@ def test_prometheus_down_keeps_the_replicas_through_the_fallback(k8s_cluster: K8
         t_fallback = time.monotonic() - t0
         health = fell_back["status"]["health"]
         assert [h["status"] for h in health.values()] == ["Failing"], health
-        # two scale-down windows and more with the fallback's metric: a scale-down would have happened by then
+        # nothing may change: the wait is for a span of time, two scale-down windows and three HPA syncs more with the
+        # fallback still active (the control below shows a scale-down does happen within that span)
         hold = 2 * SCALE_DOWN_WINDOW + 15
         wait_for(f"{hold} s of fallback", lambda: time.monotonic() - t0 >= t_fallback + hold
                  and condition(scaled_object(), "Fallback").get("status") == "True", timeout=hold + 60, interval=1)
