@@ -121,7 +121,7 @@ def pytest_configure(config: pytest.Config) -> None:
 LONGEST_FIRST = ("test_rollback.py", "test_canary.py", "test_first_day.py", "test_memory_rounds.py", "test_tuning.py",
                  "test_hostile.py",
                  "test_control_loop.py", "test_multinode.py", "test_helm.py", "test_prometheus.py",
-                 "test_prometheus_operator.py", "test_leader_election.py")
+                 "test_prometheus_operator.py", "test_keda_scaling.py", "test_leader_election.py")
 """e2e modules by measured wall time in CI (hundreds of seconds each, longest first)."""
 
 

@@ -2,7 +2,8 @@
 
 One self-signed CA signs the kube-apiserver serving certificate and the admin client certificate
 (``CN=admin, O=system:masters``); a separate EC P-256 key pair signs service-account tokens
-(``--service-account-signing-key-file`` / ``--service-account-key-file``). All keys are EC P-256:
+(``--service-account-signing-key-file`` / ``--service-account-key-file``); a front-proxy CA signs the client
+certificate the API server presents to aggregated API servers (:func:`make_front_proxy`). All keys are EC P-256:
 fast to generate and accepted by every component.
 """
 
@@ -135,5 +136,72 @@ def make_serving_cert(directory: Path, common_name: str, ips: list[str]) -> Serv
                            critical=False)
             .sign(ca_key, hashes.SHA256()))
     out.crt.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    _write_key(out.key, key)
+    return out
+
+
+@dataclass(frozen=True)
+class FrontProxy:
+    """The API server's aggregation credentials (:func:`make_front_proxy`): ``ca_crt`` (its own CA, for
+    ``--requestheader-client-ca-file`` on the API server and on every aggregated API server) and the client
+    certificate the API server presents when it proxies a request (``--proxy-client-cert-file``/``-key-file``,
+    common name :data:`FRONT_PROXY_CLIENT`, the one ``--requestheader-allowed-names`` allows)."""
+
+    ca_crt: Path
+    client_crt: Path
+    client_key: Path
+
+
+FRONT_PROXY_CLIENT = "front-proxy-client"
+
+
+def _ca(common_name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = _key()
+    name = _name(common_name)
+    cert = (_cert(name, key.public_key(), name, key)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+            .sign(key, hashes.SHA256()))
+    return cert, key
+
+
+def _leaf(common_name: str, ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey,
+          usages: list[x509.ObjectIdentifier],
+          sans: list[x509.GeneralName]) -> tuple[bytes, ec.EllipticCurvePrivateKey]:
+    key = _key()
+    builder = (_cert(_name(common_name), key.public_key(), ca.subject, ca_key)
+               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+               .add_extension(x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True)
+               .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM), key
+
+
+def make_front_proxy(directory: Path) -> FrontProxy:
+    """Write a front-proxy CA and its client certificate (CN :data:`FRONT_PROXY_CLIENT`) into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca, ca_key = _ca("sglang-operator-e2e-front-proxy-ca")
+    out = FrontProxy(directory / "front-proxy-ca.crt", directory / "front-proxy-client.crt",
+                     directory / "front-proxy-client.key")
+    out.ca_crt.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    crt, key = _leaf(FRONT_PROXY_CLIENT, ca, ca_key, [ExtendedKeyUsageOID.CLIENT_AUTH], [])
+    out.client_crt.write_bytes(crt)
+    _write_key(out.client_key, key)
+    return out
+
+
+def make_mutual_tls(directory: Path, common_name: str, ips: list[str], dns: list[str]) -> ServingCert:
+    """Write a fresh CA and one certificate signed by it, for serving and for client authentication both (KEDA's
+    operator and metrics API server read the same ``ca.crt``/``tls.crt``/``tls.key`` for their mutual-TLS gRPC
+    link), valid for ``ips`` and ``dns``, into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca, ca_key = _ca(f"{common_name}-ca")
+    out = ServingCert(directory / "ca.crt", directory / "tls.crt", directory / "tls.key")
+    out.ca_crt.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+    sans += [x509.DNSName(d) for d in dns]
+    crt, key = _leaf(common_name, ca, ca_key, [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH], sans)
+    out.crt.write_bytes(crt)
     _write_key(out.key, key)
     return out

@@ -5,6 +5,11 @@ kube-scheduler → fake kubelet, on free loopback ports in a temp dir.
 nodes are Ready; ``Cluster.stop()`` tears everything down (also registered with ``atexit``). Logs
 stay in ``<workdir>/logs/<component>.log``; a failed start raises ``ClusterError`` with the tail of
 the failing component's log.
+
+The API server is ready for aggregated APIs (front-proxy client certificate, ``--requestheader-*``,
+``--enable-aggregator-routing=true``: it dials an endpoint of an APIService's Service, there being no kube-proxy)
+and the controller-manager runs the HPA controller every :data:`HPA_SYNC_PERIOD`; :mod:`e2e.cluster.keda`
+registers KEDA's metrics API server (docs/autoscaling.md, "KEDA on the local control plane").
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from e2e.cluster.certs import PKI, make_pki
+from e2e.cluster.certs import FRONT_PROXY_CLIENT, PKI, make_front_proxy, make_pki
 from e2e.cluster.procs import MARKER, Component, free_port, kill_pids, marked_pids, wait_http
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +41,9 @@ CONTROLLERS = (
     "endpointslice-controller", "root-ca-certificate-publisher-controller",
     "pod-garbage-collector-controller",
     "statefulset-controller",  # LeaderWorkerSet groups are StatefulSets (e2e/cluster/lws.py)
+    "horizontal-pod-autoscaler-controller",  # KEDA's HPAs (e2e/cluster/keda.py)
 )
+HPA_SYNC_PERIOD = "5s"  # kube-controller-manager's default 15 s; the scaling tests wait on it
 ALWAYS_ALLOW = "/healthz,/readyz,/livez,/metrics"
 # The API server's audit log (``Cluster.audit_log``, JSON lines): every write at Metadata level, except the fake
 # kubelet's pod/node status and node leases, so tests can count who wrote what (e2e/audit.py); SGLangServer status
@@ -120,17 +127,18 @@ class Cluster:
         path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
         return {**os.environ, MARKER: self.cluster_id, "KUBECONFIG": str(self.kubeconfig), "PYTHONPATH": path}
 
-    def _start(self, name: str, argv: list[str], death_signal: int = signal.SIGKILL) -> Component:
+    def _start(self, name: str, argv: list[str], death_signal: int = signal.SIGKILL,
+               env: dict[str, str] | None = None) -> Component:
         assert self.workdir is not None
-        comp = Component(name, argv, self.workdir / "logs", self._env(), cwd=self.workdir,
+        comp = Component(name, argv, self.workdir / "logs", {**self._env(), **(env or {})}, cwd=self.workdir,
                          death_signal=death_signal)
         self.components.append(comp)
         return comp
 
-    def start_component(self, name: str, argv: list[str]) -> Component:
-        """Start one more process with this cluster's environment (``KUBECONFIG``, marker), stopped with the
-        cluster or by :meth:`stop_component` (e.g. the LeaderWorkerSet controller, :mod:`e2e.cluster.lws`)."""
-        return self._start(name, argv)
+    def start_component(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Component:
+        """Start one more process with this cluster's environment (``KUBECONFIG``, marker) plus ``env``, stopped
+        with the cluster or by :meth:`stop_component` (e.g. the LeaderWorkerSet controller, :mod:`e2e.cluster.lws`)."""
+        return self._start(name, argv, env=env)
 
     def stop_component(self, comp: Component) -> None:
         """Stop a process started by :meth:`start_component`."""
@@ -168,6 +176,7 @@ class Cluster:
         pki = make_pki(wd / "pki", ["127.0.0.1", "10.0.0.1", ADVERTISE],
                        ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                         "kubernetes.default.svc.cluster.local"])
+        front = make_front_proxy(wd / "pki")
         etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         etcd = self._start("etcd", [
@@ -197,6 +206,14 @@ class Cluster:
             "--kubelet-preferred-address-types=InternalIP",  # fake nodes: 127.0.1.N (kubectl logs)
             f"--audit-policy-file={wd / 'audit-policy.yaml'}", f"--audit-log-path={self.audit_log}",
             "--audit-log-format=json", "--audit-log-mode=blocking",  # written before the response
+            # aggregation (KEDA's metrics API server, e2e/cluster/keda.py): the API server proxies with the
+            # front-proxy client certificate and names the user in X-Remote-* headers; with no kube-proxy it dials
+            # an endpoint of the APIService's Service, never its ClusterIP
+            f"--requestheader-client-ca-file={front.ca_crt}", f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={front.client_crt}", f"--proxy-client-key-file={front.client_key}",
+            "--enable-aggregator-routing=true",
             "--profiling=false", "--v=1",
         ])
         ctx = ssl.create_default_context(cafile=str(pki.ca_crt))
@@ -210,6 +227,7 @@ class Cluster:
             "--use-service-account-credentials=false", "--bind-address=127.0.0.1",
             f"--secure-port={kcm_port}", f"--authorization-always-allow-paths={ALWAYS_ALLOW}",
             f"--cert-dir={wd / 'kcm-certs'}", "--kube-api-qps=200", "--kube-api-burst=400",
+            f"--horizontal-pod-autoscaler-sync-period={HPA_SYNC_PERIOD}",
             "--profiling=false", "--v=1",
         ])
         sched = self._start("kube-scheduler", [
@@ -231,6 +249,13 @@ class Cluster:
         wait_http(f"https://127.0.0.1:{kcm_port}/healthz", kcm, timeout, insecure)
         wait_http(f"https://127.0.0.1:{sched_port}/readyz", sched, timeout, insecure)
         self._wait_nodes(kubelet, timeout)
+
+    @property
+    def front_proxy_ca(self) -> Path:
+        """The CA of the API server's front-proxy client certificate (``--requestheader-client-ca-file``): an
+        aggregated API server trusts the X-Remote-* headers of requests signed by it."""
+        assert self.workdir is not None
+        return self.workdir / "pki" / "front-proxy-ca.crt"
 
     def _write_kubeconfig(self, pki: PKI) -> None:
         cfg = {

@@ -1,0 +1,318 @@
+"""Real scaling: KEDA v2.21.0's operator and metrics API server registered with the local API server through
+APIService aggregation (:mod:`e2e.cluster.keda`), the kube-controller-manager's HPA controller, Prometheus 3 scraping
+the simulated SGLang pods through the ``sglang-operator prometheus-config`` output, the operator running the server.
+
+- ``autoscaling {minReplicas: 1, maxReplicas: 3, metric: runningRequests, target: 4}`` under 12 concurrent streams:
+  KEDA's HPA scales the SGLangServer to 3 (``⌈12 ÷ 4⌉``) and, once the streams stop, back to 1, one replica per
+  scale-down window (the behaviour shortened through ``spec.autoscaling.behavior``); the times are printed.
+- Prometheus stopped (with the load, so real metrics would scale down): the trigger's errors turn KEDA's fallback on
+  (``currentReplicasIfHigher``), the HPA keeps scaling on the fallback's value (ScalingActive, 3 desired) and the
+  count stays at 3 for more than two scale-down windows; never the minimum. Without a fallback the HPA would only
+  stop (ScalingActive False); the control: the same fallback patched to ``behavior: static`` (its ``replicas``:
+  ``minReplicas``) drops the count to 1, the trap the rendering avoids.
+
+The ScaledObject is the one ``builders.autoscaling.scaled_object`` renders for the server (:func:`scaled_object_of`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from e2e.cluster.keda import KedaStack
+from e2e.conftest import K8sCluster, running_operator, wait_for
+from e2e.operator_proc import OperatorProcess
+from e2e.prometheus import PrometheusProcess
+from e2e.tests.test_invalid_specs import valid_server
+from e2e.tools import require_prometheus
+from sglang_operator.api import parse
+from sglang_operator.builders import autoscaling as so
+from sglang_operator.io.loadgen import served_model, stream_once
+
+pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
+NAME = "scaled"
+STREAMS = 12
+MAX_TOKENS = 2048  # a stream lasts tens of seconds on the simulator: the 12 are nearly always all running
+# (valid_server's memory.maxRunningRequests is 16: the 12 streams and the operator's probes run, none queue)
+SCRAPE = "2s"
+SCALE_DOWN_WINDOW = 20  # seconds: spec.autoscaling.behavior.scaleDown (one replica per window)
+AUTOSCALING: dict[str, Any] = {
+    "minReplicas": 1, "maxReplicas": 3, "metric": "runningRequests", "target": 4,
+    "behavior": {"scaleUp": {"stabilizationWindowSeconds": 0, "replicas": 3, "periodSeconds": 15},
+                 "scaleDown": {"stabilizationWindowSeconds": SCALE_DOWN_WINDOW}},
+}
+SIM_ENV = [{"name": "SGLANG_SIM_LOAD_SECONDS", "value": "1"}]
+
+
+@pytest.fixture(scope="module")
+def keda(k8s_cluster: K8sCluster) -> Iterator[KedaStack]:
+    if k8s_cluster.local is None:
+        pytest.fail("needs the local control plane (its launcher registers KEDA's metrics API server)", pytrace=False)
+    stack = KedaStack(k8s_cluster.local).start()
+    print(f"KEDA registered in {stack.startup_seconds:.1f} s at {stack.address}")
+    try:
+        yield stack
+    finally:
+        print(stack.log_tail(20))
+        stack.stop()
+
+
+@pytest.fixture(scope="module")
+def operator(k8s_cluster: K8sCluster, keda: KedaStack,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    with running_operator(k8s_cluster, tmp_path_factory.mktemp("keda-scaling")) as op:
+        yield op
+
+
+@pytest.fixture
+def prometheus(k8s_cluster: K8sCluster, tmp_path: Path) -> Iterator[PrometheusProcess]:
+    """Prometheus 3 with exactly the ``prometheus-config`` output (pod discovery through the local API server)."""
+    printed = subprocess.run([sys.executable, "-m", "sglang_operator.entry.cli", "prometheus-config",
+                              "--kubeconfig-file", str(k8s_cluster.kubeconfig), "--scrape-interval", SCRAPE],
+                             capture_output=True, text=True, check=True).stdout
+    config = yaml.safe_load(printed) | {"global": {"scrape_interval": SCRAPE, "evaluation_interval": SCRAPE}}
+    prom = PrometheusProcess(require_prometheus(), tmp_path / "prom", config)
+    prom.start()
+    try:
+        yield prom
+    finally:
+        prom.stop()
+        print("--- prometheus log\n" + prom.log_tail(10))
+
+
+def server(prometheus_url: str) -> dict[str, Any]:
+    body = valid_server()
+    body["metadata"]["name"] = NAME
+    body["spec"] |= {"replicas": 1, "env": copy.deepcopy(SIM_ENV),
+                     "autoscaling": {**AUTOSCALING, "prometheus": {"address": prometheus_url}}}
+    return body
+
+
+def rendered(body: dict[str, Any], ns: str) -> dict[str, Any]:
+    """What ``builders.autoscaling.scaled_object`` renders for the server ``body`` in ``ns``."""
+    out = so.scaled_object(parse(copy.deepcopy(body) | {"metadata": {**body["metadata"], "namespace": ns}}))
+    assert out is not None
+    return out
+
+
+def scaled_object_of(k8s: K8sCluster, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The server's ScaledObject once the API server has it. Until the operator applies it itself, the test applies
+    the rendering (the line marked below)."""
+    k8s.apply(rendered(body, ns), ns)  # ← drop this line once the operator applies the ScaledObject
+    def made() -> dict[str, Any] | None:
+        proc = k8s.run("get", "scaledobject", NAME, "-n", ns, "-o", "json", check=False)
+        return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+    return wait_for("the server's ScaledObject", made, timeout=120)
+
+
+def hpa(k8s: K8sCluster, ns: str) -> dict[str, Any] | None:
+    proc = k8s.run("get", "hpa", f"keda-hpa-{NAME}", "-n", ns, "-o", "json", check=False)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    conds = ((obj or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conds if c.get("type") == kind), {})
+
+
+def ready_urls(k8s: K8sCluster, ns: str) -> list[str]:
+    pods = k8s.get("pods", "-n", ns, "-l", f"app.kubernetes.io/instance={NAME}")["items"]
+    return sorted(f"http://{p['status']['podIP']}:30000" for p in pods if not p["metadata"].get("deletionTimestamp")
+                  and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or []))
+
+
+class Replicas:
+    """Records the SGLangServer's ``spec.replicas`` (what KEDA's HPA writes through ``/scale``) every second:
+    ``seen`` is a list of (monotonic seconds, replicas) at each change."""
+
+    def __init__(self, k8s: K8sCluster, ns: str) -> None:
+        self.k8s, self.ns = k8s, ns
+        self.seen: list[tuple[float, int]] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Replicas:
+        self.thread.start()
+        wait_for("the first replica count", lambda: self.seen, timeout=30)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.done.set()
+        self.thread.join(30)
+
+    def _run(self) -> None:
+        while not self.done.is_set():
+            proc = self.k8s.run("get", "sglangserver", NAME, "-n", self.ns, "-o", "jsonpath={.spec.replicas}",
+                                check=False)
+            if proc.returncode == 0 and proc.stdout.strip().isdigit():
+                n = int(proc.stdout)
+                if not self.seen or self.seen[-1][1] != n:
+                    self.seen.append((time.monotonic(), n))
+            self.done.wait(1.0)
+
+    @property
+    def now(self) -> int:
+        return self.seen[-1][1]
+
+    def at(self, n: int, since: float = 0.0) -> float | None:
+        """When the count first became ``n`` at or after ``since`` (monotonic seconds), or None."""
+        return next((t for t, r in self.seen if r == n and t >= since), None)
+
+    def minimum(self, since: float) -> int:
+        """The lowest count from ``since`` on (the count in force at ``since`` included)."""
+        before = [r for t, r in self.seen if t <= since][-1:]
+        return min(before + [r for t, r in self.seen if t > since])
+
+
+class Load:
+    """``STREAMS`` concurrent streams to ``url`` (a Ready pod of the server), each sent again as soon as it ends,
+    until :meth:`stop` cancels them (the simulator aborts a request whose client went away)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.finished = self.errors = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.task: asyncio.Future[Any] | None = None
+        self.thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
+
+    async def _main(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        limits = httpx.Limits(max_connections=STREAMS + 4, max_keepalive_connections=STREAMS + 4)
+        async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+            model = await served_model(client, self.url)
+
+            async def worker() -> None:
+                while True:
+                    res = await stream_once(client, self.url, model, max_tokens=MAX_TOKENS)
+                    if res.error:
+                        self.errors += 1
+                        await asyncio.sleep(0.5)
+                    else:
+                        self.finished += 1
+
+            self.task = asyncio.gather(*(worker() for _ in range(STREAMS)))
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+    def __enter__(self) -> Load:
+        self.thread.start()
+        wait_for("the load's streams", lambda: self.task is not None, timeout=30, interval=0.1)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.loop is not None and self.task is not None and not self.task.done():
+            self.loop.call_soon_threadsafe(self.task.cancel)
+        self.thread.join(60)
+
+
+def scaled_server(k8s: K8sCluster, ns: str, prom: PrometheusProcess) -> str:
+    """Apply the server and its ScaledObject; return its Ready pod's URL once KEDA's HPA reads the metric (its
+    ScalingActive condition: Prometheus has the pod's series, the adapter answers through the API server)."""
+    body = server(prom.url)
+    k8s.apply(body, ns)
+    url = wait_for("the server's Ready pod", lambda: ready_urls(k8s, ns), timeout=180)[0]
+    made = scaled_object_of(k8s, ns, body)
+    assert made["spec"]["fallback"]["behavior"] == "currentReplicasIfHigher"
+    got = wait_for("KEDA's HPA reading the metric (ScalingActive)",
+                   lambda: (h := hpa(k8s, ns)) and condition(h, "ScalingActive").get("status") == "True" and h,
+                   timeout=180)
+    assert got["spec"]["metrics"][0]["external"]["target"] == {"type": "AverageValue", "averageValue": "4"}
+    return url
+
+
+def scale_up(k8s: K8sCluster, ns: str, replicas: Replicas, start: float) -> tuple[float, float]:
+    """Wait for 3 replicas in the spec and 3 Ready pods; the seconds from ``start`` to each."""
+    wait_for("KEDA's HPA scaling the server to 3", lambda: replicas.now == 3, timeout=240, interval=1)
+    spec_s = (replicas.at(3) or time.monotonic()) - start
+    wait_for("3 Ready pods", lambda: len(ready_urls(k8s, ns)) == 3, timeout=240, interval=1)
+    return spec_s, time.monotonic() - start
+
+
+def test_12_streams_scale_to_3_and_back_to_1(k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess,
+                                             prometheus: PrometheusProcess) -> None:
+    k8s, ns = k8s_cluster, namespace
+    url = scaled_server(k8s, ns, prometheus)
+    with Replicas(k8s, ns) as replicas:
+        assert replicas.now == 1
+        with Load(url):
+            t0 = time.monotonic()
+            up_spec, up_ready = scale_up(k8s, ns, replicas, t0)
+            running = prometheus.query(f'sum(sglang:num_running_reqs{{namespace="{ns}", sglang_server="{NAME}"}})')
+            per_pod = {r["metric"].get("pod", "?"): r["value"][1] for r in prometheus.query(
+                f'sum by (pod) (sglang:num_running_reqs{{namespace="{ns}", sglang_server="{NAME}"}})')}
+        t1 = time.monotonic()
+        wait_for("KEDA's HPA scaling the server back to 1", lambda: replicas.now == 1,
+                 timeout=6 * SCALE_DOWN_WINDOW + 120, interval=1)
+        wait_for("1 pod left", lambda: len(ready_urls(k8s, ns)) == 1, timeout=120, interval=1)
+        down_2, down_1 = replicas.at(2, since=t1), replicas.at(1, since=t1)
+        assert down_2 is not None and down_1 is not None, replicas.seen
+    print(f"scale-up 1 → 3 under {STREAMS} streams: spec.replicas after {up_spec:.1f} s, 3 pods Ready after "
+          f"{up_ready:.1f} s; scale-down 3 → 1 after the load stopped: 2 after {down_2 - t1:.1f} s, 1 after "
+          f"{down_1 - t1:.1f} s (window {SCALE_DOWN_WINDOW} s, HPA sync 5 s, scrape {SCRAPE}); running requests "
+          f"summed at 3 replicas: {running[0]['value'][1]} (by pod {per_pod}); "
+          f"counts seen {[r for _, r in replicas.seen]}")
+    assert max(r for _, r in replicas.seen) == 3  # never above maxReplicas
+    # one replica per window: the second removal waits a full window after the first (the HPA counts its own scale
+    # events of the last periodSeconds; the 1 s polling here can read the first change up to ~2 s late)
+    assert down_1 - down_2 >= SCALE_DOWN_WINDOW - 2.5, replicas.seen
+    assert float(running[0]["value"][1]) >= 9  # ⌈9 ÷ 4⌉ = 3: the load the HPA scaled on was there
+
+
+def test_prometheus_down_keeps_the_replicas_through_the_fallback(k8s_cluster: K8sCluster, namespace: str,
+                                                                 operator: OperatorProcess,
+                                                                 prometheus: PrometheusProcess) -> None:
+    k8s, ns = k8s_cluster, namespace
+    url = scaled_server(k8s, ns, prometheus)
+    with Replicas(k8s, ns) as replicas:
+        with Load(url):
+            scale_up(k8s, ns, replicas, time.monotonic())
+            prometheus.stop()  # with the load: real metrics would now bring the count down to 1
+        t0 = time.monotonic()
+
+        def scaled_object() -> dict[str, Any]:
+            out: dict[str, Any] = k8s.get("scaledobject", NAME, "-n", ns)
+            return out
+
+        fell_back = wait_for("KEDA's fallback active", lambda: condition(
+            so_ := scaled_object(), "Fallback").get("status") == "True" and so_, timeout=120, interval=1)
+        t_fallback = time.monotonic() - t0
+        health = fell_back["status"]["health"]
+        assert [h["status"] for h in health.values()] == ["Failing"], health
+        # nothing may change: the wait is for a span of time, two scale-down windows and three HPA syncs more with the
+        # fallback still active (the control below shows a scale-down does happen within that span)
+        hold = 2 * SCALE_DOWN_WINDOW + 15
+        wait_for(f"{hold} s of fallback", lambda: time.monotonic() - t0 >= t_fallback + hold
+                 and condition(scaled_object(), "Fallback").get("status") == "True", timeout=hold + 60, interval=1)
+        last = hpa(k8s, ns)
+        assert last is not None
+        assert last["status"]["desiredReplicas"] == 3, last["status"]
+        assert condition(last, "ScalingActive").get("status") == "True", last["status"]  # the fallback's value
+        assert replicas.minimum(since=t0) == 3, replicas.seen
+        # the control: the trap the rendering avoids (kedacore/keda#6659), a static fallback, drops the count
+        t2 = time.monotonic()
+        k8s.run("patch", "scaledobject", NAME, "-n", ns, "--type=merge", "-p",
+                json.dumps({"spec": {"fallback": {"behavior": "static"}}}))
+        wait_for("a static fallback dropping the count to minReplicas", lambda: replicas.now == 1,
+                 timeout=6 * SCALE_DOWN_WINDOW + 120, interval=1)
+        dropped = (replicas.at(1, since=t2) or time.monotonic()) - t2
+    print(f"Prometheus stopped with the load at 3 replicas: fallback active after {t_fallback:.1f} s, replicas "
+          f"held at 3 for {hold} s more; the same fallback made static dropped them to 1 in {dropped:.1f} s "
+          f"(counts seen {[r for _, r in replicas.seen]})")
+    assert dropped <= hold  # the span held at 3 was long enough for a scale-down to show
