@@ -35,6 +35,7 @@ import yaml
 from e2e.cluster.keda import KedaStack
 from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
+from e2e.policies import FAST_POLICY
 from e2e.prometheus import PrometheusProcess
 from e2e.tests.test_invalid_specs import valid_server
 from e2e.tools import require_prometheus
@@ -96,7 +97,7 @@ def prometheus(k8s_cluster: K8sCluster, tmp_path: Path) -> Iterator[PrometheusPr
 def server(prometheus_url: str) -> dict[str, Any]:
     body = valid_server()
     body["metadata"]["name"] = NAME
-    body["spec"] |= {"replicas": 1, "env": copy.deepcopy(SIM_ENV),
+    body["spec"] |= {"replicas": 1, "env": copy.deepcopy(SIM_ENV), "rollback": copy.deepcopy(FAST_POLICY),
                      "autoscaling": {**AUTOSCALING, "prometheus": {"address": prometheus_url}}}
     return body
 
@@ -109,14 +110,17 @@ def rendered(body: dict[str, Any], ns: str) -> dict[str, Any]:
 
 
 def scaled_object_of(k8s: K8sCluster, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-    """The server's ScaledObject once the API server has it. Until the operator applies it itself, the test applies
-    the rendering (the line marked below)."""
-    k8s.apply(rendered(body, ns), ns)  # ← drop this line once the operator applies the ScaledObject
+    """The server's ScaledObject once the API server has it: the operator applies it (owned by the server) and
+    it is exactly the rendering of ``body``'s spec."""
     def made() -> dict[str, Any] | None:
         proc = k8s.run("get", "scaledobject", NAME, "-n", ns, "-o", "json", check=False)
         return json.loads(proc.stdout) if proc.returncode == 0 else None
 
-    return wait_for("the server's ScaledObject", made, timeout=120)
+    got: dict[str, Any] = wait_for("the server's ScaledObject", made, timeout=120)
+    want = rendered(body, ns)["spec"]
+    assert {k: got["spec"].get(k) for k in want} == want
+    assert [r["kind"] for r in got["metadata"]["ownerReferences"] if r.get("controller")] == ["SGLangServer"]
+    return got
 
 
 def hpa(k8s: K8sCluster, ns: str) -> dict[str, Any] | None:
@@ -230,6 +234,11 @@ def scaled_server(k8s: K8sCluster, ns: str, prom: PrometheusProcess) -> str:
     url = wait_for("the server's Ready pod", lambda: ready_urls(k8s, ns), timeout=180)[0]
     made = scaled_object_of(k8s, ns, body)
     assert made["spec"]["fallback"]["behavior"] == "currentReplicasIfHigher"
+    wait_for("the first revision judged (scale-in no longer paused)", lambda: (
+        (k8s.get("sglangserver", NAME, "-n", ns).get("status") or {}).get("autoscaling") or {}).get("judging") is False
+        and k8s.run("get", "scaledobject", NAME, "-n", ns, "-o", "json", check=False).returncode == 0
+        and so.PAUSED_SCALE_IN not in (k8s.get("scaledobject", NAME, "-n", ns)["metadata"].get("annotations") or {}),
+        timeout=180, interval=1)
     got = wait_for("KEDA's HPA reading the metric (ScalingActive)",
                    lambda: (h := hpa(k8s, ns)) and condition(h, "ScalingActive").get("status") == "True" and h,
                    timeout=180)
@@ -305,10 +314,20 @@ def test_prometheus_down_keeps_the_replicas_through_the_fallback(k8s_cluster: K8
         assert last["status"]["desiredReplicas"] == 3, last["status"]
         assert condition(last, "ScalingActive").get("status") == "True", last["status"]  # the fallback's value
         assert replicas.minimum(since=t0) == 3, replicas.seen
-        # the control: the trap the rendering avoids (kedacore/keda#6659), a static fallback, drops the count
+        # the control: the trap the rendering avoids (kedacore/keda#6659), a static fallback, drops the count. The
+        # operator owns its ScaledObject (a patch would be undone at its next tick): the server is handed to an
+        # External scaler (the operator deletes its ScaledObject) and the same rendering with a static fallback is
+        # applied by hand
+        k8s.run("patch", "sglangserver", NAME, "-n", ns, "--type=json", "-p",
+                json.dumps([{"op": "replace", "path": "/spec/autoscaling", "value": {"mode": "External"}}]))
+        wait_for("the operator deleting its ScaledObject (mode External)", lambda: k8s.run(
+            "get", "scaledobject", NAME, "-n", ns, check=False).returncode != 0, timeout=60, interval=1)
+        static = rendered(server(prometheus.url), ns)
+        static["spec"]["fallback"]["behavior"] = "static"
+        k8s.apply(static, ns)
+        wait_for("the static fallback active", lambda: condition(scaled_object(), "Fallback").get("status") == "True",
+                 timeout=120, interval=1)
         t2 = time.monotonic()
-        k8s.run("patch", "scaledobject", NAME, "-n", ns, "--type=merge", "-p",
-                json.dumps({"spec": {"fallback": {"behavior": "static"}}}))
         wait_for("a static fallback dropping the count to minReplicas", lambda: replicas.now == 1,
                  timeout=6 * SCALE_DOWN_WINDOW + 120, interval=1)
         dropped = (replicas.at(1, since=t2) or time.monotonic()) - t2
