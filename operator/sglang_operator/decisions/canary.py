@@ -152,10 +152,10 @@ def tick(state: CanaryState | None, obs: CanaryObservation, policy: RollbackPoli
 class _Canary:
     """The working copy of one :func:`tick`."""
 
-    def __init__(self, c: CanaryState, obs: CanaryObservation, policy: RollbackPolicy, now: dt.datetime,
+    def __init__(self, canary: CanaryState, obs: CanaryObservation, policy: RollbackPolicy, now: dt.datetime,
                  strategy: CanaryStrategy) -> None:
-        self.c, self.obs, self.policy, self.now, self.strategy = c, obs, policy, now, strategy
-        self.out = CanaryTick(c, owns=True)
+        self.canary, self.obs, self.policy, self.now, self.strategy = canary, obs, policy, now, strategy
+        self.out = CanaryTick(canary, owns=True)
 
     def event(self, type_: str, reason: str, message: str) -> None:
         if self.policy.action.value != "DryRun":
@@ -169,7 +169,7 @@ class _Canary:
 
     def run(self, wanted: str | None, serving: str, stable_sample: Sample | None, setup: Setup,
             stable_baseline: Baseline | None) -> None:
-        c = self.c
+        c = self.canary
         if c.phase is CanaryPhase.PROMOTING and serving == c.revision:
             self.promoted(setup, stable_baseline)
             return
@@ -202,14 +202,14 @@ class _Canary:
     # --- moving pods -----------------------------------------------------------------------------------------
 
     def target(self) -> int:
-        if self.c.phase is CanaryPhase.PROMOTING:
+        if self.canary.phase is CanaryPhase.PROMOTING:
             return self.obs.replicas
-        return self.strategy.step_replicas(self.c.step, self.obs.replicas)
+        return self.strategy.step_replicas(self.canary.step, self.obs.replicas)
 
     def move(self) -> bool:
         """One pod towards the target when every canary pod wanted is Ready (fewer at once when the target fell:
         a scale-down); the stable keeps its share. Returns whether the split is at the target."""
-        c, target = self.c, self.target()
+        c, target = self.canary, self.target()
         if c.canary_replicas > target:
             c.canary_replicas = target
             self.moved()
@@ -221,11 +221,11 @@ class _Canary:
         return c.canary_replicas == target
 
     def moved(self) -> None:
-        c = self.c
+        c = self.canary
         c.moved_at, c.ready_since, c.warmed_up_at = self.now, None, None
 
     def place(self, why: str) -> None:
-        c = self.c
+        c = self.canary
         c.split = split(c.stable_replicas, c.canary_replicas)
         self.out.actions.append(PlaceCanary(c.revision, c.workload, c.canary_replicas, c.stable_replicas,
                                             f"{why}: {c.split} (stable+canary)"))
@@ -233,7 +233,7 @@ class _Canary:
     # --- a step ----------------------------------------------------------------------------------------------
 
     def stepping(self, stable_sample: Sample | None) -> None:
-        c = self.c
+        c = self.canary
         at_target = self.move()
         if self.crash_loop():
             return
@@ -257,7 +257,7 @@ class _Canary:
         self.judge(stable_sample)
 
     def deadline(self) -> None:
-        c = self.c
+        c = self.canary
         if (self.now - c.moved_at).total_seconds() < self.policy.progress_deadline_seconds:
             return
         why = f"; {c.pending}" if c.pending else ""
@@ -268,7 +268,7 @@ class _Canary:
     def crash_loop(self) -> bool:
         """A canary pod never Ready in this canary crash-loops or never starts: fails at once
         (:mod:`~sglang_operator.decisions.starts`)."""
-        c = self.c
+        c = self.canary
         c.pending = self.obs.pending
         c.pod_starts, failure = starts.check(c.pod_starts, self.obs.pods, self.policy.max_restarts_before_ready,
                                              self.now, c.revision, canary=True)
@@ -277,7 +277,7 @@ class _Canary:
         return failure is not None
 
     def watch_pods(self) -> None:
-        c = self.c
+        c = self.canary
         for pod in self.obs.pods:
             before = c.pod_restarts.get(pod.name)
             if before is not None and pod.restarts > before:
@@ -289,7 +289,7 @@ class _Canary:
                 c.pod_restarts[pod.name] = pod.restarts
 
     def judge(self, stable_sample: Sample | None) -> None:
-        c, sample = self.c, self.obs.sample
+        c, sample = self.canary, self.obs.sample
         if sample is None or c.phase is not CanaryPhase.STEPPING:
             return
         assert c.warmed_up_at is not None
@@ -346,7 +346,7 @@ class _Canary:
     def last(self, sample: Sample, verdict: SampleVerdict, reason: str, mine: SampleFigures | None,
              stable_sample: Sample | None) -> None:
         theirs = criteria.measured(stable_sample)
-        self.c.last_sample = CanarySample(
+        self.canary.last_sample = CanarySample(
             at=sample.end, verdict=verdict.value, reason=reason,
             tokens_per_second=mine.tokens_per_second if mine else None,
             accept_length=mine.accept_length if mine else None,
@@ -354,7 +354,7 @@ class _Canary:
             stable_accept_length=theirs.accept_length if theirs else None)
 
     def failure(self, reason: str, cause: str) -> None:
-        c = self.c
+        c = self.canary
         c.consecutive_failures += 1
         if c.consecutive_failures < self.policy.failure_threshold:
             return
@@ -371,13 +371,13 @@ class _Canary:
         self.fail(cause, f"{c.revision}: canary {reason}")
 
     def reset_step(self) -> None:
-        c = self.c
+        c = self.canary
         c.judged, c.consecutive_failures, c.consecutive_inconclusive = 0, 0, 0
         c.step_figures, c.stable_figures, c.failing_figures = [], [], []
         c.warmed_up_at, c.ready_since, c.disruption = None, None, None
 
     def end_step(self, verdict: str, reason: str) -> None:
-        c = self.c
+        c = self.canary
         judged = c.step_figures
         if verdict != "Passed" and c.failing_figures:  # the figures it failed with, beside the stable's of those
             judged = c.failing_figures
@@ -394,7 +394,7 @@ class _Canary:
     # --- outcomes --------------------------------------------------------------------------------------------
 
     def promote(self) -> None:
-        c = self.c
+        c = self.canary
         c.phase, c.reason, c.message = CanaryPhase.PROMOTING, "Promoting", f"{c.revision} takes every replica"
         c.step = c.steps
         self.reset_step()
@@ -402,7 +402,7 @@ class _Canary:
                                                 f"replica, one pod at a time")
 
     def promoting(self) -> None:
-        c = self.c
+        c = self.canary
         if self.move() and self.ready >= c.canary_replicas:
             c.stable_replicas = 0
             c.split = split(0, c.canary_replicas)
@@ -414,7 +414,7 @@ class _Canary:
     def promoted(self, setup: Setup, stable_baseline: Baseline | None) -> None:
         """``status.revision`` shows the canary's revision: it is the stable one now, its baseline the stable's scaled
         by the same-interval ratio (:func:`~sglang_operator.decisions.baseline.from_canary`)."""
-        c = self.c
+        c = self.canary
         med = criteria.medians(c.figures)
         self.out.baseline = baseline.from_canary(stable_baseline, c.stable_revision, c.revision, c.figures,
                                                  c.speed_ratios, self.policy.signal.value, setup, self.now)
@@ -430,7 +430,7 @@ class _Canary:
         self.out.state, self.out.promoted = None, c.revision
 
     def fail(self, cause: str, message: str, verdict: str = "Failed") -> None:
-        c = self.c
+        c = self.canary
         self.end_step(verdict, message)
         med = criteria.medians(c.failing_figures)
         if verdict == "Failed" and self.policy.action is not RollbackAction.ROLLBACK and self.ready > 0:
@@ -444,7 +444,7 @@ class _Canary:
     def hold(self, cause: str, message: str, med: SampleFigures | None) -> None:
         """``rollback.action`` Alert or DryRun: the failed canary is reported and left running at its split (as a
         failed revision is left running, Paused, without a canary); no rejection."""
-        c = self.c
+        c = self.canary
         c.phase, c.reason, c.message = CanaryPhase.HELD, cause, message
         c.consecutive_failures, c.consecutive_inconclusive = 0, 0
         self.out.actions.append(RecordVerdict(c.revision, Verdict.FAILED, message, med.tokens_per_second if med
@@ -457,7 +457,7 @@ class _Canary:
 
     def held(self) -> None:
         """Keep the held canary's split; remove it (rejected) once it serves nothing: no pod of it Ready."""
-        c = self.c
+        c = self.canary
         if self.ready == 0 and c.canary_replicas > 0:
             self.out.rejected = Rejected(c.revision, c.reason or "Failed",
                                          f"{c.message}; held (action {self.policy.action.value}) and now serving "
@@ -468,21 +468,21 @@ class _Canary:
         self.place(f"canary held at step {min(c.step + 1, c.steps)}/{c.steps}")
 
     def remove(self, cause: str, message: str) -> None:
-        c = self.c
+        c = self.canary
         self.end_step("Superseded", message)
         self.out.actions.append(RecordVerdict(c.revision, Verdict.SUPERSEDED, message,
                                               canary_steps=tuple(h.dump() for h in c.history)))
         self.start_removing(cause, message)
 
     def start_removing(self, cause: str, message: str) -> None:
-        c = self.c
+        c = self.canary
         c.phase, c.reason, c.message = CanaryPhase.REMOVING, cause, message
         self.event("Warning" if cause not in ("Superseded",) else "Normal", "CanaryRemoving",
                    f"{message}; the canary {c.workload} is removed, the stable revision {c.stable_revision} goes back "
                    f"to {plural(self.obs.replicas, 'replica')}")
 
     def removing(self) -> None:
-        c = self.c
+        c = self.canary
         c.stable_replicas = self.obs.replicas
         if self.strategy.max_surge == 0 or self.obs.stable_ready >= self.obs.replicas:
             c.canary_replicas = 0

@@ -209,7 +209,7 @@ class _Decision:
     # --- helpers -------------------------------------------------------------------------------------------
 
     @property
-    def a(self) -> Analysis:
+    def analysis(self) -> Analysis:
         assert self.state.analysis is not None
         return self.state.analysis
 
@@ -218,7 +218,8 @@ class _Decision:
             self.actions.append(Event(type_, reason, message))
 
     def enter(self, phase: AnalysisPhase, reason: str | None = None, message: str | None = None) -> None:
-        self.a.phase, self.a.since, self.a.reason, self.a.message = phase, self.now, reason, message
+        analysis = self.analysis
+        analysis.phase, analysis.since, analysis.reason, analysis.message = phase, self.now, reason, message
 
     def fresh(self, phase: AnalysisPhase, reason: str | None = None, message: str | None = None) -> None:
         self.state.analysis = Analysis(revision=self.obs.revision, phase=phase, since=self.now, reason=reason,
@@ -227,7 +228,7 @@ class _Decision:
 
     def last(self, kind: str, verdict: SampleVerdict, reason: str, sample: Sample | None = None) -> None:
         fig = sample.figures if sample is not None else None
-        self.a.last_sample = LastSample(
+        self.analysis.last_sample = LastSample(
             at=sample.end if sample is not None else self.now, kind=kind, verdict=verdict.value, reason=reason,
             tokens_per_second=criteria.finite(fig.decode_tokens_per_second) if fig else None,
             accept_length=criteria.finite(fig.accept_length) if fig else None,
@@ -235,7 +236,7 @@ class _Decision:
             running_requests=criteria.finite(fig.running_requests) if fig else None)
 
     def is_stable(self) -> bool:
-        return self.a.revision == self.state.stable_revision
+        return self.analysis.revision == self.state.stable_revision
 
     def comparable(self) -> bool:
         base = self.state.baseline
@@ -245,19 +246,20 @@ class _Decision:
 
     def run(self, sample: Sample | None) -> None:
         self.follow_revision()
-        token_changed = self.obs.retry_token != self.a.retry_token
-        if self.a.phase == AnalysisPhase.PAUSED:
+        token_changed = self.obs.retry_token != self.analysis.retry_token
+        if self.analysis.phase == AnalysisPhase.PAUSED:
             if token_changed:
                 self.resume()
-            elif self.a.reason == "MaxRollbacksReached" and self.serves_nothing():
+            elif self.analysis.reason == "MaxRollbacksReached" and self.serves_nothing():
                 self.replace_paused()
         else:
-            self.a.retry_token = self.obs.retry_token
-        if self.a.phase not in (AnalysisPhase.PAUSED, AnalysisPhase.ROLLING_BACK):
+            self.analysis.retry_token = self.obs.retry_token
+        if self.analysis.phase not in (AnalysisPhase.PAUSED, AnalysisPhase.ROLLING_BACK):
             self.watch_pods(self.obs.pods)
-            if sample is not None and sample.revision == self.a.revision and self.a.warmed_up_at is not None:
+            analysis = self.analysis
+            if sample is not None and sample.revision == analysis.revision and analysis.warmed_up_at is not None:
                 self.watch_pods(sample.revision_pods)
-        if sample is not None and sample.revision == self.a.revision:
+        if sample is not None and sample.revision == self.analysis.revision:
             self.judge(sample)
         elif sample is None:
             self.missing_interval()
@@ -325,15 +327,17 @@ class _Decision:
         """The retry annotation changed while Paused: verification starts over; the restarts its pods made before
         count no longer (``maxRestartsBeforeReady`` counts from here)."""
         self.fresh(AnalysisPhase.WARMING_UP)
-        self.a.pod_starts = {p.name: PodStart(uid=p.uid, restart_count=p.start_restarts, ready=p.ready)
+        self.analysis.pod_starts = {p.name: PodStart(uid=p.uid, restart_count=p.start_restarts, ready=p.ready)
                              for p in self.obs.pods}
         if not self.is_stable():
-            self.actions.append(RecordVerdict(self.a.revision, Verdict.VERIFYING, f"{RETRY_ANNOTATION} changed"))
-        self.event("Normal", "Retry", f"annotation {RETRY_ANNOTATION} changed: verifying {self.a.revision} again")
+            self.actions.append(RecordVerdict(self.analysis.revision, Verdict.VERIFYING,
+                                              f"{RETRY_ANNOTATION} changed"))
+        self.event("Normal", "Retry",
+                   f"annotation {RETRY_ANNOTATION} changed: verifying {self.analysis.revision} again")
 
     def watch_pods(self, pods: tuple[PodView, ...]) -> None:
         """Warm-up and progress deadline before the warm-up ended; restarts and readiness losses after it."""
-        a = self.a
+        a = self.analysis
         if a.warmed_up_at is None:
             restarted = any(p.restarts > a.pod_restarts.get(p.name, p.restarts) for p in pods)
             a.pod_restarts = {p.name: p.restarts for p in pods}
@@ -381,7 +385,7 @@ class _Decision:
             self.failed("CrashLoop", f"{head}; its last crash: {crashed.crash}" if crashed.crash else head)
 
     def warmed_up(self, at: dt.datetime, ready: int) -> None:
-        a = self.a
+        a = self.analysis
         a.warmed_up_at = a.last_interval_at = at
         a.pod_starts = {}
         if self.is_stable():
@@ -399,7 +403,7 @@ class _Decision:
     # --- samples ---------------------------------------------------------------------------------------------
 
     def judge(self, sample: Sample) -> None:
-        a = self.a
+        a = self.analysis
         if a.phase in (AnalysisPhase.PAUSED, AnalysisPhase.ROLLING_BACK):
             self.last(sample.kind.value, SampleVerdict.SKIPPED, f"{a.phase}: not judged", sample)
             return
@@ -453,7 +457,7 @@ class _Decision:
 
     def missing_interval(self) -> None:
         """No sample: an interval with a pod restart or readiness loss still counts as a failure."""
-        a = self.a
+        a = self.analysis
         if a.warmed_up_at is None or not a.disruption or a.phase in (AnalysisPhase.PAUSED,
                                                                      AnalysisPhase.ROLLING_BACK):
             return
@@ -465,7 +469,7 @@ class _Decision:
         self.count_failure(reason, "Unstable")
 
     def passed(self) -> None:
-        a, p = self.a, self.policy
+        a, p = self.analysis, self.policy
         if a.phase == AnalysisPhase.VERIFYING:
             assert a.warmed_up_at is not None
             verified_for = (self.now - a.warmed_up_at).total_seconds()
@@ -476,7 +480,7 @@ class _Decision:
             self.event("Normal", "StableRecovered", f"stable revision {a.revision} meets its baseline again")
 
     def refresh_baseline(self, figures: SampleFigures, sample: Sample) -> None:
-        new = baseline.refresh(self.state.baseline, self.a, self.state.stable_revision, self.policy, figures,
+        new = baseline.refresh(self.state.baseline, self.analysis, self.state.stable_revision, self.policy, figures,
                                sample.start, self.obs.setup, self.now)
         if new is not None:
             self.state.baseline = new
@@ -484,7 +488,7 @@ class _Decision:
                                                       f"{baseline.origin(new)}")
 
     def count_failure(self, reason: str, cause: str) -> None:
-        a = self.a
+        a = self.analysis
         baseline.interrupt(a)
         a.consecutive_failures += 1
         a.consecutive_passes = 0
@@ -501,7 +505,7 @@ class _Decision:
     # --- outcomes --------------------------------------------------------------------------------------------
 
     def promote(self, verified_for: float) -> None:
-        a = self.a
+        a = self.analysis
         med = criteria.medians(a.valid_figures)
         new = baseline.measured(a.revision, a.valid_figures, self.policy.signal.value, self.obs.setup, self.now)
         assert med is not None and new is not None
@@ -518,7 +522,7 @@ class _Decision:
 
     def failed(self, cause: str, message: str) -> None:
         """The analysed revision failed: reject and roll back, or report and leave it running."""
-        a, p = self.a, self.policy
+        a, p = self.analysis, self.policy
         med = criteria.medians(a.failing_figures)
         verdict_figures = (med.tokens_per_second, med.accept_length, len(a.failing_figures)) if med else (None,) * 3
         if self.is_stable():
@@ -553,7 +557,7 @@ class _Decision:
     def replace_paused(self) -> None:
         """A revision Paused for ``MaxRollbacksReached`` that serves nothing now: replaced by the stable revision
         (the limit is for revisions that serve but regress)."""
-        a, stable = self.a, self.state.stable_revision
+        a, stable = self.analysis, self.state.stable_revision
         if stable is None or stable == a.revision or self.policy.action != RollbackAction.ROLLBACK:
             return
         before = truncate(a.message or a.revision, MESSAGE_LIMIT // 2)
@@ -564,7 +568,7 @@ class _Decision:
         """The stable revision failed (``message``; ``med``: the medians of the current run's measured failures):
         a new ``analysis.stableRegression`` and its Warning event, or the current one updated, with another event
         when a figure moved by more than :data:`REGRESSION_CHANGE` from those of the last event."""
-        a = self.a
+        a = self.analysis
         tps, length = (med.tokens_per_second, med.accept_length) if med is not None else (None, None)
         reg = a.stable_regression
         if reg is None:
@@ -583,7 +587,7 @@ class _Decision:
 
     def reject(self, cause: str, message: str, stable: str,
                figures: tuple[float | None, float | None, int | None], note: str = "") -> None:
-        a = self.a
+        a = self.analysis
         others = [r for r in self.state.rejected_revisions if r.revision != a.revision]
         rejections = [*others, Rejection(revision=a.revision, reason=message, at=self.now,
                                          retry_token=self.obs.retry_token)]
@@ -602,14 +606,14 @@ class _Decision:
 
     def pause(self, reason: str, message: str) -> None:
         self.enter(AnalysisPhase.PAUSED, reason, message)
-        self.a.retry_token = self.obs.retry_token
+        self.analysis.retry_token = self.obs.retry_token
         self.event("Warning", "Paused", f"{message}; change the annotation {RETRY_ANNOTATION} to verify again")
 
     # --- what runs -------------------------------------------------------------------------------------------
 
     def settle_stable_phase(self) -> None:
         """The stable revision serving is RolledBack while the spec asks for a rejected revision, else Stable."""
-        a = self.a
+        a = self.analysis
         if not self.is_stable() or a.phase not in (AnalysisPhase.STABLE, AnalysisPhase.ROLLED_BACK):
             return
         target = what_should_run(self.wanted, self.state, self.obs.retry_token)
