@@ -7,7 +7,8 @@ turn, a baseline without any hostile input, and each mode of ``e2e/hostile.py``:
 SSE line on the probe's stream, 5 000 000 tiny chunks, a 7 MiB label value, 100 000 series, a 1 MiB ``/server_info``
 string), 500 idle TCP connections to the operator's metrics port, or 600 small SGLangTunings naming an SGLangServer
 that does not exist (``missing-server-tunings``: then also how long creating them took and how long deleting them
-all took: one DELETE of the collection, then until none is left). Per mode it prints:
+all took: one DELETE of the collection, then until none is left), or 20 SGLangServers whose lists and maps are at
+their bounds, without pods (``fat-specs``: then also the RSS they added). Per mode it prints:
 
 - the operator's peak RSS over the mode (VmHWM, reset at the mode's start through ``/proc/<pid>/clear_refs``; where
   that is not allowed, the peak since the operator started) and its RSS at the end, MiB;
@@ -20,6 +21,7 @@ all took: one DELETE of the collection, then until none is left). Per mode it pr
     python bench/hostile.py --minutes 0.5            # a smoke run
     python bench/hostile.py --modes tiny-chunks,long-label --minutes 2
     python bench/hostile.py --modes missing-server-tunings --healthy 4 --minutes 2
+    python bench/hostile.py --modes baseline,fat-specs --healthy 4 --minutes 1
     python bench/hostile.py --retained-scrapes       # offline: 32 pods, an 8 MB /metrics (bench/hostile_scrapes.py)
 
 Exit status 0 either way (a benchmark, not a test).
@@ -66,6 +68,52 @@ from sglang_operator.api import tuning as tuning_api  # noqa: E402
 NS = "hostile"
 BASELINE = "baseline"
 IDLE = 500
+FAT_MODE = "fat-specs"
+FAT_SERVERS = 20
+
+
+def _key(i: int) -> str:
+    """A label or annotation key at the 317-character bound: a 253-character DNS prefix, ``/``, a 63-character
+    name."""
+    prefix = ".".join([f"p{i:02d}" + "a" * 60, "b" * 63, "c" * 63, "d" * 61])
+    return f"{prefix}/k{i:02d}" + "x" * 60
+
+
+def fat_server(name: str) -> dict[str, Any]:
+    """SGLangServer ``name`` (the known-good sample, ``replicas: 0``) with its lists and maps at their bounds
+    (``api/bounds.py``, ``api/spec.py``): 32 env entries (128-character names, 1 024-character values), 16 pod
+    annotations (317-character keys, 512-character values), 8 pod labels and 8 node selector entries (317-character
+    keys, 63-character values), 8 tolerations."""
+    obj = server(name)
+    spec = obj["spec"]
+    spec["replicas"] = 0
+    env = spec["env"]
+    env += [{"name": f"PAD_{i:02d}_" + "X" * 121, "value": "v" * 1024} for i in range(32 - len(env))]
+    spec["podAnnotations"] = {_key(i): "a" * 512 for i in range(16)}
+    spec["podLabels"] = {_key(i): "l" * 63 for i in range(8)}
+    selector = spec.get("nodeSelector") or {}
+    selector |= {_key(i): "n" * 63 for i in range(8 - len(selector))}
+    spec["nodeSelector"] = selector
+    spec["tolerations"] = [{"key": _key(i), "operator": "Equal", "value": "t" * 63, "effect": "NoSchedule"}
+                           for i in range(8)]
+    return obj
+
+
+def fat_mode(k8s: K8sCluster, op: OperatorProcess, healthy: list[str], minutes: float) -> None:
+    """:data:`FAT_MODE`: :data:`FAT_SERVERS` servers at the spec bounds (no pods), each observed once, then measured;
+    the RSS they added (the operator's RSS before them against its RSS after the mode), their spec size."""
+    assert op.proc is not None
+    before = rss_mib(op.proc.pid)[0]
+    names = [f"fat-{i:02d}" for i in range(FAT_SERVERS)]
+    items = [fat_server(n) for n in names]
+    size = len(json.dumps(items[0]["spec"], separators=(",", ":")))
+    apply(k8s, items)
+    wait_for(f"{FAT_SERVERS} servers at the bounds observed", lambda: all(
+        (statuses(k8s).get(n) or {}).get("observedGeneration") for n in names), timeout=300, interval=2)
+    got = measure(op, 60 * minutes)
+    report(FAT_MODE, healthy, None, *got, extra=f"{FAT_SERVERS} specs of {size / 1024:.0f} KiB each: RSS "
+           f"{before:.0f} MiB before them, {got[3]:.0f} MiB after ({got[3] - before:+.0f} MiB)")
+    k8s.run("delete", "sglangservers", *names, "-n", NS, "--wait=true", timeout=300)
 
 
 def statuses(k8s: K8sCluster) -> dict[str, dict[str, Any]]:
@@ -156,7 +204,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="minutes each mode is measured")
     parser.add_argument("--healthy", type=int, default=20, help="healthy simulated SGLangServers")
-    parser.add_argument("--modes", default=",".join([BASELINE, *MODES, IDLE_MODE, TUNINGS_MODE]),
+    parser.add_argument("--modes", default=",".join([BASELINE, *MODES, IDLE_MODE, TUNINGS_MODE, FAT_MODE]),
                         help="comma-separated, in order (default: all, the baseline first)")
     parser.add_argument("--retained-scrapes", action="store_true",
                         help="offline, no cluster: the sampler's RSS with 32 pods answering an 8 MB /metrics of 2 000 "
@@ -168,10 +216,10 @@ def main() -> None:
         retained_scrapes()
         return
     modes = [m for m in args.modes.split(",") if m]
-    unknown = set(modes) - {BASELINE, IDLE_MODE, TUNINGS_MODE, *MODES}
+    unknown = set(modes) - {BASELINE, IDLE_MODE, TUNINGS_MODE, FAT_MODE, *MODES}
     if unknown:
         parser.error(f"unknown modes {sorted(unknown)}; known: {BASELINE}, {', '.join(MODES)}, {IDLE_MODE}, "
-                     f"{TUNINGS_MODE}")
+                     f"{TUNINGS_MODE}, {FAT_MODE}")
     work = Path(tempfile.mkdtemp(prefix="sglang-hostile-"))
     gpus = args.healthy + 8  # 2 GPUs a server (tensor 2), on 2 nodes, and room for one hostile server
     cluster = Cluster(build(), NodeOptions(count=2, gpus=gpus))
@@ -196,6 +244,8 @@ def main() -> None:
                 report(mode, healthy, None, *measure(op, 60 * args.minutes))
             elif mode == TUNINGS_MODE:
                 tunings_mode(k8s, op, healthy, args.minutes)
+            elif mode == FAT_MODE:
+                fat_mode(k8s, op, healthy, args.minutes)
             elif mode == IDLE_MODE:
                 idle = IdleClients(op.metrics_port, IDLE)
                 thread = idle.start()
