@@ -193,7 +193,7 @@ class ServerSeries:
             self._export_one(namespace, server, s)
 
     def export_analysis(self, namespace: str, server: str, state: Any) -> None:
-        """Export the rollback analysis of one server (a ``decisions.rollback.RollbackState``): phase, baseline,
+        """Export the rollback analysis of one server (a ``decisions.rollback_state.RollbackState``): phase, baseline,
         stable revision; ``sglang_operator_rollbacks_total`` grows by the rollbacks recorded since last seen (from
         0 when the server is first seen: the operator counts what it did, as a restart resets counters)."""
         key = (namespace, server)
