@@ -90,6 +90,8 @@ from e2e.tuning_truth import GPU, noise_free
 from sglang_operator import builders
 from sglang_operator.api import tuning as api
 from sglang_operator.api.server import SpecError, parse
+from sglang_operator.api.tuning_spec import Parameters
+from sglang_operator.api.tuning_status import SGLangTuningStatus, TrialSettings, TrialVerdict, TuningPhase
 from sglang_operator.decisions.tuning import space
 from sglang_operator.decisions.tuning import trials as plan
 
@@ -214,7 +216,7 @@ def follow(k8s: K8sCluster, tuning: str, t0: float, timeout: float) -> dict[str,
         for t in ended[shown:]:
             figure = f"{t['objective']:.1f} tok/s" if t.get("objective") is not None else (
                 (t.get("reason") or "").strip().splitlines()[-1][:100] if t.get("reason") else "")
-            settings = api.TrialSettings.model_validate(t["settings"]).summary()
+            settings = TrialSettings.model_validate(t["settings"]).summary()
             print(f"   {time.monotonic() - t0:6.1f} s  {t['name']}: {settings:<15} {t['verdict']:<9} "
                   f"{_seconds(t.get('startedAt'), t.get('finishedAt')):5.0f} s  {figure}", flush=True)
         shown = len(ended)
@@ -241,7 +243,7 @@ def run(fraction: float = 0.25, seed: int = 0, profile_name: str = DEFAULT_PROFI
     except SpecError as e:
         raise SystemExit(f"tuning_pods: the {profile.name} server does not validate: {e}") from e
     print(f"-- {name} renders: {' '.join(rendered.command.args)}")
-    params = api.Parameters.model_validate(profile.parameters)
+    params = Parameters.model_validate(profile.parameters)
     valid, invalid = plan.points(params, parsed.spec)
     grid = len(valid) + 1
     budget = budget_of(grid, fraction)
@@ -315,16 +317,16 @@ def report(obj: dict[str, Any], truth: dict[str, float | None], control_truth: f
            optimum: float, grid: int, budget: int, left: int, *, start: float, cluster_s: float,
            tuning_s: float) -> None:
     """Print the figures of the ended tuning ``obj``; SystemExit unless it Succeeded with a recommendation."""
-    st = api.SGLangTuningStatus.model_validate(obj.get("status") or {})
-    started = [t for t in st.trials if t.verdict != api.TrialVerdict.INVALID.value]
-    completed = sum(t.verdict == api.TrialVerdict.COMPLETED.value for t in started)
-    failed = sum(t.verdict == api.TrialVerdict.FAILED.value for t in started)
+    st = SGLangTuningStatus.model_validate(obj.get("status") or {})
+    started = [t for t in st.trials if t.verdict != TrialVerdict.INVALID.value]
+    completed = sum(t.verdict == TrialVerdict.COMPLETED.value for t in started)
+    failed = sum(t.verdict == TrialVerdict.FAILED.value for t in started)
     trial_s = sum(_seconds(t.started_at, t.finished_at) for t in started)
     print(f"\n-- phase {st.phase}; trials used: {len(started)} started ({completed} Completed, {failed} Failed, "
           f"control included) of {budget} allowed, grid {grid} ({len(started) / grid:.0%} of it); "
           f"{st.trials_invalid or 0} invalid, never started")
     best = st.best
-    if st.phase != api.TuningPhase.SUCCEEDED.value or best is None:
+    if st.phase != TuningPhase.SUCCEEDED.value or best is None:
         conds = [f"{c.type}={c.status} {c.reason}: {c.message}" for c in st.conditions]
         raise SystemExit(f"tuning_pods: the tuning ended {st.phase} without a recommendation: {conds}")
     value = truth.get(best.summary) if best.settings.speculative else control_truth
@@ -337,8 +339,8 @@ def report(obj: dict[str, Any], truth: dict[str, float | None], control_truth: f
           f"{ratio:.3f} × the optimum {optimum_label} {optimum:.1f}, "
           f"{(value or 0) / control_truth if control_truth else 0:.2f}x the noise-free control")
     print_measured_vs_truth(started, truth, control_truth)
-    pruned = [t for t in started if t.verdict == api.TrialVerdict.PRUNED.value]
-    full = [_seconds(t.started_at, t.finished_at) for t in started if t.verdict == api.TrialVerdict.COMPLETED.value]
+    pruned = [t for t in started if t.verdict == TrialVerdict.PRUNED.value]
+    full = [_seconds(t.started_at, t.finished_at) for t in started if t.verdict == TrialVerdict.COMPLETED.value]
     if pruned and full:
         mean_full = sum(full) / len(full)
         saved = sum(max(0.0, mean_full - _seconds(t.started_at, t.finished_at)) for t in pruned)
@@ -365,7 +367,7 @@ def print_measured_vs_truth(started: list[Any], truth: dict[str, float | None], 
     its point (the control trial's: ``control_truth``) and the largest deviation from 1; returns that deviation."""
     rows: list[tuple[str, float, float]] = []
     for t in started:
-        if t.verdict != api.TrialVerdict.COMPLETED.value or t.objective is None:
+        if t.verdict != TrialVerdict.COMPLETED.value or t.objective is None:
             continue
         expected = truth.get(t.settings.summary()) if t.settings.speculative else control_truth
         if expected:

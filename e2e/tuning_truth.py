@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from sglang_operator import builders
-from sglang_operator.api import tuning as api
 from sglang_operator.api.server import parse
+from sglang_operator.api.tuning_status import TrialSettings
 from sglang_operator.decisions.tuning import trials as plan
 
 GPU = "NVIDIA RTX A6000"
@@ -24,7 +24,7 @@ PROMPT_TOKENS = 256
 order)."""
 
 
-def noise_free(server: dict[str, Any], settings: api.TrialSettings, concurrency: int, *,
+def noise_free(server: dict[str, Any], settings: TrialSettings, concurrency: int, *,
                max_output_tokens: int = 32, gpu: str = GPU) -> float | None:
     """The objective of a trial's settings at ``concurrency`` by the simulator's perf model without noise: decode
     tok/s (per request, after the first token) at concurrency 1, output tok/s of all requests above; ``None`` when

@@ -6,7 +6,8 @@ CEL, checked with ``kubectl apply --dry-run=server``), and the message of the Py
 :func:`sglang_operator.builders.check`, i.e. what the operator puts in the SpecValid=False condition). Cases
 with ``server=None`` are beyond the schema (release-dependent): the API server must accept them and the
 Python validator must refuse them. ``TUNING_CASES`` (in ``CASES`` too) mutate a valid SGLangTuning instead
-(:func:`valid_tuning`): the schema and the CEL rules of ``api/tuning.py``, the same text from Python.
+(:func:`valid_tuning`): the schema and the CEL rules of ``api/tuning.py``, ``api/tuning_spec.py`` and
+``api/tuning_status.py``, the same text from Python.
 ``tests/api/test_invalid_specs_offline.py`` runs the Python half without a cluster.
 """
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from e2e.conftest import K8sCluster
-from sglang_operator.api.tuning import BestPoint, SGLangTuningStatus, Trial, TrialSettings
+from sglang_operator.api.tuning_status import BestPoint, SGLangTuningStatus, Trial, TrialSettings
 
 pytestmark = [pytest.mark.cluster]
 ROOT = Path(__file__).resolve().parents[2]

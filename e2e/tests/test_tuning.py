@@ -31,6 +31,8 @@ from e2e.tuning_truth import noise_free
 from sglang_operator import builders
 from sglang_operator.api import tuning as api
 from sglang_operator.api.server import parse
+from sglang_operator.api.tuning_spec import Parameters
+from sglang_operator.api.tuning_status import SGLangTuningStatus, TrialSettings
 from sglang_operator.decisions.tuning import trials as plan
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
@@ -113,7 +115,7 @@ def test_a_shadow_tuning_recommends_the_best_point_per_level_and_leaves_nothing_
     wait_for("the server Ready", lambda: k8s_cluster.get("sglangserver", SERVER, "-n", ns).get("status", {})
              .get("phase") == "Ready", timeout=120, interval=1)
     params = {"numSteps": {"min": 1, "max": 5}, "eagleTopk": {"list": [1, 2]}, "numDraftTokens": {"list": [3, 4]}}
-    valid, invalid = plan.points(api.Parameters.model_validate(params), parse({**server, "metadata": {
+    valid, invalid = plan.points(Parameters.model_validate(params), parse({**server, "metadata": {
         "name": SERVER, "namespace": ns}}).spec)
     truth = {c: {p.label: noise_free(server, plan.settings_of(p), c) for p in valid} for c in LEVELS}
     optimum = {c: max(v for v in truth[c].values() if v is not None) for c in LEVELS}
@@ -142,7 +144,7 @@ def test_a_shadow_tuning_recommends_the_best_point_per_level_and_leaves_nothing_
             print(json.dumps(k8s_cluster.get("sglangtuning", TUNING, "-n", ns).get("status"), indent=1))
             raise
     took = time.monotonic() - started
-    status = api.SGLangTuningStatus.model_validate(obj["status"])
+    status = SGLangTuningStatus.model_validate(obj["status"])
     print(f"tuning took {took:.0f} s; noise-free optima {argmax} {optimum}")
     for t in status.trials:
         print(f"  {t.name} {t.settings.summary()} {t.verdict} {t.objective} {(t.reason or '')[-120:]}")
@@ -179,7 +181,7 @@ def test_a_shadow_tuning_recommends_the_best_point_per_level_and_leaves_nothing_
         value = truth[c][label] if label is not None else None
         assert label not in failed and value is not None and value >= 0.98 * optimum[c], (c, b, truth[c])
     # overall: the weighted mean (equal weights) of each level's figure over the control trial's at that level
-    base = {c: noise_free(server, api.TrialSettings(speculative=False), c) for c in LEVELS}
+    base = {c: noise_free(server, TrialSettings(speculative=False), c) for c in LEVELS}
     overall = {p: sum(truth[c][p] / base[c] for c in LEVELS) / len(LEVELS)  # type: ignore[operator]
                for p in truth[1] if all(truth[c][p] is not None for c in LEVELS)}
     assert status.best.summary in overall and overall[status.best.summary] >= 0.98 * max(overall.values()), (
@@ -296,7 +298,7 @@ def test_an_in_place_tuning_resumed_after_the_operator_is_killed_ends_with_the_s
         done = [t for t in trials if t.get("verdict") == "Completed"]
         return st if done and any(not t.get("verdict") for t in trials) and trial_serving(k8s_cluster, ns) else None
 
-    before = api.SGLangTuningStatus.model_validate(wait_for("a trial done, the next on every replica",
+    before = SGLangTuningStatus.model_validate(wait_for("a trial done, the next on every replica",
                                                             one_done_one_running, timeout=180, interval=0.5))
     assert operator.proc is not None
     os.killpg(operator.proc.pid, signal.SIGKILL)  # the test's own operator process
@@ -304,7 +306,7 @@ def test_an_in_place_tuning_resumed_after_the_operator_is_killed_ends_with_the_s
     time.sleep(2)
     operator.start()
     obj = wait_for("the resumed tuning finished", lambda: finished(k8s_cluster, ns, name), timeout=240, interval=1)
-    after = api.SGLangTuningStatus.model_validate(obj["status"])
+    after = SGLangTuningStatus.model_validate(obj["status"])
     for t in after.trials:
         print(f"  {t.name} {t.settings.summary()} {t.verdict} {t.objective} {t.started_at}")
     assert after.phase == "Succeeded", obj["status"]
@@ -355,7 +357,7 @@ def test_a_second_server_deployed_below_the_known_best_is_told_so_and_at_it_is_n
     body["spec"]["workload"].update(maxOutputTokens=64, concurrency=[{"level": 1}])
     k8s_cluster.apply(body, ns)
     obj = wait_for("the tuning finished", lambda: finished(k8s_cluster, ns, name), timeout=240, interval=1)
-    status = api.SGLangTuningStatus.model_validate(obj["status"])
+    status = SGLangTuningStatus.model_validate(obj["status"])
     assert status.phase == "Succeeded" and status.best is not None and status.best.summary == "3/1/4", obj["status"]
     assert status.setup is not None and status.setup.gpu_product == "NVIDIA-RTX-A6000"
     decode = {t.settings.summary(): t.levels[0].decode_tokens_per_second for t in status.trials

@@ -6,7 +6,7 @@ import datetime as dt
 
 from sglang_operator.api.base import clone
 from sglang_operator.api.status import SGLangServerStatus
-from sglang_operator.decisions.rollback import RollbackState
+from sglang_operator.decisions.rollback_state import RollbackState
 
 AT = "2026-12-01T12:00:00Z"
 STATUS = SGLangServerStatus.model_validate({

@@ -14,19 +14,12 @@ import yaml
 from typer.testing import CliRunner
 
 from sglang_operator.api import crd as crds
-from sglang_operator.api import tuning
+from sglang_operator.api import tuning, tuning_spec, tuning_status
 from sglang_operator.api.base import ApiModel
 from sglang_operator.api.server import SpecError
-from sglang_operator.api.tuning import (
-    MAX_LEVELS,
-    MAX_TRIAL_RECORDS,
-    AlgorithmName,
-    SGLangTuningStatus,
-    TrialSettings,
-    TuningMode,
-    parse_tuning,
-    parse_tuning_status,
-)
+from sglang_operator.api.tuning import parse_tuning, parse_tuning_status
+from sglang_operator.api.tuning_spec import MAX_LEVELS, AlgorithmName, TuningMode
+from sglang_operator.api.tuning_status import MAX_TRIAL_RECORDS, SGLangTuningStatus, TrialSettings
 from sglang_operator.entry.cli import app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -91,8 +84,9 @@ def test_names_columns_and_subresources() -> None:
                 break
             node = node["properties"][part]
     found = {r["rule"] for _, n in _walk(root) for r in n.get("x-kubernetes-validations", [])}
-    rules = {r.rule for cls in vars(tuning).values() if isinstance(cls, type) and issubclass(cls, ApiModel)
-             and cls.__module__ == tuning.__name__ for r in cls.cel_rules}
+    rules = {r.rule for module in (tuning, tuning_spec, tuning_status) for cls in vars(module).values()
+             if isinstance(cls, type) and issubclass(cls, ApiModel) and cls.__module__ == module.__name__
+             for r in cls.cel_rules}
     assert len(rules) >= 20 and rules <= found
 
 

@@ -1,4 +1,4 @@
-"""The tenant boundary's rules (builders/admission.py) offline: the chart's generated copy is fresh, each forbidden
+"""The tenant boundary's rules (builders/admission*.py) offline: the chart's generated copy is fresh, each forbidden
 spec is refused naming its field, what is allowed passes, and the CEL the API server runs says the same words."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from sglang_operator.builders import admission as adm
-from sglang_operator.builders.admission import Level, Params
+from sglang_operator.builders.admission_kinds import HostPathWrites, Level, Params
+from sglang_operator.builders.admission_secrets import SECRET_SLOTS
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "charts" / "sglang-operator" / "files" / "admission-policy.json"
@@ -155,8 +156,8 @@ def test_secrets_are_listed_with_their_fields_and_counted() -> None:
         "spec.imagePullSecrets[pull] names Secret pull in team-a: the user creating or updating this SGLangServer "
         "must be allowed to get it (RBAC: get secrets)")
     many = server(env=[{"name": f"S{i}", "valueFrom": {"secretKeyRef": {"name": f"s{i}", "key": "k"}}}
-                       for i in range(adm.SECRET_SLOTS + 1)])
-    assert refusals(many) == (f"spec names {adm.SECRET_SLOTS + 1} distinct Secrets; at most {adm.SECRET_SLOTS} are "
+                       for i in range(SECRET_SLOTS + 1)])
+    assert refusals(many) == (f"spec names {SECRET_SLOTS + 1} distinct Secrets; at most {SECRET_SLOTS} are "
                               "checked (the API server's CEL cost limit on authorization checks): use fewer Secrets",)
 
 
@@ -198,7 +199,7 @@ def test_the_policy_has_every_rule_at_its_levels_and_only_variables_for_values()
         assert len(validations) == sum(len(r.cel()) for r in adm.rules_for(level))
         assert all(v["message"].startswith("spec") and v["reason"] == "Forbidden" for v in validations)
     checks = [v for v in rules["validations"]["baseline"] if "authorizer." in v["expression"]]
-    assert len(checks) == adm.SECRET_SLOTS  # one authorizer check per expression: 350k of the 1M per-call limit
+    assert len(checks) == SECRET_SLOTS  # one authorizer check per expression: 350k of the 1M per-call limit
     assert all(v["expression"].count(".check(") == 1 for v in checks)
     text = json.dumps(rules)
     for name in adm.PARAM_VARIABLES:
@@ -217,8 +218,8 @@ def test_apparmor_allows_the_runtime_default_and_localhost_profiles() -> None:
 
 def test_allowed_host_paths_are_read_only_unless_the_admin_allows_writes() -> None:
     forbidden = Params(allowed_host_paths=("/models",))
-    allowed = Params(allowed_host_paths=("/models",), host_path_writes=adm.HostPathWrites.ALLOWED)
-    own = Params(allowed_host_paths=("/models/",), host_path_writes=adm.HostPathWrites.OWN_NAMESPACE)
+    allowed = Params(allowed_host_paths=("/models",), host_path_writes=HostPathWrites.ALLOWED)
+    own = Params(allowed_host_paths=("/models/",), host_path_writes=HostPathWrites.OWN_NAMESPACE)
 
     def cache(path: str, read_only: bool) -> dict[str, Any]:
         return server(model={"path": "Qwen/Qwen3.6-27B", "cache": {"hostPath": path, "hostPathReadOnly": read_only}})

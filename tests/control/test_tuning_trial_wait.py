@@ -14,8 +14,8 @@ import pytest
 import yaml
 from fakekube import FakeKube
 
-from sglang_operator.api import tuning as api
 from sglang_operator.api.server import parse
+from sglang_operator.api.tuning_status import Trial, TrialSettings
 from sglang_operator.control import tuning as ctl
 from sglang_operator.control.apply import delete_trial_workload
 from sglang_operator.io.sglang_http import SGLangHTTP
@@ -32,7 +32,7 @@ CRASHED = {"metadata": {"name": "t-trial-1-abc"}, "status": {"phase": "Running",
     {"name": "sglang", "restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
      "lastState": {"terminated": {"exitCode": 1, "message": "RuntimeError: Not enough memory. Please try to "
                                   "increase --mem-fraction-static."}}}]}}
-TRIAL = api.Trial(name="t-trial-1", settings=api.TrialSettings(num_steps=1, eagle_topk=1, num_draft_tokens=2))
+TRIAL = Trial(name="t-trial-1", settings=TrialSettings(num_steps=1, eagle_topk=1, num_draft_tokens=2))
 
 
 class Views:

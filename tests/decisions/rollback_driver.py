@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from sglang_operator.api.analysis import Setup
 from sglang_operator.api.rollback import ProbePolicy, RollbackPolicy
 from sglang_operator.api.status import SGLangServerStatus
-from sglang_operator.decisions.rollback import Action, Apply, Event, Observation, RollbackState, step
+from sglang_operator.decisions.rollback import Action, Apply, Event, step
+from sglang_operator.decisions.rollback_state import Observation, RollbackState
 from sglang_operator.decisions.sampling.model import Figures, PodView, Sample, SampleKind
 
 T0 = dt.datetime(2026, 5, 1, 10, 0, 0, tzinfo=dt.UTC)

@@ -21,7 +21,7 @@ from sglang_operator.api.status import SGLangServerStatus, TuningHold
 from sglang_operator.builders import autoscaling as so
 from sglang_operator.decisions import autoscaling as scaling
 from sglang_operator.decisions.observation import Decision
-from sglang_operator.decisions.rollback import RollbackState
+from sglang_operator.decisions.rollback_state import RollbackState
 from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.decisions.tuning import inplace
 

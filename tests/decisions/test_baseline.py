@@ -26,7 +26,7 @@ from sglang_operator.api.spec import CanaryStep, CanaryStrategy
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions import baseline, judging
 from sglang_operator.decisions.actions import RecordVerdict
-from sglang_operator.decisions.rollback import Observation
+from sglang_operator.decisions.rollback_state import Observation
 from sglang_operator.decisions.sampling.model import Figures, PodView, Sample, SampleKind, Signal
 from tests.decisions.rollback_driver import FAST, GOOD, GOOD_LEN, GOOD_TPS, SETUP, T0
 from tests.decisions.test_canary_decision import STABLE_REV, World

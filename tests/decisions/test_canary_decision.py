@@ -21,7 +21,8 @@ from sglang_operator.builders.leaderworkerset import GROUP_INDEX_LABEL, SET_NAME
 from sglang_operator.decisions import groups, judging
 from sglang_operator.decisions.actions import Action, Apply, Event, PlaceCanary, PromoteCanary, RecordVerdict
 from sglang_operator.decisions.canary import CanaryObservation, stable_replicas
-from sglang_operator.decisions.rollback import Observation, RollbackState, step
+from sglang_operator.decisions.rollback import step
+from sglang_operator.decisions.rollback_state import Observation, RollbackState
 from sglang_operator.decisions.sampling.model import Figures, PodView, Sample, SampleKind
 from tests.decisions.rollback_driver import BAD, BAD_LEN, BAD_TPS, FAST, GOOD, GOOD_LEN, GOOD_TPS, SETUP, T0
 

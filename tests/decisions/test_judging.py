@@ -35,7 +35,7 @@ def _verifying_status(revision: str, valid: list[tuple[float, float]]) -> dict:
 
 def _observation(revision: str):  # type: ignore[no-untyped-def]
     from sglang_operator.api.analysis import Setup
-    from sglang_operator.decisions.rollback import Observation
+    from sglang_operator.decisions.rollback_state import Observation
     from sglang_operator.decisions.sampling.model import PodView
 
     return Observation(revision=revision, desired_pods=1, setup=Setup(model_path="Qwen/Qwen3.6-27B", tensor=2),
@@ -111,7 +111,7 @@ def test_a_verdict_records_the_accept_rate_the_release_reported() -> None:
 
 def test_the_accept_rate_of_this_intervals_sample_comes_first() -> None:
     from sglang_operator.decisions.judging import accept_rate
-    from sglang_operator.decisions.rollback import RollbackState
+    from sglang_operator.decisions.rollback_state import RollbackState
     from sglang_operator.decisions.sampling.model import Figures, Sample, SampleKind
 
     sample = Sample(SampleKind.MEASURED, "r1", NOW, NOW, Figures(accept_rate=0.42))

@@ -10,7 +10,7 @@ from rollback_driver import FAST, GOOD, OTHER, SETUP, T0, Run
 
 from sglang_operator.decisions.observation import Decision, Observed, decide
 from sglang_operator.decisions.pods import pod_health
-from sglang_operator.decisions.rollback import Observation
+from sglang_operator.decisions.rollback_state import Observation
 from sglang_operator.decisions.sampling.model import PodView
 
 

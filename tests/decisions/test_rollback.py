@@ -27,7 +27,8 @@ from rollback_driver import (
 
 from sglang_operator.api.rollback import RollbackAction, RollbackPolicy, Signal
 from sglang_operator.api.status import Verdict
-from sglang_operator.decisions.rollback import Apply, RecordVerdict, RollbackState, what_should_run
+from sglang_operator.decisions.rollback import Apply, RecordVerdict, what_should_run
+from sglang_operator.decisions.rollback_state import RollbackState
 from sglang_operator.decisions.sampling.model import SampleKind
 
 ROLLBACK_MESSAGE = f"{BAD}: 36.0 tok/s, accept length 1.75 < 0.85 × 51.6 tok/s, 0.9 × 2.73 of {GOOD}"

@@ -10,7 +10,8 @@ import pytest
 from rollback_driver import BAD, BAD_LEN, BAD_TPS, GOOD, T0, Run
 
 from sglang_operator.api.analysis import Rejection
-from sglang_operator.decisions.rollback import REJECTIONS_KEPT, Event, RollbackState, kept_rejections
+from sglang_operator.decisions.rollback import Event
+from sglang_operator.decisions.rollback_state import REJECTIONS_KEPT, RollbackState, kept_rejections
 
 
 def rejection(revision: str, minute: int = 0) -> Rejection:

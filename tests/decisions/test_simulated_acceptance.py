@@ -14,7 +14,8 @@ from rollback_driver import BAD_LEN, BAD_TPS, SETUP, Run
 from sglang_operator.api import parse
 from sglang_operator.api.status import Verdict
 from sglang_operator.decisions.criteria import setup_differences
-from sglang_operator.decisions.rollback import SIMULATED_ACCEPTANCE, RecordVerdict, setup_of
+from sglang_operator.decisions.rollback import SIMULATED_ACCEPTANCE, RecordVerdict
+from sglang_operator.decisions.rollback_state import setup_of
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN_GOOD: dict[str, Any] = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())

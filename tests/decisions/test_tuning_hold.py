@@ -13,9 +13,9 @@ from typing import Any
 from rollback_driver import FAST, GOOD, OTHER, T0, Run
 from test_observation import observed, persisted
 
-from sglang_operator.api import tuning as api
 from sglang_operator.api.analysis import CanaryPhase, CanaryState
 from sglang_operator.api.status import SGLangServerStatus, TuningHold
+from sglang_operator.api.tuning_status import TrialSettings
 from sglang_operator.decisions.observation import Observed, decide, judging
 from sglang_operator.decisions.rollback import Apply
 from sglang_operator.decisions.tuning import hold as holds
@@ -24,7 +24,7 @@ from sglang_operator.decisions.tuning.inplace import ApplyTrial, TuningRequest
 
 TRIAL = "9f4c2d9294"
 HASH = "h1"
-SETTINGS = api.TrialSettings(num_steps=3, eagle_topk=1, num_draft_tokens=4)
+SETTINGS = TrialSettings(num_steps=3, eagle_topk=1, num_draft_tokens=4)
 
 
 def hold(generation: int = 1, trial: bool = True, spec_hash: str | None = HASH) -> dict[str, Any]:

@@ -311,6 +311,7 @@ async def test_the_limits_reach_the_http_client_and_the_sampler_through_the_conf
 
 def test_render_holds_each_server_to_the_admission_policy(tmp_path: Path) -> None:
     from sglang_operator.builders import admission
+    from sglang_operator.builders.admission_kinds import Params
 
     doc = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
     doc["spec"]["securityContext"] = {"privileged": True}
@@ -320,7 +321,7 @@ def test_render_holds_each_server_to_the_admission_policy(tmp_path: Path) -> Non
     result = runner.invoke(app, ["render", str(path), "--namespace", "team-a"])
     assert result.exit_code == 1 and result.stdout == ""
     body = {**doc, "metadata": {**doc["metadata"], "namespace": "team-a"}}
-    (expected,) = admission.check(body, admission.Params()).refusals
+    (expected,) = admission.check(body, Params()).refusals
     assert result.stderr == f"qwen36-27b: refused by the admission policy (baseline): {expected}\n"
     assert expected.startswith("spec.securityContext.privileged is true: ")
     off = runner.invoke(app, ["render", str(path), "--admission-level", "off"])

@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from e2e.cluster.procs import free_port
-from sglang_operator.api.tuning import LevelFigures, Objective, Workload
+from sglang_operator.api.tuning_spec import Objective, Workload
+from sglang_operator.api.tuning_status import LevelFigures
 from sglang_operator.decisions.sampling.roles import roles_for
 from sglang_operator.io import loadgen
 from sglang_operator.io.sglang_http import SGLangHTTP

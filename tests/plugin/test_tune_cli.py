@@ -19,15 +19,8 @@ from typer.testing import CliRunner
 
 from sglang_operator import builders
 from sglang_operator.api.server import parse
-from sglang_operator.api.tuning import (
-    BestPoint,
-    LevelFigures,
-    SGLangTuning,
-    SGLangTuningStatus,
-    Trial,
-    TrialSettings,
-    parse_tuning,
-)
+from sglang_operator.api.tuning import SGLangTuning, parse_tuning
+from sglang_operator.api.tuning_status import BestPoint, LevelFigures, SGLangTuningStatus, Trial, TrialSettings
 from sglang_operator.plugin import tune, tuneplan
 from sglang_operator.plugin.commands import app as kubectl_sglang
 

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from e2e.policies import BAD, LOCAL
 from sglang_operator.api import tuning as api
 from sglang_operator.api.server import parse
+from sglang_operator.api.tuning_spec import SGLangTuningSpec
 from sglang_operator.plugin import tune, tunecost, tuneplan
 from sglang_operator.plugin.commands import app as kubectl_sglang
 
@@ -28,7 +29,7 @@ def pod(start: str, ready: str | None) -> dict[str, Any]:
 
 
 def test_the_cost_of_a_tuning() -> None:
-    spec = api.SGLangTuningSpec.model_validate({
+    spec = SGLangTuningSpec.model_validate({
         "serverRef": {"name": "qwen36-27b"}, "parameters": {"numSteps": {"min": 1, "max": 5}, "eagleTopk": {
             "list": [1, 2]}, "numDraftTokens": {"list": [3, 4]}}, "budget": {"maxTrialCount": 9},
         "algorithm": {"algorithmName": "Grid"},

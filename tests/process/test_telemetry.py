@@ -10,7 +10,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from sglang_operator.api.analysis import Analysis, AnalysisPhase, StableRegression
-from sglang_operator.decisions.rollback import RollbackState
+from sglang_operator.decisions.rollback_state import RollbackState
 from sglang_operator.decisions.sampling.model import Figures, Sample, SampleKind
 from sglang_operator.process import metrics_http, telemetry
 

@@ -25,6 +25,8 @@ from sglang_operator.api.bounds import map_key_rule
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus
+from sglang_operator.api.tuning_spec import SGLangTuningSpec
+from sglang_operator.api.tuning_status import SGLangTuningStatus
 
 _DROP = {"title", "$defs"}
 
@@ -223,7 +225,7 @@ def tuning_crd() -> dict[str, Any]:
                 "SGLangTuning searches the speculative-decoding settings of one SGLangServer on its own model, GPUs "
                 "and workload, one trial per candidate point, and recommends the best (it never edits the server's "
                 "spec).",
-                model_schema(tuning.SGLangTuningSpec), model_schema(tuning.SGLangTuningStatus),
+                model_schema(SGLangTuningSpec), model_schema(SGLangTuningStatus),
                 [r.to_schema() for r in tuning.SGLangTuning.cel_rules], {"status": {}}, TUNING_PRINTER_COLUMNS)
 
 

@@ -42,7 +42,7 @@ from sglang_operator.decisions.canary import CanaryObservation
 from sglang_operator.decisions.derive import speculative_condition
 from sglang_operator.decisions.observation import Observed
 from sglang_operator.decisions.pods import trouble
-from sglang_operator.decisions.rollback import Observation, setup_of
+from sglang_operator.decisions.rollback_state import Observation, setup_of
 from sglang_operator.decisions.sampling import backoff
 from sglang_operator.decisions.sampling.model import Sample, SampleKind, Signal
 from sglang_operator.decisions.sampling.roles import roles_for

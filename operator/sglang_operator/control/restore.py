@@ -28,7 +28,8 @@ from sglang_operator.control.children import ChildApplyError
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
 from sglang_operator.decisions.placement import holds_back
-from sglang_operator.decisions.rollback import RETRY_ANNOTATION, RollbackState, Target, what_should_run
+from sglang_operator.decisions.rollback import RETRY_ANNOTATION, what_should_run
+from sglang_operator.decisions.rollback_state import RollbackState, Target
 from sglang_operator.decisions.tuning import trials as plan
 from sglang_operator.decisions.tuning.inplace import ApplyTrial
 from sglang_operator.io import kube

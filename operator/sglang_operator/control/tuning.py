@@ -21,6 +21,15 @@ from sglang_operator import builders
 from sglang_operator.api import GROUP, VERSION
 from sglang_operator.api import tuning as api
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_status
+from sglang_operator.api.tuning_spec import SGLangTuningSpec, TuningMode
+from sglang_operator.api.tuning_status import (
+    REASON_LIMIT,
+    LevelFigures,
+    SGLangTuningStatus,
+    Trial,
+    TrialSettings,
+    TuningPhase,
+)
 from sglang_operator.builders.revision import image_digest
 from sglang_operator.control import tuning_status
 from sglang_operator.control.apply import apply_trial_workload, delete_trial_workload, delete_trial_workloads
@@ -99,7 +108,7 @@ class TuningRunner:
         try:
             spec = api.parse_tuning(obj).spec
         except SpecError as err:
-            return await self._end(obj, status, api.TuningPhase.FAILED, "InvalidSpec", _why(err), now)
+            return await self._end(obj, status, TuningPhase.FAILED, "InvalidSpec", _why(err), now)
         server_body = await self.views.server_view(self.namespace, spec.server_ref.name)
         if server_body is None:
             return await self._wait(obj, status, "ServerNotFound", f"SGLangServer {self.namespace}/"
@@ -108,15 +117,15 @@ class TuningRunner:
             server = parse(server_body)
             valid, invalid = plan.points(spec.parameters, server.spec)
             setup = known_best.tuning_setup(server.spec, spec.workload,
-                                            server.spec.replicas if spec.mode is api.TuningMode.IN_PLACE else 1)
+                                            server.spec.replicas if spec.mode is TuningMode.IN_PLACE else 1)
         except (SpecError, ValueError) as err:
-            return await self._end(obj, status, api.TuningPhase.FAILED, "ServerNotTunable", _why(err), now)
-        in_place = spec.mode is api.TuningMode.IN_PLACE
+            return await self._end(obj, status, TuningPhase.FAILED, "ServerNotTunable", _why(err), now)
+        in_place = spec.mode is TuningMode.IN_PLACE
         stable = None
         if in_place:
             where = lifecycle.in_place(parse_status(server_body), self.name, server.name, status.started_at is not None)
             if where.kind == "lost":
-                return await self._end(obj, status, api.TuningPhase.CANCELLED, where.reason, where.message, now)
+                return await self._end(obj, status, TuningPhase.CANCELLED, where.reason, where.message, now)
             if where.kind == "waiting":
                 return await self._wait(obj, status, where.reason, where.message)
             stable = where.stable
@@ -140,7 +149,7 @@ class TuningRunner:
 
     # --- persist: one status patch of the tuning per step -----------------------------------------------------
 
-    async def _write(self, obj: Mapping[str, Any], status: api.SGLangTuningStatus, kind: str = "", state: str = "",
+    async def _write(self, obj: Mapping[str, Any], status: SGLangTuningStatus, kind: str = "", state: str = "",
                      reason: str = "", message: str = "", event: str = "") -> dict[str, Any] | None:
         generation = int((obj.get("metadata") or {}).get("generation") or 0)
         conds = [lifecycle.condition(kind, state, reason, message, generation, _now())] if kind else None
@@ -149,10 +158,10 @@ class TuningRunner:
             await tuning_status.event(obj, "Warning" if "Failed" in event else "Normal", event, message)
         return patched
 
-    async def _wait(self, obj: Mapping[str, Any], status: api.SGLangTuningStatus, reason: str, message: str) -> bool:
+    async def _wait(self, obj: Mapping[str, Any], status: SGLangTuningStatus, reason: str, message: str) -> bool:
         """Not able to go on: ``Running=False`` written once per distinct reason (never every few seconds)."""
         if self._said != (reason, message):
-            phase = status.phase or api.TuningPhase.PENDING.value
+            phase = status.phase or TuningPhase.PENDING.value
             if await self._write(obj, status.model_copy(update={"phase": phase}), "Running", "False", reason,
                                  message):
                 self._said = (reason, message)
@@ -162,7 +171,7 @@ class TuningRunner:
         self._backoff = min(WAIT_MAX_SECONDS, 2 * self._backoff)
         return True
 
-    async def _end(self, obj: Mapping[str, Any], status: api.SGLangTuningStatus, phase: api.TuningPhase,
+    async def _end(self, obj: Mapping[str, Any], status: SGLangTuningStatus, phase: TuningPhase,
                    reason: str, message: str, now: dt.datetime) -> bool:
         generation = int((obj.get("metadata") or {}).get("generation") or 0)
         new, conds = lifecycle.ended(status, phase, reason, message, generation, now)
@@ -174,24 +183,24 @@ class TuningRunner:
 
     # --- act ----------------------------------------------------------------------------------------------------
 
-    async def _start(self, obj: Mapping[str, Any], status: api.SGLangTuningStatus, spec: api.SGLangTuningSpec,
-                     server_body: Mapping[str, Any], settings: api.TrialSettings, now: dt.datetime) -> None:
+    async def _start(self, obj: Mapping[str, Any], status: SGLangTuningStatus, spec: SGLangTuningSpec,
+                     server_body: Mapping[str, Any], settings: TrialSettings, now: dt.datetime) -> None:
         name = plan.trial_name(self.name, plan.started_count(status.trials))
         try:
             revision = lifecycle.render_trial(obj, server_body, name, settings,
-                                              spec.mode is api.TuningMode.IN_PLACE)[1].revision
+                                              spec.mode is TuningMode.IN_PLACE)[1].revision
         except (builders.InvalidSpec, SpecError, ValueError) as err:  # validated before: only a changed server
             await self._write(obj, lifecycle.refused(status, name, settings, _why(err), now))
             return
         new, message = lifecycle.started(status, name, settings, revision, now)
         await self._write(obj, new, "Running", "True", "TrialRunning", message, "TrialStarted")
 
-    async def _resume(self, obj: Mapping[str, Any], status: api.SGLangTuningStatus, spec: api.SGLangTuningSpec,
-                      server_body: Mapping[str, Any], server: SGLangServer, trial: api.Trial) -> None:
+    async def _resume(self, obj: Mapping[str, Any], status: SGLangTuningStatus, spec: SGLangTuningSpec,
+                      server_body: Mapping[str, Any], server: SGLangServer, trial: Trial) -> None:
         deadline = (parse_time(trial.started_at) or _now()) + dt.timedelta(seconds=spec.budget.trial_deadline_seconds)
         failure = pruned = None
-        levels: list[api.LevelFigures] | None = None
-        in_place = spec.mode is api.TuningMode.IN_PLACE
+        levels: list[LevelFigures] | None = None
+        in_place = spec.mode is TuningMode.IN_PLACE
         try:
             if in_place:
                 pods, version = await self._in_place_pods(obj, server, trial, deadline)
@@ -203,7 +212,7 @@ class TuningRunner:
             levels, failure, pruned = got.levels, got.failure, got.pruned
             crash = pod_rules.first_crash(await self._pods_of(
                 server.name if in_place else trial.name, server_body if in_place else obj,
-                trial.revision if in_place else None), api.REASON_LIMIT)
+                trial.revision if in_place else None), REASON_LIMIT)
             if crash is not None:
                 raise TrialFailure(crash)
         except TrialFailure as err:
@@ -233,7 +242,7 @@ class TuningRunner:
         uid = str((owner.get("metadata") or {}).get("uid") or "")
         return pod_rules.live(await self.views.instance_pods(self.namespace, instance, uid), revision)
 
-    async def _in_place_pods(self, obj: Mapping[str, Any], server: SGLangServer, trial: api.Trial,
+    async def _in_place_pods(self, obj: Mapping[str, Any], server: SGLangServer, trial: Trial,
                              deadline: dt.datetime) -> tuple[list[dict[str, Any]], SGLangVersion]:
         """Wait until the server's loop runs ``trial`` (its hold names it, its revision is applied) and as many of
         its pods as it was applied with are Ready. Raises :class:`TrialFailure`."""
@@ -249,7 +258,7 @@ class TuningRunner:
                 record = status.applied_record
                 want = int(((record.spec if record is not None else None) or {}).get("replicas") or 1)
                 pods = await self._pods_of(server.name, body, trial.revision)
-                if (crash := pod_rules.first_crash(pods, api.REASON_LIMIT)) is not None:
+                if (crash := pod_rules.first_crash(pods, REASON_LIMIT)) is not None:
                     raise TrialFailure(crash)
                 ready = pod_rules.ready_with_ip(pods)
                 if len(ready) >= want:
@@ -265,7 +274,7 @@ class TuningRunner:
             await asyncio.sleep(POLL_SECONDS)
 
     async def _shadow_pods(self, obj: Mapping[str, Any], server_body: Mapping[str, Any], server: SGLangServer,
-                           trial: api.Trial, deadline: dt.datetime) -> tuple[list[dict[str, Any]], SGLangVersion]:
+                           trial: Trial, deadline: dt.datetime) -> tuple[list[dict[str, Any]], SGLangVersion]:
         """Apply the trial's workload (through the apply path) and wait for its Ready pod. Raises
         :class:`TrialFailure`; a pod's trouble (Unschedulable) is written as condition ``TrialPending``."""
         revision = parse_status(server_body).revision  # the image the serving revision's Ready pods run
@@ -279,7 +288,7 @@ class TuningRunner:
             raise TrialFailure(_why(err)) from None
         while True:
             pods = await self._pods_of(trial.name, obj)
-            if (crash := pod_rules.first_crash(pods, api.REASON_LIMIT)) is not None:
+            if (crash := pod_rules.first_crash(pods, REASON_LIMIT)) is not None:
                 raise TrialFailure(crash)
             if ready := pod_rules.ready_with_ip(pods):
                 return ready[:1], rendered.command.version
@@ -307,6 +316,6 @@ class TuningRunner:
         while loop.time() < end and await self._pods_of(trial, obj):
             await asyncio.sleep(POLL_SECONDS)
 
-    async def _delete_workloads(self, obj: Mapping[str, Any], status: api.SGLangTuningStatus) -> None:
-        if (obj.get("spec") or {}).get("mode") != api.TuningMode.IN_PLACE.value:
+    async def _delete_workloads(self, obj: Mapping[str, Any], status: SGLangTuningStatus) -> None:
+        if (obj.get("spec") or {}).get("mode") != TuningMode.IN_PLACE.value:
             await delete_trial_workloads(obj, [t.name for t in status.trials if t.verdict != "Invalid"])

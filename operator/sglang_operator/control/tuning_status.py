@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sglang_operator.api import tuning as api
 from sglang_operator.api.base import truncate
+from sglang_operator.api.tuning_status import SGLangTuningStatus
 from sglang_operator.decisions.tuning import lifecycle
 from sglang_operator.io import kube_write
 
 
-async def write(obj: Mapping[str, Any], status: api.SGLangTuningStatus,
+async def write(obj: Mapping[str, Any], status: SGLangTuningStatus,
                 conditions: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """Patch SGLangTuning ``obj``'s status to ``status`` with ``conditions`` merged in
     (:func:`~sglang_operator.decisions.tuning.lifecycle.status_body`), ``obj``'s resourceVersion as precondition.

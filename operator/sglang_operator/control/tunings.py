@@ -33,6 +33,7 @@ import kopf
 
 from sglang_operator.api import GROUP, VERSION
 from sglang_operator.api import tuning as api
+from sglang_operator.api.tuning_status import TuningPhase
 from sglang_operator.control import tuning_status
 from sglang_operator.control.memory import Key
 from sglang_operator.control.tuning import WAIT_SECONDS, TuningRunner
@@ -176,7 +177,7 @@ class TuningWorker:
         generation = int((obj.get("metadata") or {}).get("generation") or 0)
         cond = lifecycle.condition("Running", "False", wait.reason, wait.message, generation,
                                    dt.datetime.now(dt.UTC))
-        new = status.model_copy(update={"phase": status.phase or api.TuningPhase.PENDING.value})
+        new = status.model_copy(update={"phase": status.phase or TuningPhase.PENDING.value})
         if await tuning_status.write(obj, new, [cond]) is not None:
             self.writes += 1
 

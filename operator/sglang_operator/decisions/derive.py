@@ -19,7 +19,8 @@ from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import RollbackAction
 from sglang_operator.api.status import ConditionType
 from sglang_operator.decisions.conditions import Condition, condition
-from sglang_operator.decisions.rollback import PAUSED_FAILED_REASONS, RETRY_ANNOTATION, RollbackState
+from sglang_operator.decisions.rollback import RETRY_ANNOTATION
+from sglang_operator.decisions.rollback_state import PAUSED_FAILED_REASONS, RollbackState
 
 ANALYSIS_PAUSED = "AnalysisPaused"
 """``Degraded`` reason while the rollback analysis is Paused without a failed revision (it judges nothing)."""

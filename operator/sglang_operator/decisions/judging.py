@@ -1,10 +1,10 @@
 """One observer tick of the rollback analysis for one SGLangServer, as a pure function over status dicts.
 
-:func:`judge` turns the stored ``status`` into the typed :class:`~sglang_operator.decisions.rollback.RollbackState`,
-runs :func:`~sglang_operator.decisions.rollback.step`, writes the ledger verdicts it decided
-(:func:`sglang_operator.decisions.status.judged`) and derives every condition the observer owns
-(:func:`sglang_operator.decisions.derive.derive`). The observer merges :attr:`Judged.status` into its one status
-patch and carries out :attr:`Judged.actions` (events, applying a revision). No I/O, no clock.
+:func:`judge` turns the stored ``status`` into the typed
+:class:`~sglang_operator.decisions.rollback_state.RollbackState`, runs :func:`~sglang_operator.decisions.rollback.step`,
+writes the ledger verdicts it decided (:func:`sglang_operator.decisions.status.judged`) and derives every condition
+the observer owns (:func:`sglang_operator.decisions.derive.derive`). The observer merges :attr:`Judged.status` into
+its one status patch and carries out :attr:`Judged.actions` (events, applying a revision). No I/O, no clock.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from sglang_operator.decisions import baseline, criteria
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.conditions import Condition, condition
 from sglang_operator.decisions.derive import derive
-from sglang_operator.decisions.rollback import Action, Event, Observation, RecordVerdict, RollbackState, step
+from sglang_operator.decisions.rollback import Action, Event, RecordVerdict, step
+from sglang_operator.decisions.rollback_state import Observation, RollbackState
 from sglang_operator.decisions.sampling.model import Sample
 
 log = logging.getLogger("sglang_operator.judging")

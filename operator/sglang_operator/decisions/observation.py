@@ -32,7 +32,8 @@ from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
 from sglang_operator.decisions.conditions import Condition, condition
 from sglang_operator.decisions.derive import derive
 from sglang_operator.decisions.pods import PodHealth
-from sglang_operator.decisions.rollback import Apply, Event, Observation, RollbackState
+from sglang_operator.decisions.rollback import Apply, Event
+from sglang_operator.decisions.rollback_state import Observation, RollbackState
 from sglang_operator.decisions.sampling.model import Sample
 from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.decisions.tuning import inplace

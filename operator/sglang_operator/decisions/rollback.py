@@ -3,9 +3,12 @@
 ``step(state, sample, policy, now, observed=...) -> (state, actions)`` is called by the observer on every tick for
 every SGLangServer, with the interval's :class:`~sglang_operator.decisions.sampling.model.Sample` when the sampler
 produced one (else ``None``: pod readiness, the progress deadline and the retry annotation are still judged). It does no
-I/O, reads no clock and never sees a raw API dict: the observer turns ``status`` into :class:`RollbackState`
-(:meth:`RollbackState.from_status`) and back (:meth:`RollbackState.status_patch`), and carries out the actions
-(:class:`Apply`, :class:`Event`, :class:`RecordVerdict`). The state machine is in ``docs/rollback.md``:
+I/O, reads no clock and never sees a raw API dict: the observer turns ``status`` into
+:class:`~sglang_operator.decisions.rollback_state.RollbackState` (``RollbackState.from_status``) and back
+(``RollbackState.status_patch``), and carries out the actions (:class:`Apply`, :class:`Event`,
+:class:`RecordVerdict`). The state and the observation are in :mod:`sglang_operator.decisions.rollback_state`; the
+verdicts (promote, reject, pause) in :mod:`sglang_operator.decisions.rollback_verdicts`. The state machine is in
+``docs/rollback.md``:
 
 - WarmingUp: from the first tick a revision is applied until all its pods have been Ready, without interruption
   (a pod leaving Ready or restarting starts it over), for ``warmupSeconds``; a revision that has not done so
@@ -36,143 +39,35 @@ I/O, reads no clock and never sees a raw API dict: the observer turns ``status``
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
-from typing import Any, Literal
-
-from pydantic import Field
 
 from sglang_operator.api.analysis import (
-    Analysis,
     AnalysisPhase,
-    Baseline,
-    CanaryState,
-    LastSample,
     PodStart,
-    Rejection,
-    RollbackRecord,
     SampleFigures,
     SampleVerdict,
-    Setup,
     StableRegression,
-    simulated_acceptance,
 )
-from sglang_operator.api.base import MESSAGE_LIMIT, StatusModel, clone, plural, truncate
 from sglang_operator.api.base import RETRY_ANNOTATION as RETRY_ANNOTATION
+from sglang_operator.api.base import clone, plural
 from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
-from sglang_operator.api.spec import SGLangServerSpec
-from sglang_operator.api.status import SGLangServerStatus, Verdict
+from sglang_operator.api.status import Verdict
 from sglang_operator.decisions import baseline, canary, criteria, starts
 from sglang_operator.decisions.actions import Action, Apply, Event, RecordVerdict
+from sglang_operator.decisions.rollback_state import FIGURES_KEPT, Observation, RollbackState, Target
+from sglang_operator.decisions.rollback_verdicts import Verdicts
 from sglang_operator.decisions.sampling.model import PodView, Sample, SampleKind
 
-__all__ = ["Action", "Apply", "Event", "Observation", "RecordVerdict", "RollbackState", "Target", "step",
-           "what_should_run"]
+__all__ = ["Action", "Apply", "Event", "RecordVerdict", "step", "what_should_run"]
 
 """Annotation whose change of value (any string) allows one new attempt of a rejected revision, or resumes a
 Paused analysis."""
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-FIGURES_KEPT = 120
-"""Valid samples kept for the baseline median (the most recent)."""
-REJECTIONS_KEPT = 20
-"""Rejections kept in ``status.rejectedRevisions``: the newest, but the rejection of the spec's own revision is never
-evicted (an older one goes in its place). Evicting one posts a Warning event ``RejectionForgotten``
-(:func:`kept_rejections`): that revision would run again, unjudged by its old rejection, should a spec ask for it."""
-ROLLBACKS_KEPT = 10
-"""Rollback records kept (at least ``maxRollbacks``, so the window count stays right)."""
 SIMULATED_ACCEPTANCE = ("spec.env forces SGLang's acceptance (SGLANG_SIMULATE_ACC_*): draft tokens are committed "
                         "unverified, so accept length and tok/s are made up; not judged (remove it, then retry)")
 """Why a revision whose spec forces acceptance is never judged (its last sample, its Paused message, its verdict)."""
-PAUSED_FAILED_REASONS = ("NoStableRevision", "NotRolledBack", "MaxRollbacksReached")
-"""Paused reasons for a failed revision left running (``Degraded`` reason ``Regressed``)."""
 REGRESSION_CHANGE = 0.1
 """A stable regression's ``StableRegressed`` event is posted again when its decode speed or accept length moves by
 more than this fraction from the figures the last such event named (the condition and the gauges follow every
 failing sample)."""
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What the observer saw this tick, besides the sample.
-
-    ``revision``: the revision applied (``status.revision``), whose pods are judged. ``desired_pods``: its spec's
-    replicas. ``pods``: its live pods (readiness, restart counts). ``spec_revision``: what the object's spec
-    renders to now (None when the spec is refused: the applied revision stands for it). ``retry_token``: value of
-    the annotation :data:`RETRY_ANNOTATION` (None when absent). ``setup``: the model, GPU product and parallelism
-    ``revision`` runs with (:func:`setup_of`); relative criteria apply only when it equals the baseline's.
-    ``canary``: the canary's observation (:mod:`sglang_operator.decisions.canary`).
-    """
-
-    revision: str
-    desired_pods: int
-    setup: Setup
-    pods: tuple[PodView, ...] = ()
-    spec_revision: str | None = None
-    retry_token: str | None = None
-    canary: canary.CanaryObservation | None = None
-    """What was seen for a canary (``spec.strategy.type: Canary``, or one in progress); None: no canary policy."""
-
-
-
-
-@dataclass(frozen=True)
-class Target:
-    """The revision that should run, and why when it is not the spec's."""
-
-    revision: str
-    reason: str = ""
-
-
-class RollbackState(StatusModel):
-    """The rollback analysis as stored in ``status`` (same keys, same models)."""
-
-    stable_revision: str | None = None
-    baseline: Baseline | None = None
-    analysis: Analysis | None = None
-    rejected_revisions: list[Rejection] = Field(default_factory=list)
-    rollbacks: list[RollbackRecord] = Field(default_factory=list)
-    canary: CanaryState | None = None
-
-    @classmethod
-    def from_status(cls, status: SGLangServerStatus | None) -> RollbackState:
-        """The state held in a parsed ``status`` (empty when None)."""
-        if status is None:
-            return cls()
-        return cls(stable_revision=status.stable_revision, baseline=status.baseline, analysis=status.analysis,
-                   rejected_revisions=list(status.rejected_revisions), rollbacks=list(status.rollbacks),
-                   canary=status.canary)
-
-    def status_patch(self) -> dict[str, Any]:
-        """The camelCase status keys this state owns, None for a cleared one (a merge patch deletes it)."""
-        dumped = self.model_dump(by_alias=True, exclude_none=True, mode="json")
-        return {key: dumped.get(key) for key in
-                ("stableRevision", "baseline", "analysis", "rejectedRevisions", "rollbacks", "canary")}
-
-    def rejection(self, revision: str | None) -> Rejection | None:
-        """The rejection of ``revision``, if any."""
-        return next((r for r in self.rejected_revisions if r.revision == revision), None)
-
-
-def kept_rejections(rejections: list[Rejection], wanted: str | None,
-                    limit: int = REJECTIONS_KEPT) -> tuple[list[Rejection], list[Rejection]]:
-    """``(kept, evicted)`` of ``rejections`` (oldest first, as in ``status``): at most ``limit`` kept, the oldest
-    evicted first, except the rejection of ``wanted`` (the spec's revision), which is never evicted (an older one
-    goes in its place): the revision the spec asks for must never run again only because newer rejections pushed
-    its own out. Both lists keep the given order. Raises ``ValueError`` when ``limit`` is below 2 (the newest
-    rejection, just made, would be the one evicted)."""
-    if limit < 2:
-        raise ValueError(f"kept_rejections: limit {limit} is below 2")
-    surplus = max(0, len(rejections) - limit)
-    evicted = {id(r) for r in [r for r in rejections if r.revision != wanted][:surplus]}
-    return ([r for r in rejections if id(r) not in evicted], [r for r in rejections if id(r) in evicted])
-
-
-def setup_of(spec: SGLangServerSpec, gpu_product: str | None = None) -> Setup:
-    """The :class:`Setup` of a spec; ``gpu_product`` (the pods' node label :data:`GPU_PRODUCT_LABEL`, when the
-    caller knows it) defaults to the spec's nodeSelector for that label."""
-    return Setup(model_path=spec.model.path, model_revision=spec.model.revision,
-                 gpu_product=gpu_product or spec.node_selector.get(GPU_PRODUCT_LABEL),
-                 tensor=spec.parallelism.tensor, pipeline=spec.parallelism.pipeline, data=spec.parallelism.data,
-                 nodes=spec.parallelism.nodes, simulated_acceptance=True if simulated_acceptance(spec.env) else None)
 
 
 def what_should_run(wanted: str, state: RollbackState, retry_token: str | None) -> Target:
@@ -198,49 +93,9 @@ def step(
     return decision.state, decision.actions
 
 
-class _Decision:
-    """The working copy of one :func:`step` call."""
-
-    def __init__(self, state: RollbackState, policy: RollbackPolicy, now: dt.datetime, obs: Observation) -> None:
-        self.state, self.policy, self.now, self.obs = state, policy, now, obs
-        self.actions: list[Action] = []
-        self.wanted = obs.spec_revision or obs.revision
-
-    # --- helpers -------------------------------------------------------------------------------------------
-
-    @property
-    def analysis(self) -> Analysis:
-        assert self.state.analysis is not None
-        return self.state.analysis
-
-    def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
-        if self.policy.action != RollbackAction.DRY_RUN:
-            self.actions.append(Event(type_, reason, message))
-
-    def enter(self, phase: AnalysisPhase, reason: str | None = None, message: str | None = None) -> None:
-        analysis = self.analysis
-        analysis.phase, analysis.since, analysis.reason, analysis.message = phase, self.now, reason, message
-
-    def fresh(self, phase: AnalysisPhase, reason: str | None = None, message: str | None = None) -> None:
-        self.state.analysis = Analysis(revision=self.obs.revision, phase=phase, since=self.now, reason=reason,
-                                       message=message, progress_started_at=self.now,
-                                       retry_token=self.obs.retry_token)
-
-    def last(self, kind: str, verdict: SampleVerdict, reason: str, sample: Sample | None = None) -> None:
-        fig = sample.figures if sample is not None else None
-        self.analysis.last_sample = LastSample(
-            at=sample.end if sample is not None else self.now, kind=kind, verdict=verdict.value, reason=reason,
-            tokens_per_second=criteria.finite(fig.decode_tokens_per_second) if fig else None,
-            accept_length=criteria.finite(fig.accept_length) if fig else None,
-            accept_rate=criteria.finite(fig.accept_rate) if fig else None,
-            running_requests=criteria.finite(fig.running_requests) if fig else None)
-
-    def is_stable(self) -> bool:
-        return self.analysis.revision == self.state.stable_revision
-
-    def comparable(self) -> bool:
-        base = self.state.baseline
-        return base is not None and not criteria.setup_differences(base, self.obs.setup, self.policy.signal.value)
+class _Decision(Verdicts):
+    """One :func:`step` call: the tick, its samples, a failure's outcome and what runs, over the working copy and
+    the verdicts of :class:`~sglang_operator.decisions.rollback_verdicts.Verdicts`."""
 
     # --- the tick --------------------------------------------------------------------------------------------
 
@@ -292,22 +147,6 @@ class _Decision:
             if self.state.analysis is not None and self.state.analysis.revision == out.promoted:
                 self.settle_stable_phase()
         return out.owns
-
-    def reject_canary(self, r: canary.Rejected) -> None:
-        """A failed canary's revision is rejected (as a failed revision is; no rollback record: the stable revision
-        never stopped serving)."""
-        others = [x for x in self.state.rejected_revisions if x.revision != r.revision]
-        rejections = [*others, Rejection(revision=r.revision, reason=r.message, at=self.now,
-                                         retry_token=self.obs.retry_token)]
-        self.state.rejected_revisions, evicted = kept_rejections(rejections, self.wanted)
-        for old in evicted:
-            self.event("Warning", "RejectionForgotten",
-                       f"the rejection of revision {old.revision} (at {old.at.isoformat()}) is forgotten: only the "
-                       f"newest {REJECTIONS_KEPT} rejections are kept")
-        self.actions.append(RecordVerdict(r.revision, Verdict.REJECTED, r.message, r.tokens_per_second,
-                                          r.accept_length, r.samples, r.canary_steps))
-        self.event("Warning", "CanaryFailed", f"{r.message}; the stable revision {self.obs.revision} keeps serving; "
-                                              f"change the annotation {RETRY_ANNOTATION} to try {r.revision} again")
 
     def follow_revision(self) -> None:
         """A new analysis when the applied revision changed (the stable one coming back ends a rollback)."""
@@ -504,22 +343,6 @@ class _Decision:
 
     # --- outcomes --------------------------------------------------------------------------------------------
 
-    def promote(self, verified_for: float) -> None:
-        a = self.analysis
-        med = criteria.medians(a.valid_figures)
-        new = baseline.measured(a.revision, a.valid_figures, self.policy.signal.value, self.obs.setup, self.now)
-        assert med is not None and new is not None
-        previous, self.state.baseline, self.state.stable_revision = self.state.stable_revision, new, a.revision
-        self.state.rejected_revisions = [r for r in self.state.rejected_revisions if r.revision != a.revision]
-        message = (f"{a.revision}: {criteria.figures_text(med)} (median of {plural(len(a.valid_figures), 'sample')} "
-                   f"over {verified_for:.0f} s); "
-                   f"stable revision" + (f" in place of {previous}" if previous else ""))
-        a.valid_figures, a.failing_figures = [], []
-        self.enter(AnalysisPhase.STABLE, "Promoted", message)
-        self.actions.append(RecordVerdict(a.revision, Verdict.PROMOTED, message, med.tokens_per_second,
-                                          med.accept_length, self.state.baseline.samples))
-        self.event("Normal", "Promoted", message)
-
     def failed(self, cause: str, message: str) -> None:
         """The analysed revision failed: reject and roll back, or report and leave it running."""
         a, p = self.analysis, self.policy
@@ -547,23 +370,6 @@ class _Decision:
         self.actions.append(RecordVerdict(a.revision, Verdict.FAILED, message, *verdict_figures))
         self.pause(reason, f"{message}; {why}")
 
-    def serves_nothing(self) -> bool:
-        """No pod of the analysed revision is Ready while some are wanted (``desired_pods`` > 0)."""
-        return self.obs.desired_pods > 0 and not any(p.ready for p in self.obs.pods)
-
-    def ready_pods(self) -> str:
-        return f"{sum(p.ready for p in self.obs.pods)}/{self.obs.desired_pods} pods Ready"
-
-    def replace_paused(self) -> None:
-        """A revision Paused for ``MaxRollbacksReached`` that serves nothing now: replaced by the stable revision
-        (the limit is for revisions that serve but regress)."""
-        a, stable = self.analysis, self.state.stable_revision
-        if stable is None or stable == a.revision or self.policy.action != RollbackAction.ROLLBACK:
-            return
-        before = truncate(a.message or a.revision, MESSAGE_LIMIT // 2)
-        message = f"{before}; then {self.ready_pods()}: it serves nothing"
-        self.reject("NotServing", message, stable, (None, None, None))
-
     def track_regression(self, message: str, med: SampleFigures | None) -> None:
         """The stable revision failed (``message``; ``med``: the medians of the current run's measured failures):
         a new ``analysis.stableRegression`` and its Warning event, or the current one updated, with another event
@@ -584,30 +390,6 @@ class _Decision:
             self.event("Warning", "StableRegressed", f"stable revision {message} (was {was} at the last report; "
                                                      f"regressed since {reg.since.isoformat()}); not rolled back "
                                                      f"automatically")
-
-    def reject(self, cause: str, message: str, stable: str,
-               figures: tuple[float | None, float | None, int | None], note: str = "") -> None:
-        a = self.analysis
-        others = [r for r in self.state.rejected_revisions if r.revision != a.revision]
-        rejections = [*others, Rejection(revision=a.revision, reason=message, at=self.now,
-                                         retry_token=self.obs.retry_token)]
-        self.state.rejected_revisions, evicted = kept_rejections(rejections, self.wanted)
-        for old in evicted:
-            self.event("Warning", "RejectionForgotten",
-                       f"the rejection of revision {old.revision} (at {old.at.isoformat()}) is forgotten: only the "
-                       f"newest {REJECTIONS_KEPT} rejections are kept; a spec asking for {old.revision} again would "
-                       f"run it without the rollback's memory of: {old.reason}")
-        kept = max(ROLLBACKS_KEPT, self.policy.max_rollbacks)
-        record = RollbackRecord(**{"from": a.revision, "to": stable, "reason": message, "at": self.now})
-        self.state.rollbacks = [*self.state.rollbacks, record][-kept:]
-        self.enter(AnalysisPhase.ROLLING_BACK, cause, message)
-        self.actions.append(RecordVerdict(a.revision, Verdict.REJECTED, message, *figures))
-        self.event("Warning", "RollingBack", f"{message}; applying the stable revision {stable}{note}")
-
-    def pause(self, reason: str, message: str) -> None:
-        self.enter(AnalysisPhase.PAUSED, reason, message)
-        self.analysis.retry_token = self.obs.retry_token
-        self.event("Warning", "Paused", f"{message}; change the annotation {RETRY_ANNOTATION} to verify again")
 
     # --- what runs -------------------------------------------------------------------------------------------
 

@@ -127,19 +127,20 @@ def render(
     """
     from sglang_operator.builders import InvalidSpec, admission, refusals
     from sglang_operator.builders import render as render_server
+    from sglang_operator.builders.admission_kinds import HostPathWrites, Level, Params
     from sglang_operator.builders.autoscaling import MissingPrometheusAddress, scaled_object
 
-    params: admission.Params | None = None
+    params: Params | None = None
     if admission_level != "off":
         op_ns, _, op_sa = operator_service_account.rpartition("/")
         try:
-            params = admission.Params(admission.Level(admission_level), tuple(allowed_host_path or ()),
-                                      tuple(allowed_service_account or ()), op_sa, op_ns)
+            params = Params(Level(admission_level), tuple(allowed_host_path or ()),
+                            tuple(allowed_service_account or ()), op_sa, op_ns)
         except ValueError:
             typer.echo(f"render: --admission-level is baseline, restricted or off, not {admission_level!r}", err=True)
             raise typer.Exit(2) from None
         try:
-            params = dataclasses.replace(params, host_path_writes=admission.HostPathWrites(host_path_writes))
+            params = dataclasses.replace(params, host_path_writes=HostPathWrites(host_path_writes))
         except ValueError:
             typer.echo(f"render: --host-path-writes is Forbidden, Allowed or OwnNamespace, not {host_path_writes!r}",
                        err=True)

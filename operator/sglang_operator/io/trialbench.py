@@ -1,6 +1,6 @@
 """The trial measurement of an SGLangTuning (issue 17 item 2): drive one trial's pods at each concurrency level of
 ``spec.workload`` with streamed requests and measure what users see, plus SGLang's own figures over the same
-windows. Returns the API's :class:`~sglang_operator.api.tuning.LevelFigures`, one per level.
+windows. Returns the API's :class:`~sglang_operator.api.tuning_status.LevelFigures`, one per level.
 
 How a level is measured (:func:`measure_trial`):
 
@@ -75,8 +75,9 @@ import aiohttp
 
 from sglang_operator.api.rollback import PROBE_PROMPT
 from sglang_operator.api.server import SGLangServer
-from sglang_operator.api.tuning import LevelFigures, Workload
-from sglang_operator.api.tuning import SGLangTuningSpec as TuningSpec
+from sglang_operator.api.tuning_spec import SGLangTuningSpec as TuningSpec
+from sglang_operator.api.tuning_spec import Workload
+from sglang_operator.api.tuning_status import LevelFigures
 from sglang_operator.decisions.sampling.cache import SeriesCache
 from sglang_operator.decisions.sampling.compute import Scrape, ScrapeFailure
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits

@@ -230,12 +230,13 @@ def refusals(server: dict[str, Any]) -> list[str]:
 
 def admission_refusals(server: dict[str, Any], namespace: str = "default") -> list[str]:
     """What the chart's default admission policy (``admissionPolicy`` values as shipped: level ``baseline``, no
-    ``allowedHostPaths``, ``hostPathWrites: Forbidden``; :class:`sglang_operator.builders.admission.Params`) would
+    ``allowedHostPaths``, ``hostPathWrites: Forbidden``; :class:`sglang_operator.builders.admission_kinds.Params`) would
     refuse in ``server`` applied in ``namespace``, in the API server's words."""
     from sglang_operator.builders import admission
+    from sglang_operator.builders.admission_kinds import Params
 
     body = {**server, "metadata": {**server.get("metadata", {}), "namespace": namespace}}
-    return list(admission.check(body, admission.Params()).refusals)
+    return list(admission.check(body, Params()).refusals)
 
 
 def _import_env(spec: dict[str, Any], env: dict[str, str], notes: list[str]) -> None:

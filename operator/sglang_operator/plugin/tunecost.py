@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_operator.api import tuning as api
 from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.api.tuning_spec import SGLangTuningSpec, TuningMode, Workload
 from sglang_operator.decisions.conditions import parse_time
 from sglang_operator.decisions.tuning import trials as plan
 
@@ -51,7 +51,7 @@ class Cost:
         return self.wall_seconds * self.gpus / 3600.0
 
 
-def measured_seconds(workload: api.Workload) -> float:
+def measured_seconds(workload: Workload) -> float:
     """Seconds one trial is measured for at most (module docstring)."""
     levels = len(workload.concurrency)
     return float(levels * workload.warmup_seconds + levels * workload.repetitions * workload.seconds_per_level)
@@ -71,11 +71,11 @@ def load_seconds(pods: Iterable[Mapping[str, Any]]) -> float | None:
     return statistics.median(got) if got else None
 
 
-def cost(spec: api.SGLangTuningSpec, server: SGLangServerSpec, pods: Iterable[Mapping[str, Any]] = ()) -> Cost:
+def cost(spec: SGLangTuningSpec, server: SGLangServerSpec, pods: Iterable[Mapping[str, Any]] = ()) -> Cost:
     """The :class:`Cost` of a tuning ``spec`` of a server whose spec is ``server`` and whose pods are ``pods``.
     Raises ``ValueError`` when the server's spec does not render (its release unknown)."""
     valid, invalid = plan.points(spec.parameters, server)
-    replicas = server.replicas if spec.mode is api.TuningMode.IN_PLACE else 1
+    replicas = server.replicas if spec.mode is TuningMode.IN_PLACE else 1
     return Cost(valid=sum(not p.adaptive for p in valid), invalid=len(invalid),
                 trials=plan.planned_trials(spec, valid), load_seconds=load_seconds(pods),
                 measured_seconds=measured_seconds(spec.workload),

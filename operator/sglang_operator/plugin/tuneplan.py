@@ -20,20 +20,9 @@ import yaml
 
 from sglang_operator.api.names import did_you_mean
 from sglang_operator.api.server import SpecError
-from sglang_operator.api.tuning import (
-    API_VERSION,
-    KIND,
-    NAME_LIMIT,
-    AlgorithmName,
-    LevelFigures,
-    ObjectiveMetric,
-    SGLangTuning,
-    SGLangTuningStatus,
-    TrialSettings,
-    TrialVerdict,
-    TuningMode,
-    parse_tuning,
-)
+from sglang_operator.api.tuning import API_VERSION, KIND, NAME_LIMIT, SGLangTuning, parse_tuning
+from sglang_operator.api.tuning_spec import AlgorithmName, ObjectiveMetric, TuningMode
+from sglang_operator.api.tuning_status import LevelFigures, SGLangTuningStatus, TrialSettings, TrialVerdict
 
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*(?:/\s*(\d+)\s*)?$")
 _LIST = re.compile(r"^\s*\d+\s*(,\s*\d+\s*)*$")

@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sglang_operator.api.tuning import SGLangTuning, SGLangTuningStatus, TrialSettings, TrialVerdict
+from sglang_operator.api.tuning import SGLangTuning
+from sglang_operator.api.tuning_status import SGLangTuningStatus, TrialSettings, TrialVerdict
 from sglang_operator.plugin.tuneplan import level_score, status_levels
 
 

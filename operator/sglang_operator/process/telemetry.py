@@ -125,7 +125,7 @@ _tuning_series: dict[tuple[str, str], set[tuple[Gauge, tuple[str, ...]]]] = {}
 def count_tuning_trial(namespace: str, tuning: str, verdict: str, trial: str, settings: str,
                        objective: float | None) -> None:
     """Count a finished trial of SGLangTuning ``namespace/tuning`` and, when completed, export its objective
-    (tok/s). Labels are bounded: at most ``api.tuning.MAX_TRIAL_RECORDS`` trials per tuning."""
+    (tok/s). Labels are bounded: at most ``api.tuning_status.MAX_TRIAL_RECORDS`` trials per tuning."""
     TUNING_TRIALS.labels(namespace, tuning, verdict).inc()
     if objective is not None:
         labels = (namespace, tuning, trial, settings)
@@ -193,7 +193,7 @@ class ServerSeries:
             self._export_one(namespace, server, s)
 
     def export_analysis(self, namespace: str, server: str, state: Any) -> None:
-        """Export the rollback analysis of one server (a ``decisions.rollback.RollbackState``): phase, baseline,
+        """Export the rollback analysis of one server (a ``decisions.rollback_state.RollbackState``): phase, baseline,
         stable revision; ``sglang_operator_rollbacks_total`` grows by the rollbacks recorded since last seen (from
         0 when the server is first seen: the operator counts what it did, as a restart resets counters)."""
         key = (namespace, server)

@@ -11,9 +11,10 @@ from typing import Any
 import yaml
 
 from e2e.policies import BAD, LOCAL
-from sglang_operator.api import tuning as api
 from sglang_operator.api.server import parse
 from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.api.tuning_spec import SGLangTuningSpec, Workload
+from sglang_operator.api.tuning_status import SGLangTuningStatus
 from sglang_operator.control.memory import TuningRequests
 from sglang_operator.decisions.tuning import known_best as kb
 from sglang_operator.decisions.tuning import lifecycle
@@ -54,7 +55,7 @@ def trial(n: int, settings: dict[str, Any], decode: float, output16: float | Non
 
 def tuning(name: str, trials: list[dict[str, Any]], *, tuned: SGLangServerSpec | None = None,
            phase: str = "Succeeded", prompts: list[str] | None = None) -> dict[str, Any]:
-    workload = api.Workload.model_validate({"prompts": prompts or [], "maxOutputTokens": 64})
+    workload = Workload.model_validate({"prompts": prompts or [], "maxOutputTokens": 64})
     setup = kb.tuning_setup(tuned or server(), workload)
     return {"metadata": {"name": name, "namespace": "ns"}, "spec": {"serverRef": {"name": "first"}},
             "status": {"phase": phase, "setup": setup.model_dump(by_alias=True, exclude_none=True, mode="json"),
@@ -159,9 +160,9 @@ def test_the_index_keeps_finished_tunings_per_namespace_and_forgets_deleted_ones
 
 
 def test_a_tuning_records_its_setup_when_it_begins() -> None:
-    spec = api.SGLangTuningSpec.model_validate({"serverRef": {"name": "first"}, "workload": {"maxOutputTokens": 64}})
+    spec = SGLangTuningSpec.model_validate({"serverRef": {"name": "first"}, "workload": {"maxOutputTokens": 64}})
     setup = kb.tuning_setup(server(1), spec.workload)
-    new, _ = lifecycle.begin(api.SGLangTuningStatus(), spec, "t", [], [], NOW, None, setup)
+    new, _ = lifecycle.begin(SGLangTuningStatus(), spec, "t", [], [], NOW, None, setup)
     assert new.setup == setup
     assert (setup.model_path, setup.gpu_product, setup.tensor, setup.sglang_version, setup.algorithm,
             setup.spec_v2) == ("Qwen/Qwen3.6-27B", GPU, 2, "0.5.10", "NEXTN", True)

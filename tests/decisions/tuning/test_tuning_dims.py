@@ -13,8 +13,10 @@ import yaml
 
 from e2e.policies import BAD, LOCAL
 from sglang_operator import builders
-from sglang_operator.api import tuning as api
 from sglang_operator.api.server import parse
+from sglang_operator.api.tuning_spec import SGLangTuningSpec
+from sglang_operator.api.tuning_status import LevelFigures as ApiLevelFigures
+from sglang_operator.api.tuning_status import SGLangTuningStatus, Trial, TrialSettings
 from sglang_operator.decisions.tuning import (
     Algorithm,
     LevelFigures,
@@ -41,7 +43,7 @@ def server(version: str) -> dict[str, Any]:
 
 
 def tuning(budget: int | None = None, algorithm: str | None = None, seed: int = 0,
-           **parameters: Any) -> api.SGLangTuningSpec:
+           **parameters: Any) -> SGLangTuningSpec:
     """A tuning of ``parameters`` (numSteps 1–6 unless given), ``budget`` maxTrialCount, ``algorithm``."""
     body: dict[str, Any] = {"serverRef": {"name": "qwen36-27b"},
                             "parameters": {"numSteps": {"min": 1, "max": 6}, **parameters}}
@@ -49,7 +51,7 @@ def tuning(budget: int | None = None, algorithm: str | None = None, seed: int = 
         body["budget"] = {"maxTrialCount": budget}
     if algorithm is not None:
         body["algorithm"] = {"algorithmName": algorithm, "seed": seed}
-    return api.SGLangTuningSpec.model_validate(body)
+    return SGLangTuningSpec.model_validate(body)
 
 
 def speed(p: Point | None, adaptive_gain: float = 1.0) -> float:
@@ -62,23 +64,23 @@ def speed(p: Point | None, adaptive_gain: float = 1.0) -> float:
     return v * (adaptive_gain if p.adaptive else 1.0)
 
 
-def run(spec: api.SGLangTuningSpec, body: dict[str, Any], f: Callable[[Point | None], float]) -> list[api.Trial]:
+def run(spec: SGLangTuningSpec, body: dict[str, Any], f: Callable[[Point | None], float]) -> list[Trial]:
     """The tuning to its end through :func:`plan.next_step` alone (what the controller does), each trial measured
     as ``f`` says; checks on the way that a resumed tuning (the trials so far replayed from status) proposes the
     same next step."""
     valid, _ = plan.points(spec.parameters, parse(body).spec)
-    trials: list[api.Trial] = []
+    trials: list[Trial] = []
     for n in range(200):
-        status = api.SGLangTuningStatus(started_at="2026-01-01T00:00:00Z", trials=list(trials))
+        status = SGLangTuningStatus(started_at="2026-01-01T00:00:00Z", trials=list(trials))
         step = plan.next_step(spec, status, valid, 0)
-        resumed = plan.next_step(spec, api.SGLangTuningStatus.model_validate(status.dump()), valid, 0)
+        resumed = plan.next_step(spec, SGLangTuningStatus.model_validate(status.dump()), valid, 0)
         assert resumed == step
         if step.kind == "finish":
             return trials
         assert step.kind == "start" and step.settings is not None
         value = f(plan.point_of(step.settings))
-        trials.append(api.Trial(name=plan.trial_name("t", n), settings=step.settings, verdict="Completed",
-                                levels=[api.LevelFigures(concurrency=1, decode_tokens_per_second=value,
+        trials.append(Trial(name=plan.trial_name("t", n), settings=step.settings, verdict="Completed",
+                                levels=[ApiLevelFigures(concurrency=1, decode_tokens_per_second=value,
                                                          output_tokens_per_second=value)], objective=value))
     raise AssertionError("the tuning did not end")
 
@@ -88,7 +90,7 @@ def test_unset_dimensions_leave_the_space_as_it_was() -> None:
     assert [p.label for p in valid] == ["1/1/2", "1/2/2", "2/2/2", "3/2/2", "2/1/3", "2/2/4", "3/1/4", "3/2/4"]
     assert all(p.max_running_requests is None and p.cuda_graph_max_bs is None and not p.adaptive
                for p in [*valid, *(i.point for i in invalid)])
-    assert plan.settings_of(valid[0]) == api.TrialSettings(num_steps=1, eagle_topk=1, num_draft_tokens=2)
+    assert plan.settings_of(valid[0]) == TrialSettings(num_steps=1, eagle_topk=1, num_draft_tokens=2)
 
 
 def test_max_running_requests_and_cuda_graph_max_bs_multiply_the_space() -> None:

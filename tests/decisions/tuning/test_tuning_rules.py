@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from e2e.policies import BAD, LOCAL
-from sglang_operator.api import tuning as api
 from sglang_operator.api.server import parse
+from sglang_operator.api.tuning_spec import SGLangTuningSpec
+from sglang_operator.api.tuning_status import LevelFigures, SGLangTuningStatus, Trial, TrialSettings
 from sglang_operator.decisions.tuning import Point, SearchSettings, SearchSpace, TrialResult, enumerate_space, suggest
 from sglang_operator.decisions.tuning import trials as plan
 from sglang_operator.decisions.tuning.search import MAX_MEASUREMENTS, Algorithm
@@ -25,24 +26,24 @@ SPEED = {None: 21.0, 1: 36.0, 2: 45.0, 3: 52.0, 4: 50.0, 5: 47.0}
 """Decode tok/s of the published case's chains (numSteps → tok/s; None: the control trial)."""
 
 
-def tuning(max_trials: int, **extra: Any) -> api.SGLangTuningSpec:
-    return api.SGLangTuningSpec.model_validate({"serverRef": {"name": "qwen36-27b"},
+def tuning(max_trials: int, **extra: Any) -> SGLangTuningSpec:
+    return SGLangTuningSpec.model_validate({"serverRef": {"name": "qwen36-27b"},
                                                 "parameters": {"numSteps": {"min": 1, "max": 5}},
                                                 "budget": {"maxTrialCount": max_trials}, **extra})
 
 
-def level(value: float, concurrency: int = 1, requests: int = 10) -> api.LevelFigures:
-    return api.LevelFigures(concurrency=concurrency, decode_tokens_per_second=value, output_tokens_per_second=value,
+def level(value: float, concurrency: int = 1, requests: int = 10) -> LevelFigures:
+    return LevelFigures(concurrency=concurrency, decode_tokens_per_second=value, output_tokens_per_second=value,
                             requests=requests, failed_requests=0)
 
 
-def run(spec: api.SGLangTuningSpec, f: Callable[[Point | None, int], float]) -> tuple[list[api.Trial], str]:
+def run(spec: SGLangTuningSpec, f: Callable[[Point | None, int], float]) -> tuple[list[Trial], str]:
     """The tuning to its end through :func:`plan.next_step`, trial k of a point measured as ``f(point, k)``."""
     valid, _ = plan.points(spec.parameters, parse(SERVER).spec)
-    trials: list[api.Trial] = []
+    trials: list[Trial] = []
     seen: dict[Point | None, int] = {}
     for n in range(200):
-        step = plan.next_step(spec, api.SGLangTuningStatus(trials=list(trials)), valid, 0)
+        step = plan.next_step(spec, SGLangTuningStatus(trials=list(trials)), valid, 0)
         if step.kind == "finish":
             return trials, step.reason
         assert step.settings is not None
@@ -50,7 +51,7 @@ def run(spec: api.SGLangTuningSpec, f: Callable[[Point | None, int], float]) -> 
         k = seen.get(p, 0)
         seen[p] = k + 1
         v = f(p, k)
-        trials.append(api.Trial(name=plan.trial_name("t", n), settings=step.settings, verdict="Completed",
+        trials.append(Trial(name=plan.trial_name("t", n), settings=step.settings, verdict="Completed",
                                 levels=[level(v)], objective=v))
     raise AssertionError("the tuning did not end")
 
@@ -97,35 +98,35 @@ def test_a_five_point_space_finishes_early_and_repeats_only_what_the_noise_rule_
 
 def test_a_trial_far_below_the_incumbent_after_its_first_level_is_pruned_and_never_wins() -> None:
     spec = tuning(24, workload={"concurrency": [{"level": 1}]})
-    done = [api.Trial(name="t-trial-0", settings=api.TrialSettings(speculative=False), verdict="Completed",
+    done = [Trial(name="t-trial-0", settings=TrialSettings(speculative=False), verdict="Completed",
                       levels=[level(21.0)]),
-            api.Trial(name="t-trial-1", settings=api.TrialSettings(num_steps=3, eagle_topk=1, num_draft_tokens=4),
+            Trial(name="t-trial-1", settings=TrialSettings(num_steps=3, eagle_topk=1, num_draft_tokens=4),
                       verdict="Completed", levels=[level(52.0)])]
-    chain = api.TrialSettings(num_steps=1, eagle_topk=1, num_draft_tokens=2)
+    chain = TrialSettings(num_steps=1, eagle_topk=1, num_draft_tokens=2)
     reason = plan.prune_verdict(spec, done, chain, [level(36.0)])
     assert reason is not None and "below the incumbent 3/1/4" in reason and "5.7%" in reason  # 2 × 2 % × √2
     assert plan.prune_verdict(spec, done, chain, [level(50.0)]) is None  # within the margin: measured on
-    assert plan.prune_verdict(spec, done, api.TrialSettings(speculative=False), [level(10.0)]) is None
+    assert plan.prune_verdict(spec, done, TrialSettings(speculative=False), [level(10.0)]) is None
     assert plan.prune_verdict(spec, done[:0], chain, [level(1.0)]) is None  # no incumbent yet
-    again = api.TrialSettings(num_steps=3, eagle_topk=1, num_draft_tokens=4)
+    again = TrialSettings(num_steps=3, eagle_topk=1, num_draft_tokens=4)
     assert plan.prune_verdict(spec, done, again, [level(30.0)]) is None  # a repeat is the noise rule's
-    pruned = api.Trial(name="t-trial-2", settings=chain, verdict="Pruned", reason=reason, levels=[level(80.0)])
+    pruned = Trial(name="t-trial-2", settings=chain, verdict="Pruned", reason=reason, levels=[level(80.0)])
     trials = [*done, pruned]
     best, _ = plan.recommendation(spec, trials)
     assert best is not None and best.summary == "3/1/4"  # a pruned trial's partial figures never win
     valid, _ = plan.points(spec.parameters, parse(SERVER).spec)
-    step = plan.next_step(spec, api.SGLangTuningStatus(trials=trials), valid, 0)
+    step = plan.next_step(spec, SGLangTuningStatus(trials=trials), valid, 0)
     assert step.kind == "start" and step.settings != chain  # not proposed again
     assert plan.counts(trials)["trials_pruned"] == 1
     stop = tuning(24, budget={"maxTrialCount": 24, "maxFailedTrialCount": 0})
-    assert plan.next_step(stop, api.SGLangTuningStatus(trials=trials), valid, 0).kind == "start"  # not a failure
+    assert plan.next_step(stop, SGLangTuningStatus(trials=trials), valid, 0).kind == "start"  # not a failure
 
 
 def test_a_window_without_a_finished_request_is_no_data_not_a_failure() -> None:
     none_finished = [level(0.0, requests=0)]
     outcome, message = plan.measurement(none_finished)
     assert outcome is plan.Measured.NO_DATA and "no request finished" in message and "concurrency 1" in message
-    all_failed = [api.LevelFigures(concurrency=1, requests=4, failed_requests=4)]
+    all_failed = [LevelFigures(concurrency=1, requests=4, failed_requests=4)]
     assert plan.measurement(all_failed)[0] is plan.Measured.FAILED
     assert plan.measurement([level(50.0), level(0.0, concurrency=16, requests=0)])[0] is plan.Measured.NO_DATA
     assert plan.measurement([level(50.0)]) == (plan.Measured.MEASURED, "")

@@ -10,8 +10,9 @@ from typing import Any
 import yaml
 
 from e2e.policies import BAD, LOCAL
-from sglang_operator.api import tuning as api
 from sglang_operator.api.server import parse
+from sglang_operator.api.tuning_spec import SGLangTuningSpec
+from sglang_operator.api.tuning_status import LevelFigures, SGLangTuningStatus, Trial
 from sglang_operator.decisions.tuning import trials as plan
 from sglang_operator.plugin import tuneplan
 
@@ -23,10 +24,10 @@ def run(start: int | None) -> list[str]:
     body = copy.deepcopy(SERVER)
     server = parse({**body, "metadata": {"name": "s", "namespace": "ns"}}).spec
     algorithm = {"startNumSteps": start} if start is not None else {}
-    spec = api.SGLangTuningSpec.model_validate({"serverRef": {"name": "s"}, "parameters": {"numSteps": {
+    spec = SGLangTuningSpec.model_validate({"serverRef": {"name": "s"}, "parameters": {"numSteps": {
         "min": 1, "max": 5}}, "budget": {"maxTrialCount": 9}, "algorithm": algorithm})
     valid, _ = plan.points(spec.parameters, server)
-    status = api.SGLangTuningStatus()
+    status = SGLangTuningStatus()
     out = []
     for i in range(20):
         step = plan.next_step(spec, status, valid, 0)
@@ -34,7 +35,7 @@ def run(start: int | None) -> list[str]:
             break
         assert step.settings is not None
         decode = 20.0 if not step.settings.speculative else 50.0 - 5 * abs((step.settings.num_steps or 0) - 3)
-        trial = api.Trial(name=f"t-{i}", settings=step.settings, verdict="Completed", levels=[api.LevelFigures(
+        trial = Trial(name=f"t-{i}", settings=step.settings, verdict="Completed", levels=[LevelFigures(
             concurrency=1, decode_tokens_per_second=decode, output_tokens_per_second=decode, requests=4)])
         status = status.model_copy(update={"trials": [*status.trials, trial]})
         out.append(step.settings.summary())

@@ -13,6 +13,8 @@ from e2e.policies import BAD, LOCAL
 from sglang_operator import builders
 from sglang_operator.api import tuning as api
 from sglang_operator.api.server import parse
+from sglang_operator.api.tuning_spec import SGLangTuningSpec
+from sglang_operator.api.tuning_status import LevelFigures, SGLangTuningStatus, Trial, TrialSettings
 from sglang_operator.builders.labels import selector_labels
 from sglang_operator.builders.tuning import TUNING_LABEL, trial_workload
 from sglang_operator.decisions.tuning import trials as plan
@@ -23,25 +25,25 @@ SERVER["metadata"]["namespace"] = "ns"
 TUNING = {"apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": "t", "namespace": "ns", "uid": "u"}}
 
 
-def spec(**extra: Any) -> api.SGLangTuningSpec:
-    return api.SGLangTuningSpec.model_validate({"serverRef": {"name": "qwen36-27b"},
+def spec(**extra: Any) -> SGLangTuningSpec:
+    return SGLangTuningSpec.model_validate({"serverRef": {"name": "qwen36-27b"},
                                                 "parameters": {"numSteps": {"min": 1, "max": 5}}, **extra})
 
 
-def completed(name: str, settings: api.TrialSettings, decode: float, output16: float | None = None) -> api.Trial:
-    levels = [api.LevelFigures(concurrency=1, decode_tokens_per_second=decode, output_tokens_per_second=decode)]
+def completed(name: str, settings: TrialSettings, decode: float, output16: float | None = None) -> Trial:
+    levels = [LevelFigures(concurrency=1, decode_tokens_per_second=decode, output_tokens_per_second=decode)]
     if output16 is not None:
-        levels.append(api.LevelFigures(concurrency=16, decode_tokens_per_second=output16 / 16,
+        levels.append(LevelFigures(concurrency=16, decode_tokens_per_second=output16 / 16,
                                        output_tokens_per_second=output16))
-    return api.Trial(name=name, settings=settings, verdict="Completed", levels=levels, objective=decode)
+    return Trial(name=name, settings=settings, verdict="Completed", levels=levels, objective=decode)
 
 
-def chain(steps: int) -> api.TrialSettings:
-    return api.TrialSettings(num_steps=steps, eagle_topk=1, num_draft_tokens=steps + 1)
+def chain(steps: int) -> TrialSettings:
+    return TrialSettings(num_steps=steps, eagle_topk=1, num_draft_tokens=steps + 1)
 
 
 def test_the_control_trial_drops_speculative_decoding_and_a_point_replaces_only_its_settings() -> None:
-    off = plan.trial_spec(SERVER["spec"], api.TrialSettings(speculative=False))
+    off = plan.trial_spec(SERVER["spec"], TrialSettings(speculative=False))
     assert "speculative" not in off and off["replicas"] == 1
     on = plan.trial_spec(SERVER["spec"], chain(3))
     assert on["speculative"] == {**SERVER["spec"]["speculative"], "numSteps": 3, "eagleTopk": 1,
@@ -56,13 +58,13 @@ def test_the_search_starts_with_the_control_trial_and_resumes_from_status_withou
     s = spec()
     valid, invalid = plan.points(s.parameters, parse(SERVER).spec)
     assert [p.label for p in valid] == ["1/1/2", "2/1/3", "3/1/4", "4/1/5", "5/1/6"] and not invalid
-    status = api.SGLangTuningStatus(started_at="2026-01-01T00:00:00Z")
+    status = SGLangTuningStatus(started_at="2026-01-01T00:00:00Z")
     first = plan.next_step(s, status, valid, 0)
-    assert first.kind == "start" and first.settings == api.TrialSettings(speculative=False)
-    done = [completed("t-trial-0", api.TrialSettings(speculative=False), 21.0), completed("t-trial-1", chain(3), 52.0)]
+    assert first.kind == "start" and first.settings == TrialSettings(speculative=False)
+    done = [completed("t-trial-0", TrialSettings(speculative=False), 21.0), completed("t-trial-1", chain(3), 52.0)]
     nxt = plan.next_step(s, status.model_copy(update={"trials": done}), valid, 10)
     assert nxt.kind == "start" and nxt.settings == chain(4)  # the climb goes on; 3/1/4 is not run again
-    running = api.Trial(name="t-trial-2", settings=chain(4), started_at="2026-01-01T00:01:00Z")
+    running = Trial(name="t-trial-2", settings=chain(4), started_at="2026-01-01T00:01:00Z")
     again = plan.next_step(s, status.model_copy(update={"trials": [*done, running]}), valid, 10)
     assert again.kind == "resume" and again.trial == running  # a restart measures the running trial again
     over = plan.next_step(s, status.model_copy(update={"trials": done}), valid, s.budget.max_duration_seconds)
@@ -87,9 +89,9 @@ def test_invalid_points_are_recorded_with_the_releases_reason_and_never_proposed
 
 def test_the_recommendation_per_level_with_speedups_and_a_failed_point_never_wins() -> None:
     trials = [
-        completed("t-trial-0", api.TrialSettings(speculative=False), 21.0, 150.0),
+        completed("t-trial-0", TrialSettings(speculative=False), 21.0, 150.0),
         completed("t-trial-1", chain(3), 52.0, 90.0),
-        api.Trial(name="t-trial-2", settings=chain(4), verdict="Failed", reason="RuntimeError: Not enough memory."),
+        Trial(name="t-trial-2", settings=chain(4), verdict="Failed", reason="RuntimeError: Not enough memory."),
         completed("t-trial-3", chain(1), 36.0, 210.0),
         completed("t-trial-4", chain(3), 52.5, 91.0),
         completed("t-trial-5", chain(1), 35.5, 209.0),
@@ -109,7 +111,7 @@ def test_the_weights_of_the_levels_decide_the_winner() -> None:
     control trial's decode tok/s at level 1 and 0.60× its output tok/s at 16, 1/1/2 is 1.70× and 1.40×. Weighted
     towards level 1, 3/1/4 wins; towards level 16, 1/1/2; the trial's objective says the same."""
     trials = [
-        completed("t-trial-0", api.TrialSettings(speculative=False), 21.0, 150.0),
+        completed("t-trial-0", TrialSettings(speculative=False), 21.0, 150.0),
         completed("t-trial-1", chain(3), 52.0, 90.0),
         completed("t-trial-2", chain(1), 36.0, 210.0),
         completed("t-trial-3", chain(3), 52.5, 91.0),
@@ -131,7 +133,7 @@ def test_the_weights_of_the_levels_decide_the_winner() -> None:
     single, _ = plan.trial_objective(spec(), trials[1].levels[:1], trials[:1])
     assert single == 52.0  # one level: the objective itself, tok/s
     # without a completed control trial the first completed trial (3/1/4: 52 and 90 tok/s) is the reference
-    no_control = [api.Trial(name="t-trial-0", settings=api.TrialSettings(speculative=False), verdict="Failed",
+    no_control = [Trial(name="t-trial-0", settings=TrialSettings(speculative=False), verdict="Failed",
                             reason="x"), *trials[1:]]
     best, _ = plan.recommendation(towards_1, no_control)
     assert best is not None and best.summary == "1/1/2"
@@ -182,8 +184,8 @@ def test_the_tuning_stops_once_a_trial_reaches_the_objectives_goal() -> None:
     """``objective.goal`` (Katib's): no further trial once a completed one reached it; below it the search goes on."""
     s = spec(objective={"objectiveMetricName": "decodeTokensPerSecond", "goal": 50})
     valid, _ = plan.points(s.parameters, parse(SERVER).spec)
-    status = api.SGLangTuningStatus(started_at="2026-01-01T00:00:00Z")
-    below = [completed("t-trial-0", api.TrialSettings(speculative=False), 21.0),
+    status = SGLangTuningStatus(started_at="2026-01-01T00:00:00Z")
+    below = [completed("t-trial-0", TrialSettings(speculative=False), 21.0),
              completed("t-trial-1", chain(3), 49.9)]
     assert plan.next_step(s, status.model_copy(update={"trials": below}), valid, 10).kind == "start"
     reached = [*below, completed("t-trial-2", chain(4), 52.0)]

@@ -29,6 +29,8 @@ from typing import Any
 
 from sglang_operator.api import tuning as api
 from sglang_operator.api.status import SGLangServerStatus, TuningHold
+from sglang_operator.api.tuning_spec import TuningMode
+from sglang_operator.api.tuning_status import TrialSettings, TuningPhase
 from sglang_operator.decisions.rollback import Apply
 from sglang_operator.decisions.tuning import hold as holds
 
@@ -55,7 +57,7 @@ class TuningRequest:
     created: str = ""
     trial: str | None = None
     trial_revision: str | None = None
-    trial_settings: api.TrialSettings | None = None
+    trial_settings: TrialSettings | None = None
     admitted: bool = True
     waiting: tuple[str, str] | None = None
 
@@ -70,7 +72,7 @@ def request_of(tuning: Mapping[str, Any]) -> TuningRequest | None:
     running = next((t for t in status.trials if t.verdict is None), None)
     said = next((c for c in status.conditions if c.type == "Running"), None)
     return TuningRequest(
-        name=str(meta.get("name")), in_place=spec.get("mode") == api.TuningMode.IN_PLACE.value, active=not ended,
+        name=str(meta.get("name")), in_place=spec.get("mode") == TuningMode.IN_PLACE.value, active=not ended,
         started=status.started_at is not None, created=str(meta.get("creationTimestamp") or ""),
         trial=running.name if running is not None and running.revision else None,
         trial_revision=running.revision if running is not None else None,
@@ -78,7 +80,7 @@ def request_of(tuning: Mapping[str, Any]) -> TuningRequest | None:
         waiting=(said.reason, said.message) if said is not None and said.status == "False" else None)
 
 
-TERMINAL = (api.TuningPhase.SUCCEEDED.value, api.TuningPhase.FAILED.value, api.TuningPhase.CANCELLED.value)
+TERMINAL = (TuningPhase.SUCCEEDED.value, TuningPhase.FAILED.value, TuningPhase.CANCELLED.value)
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ class ApplyTrial:
     tuning: str
     trial: str
     revision: str
-    settings: api.TrialSettings
+    settings: TrialSettings
 
     @property
     def reason(self) -> str:

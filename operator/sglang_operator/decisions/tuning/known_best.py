@@ -45,6 +45,8 @@ from sglang_operator.api import tuning as api
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import ConditionType
 from sglang_operator.api.tuning_setup import TuningSetup
+from sglang_operator.api.tuning_spec import Workload
+from sglang_operator.api.tuning_status import TrialSettings, TrialVerdict, TuningPhase, settings_text
 from sglang_operator.builders.command import derive_num_draft_tokens
 from sglang_operator.builders.dialect import resolve_version
 from sglang_operator.decisions.conditions import Condition
@@ -59,7 +61,7 @@ BELOW = "BelowKnownBest"
 AT = "AtKnownBest"
 NONE = "NoKnownBest"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-FINISHED = (api.TuningPhase.SUCCEEDED.value, api.TuningPhase.FAILED.value, api.TuningPhase.CANCELLED.value)
+FINISHED = (TuningPhase.SUCCEEDED.value, TuningPhase.FAILED.value, TuningPhase.CANCELLED.value)
 
 
 class SetupKey(TuningModel):
@@ -105,7 +107,7 @@ class SettingsKey(TuningModel):
 
     def summary(self) -> str:
         """``3/1/4`` (steps/topk/draft tokens), ``no speculation``, ``adaptive 3/1/4``, ``mrr N`` / ``bs N``."""
-        return api.settings_text(self.num_steps, self.eagle_topk, self.num_draft_tokens,
+        return settings_text(self.num_steps, self.eagle_topk, self.num_draft_tokens,
                                  speculative=self.speculative, adaptive=self.adaptive,
                                  max_running_requests=self.max_running_requests,
                                  cuda_graph_max_bs=self.cuda_graph_max_bs)
@@ -203,7 +205,7 @@ def prompts_hash(prompts: Sequence[str]) -> str:
     return hashlib.sha256(json.dumps(list(prompts)).encode()).hexdigest()[:16]
 
 
-def tuning_setup(server: SGLangServerSpec, workload: api.Workload, replicas: int = 1) -> TuningSetup:
+def tuning_setup(server: SGLangServerSpec, workload: Workload, replicas: int = 1) -> TuningSetup:
     """The setup a tuning of ``server`` records when it begins (``status.setup``). Raises
     :class:`~sglang_operator.builders.dialect.VersionError` when the release cannot be resolved."""
     s, m = server.speculative, server.memory
@@ -253,7 +255,7 @@ def server_settings(server: SGLangServerSpec) -> SettingsKey | None:
                        max_running_requests=m.max_running_requests, cuda_graph_max_bs=m.cuda_graph_max_bs)
 
 
-def trial_settings(settings: api.TrialSettings, setup: TuningSetup) -> SettingsKey:
+def trial_settings(settings: TrialSettings, setup: TuningSetup) -> SettingsKey:
     """A trial's full settings: its own, the tuned server's (``setup``) where it left them."""
     mrr = settings.max_running_requests if settings.max_running_requests is not None else setup.max_running_requests
     bs = settings.cuda_graph_max_bs if settings.cuda_graph_max_bs is not None else setup.cuda_graph_max_bs
@@ -274,7 +276,7 @@ def record_of(body: Mapping[str, Any]) -> TuningRecord | None:
         return None
     trials = []
     for t in status.trials:
-        if t.verdict != api.TrialVerdict.COMPLETED.value:
+        if t.verdict != TrialVerdict.COMPLETED.value:
             continue
         levels = tuple(LevelFigures(
             concurrency=f.concurrency, decode_tokens_per_second=f.decode_tokens_per_second,

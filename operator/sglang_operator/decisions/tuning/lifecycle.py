@@ -20,11 +20,20 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sglang_operator import builders
-from sglang_operator.api import tuning as api
 from sglang_operator.api.base import truncate
 from sglang_operator.api.server import parse
 from sglang_operator.api.status import ConditionType, SGLangServerStatus
 from sglang_operator.api.tuning_setup import TuningSetup
+from sglang_operator.api.tuning_spec import SGLangTuningSpec
+from sglang_operator.api.tuning_status import (
+    MAX_TRIAL_RECORDS,
+    LevelFigures,
+    SGLangTuningStatus,
+    Trial,
+    TrialSettings,
+    TrialVerdict,
+    TuningPhase,
+)
 from sglang_operator.builders.tuning import trial_workload
 from sglang_operator.decisions.conditions import merge, rfc3339
 from sglang_operator.decisions.tuning import inplace
@@ -50,7 +59,7 @@ def condition(type_: str, status: str, reason: str, message: str, generation: in
             "observedGeneration": generation, "lastTransitionTime": rfc3339(now)}
 
 
-def status_body(status: api.SGLangTuningStatus, generation: int,
+def status_body(status: SGLangTuningStatus, generation: int,
                 conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """``status`` as the merge patch body of one step: the counts and ``progress`` derived from its trials,
     ``observedGeneration``, ``conditions`` merged into its own (a condition of the same type replaced)."""
@@ -65,16 +74,16 @@ def status_body(status: api.SGLangTuningStatus, generation: int,
     return body
 
 
-def begin(status: api.SGLangTuningStatus, spec: api.SGLangTuningSpec, tuning: str, valid: Sequence[Any],
+def begin(status: SGLangTuningStatus, spec: SGLangTuningSpec, tuning: str, valid: Sequence[Any],
           invalid: Sequence[Any], now: dt.datetime, stable: str | None,
-          setup: TuningSetup | None = None) -> tuple[api.SGLangTuningStatus, str]:
+          setup: TuningSetup | None = None) -> tuple[SGLangTuningStatus, str]:
     """The first step: (the new status, the message of ``Running=True`` and of the ``TuningStarted`` event).
     ``setup``: what the trials run on (``status.setup``,
     :func:`~sglang_operator.decisions.tuning.known_best.tuning_setup`)."""
-    room = min(INVALID_RECORDS, api.MAX_TRIAL_RECORDS - spec.budget.max_trial_count - 1)
+    room = min(INVALID_RECORDS, MAX_TRIAL_RECORDS - spec.budget.max_trial_count - 1)
     total = plan.planned_trials(spec, list(valid))
     new = status.model_copy(update={
-        "phase": api.TuningPhase.RUNNING.value, "started_at": rfc3339(now), "trials_total": total,
+        "phase": TuningPhase.RUNNING.value, "started_at": rfc3339(now), "trials_total": total,
         "trials_invalid": len(invalid), "trials": plan.invalid_records(tuning, list(invalid), room),
         "stable_revision": stable, "setup": setup})
     message = (f"{len(valid)} valid points, {len(invalid)} refused by the release's rules; up to {total} trials "
@@ -82,41 +91,41 @@ def begin(status: api.SGLangTuningStatus, spec: api.SGLangTuningSpec, tuning: st
     return new, message
 
 
-def started(status: api.SGLangTuningStatus, name: str, settings: api.TrialSettings, revision: str,
-            now: dt.datetime) -> tuple[api.SGLangTuningStatus, str]:
+def started(status: SGLangTuningStatus, name: str, settings: TrialSettings, revision: str,
+            now: dt.datetime) -> tuple[SGLangTuningStatus, str]:
     """Trial ``name`` started at ``revision``: (the new status, the message of its ``TrialStarted`` event)."""
-    record = api.Trial(name=name, settings=settings, revision=revision, started_at=rfc3339(now))
+    record = Trial(name=name, settings=settings, revision=revision, started_at=rfc3339(now))
     update: dict[str, Any] = {"trials": [*status.trials, record]}
     if not settings.speculative:
         update["control_trial"] = name
     return status.model_copy(update=update), f"trial {name}: {settings.summary()} (revision {revision})"
 
 
-def refused(status: api.SGLangTuningStatus, name: str, settings: api.TrialSettings, reason: str,
-            now: dt.datetime) -> api.SGLangTuningStatus:
+def refused(status: SGLangTuningStatus, name: str, settings: TrialSettings, reason: str,
+            now: dt.datetime) -> SGLangTuningStatus:
     """Trial ``name``'s point no longer renders with the server's spec (validated at the first step: the server
     changed since): recorded ``Invalid`` with the reason, never started."""
-    record = api.Trial(name=name, settings=settings, verdict=api.TrialVerdict.INVALID.value,
+    record = Trial(name=name, settings=settings, verdict=TrialVerdict.INVALID.value,
                        reason=plan.api_reason(reason), finished_at=rfc3339(now))
     return status.model_copy(update={"trials": [*status.trials, record]})
 
 
-def measured(trial: api.Trial, spec: api.SGLangTuningSpec, levels: list[api.LevelFigures] | None,
-             failure: str | None, now: dt.datetime, trials: Sequence[api.Trial] = (),
-             pruned: str | None = None) -> api.Trial:
+def measured(trial: Trial, spec: SGLangTuningSpec, levels: list[LevelFigures] | None,
+             failure: str | None, now: dt.datetime, trials: Sequence[Trial] = (),
+             pruned: str | None = None) -> Trial:
     """Trial ``trial`` with its verdict: ``Failed`` with ``failure`` (SGLang's crash tail, the scheduler's message,
     the deadline's, every request failed, no request finished in the longest window); ``Pruned`` with the pruning
     rule's reason (``pruned``: stopped after its first level, its figures kept, never recommended); else
     ``Completed`` with its objective (:func:`sglang_operator.decisions.tuning.trials.trial_objective` over
     ``trials``, the tuning's so far) and figures per level."""
     score: float | None = None
-    figures: list[api.LevelFigures] = list(levels or [])
+    figures: list[LevelFigures] = list(levels or [])
     if failure is not None:
-        verdict, reason, figures = api.TrialVerdict.FAILED, failure, []
+        verdict, reason, figures = TrialVerdict.FAILED, failure, []
     elif pruned is not None:
-        verdict, reason = api.TrialVerdict.PRUNED, pruned
+        verdict, reason = TrialVerdict.PRUNED, pruned
     else:
-        verdict, reason = api.TrialVerdict.COMPLETED, None
+        verdict, reason = TrialVerdict.COMPLETED, None
         score, figures = plan.trial_objective(spec, figures, trials)
     return trial.model_copy(update={
         "verdict": verdict.value, "reason": plan.api_reason(reason) if reason else None,
@@ -129,32 +138,32 @@ class Ending:
     """How a finished search ends: ``phase``, ``reason`` (CamelCase) and ``message``, ``status`` with
     ``best`` / ``bestPerLevel`` set."""
 
-    phase: api.TuningPhase
+    phase: TuningPhase
     reason: str
     message: str
-    status: api.SGLangTuningStatus
+    status: SGLangTuningStatus
 
 
-def finish(spec: api.SGLangTuningSpec, status: api.SGLangTuningStatus, why: str) -> Ending:
+def finish(spec: SGLangTuningSpec, status: SGLangTuningStatus, why: str) -> Ending:
     """The end of a search (``why``: the budget or goal that ended it): ``Succeeded`` with the recommendation, or
     ``Failed`` without a completed speculative trial or with more than ``maxFailedTrialCount`` failures."""
     best, per_level = plan.recommendation(spec, status.trials)
-    failed = sum(t.verdict == api.TrialVerdict.FAILED.value for t in status.trials)
+    failed = sum(t.verdict == TrialVerdict.FAILED.value for t in status.trials)
     new = status.model_copy(update={"best": best, "best_per_level": per_level})
     if failed > spec.budget.max_failed_trial_count or best is None:
         reason = "TooManyFailedTrials" if best is not None or failed else "NoCompletedTrial"
         message = f"{why}; {failed} failed trials" + ("" if best is None else f"; best so far {best.summary}")
-        return Ending(api.TuningPhase.FAILED, reason, message, new)
+        return Ending(TuningPhase.FAILED, reason, message, new)
     speedup = f", {best.speedup:.2f}x over no speculation" if best.speedup is not None else ""
     message = f"{why}: recommends {best.summary} ({best.objective} tok/s{speedup}) from {best.trial}"
-    return Ending(api.TuningPhase.SUCCEEDED, "Recommended", message, new)
+    return Ending(TuningPhase.SUCCEEDED, "Recommended", message, new)
 
 
-def ended(status: api.SGLangTuningStatus, phase: api.TuningPhase, reason: str, message: str, generation: int,
-          now: dt.datetime) -> tuple[api.SGLangTuningStatus, list[dict[str, Any]]]:
+def ended(status: SGLangTuningStatus, phase: TuningPhase, reason: str, message: str, generation: int,
+          now: dt.datetime) -> tuple[SGLangTuningStatus, list[dict[str, Any]]]:
     """The final status in ``phase`` (``completedAt`` set) and its ``Running=False`` and ``Complete`` conditions."""
     new = status.model_copy(update={"phase": phase.value, "completed_at": rfc3339(now)})
-    ok = "True" if phase is api.TuningPhase.SUCCEEDED else "False"
+    ok = "True" if phase is TuningPhase.SUCCEEDED else "False"
     return new, [condition("Running", "False", reason, message, generation, now),
                  condition("Complete", ok, reason, message, generation, now)]
 
@@ -195,7 +204,7 @@ def in_place(server: SGLangServerStatus, tuning: str, server_name: str, began: b
     return HoldView("waiting", "WaitingForHold", f"waiting for SGLangServer {server_name}'s loop to hold it")
 
 
-def trial_state(server: SGLangServerStatus, tuning: str, trial: api.Trial) -> tuple[str, str]:
+def trial_state(server: SGLangServerStatus, tuning: str, trial: Trial) -> tuple[str, str]:
     """Whether the server runs InPlace trial ``trial`` it was asked for: ``("running", "")`` (its hold names the
     trial and its revision is applied), ``("failed", why)`` (the server's loop could not apply it), ``("lost", why)``
     (no hold of this tuning any more), or ``("pending", "")``."""
@@ -209,7 +218,7 @@ def trial_state(server: SGLangServerStatus, tuning: str, trial: api.Trial) -> tu
     return "pending", ""
 
 
-def speedups(status: api.SGLangTuningStatus) -> dict[str, float]:
+def speedups(status: SGLangTuningStatus) -> dict[str, float]:
     """The recommendation's speedups over no speculation by level (``"16"``) and overall (``"all"``), for the
     operator's series."""
     out = {str(b.concurrency): b.speedup for b in status.best_per_level if b.speedup is not None}
@@ -218,9 +227,9 @@ def speedups(status: api.SGLangTuningStatus) -> dict[str, float]:
     return out
 
 
-def trial_event(done: api.Trial) -> tuple[str, str, str]:
+def trial_event(done: Trial) -> tuple[str, str, str]:
     """The Event of a trial's verdict: (type, reason ``TrialCompleted`` / ``TrialFailed``, message)."""
-    ok = done.verdict == api.TrialVerdict.COMPLETED.value
+    ok = done.verdict == TrialVerdict.COMPLETED.value
     head = f"trial {done.name} {done.settings.summary()}: "
     if ok:
         text = f"objective {done.objective:.1f} tok/s" if done.objective is not None else "completed"
@@ -228,13 +237,13 @@ def trial_event(done: api.Trial) -> tuple[str, str, str]:
     return "Warning", "TrialFailed", head + str(done.reason or "")
 
 
-def end_event(phase: api.TuningPhase, message: str) -> tuple[str, str, str]:
+def end_event(phase: TuningPhase, message: str) -> tuple[str, str, str]:
     """The Event of a tuning's end: (type, reason ``TuningSucceeded`` / ``TuningFailed``, message)."""
-    ok = phase is api.TuningPhase.SUCCEEDED
+    ok = phase is TuningPhase.SUCCEEDED
     return ("Normal", "TuningSucceeded", message) if ok else ("Warning", "TuningFailed", message)
 
 
-def render_trial(tuning: Mapping[str, Any], server_body: Mapping[str, Any], name: str, settings: api.TrialSettings,
+def render_trial(tuning: Mapping[str, Any], server_body: Mapping[str, Any], name: str, settings: TrialSettings,
                  in_place: bool, digest: str | None = None) -> tuple[dict[str, Any] | None, builders.Rendered]:
     """Trial ``name`` of SGLangTuning ``tuning`` with ``settings`` over the server's spec as stored (``server_body``):
     (its Shadow Deployment, owned by the tuning, its image pinned to ``digest``, or None InPlace; the trial rendered
@@ -250,7 +259,7 @@ def render_trial(tuning: Mapping[str, Any], server_body: Mapping[str, Any], name
     return work.manifest, work.rendered
 
 
-def with_verdict(status: api.SGLangTuningStatus, done: api.Trial) -> api.SGLangTuningStatus | None:
+def with_verdict(status: SGLangTuningStatus, done: Trial) -> SGLangTuningStatus | None:
     """``status`` (the tuning's newest: a trial takes minutes) with trial ``done``'s verdict in place of its running
     record; None when ``done`` is not the running trial any more (nothing to write)."""
     running = plan.running(status.trials)

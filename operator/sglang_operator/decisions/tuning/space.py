@@ -34,7 +34,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from sglang_operator.api.spec import SGLangServerSpec
-from sglang_operator.api.tuning import settings_text
+from sglang_operator.api.tuning_status import settings_text
 from sglang_operator.builders.validate import check
 
 DEFAULT_NUM_STEPS = (1, 2, 3, 4, 5, 6, 7, 8)
@@ -84,7 +84,7 @@ class Point(TuningModel):
     def label(self) -> str:
         """``steps/topk/draft tokens``, as people write it (``3/1/4``); ``adaptive 3/1/4`` in adaptive mode, and
         ``mrr N`` / ``bs N`` appended when set (``3/1/4 mrr 16 bs 32``: the API's
-        :meth:`~sglang_operator.api.tuning.TrialSettings.summary`)."""
+        :meth:`~sglang_operator.api.tuning_status.TrialSettings.summary`)."""
         return settings_text(self.num_steps, self.eagle_topk, self.num_draft_tokens, adaptive=self.adaptive,
                              max_running_requests=self.max_running_requests, cuda_graph_max_bs=self.cuda_graph_max_bs)
 

@@ -3,7 +3,7 @@
 
 :class:`LevelTally` takes each request as it ends (:meth:`LevelTally.add`) and each window boundary as it is taken
 (:meth:`LevelTally.bound`); at the level's end :meth:`LevelTally.figures` gives each window's
-:class:`~sglang_operator.api.tuning.LevelFigures`, the same as
+:class:`~sglang_operator.api.tuning_status.LevelFigures`, the same as
 :func:`~sglang_operator.decisions.tuning.windows.window_figures` over every request of the level, with sums and
 counts exact and the quantiles from bounded histograms:
 
@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sglang_operator.api.tuning import LevelFigures
+from sglang_operator.api.tuning_status import LevelFigures
 from sglang_operator.decisions.sampling.compute import Scrape, figures
 from sglang_operator.decisions.sampling.loghist import LogHistogram
 from sglang_operator.decisions.sampling.model import Signal

@@ -18,8 +18,18 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sglang_operator.api import tuning as api
 from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.api.tuning_spec import AlgorithmName, ObjectiveMetric, Parameters, SGLangTuningSpec
+from sglang_operator.api.tuning_status import (
+    REASON_LIMIT,
+    BestPoint,
+    SGLangTuningStatus,
+    Trial,
+    TrialSettings,
+    TrialVerdict,
+    TuningPhase,
+)
+from sglang_operator.api.tuning_status import LevelFigures as ApiLevelFigures
 from sglang_operator.decisions.tuning.decide import decide
 from sglang_operator.decisions.tuning.objective import (
     LevelFigures,
@@ -45,10 +55,10 @@ DEFAULT = Algorithm.COORDINATE_ASCENT
 """The search ``algorithmName: Default`` runs (``docs/tuning.md`` says why)."""
 NO_LIMIT_SECONDS = 1e9
 """A goodput limit left unset in the API (it needs one of the two): the search's objective takes both."""
-FINISHED = (api.TrialVerdict.COMPLETED.value, api.TrialVerdict.FAILED.value, api.TrialVerdict.PRUNED.value)
+FINISHED = (TrialVerdict.COMPLETED.value, TrialVerdict.FAILED.value, TrialVerdict.PRUNED.value)
 """Verdicts of trials the search has a result for (a Pruned one is replayed as a point never to propose again,
 without a value; Invalid ones were never started)."""
-TERMINAL_PHASES = (api.TuningPhase.SUCCEEDED.value, api.TuningPhase.FAILED.value, api.TuningPhase.CANCELLED.value)
+TERMINAL_PHASES = (TuningPhase.SUCCEEDED.value, TuningPhase.FAILED.value, TuningPhase.CANCELLED.value)
 
 
 def trial_name(tuning: str, number: int) -> str:
@@ -57,41 +67,41 @@ def trial_name(tuning: str, number: int) -> str:
     return f"{tuning}-trial-{number}"
 
 
-def search_objective(spec: api.SGLangTuningSpec) -> Objective:
+def search_objective(spec: SGLangTuningSpec) -> Objective:
     """The API's ``spec.objective`` as the search's :class:`~.objective.Objective` (an unset goodput limit is
     :data:`NO_LIMIT_SECONDS`), with the workload's levels and weights: with two or more levels a decode or output
     objective is the weighted mean of each level's objective ÷ the control trial's at that level
     (:func:`~.objective.objective_value`)."""
     o = spec.objective
     weights = tuple(LevelWeight(concurrency=c.level, weight=c.weight) for c in spec.workload.concurrency)
-    if o.objective_metric_name is api.ObjectiveMetric.OUTPUT_TOKENS_PER_SECOND:
+    if o.objective_metric_name is ObjectiveMetric.OUTPUT_TOKENS_PER_SECOND:
         return Objective(kind=ObjectiveKind.OUTPUT_TOKENS_PER_SECOND, concurrency=o.concurrency or 1, weights=weights)
-    if o.objective_metric_name is api.ObjectiveMetric.GOODPUT:
+    if o.objective_metric_name is ObjectiveMetric.GOODPUT:
         return Objective(kind=ObjectiveKind.GOODPUT,
                          itl_p95_limit_seconds=o.max_p95_inter_token_latency_seconds or NO_LIMIT_SECONDS,
                          ttft_p95_limit_seconds=o.max_p95_time_to_first_token_seconds or NO_LIMIT_SECONDS)
     return Objective(weights=weights)
 
 
-def level_objective(spec: api.SGLangTuningSpec, concurrency: int) -> Objective:
+def level_objective(spec: SGLangTuningSpec, concurrency: int) -> Objective:
     """What "best at level ``concurrency``" means: decode tok/s at concurrency 1 when the tuning's objective is
     decodeTokensPerSecond, else output tok/s at that level."""
-    if concurrency == 1 and spec.objective.objective_metric_name is api.ObjectiveMetric.DECODE_TOKENS_PER_SECOND:
+    if concurrency == 1 and spec.objective.objective_metric_name is ObjectiveMetric.DECODE_TOKENS_PER_SECOND:
         return Objective()
     return Objective(kind=ObjectiveKind.OUTPUT_TOKENS_PER_SECOND, concurrency=concurrency)
 
 
-def search_settings(spec: api.SGLangTuningSpec) -> SearchSettings:
+def search_settings(spec: SGLangTuningSpec) -> SearchSettings:
     """``spec.objective``, ``spec.budget`` and ``spec.algorithm`` as the search's settings. ``maxTrialCount`` counts
     every trial started, the control trial and the adaptive-mode trial included (Katib's rule)."""
     name = spec.algorithm.algorithm_name
-    algorithm = DEFAULT if name is api.AlgorithmName.DEFAULT else Algorithm(name.value)
+    algorithm = DEFAULT if name is AlgorithmName.DEFAULT else Algorithm(name.value)
     return SearchSettings(objective=search_objective(spec), max_trial_count=spec.budget.max_trial_count,
                           max_failed_trial_count=spec.budget.max_failed_trial_count, algorithm=algorithm,
                           seed=spec.algorithm.seed, start_steps=spec.algorithm.start_num_steps)
 
 
-def search_space(params: api.Parameters) -> SearchSpace:
+def search_space(params: Parameters) -> SearchSpace:
     """``spec.parameters`` as a :class:`~.space.SearchSpace`. numDraftTokens unset: SGLang's rule (chains get
     numSteps + 1 anyway; trees every value from the smallest numSteps + 1 to numSteps × eagleTopk + 1, the
     larger ones then refused per point by the shape rule). ``maxRunningRequests`` / ``cudaGraphMaxBs`` unset: not
@@ -111,7 +121,7 @@ def search_space(params: api.Parameters) -> SearchSpace:
                        else (), adaptive=params.adaptive)
 
 
-def planned_trials(spec: api.SGLangTuningSpec, valid: int | Sequence[Point]) -> int:
+def planned_trials(spec: SGLangTuningSpec, valid: int | Sequence[Point]) -> int:
     """``status.trialsTotal``: the trials the search starts at most unless failures end it, the control trial
     included, never more than maxTrialCount. Grid and Random run the control trial and each valid static point
     once (and the adaptive-mode trial); the default search and TPE may also measure points again (the repeats the
@@ -127,7 +137,7 @@ def planned_trials(spec: api.SGLangTuningSpec, valid: int | Sequence[Point]) -> 
     return min(most, settings.max_trial_count)
 
 
-def points(params: api.Parameters, server: SGLangServerSpec) -> tuple[list[Point], list[InvalidPoint]]:
+def points(params: Parameters, server: SGLangServerSpec) -> tuple[list[Point], list[InvalidPoint]]:
     """Valid points (cheapest first) and invalid ones with their reasons: the shape rules, then the server's spec
     rendered with each point and checked with its release's rules (:func:`~.space.spec_validator`). With
     ``parameters.adaptive`` the valid points include the adaptive-mode ones the release accepts (none before
@@ -136,17 +146,17 @@ def points(params: api.Parameters, server: SGLangServerSpec) -> tuple[list[Point
     return enumerate_space(search_space(params), spec_validator(server))
 
 
-def settings_of(point: Point | None) -> api.TrialSettings:
+def settings_of(point: Point | None) -> TrialSettings:
     """The API's settings of ``point`` (``None``: the control trial without speculative decoding)."""
     if point is None:
-        return api.TrialSettings(speculative=False)
-    return api.TrialSettings(num_steps=point.num_steps, eagle_topk=point.eagle_topk,
+        return TrialSettings(speculative=False)
+    return TrialSettings(num_steps=point.num_steps, eagle_topk=point.eagle_topk,
                              num_draft_tokens=point.num_draft_tokens, adaptive=True if point.adaptive else None,
                              max_running_requests=point.max_running_requests,
                              cuda_graph_max_bs=point.cuda_graph_max_bs)
 
 
-def point_of(settings: api.TrialSettings) -> Point | None:
+def point_of(settings: TrialSettings) -> Point | None:
     """The search's point of ``settings`` (``None``: the control trial)."""
     if not settings.speculative:
         return None
@@ -156,7 +166,7 @@ def point_of(settings: api.TrialSettings) -> Point | None:
                  adaptive=bool(settings.adaptive))
 
 
-def trial_spec(server_spec: Mapping[str, Any], settings: api.TrialSettings, replicas: int = 1) -> dict[str, Any]:
+def trial_spec(server_spec: Mapping[str, Any], settings: TrialSettings, replicas: int = 1) -> dict[str, Any]:
     """The server's spec (camelCase dict) with the trial's settings: ``spec.speculative`` without it for the
     control trial, else its numSteps / eagleTopk / numDraftTokens replaced and ``adaptive`` as the settings say
     (``enabled: true``, the server's ConfigMap kept; removed for a static trial); ``spec.memory.maxRunningRequests``
@@ -187,7 +197,7 @@ def trial_spec(server_spec: Mapping[str, Any], settings: api.TrialSettings, repl
     return spec
 
 
-def results(trials: Sequence[api.Trial]) -> list[TrialResult]:
+def results(trials: Sequence[Trial]) -> list[TrialResult]:
     """The finished trials (Completed, Failed) of ``status.trials`` as the search's results, in order."""
     out = []
     for t in trials:
@@ -206,14 +216,14 @@ def results(trials: Sequence[api.Trial]) -> list[TrialResult]:
     return out
 
 
-def running(trials: Sequence[api.Trial]) -> api.Trial | None:
+def running(trials: Sequence[Trial]) -> Trial | None:
     """The trial started but without a verdict (at most one: trials run one after another), or None."""
     return next((t for t in trials if t.verdict is None), None)
 
 
-def started_count(trials: Sequence[api.Trial]) -> int:
+def started_count(trials: Sequence[Trial]) -> int:
     """Trials started so far (every record but the Invalid ones): the next trial's number."""
-    return sum(t.verdict != api.TrialVerdict.INVALID.value for t in trials)
+    return sum(t.verdict != TrialVerdict.INVALID.value for t in trials)
 
 
 @dataclass(frozen=True)
@@ -222,12 +232,12 @@ class Step:
     ``finish`` (``reason``)."""
 
     kind: str
-    trial: api.Trial | None = None
-    settings: api.TrialSettings | None = None
+    trial: Trial | None = None
+    settings: TrialSettings | None = None
     reason: str = ""
 
 
-def next_step(spec: api.SGLangTuningSpec, status: api.SGLangTuningStatus, valid: Sequence[Point],
+def next_step(spec: SGLangTuningSpec, status: SGLangTuningStatus, valid: Sequence[Point],
               elapsed_seconds: float) -> Step:
     """The next step from the status alone: the running trial first (an operator restart measures it again from
     the start: its result was never written), else the search's suggestion (:func:`~.search.suggest`), else
@@ -240,7 +250,7 @@ def next_step(spec: api.SGLangTuningSpec, status: api.SGLangTuningStatus, valid:
     if elapsed_seconds >= spec.budget.max_duration_seconds:
         return Step("finish", reason=f"maxDurationSeconds {spec.budget.max_duration_seconds} reached")
     goal = spec.objective.goal
-    reached = next((t for t in status.trials if goal is not None and t.verdict == api.TrialVerdict.COMPLETED.value
+    reached = next((t for t in status.trials if goal is not None and t.verdict == TrialVerdict.COMPLETED.value
                     and t.objective is not None and t.objective >= goal), None)
     if reached is not None:
         return Step("finish", reason=f"objective.goal {goal:g} reached by {reached.name} "
@@ -251,14 +261,14 @@ def next_step(spec: api.SGLangTuningSpec, status: api.SGLangTuningStatus, valid:
     return Step("start", settings=settings_of(s.point))
 
 
-def trial_objective(spec: api.SGLangTuningSpec, levels: Sequence[api.LevelFigures],
-                    trials: Sequence[api.Trial] = ()) -> tuple[float | None, list[api.LevelFigures]]:
+def trial_objective(spec: SGLangTuningSpec, levels: Sequence[ApiLevelFigures],
+                    trials: Sequence[Trial] = ()) -> tuple[float | None, list[ApiLevelFigures]]:
     """A measured trial's score and its levels with each level's ``objective`` (:func:`level_objective`).
     ``trials``: ``status.trials`` so far (the trial itself may be among them, without a verdict): with several
     weighted levels the score is relative to the control trial's figures
     (:func:`~.objective.reference_trial`; the trial itself when it is the first to complete, so the control
     trial scores 1.0)."""
-    tmp = api.Trial(name="x", settings=api.TrialSettings(), verdict=api.TrialVerdict.COMPLETED.value,
+    tmp = Trial(name="x", settings=TrialSettings(), verdict=TrialVerdict.COMPLETED.value,
                     levels=list(levels))
     result = results([tmp])[0]
     objective = search_objective(spec)
@@ -270,15 +280,15 @@ def trial_objective(spec: api.SGLangTuningSpec, levels: Sequence[api.LevelFigure
     return objective_value(objective, result, reference), out
 
 
-def prune_verdict(spec: api.SGLangTuningSpec, trials: Sequence[api.Trial], settings: api.TrialSettings,
-                  levels: Sequence[api.LevelFigures]) -> str | None:
+def prune_verdict(spec: SGLangTuningSpec, trials: Sequence[Trial], settings: TrialSettings,
+                  levels: Sequence[ApiLevelFigures]) -> str | None:
     """Whether the running trial with ``settings`` stops as ``Pruned`` after its first measured level (or
     repetition) ``levels``, given ``status.trials``: the reason for ``Trial.reason`` (verdict Pruned), or None
     to measure on (:func:`~.prune.prune_reason`: below the incumbent by more than two standard deviations of the
     noise). Never the control trial."""
     from sglang_operator.decisions.tuning.prune import prune_reason
 
-    partial = results([api.Trial(name="x", settings=settings, verdict=api.TrialVerdict.COMPLETED.value,
+    partial = results([Trial(name="x", settings=settings, verdict=TrialVerdict.COMPLETED.value,
                                  levels=list(levels))])[0]
     return prune_reason(search_objective(spec), results(trials), partial)
 
@@ -297,7 +307,7 @@ WINDOW_LIMIT_SECONDS = 3600
 """The longest window :func:`longer_window` asks for (``workload.secondsPerLevel``'s upper bound)."""
 
 
-def measurement(levels: Sequence[api.LevelFigures]) -> tuple[Measured, str]:
+def measurement(levels: Sequence[ApiLevelFigures]) -> tuple[Measured, str]:
     """The outcome of a trial's measured levels, with a message: ``Failed`` when requests finished and none
     succeeded at any level ("every request failed"); else ``NoData`` when a level (or none at all) had no request
     finish inside its windows (a window shorter than one answer: "no data, extend the window", never a
@@ -326,22 +336,22 @@ def longer_window(seconds_per_level: int, longest_request_seconds: float | None 
     return min(want, WINDOW_LIMIT_SECONDS)
 
 
-def _best_point(trials: Sequence[api.Trial], objective: Objective, concurrency: int | None,
-                speedup_level: int) -> api.BestPoint | None:
+def _best_point(trials: Sequence[Trial], objective: Objective, concurrency: int | None,
+                speedup_level: int) -> BestPoint | None:
     found = results(trials)
     d = decide(found, objective)
     if d is None:
         return None
     settings = settings_of(d.best)
-    name = next((t.name for t in trials if t.verdict == api.TrialVerdict.COMPLETED.value
+    name = next((t.name for t in trials if t.verdict == TrialVerdict.COMPLETED.value
                  and point_of(t.settings) == d.best), "")
-    return api.BestPoint(concurrency=concurrency, trial=name, settings=settings, summary=settings.summary(),
+    return BestPoint(concurrency=concurrency, trial=name, settings=settings, summary=settings.summary(),
                          objective=round(d.value, 3), speedup=round(d.speedup[speedup_level], 4)
                          if speedup_level in d.speedup else None)
 
 
-def recommendation(spec: api.SGLangTuningSpec, trials: Sequence[api.Trial]) -> tuple[api.BestPoint | None,
-                                                                                    list[api.BestPoint]]:
+def recommendation(spec: SGLangTuningSpec, trials: Sequence[Trial]) -> tuple[BestPoint | None,
+                                                                                    list[BestPoint]]:
     """The best point overall (the search's :func:`~.search.decide`: the noise rule and the cheaper point among
     ties) and at each concurrency level, with the speedup over the control trial (output tok/s, at the objective's
     level overall)."""
@@ -352,25 +362,25 @@ def recommendation(spec: api.SGLangTuningSpec, trials: Sequence[api.Trial]) -> t
     return best, per_level
 
 
-def counts(trials: Sequence[api.Trial]) -> dict[str, int]:
+def counts(trials: Sequence[Trial]) -> dict[str, int]:
     """``trialsCompleted`` / ``trialsFailed`` / ``trialsPruned`` / ``trialsInvalid`` of ``status.trials``."""
-    def n(v: api.TrialVerdict) -> int:
+    def n(v: TrialVerdict) -> int:
         return sum(t.verdict == v.value for t in trials)
 
-    return {"trials_completed": n(api.TrialVerdict.COMPLETED), "trials_failed": n(api.TrialVerdict.FAILED),
-            "trials_pruned": n(api.TrialVerdict.PRUNED)}
+    return {"trials_completed": n(TrialVerdict.COMPLETED), "trials_failed": n(TrialVerdict.FAILED),
+            "trials_pruned": n(TrialVerdict.PRUNED)}
 
 
-def invalid_records(tuning: str, invalid: Sequence[InvalidPoint], room: int) -> list[api.Trial]:
+def invalid_records(tuning: str, invalid: Sequence[InvalidPoint], room: int) -> list[Trial]:
     """Invalid points as ``status.trials`` records (verdict Invalid, the release's reason), at most ``room``."""
-    return [api.Trial(name=f"{tuning}-invalid-{i}", settings=settings_of(p.point),
-                      verdict=api.TrialVerdict.INVALID.value, reason=api_reason(p.reason))
+    return [Trial(name=f"{tuning}-invalid-{i}", settings=settings_of(p.point),
+                      verdict=TrialVerdict.INVALID.value, reason=api_reason(p.reason))
             for i, p in enumerate(invalid[:max(room, 0)])]
 
 
 def api_reason(text: str) -> str:
-    """``text`` cut to :data:`~sglang_operator.api.tuning.REASON_LIMIT` characters (its end kept: SGLang's error is
-    last in a crash tail)."""
+    """``text`` cut to :data:`~sglang_operator.api.tuning_status.REASON_LIMIT` characters (its end kept: SGLang's
+    error is last in a crash tail)."""
     from sglang_operator.decisions.pods import tail
 
-    return tail(text, api.REASON_LIMIT)
+    return tail(text, REASON_LIMIT)

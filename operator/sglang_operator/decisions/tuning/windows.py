@@ -1,7 +1,7 @@
 """PURE: the figures of a tuning trial's measurement windows (the I/O that produces them:
 :mod:`sglang_operator.io.trialbench`, whose docstring says how a level is measured and what each figure means):
 the tokens a request streamed inside a window, SGLang's step times appended between two ``/server_info`` reads, one
-window's :class:`~sglang_operator.api.tuning.LevelFigures` and the combination of a level's repetitions (medians,
+window's :class:`~sglang_operator.api.tuning_status.LevelFigures` and the combination of a level's repetitions (medians,
 sums, the spread the noise rule reads)."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sglang_operator.api.tuning import LevelFigures, Objective, ObjectiveMetric
+from sglang_operator.api.tuning_spec import Objective, ObjectiveMetric
+from sglang_operator.api.tuning_status import LevelFigures
 from sglang_operator.decisions.sampling.compute import Scrape, figures
 from sglang_operator.decisions.sampling.loghist import LogHistogram
 from sglang_operator.decisions.sampling.model import Signal

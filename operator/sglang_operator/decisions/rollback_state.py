@@ -1,0 +1,122 @@
+"""The rollback decision's state and inputs (:mod:`sglang_operator.decisions.rollback`): the analysis as stored in
+``status`` (:class:`RollbackState`), what the observer saw besides the sample (:class:`Observation`), the revision
+that should run (:class:`Target`), the bounds of the stored lists (:func:`kept_rejections`) and a spec's
+:class:`~sglang_operator.api.analysis.Setup` (:func:`setup_of`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field
+
+from sglang_operator.api.analysis import (
+    Analysis,
+    Baseline,
+    CanaryState,
+    Rejection,
+    RollbackRecord,
+    Setup,
+    simulated_acceptance,
+)
+from sglang_operator.api.base import StatusModel
+from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.api.status import SGLangServerStatus
+from sglang_operator.decisions import canary
+from sglang_operator.decisions.sampling.model import PodView
+
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+FIGURES_KEPT = 120
+"""Valid samples kept for the baseline median (the most recent)."""
+REJECTIONS_KEPT = 20
+"""Rejections kept in ``status.rejectedRevisions``: the newest, but the rejection of the spec's own revision is never
+evicted (an older one goes in its place). Evicting one posts a Warning event ``RejectionForgotten``
+(:func:`kept_rejections`): that revision would run again, unjudged by its old rejection, should a spec ask for it."""
+ROLLBACKS_KEPT = 10
+"""Rollback records kept (at least ``maxRollbacks``, so the window count stays right)."""
+PAUSED_FAILED_REASONS = ("NoStableRevision", "NotRolledBack", "MaxRollbacksReached")
+"""Paused reasons for a failed revision left running (``Degraded`` reason ``Regressed``)."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the observer saw this tick, besides the sample.
+
+    ``revision``: the revision applied (``status.revision``), whose pods are judged. ``desired_pods``: its spec's
+    replicas. ``pods``: its live pods (readiness, restart counts). ``spec_revision``: what the object's spec
+    renders to now (None when the spec is refused: the applied revision stands for it). ``retry_token``: value of
+    the annotation :data:`~sglang_operator.api.base.RETRY_ANNOTATION` (None when absent). ``setup``: the model,
+    GPU product and parallelism ``revision`` runs with (:func:`setup_of`); relative criteria apply only when it
+    equals the baseline's. ``canary``: the canary's observation (:mod:`sglang_operator.decisions.canary`).
+    """
+
+    revision: str
+    desired_pods: int
+    setup: Setup
+    pods: tuple[PodView, ...] = ()
+    spec_revision: str | None = None
+    retry_token: str | None = None
+    canary: canary.CanaryObservation | None = None
+    """What was seen for a canary (``spec.strategy.type: Canary``, or one in progress); None: no canary policy."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """The revision that should run, and why when it is not the spec's."""
+
+    revision: str
+    reason: str = ""
+
+
+class RollbackState(StatusModel):
+    """The rollback analysis as stored in ``status`` (same keys, same models)."""
+
+    stable_revision: str | None = None
+    baseline: Baseline | None = None
+    analysis: Analysis | None = None
+    rejected_revisions: list[Rejection] = Field(default_factory=list)
+    rollbacks: list[RollbackRecord] = Field(default_factory=list)
+    canary: CanaryState | None = None
+
+    @classmethod
+    def from_status(cls, status: SGLangServerStatus | None) -> RollbackState:
+        """The state held in a parsed ``status`` (empty when None)."""
+        if status is None:
+            return cls()
+        return cls(stable_revision=status.stable_revision, baseline=status.baseline, analysis=status.analysis,
+                   rejected_revisions=list(status.rejected_revisions), rollbacks=list(status.rollbacks),
+                   canary=status.canary)
+
+    def status_patch(self) -> dict[str, Any]:
+        """The camelCase status keys this state owns, None for a cleared one (a merge patch deletes it)."""
+        dumped = self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return {key: dumped.get(key) for key in
+                ("stableRevision", "baseline", "analysis", "rejectedRevisions", "rollbacks", "canary")}
+
+    def rejection(self, revision: str | None) -> Rejection | None:
+        """The rejection of ``revision``, if any."""
+        return next((r for r in self.rejected_revisions if r.revision == revision), None)
+
+
+def kept_rejections(rejections: list[Rejection], wanted: str | None,
+                    limit: int = REJECTIONS_KEPT) -> tuple[list[Rejection], list[Rejection]]:
+    """``(kept, evicted)`` of ``rejections`` (oldest first, as in ``status``): at most ``limit`` kept, the oldest
+    evicted first, except the rejection of ``wanted`` (the spec's revision), which is never evicted (an older one
+    goes in its place): the revision the spec asks for must never run again only because newer rejections pushed
+    its own out. Both lists keep the given order. Raises ``ValueError`` when ``limit`` is below 2 (the newest
+    rejection, just made, would be the one evicted)."""
+    if limit < 2:
+        raise ValueError(f"kept_rejections: limit {limit} is below 2")
+    surplus = max(0, len(rejections) - limit)
+    evicted = {id(r) for r in [r for r in rejections if r.revision != wanted][:surplus]}
+    return ([r for r in rejections if id(r) not in evicted], [r for r in rejections if id(r) in evicted])
+
+
+def setup_of(spec: SGLangServerSpec, gpu_product: str | None = None) -> Setup:
+    """The :class:`Setup` of a spec; ``gpu_product`` (the pods' node label :data:`GPU_PRODUCT_LABEL`, when the
+    caller knows it) defaults to the spec's nodeSelector for that label."""
+    return Setup(model_path=spec.model.path, model_revision=spec.model.revision,
+                 gpu_product=gpu_product or spec.node_selector.get(GPU_PRODUCT_LABEL),
+                 tensor=spec.parallelism.tensor, pipeline=spec.parallelism.pipeline, data=spec.parallelism.data,
+                 nodes=spec.parallelism.nodes, simulated_acceptance=True if simulated_acceptance(spec.env) else None)
