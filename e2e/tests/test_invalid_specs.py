@@ -517,6 +517,13 @@ AUTOSCALING_CASES: list[Case] = [
         "the KV-cache pool (0 … 1); set target to at most 1, e.g. 0.8",
         setting(A, {**KEDA_AUTOSCALING, "metric": "kvCacheUsage", "target": 4.5}),
         rule="autoscaling-kv-cache-usage-share", value="4.5"),
+    cel("autoscaling-measured-capacity-without-slo", "spec.autoscaling.metric is measuredCapacity but slo is not set: "
+        "set slo.minTokensPerSecondPerRequest, e.g. 20", setting(A, {**KEDA_AUTOSCALING, "metric": "measuredCapacity"}),
+        rule="autoscaling-slo-with-measured-capacity", value="measuredCapacity"),
+    cel("autoscaling-slo-without-measured-capacity", "spec.autoscaling.slo is set but metric is runningRequests: the "
+        "SLO sets the measured capacity of metric: measuredCapacity only; set metric: measuredCapacity or remove slo",
+        setting(A, {**KEDA_AUTOSCALING, "slo": {"minTokensPerSecondPerRequest": 20}}),
+        rule="autoscaling-slo-with-measured-capacity", value="runningRequests"),
     cel("autoscaling-fallback-above-max", "spec.autoscaling.fallback.replicas is 9 but minReplicas … maxReplicas is "
         "1 … 3; set it within them", setting(A, {**KEDA_AUTOSCALING, "fallback": {"replicas": 9}}),
         rule="autoscaling-fallback-within-range", value="is 9"),

@@ -131,7 +131,7 @@ def test_names_subresources_and_columns() -> None:
     assert "status" in v["subresources"]
     assert [col["name"] for col in v["additionalPrinterColumns"]] == [
         "Ready", "Available", "Replicas", "Desired", "SpecValid", "Model", "TP", "Algorithm", "Steps", "DraftTokens",
-        "AcceptLen", "Tok/s", "Revision", "Analysis", "Reason", "Stable", "Canary", "Phase", "Age"]
+        "AcceptLen", "Tok/s", "Revision", "Analysis", "Reason", "Stable", "Canary", "Phase", "Capacity", "Age"]
     default = [col["name"] for col in v["additionalPrinterColumns"] if not col.get("priority")]  # the rest: -o wide
     assert default == ["Ready", "Replicas", "AcceptLen", "Tok/s", "Revision", "Analysis", "Reason", "Age"]
     status = v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]

@@ -115,7 +115,7 @@ async def test_the_tick_applies_the_scaled_object_owned_by_the_server_once(world
     assert [w[0] for w in world.writes()] == ["apply"]  # three ticks, one write: the rendering did not change
     status = world.fk.server("s")["status"]
     assert status["autoscaling"] == {
-        "mode": "KEDA", "scaledObject": "s", "judging": True, "pause": "ScaleIn",
+        "mode": "KEDA", "scaledObject": "s", "judging": True, "pause": "ScaleIn", "target": 4,
         "scaleTarget": {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer", "name": "s"}}
     cond = world.condition()
     assert cond is not None and (cond["status"], cond["reason"]) == ("True", scaling.APPLIED)
@@ -277,3 +277,55 @@ async def test_a_scaled_object_deleted_by_hand_is_applied_again_at_the_next_veri
     assert world.scaled_object() is not None and [w[0] for w in world.writes()] == ["apply", "apply"]
     await world.tick()  # read again, found standing: not written
     assert [w[0] for w in world.writes()] == ["apply", "apply"]
+
+
+def finished_tuning(spec: dict[str, Any], per_request: dict[int, dict[int, float]]) -> dict[str, Any]:
+    """A finished SGLangTuning of the namespace that measured, per ``numSteps`` (chains), the tok/s per request of
+    each concurrency level (``per_request``), on the setup of the server ``spec``."""
+    from sglang_operator.api.server import parse
+    from sglang_operator.api.tuning_spec import Workload
+    from sglang_operator.decisions.tuning import known_best as kb
+
+    tuned = parse({"apiVersion": SAMPLE["apiVersion"], "kind": SAMPLE["kind"],
+                   "metadata": {"name": "s", "namespace": "ns"}, "spec": spec}).spec
+    setup = kb.tuning_setup(tuned, Workload.model_validate({"maxOutputTokens": 32}))
+    trials = [{"name": f"measure-trial-{steps}", "verdict": "Completed",
+               "settings": {"numSteps": steps, "eagleTopk": 1, "numDraftTokens": steps + 1},
+               "levels": [{"concurrency": c, "decodeTokensPerSecond": v * 1.2, "outputTokensPerSecond": v * c}
+                          for c, v in levels.items()]}
+              for steps, levels in per_request.items()]
+    return {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangTuning",
+            "metadata": {"name": "measure", "namespace": "ns"}, "spec": {"serverRef": {"name": "s"}},
+            "status": {"phase": "Succeeded", "setup": setup.model_dump(by_alias=True, exclude_none=True, mode="json"),
+                       "trials": trials}}
+
+
+async def test_measured_capacity_sets_the_target_of_the_serving_revision_held_while_judged(world: Scaled) -> None:
+    world.autoscaling = {**AUTO, "metric": "measuredCapacity", "slo": {"minTokensPerSecondPerRequest": 20}}
+    await world.create_server()
+    await world.tick()
+    promoted(world)
+    await world.tick()
+    trigger = world.scaled_object()["spec"]["triggers"][0]["metadata"]  # type: ignore[index]
+    assert trigger["threshold"] == "4"  # nothing measured yet: spec.autoscaling.target
+    measured = finished_tuning(world.fk.server("s")["spec"], {3: {2: 37.3, 3: 24.9, 4: 18.7},
+                                                              2: {4: 27.2, 6: 22.6, 8: 19.3}})
+    world.obs.tuning_event("ADDED", measured)
+    await world.tick()
+    status = world.fk.server("s")["status"]["autoscaling"]
+    assert status["capacity"]["settings"].startswith("3/1/4") and status["capacity"]["tunings"] == ["measure"]
+    assert status["target"] == status["capacity"]["requestsPerReplica"] == 3.79  # 3 + (24.9 − 20) ÷ (24.9 − 18.7)
+    assert world.scaled_object()["spec"]["triggers"][0]["metadata"]["threshold"] == "3.79"  # type: ignore[index]
+
+    spec = copy.deepcopy(world.fk.server("s")["spec"])
+    spec["speculative"].update({"numSteps": 2, "numDraftTokens": 3})
+    await world.update(speculative=spec["speculative"])
+    await world.tick()
+    assert parse_status(world.fk.server("s")).analysis.phase == "WarmingUp"  # type: ignore[union-attr]
+    assert world.fk.server("s")["status"]["autoscaling"]["target"] == 3.79  # held while the new revision is judged
+    promoted(world)
+    await world.tick()
+    status = world.fk.server("s")["status"]["autoscaling"]
+    assert status["capacity"]["settings"].startswith("2/1/3")
+    assert status["target"] == 7.58  # 6 + (22.6 − 20) ÷ (22.6 − 19.3) × 2, rounded
+    assert world.scaled_object()["spec"]["triggers"][0]["metadata"]["threshold"] == "7.58"  # type: ignore[index]

@@ -118,7 +118,7 @@ def test_the_condition_keeps_its_transition_time_and_leaves_with_autoscaling() -
     auto, cond = scaling.report(srv, status(AnalysisPhase.STABLE), w, True, None, 1, T0)
     assert auto == {"mode": "KEDA", "scaleTarget": {"apiVersion": "sglang-operator.io/v1alpha1",
                                                     "kind": "SGLangServer", "name": "s"},
-                    "scaledObject": "s", "judging": False}
+                    "scaledObject": "s", "judging": False, "target": AUTO["target"]}
     assert cond is not None
     first = scaling.with_autoscaling(decision([]), {}, auto, cond)
     stored = first.status_json

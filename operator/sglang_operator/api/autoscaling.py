@@ -44,6 +44,10 @@ class AutoscalingMetric(StrEnum):
     ranks), per replica."""
     QUERY = "query"
     """The PromQL expression in ``query``, whose value is the server's total (divided by ``target`` per replica)."""
+    MEASURED_CAPACITY = "measuredCapacity"
+    """Requests running, as ``runningRequests``, against a target measured per serving revision: the highest
+    concurrency at which the revision's settings keep ``slo.minTokensPerSecondPerRequest``, from the namespace's
+    finished SGLangTunings (``docs/autoscaling.md``, "A target from measured speed"); ``target`` until measured."""
 
 
 class PrometheusServer(ApiModel):
@@ -52,6 +56,15 @@ class PrometheusServer(ApiModel):
     address: Annotated[str, StringConstraints(pattern=r"^https?://\S+$", max_length=512)]
     """Base URL of Prometheus' HTTP API, e.g. ``http://prometheus-operated.monitoring.svc:9090`` (KEDA's
     ``serverAddress``)."""
+
+
+class ServiceLevel(ApiModel):
+    """What each request must get, for ``metric: measuredCapacity``."""
+
+    min_tokens_per_second_per_request: Annotated[float, Field(gt=0, le=10000)]
+    """Output tokens per second each of the concurrent requests receives at least, time in the queue and the first
+    token included: a tuning level's output tok/s ÷ its concurrency. A replica's measured capacity is the highest
+    concurrency at which its revision's settings were measured at or above it."""
 
 
 class ScaleUp(ApiModel):
@@ -96,7 +109,7 @@ class AutoscalingFallback(ApiModel):
     """Replicas at least while the fallback applies; default ``minReplicas`` (the current count is kept)."""
 
 
-_KEDA_ONLY = ("minReplicas", "maxReplicas", "metric", "target", "query", "prometheus", "behavior", "fallback")
+_KEDA_ONLY = ("minReplicas", "maxReplicas", "metric", "target", "query", "slo", "prometheus", "behavior", "fallback")
 _FIRST_SET_CEL = "[" + ", ".join(f"has(self.{f}) ? '{f}' : ''" for f in _KEDA_ONLY) + "].filter(f, f != '')[0]"
 
 
@@ -126,6 +139,14 @@ def _query_refusal(m: Autoscaling) -> str:
     return "spec.autoscaling.metric is query but query is not set: set query to a PromQL expression"
 
 
+def _slo_refusal(m: Autoscaling) -> str:
+    if m.slo is not None:
+        return (f"spec.autoscaling.slo is set but metric is {m.effective_metric.value}: the SLO sets the measured "
+                "capacity of metric: measuredCapacity only; set metric: measuredCapacity or remove slo")
+    return ("spec.autoscaling.metric is measuredCapacity but slo is not set: set slo.minTokensPerSecondPerRequest, "
+            "e.g. 20")
+
+
 def _min_cel(path: str = "self") -> str:
     return f"(has({path}.minReplicas) ? {path}.minReplicas : 1)"
 
@@ -143,14 +164,17 @@ class Autoscaling(ApiModel):
     max_replicas: Annotated[int | None, Field(ge=1, le=1000)] = None
     """Most replicas (``maxReplicaCount``); required with mode KEDA."""
     metric: AutoscalingMetric | None = None
-    """``runningRequests`` (default), ``queuedRequests``, ``kvCacheUsage`` or ``query``."""
+    """``runningRequests`` (default), ``queuedRequests``, ``kvCacheUsage``, ``query`` or ``measuredCapacity``."""
     target: Annotated[float | None, Field(gt=0, le=1000000)] = None
     """The metric's value per serving replica that the replica count aims at (the HPA's ``AverageValue``: replicas
-    = ⌈server total ÷ target⌉); required with mode KEDA; at most 1 for ``kvCacheUsage``."""
+    = ⌈server total ÷ target⌉); required with mode KEDA; at most 1 for ``kvCacheUsage``; with
+    ``measuredCapacity``, the running requests per replica until the serving revision's capacity is measured."""
     query: Annotated[str | None, Field(min_length=1, max_length=2048)] = None
     """With ``metric: query``: a PromQL expression giving the server's total (one sample), in which ``$namespace``
     and ``$server`` are replaced by the SGLangServer's namespace and name, e.g.
     ``sum(rate(sglang:generation_tokens_total{namespace="$namespace", sglang_server="$server"}[1m]))``."""
+    slo: ServiceLevel | None = None
+    """With ``metric: measuredCapacity`` (and only then): what each request must get."""
     prometheus: PrometheusServer | None = None
     """The Prometheus KEDA queries; default the operator's ``--prometheus-address`` (the chart's
     ``autoscaling.prometheusAddress``)."""
@@ -204,6 +228,18 @@ class Autoscaling(ApiModel):
             "expression'",
             explain=_query_refusal,
             name="autoscaling-query-with-metric-query",
+        ),
+        CelRule(
+            "has(self.slo) == (has(self.metric) && self.metric == 'measuredCapacity')",
+            "spec.autoscaling.slo is set exactly when metric is measuredCapacity",
+            lambda m: (m.slo is not None) == (m.metric is AutoscalingMetric.MEASURED_CAPACITY),
+            ".slo",
+            message_expression="has(self.slo) ? 'spec.autoscaling.slo is set but metric is %s: the SLO sets the "
+            "measured capacity of metric: measuredCapacity only; set metric: measuredCapacity or remove slo'.format(["
+            "has(self.metric) ? self.metric : 'runningRequests']) : 'spec.autoscaling.metric is measuredCapacity but "
+            "slo is not set: set slo.minTokensPerSecondPerRequest, e.g. 20'",
+            explain=_slo_refusal,
+            name="autoscaling-slo-with-measured-capacity",
         ),
         CelRule(
             "!has(self.target) || !has(self.metric) || self.metric != 'kvCacheUsage' || self.target <= 1.0",
@@ -296,6 +332,25 @@ class ScaleTarget(StatusModel):
     """The SGLangServer's name."""
 
 
+class MeasuredCapacity(StatusModel):
+    """A revision's capacity per replica: the highest concurrency at which its speculative settings were measured to
+    give each request at least ``slo.minTokensPerSecondPerRequest`` (``decisions/capacity.py``)."""
+
+    requests_per_replica: Annotated[float, Field(gt=0)]
+    """Concurrent requests per replica, interpolated linearly between the measured levels around the SLO; the
+    highest level measured when every level keeps it; 1 when none does."""
+    settings: str
+    """The settings measured, ``steps/topk/draft tokens`` (e.g. ``3/1/4``)."""
+    revision: str | None = None
+    """The serving revision it belongs to (``status.revision`` when it was decided)."""
+    basis: str
+    """How it was found: the levels and their per-request figures around the SLO, e.g. ``at 4: 23.8 tok/s, at 6:
+    20.2 tok/s per request (≥ 20)``."""
+    tunings: list[str] = Field(default_factory=list, max_length=8)
+    """The SGLangTunings whose trials measured it."""
+
+
+
 class AutoscalingStatus(StatusModel):
     """What the server's loop says to its autoscaler (``status.autoscaling``), for KEDA mode's ScaledObject and for
     the user's own scaler in External mode alike."""
@@ -315,3 +370,9 @@ class AutoscalingStatus(StatusModel):
     when scaling is free."""
     paused_replicas: Annotated[int | None, Field(ge=0)] = None
     """With pause ``Replicas``: the count held (``spec.replicas`` when the pause was decided)."""
+    target: Annotated[float | None, Field(gt=0)] = None
+    """The target per serving replica in force (KEDA mode): ``spec.autoscaling.target``, or with
+    ``measuredCapacity`` the serving revision's measured capacity once there is one."""
+    capacity: MeasuredCapacity | None = None
+    """With ``measuredCapacity``: the serving revision's measured capacity, unset until a finished SGLangTuning of
+    the namespace measured its settings on its setup."""

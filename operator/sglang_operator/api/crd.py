@@ -135,6 +135,9 @@ PRINTER_COLUMNS = [  # priority 0: the default `kubectl get sgls` (8 and NAME); 
     _col("Canary", ".status.canary.split", "string",
          "Pods wanted during a canary, stable+canary (e.g. 3+1); empty when no canary runs", priority=1),
     _col("Phase", ".status.phase", "string", "Phase of the pods", priority=1),
+    _col("Capacity", ".status.autoscaling.capacity.requestsPerReplica", "number",
+         "Running requests per replica the autoscaler aims at, the serving revision's measured capacity (metric "
+         "measuredCapacity); empty until a finished SGLangTuning measured its settings", priority=1),
     _col("Age", ".metadata.creationTimestamp", "date", "Age"),
 ]
 

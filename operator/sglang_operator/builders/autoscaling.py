@@ -57,6 +57,7 @@ SGLANG_GAUGES: dict[AutoscalingMetric, str] = {
     AutoscalingMetric.RUNNING_REQUESTS: "sglang:num_running_reqs",
     AutoscalingMetric.QUEUED_REQUESTS: "sglang:num_queue_reqs",
     AutoscalingMetric.KV_CACHE_USAGE: "sglang:token_usage",
+    AutoscalingMetric.MEASURED_CAPACITY: "sglang:num_running_reqs",
 }
 """The SGLang gauge each built-in metric reads (SGLang's ``SchedulerMetricsCollector``)."""
 
@@ -77,9 +78,10 @@ def series_selector(namespace: str, name: str, multinode: bool) -> str:
 def query(server: SGLangServer) -> str:
     """The PromQL whose value is the server's total of ``spec.autoscaling.metric`` (one sample).
 
-    ``runningRequests``/``queuedRequests``: the gauge summed over the serving pods (data-parallel ranks add up);
-    ``kvCacheUsage``: per pod the largest rank's share, summed over pods; ``query``: the user's expression with
-    ``$namespace`` and ``$server`` replaced. Raises ``ValueError`` when ``spec.autoscaling`` is unset."""
+    ``runningRequests``/``queuedRequests``/``measuredCapacity`` (running requests): the gauge summed over the
+    serving pods (data-parallel ranks add up); ``kvCacheUsage``: per pod the largest rank's share, summed over pods;
+    ``query``: the user's expression with ``$namespace`` and ``$server`` replaced. Raises ``ValueError`` when
+    ``spec.autoscaling`` is unset."""
     auto = _autoscaling(server)
     metric = auto.effective_metric
     if metric is AutoscalingMetric.QUERY:
@@ -92,15 +94,17 @@ def query(server: SGLangServer) -> str:
 
 
 def scaled_object(server: SGLangServer, prometheus_address: str | None = None, *, judging: bool = False,
-                  trial_replicas: int | None = None) -> dict[str, Any] | None:
+                  trial_replicas: int | None = None, target: float | None = None) -> dict[str, Any] | None:
     """The ScaledObject of ``server`` (no ownerReferences: the caller adopts it), or None when
     ``spec.autoscaling`` is unset or its mode is ``External`` (nothing to render).
 
     ``prometheus_address``: the operator's default (``--prometheus-address``), used when
     ``spec.autoscaling.prometheus`` is unset. ``judging``, ``trial_replicas``: as :func:`pause_annotations` (the
-    annotations set are rendered, the others left out). Raises :class:`MissingPrometheusAddress` when neither
-    address is set. Shape: ``keda.sh/v1alpha1`` ScaledObject with ``scaleTargetRef``, ``minReplicaCount``,
-    ``maxReplicaCount``, one ``prometheus`` trigger, ``fallback`` and ``advanced``.
+    annotations set are rendered, the others left out). ``target``: the threshold per replica in force when it is
+    not ``spec.autoscaling.target`` (``measuredCapacity``: the serving revision's measured capacity). Raises
+    :class:`MissingPrometheusAddress` when neither address is set. Shape: ``keda.sh/v1alpha1`` ScaledObject with
+    ``scaleTargetRef``, ``minReplicaCount``, ``maxReplicaCount``, one ``prometheus`` trigger, ``fallback`` and
+    ``advanced``.
     """
     auto = server.spec.autoscaling
     if auto is None or auto.mode is AutoscalingMode.EXTERNAL:
@@ -132,7 +136,7 @@ def scaled_object(server: SGLangServer, prometheus_address: str | None = None, *
                 "metadata": {
                     "serverAddress": address,
                     "query": query(server),
-                    "threshold": threshold(auto.target),
+                    "threshold": threshold(target if target is not None else auto.target),
                     "ignoreNullValues": "false",
                 },
             }],

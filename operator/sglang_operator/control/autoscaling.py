@@ -25,6 +25,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
+from sglang_operator.api.autoscaling import AutoscalingStatus, MeasuredCapacity
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.status import ConditionType
 from sglang_operator.control.apply import apply_scaled_object, delete_scaled_object
@@ -58,11 +61,14 @@ def _idle(server: SGLangServer, stored: Mapping[str, Any], decision: Decision, h
 
 
 async def follow(mem: ServerMemory, body: Mapping[str, Any], server: SGLangServer, stored: Mapping[str, Any],
-                 decision: Decision, now: dt.datetime, keda: ScaledObjects | None = None) -> Decision:
+                 decision: Decision, now: dt.datetime, keda: ScaledObjects | None = None,
+                 measured: MeasuredCapacity | None = None) -> Decision:
     """Carry out what ``decision`` (decided from ``body``, the SGLangServer as stored, ``server`` its spec parsed and
     ``stored`` its status) means for the server's ScaledObject and return the decision with ``status.autoscaling`` and
     the ``Autoscaling`` condition in its one status patch. ``keda``: KEDA's discovery (default
-    :data:`sglang_operator.io.keda.SCALED_OBJECTS`). Raises nothing the write raises (it is reported)."""
+    :data:`sglang_operator.io.keda.SCALED_OBJECTS`); ``measured``: the serving revision's measured capacity
+    (:func:`sglang_operator.decisions.capacity.capacity`, ``metric: measuredCapacity``). Raises nothing the write
+    raises (it is reported)."""
     keda = keda or discovery.SCALED_OBJECTS
     record = mem.scaler
     had = record.digest != ABSENT if record is not None else bool((stored.get("autoscaling") or {}).get("scaledObject"))
@@ -71,7 +77,7 @@ async def follow(mem: ServerMemory, body: Mapping[str, Any], server: SGLangServe
     available = await keda.available()
     decided = scaling.judged_status(decision.status_json)
     wanted = scaling.want(server, decided, keda=available, prometheus_address=keda.prometheus_address,
-                          had=had)
+                          had=had, measured=measured, stored=_stored(stored))
     failure: str | None = None
     applied = False
     if wanted.scaled_object is not None:
@@ -81,6 +87,17 @@ async def follow(mem: ServerMemory, body: Mapping[str, Any], server: SGLangServe
     generation = int((body.get("metadata") or {}).get("generation") or 0)
     autoscaling, cond = scaling.report(server, decided, wanted, applied, failure, generation, now)
     return scaling.with_autoscaling(decision, dict(stored), autoscaling, cond)
+
+
+def _stored(stored: Mapping[str, Any]) -> AutoscalingStatus | None:
+    """``status.autoscaling`` as stored, parsed; None when absent or not parsable (written by an older operator)."""
+    got = stored.get("autoscaling")
+    if not isinstance(got, Mapping):
+        return None
+    try:
+        return AutoscalingStatus.model_validate(got)
+    except ValidationError:
+        return None
 
 
 async def _apply(mem: ServerMemory, body: Mapping[str, Any], manifest: dict[str, Any],

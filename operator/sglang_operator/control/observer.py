@@ -53,7 +53,7 @@ from sglang_operator.control.ticks import CONCURRENCY as CONCURRENCY
 from sglang_operator.control.ticks import SPREAD as SPREAD
 from sglang_operator.control.ticks import Ticking
 from sglang_operator.control.ticks import offset_in_interval as offset_in_interval
-from sglang_operator.decisions import groups
+from sglang_operator.decisions import capacity, groups
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.observation import Decision, ServerAction, decide
 from sglang_operator.decisions.rollback import Apply
@@ -260,7 +260,10 @@ class Observer(Gathering, Ticking):
         except SpecError:
             return
         decided = decide(stored, mem.applied, *await self.gather(mem, view, status, server, spec, now), status)
-        await self.persist(mem, body, await autoscaling.follow(mem, body, server, stored, decided, now), now)
+        measured = capacity.capacity(self.tunings.known_best(server.namespace), server, spec, status.revision) \
+            if capacity.uses_measured_capacity(server) else None
+        await self.persist(mem, body, await autoscaling.follow(mem, body, server, stored, decided, now,
+                                                                measured=measured), now)
 
     async def _apply_when_served(self, mem: ServerMemory, body: dict[str, Any], now: dt.datetime) -> None:
         """A server that waited for the LeaderWorkerSet API: applied once it is served

@@ -20,10 +20,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sglang_operator.api.autoscaling import AutoscalingMode, AutoscalingPause, AutoscalingStatus, ScaleTarget
+from sglang_operator.api.autoscaling import (
+    AutoscalingMode,
+    AutoscalingPause,
+    AutoscalingStatus,
+    MeasuredCapacity,
+    ScaleTarget,
+)
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.status import ConditionType, SGLangServerStatus
 from sglang_operator.builders import autoscaling as so
+from sglang_operator.decisions import capacity as cap
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.conditions import Condition, condition, merge
 from sglang_operator.decisions.observation import Decision, judging
@@ -73,36 +80,47 @@ def judged_status(status_json: Mapping[str, Any]) -> SGLangServerStatus:
 class Want:
     """What the server's loop wants of its ScaledObject: ``scaled_object`` to apply (rendered, not adopted; None:
     none), ``delete`` the operator's one (autoscaling removed or External; only when ``had``), ``blocked``: why
-    nothing can be applied (``(reason, message)``, an existing ScaledObject left as it is), ``pause`` in force."""
+    nothing can be applied (``(reason, message)``, an existing ScaledObject left as it is), ``pause`` in force,
+    ``target`` per replica in force and the ``capacity`` it comes from (``measuredCapacity``,
+    :func:`sglang_operator.decisions.capacity.target`)."""
 
     scaled_object: dict[str, Any] | None = None
     delete: bool = False
     blocked: tuple[str, str] | None = None
     pause: Pause | None = None
+    target: float | None = None
+    capacity: MeasuredCapacity | None = None
 
 
 def want(server: SGLangServer, status: SGLangServerStatus, *, keda: bool, prometheus_address: str | None,
-         had: bool) -> Want:
+         had: bool, measured: MeasuredCapacity | None = None, stored: AutoscalingStatus | None = None) -> Want:
     """What to do with ``server``'s ScaledObject after a tick that decided ``status``. ``keda``: whether KEDA's CRD is
     served; ``prometheus_address``: the operator's ``--prometheus-address`` (None: none); ``had``: whether the
-    operator may have applied one before (its memory, or ``status.autoscaling.scaledObject``)."""
+    operator may have applied one before (its memory, or ``status.autoscaling.scaledObject``); ``measured``: the
+    serving revision's measured capacity (:func:`sglang_operator.decisions.capacity.capacity`); ``stored``:
+    ``status.autoscaling`` as stored (the target held while judged)."""
     auto = server.spec.autoscaling
     pause = pause_of(status, server.spec.replicas) if auto is not None else None
     if auto is None or auto.mode is AutoscalingMode.EXTERNAL:
         return Want(delete=had and keda, pause=pause)
+    target, capacity = cap.target(server, measured, stored.target if stored is not None else None,
+                                  stored.capacity if stored is not None else None,
+                                  judging(status) or pause is not None)
     if not keda:
         return Want(blocked=(KEDA_NOT_INSTALLED, (
             f"spec.autoscaling.mode KEDA needs KEDA 2.18 or later: the {so.CRD_NAME} CRD is not served; the server "
             f"keeps spec.replicas ({server.spec.replicas}) and serves; installing KEDA needs no edit (looked for "
-            "again every few minutes)")), pause=pause)
+            "again every few minutes)")), pause=pause, target=target, capacity=capacity)
     try:
         rendered = so.scaled_object(
             server, prometheus_address, judging=pause is not None and pause.kind is AutoscalingPause.SCALE_IN,
-            trial_replicas=pause.replicas if pause is not None and pause.kind is AutoscalingPause.REPLICAS else None)
+            trial_replicas=pause.replicas if pause is not None and pause.kind is AutoscalingPause.REPLICAS else None,
+            target=target)
     except so.MissingPrometheusAddress as err:
         return Want(blocked=(NO_PROMETHEUS_ADDRESS, f"{err}; the server keeps spec.replicas "
-                                                    f"({server.spec.replicas}) and serves"), pause=pause)
-    return Want(scaled_object=rendered, pause=pause)
+                                                    f"({server.spec.replicas}) and serves"), pause=pause,
+                    target=target, capacity=capacity)
+    return Want(scaled_object=rendered, pause=pause, target=target, capacity=capacity)
 
 
 def report(server: SGLangServer, status: SGLangServerStatus, wanted: Want, applied: bool, failure: str | None,
@@ -118,7 +136,8 @@ def report(server: SGLangServer, status: SGLangServerStatus, wanted: Want, appli
         mode=auto.mode, scale_target=ScaleTarget(api_version=server.api_version, kind=server.kind, name=server.name),
         scaled_object=server.name if applied and wanted.scaled_object is not None else None,
         judging=judging(status), pause=pause.kind if pause is not None else None,
-        paused_replicas=pause.replicas if pause is not None else None)
+        paused_replicas=pause.replicas if pause is not None else None, target=wanted.target,
+        capacity=wanted.capacity)
     if auto.mode is AutoscalingMode.EXTERNAL:
         cond = condition(ConditionType.AUTOSCALING, "True", EXTERNAL,
                          f"your own scaler targets {server.kind} {server.name}'s /scale; status.autoscaling says when "
@@ -128,12 +147,23 @@ def report(server: SGLangServer, status: SGLangServerStatus, wanted: Want, appli
     elif failure is not None:
         cond = condition(ConditionType.AUTOSCALING, "False", APPLY_FAILED, failure, generation, now)
     else:
-        metric = auto.effective_metric.value
         cond = condition(ConditionType.AUTOSCALING, "True", APPLIED,
                          f"ScaledObject {server.name} scales the server between {auto.effective_min_replicas} and "
-                         f"{auto.max_replicas} replicas on {metric} (target {so.threshold(auto.target)} per replica)",
+                         f"{auto.max_replicas} replicas on {_on(auto.effective_metric.value, wanted)}",
                          generation, now)
     return out.model_dump(by_alias=True, exclude_none=True, mode="json"), cond
+
+
+def _on(metric: str, wanted: Want) -> str:
+    """``runningRequests (target 4 per replica)``; with a measured capacity, where it comes from."""
+    text = f"{metric} (target {so.threshold(wanted.target)} per replica"
+    got = wanted.capacity
+    if got is not None:
+        text += (f": the measured capacity of {got.settings}, {got.basis}, SGLangTuning "
+                 f"{', '.join(got.tunings) or '?'}")
+    elif metric == "measuredCapacity":
+        text += ", the configured target: no finished SGLangTuning of this namespace measured the serving settings"
+    return text + ")"
 
 
 def with_autoscaling(decision: Decision, stored: dict[str, Any], autoscaling: dict[str, Any] | None,

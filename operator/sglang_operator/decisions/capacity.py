@@ -1,0 +1,127 @@
+"""PURE: a revision's capacity per replica from the speed the namespace's tunings measured for its settings
+(``spec.autoscaling.metric: measuredCapacity``).
+
+**The figure per level.** A tuning level at concurrency c measured ``output tok/s`` over all c concurrent requests
+(:class:`~sglang_operator.decisions.tuning.known_best.LevelFigures`); each request received ``output tok/s ÷ c``
+tokens per second, its time in the queue and its first token included. That is the figure compared with
+``slo.minTokensPerSecondPerRequest``: a replica that runs more requests than its settings can batch (SGLang's
+``--max-running-requests``, or what its memory allows) queues them, and the per-request decode speed of the requests
+it runs would not show it.
+
+**The capacity** (:func:`capacity_of`): the highest concurrency at which the figure stays at or above the SLO,
+linearly interpolated between the last measured level that keeps it and the next one that does not; the highest
+level measured when every level keeps it (never extrapolated); 1 when none does (the SLO cannot be met: a replica per
+request is the most that can be done, and :attr:`Capacity.met` says so).
+
+**The measurement used** (:func:`measured`): the figures of the settings the serving revision runs, on its setup
+(:func:`~sglang_operator.decisions.tuning.known_best.capacity`), from the workload measured at the most levels
+(then the most measurements, then the longest answers), so that a figure comes from one load throughout.
+
+**The target in force** (:func:`target`): while the server's loop judges (a revision warms up or verifies, a canary
+runs, an InPlace trial measures) the target stays what it was; otherwise the serving revision's capacity, or the
+configured ``target`` until one is measured. A promotion or a rollback thus rewrites it at the first tick after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sglang_operator.api.autoscaling import AutoscalingMetric, MeasuredCapacity
+from sglang_operator.api.server import SGLangServer
+from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.decisions.tuning.known_best import KnownBest, LevelFigures, WorkloadKey, server_settings
+from sglang_operator.decisions.tuning.known_best import capacity as measured_figures
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Concurrent requests per replica (``requests``) at the SLO, whether the SLO was met at some level (``met``),
+    and ``basis``: the levels it rests on, as text."""
+
+    requests: float
+    met: bool
+    basis: str
+
+
+def per_request(level: LevelFigures) -> float:
+    """Output tokens per second each request of ``level`` received: output tok/s ÷ concurrency."""
+    return level.output_tokens_per_second / level.concurrency
+
+
+def _at(level: LevelFigures) -> str:
+    return f"at {level.concurrency}: {per_request(level):.1f} tok/s"
+
+
+def capacity_of(levels: Sequence[LevelFigures], slo: float) -> Capacity | None:
+    """The capacity (module docstring) of one settings' ``levels`` for ``slo`` (tok/s per request, > 0); None when
+    no level was measured. Raises ``ValueError`` when ``slo`` is not positive."""
+    if slo <= 0:
+        raise ValueError(f"slo must be > 0 tok/s per request (got {slo})")
+    ordered = sorted(levels, key=lambda f: f.concurrency)
+    if not ordered:
+        return None
+    kept = [f for f in ordered if per_request(f) >= slo]
+    if not kept:
+        first = ordered[0]
+        return Capacity(1.0, False, f"{_at(first)} per request, below {slo:g} at every level measured")
+    last = max(kept, key=lambda f: f.concurrency)
+    after = next((f for f in ordered if f.concurrency > last.concurrency), None)
+    if after is None:
+        return Capacity(float(last.concurrency), True,
+                        f"{_at(last)} per request (≥ {slo:g}) at the highest level measured")
+    low, high = per_request(last), per_request(after)
+    share = (low - slo) / (low - high) if low > high else 0.0
+    requests = last.concurrency + share * (after.concurrency - last.concurrency)
+    return Capacity(requests, True, f"{_at(last)}, {_at(after)} per request (SLO {slo:g})")
+
+
+def measured(known: KnownBest, spec: SGLangServerSpec) -> tuple[WorkloadKey, tuple[LevelFigures, ...]] | None:
+    """The figures per level the namespace's tunings measured for the settings ``spec`` (the serving revision's)
+    runs, from one workload (module docstring); None when never measured."""
+    got = measured_figures(known, spec)
+    if not got:
+        return None
+    return max(got, key=lambda w: (len(w[1]), sum(f.measurements for f in w[1]), w[0].max_output_tokens))
+
+
+def uses_measured_capacity(server: SGLangServer) -> bool:
+    """Whether ``server``'s ``spec.autoscaling.metric`` is ``measuredCapacity``."""
+    auto = server.spec.autoscaling
+    return auto is not None and auto.metric is AutoscalingMetric.MEASURED_CAPACITY and auto.slo is not None
+
+
+def capacity(known: KnownBest, server: SGLangServer, spec: SGLangServerSpec,
+             revision: str | None) -> MeasuredCapacity | None:
+    """``status.autoscaling.capacity`` of ``server`` whose serving revision ``revision`` runs ``spec``: None unless
+    its ``spec.autoscaling.metric`` is ``measuredCapacity`` and a finished tuning measured the settings."""
+    auto = server.spec.autoscaling
+    if auto is None or auto.slo is None or not uses_measured_capacity(server):
+        return None
+    got = measured(known, spec)
+    settings = server_settings(spec)
+    if got is None or settings is None:
+        return None
+    found = capacity_of(got[1], auto.slo.min_tokens_per_second_per_request)
+    if found is None:
+        return None
+    tunings = list(dict.fromkeys(n for f in got[1] for n in f.tunings))[-8:]
+    return MeasuredCapacity(requests_per_replica=round(found.requests, 2), settings=settings.summary(),
+                            revision=revision, basis=found.basis, tunings=tunings)
+
+
+def target(server: SGLangServer, measured_now: MeasuredCapacity | None, stored_target: float | None,
+           stored_capacity: MeasuredCapacity | None, judging: bool) -> tuple[float | None, MeasuredCapacity | None]:
+    """The target in force and the capacity to show (module docstring): ``measured_now`` the serving revision's
+    capacity (:func:`capacity`), ``stored_*`` what ``status.autoscaling`` holds, ``judging`` whether the loop
+    judges. ``(None, None)`` without ``spec.autoscaling``."""
+    auto = server.spec.autoscaling
+    if auto is None:
+        return None, None
+    if auto.metric is not AutoscalingMetric.MEASURED_CAPACITY:
+        return auto.target, None
+    if judging and stored_target is not None:
+        return stored_target, stored_capacity
+    if measured_now is not None:
+        return measured_now.requests_per_replica, measured_now
+    return auto.target, None
