@@ -34,6 +34,39 @@ def noise_free(server: dict[str, Any], settings: TrialSettings, concurrency: int
     ``settings`` the trial's point (``plan.settings_of``; the control trial has ``speculative=False``),
     ``max_output_tokens`` the workload's ``maxOutputTokens`` (tokens per request), ``gpu`` the simulator's GPU
     profile name. Raises ``SpecError`` when the trial's spec does not parse (an invalid point)."""
+    fig = _figures(server, settings, concurrency, max_output_tokens, gpu)
+    if fig is None:
+        return None
+    return float(fig.decode_tok_s if concurrency == 1 else fig.output_tok_s)
+
+
+def default_prompt_tokens() -> int:
+    """Mean prompt tokens of the trials' built-in prompts (``io/trialbench.DEFAULT_PROMPTS``, sent in turn) as the
+    simulator counts a chat request: (characters + 3) ÷ 4 per message, + 4 per message, + 3
+    (``sglang_sim.openai_api``). About 100: the rollback probe's coding prompt (555) and seven short ones."""
+    from sglang_operator.io.trialbench import DEFAULT_PROMPTS
+
+    counts = [max(1, (len(p) + 3) // 4) + 4 + 3 for p in DEFAULT_PROMPTS]
+    return round(sum(counts) / len(counts))
+
+
+def noise_free_per_request(server: dict[str, Any], settings: TrialSettings, concurrency: int, *,
+                           max_output_tokens: int = 32, gpu: str = GPU) -> float | None:
+    """Output tok/s each of ``concurrency`` requests receives by the simulator's perf model without noise (output
+    tok/s of all requests ÷ ``concurrency``: the figure ``spec.autoscaling.slo.minTokensPerSecondPerRequest`` is
+    compared with, ``decisions/capacity.py``) under the trials' own load: the built-in prompts' mean length
+    (:func:`default_prompt_tokens`, not :data:`PROMPT_TOKENS`: prefill weighs on output tok/s above concurrency 1)
+    and 12 requests per worker (a steady window, not the ramp of a few); None when SGLang would fail. Arguments as
+    :func:`noise_free`."""
+    fig = _figures(server, settings, concurrency, max_output_tokens, gpu, prompt_tokens=default_prompt_tokens(),
+                   num_requests=12 * concurrency)
+    return float(fig.output_tok_s) / concurrency if fig is not None else None
+
+
+def _figures(server: dict[str, Any], settings: TrialSettings, concurrency: int, max_output_tokens: int,
+             gpu: str, prompt_tokens: int = PROMPT_TOKENS, num_requests: int | None = None) -> Any:
+    """``sglang_sim.measure.PointFigures`` of the trial's rendered command line without noise (``prompt_tokens``
+    per request, ``num_requests`` in all: the perf model's default when None); None when SGLang would fail."""
     from sglang_sim.facts import resolve, version_facts
     from sglang_sim.launch import spec_shape
     from sglang_sim.measure import Workload, measure_point
@@ -45,7 +78,6 @@ def noise_free(server: dict[str, Any], settings: TrialSettings, concurrency: int
     args = resolve(rendered.command.args, version_facts(str(rendered.command.version)), {}).server_args
     fig = measure_point(load_model_profile(str(args["model_path"])), load_gpu_profile(gpu), int(args["tp_size"]),
                         spec_shape(args), concurrency, noise=False, memory=args,
-                        workload=Workload(prompt_tokens=PROMPT_TOKENS, max_new_tokens=max_output_tokens))
-    if fig.failure is not None:
-        return None
-    return fig.decode_tok_s if concurrency == 1 else fig.output_tok_s
+                        workload=Workload(prompt_tokens=prompt_tokens, max_new_tokens=max_output_tokens,
+                                          num_requests=num_requests))
+    return None if fig.failure is not None else fig
