@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -194,10 +194,12 @@ class Replicas:
 
 class Load:
     """``STREAMS`` concurrent streams to ``url`` (a Ready pod of the server), each sent again as soon as it ends,
-    until :meth:`stop` cancels them (the simulator aborts a request whose client went away)."""
+    until :meth:`stop` cancels them (the simulator aborts a request whose client went away). ``follow``: the Ready
+    pods' URLs now; after a failed stream its worker moves to one of them (pods replaced by a new revision)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, follow: Callable[[], list[str]] | None = None) -> None:
         self.url = url
+        self.follow = follow
         self.finished = self.errors = 0
         self.loop: asyncio.AbstractEventLoop | None = None
         self.task: asyncio.Future[Any] | None = None
@@ -209,16 +211,19 @@ class Load:
         async with httpx.AsyncClient(timeout=300, limits=limits) as client:
             model = await served_model(client, self.url)
 
-            async def worker() -> None:
+            async def worker(index: int) -> None:
+                url = self.url
                 while True:
-                    res = await stream_once(client, self.url, model, max_tokens=MAX_TOKENS)
+                    res = await stream_once(client, url, model, max_tokens=MAX_TOKENS)
                     if res.error:
                         self.errors += 1
                         await asyncio.sleep(0.5)
+                        urls = await asyncio.to_thread(self.follow) if self.follow is not None else []
+                        url = urls[index % len(urls)] if urls else url
                     else:
                         self.finished += 1
 
-            self.task = asyncio.gather(*(worker() for _ in range(STREAMS)))
+            self.task = asyncio.gather(*(worker(i) for i in range(STREAMS)))
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
 
