@@ -8,7 +8,8 @@ changed to 3/1/4 (which batches at most 2 requests on these GPUs, so its capacit
 request); while that revision is judged the threshold stays, and once it is promoted it becomes 3/1/4's. Each
 capacity is within 10 % of the crossing of the simulator's noise-free per-request curve (perf model without noise,
 integer concurrencies, the trials' own prompts: ``e2e.tuning_truth.noise_free_per_request``). Only KEDA's CRD is
-installed: the threshold is what the operator writes, KEDA's scaling on it is ``test_keda_scaling.py``'s. ``kubectl get sgls -o wide`` shows the capacity in use."""
+installed: the threshold is what the operator writes, KEDA's scaling on it is ``test_keda_scaling.py``'s.
+``kubectl get sgls -o wide`` shows the capacity in use."""
 
 from __future__ import annotations
 
