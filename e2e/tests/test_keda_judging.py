@@ -109,7 +109,7 @@ def test_an_in_place_trial_holds_the_count_and_a_scale_cancels_nothing(
         "apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": "in-place"},
         "spec": {"serverRef": {"name": NAME}, "mode": "InPlace", "disruption": "Allowed",
                  "parameters": {"numSteps": {"list": [2]}, "eagleTopk": {"list": [1]}},
-                 "budget": {"maxTrialCount": 2}, "algorithm": {"algorithmName": "Grid"},
+                 "budget": {"maxTrialCount": 2, "maxFailedTrialCount": 1}, "algorithm": {"algorithmName": "Grid"},
                  "workload": {"maxOutputTokens": 32, "secondsPerLevel": 30, "warmupSeconds": 1, "repetitions": 1,
                               "concurrency": [{"level": 1}]}}}, ns)
     wait_for("a trial measured on the server's pods (paused-replicas)", lambda: (
