@@ -6,6 +6,12 @@ server's spec, then ``builders.render``), resolved by the simulator's own argume
 (``sglang_sim.facts.resolve`` with the release's facts), and evaluated by ``sglang_sim.measure.measure_point`` with
 ``noise=False``: the same memory plan (out of memory → no figure), CUDA graphs and closed-loop load as a simulated
 pod, without the per-step jitter and the per-trial speed draw.
+
+The load is the trials' own: prompts of the built-in set's mean length as the simulator counts them
+(:func:`default_prompt_tokens`, about 100 tokens) and 12 requests per concurrent stream (a steady window, as a trial
+measures after its warm-up, not the first few requests' ramp). Until 2026-12-04 the truth assumed 256-token prompts:
+identical at concurrency 1 (decode tok/s leaves prefill out), but 20-40 % below what the trials' pods really give at
+16 concurrent requests, where prefill shares the batch (``bench/tuning_pods.py`` and the e2e tests compare with it).
 """
 
 from __future__ import annotations
@@ -19,9 +25,8 @@ from sglang_operator.decisions.tuning import trials as plan
 
 GPU = "NVIDIA RTX A6000"
 """The published case's GPU (the sample's node selector; the simulator's default profile)."""
-PROMPT_TOKENS = 256
-"""Prompt length of the perf model's load, tokens (the simulator's workload; the trials' prompts are of this
-order)."""
+REQUESTS_PER_STREAM = 12
+"""Requests per concurrent stream of the perf model's load (``num_requests`` = this × concurrency)."""
 
 
 def noise_free(server: dict[str, Any], settings: TrialSettings, concurrency: int, *,
@@ -35,9 +40,7 @@ def noise_free(server: dict[str, Any], settings: TrialSettings, concurrency: int
     ``max_output_tokens`` the workload's ``maxOutputTokens`` (tokens per request), ``gpu`` the simulator's GPU
     profile name. Raises ``SpecError`` when the trial's spec does not parse (an invalid point)."""
     fig = _figures(server, settings, concurrency, max_output_tokens, gpu)
-    if fig is None:
-        return None
-    return float(fig.decode_tok_s if concurrency == 1 else fig.output_tok_s)
+    return None if fig is None else float(fig.decode_tok_s if concurrency == 1 else fig.output_tok_s)
 
 
 def default_prompt_tokens() -> int:
@@ -54,19 +57,15 @@ def noise_free_per_request(server: dict[str, Any], settings: TrialSettings, conc
                            max_output_tokens: int = 32, gpu: str = GPU) -> float | None:
     """Output tok/s each of ``concurrency`` requests receives by the simulator's perf model without noise (output
     tok/s of all requests ÷ ``concurrency``: the figure ``spec.autoscaling.slo.minTokensPerSecondPerRequest`` is
-    compared with, ``decisions/capacity.py``) under the trials' own load: the built-in prompts' mean length
-    (:func:`default_prompt_tokens`, not :data:`PROMPT_TOKENS`: prefill weighs on output tok/s above concurrency 1)
-    and 12 requests per worker (a steady window, not the ramp of a few); None when SGLang would fail. Arguments as
-    :func:`noise_free`."""
-    fig = _figures(server, settings, concurrency, max_output_tokens, gpu, prompt_tokens=default_prompt_tokens(),
-                   num_requests=12 * concurrency)
+    compared with, ``decisions/capacity.py``); None when SGLang would fail. Arguments as :func:`noise_free`."""
+    fig = _figures(server, settings, concurrency, max_output_tokens, gpu)
     return float(fig.output_tok_s) / concurrency if fig is not None else None
 
 
 def _figures(server: dict[str, Any], settings: TrialSettings, concurrency: int, max_output_tokens: int,
-             gpu: str, prompt_tokens: int = PROMPT_TOKENS, num_requests: int | None = None) -> Any:
-    """``sglang_sim.measure.PointFigures`` of the trial's rendered command line without noise (``prompt_tokens``
-    per request, ``num_requests`` in all: the perf model's default when None); None when SGLang would fail."""
+             gpu: str) -> Any:
+    """``sglang_sim.measure.PointFigures`` of the trial's rendered command line without noise under the trials' load
+    (module docstring); None when SGLang would fail."""
     from sglang_sim.facts import resolve, version_facts
     from sglang_sim.launch import spec_shape
     from sglang_sim.measure import Workload, measure_point
@@ -78,6 +77,6 @@ def _figures(server: dict[str, Any], settings: TrialSettings, concurrency: int, 
     args = resolve(rendered.command.args, version_facts(str(rendered.command.version)), {}).server_args
     fig = measure_point(load_model_profile(str(args["model_path"])), load_gpu_profile(gpu), int(args["tp_size"]),
                         spec_shape(args), concurrency, noise=False, memory=args,
-                        workload=Workload(prompt_tokens=prompt_tokens, max_new_tokens=max_output_tokens,
-                                          num_requests=num_requests))
+                        workload=Workload(prompt_tokens=default_prompt_tokens(), max_new_tokens=max_output_tokens,
+                                          num_requests=REQUESTS_PER_STREAM * concurrency))
     return None if fig.failure is not None else fig

@@ -1,16 +1,17 @@
 """The SGLangTuning controller on the local control plane (issue 17 items 1-4). A Shadow tuning of the published
-regressed case (1/1/2 on 2 × RTX A6000, the simulator at real speed) searches numSteps 1-5 of chains (and
-eagleTopk 2, which ``specV2`` refuses: those points are Invalid, never started) at concurrency 1 and 16, whose
-noise-free optima differ. At each level it recommends a point whose noise-free objective (the simulator's perf
-model, ``sglang_sim.measure`` with ``noise=False``, evaluated here from the command line each trial renders) is at
-least 0.98 × the best over every valid point; the points that run out of memory are Failed with SGLang's message
-and never recommended. Each trial is a Deployment ``<tuning>-trial-<n>`` owned by the SGLangTuning and not selected
-by the server's Service; none is left at the end; the server kept serving throughout (a poller sent a short request
-every half second and saw none fail); the operator's ``/metrics`` has the trials. Then two InPlace tunings (trials on
-the server's own pods): one deleted mid-trial, one whose operator is SIGKILLed during a trial, which resumes without
-repeating a finished trial (each trial the one the default search asks for after those before it; the Shadow
-resume is the same replay, unit-tested in ``tests/decisions/tuning``); both end with the stable revision serving. Quick:
-32-token requests, 5 s per level, one repetition, a one-second model load."""
+regressed case (1/1/2 on 2 × RTX A6000, the simulator at real speed) searches numSteps 1-5 of chains (and eagleTopk
+2, which ``specV2`` refuses: those points are Invalid, never started) at concurrency 1 and 16 with the default
+search, whose noise-free optima differ (3/1/4 by 12 % at 1, 1/1/2 by 19 % at 16: far beyond the noise). At each level
+it recommends a point whose noise-free objective (the simulator's perf model, ``sglang_sim.measure`` with
+``noise=False``, evaluated here from the command line each trial renders under the trials' own load:
+``e2e.tuning_truth``) is at least 0.98 × the best over every valid point; the points that run out of memory are
+Failed with SGLang's message and never recommended. Each trial is a Deployment ``<tuning>-trial-<n>`` owned by the
+SGLangTuning and not selected by the server's Service; none is left at the end; the server kept serving throughout (a
+poller sent a short request every half second and saw none fail); the operator's ``/metrics`` has the trials. Then
+two InPlace tunings (trials on the server's own pods): one deleted mid-trial, one whose operator is SIGKILLed during
+a trial, which resumes without repeating a finished trial (each trial the one the default search asks for after those
+before it; the Shadow resume is the same replay, unit-tested in ``tests/decisions/tuning``); both end with the stable
+revision serving. Quick: 32-token requests, 5 s per level, one repetition, a one-second model load."""
 
 from __future__ import annotations
 
@@ -120,15 +121,16 @@ def test_a_shadow_tuning_recommends_the_best_point_per_level_and_leaves_nothing_
     truth = {c: {p.label: noise_free(server, plan.settings_of(p), c) for p in valid} for c in LEVELS}
     optimum = {c: max(v for v in truth[c].values() if v is not None) for c in LEVELS}
     argmax = {c: next(k for k, v in truth[c].items() if v == optimum[c]) for c in LEVELS}
-    assert argmax[1] != argmax[16], truth  # the noise-free optima differ between the levels
+    assert argmax[1] != argmax[16], truth  # the noise-free optima differ between the levels, beyond the noise:
+    for c in LEVELS:
+        runner_up = max(v for k, v in truth[c].items() if v is not None and k != argmax[c])
+        assert runner_up < 0.95 * optimum[c], (c, truth[c])
     assert any(v is None for v in truth[1].values()), truth  # and some valid point runs out of memory
     seen_trials: set[str] = set()
     started = time.monotonic()
     with Poller(k8s_cluster, ns) as poller:
-        # Grid (each valid point once, the sweep script's method): the quickest way through every point here; the
-        # default search and its repeats are the next test's (and bench/tuning.py's)
-        k8s_cluster.apply(tuning(TUNING, parameters=params, budget={"maxTrialCount": 9},
-                                 algorithm={"algorithmName": "Grid"}), ns)
+        # the default search (its repeats as its noise rule asks), within the grid's 6 trials plus 3 repeats
+        k8s_cluster.apply(tuning(TUNING, parameters=params, budget={"maxTrialCount": 9}), ns)
 
         def done() -> dict[str, Any] | None:
             for d in k8s_cluster.get("deployments", "-n", ns, "-l", f"sglang-operator.io/tuning={TUNING}")["items"]:
