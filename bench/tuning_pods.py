@@ -38,31 +38,21 @@ command line the operator renders for a trial), the trial workloads left behind,
 (control plane, CRDs, operator, the server Ready) apart from the tuning (from applying the SGLangTuning to its
 final phase). Exits non-zero unless the tuning ends ``Succeeded`` with a recommendation.
 
-Last measured (2026-12-02, machine: 2 cores shared with three other sessions, at 9e3033e), one run each:
+Last measured (2026-12-04, machine: 2 cores, at 372af67, after the simulator's emission-clock fix), one run each:
 
-- ``llama8b-h100``: 95 valid points (102 invalid, never started: chains with a draft-token count other than
-  steps + 1, trees with one outside steps + 1 .. steps × topk + 1), grid 96 trials, the search allowed 24
-  (25 %); 24 started, 24 Completed, 0 Failed: control, chains 3-6 steps, topk 2
-  (4/2/8 best), topk 4 (climbing 4→8 steps), topk 8 (8/8/64, 7/8/32, 6/8/32, 8/8/32), then repeats of the
-  finalists 8/8/32 (×3), 8/8/64 (×2), 7/8/32 (×2); recommendation 8/8/32, measured 400.0 decode tok/s = 2.50× the
-  control trial's 160.3 (``status.best.speedup``, on output tok/s: 2.25×); noise-free 368.5 tok/s = 1.000 × the
-  optimum (8/8/32; 8/8/64 363.4, 7/8/32 356.4; no point out of memory), 2.33× the noise-free control 158.0; no
-  trial workload left. Wall time: start 17 s (control plane 4.9 s, CRDs and operator 4.4 s, the server Ready
-  7.6 s), tuning 423 s (24 trials of 16-18 s, 17.4 s each), 440 s in all (445 s with the process start). The
-  goal (≥ 0.98 of the optimum with ≤ a quarter of the grid's trials) is met.
-- ``qwen36-a6000``: 8 valid points (chains 1-8; 760 trees invalid under ``specV2``, never started), grid 9 trials,
-  the search allowed 4 (the floor of 4 binds: 44 % of the grid, not ≤ 25 %); 4 started (control, 3/1/4, then its
-  repeats 3/1/4 and control), 0 Failed; recommendation 3/1/4, measured 54.6 decode tok/s, 2.50× the control
-  trials' 21.8 (``status.best.speedup``, on output tok/s: 2.36×); noise-free 52.1 tok/s = 1.000 × the optimum
-  (3/1/4; 4/1/5 and beyond run out of memory with the regressed sample's memory settings), 2.43× the noise-free
-  control; no trial workload left. Wall time: start 20 s (control plane 5.9 s, CRDs and operator 8.6 s, the server
-  Ready 5.8 s), tuning 74 s (4 trials of 18 s), 94 s in all (98 s with the process start). On this case the
-  search's start point (SGLang's default 3 steps) is the optimum and the budget leaves no room to climb, so the run
-  checks the path through pods and its cost more than the search; ``llama8b-h100`` shows the search.
-
-On ``llama8b-h100`` the measured decode tok/s run above the noise-free figures, more so the bigger the draft: the
-control +1.5 %, chains +4 % (3/1/4 247.1 vs 238.1), 4/2/8 +5 %, 6/4/16 +7 %, 8/8/32 +8.5 % (400.0 vs 368.5), with
-the same order of the points; the ratio is taken on noise-free figures, so it does not depend on that gap.
+- ``llama8b-h100``: 95 valid points (102 invalid, never started), grid 96 trials, the search allowed 24 (25 %); 19
+  started, 19 Completed, 0 Failed (the search ended before its budget): control, chains 3-6 steps, 4/2/8, topk 4
+  (4→8 steps), topk 8 (4/8/32, 8/8/32, 8/8/16, 8/8/64), then repeats of 8/8/32, 8/8/64 and 8/4/32; recommendation
+  8/8/32, measured 367.1 decode tok/s = 2.33× the control trial's 157.6; noise-free 368.5 = 1.000 × the optimum.
+  **Measured ÷ noise-free per Completed trial: 0.994 … 1.000** (largest deviation 0.6 %; before the fix 8/8/32 read
+  400.0, +8.5 %). Pruning: no trial pruned (no point fell clearly below the incumbent after its first level), no
+  wall time saved. Wall time: start 12 s, tuning 331 s (19 trials, 17.3 s each), 343 s in all.
+- ``qwen36-a6000``: 8 valid points, grid 9 trials, the search allowed 4 (the floor of 4 binds: 44 % of the grid); 4
+  started (control, 3/1/4, 4/1/5 out of memory and Failed with SGLang's message, 3/1/4 again); recommendation
+  3/1/4, measured 52.2 decode tok/s = 2.43× the control's 21.5; noise-free 52.1 = 1.000 × the optimum. Measured ÷
+  noise-free: control 1.000, 3/1/4 1.002 (before the fix 54.6, +4.8 %). Wall time: start 15 s, tuning 57 s, 72 s
+  in all. On this case the search's start point (SGLang's default 3 steps) is the optimum and the budget leaves no
+  room to climb, so the run checks the path through pods and its cost more than the search.
 """
 
 from __future__ import annotations
