@@ -26,7 +26,7 @@ import pytest
 
 from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
-from e2e.policies import BAD, ROOT, sample
+from e2e.policies import BAD, GOOD, ROOT, sample
 from e2e.tests.objects import pods
 from e2e.tuning_truth import noise_free
 from sglang_operator import builders
@@ -389,3 +389,50 @@ def test_a_second_server_deployed_below_the_known_best_is_told_so_and_at_it_is_n
                          capture_output=True, text=True, timeout=60, check=True).stdout
     print(out)
     assert "3/1/4" in out and f"{decode['3/1/4']:.1f} decode tok/s" in out and name in out
+
+
+def test_a_trial_that_cannot_win_is_pruned_and_leaves_no_workload(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    """Pruning (issue 29 item 2) in a Shadow tuning of the known-good server (3/1/4, without ``specV2`` so that
+    trees run: 21 valid points, noise-free 29-57 tok/s at concurrency 1) at concurrency 1 (weight 4) and 4 (weight
+    1): once three speculative points completed, a trial whose first level leaves it below the incumbent beyond the
+    rule's margin (its unmeasured level taken at the best ratio seen) stops as ``Pruned`` before its second level,
+    its Deployment goes at once, and it is never recommended."""
+    ns, name = namespace, "qwen36-prune"
+    server = sample(GOOD)
+    server["spec"]["speculative"].pop("specV2", None)
+    k8s_cluster.apply(server, ns)
+    wait_for("the server Ready", lambda: k8s_cluster.get("sglangserver", SERVER, "-n", ns).get("status", {})
+             .get("phase") == "Ready", timeout=120, interval=1)
+    body = tuning(name, parameters={"numSteps": {"min": 1, "max": 4}, "eagleTopk": {"list": [1, 2]},
+                                    "numDraftTokens": {"list": [2, 3, 4, 5, 6, 8]}},
+                  budget={"maxTrialCount": 8})
+    body["spec"]["workload"]["concurrency"] = [{"level": 1, "weight": 4}, {"level": 4, "weight": 1}]
+    k8s_cluster.apply(body, ns)
+
+    def pruned() -> list[dict[str, Any]]:
+        trials = (k8s_cluster.get("sglangtuning", name, "-n", ns).get("status") or {}).get("trials") or []
+        return [t for t in trials if t.get("verdict") == "Pruned"]
+
+    try:
+        first = wait_for("a trial pruned", pruned, timeout=300, interval=1)[0]
+    except AssertionError:
+        print(json.dumps(k8s_cluster.get("sglangtuning", name, "-n", ns).get("status"), indent=1)[:6000])
+        raise
+    assert [f["concurrency"] for f in first["levels"]] == [1]  # stopped before its second level
+    wait_for(f"{first['name']}'s workload gone", lambda: k8s_cluster.run(
+        "get", "deployment", first["name"], "-n", ns, check=False).returncode != 0 and not [
+        p for p in pods(k8s_cluster, ns, f"sglang-operator.io/tuning={name}")
+        if p["metadata"]["name"].startswith(f"{first['name']}-")], timeout=30, interval=1)
+    obj = wait_for("the tuning finished", lambda: finished(k8s_cluster, ns, name), timeout=300, interval=1)
+    status = SGLangTuningStatus.model_validate(obj["status"])
+    for t in status.trials:
+        if t.verdict != "Invalid":
+            print(f"  {t.name} {t.settings.summary()} {t.verdict} {t.objective} {(t.reason or '')[-140:]}")
+    assert status.phase == "Succeeded", obj["status"]
+    gone = [t for t in status.trials if t.verdict == "Pruned"]
+    assert status.trials_pruned == len(gone) > 0
+    assert status.best is not None and status.best.trial not in {t.name for t in gone}
+    assert all(b.trial not in {t.name for t in gone} for b in status.best_per_level)
+    assert not k8s_cluster.get("deployments", "-n", ns, "-l", f"sglang-operator.io/tuning={name}")["items"]

@@ -1,5 +1,6 @@
-"""Pruning, Katib's early stopping for one trial: after a trial's first measured level (or its first repetition),
-whether it cannot beat the incumbent within the noise, so that it stops as ``Pruned`` and frees its GPUs.
+"""Pruning, Katib's early stopping for one trial: after the first of a trial's concurrency levels is measured (a
+workload of one level is measured whole: nothing is left to save), whether it cannot beat the incumbent within the
+noise, so that it stops as ``Pruned`` and frees its GPUs.
 
 The rule (:func:`prune_reason`): let I be the incumbent's value (:func:`~.decide.decide` over the completed trials:
 its mean of n measurements), σ the relative noise (:func:`~.decide.noise_estimate` of the repeats, at least

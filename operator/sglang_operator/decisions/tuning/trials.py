@@ -282,8 +282,8 @@ def trial_objective(spec: SGLangTuningSpec, levels: Sequence[ApiLevelFigures],
 
 def prune_verdict(spec: SGLangTuningSpec, trials: Sequence[Trial], settings: TrialSettings,
                   levels: Sequence[ApiLevelFigures]) -> str | None:
-    """Whether the running trial with ``settings`` stops as ``Pruned`` after its first measured level (or
-    repetition) ``levels``, given ``status.trials``: the reason for ``Trial.reason`` (verdict Pruned), or None
+    """Whether the running trial with ``settings`` stops as ``Pruned`` after its first measured level ``levels``
+    (of two or more), given ``status.trials``: the reason for ``Trial.reason`` (verdict Pruned), or None
     to measure on (:func:`~.prune.prune_reason`: below the incumbent by more than two standard deviations of the
     noise). Never the control trial."""
     from sglang_operator.decisions.tuning.prune import prune_reason
