@@ -23,7 +23,7 @@ from sglang_operator import builders
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_status
 from sglang_operator.api.spec import CanaryStrategy
 from sglang_operator.api.status import SGLangServerStatus
-from sglang_operator.builders import autoscaling as so
+from sglang_operator.builders import autoscaling as scaled_objects
 from sglang_operator.builders import canary
 from sglang_operator.control import ledger
 from sglang_operator.control.children import (
@@ -40,7 +40,7 @@ from sglang_operator.control.children import (
 from sglang_operator.control.drain import drain_old_pods
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.decisions import placement as placements
-from sglang_operator.decisions import status as st
+from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.conditions import merge
 from sglang_operator.io import kube, kube_write
 
@@ -232,13 +232,13 @@ async def apply_placement(
         summary = builders.summary(p.server, p.rendered)
     except SpecError:
         summary = {}
-    entry = st.ledger_entry(p.revision, generation, p.rendered.command.command_line, summary, p.spec, now)
-    new = st.applied(status, p.rendered.status, list(warnings), entry, generation, history, now)
+    entry = status_decisions.ledger_entry(p.revision, generation, p.rendered.command.command_line, summary, p.spec, now)
+    new = status_decisions.applied(status, p.rendered.status, list(warnings), entry, generation, history, now)
     served = workload["metadata"]["name"]
     new["servingWorkload"] = None if served == name else served
     if keep_spec_valid:
-        keep = [c for c in new["conditions"] if c["type"] != st.SPEC_VALID]
-        valid = typed.condition(st.SPEC_VALID)
+        keep = [c for c in new["conditions"] if c["type"] != status_decisions.SPEC_VALID]
+        valid = typed.condition(status_decisions.SPEC_VALID)
         new["conditions"] = merge([valid.dump()] if valid is not None else [], keep)
     await ledger.record_applied(body, p.rendered, p.spec, history)
     for c in canaries:
@@ -247,8 +247,9 @@ async def apply_placement(
                 c_summary = builders.summary(c.server, c.rendered)
             except SpecError:
                 c_summary = {}
-            c_entry = st.ledger_entry(c.revision, generation, c.rendered.command.command_line, c_summary, c.spec, now)
-            new["revisions"] = st.bounded([*new["revisions"], c_entry], history, typed.stable_revision)
+            c_entry = status_decisions.ledger_entry(c.revision, generation, c.rendered.command.command_line, c_summary,
+                                                    c.spec, now)
+            new["revisions"] = status_decisions.bounded([*new["revisions"], c_entry], history, typed.stable_revision)
             await ledger.record_applied(body, c.rendered, c.spec, history)
     return new
 
@@ -289,7 +290,8 @@ async def delete_trial_workloads(tuning: Mapping[str, Any], names: Sequence[str]
 
 def _pauses(obj: Mapping[str, Any]) -> dict[str, str]:
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    return {k: str(v) for k, v in annotations.items() if k in (so.PAUSED, so.PAUSED_REPLICAS, so.PAUSED_SCALE_IN)}
+    pauses = (scaled_objects.PAUSED, scaled_objects.PAUSED_REPLICAS, scaled_objects.PAUSED_SCALE_IN)
+    return {k: str(v) for k, v in annotations.items() if k in pauses}
 
 
 async def apply_scaled_object(manifest: dict[str, Any], body: Mapping[str, Any]) -> bool:
@@ -302,17 +304,17 @@ async def apply_scaled_object(manifest: dict[str, Any], body: Mapping[str, Any])
     want = builders.adopt(manifest, body)
     meta = want["metadata"]
     try:
-        live = await kube.get_object(so.KIND, str(meta["namespace"]), str(meta["name"]))
+        live = await kube.get_object(scaled_objects.KIND, str(meta["namespace"]), str(meta["name"]))
     except Exception as err:
-        raise ChildApplyError(apply_failure(so.KIND, err)) from err
-    if (refused := not_owned(so.KIND, live, body)) is not None:
+        raise ChildApplyError(apply_failure(scaled_objects.KIND, err)) from err
+    if (refused := not_owned(scaled_objects.KIND, live, body)) is not None:
         raise refused
     if live is not None and contains(live, want) and _pauses(live) == _pauses(want):
         return False
     try:
         await kube_write.apply(want)
     except Exception as err:
-        raise ChildApplyError(apply_failure(so.KIND, err)) from err
+        raise ChildApplyError(apply_failure(scaled_objects.KIND, err)) from err
     return True
 
 
@@ -323,8 +325,8 @@ async def delete_scaled_object(body: Mapping[str, Any]) -> bool:
     meta = body.get("metadata") or {}
     namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
     try:
-        return await delete_owned(so.KIND, namespace, name, body)  # with the object's uid as precondition
+        return await delete_owned(scaled_objects.KIND, namespace, name, body)  # with the object's uid as precondition
     except ChildApplyError:
         raise
     except Exception as err:
-        raise ChildApplyError(apply_failure(so.KIND, err)) from err
+        raise ChildApplyError(apply_failure(scaled_objects.KIND, err)) from err

@@ -35,9 +35,9 @@ from sglang_operator.builders.revision import DIGEST_ANNOTATION
 from sglang_operator.control import ledger, restore
 from sglang_operator.control.memory import Memories, ServerMemory, TuningRequests
 from sglang_operator.control.ticks import slot_released
-from sglang_operator.decisions import effective as eff
+from sglang_operator.decisions import effective as effective_rules
 from sglang_operator.decisions import groups, judging
-from sglang_operator.decisions import status as st
+from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.canary import CanaryObservation
 from sglang_operator.decisions.derive import speculative_condition
 from sglang_operator.decisions.observation import Observed
@@ -91,7 +91,7 @@ async def read_effective(
             path = dialect(parse_version(version)).server_info_path
             ref = server_spec.api_key_secret_ref  # SGLang's --api-key guards /server_info (not /metrics)
             api_key = await kube.secret_value(namespace, ref.name, ref.key) if ref is not None else None
-            effective = eff.effective_settings(await http.server_info(url, path, api_key=api_key))
+            effective = effective_rules.effective_settings(await http.server_info(url, path, api_key=api_key))
             if reads is not None:
                 reads.append("answered")
         except ScrapeError as err:
@@ -102,7 +102,7 @@ async def read_effective(
     known = effective or stored
     diffs = None
     if known:
-        diffs = eff.differences(requested_settings(server_spec, status.num_draft_tokens), known)
+        diffs = effective_rules.differences(requested_settings(server_spec, status.num_draft_tokens), known)
     return effective, diffs
 
 
@@ -204,7 +204,7 @@ class Gathering:
         interval = float(self.sample_interval or policy.interval_seconds)
         if not backoff.may_read(mem.read_backoff, clock, ready):  # no answer lately: the watch alone this time
             stored = status.effective.dump() if status.effective is not None else None
-            diffs = eff.differences(requested_settings(spec, status.num_draft_tokens), stored) \
+            diffs = effective_rules.differences(requested_settings(spec, status.num_draft_tokens), stored) \
                 if stored and health.phase == "Ready" and health.pod_ips else None
             return None, diffs, None, {}, interval
         reads: list[str] = []
@@ -282,4 +282,5 @@ class Gathering:
         serving = next((s for s in samples if s.revision == status.revision and s.kind is SampleKind.MEASURED), None)
         if serving is None:
             return samples, {}, params.interval_seconds
-        return samples, st.figures_patch(status, serving.figures, serving.end, now), params.interval_seconds
+        patch = status_decisions.figures_patch(status, serving.figures, serving.end, now)
+        return samples, patch, params.interval_seconds

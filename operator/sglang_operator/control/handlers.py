@@ -49,7 +49,7 @@ from sglang_operator.control.children import ChildApplyError, LeaderWorkerSetMis
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.control.observer import RESYNC_SECONDS, Observer, same_spec
 from sglang_operator.decisions import groups
-from sglang_operator.decisions import status as st
+from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.conditions import condition, merge
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.tuning import hold as holds
@@ -191,7 +191,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
         rendered = builders.render(server)
     except (SpecError, builders.InvalidSpec) as err:
         errors = err.messages if isinstance(err, SpecError) else err.errors
-        await _write_status(body, status, st.invalid(status, errors, generation, now), memory)
+        await _write_status(body, status, status_decisions.invalid(status, errors, generation, now), memory)
         await _event(body, "Warning", "InvalidSpec", "; ".join(errors))
         logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
         telemetry.count_reconcile("invalid")
@@ -236,7 +236,7 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
             await _apply_failed(body, status, generation, failure.describe(), logger, memory, failure.reason)
             raise kopf.TemporaryError(failure.describe(), delay=30) from None
         refusal = failure.describe()
-        await _write_status(body, status, st.invalid(status, [refusal], generation, now), memory)
+        await _write_status(body, status, status_decisions.invalid(status, [refusal], generation, now), memory)
         await _event(body, "Warning", "InvalidSpec", refusal)
         logger.warning("%s", refusal)
         telemetry.count_reconcile("refused")

@@ -54,7 +54,7 @@ from sglang_operator.control.ticks import SPREAD as SPREAD
 from sglang_operator.control.ticks import Ticking
 from sglang_operator.control.ticks import offset_in_interval as offset_in_interval
 from sglang_operator.decisions import capacity, groups
-from sglang_operator.decisions import status as st
+from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.observation import Decision, ServerAction, decide
 from sglang_operator.decisions.rollback import Apply
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
@@ -288,7 +288,7 @@ class Observer(Gathering, Ticking):
         stored = body.get("status") or {}
         view = body
         if decision.delta:
-            patched = await server_status.patch(body, st.merge_patch(stored, decision.delta))
+            patched = await server_status.patch(body, status_decisions.merge_patch(stored, decision.delta))
             if patched is None:  # stale view: decide again on the watch's newer object, never on this one
                 mem.stale_rv = str(meta.get("resourceVersion"))
                 return
@@ -359,7 +359,7 @@ class Observer(Gathering, Ticking):
         changed (an upgrade) is applied at the server's next spec change, never by a resume. Else the spec's
         render, cached per generation."""
         generation = int((body.get("metadata") or {}).get("generation") or 0)
-        valid = status.condition(st.SPEC_VALID)
+        valid = status.condition(status_decisions.SPEC_VALID)
         if valid is not None and valid.status == "False" and valid.observed_generation == generation:
             return None
         self._parsed(mem, dict(body), status)  # cached per uid, generation and revision: with whether the spec changed

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator.api.base import truncate
-from sglang_operator.decisions import status as st
+from sglang_operator.decisions import status as status_decisions
 from sglang_operator.io import kube_write
 
 
@@ -41,10 +41,10 @@ async def write_changed(body: Mapping[str, Any], stored: Mapping[str, Any],
                         values: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """Write what of ``values`` (top-level status keys) differs from ``stored`` (:func:`patch`). Returns (the object
     as patched, or None when refused as stale or when nothing differed; the delta written)."""
-    delta = st.changed(stored, values)
+    delta = status_decisions.changed(stored, values)
     if not delta:
         return None, delta
-    return await patch(body, st.merge_patch(stored, delta)), delta
+    return await patch(body, status_decisions.merge_patch(stored, delta)), delta
 
 
 async def event(body: Mapping[str, Any], type_: str, reason: str, message: str) -> None:

@@ -29,9 +29,9 @@ from sglang_operator.api.autoscaling import (
 )
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.status import ConditionType, SGLangServerStatus
-from sglang_operator.builders import autoscaling as so
-from sglang_operator.decisions import capacity as cap
-from sglang_operator.decisions import status as st
+from sglang_operator.builders import autoscaling as scaled_objects
+from sglang_operator.decisions import capacity as measured_capacity
+from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.conditions import Condition, condition, merge
 from sglang_operator.decisions.observation import Decision, judging
 
@@ -103,20 +103,20 @@ def want(server: SGLangServer, status: SGLangServerStatus, *, keda: bool, promet
     pause = pause_of(status, server.spec.replicas) if auto is not None else None
     if auto is None or auto.mode is AutoscalingMode.EXTERNAL:
         return Want(delete=had and keda, pause=pause)
-    target, capacity = cap.target(server, measured, stored.target if stored is not None else None,
+    target, capacity = measured_capacity.target(server, measured, stored.target if stored is not None else None,
                                   stored.capacity if stored is not None else None,
                                   judging(status) or pause is not None)
     if not keda:
         return Want(blocked=(KEDA_NOT_INSTALLED, (
-            f"spec.autoscaling.mode KEDA needs KEDA 2.18 or later: the {so.CRD_NAME} CRD is not served; the server "
-            f"keeps spec.replicas ({server.spec.replicas}) and serves; installing KEDA needs no edit (looked for "
-            "again every few minutes)")), pause=pause, target=target, capacity=capacity)
+            f"spec.autoscaling.mode KEDA needs KEDA 2.18 or later: the {scaled_objects.CRD_NAME} CRD is not served; "
+            f"the server keeps spec.replicas ({server.spec.replicas}) and serves; installing KEDA needs no edit "
+            "(looked for again every few minutes)")), pause=pause, target=target, capacity=capacity)
     try:
-        rendered = so.scaled_object(
+        rendered = scaled_objects.scaled_object(
             server, prometheus_address, judging=pause is not None and pause.kind is AutoscalingPause.SCALE_IN,
             trial_replicas=pause.replicas if pause is not None and pause.kind is AutoscalingPause.REPLICAS else None,
             target=target)
-    except so.MissingPrometheusAddress as err:
+    except scaled_objects.MissingPrometheusAddress as err:
         return Want(blocked=(NO_PROMETHEUS_ADDRESS, f"{err}; the server keeps spec.replicas "
                                                     f"({server.spec.replicas}) and serves"), pause=pause,
                     target=target, capacity=capacity)
@@ -156,7 +156,7 @@ def report(server: SGLangServer, status: SGLangServerStatus, wanted: Want, appli
 
 def _on(metric: str, wanted: Want) -> str:
     """``runningRequests (target 4 per replica)``; with a measured capacity, where it comes from."""
-    text = f"{metric} (target {so.threshold(wanted.target)} per replica"
+    text = f"{metric} (target {scaled_objects.threshold(wanted.target)} per replica"
     got = wanted.capacity
     if got is not None:
         text += (f": the measured capacity of {got.settings}, {got.basis}, SGLangTuning "
@@ -178,4 +178,4 @@ def with_autoscaling(decision: Decision, stored: dict[str, Any], autoscaling: di
         conditions = merge(conditions, [cond])
     new["conditions"] = conditions
     new["autoscaling"] = autoscaling
-    return replace(decision, status_json=new, delta=st.changed(stored, new))
+    return replace(decision, status_json=new, delta=status_decisions.changed(stored, new))

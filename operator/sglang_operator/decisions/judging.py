@@ -23,7 +23,7 @@ from sglang_operator.api.base import clone, plural, truncate
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.status import SGLangServerStatus, Verdict
 from sglang_operator.decisions import baseline, criteria
-from sglang_operator.decisions import status as st
+from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.conditions import Condition, condition
 from sglang_operator.decisions.derive import derive
 from sglang_operator.decisions.rollback import Action, Event, RecordVerdict, step
@@ -78,7 +78,7 @@ def judge(
     ledger = [dict(r) for r in status.get("revisions") or []]
     verdicts = [a for a in actions if isinstance(a, RecordVerdict)]
     for v in verdicts:
-        ledger = st.judged(ledger, v.revision, v.verdict.value, v.reason, now, v.tokens_per_second,
+        ledger = status_decisions.judged(ledger, v.revision, v.verdict.value, v.reason, now, v.tokens_per_second,
                            v.accept_length, v.samples, accept_rate(v.revision, sample, before), v.canary_steps)
     if state.baseline is not None and state.baseline != before.baseline:  # where it came from, on its record
         ledger = baseline.noted(ledger, state.baseline)

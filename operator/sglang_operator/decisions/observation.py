@@ -27,7 +27,7 @@ from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.status import ConditionType, SGLangServerStatus, TuningHold
 from sglang_operator.decisions import judging as judging_mod
-from sglang_operator.decisions import status as st
+from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
 from sglang_operator.decisions.conditions import Condition, condition
 from sglang_operator.decisions.derive import derive
@@ -175,11 +175,11 @@ def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Obse
     if o.apply_failure:  # the reconcile handler could not apply the spec (kopf retries): say so, not "healthy"
         conditions = [c for c in conditions if c["type"] != "Degraded"] + [
             condition("Degraded", "True", o.apply_failure_reason, truncate(o.apply_failure), o.generation, o.now)]
-    new = st.observed(status, replace(o.health, conditions=conditions), o.generation, o.now, o.effective, o.diffs,
-                      o.figures)
+    new = status_decisions.observed(status, replace(o.health, conditions=conditions), o.generation, o.now,
+                                    o.effective, o.diffs, o.figures)
     new = {**applied, **new, **judged.status,
            "tuningHold": hold.model_dump(by_alias=True, exclude_none=True, mode="json") if hold else None}
-    delta = st.changed(stored, new)
+    delta = status_decisions.changed(stored, new)
     events: list[Event] = []
     old_d, new_d = _degraded(status.get("conditions") or []), _degraded(new["conditions"])
     if new_d.get("status") == "True" and old_d.get("reason") != new_d.get("reason") \

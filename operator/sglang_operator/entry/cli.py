@@ -21,7 +21,7 @@ import yaml
 
 from sglang_operator.api import crd as crds
 from sglang_operator.api.server import SpecError, parse
-from sglang_operator.decisions.sampling import limits as lim
+from sglang_operator.decisions.sampling import limits as sampling_limits
 from sglang_operator.io.trialstreams import TRIAL_STREAMS
 from sglang_operator.process.leader import LeaderElectionConfig
 
@@ -318,34 +318,34 @@ def run(
                     "others wait (phase Pending, Running=False reason Queued), oldest first")] = 2,
     scrape_body_limit: Annotated[int, typer.Option(
         min=1, help="bytes at most of one /metrics or /server_info body of an SGLang pod (Prometheus' "
-                    "body_size_limit); a larger one is a scrape error too_large")] = lim.BODY_BYTES,
+                    "body_size_limit); a larger one is a scrape error too_large")] = sampling_limits.BODY_BYTES,
     scrape_sample_limit: Annotated[int, typer.Option(
         min=1, help="samples the sampler reads at most in one /metrics body (Prometheus' sample_limit, after "
-                    "relabelling); more is a scrape error too_many_samples")] = lim.SAMPLES,
+                    "relabelling); more is a scrape error too_many_samples")] = sampling_limits.SAMPLES,
     scrape_label_limit: Annotated[int, typer.Option(
         min=1, help="labels at most of one sample the sampler reads (Prometheus' label_limit); more is a scrape "
-                    "error too_many_labels")] = lim.LABELS,
+                    "error too_many_labels")] = sampling_limits.LABELS,
     scrape_label_value_length_limit: Annotated[int, typer.Option(
         min=1, help="characters at most of one label value of a sample the sampler reads (Prometheus' "
                     "label_value_length_limit); longer is a scrape error label_value_too_long")]
-        = lim.LABEL_VALUE_LENGTH,
+        = sampling_limits.LABEL_VALUE_LENGTH,
     scrape_cache_bytes: Annotated[int, typer.Option(
-        min=1, help="bytes of label sets remembered between scrapes, per pod")] = lim.CACHE_BYTES,
+        min=1, help="bytes of label sets remembered between scrapes, per pod")] = sampling_limits.CACHE_BYTES,
     scrape_retained_series: Annotated[int, typer.Option(
         min=1, help="series of one metric role a pod's scrape may have, as kept until the next interval; more is a "
-                    "scrape error too_many_series")] = lim.RETAINED_SERIES,
+                    "scrape error too_many_series")] = sampling_limits.RETAINED_SERIES,
     scrape_retained_bytes: Annotated[int, typer.Option(
         min=1, help="bytes of scrapes kept between intervals, all pods together; a pod that does not fit keeps "
-                    "nothing (its next interval is inconclusive) and is counted")] = lim.RETAINED_BYTES,
+                    "nothing (its next interval is inconclusive) and is counted")] = sampling_limits.RETAINED_BYTES,
     probe_body_limit: Annotated[int, typer.Option(
         min=1, help="bytes at most of one probe answer; more fails the probe (probe_body_too_large)")]
-        = lim.PROBE_BODY_BYTES,
+        = sampling_limits.PROBE_BODY_BYTES,
     probe_line_limit: Annotated[int, typer.Option(
         min=1, help="bytes at most of one line of a probe answer; longer fails the probe (probe_line_too_long)")]
-        = lim.PROBE_LINE_BYTES,
+        = sampling_limits.PROBE_LINE_BYTES,
     probe_chunk_limit: Annotated[int, typer.Option(
         min=1, help="data: chunks at most of one probe answer; more fails the probe (probe_too_many_chunks)")]
-        = lim.PROBE_CHUNKS,
+        = sampling_limits.PROBE_CHUNKS,
     trial_streams: Annotated[int, typer.Option(
         min=1, help="streamed requests of tuning trials in flight at most, all trials together (the load runs in "
                     "the operator); a level waits until its concurrency is free, one over the cap fails its trial")]
@@ -378,10 +378,10 @@ def run(
                verbose=verbose,
                pod_monitors=monitors, pod_monitor_labels=monitor_labels, prometheus_address=prometheus_address,
                metrics_port=metrics_port, sample_interval=sample_interval, resync_seconds=resync_seconds,
-               scrape_limits=lim.ScrapeLimits(scrape_body_limit, scrape_sample_limit, scrape_label_limit,
+               scrape_limits=sampling_limits.ScrapeLimits(scrape_body_limit, scrape_sample_limit, scrape_label_limit,
                                               scrape_label_value_length_limit, scrape_cache_bytes,
                                               scrape_retained_series, scrape_retained_bytes),
-               probe_limits=lim.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit),
+               probe_limits=sampling_limits.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit),
                metrics_server=metrics_server, readiness_port=readiness_port, trial_streams=trial_streams,
                max_running_tunings=max_running_tunings)
 

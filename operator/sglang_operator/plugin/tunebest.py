@@ -13,26 +13,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sglang_operator.decisions.tuning import known_best as kb
+from sglang_operator.decisions.tuning import known_best as best_table
 
 HEADER = ["MODEL", "GPU", "PARALLELISM", "SGLANG", "WORKLOAD", "CONCURRENCY", "BEST", "FIGURE", "×NO SPEC",
           "MEASURED", "NEXT", "NOISE", "TUNING"]
 
 
-def known_best(bodies: Iterable[Mapping[str, Any]], model: str | None = None) -> kb.KnownBest:
+def known_best(bodies: Iterable[Mapping[str, Any]], model: str | None = None) -> best_table.KnownBest:
     """The known best of the SGLangTunings ``bodies`` (API JSON), only the tables whose model path contains
     ``model`` (case-insensitive) when given."""
-    got = kb.build(r for b in bodies if (r := kb.record_of(b)) is not None)
+    got = best_table.build(r for b in bodies if (r := best_table.record_of(b)) is not None)
     if not model:
         return got
-    return kb.KnownBest(tables=tuple(t for t in got.tables if model.lower() in t.setup.model_path.lower()))
+    return best_table.KnownBest(tables=tuple(t for t in got.tables if model.lower() in t.setup.model_path.lower()))
 
 
-def _figure(f: kb.LevelFigures) -> str:
+def _figure(f: best_table.LevelFigures) -> str:
     return f"{f.value:.1f} {f.figure}"
 
 
-def rows(known: kb.KnownBest) -> list[list[str]]:
+def rows(known: best_table.KnownBest) -> list[list[str]]:
     """The table's rows (:data:`HEADER`), one per table and level."""
     out = []
     for t in known.tables:
