@@ -1,5 +1,5 @@
 """Speculative-decoding tuning, pure: the search space and its validity (:mod:`.space`), trial figures and
-objectives (:mod:`.objective`), the ask-and-tell search (:mod:`.search`, :mod:`.tpe`), the recommendation and its
+objectives (:mod:`.objective`), the ask-and-tell search (:mod:`.search`, its index of the space and neighbours :mod:`.neighbours`, :mod:`.tpe`), the recommendation and its
 noise rule (:mod:`.decide`), pruning (:mod:`.prune`). No I/O, no clock: the control loop runs the trials and hands
 their results back."""
 

@@ -75,16 +75,16 @@ def measured(trials: Sequence[TrialResult], objective: Objective) -> dict[Point 
     return out
 
 
-def tied_set(runs: dict[Point | None, list[float]],
-             finalists: Sequence[Point | None]) -> tuple[float, list[Point | None]]:
+def tied_set(runs: dict[Point | None, list[float]], finalists: Sequence[Point | None],
+             sigmas: float = 1.0) -> tuple[float, list[Point | None]]:
     """The noise and the finalists tied with the highest mean (its own first): those within
-    ``noise × sqrt(1/n_lead + 1/n_p)`` of it, relative. ``finalists`` must not be empty."""
+    ``sigmas × noise × sqrt(1/n_lead + 1/n_p)`` of it, relative. ``finalists`` must not be empty."""
     noise = noise_estimate(runs)
     means = {p: sum(runs[p]) / len(runs[p]) for p in finalists}
     ranked = sorted(finalists, key=lambda p: (-means[p], cost(p)))
     lead, top = ranked[0], means[ranked[0]]
     tied = [p for p in ranked
-            if top - means[p] <= top * noise * math.sqrt(1.0 / len(runs[lead]) + 1.0 / len(runs[p]))]
+            if top - means[p] <= top * sigmas * noise * math.sqrt(1.0 / len(runs[lead]) + 1.0 / len(runs[p]))]
     return noise, tied
 
 

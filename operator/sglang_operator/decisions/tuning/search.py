@@ -20,16 +20,22 @@ trial counts in ``max_trial_count`` (Katib's rule), the control trial and the ad
      tree of each, for the width whose probe was best, when it reached ``WIDTH_CUTOFF`` (90 %) of the best value
      so far (the other widths are left to stage 4's moves over eagleTopk);
   4. coordinate hill climbing from the incumbent (the best point measured so far) over its neighbours:
-     numDraftTokens one value of its set down and up, numSteps ± 1, eagleTopk one value of its set up and down
-     (numDraftTokens kept, or the nearest valid value), then ``maxRunningRequests`` / ``cudaGraphMaxBs`` one
-     value of their sets down and up when listed, the move that last gained first; the first neighbour that
+     numDraftTokens one value of its set down and up, numSteps ± 1, for a tree the diagonal along its ridge
+     (numSteps + 1 with numDraftTokens one value up, numSteps − 1 with one down), eagleTopk one value of its set
+     up and down (numDraftTokens kept, or the nearest valid value), then ``maxRunningRequests`` /
+     ``cudaGraphMaxBs`` one value of their sets down and up when listed, the move that last gained first; the
+     first neighbour that
      beats the incumbent becomes it. Once every neighbour of the incumbent is measured, the walk goes on from the
      best point within ``EXPAND_MARGIN`` (5 %) of it that has unmeasured neighbours (a lucky measurement must not
      end the climb), until no such point is left (converged) or the exploration budget
      (:func:`exploration_budget`: ``max_trial_count`` less the adaptive-mode trial and a third of the rest, kept
      for the repeats) is spent;
   5. the repeats (:func:`confirm`): the best ``repeats`` (3) points measured again, then tied finalists again
-     while the noise rule cannot tell them apart (at most ``MAX_MEASUREMENTS`` each).
+     while they are within ``REPEAT_SIGMAS`` (2) standard deviations of the difference of their means (at most
+     ``MAX_MEASUREMENTS`` each);
+  6. when the exploration budget ran out and the repeats left trials of ``max_trial_count``, the walk of stage
+     4 resumes with them (less ``repeats`` for a new incumbent's repeats) and the repeats run again over every
+     measurement so far.
 
   With ``maxRunningRequests`` / ``cudaGraphMaxBs`` listed, stages 2–3 run at the middle value of each.
   Each point is measured once before the repeats; a failed or pruned trial counts as the worst value and is
@@ -63,6 +69,7 @@ from typing import Annotated
 from pydantic import Field
 
 from sglang_operator.decisions.tuning.decide import Decision, cost, decide, noise_estimate, tied_set
+from sglang_operator.decisions.tuning.neighbours import Move, SpaceIndex
 from sglang_operator.decisions.tuning.objective import Objective, TrialResult, TrialVerdict, values
 from sglang_operator.decisions.tuning.space import CONTROL_LABEL, Point, TuningModel
 
@@ -83,6 +90,9 @@ EXPAND_MARGIN = 0.05
 measured (the incumbent's one figure may be the noise's lucky draw)."""
 WIDTH_CUTOFF = 0.9
 """Stage 3 climbs the best tree width only when its probe reached this fraction of the best value so far."""
+REPEAT_SIGMAS = 2.0
+"""The repeats go on while finalists are within this many standard deviations of the difference of their means
+(:func:`confirm`); the recommendation itself is the highest mean (:func:`~.decide.decide`)."""
 MAX_MEASUREMENTS = 8
 """Measurements at most of one point in the repeats (the noise rule asks for more only while points are tied)."""
 
@@ -196,27 +206,28 @@ def adaptive_of(best: Point | None, valid: Sequence[Point]) -> Point | None:
     return p if p in valid else None
 
 
-def confirm(settings: SearchSettings, memo: dict[Point | None, float]) -> Generator[Point | None, float | None, str]:
-    """The repeats, as the noise rule asks for them (``memo``: every point's first value, ``-inf`` when it failed).
-    Round 1: the best ``settings.repeats`` points by their first value are measured again (the noise estimate,
-    :func:`~.decide.noise_estimate`; they are the finalists of :func:`~.decide.decide`). Then, while finalists
-    are tied with the highest mean (within ``noise × sqrt(1/n_lead + 1/n)``) and the noise is not 0, each tied
-    finalist with fewer than ``MAX_MEASUREMENTS`` measurements is measured once more (more measurements shrink
-    the margin until the points are told apart or the cheapest tied one wins on its own). Stops when the winner
-    is clear, when the noise is 0 (identical figures: another measurement tells nothing new), or at
-    ``MAX_MEASUREMENTS``; the budget is :func:`suggest`'s. Returns why it stopped."""
-    runs: dict[Point | None, list[float]] = {p: [v] for p, v in memo.items() if v > -math.inf}
-    if not runs or settings.repeats == 0:
+def confirm(settings: SearchSettings, b: Budgeted) -> Generator[Point | None, float | None, str]:
+    """The repeats, as the noise rule asks for them (``b.runs``: every measurement of every point so far, ``-inf``
+    when it failed). Round 1: the best ``settings.repeats`` points by their mean are measured again when measured
+    once (the noise estimate, :func:`~.decide.noise_estimate`; they are the finalists of :func:`~.decide.decide`).
+    Then, while finalists are tied with the highest mean (within ``noise × sqrt(1/n_lead + 1/n)``) and the noise is
+    not 0, each tied finalist with fewer than ``MAX_MEASUREMENTS`` measurements is measured once more (more
+    measurements shrink the margin until the points are told apart or the cheapest tied one wins on its own).
+    Stops when the winner is clear, when the noise is 0 (identical figures: another measurement tells nothing new),
+    or at ``MAX_MEASUREMENTS``; the budget is :func:`suggest`'s. Returns why it stopped."""
+    runs = b.runs
+    candidates = [p for p, got in runs.items() if all(v > -math.inf for v in got)]
+    if not candidates or settings.repeats == 0:
         return "no repeats"
-    finalists = sorted(runs, key=lambda p: (-runs[p][0], cost(p)))[:settings.repeats]
+    finalists = sorted(candidates, key=lambda p: (-sum(runs[p]) / len(runs[p]), cost(p)))[:settings.repeats]
     for p in finalists:
-        got = yield p
-        runs[p].append(-math.inf if got is None else got)
+        if len(runs[p]) < 2:
+            yield from b.again(p)
     while True:
         finalists = [p for p in finalists if all(v > -math.inf for v in runs[p])]
         if not finalists:
             return "every finalist failed when measured again"
-        noise, tied = tied_set(runs, finalists)
+        noise, tied = tied_set(runs, finalists, REPEAT_SIGMAS)
         if len(tied) <= 1:
             return f"{_label(tied[0])} beats the other finalists by more than the noise ({noise:.1%})"
         if noise == 0.0:
@@ -225,8 +236,7 @@ def confirm(settings: SearchSettings, memo: dict[Point | None, float]) -> Genera
         if not more:
             return f"{len(tied)} finalists within the noise ({noise:.1%}) after {MAX_MEASUREMENTS} measurements each"
         for p in more:
-            got = yield p
-            runs[p].append(-math.inf if got is None else got)
+            yield from b.again(p)
 
 
 def _label(p: Point | None) -> str:
@@ -238,12 +248,14 @@ class _OutOfBudget(Exception):
 
 
 class Budgeted:
-    """Measurements with a memo (``memo``: first value of every point, ``-inf`` when it failed) and an exploration
-    budget (trials at most, the control trial included)."""
+    """Measurements with a memo (``memo``: first value of every point, ``-inf`` when it failed; ``runs``: every
+    value of every point), an exploration budget (new points at most, the control trial included) and ``trials``:
+    every trial asked for so far (exploration, the adaptive-mode trial, the repeats)."""
 
     def __init__(self, budget: int) -> None:
-        self.budget, self.used = budget, 0
+        self.budget, self.used, self.trials = budget, 0, 0
         self.memo: dict[Point | None, float] = {}
+        self.runs: dict[Point | None, list[float]] = {}
 
     def measure(self, p: Point | None) -> Generator[Point | None, float | None, float]:
         """``p``'s value: measured when new (one trial of the budget; raises ``_OutOfBudget`` when spent)."""
@@ -252,9 +264,21 @@ class Budgeted:
         if self.used >= self.budget:
             raise _OutOfBudget
         self.used += 1
-        got = yield p
-        self.memo[p] = -math.inf if got is None else got
+        self.memo[p] = yield from self.again(p)
         return self.memo[p]
+
+    def again(self, p: Point | None) -> Generator[Point | None, float | None, float]:
+        """One more measurement of ``p`` (outside the exploration budget): its value, ``-inf`` when it failed."""
+        self.trials += 1
+        got = yield p
+        value = -math.inf if got is None else got
+        self.runs.setdefault(p, []).append(value)
+        return value
+
+
+SPENT = "the exploration budget is spent"
+"""Why an exploration stopped when its budget ran out (:func:`_coordinate_ascent` resumes it with the trials the
+repeats left)."""
 
 
 def exploration_budget(settings: SearchSettings, valid: Sequence[Point]) -> int:
@@ -270,9 +294,8 @@ def _finish(settings: SearchSettings, valid: list[Point], b: Budgeted,
             why: str) -> Generator[Point | None, float | None, str]:
     """The adaptive-mode trial of the best static point, then the repeats; returns the reason."""
     if (a := adaptive_of(best_static(b.memo), valid)) is not None and a not in b.memo:
-        got = yield a
-        b.memo[a] = -math.inf if got is None else got
-    repeats = yield from confirm(settings, b.memo)
+        b.memo[a] = yield from b.again(a)
+    repeats = yield from confirm(settings, b)
     return f"{why}; {repeats}"
 
 
@@ -308,102 +331,8 @@ def _random(settings: SearchSettings, valid: list[Point]) -> Search:
     return "every valid point measured" if room >= len(points) else "its share of maxTrialCount measured"
 
 
-Extras = tuple[int | None, int | None]
-"""(maxRunningRequests, cudaGraphMaxBs) of a point (``None``: the server's own value)."""
-
-
-def _extras(p: Point) -> Extras:
-    return (p.max_running_requests, p.cuda_graph_max_bs)
-
-
-def _middle(values: Sequence[int | None]) -> int | None:
-    """The middle of the sorted values (the lower one of two), ``None`` when the dimension is not searched."""
-    known = sorted({v for v in values if v is not None})
-    return known[(len(known) - 1) // 2] if known else None
-
-
-def _rest(p: Point) -> tuple[int, int, int | None, int | None]:
-    """A static point's coordinates but numDraftTokens."""
-    return (p.num_steps, p.eagle_topk, p.max_running_requests, p.cuda_graph_max_bs)
-
-
-class _Space:
-    """Index of the valid static points: (numSteps, eagleTopk) → sorted valid draft-token values, at the start
-    values of maxRunningRequests / cudaGraphMaxBs (``base``: the middle of each, or the combination nearest it that
-    has valid points); every valid static point for the neighbours."""
-
-    def __init__(self, valid: list[Point]) -> None:
-        self.points = set(valid)
-        combos = sorted({_extras(p) for p in valid}, key=lambda e: tuple(-1 if v is None else v for v in e))
-        want = (_middle([e[0] for e in combos]), _middle([e[1] for e in combos]))
-        self.base: Extras = min(combos, key=lambda e: sum(0 if a == b else 1 + abs((a or 0) - (b or 0))
-                                                          for a, b in zip(e, want, strict=True))) \
-            if combos else (None, None)
-        at_base = [p for p in valid if _extras(p) == self.base]
-        self.steps = sorted({p.num_steps for p in at_base})
-        self.topks = sorted({p.eagle_topk for p in at_base})
-        self.ndts: dict[tuple[int, int], list[int]] = {}
-        for p in at_base:
-            self.ndts.setdefault((p.num_steps, p.eagle_topk), []).append(p.num_draft_tokens)
-        for v in self.ndts.values():
-            v.sort()
-        self.by_rest: dict[tuple[int, int, int | None, int | None], list[int]] = {}
-        for p in valid:
-            self.by_rest.setdefault(_rest(p), []).append(p.num_draft_tokens)
-        for v in self.by_rest.values():
-            v.sort()
-        self.all_steps = sorted({p.num_steps for p in valid})
-        self.all_topks = sorted({p.eagle_topk for p in valid})
-        self.mrrs = sorted({p.max_running_requests for p in valid if p.max_running_requests is not None})
-        self.bss = sorted({p.cuda_graph_max_bs for p in valid if p.cuda_graph_max_bs is not None})
-
-    def steps_of(self, topk: int) -> list[int]:
-        return [s for s in self.steps if (s, topk) in self.ndts]
-
-    def full(self, steps: int, topk: int) -> Point:
-        """The fullest tree of ``steps``/``topk``: the most draft tokens of the set (at most steps × topk + 1);
-        the chain itself for eagleTopk 1."""
-        return Point(num_steps=steps, eagle_topk=topk, num_draft_tokens=self.ndts[(steps, topk)][-1],
-                     max_running_requests=self.base[0], cuda_graph_max_bs=self.base[1])
-
-    def _nearest(self, p: Point, **change: int | None) -> Point | None:
-        """``p`` with ``change``, its numDraftTokens kept when valid there, else the valid value nearest it (in
-        ratio; the smaller of two); None when no such point is valid."""
-        q = p.model_copy(update=change)
-        if q in self.points:
-            return q
-        ndts = self.by_rest.get(_rest(q))
-        if not ndts:
-            return None
-        n = min(ndts, key=lambda v: (abs(math.log(v / q.num_draft_tokens)), v))
-        return q.model_copy(update={"num_draft_tokens": n})
-
-    def neighbours(self, p: Point) -> list[tuple[Move, Point]]:
-        """Stage 4's neighbours of ``p`` with the move to each, in the order tried (see the module docstring)."""
-        out: list[tuple[Move, Point]] = []
-        ndts = self.by_rest[_rest(p)]
-        i = ndts.index(p.num_draft_tokens)
-        out += [(("num_draft_tokens", d), p.model_copy(update={"num_draft_tokens": ndts[i + d]}))
-                for d in (-1, 1) if 0 <= i + d < len(ndts)]
-        for field, axis in (("num_steps", self.all_steps), ("eagle_topk", self.all_topks),
-                            ("max_running_requests", self.mrrs), ("cuda_graph_max_bs", self.bss)):
-            current = getattr(p, field)
-            if current not in axis:
-                continue
-            i = axis.index(current)
-            for d in ((1, -1) if field in ("num_steps", "eagle_topk") else (-1, 1)):
-                if 0 <= i + d < len(axis) and (q := self._nearest(p, **{field: axis[i + d]})) is not None:
-                    out.append(((field, d), q))
-        seen: set[Point] = set()
-        return [(m, q) for m, q in out if q != p and not (q in seen or seen.add(q))]  # type: ignore[func-returns-value]
-
-
-Move = tuple[str, int]
-"""A step of stage 4: (the field, -1 or +1 value of its set)."""
-
-
 def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
-    space = _Space(static(valid))
+    space = SpaceIndex(static(valid))
     b = Budgeted(exploration_budget(settings, valid))
 
     def hill(line: list[Point], i: int) -> Generator[Point | None, float | None, int]:
@@ -425,7 +354,29 @@ def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
                 break
         return best_j
 
-    why = "the space is exhausted"
+    last: list[Move | None] = [None]
+
+    def walk() -> Generator[Point | None, float | None, str]:
+        """4. coordinate hill climbing from the incumbent, first improvement taken (the last improving move first);
+        once its neighbours are measured, from the next best point within EXPAND_MARGIN of it. Returns why it
+        stopped; raises ``_OutOfBudget``."""
+        while (incumbent := best_static(b.memo)) is not None:
+            top = b.memo[incumbent]
+            open_ = [(p, fresh) for p in sorted((q for q in b.memo if q is not None and not q.adaptive
+                                                 and b.memo[q] >= (1.0 - EXPAND_MARGIN) * top),
+                                                key=lambda q: (-b.memo[q], q.cost_key()))
+                     if (fresh := [(m, q) for m, q in space.neighbours(p) if q not in b.memo])]
+            if not open_:
+                if len(b.memo) > len(space.points):
+                    return "every valid point measured"
+                return f"converged: no neighbour of {incumbent.label} or of the points near it beats them"
+            p, fresh = open_[0]
+            for m, q in sorted(fresh, key=lambda mq: mq[0] != last[0]):
+                if (yield from b.measure(q)) > b.memo[p]:
+                    last[0] = m
+                    break
+        return "the space is exhausted"
+
     try:
         yield from b.measure(None)
         start = settings.start_steps or CHAIN_START_STEPS
@@ -447,25 +398,17 @@ def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:
             incumbent = best_static(b.memo)
             if incumbent is not None and b.memo[line[i]] >= WIDTH_CUTOFF * b.memo[incumbent]:
                 yield from hill(line, i)
-        # 4. coordinate hill climbing from the incumbent, first improvement taken (the last improving move
-        # first); once its neighbours are measured, from the next best point within EXPAND_MARGIN of it
-        last: Move | None = None
-        while (incumbent := best_static(b.memo)) is not None:
-            top = b.memo[incumbent]
-            open_ = [(p, fresh) for p in sorted((q for q in b.memo if q is not None and not q.adaptive
-                                                 and b.memo[q] >= (1.0 - EXPAND_MARGIN) * top),
-                                                key=lambda q: (-b.memo[q], q.cost_key()))
-                     if (fresh := [(m, q) for m, q in space.neighbours(p) if q not in b.memo])]
-            if not open_:
-                why = f"converged: no neighbour of {incumbent.label} or of the points near it beats them"
-                break
-            p, fresh = open_[0]
-            for m, q in sorted(fresh, key=lambda mq: mq[0] != last):
-                if (yield from b.measure(q)) > b.memo[p]:
-                    last = m
-                    break
-        if len(b.memo) > len(space.points):
-            why = "every valid point measured"
+        why = yield from walk()
     except _OutOfBudget:
-        why = "the exploration budget is spent"
-    return (yield from _finish(settings, valid, b, why))
+        why = SPENT
+    result = yield from _finish(settings, valid, b, why)
+    while why == SPENT and (left := settings.max_trial_count - b.trials) > settings.repeats:
+        # 6. trials left after the repeats (the noise rule was satisfied early): the walk resumes with them, less
+        # room for the repeats of a new incumbent, and the repeats run again over every measurement so far
+        b.budget = b.used + left - settings.repeats
+        try:
+            why = yield from walk()
+        except _OutOfBudget:
+            why = SPENT
+        result = f"{why} (resumed with the trials the repeats left); {(yield from confirm(settings, b))}"
+    return result
