@@ -1,7 +1,7 @@
 """Speculative-decoding tuning, pure: the search space and its validity (:mod:`.space`), trial figures and
-objectives (:mod:`.objective`), the ask-and-tell search (:mod:`.search`, its index of the space and neighbours :mod:`.neighbours`, :mod:`.tpe`), the recommendation and its
-noise rule (:mod:`.decide`), pruning (:mod:`.prune`). No I/O, no clock: the control loop runs the trials and hands
-their results back."""
+objectives (:mod:`.objective`), the ask-and-tell search (:mod:`.search`; its index of the space and the neighbours
+of a point, :mod:`.neighbours`; :mod:`.tpe`), the recommendation and its noise rule (:mod:`.decide`), pruning
+(:mod:`.prune`). No I/O, no clock: the control loop runs the trials and hands their results back."""
 
 from sglang_operator.decisions.tuning.decide import Decision, decide, noise_estimate
 from sglang_operator.decisions.tuning.objective import (
