@@ -142,3 +142,27 @@ def test_no_speculation_wins_when_speculation_does_not_pay() -> None:
     d = decide(trials, Objective())
     assert d is not None and d.best is None and d.label == "no-speculation"
     assert decide([trial(P(3, 1, 4), None)], Objective()) is None
+
+
+def test_a_trees_neighbours_include_the_diagonal_along_its_ridge() -> None:
+    from sglang_operator.decisions.tuning.neighbours import SpaceIndex
+    from sglang_operator.decisions.tuning.search import static
+
+    index = SpaceIndex(static(VALID))
+    moves = dict((q, m) for m, q in index.neighbours(P(4, 4, 8)))
+    assert moves[P(5, 4, 16)] == ("diagonal", 1) and moves[P(3, 4, 4)] == ("diagonal", -1)
+    assert not [m for m, _ in index.neighbours(P(3, 1, 4)) if m[0] == "diagonal"]  # a chain has no ridge
+
+
+def test_trials_the_repeats_left_resume_the_walk_and_the_repeats_run_again() -> None:
+    """A landscape whose climb spends the exploration budget (24 less 8 kept for the repeats), measured without
+    noise: the repeats end after their first round (no noise, nothing tied), leaving trials of maxTrialCount; the
+    walk resumes with them, less the room for a new incumbent's repeats, and the search says so."""
+    settings = SearchSettings(max_trial_count=24)
+    done = drive(settings, lambda p, k: landscape(p))
+    labels = [t.point.label if t.point else "control" for t in done]
+    first_repeat = next(i for i, x in enumerate(labels) if labels.index(x) != i)
+    assert first_repeat == 16, labels  # the exploration budget
+    assert [x for i, x in enumerate(labels) if i > first_repeat and labels.index(x) == i], labels  # new points after
+    assert 24 - settings.repeats <= len(done) <= 24
+    assert "resumed with the trials the repeats left" in (suggest(settings, VALID, done).reason or "")
