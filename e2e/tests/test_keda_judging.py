@@ -2,8 +2,8 @@
 (issue 30 item 3; the stack and the helpers are ``test_keda_scaling.py``'s):
 
 - **A revision verified**: the server scaled to 3 by 12 streams; the load stops as a new revision is applied (a
-  verification of 60 s). KEDA's HPA wants 1 from then on, but ``paused-scale-in`` holds 3 for the whole verification
-  (three scale-down windows); after the promotion the pause is lifted and the HPA scales in again, down to 1.
+  verification of 45 s). KEDA's HPA wants 1 from then on, but ``paused-scale-in`` holds 3 for the whole verification
+  (more than two scale-down windows); after the promotion the pause is lifted and the HPA scales in again, down to 1.
 - **An InPlace tuning's trial**: the server at 1 replica; the same 12 streams start while a trial is measured on the
   server's own pods. ``paused-replicas: "1"`` keeps the count at 1 through the trial (the HPA would make it 3); the
   tuning is not cancelled and ends Succeeded; after it, the pause is lifted and the HPA scales to 3.
@@ -41,8 +41,8 @@ from sglang_operator.builders import autoscaling as so
 from sglang_operator.decisions.tuning import trials as plan
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
-VERIFY_SECONDS = 60
-"""The new revision's ``rollback.verifySeconds``: three scale-down windows."""
+VERIFY_SECONDS = 45
+"""The new revision's ``rollback.verifySeconds``: more than two scale-down windows."""
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_an_in_place_trial_holds_the_count_and_a_scale_cancels_nothing(
         "spec": {"serverRef": {"name": NAME}, "mode": "InPlace", "disruption": "Allowed",
                  "parameters": {"numSteps": {"list": [2]}, "eagleTopk": {"list": [1]}},
                  "budget": {"maxTrialCount": 2, "maxFailedTrialCount": 1}, "algorithm": {"algorithmName": "Grid"},
-                 "workload": {"maxOutputTokens": 32, "secondsPerLevel": 30, "warmupSeconds": 1, "repetitions": 1,
+                 "workload": {"maxOutputTokens": 32, "secondsPerLevel": 20, "warmupSeconds": 1, "repetitions": 1,
                               "concurrency": [{"level": 1}]}}}, ns)
     wait_for("a trial measured on the server's pods (paused-replicas)", lambda: (
         ((server_status(k8s, ns).get("tuningHold") or {}).get("trial"))
