@@ -201,9 +201,14 @@ def test_a_shadow_tuning_recommends_the_best_point_per_level_and_leaves_nothing_
     assert f'sglang_operator_tuning_trials_total{{namespace="{ns}",sglang_tuning="{TUNING}",verdict="Completed"}}' \
         in text
     assert "sglang_operator_tuning_best_speedup" in text
-    events = k8s_cluster.get("events", "-n", ns, "--field-selector", f"involvedObject.name={TUNING}")["items"]
-    reasons = {e["reason"] for e in events}
-    assert {"TuningStarted", "TrialStarted", "TrialCompleted", "TrialFailed", "TuningSucceeded"} <= reasons, reasons
+    wanted = {"TuningStarted", "TrialStarted", "TrialCompleted", "TrialFailed", "TuningSucceeded"}
+
+    def reasons() -> set[str]:
+        return {e["reason"] for e in k8s_cluster.get(
+            "events", "-n", ns, "--field-selector", f"involvedObject.name={TUNING}")["items"]}
+
+    # the final Event is written after the status patch that ends the tuning: wait for it, do not race it
+    wait_for("the tuning's Events", lambda: wanted <= reasons(), timeout=30, interval=1)
 
 
 # --- InPlace: trials on the server's own pods, the stable revision applied again at the end -----------------------
