@@ -1,6 +1,7 @@
-"""An in-memory Kubernetes API for the control layer's offline tests: the functions of
-:mod:`sglang_operator.io.kube`, :mod:`sglang_operator.io.kube_write` and :mod:`sglang_operator.io.revisions` the control
-layer calls, over objects with
+"""An in-memory Kubernetes API for the control layer's offline tests: an implementation of
+:class:`sglang_operator.io.api.KubeAPI` (the calls of :mod:`sglang_operator.io.kube`,
+:mod:`sglang_operator.io.kube_write` and :mod:`sglang_operator.io.revisions`), handed in with
+:meth:`FakeKube.install`, over objects with
 resourceVersions, a 409 for a stale precondition, JSON merge patches of status, and recorded events and writes."""
 
 from __future__ import annotations
@@ -10,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
-
-from sglang_operator.io import discovery, kube, kube_write, owners, revisions
+from sglang_operator.io import api, owners
+from sglang_operator.io.kube import FIELD_MANAGER
 
 Obj = dict[str, Any]
 SSA_ONE_MANAGER = ("ScaledObject",)
@@ -143,7 +143,7 @@ class FakeKube:
         return self.get("SGLangServer", namespace, name)
 
     async def patch_status(self, namespace: str, name: str, resource_version: str | None,
-                           patch: Mapping[str, Any]) -> Obj | None:
+                           status: Mapping[str, Any]) -> Obj | None:
         key = ("SGLangServer", namespace, name)
         self.writes.append(("patch_status", "SGLangServer", name, resource_version))
         obj = self.objects.get(key)
@@ -153,7 +153,7 @@ class FakeKube:
                                            and resource_version != obj["metadata"]["resourceVersion"]):
             self.refuse_next_status = max(self.refuse_next_status - 1, 0)
             return None
-        obj["status"] = merge_patch(obj.get("status") or {}, dict(patch))
+        obj["status"] = merge_patch(obj.get("status") or {}, dict(status))
         self._bump(obj)
         return copy.deepcopy(obj)
 
@@ -161,13 +161,13 @@ class FakeKube:
         return self.get("SGLangTuning", namespace, name)
 
     async def patch_tuning_status(self, namespace: str, name: str, resource_version: str | None,
-                                  patch: Mapping[str, Any]) -> Obj | None:
+                                  status: Mapping[str, Any]) -> Obj | None:
         key = ("SGLangTuning", namespace, name)
         self.writes.append(("patch_tuning_status", "SGLangTuning", name, resource_version))
         obj = self.objects.get(key)
         if obj is None or (resource_version is not None and resource_version != obj["metadata"]["resourceVersion"]):
             return None
-        obj["status"] = merge_patch(obj.get("status") or {}, dict(patch))
+        obj["status"] = merge_patch(obj.get("status") or {}, dict(status))
         self._bump(obj)
         return copy.deepcopy(obj)
 
@@ -204,7 +204,7 @@ class FakeKube:
             return False
         created = copy.deepcopy(dict(manifest))
         created["metadata"].setdefault("uid", f"uid-{key[2]}")
-        created["metadata"]["managedFields"] = [{"manager": kube.FIELD_MANAGER, "operation": "Update"}]
+        created["metadata"]["managedFields"] = [{"manager": FIELD_MANAGER, "operation": "Update"}]
         self.objects[key] = self._bump(created)
         return True
 
@@ -222,19 +222,14 @@ class FakeKube:
             raise ConflictError(f"Precondition failed: UID in precondition: {uid}")
         self.objects.pop(("ControllerRevision", namespace, name), None)
 
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeKube:
-        """Route the control layer's API calls here (and no PodMonitor API)."""
-        for name in ("get_object", "get_sglangserver", "get_sglangtuning", "list_pods", "secret_value", "crd_served",
-                     "sglangserver_keys", "sglangtunings"):
-            monkeypatch.setattr(kube, name, getattr(self, name))
-        for name in ("apply", "patch_replicas", "delete_object", "patch_status", "patch_tuning_status", "post_event"):
-            monkeypatch.setattr(kube_write, name, getattr(self, name))
-        for name in ("list_revisions", "create_revision", "set_digest", "set_number", "delete_revision"):
-            monkeypatch.setattr(revisions, name, getattr(self, name))
+    async def pod_monitors_wanted(self) -> bool:
+        """No PodMonitor API in the fake cluster."""
+        return False
 
-        async def no_pod_monitors() -> bool:
-            return False
-
-        monkeypatch.setattr(discovery.POD_MONITORS, "wanted", no_pod_monitors)
+    def install(self) -> FakeKube:
+        """Hand this fake API to the operator's io layer for the current asyncio context
+        (:func:`sglang_operator.io.api.using`; no module attribute is replaced): the test's task and every task it
+        starts call it. The binding ends with the test (``tests/control/conftest.py`` resets it)."""
+        api.bind(self)
         owners.OWNERS.forget()  # what an earlier test's objects were: read again from this one's
         return self

@@ -81,7 +81,7 @@ def discovery(monkeypatch: pytest.MonkeyPatch) -> keda.ScaledObjects:
 
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch, discovery: keda.ScaledObjects) -> Scaled:
-    fk = FakeKube().install(monkeypatch)
+    fk = FakeKube().install()
     fk.put(copy.deepcopy(TUNING))
     from sglang_operator.control import tuning as ctl
 

@@ -63,7 +63,7 @@ async def _canary_running(kube: FakeKube, stable: str) -> tuple[dict[str, Any], 
 
 
 async def test_the_stable_share_is_scaled_and_its_template_never_rewritten(monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     body = await _create(kube)
     stable = body["status"]["revision"]
     before = kube.get("Deployment", "ns", "a")
@@ -120,7 +120,7 @@ async def test_a_leaderworkerset_stable_share_is_scaled_the_canary_set_created_t
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Multi-node: the stable LeaderWorkerSet ``a`` is scaled alone (its groups keep their templates) and the canary
     runs as LeaderWorkerSet ``a-canary`` with the track label; removal (0 groups) deletes it."""
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     body = await _create_two_groups(kube)
     stable = body["status"]["revision"]
     before = kube.get("LeaderWorkerSet", "ns", "a")
@@ -158,7 +158,7 @@ async def test_a_new_spec_holding_the_stable_for_a_canary_rewrites_no_stable_tem
     """Before the observer's tick starts the canary (no ``status.canary`` yet) the reconcile handler holds the stable
     revision in the serving workload: that write, too, is the scale only (seen end to end: a full write of the
     ledger's render rolled every stable pod)."""
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     body = await _create(kube)
     stable = body["status"]["revision"]
     assert await kube.patch_status("ns", "a", None, {"stableRevision": stable}) is not None
@@ -183,7 +183,7 @@ async def test_a_new_spec_holding_the_stable_for_a_canary_rewrites_no_stable_tem
 
 async def test_a_promoted_leaderworkerset_canary_serves_every_group_and_the_old_set_is_deleted(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     body = await _create_two_groups(kube)
     body, new = await _canary_running(kube, body["status"]["revision"])
     await restore.place_canary(body, PlaceCanary(revision=new, workload="a-canary", canary_replicas=1,
@@ -206,7 +206,7 @@ async def test_a_canary_never_takes_over_nor_deletes_another_servers_workload(mo
     """Server ``a``'s canary workload is ``a-canary``; a server named ``a-canary`` owns a Deployment of that name.
     Placing the canary and removing it (an abort) both refuse, naming the owner; the other server's Deployment is
     left exactly as it was."""
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     body = await _create(kube)
     stable = body["status"]["revision"]
     kube.put({"kind": "Deployment", "metadata": {"name": "a-canary", "namespace": "ns", "ownerReferences": [

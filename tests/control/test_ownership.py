@@ -51,7 +51,7 @@ def _stranger(kind: str, name: str, owner: dict[str, Any] | None) -> dict[str, A
                                     None])
 async def test_a_child_name_another_owner_holds_is_a_condition_never_a_takeover(
         monkeypatch: pytest.MonkeyPatch, kind: str, holder: dict[str, Any] | None) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     kube.put(_stranger(kind, "a", holder))
     before = kube.get(kind, "ns", "a")
@@ -89,7 +89,7 @@ async def _canary_of_x(kube: FakeKube, obs: Observer) -> tuple[dict[str, Any], s
 
 async def test_a_canary_beside_a_server_named_x_canary_touches_none_of_its_objects(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     await _create(kube, obs, server("x-canary"))
     victim = kube.get("Deployment", "ns", "x-canary")
@@ -118,7 +118,7 @@ async def test_a_canary_beside_a_server_named_x_canary_touches_none_of_its_objec
 async def test_a_delete_carries_the_uid_it_read(monkeypatch: pytest.MonkeyPatch) -> None:
     """The canary's workload read as x's, then deleted and made again by someone else before the delete: the API
     server refuses the delete (its uid precondition), and the new object stays."""
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     owner = kube.put(server("x"))
     mine = kube.put({"kind": "Deployment", "metadata": {"name": "x-canary", "namespace": "ns", "uid": "uid-old",
                                                         "ownerReferences": [{"kind": "SGLangServer", "name": "x",
@@ -140,7 +140,7 @@ async def test_a_delete_carries_the_uid_it_read(monkeypatch: pytest.MonkeyPatch)
 
 async def test_the_ledger_counts_only_what_the_server_owns_and_the_operator_wrote(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     body = await _create(kube, obs, server("a"))
     spec = copy.deepcopy(body["spec"])
@@ -168,7 +168,7 @@ async def test_a_ledger_entry_rendering_to_another_revision_is_refused(monkeypat
     """A ControllerRevision labelled revision R whose ``data`` renders to another one (planted, or its data
     rewritten) is never applied; one that ``status.revisions`` holds with that very spec (an operator upgrade changed
     the render) is applied under its recorded hash."""
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     body = await _create(kube, obs, server("a"))
     revision = body["status"]["revision"]
@@ -199,7 +199,7 @@ async def test_a_labelled_stranger_is_never_scraped_probed_nor_sent_the_key(monk
     from sglang_operator.io.sampler import Sampler
     from sglang_operator.io.sglang_http import SGLangHTTP
 
-    kube = SecretKube().install(monkeypatch)
+    kube = SecretKube().install()
     kube.read = []
     seen: list[tuple[str, str | None]] = []
 
@@ -255,7 +255,7 @@ async def test_a_labelled_stranger_is_never_scraped_probed_nor_sent_the_key(monk
 
 
 async def test_the_ledger_prunes_only_its_own_entries_each_by_its_uid(monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     body = await _create(kube, obs, server("a"))
     first = body["status"]["revision"]

@@ -70,7 +70,7 @@ async def _rolled_back(kube: FakeKube, obs: Observer) -> tuple[str, str]:
 
 
 async def test_an_undo_to_the_revision_a_rollback_pinned_keeps_its_digest(monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     good, _ = await _rolled_back(kube, obs)
     before = copy.deepcopy(kube.get("Deployment", "ns", "a"))
@@ -104,7 +104,7 @@ async def test_an_undo_to_the_revision_a_rollback_pinned_keeps_its_digest(monkey
 
 async def test_a_return_to_a_revision_that_ran_runs_its_digest_and_a_new_one_its_tag(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     kube.put({**copy.deepcopy(GOOD), "metadata": {"name": "a", "namespace": "ns"}})
     await _reconcile(kube, obs, "create")
@@ -128,7 +128,7 @@ async def test_a_return_to_a_revision_that_ran_runs_its_digest_and_a_new_one_its
 
 
 async def test_a_revision_without_a_recorded_digest_runs_its_tag(monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     kube.put({**copy.deepcopy(GOOD), "metadata": {"name": "a", "namespace": "ns"}})
     await _reconcile(kube, obs, "create")
@@ -146,7 +146,7 @@ async def test_a_revision_without_a_recorded_digest_runs_its_tag(monkeypatch: py
 
 async def test_a_scale_or_a_policy_change_posts_no_revision_event(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 19 item 7: ``Updated revision …: <command>`` only when the revision changes."""
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     kube.put({**copy.deepcopy(GOOD), "metadata": {"name": "a", "namespace": "ns"}})
     await _reconcile(kube, obs, "create")
@@ -169,7 +169,7 @@ async def test_a_scale_or_a_policy_change_posts_no_revision_event(monkeypatch: p
 
 async def test_a_policy_change_of_a_rejected_spec_does_not_repeat_its_rejection(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     good, bad = await _rolled_back(kube, obs)
     events = len(kube.events)

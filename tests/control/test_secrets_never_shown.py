@@ -58,7 +58,7 @@ def _leaks(text: str) -> list[str]:
 async def test_no_secret_value_is_shown_anywhere(monkeypatch: pytest.MonkeyPatch,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    kube = SecretKube().install(monkeypatch)
+    kube = SecretKube().install()
     kube.read = []
     used: list[str | None] = []
 

@@ -98,7 +98,7 @@ def deployment(fk: FakeKube) -> tuple[str, int]:
 
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch) -> World:
-    fk = FakeKube().install(monkeypatch)
+    fk = FakeKube().install()
     fk.put(copy.deepcopy(TUNING))
     monkeypatch.setattr(ctl, "POLL_SECONDS", 0.01)
     monkeypatch.setattr(ctl, "WAIT_SECONDS", 0.0)

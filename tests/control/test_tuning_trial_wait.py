@@ -55,7 +55,7 @@ class Views:
 
 @pytest.fixture
 def fk(monkeypatch: pytest.MonkeyPatch) -> FakeKube:
-    fake = FakeKube().install(monkeypatch)
+    fake = FakeKube().install()
     obj = copy.deepcopy(SAMPLE)
     obj["metadata"] = {"name": "s", "namespace": "ns"}
     fake.put(obj)

@@ -78,7 +78,7 @@ class World:
 
 @pytest.fixture
 async def world(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[World]:
-    fk = CountingKube().install(monkeypatch)
+    fk = CountingKube().install()
     monkeypatch.setattr(ctl, "POLL_SECONDS", 0.01)
     for i in range(COUNT):
         fk.put(tuning(i))

@@ -64,7 +64,7 @@ def _old_probes(c: dict[str, Any]) -> bool:
                          ids=["pod-defaults", "probe-periods"])
 async def test_an_upgrade_to_the_new_pod_template_restarts_nothing(
         monkeypatch: pytest.MonkeyPatch, before: Any, rendered_before: Any) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     with monkeypatch.context() as old:
         old.setattr(workload, "pod_template", before)
         body = kube.put(server("a"))

@@ -105,7 +105,7 @@ async def _created(kube: FakeKube, obs: Observer, name: str) -> dict[str, Any]:
 
 
 async def test_the_handler_applies_children_status_and_the_ledger_offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     body = await _created(kube, obs, "a")
     revision = body["status"]["revision"]
@@ -118,7 +118,7 @@ async def test_the_handler_applies_children_status_and_the_ledger_offline(monkey
 async def test_a_spec_update_during_a_rollbacks_drain_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     """The lost update: the observer's rollback drains (held open), the user updates the spec meanwhile. The
     handler cancels the rollback's job and applies the spec's revision; the stable one never overwrites it."""
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     body = await _created(kube, obs, "a")
     draining = asyncio.Event()
@@ -151,7 +151,7 @@ async def test_a_spec_update_during_a_rollbacks_drain_wins(monkeypatch: pytest.M
 
 async def test_a_409_during_persist_writes_nothing_more(monkeypatch: pytest.MonkeyPatch) -> None:
     """A status patch refused as stale: no event, no apply; the server is decided again on a newer view only."""
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     body = await _created(kube, obs, "a")
     events, writes = len(kube.events), len(kube.writes)
@@ -172,7 +172,7 @@ async def test_the_handlers_status_patch_refused_as_stale_is_decided_again_on_th
     to call the handler again, and that call, on the newer object, writes the spec's revision."""
     import kopf
 
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     body = await _created(kube, obs, "a")
     spec = copy.deepcopy(body["spec"])
@@ -242,7 +242,7 @@ async def test_a_pod_deleted_during_a_watch_gap_leaves_at_the_resync() -> None:
 
 async def test_a_server_deleted_during_a_watch_gap_leaves_memory_series_and_targets(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     for name in ("a", "b"):
         body = kube.put({**server(name), "status": {"revision": "r1"}})
@@ -271,7 +271,7 @@ async def test_a_watch_restart_resyncs_at_once(monkeypatch: pytest.MonkeyPatch) 
     """kopf re-lists after a 410 Gone (events of type None, no DELETED for what went meanwhile): a listed pod the
     cache holds already marks the re-list, and the loop resyncs after its next tick, long before the periodic
     resync (here never)."""
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(0.05, resync_seconds=3600)
     body = kube.put({**server("a"), "status": {"revision": "r1"}})
     obs.track(None, body)  # kopf's first listing: nothing known yet, no resync wanted
@@ -328,7 +328,7 @@ def test_no_module_keeps_per_server_state() -> None:
 
 async def test_a_resume_writes_nothing_also_when_only_the_operators_defaults_changed(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     body = await _created(kube, obs, "a")
     writes, events = len(kube.writes), len(kube.events)
@@ -360,7 +360,7 @@ async def test_a_failed_apply_is_degraded_once_and_retried(monkeypatch: pytest.M
     from lightkube import ApiError
     from lightkube.models.meta_v1 import Status
 
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
 
     async def refuse(manifest: Any, dry_run: bool = False) -> None:
@@ -383,7 +383,7 @@ async def test_a_failed_apply_is_degraded_once_and_retried(monkeypatch: pytest.M
 
 async def test_a_server_waiting_for_leaderworkerset_is_applied_once_the_api_is_served(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     obj = server("mn")
     obj["spec"]["parallelism"] = {**obj["spec"].get("parallelism", {}), "nodes": 2}
@@ -403,7 +403,7 @@ async def test_a_server_waiting_for_leaderworkerset_is_applied_once_the_api_is_s
 
 async def test_the_ledger_records_each_revision_once_and_prunes_to_the_history_limit(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube().install(monkeypatch)
+    kube = FakeKube().install()
     obs = Observer(1.0)
     body = await _created(kube, obs, "a")
     memo = type("Memo", (), {"observer": obs})()

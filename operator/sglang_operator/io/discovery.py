@@ -14,6 +14,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from enum import StrEnum
 
+from sglang_operator.io.api import dispatched
+
 log = logging.getLogger("sglang_operator.monitoring")
 CRD_NAME = "podmonitors.monitoring.coreos.com"
 API_VERSION = "v1"
@@ -100,6 +102,7 @@ class PodMonitors:
         """The API vanished (a PodMonitor apply answered 404): discover again at the next call."""
         self._present = None
 
+    @dispatched("pod_monitors_wanted")
     async def wanted(self) -> bool:
         """Whether to apply PodMonitors now: the mode, and in auto the discovery (re-read when never made, or
         when absent and :data:`RECHECK_SECONDS` passed)."""

@@ -16,6 +16,8 @@ from lightkube import AsyncClient
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 
+from sglang_operator.io.api import dispatched
+
 FIELD_MANAGER = "sglang-operator"
 
 _client: AsyncClient | None = None
@@ -57,6 +59,7 @@ def child_resource(kind: str) -> Any:
     return _KINDS[kind]
 
 
+@dispatched("get_object")
 async def get_object(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
     """A child as stored (``kind``: Deployment, LeaderWorkerSet, Service, PodMonitor or ScaledObject; ReplicaSet and
     StatefulSet, read only, between a pod and its owner), or None when it does not exist. Raises ``lightkube.ApiError``
@@ -72,6 +75,7 @@ async def get_object(kind: str, namespace: str, name: str) -> dict[str, Any] | N
     return as_dict(obj)
 
 
+@dispatched("crd_served")
 async def crd_served(name: str, version: str) -> bool:
     """Whether CustomResourceDefinition ``name`` (e.g. ``leaderworkersets.leaderworkerset.x-k8s.io``) is
     Established and serves ``version``; False when it does not exist (404). Other errors raise ``ApiError``."""
@@ -89,6 +93,7 @@ async def crd_served(name: str, version: str) -> bool:
     return served and any(c.type == "Established" and c.status == "True" for c in conds)
 
 
+@dispatched("list_pods")
 async def list_pods(namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
     """Pods in ``namespace`` carrying all ``labels``."""
     return [as_dict(p) async for p in client().list(Pod, namespace=namespace, labels=dict(labels))]
@@ -151,6 +156,7 @@ async def sglangserver_uids(namespaces: Sequence[str]) -> set[str]:
     return {str(obj.metadata.uid) for ns in scopes async for obj in client().list(_sglangserver(), namespace=ns)}
 
 
+@dispatched("sglangserver_keys")
 async def sglangserver_keys(namespaces: Sequence[str]) -> dict[tuple[str, str], str]:
     """``(namespace, name)`` → uid of every SGLangServer in ``namespaces`` (one LIST each; empty: one LIST
     clusterwide): the observer's resync. Raises ``lightkube.ApiError``."""
@@ -161,6 +167,7 @@ async def sglangserver_keys(namespaces: Sequence[str]) -> dict[tuple[str, str], 
             for ns in scopes async for obj in client().list(_sglangserver(), namespace=ns)}
 
 
+@dispatched("sglangtunings")
 async def sglangtunings(namespaces: Sequence[str]) -> list[dict[str, Any]]:
     """Every SGLangTuning in ``namespaces`` as stored (one LIST each; empty: one LIST clusterwide): the observer's
     resync of the tuning index. Raises ``lightkube.ApiError``."""
@@ -170,6 +177,7 @@ async def sglangtunings(namespaces: Sequence[str]) -> list[dict[str, Any]]:
     return [as_dict(obj) for ns in scopes async for obj in client().list(sglangtuning_resource(), namespace=ns)]
 
 
+@dispatched("secret_value")
 async def secret_value(namespace: str, name: str, key: str) -> str | None:
     """The decoded value of ``key`` in Secret ``namespace/name``; None (logged) when unreadable."""
     import base64
@@ -199,11 +207,13 @@ async def _get_stored(resource: Any, namespace: str, name: str) -> dict[str, Any
         raise
 
 
+@dispatched("get_sglangserver")
 async def get_sglangserver(namespace: str, name: str) -> dict[str, Any] | None:
     """The SGLangServer as stored, or None when it does not exist."""
     return await _get_stored(_sglangserver(), namespace, name)
 
 
+@dispatched("get_sglangtuning")
 async def get_sglangtuning(namespace: str, name: str) -> dict[str, Any] | None:
     """The SGLangTuning as stored, or None when it does not exist."""
     return await _get_stored(sglangtuning_resource(), namespace, name)

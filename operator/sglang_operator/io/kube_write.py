@@ -20,6 +20,7 @@ from typing import Any
 
 from sglang_operator.api.base import truncate
 from sglang_operator.io import kube
+from sglang_operator.io.api import dispatched
 from sglang_operator.io.fence import FENCE, NotLeader
 from sglang_operator.io.kube import FIELD_MANAGER
 
@@ -39,6 +40,7 @@ def _slots(kind: str) -> contextlib.AbstractAsyncContextManager[Any]:
     return _service_slots.setdefault(loop, asyncio.Semaphore(SERVICE_APPLIES))
 
 
+@dispatched("delete_object")
 async def delete_object(kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
     """Delete child ``kind`` ``namespace/name`` (a canary's Deployment, the old serving one after a promotion, a
     trial's) with background propagation (its ReplicaSets and pods follow); with ``uid``, only that very object
@@ -71,6 +73,7 @@ async def delete_with_uid(resource: Any, namespace: str, name: str, uid: str | N
     generic.handle_response("delete", await generic.send(generic.build_adapter_request(request)), request)
 
 
+@dispatched("patch_replicas")
 async def patch_replicas(kind: str, namespace: str, name: str, replicas: int) -> None:
     """Set ``spec.replicas`` of workload ``kind`` ``namespace/name`` and nothing else (a JSON merge patch of that one
     field): a canary's stable share when the live workload runs the revision already, so no re-render of its pod
@@ -83,6 +86,7 @@ async def patch_replicas(kind: str, namespace: str, name: str, replicas: int) ->
                          patch_type=PatchType.MERGE, field_manager=FIELD_MANAGER)
 
 
+@dispatched("apply")
 async def apply(manifest: Mapping[str, Any], dry_run: bool = False) -> None:
     """Server-side apply ``manifest`` (a Deployment, LeaderWorkerSet, Service or PodMonitor dict, sent as is: no
     field is dropped by a client-side model) with ``force`` (the operator owns the fields it renders); at most
@@ -119,6 +123,7 @@ async def _patch_stored_status(resource: Any, what: str, namespace: str, name: s
     return kube.as_dict(patched)
 
 
+@dispatched("patch_status")
 async def patch_status(namespace: str, name: str, resource_version: str | None,
                        status: Mapping[str, Any]) -> dict[str, Any] | None:
     """Merge-patch an SGLangServer's ``status`` subresource; with ``resource_version`` as a precondition.
@@ -130,6 +135,7 @@ async def patch_status(namespace: str, name: str, resource_version: str | None,
     return await _patch_stored_status(kube.sglangserver_resource(), "", namespace, name, resource_version, status)
 
 
+@dispatched("patch_tuning_status")
 async def patch_tuning_status(namespace: str, name: str, resource_version: str | None,
                               status: Mapping[str, Any]) -> dict[str, Any] | None:
     """Merge-patch an SGLangTuning's ``status`` subresource with ``resource_version`` as a precondition (as
@@ -138,6 +144,7 @@ async def patch_tuning_status(namespace: str, name: str, resource_version: str |
                                       status)
 
 
+@dispatched("post_event")
 async def post_event(obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
     """Post a ``v1`` Event about ``obj`` (the way kopf does: source component ``sglang-operator``).
     Failures are logged, not raised: an event is informative only (one refused by the fence is not posted)."""

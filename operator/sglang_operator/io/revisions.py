@@ -15,10 +15,12 @@ from lightkube.resources.apps_v1 import ControllerRevision
 from lightkube.types import PatchType
 
 from sglang_operator.builders.revision import DIGEST_ANNOTATION, ledger_labels
+from sglang_operator.io.api import dispatched
 from sglang_operator.io.fence import FENCE
 from sglang_operator.io.kube import FIELD_MANAGER, client
 
 
+@dispatched("list_revisions")
 async def list_revisions(namespace: str, server: str) -> list[dict[str, Any]]:
     """Every ledger ControllerRevision of SGLangServer ``namespace/server``, oldest ``revision`` number first."""
     labels: dict[str, Any] = dict(ledger_labels(server))
@@ -26,6 +28,7 @@ async def list_revisions(namespace: str, server: str) -> list[dict[str, Any]]:
     return sorted(items, key=lambda r: int(r.get("revision") or 0))
 
 
+@dispatched("create_revision")
 async def create_revision(manifest: Mapping[str, Any]) -> bool:
     """Create the ControllerRevision ``manifest``; False when one of that name exists already (its ``data`` is
     immutable: the same revision hash means the same pod template, so the existing one stands)."""
@@ -40,6 +43,7 @@ async def create_revision(manifest: Mapping[str, Any]) -> bool:
     return True
 
 
+@dispatched("set_digest")
 async def set_digest(namespace: str, name: str, digest_ref: str) -> None:
     """Record on ControllerRevision ``name`` the image reference by digest its pods ran."""
     FENCE.check(f"ControllerRevision {namespace}/{name}")
@@ -47,6 +51,7 @@ async def set_digest(namespace: str, name: str, digest_ref: str) -> None:
     await client().patch(ControllerRevision, name, patch, namespace=namespace, patch_type=PatchType.MERGE)
 
 
+@dispatched("set_number")
 async def set_number(namespace: str, name: str, number: int) -> None:
     """Set the ordinal ``revision`` of ControllerRevision ``name`` (a return to an earlier revision makes it the
     newest, as ``kubectl rollout undo`` does for Deployments)."""
@@ -55,6 +60,7 @@ async def set_number(namespace: str, name: str, number: int) -> None:
                          patch_type=PatchType.MERGE)
 
 
+@dispatched("delete_revision")
 async def delete_revision(namespace: str, name: str, uid: str | None = None) -> None:
     """Delete ControllerRevision ``name`` (with ``uid``: only that very object, a uid precondition); a missing one is
     not an error."""

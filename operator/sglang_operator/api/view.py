@@ -1,0 +1,141 @@
+"""The typed view of one object, built once per resourceVersion and handed down: what every function below the kopf
+registrations reads instead of the raw body (docs/architecture.md, "The typed view").
+
+- :class:`ObjectRef`: who an object is (apiVersion, kind, namespace, name, uid): the owner of children, the object
+  of an Event, the target of a write;
+- :class:`ServerView`: one SGLangServer as the watch (or a write's answer) delivered it: its reference, generation,
+  resourceVersion, annotations, the spec and status as stored (read-only mappings: the ledger hashes the spec, a
+  status patch is diffed against the stored status) and the status parsed (:class:`SGLangServerStatus`), with the
+  object parsed on first use (:attr:`ServerView.server`).
+
+A view is frozen: what changes (a status patch's answer, what a job applied) is a new view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any
+
+from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_spec, parse_status
+from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.api.status import SGLangServerStatus
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """A Kubernetes object's identity: ``api_version`` (``group/version``), ``kind``, ``namespace`` (``default`` when
+    the object names none), ``name`` and ``uid`` (empty when unknown: a manifest not created yet)."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> ObjectRef:
+        """The reference of Kubernetes object ``obj`` (API JSON). Raises ``KeyError`` when it has no
+        ``metadata.name``."""
+        meta = obj.get("metadata") or {}
+        return cls(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""),
+                   str(meta.get("namespace") or "default"), str(meta["name"]), str(meta.get("uid") or ""))
+
+    def stub(self) -> dict[str, Any]:
+        """The object as the few fields an owner reference or an Event's ``involvedObject`` reads:
+        ``{apiVersion, kind, metadata: {namespace, name, uid}}`` (a new dict each call)."""
+        return {"apiVersion": self.api_version, "kind": self.kind,
+                "metadata": {"namespace": self.namespace, "name": self.name, "uid": self.uid}}
+
+
+@dataclass(frozen=True, eq=False)
+class ServerView:
+    """One SGLangServer as stored at :attr:`resource_version`: see the module docstring. Build it with :meth:`of`."""
+
+    ref: ObjectRef
+    generation: int
+    resource_version: str
+    deleting: bool
+    annotations: Mapping[str, str]
+    spec_data: Mapping[str, Any]
+    """The spec as stored (camelCase; read-only): what the ledger records and hashes, what a trial derives from."""
+    status_data: Mapping[str, Any]
+    """The status as stored (read-only): only a status patch's diff reads it (:func:`sglang_operator.decisions.status.
+    merge_patch`); every other reader takes :attr:`status`."""
+    status: SGLangServerStatus
+    """The status parsed: the stored one, with what the server's job applied and has not written yet merged in
+    (:meth:`with_status`)."""
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any], status: SGLangServerStatus | None = None) -> ServerView:
+        """The view of SGLangServer ``body`` (API JSON); ``status``: its status parsed already (else parsed here,
+        :func:`~sglang_operator.api.server.parse_status`). Raises ``KeyError`` without ``metadata.name``."""
+        meta = body.get("metadata") or {}
+        stored = body.get("status") or {}
+        return cls(
+            ObjectRef.of({"apiVersion": body.get("apiVersion") or "sglang-operator.io/v1alpha1",
+                          "kind": body.get("kind") or "SGLangServer", "metadata": meta}),
+            int(meta.get("generation") or 0), str(meta.get("resourceVersion") or ""),
+            bool(meta.get("deletionTimestamp")),
+            MappingProxyType({str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}),
+            MappingProxyType(dict(body.get("spec") or {})),
+            MappingProxyType(dict(stored)) if stored else _EMPTY,
+            status if status is not None else parse_status(body),
+        )
+
+    @property
+    def namespace(self) -> str:
+        return self.ref.namespace
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+    @property
+    def uid(self) -> str:
+        return self.ref.uid
+
+    def body(self, spec: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The object without its status, as :func:`~sglang_operator.api.server.parse` reads it, with ``spec``
+        instead of the stored one when given (a ledger entry's, a trial's). A new dict each call."""
+        return {"apiVersion": self.ref.api_version, "kind": self.ref.kind,
+                "metadata": {"namespace": self.namespace, "name": self.name, "uid": self.uid,
+                             "generation": self.generation, "annotations": dict(self.annotations)},
+                "spec": dict(self.spec_data if spec is None else spec)}
+
+    @cached_property
+    def server(self) -> SGLangServer:
+        """The object parsed without its status, once per view. Raises
+        :class:`~sglang_operator.api.server.SpecError` (each access: a failed parse is not cached)."""
+        return parse(self.body())
+
+    def parse_with(self, spec: Mapping[str, Any]) -> SGLangServer:
+        """The object parsed with ``spec`` instead of its own (a ledger entry's, a trial's). Raises
+        :class:`~sglang_operator.api.server.SpecError`."""
+        return parse(self.body(spec))
+
+    def applied_spec(self) -> SGLangServerSpec:
+        """The spec last applied (the ledger record of ``status.revision``), else the object's spec; parsed.
+
+        After a refused update the object's spec is not what runs: replicas, port and requested settings come from
+        what was applied. Raises :class:`~sglang_operator.api.server.SpecError` when neither parses."""
+        record = self.status.applied_record
+        if record is not None and record.spec:
+            try:
+                return parse_spec(record.spec)
+            except SpecError:
+                pass
+        return parse_spec(self.spec_data)
+
+    def with_status(self, applied: Mapping[str, Any]) -> ServerView:
+        """This view with :attr:`status` parsed from the stored status and the keys ``applied`` (what the server's job
+        applied, not written yet) merged over it; :attr:`status_data` stays the stored one (a patch is diffed against
+        it). Rare: once after a job's apply. ``applied`` empty: this view."""
+        if not applied:
+            return self
+        return ServerView(self.ref, self.generation, self.resource_version, self.deleting, self.annotations,
+                          self.spec_data, self.status_data, parse_status({"status": {**self.status_data, **applied}}))
