@@ -16,6 +16,7 @@ from fakekube import FakeKube
 from test_tuning_in_place import SAMPLE, TUNING, World, deployment, logger
 
 from sglang_operator.api.server import parse_status
+from sglang_operator.api.view import ServerView
 from sglang_operator.builders import autoscaling as so
 from sglang_operator.control import handlers, restore
 from sglang_operator.control.observer import Observer
@@ -257,7 +258,8 @@ async def test_a_scale_starts_no_revision_and_the_operators_writes_keep_its_coun
     assert deployment(world.fk) == (revision, 3)
     # the operator's own applies (a rollback's, a retry's: from the ledger, whose spec says 2) keep KEDA's count
     body = world.fk.server("s")
-    new = await restore.apply_revision(body, revision, "test", dt.datetime.now(dt.UTC), world.obs.memory(body))
+    new = await restore.apply_revision(ServerView.of(body), revision, "test", dt.datetime.now(dt.UTC),
+                                       world.obs.memory(body))
     assert new["revision"] == revision and deployment(world.fk) == (revision, 3)
     assert world.fk.server("s")["spec"]["replicas"] == 3
     assert not any(w[0] == "apply" and w[1] == "SGLangServer" for w in world.fk.writes)  # the spec is never written

@@ -18,6 +18,7 @@ from test_worker import server
 from sglang_operator import builders
 from sglang_operator.api.analysis import CanaryPhase, CanaryState
 from sglang_operator.api.server import parse
+from sglang_operator.api.view import ServerView
 from sglang_operator.builders import canary, workload
 from sglang_operator.control import handlers, restore
 from sglang_operator.control.observer import Observer
@@ -70,11 +71,11 @@ async def test_the_stable_share_is_scaled_and_its_template_never_rewritten(monke
     assert before is not None and before["spec"]["replicas"] == 4
     _upgraded_render(monkeypatch)
     body, new = await _canary_running(kube, stable)
-    rendered, _ = await restore.render_for(body, stable)
+    rendered, _ = await restore.render_for(ServerView.of(body), stable)
     assert rendered.workload["spec"]["template"] != before["spec"]["template"]  # a full write WOULD roll the pods
     writes = len(kube.writes)
 
-    await restore.place_canary(body, PlaceCanary(revision=new, workload="a-canary", canary_replicas=1,
+    await restore.place_canary(ServerView.of(body), PlaceCanary(revision=new, workload="a-canary", canary_replicas=1,
                                                  stable_replicas=3, reason="step 1"), NOW)
 
     after = kube.get("Deployment", "ns", "a")
@@ -89,8 +90,8 @@ async def test_the_stable_share_is_scaled_and_its_template_never_rewritten(monke
     assert c["spec"]["template"]["metadata"]["labels"][builders.REVISION_LABEL] == new
 
     writes = len(kube.writes)  # the next tick, nothing moved: nothing written to the stable workload
-    await restore.place_canary(kube.server("a"), PlaceCanary(revision=new, workload="a-canary", canary_replicas=1,
-                                                             stable_replicas=3, reason="step 1"), NOW)
+    await restore.place_canary(ServerView.of(kube.server("a")), PlaceCanary(
+        revision=new, workload="a-canary", canary_replicas=1, stable_replicas=3, reason="step 1"), NOW)
     assert [w for w in kube.writes[writes:] if w[2] == "a"] == []
 
 
@@ -129,7 +130,7 @@ async def test_a_leaderworkerset_stable_share_is_scaled_the_canary_set_created_t
     body, new = await _canary_running(kube, stable)
     writes = len(kube.writes)
 
-    await restore.place_canary(body, PlaceCanary(revision=new, workload="a-canary", canary_replicas=1,
+    await restore.place_canary(ServerView.of(body), PlaceCanary(revision=new, workload="a-canary", canary_replicas=1,
                                                  stable_replicas=1, reason="step 1"), NOW)
 
     after = kube.get("LeaderWorkerSet", "ns", "a")
@@ -145,8 +146,8 @@ async def test_a_leaderworkerset_stable_share_is_scaled_the_canary_set_created_t
         assert lwt[key]["metadata"]["labels"][canary.TRACK_LABEL] == "canary"
     assert kube.server("a")["status"].get("servingWorkload") is None
 
-    await restore.place_canary(kube.server("a"), PlaceCanary(revision=new, workload="a-canary", canary_replicas=0,
-                                                             stable_replicas=2, reason="removed"), NOW)
+    await restore.place_canary(ServerView.of(kube.server("a")), PlaceCanary(
+        revision=new, workload="a-canary", canary_replicas=0, stable_replicas=2, reason="removed"), NOW)
     assert kube.get("LeaderWorkerSet", "ns", "a-canary") is None
     scaled = kube.get("LeaderWorkerSet", "ns", "a")
     assert scaled is not None and scaled["spec"]["replicas"] == 2
@@ -186,12 +187,12 @@ async def test_a_promoted_leaderworkerset_canary_serves_every_group_and_the_old_
     kube = FakeKube().install()
     body = await _create_two_groups(kube)
     body, new = await _canary_running(kube, body["status"]["revision"])
-    await restore.place_canary(body, PlaceCanary(revision=new, workload="a-canary", canary_replicas=1,
+    await restore.place_canary(ServerView.of(body), PlaceCanary(revision=new, workload="a-canary", canary_replicas=1,
                                                  stable_replicas=1, reason="step 1"), NOW)
     placed = kube.get("LeaderWorkerSet", "ns", "a-canary")
     assert placed is not None
 
-    out = await restore.place_canary(kube.server("a"), PromoteCanary(revision=new, workload="a-canary",
+    out = await restore.place_canary(ServerView.of(kube.server("a")), PromoteCanary(revision=new, workload="a-canary",
                                                                      reason="promoted"), NOW)
 
     assert out["servingWorkload"] == "a-canary" and out["revision"] == new
@@ -219,6 +220,6 @@ async def test_a_canary_never_takes_over_nor_deletes_another_servers_workload(mo
                    PlaceCanary(revision=new, workload="a-canary", canary_replicas=0, stable_replicas=4,
                                reason="aborted")):
         with pytest.raises(Exception, match="owned by SGLangServer a-canary: not taken over"):
-            await restore.place_canary(body, action, NOW)
+            await restore.place_canary(ServerView.of(body), action, NOW)
     assert kube.get("Deployment", "ns", "a-canary") == victim
     assert not [w for w in kube.writes if w[2] == "a-canary"]

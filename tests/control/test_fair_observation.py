@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from sglang_operator.api.view import ServerView
 from sglang_operator.control.observer import CONCURRENCY, Observer
 from sglang_operator.control.ticks import Slot, slot_released
 
@@ -33,8 +34,8 @@ class Silent(Observer):
         self.wait, self.released = wait, released
         self.observed: list[str] = []
 
-    async def observe(self, body: dict[str, Any], now: Any) -> None:
-        name = body["metadata"]["name"]
+    async def observe(self, view: ServerView, now: Any) -> None:
+        name = view.name
         if not name.startswith("hostile"):
             self.observed.append(name)
             return

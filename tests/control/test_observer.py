@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from sglang_operator import builders
-from sglang_operator.api.server import parse, parse_status
+from sglang_operator.api.server import parse
+from sglang_operator.api.view import ServerView
 from sglang_operator.control import observer
 from sglang_operator.control.observer import SPREAD, Observer, offset_in_interval
 
@@ -37,8 +38,8 @@ class Recording(Observer):
         self.hold = hold
         self.cancelled: list[str] = []
 
-    async def observe(self, body: dict[str, Any], now: Any) -> None:
-        name = body["metadata"]["name"]
+    async def observe(self, view: ServerView, now: Any) -> None:
+        name = view.name
         self.started.append((name, asyncio.get_running_loop().time()))
         if self.hold is not None:
             try:
@@ -112,9 +113,9 @@ class Slow(Recording):
         super().__init__(interval)
         self.slow, self.seconds = slow, seconds
 
-    async def observe(self, body: dict[str, Any], now: Any) -> None:
-        await super().observe(body, now)
-        if body["metadata"]["name"] == self.slow:
+    async def observe(self, view: ServerView, now: Any) -> None:
+        await super().observe(view, now)
+        if view.name == self.slow:
             try:
                 await asyncio.sleep(self.seconds)
             except asyncio.CancelledError:
@@ -151,7 +152,7 @@ def test_the_parse_is_reused_while_uid_generation_and_revision_stay() -> None:
     obs = Observer(5.0)
 
     def parsed(b: dict[str, Any]) -> Any:
-        return obs._parsed(obs.memory(b), b, parse_status(b))
+        return obs._parsed(obs.memory(b), ServerView.of(b))
 
     first = parsed(body("a"))
     again = parsed({**body("a"), "status": {"revision": "r1", "phase": "Ready"}})  # a status change only
@@ -173,7 +174,7 @@ def test_the_applied_spec_comes_from_the_ledger_record_of_the_running_revision()
     recorded["replicas"] = 1
     b["spec"]["replicas"] = 4  # an update that was refused: replicas 1 still run
     b["status"]["revisions"] = [{"revision": "r1", "spec": recorded}]
-    server, spec = obs._parsed(obs.memory(b), b, parse_status(b))
+    server, spec = obs._parsed(obs.memory(b), ServerView.of(b))
     assert (server.spec.replicas, spec.replicas) == (4, 1)
 
 
@@ -181,15 +182,15 @@ def test_the_handlers_render_spares_the_observer_its_own(monkeypatch: pytest.Mon
     obs = Observer(5.0)
     b = body("a")
     server = parse(b)
-    obs.note_spec_revision(b, 1, "abc123")
+    obs.memory(b).spec_revision = (1, "abc123")
     real = builders.render
 
     def render(_: Any) -> Any:
         raise AssertionError("rendered again")
 
     monkeypatch.setattr(observer.builders, "render", render)
-    assert obs._spec_revision(obs.memory(b), server, b, parse_status(b)) == "abc123"
+    assert obs._spec_revision(obs.memory(b), server, ServerView.of(b)) == "abc123"
     monkeypatch.setattr(observer.builders, "render", real)
     b2 = body("a", generation=2)
     # another generation: rendered
-    assert obs._spec_revision(obs.memory(b2), server, b2, parse_status(b2)) == real(server).revision
+    assert obs._spec_revision(obs.memory(b2), server, ServerView.of(b2)) == real(server).revision

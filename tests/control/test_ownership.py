@@ -18,6 +18,7 @@ from test_worker import server
 
 from sglang_operator import builders
 from sglang_operator.api.server import parse
+from sglang_operator.api.view import ObjectRef, ServerView
 from sglang_operator.builders.revision import controller_revision
 from sglang_operator.control import children, handlers, ledger, restore
 from sglang_operator.control.children import CHILD_CONFLICT, ChildConflict
@@ -98,17 +99,17 @@ async def test_a_canary_beside_a_server_named_x_canary_touches_none_of_its_objec
 
     for replicas in (1, 0):  # placed, then removed (an abort): neither applies nor deletes the victim
         with pytest.raises(ChildConflict) as refused:
-            await restore.place_canary(body, PlaceCanary(revision=new, workload="x-canary", canary_replicas=replicas,
-                                                         stable_replicas=4, reason="step"), NOW)
+            await restore.place_canary(ServerView.of(body), PlaceCanary(
+                revision=new, workload="x-canary", canary_replicas=replicas, stable_replicas=4, reason="step"), NOW)
         assert refused.value.holder == "SGLangServer x-canary"
         assert kube.get("Deployment", "ns", "x-canary") == victim
     assert not [w for w in kube.writes if w[2] == "x-canary" and w[0] in ("apply", "delete")][2:]  # its own create
 
     mem = obs.memory(body)  # the analysis' job: the refusal becomes the condition of the next observation
-    await obs._apply(mem, body, PlaceCanary(revision=new, workload="x-canary", canary_replicas=1, stable_replicas=4,
-                                            reason="step"), NOW)
+    await obs._apply(mem, ServerView.of(body), PlaceCanary(revision=new, workload="x-canary", canary_replicas=1,
+                                                           stable_replicas=4, reason="step"), NOW)
     assert mem.apply_failure_reason == CHILD_CONFLICT and "SGLangServer x-canary" in (mem.apply_failure or "")
-    await obs.observe(kube.server("x"), NOW)
+    await obs.observe(ServerView.of(kube.server("x")), NOW)
     degraded = next(c for c in kube.server("x")["status"]["conditions"] if c["type"] == "Degraded")
     assert degraded["reason"] == CHILD_CONFLICT and "is owned by SGLangServer x-canary" in degraded["message"]
     assert kube.get("Deployment", "ns", "x-canary") == victim
@@ -131,7 +132,7 @@ async def test_a_delete_carries_the_uid_it_read(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(children.kube, "get_object", read_then_replaced)
     with pytest.raises(ConflictError):
-        await children.delete_owned("Deployment", "ns", "x-canary", owner)
+        await children.delete_owned("Deployment", "ns", "x-canary", ObjectRef.of(owner))
     monkeypatch.setattr(children.kube, "get_object", real_get)
     assert ("delete", "Deployment", "x-canary", "uid-old") in kube.writes
     left = kube.get("Deployment", "ns", "x-canary")
@@ -158,7 +159,7 @@ async def test_the_ledger_counts_only_what_the_server_owns_and_the_operator_wrot
         kube.put(planted(owner_uid, manager))
         assert await ledger.load("ns", "a", planted_rev, "uid-a") is None
         with pytest.raises(restore.NotInLedger):
-            await restore.render_for(kube.server("a"), planted_rev)
+            await restore.render_for(ServerView.of(kube.server("a")), planted_rev)
     kube.objects.pop(("ControllerRevision", "ns", f"a-{planted_rev}"), None)
     kube.put(planted("uid-a", "sglang-operator"))
     assert await ledger.load("ns", "a", planted_rev, "uid-a") is not None  # the operator's own: counted
@@ -174,15 +175,16 @@ async def test_a_ledger_entry_rendering_to_another_revision_is_refused(monkeypat
     revision = body["status"]["revision"]
     cr = await ledger.load("ns", "a", revision, "uid-a")
     assert cr is not None
-    ledger.render_revision(body, cr)  # its own data: rendered
+    ledger.render_revision(ServerView.of(body), cr)  # its own data: rendered
     forged = copy.deepcopy(cr)
     forged["data"]["spec"]["sglang"]["image"] = "attacker.example/sglang:v0.5.10"
     with pytest.raises(ledger.ForeignRevision, match=f"not {revision}"):
-        ledger.render_revision(body, forged)
+        ledger.render_revision(ServerView.of(body), forged)
     record = body["status"]["revisions"][0]
     assert record["revision"] == revision
     upgraded = {**body, "status": {**body["status"], "revisions": [{**record, "spec": forged["data"]["spec"]}]}}
-    assert ledger.render_revision(upgraded, forged).revision == revision  # the operator's record vouches for it
+    # the operator's record vouches for it
+    assert ledger.render_revision(ServerView.of(upgraded), forged).revision == revision
 
 
 # --- only the operator's own pods are targets ------------------------------------------------------------------
@@ -242,7 +244,7 @@ async def test_a_labelled_stranger_is_never_scraped_probed_nor_sent_the_key(monk
             obs.track("MODIFIED", kube.server("a"))
             mem.sampling.last = None  # sampled at every observation
             async with mem.lock:
-                await obs.observe(mem.body or created, NOW)
+                await obs.observe(mem.view() or ServerView.of(created), NOW)
     finally:
         await obs.http.aclose()
 
@@ -266,7 +268,7 @@ async def test_the_ledger_prunes_only_its_own_entries_each_by_its_uid(monkeypatc
     spec = copy.deepcopy(body["spec"])
     spec["memory"]["maxRunningRequests"] = 3
     rendered = builders.render(parse({**body, "spec": spec}))
-    await ledger.record(body, rendered, spec, history_limit=1, keep=set())
+    await ledger.record(ObjectRef.of(body), rendered, spec, history_limit=1, keep=set())
     own = kube.get("ControllerRevision", "ns", f"a-{first}")
     assert own is None  # pruned beyond historyLimit 1 …
     deletes = [w for w in kube.writes if w[0] == "delete" and w[1] == "ControllerRevision"]

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from fakekube import FakeKube
 
+from sglang_operator.api.view import ServerView
 from sglang_operator.builders.revision import DIGEST_ANNOTATION
 from sglang_operator.control import handlers, observer, restore
 from sglang_operator.control.observer import Observer
@@ -62,7 +63,7 @@ async def _rolled_back(kube: FakeKube, obs: Observer) -> tuple[str, str]:
     bad = kube.server("a")["status"]["revision"]
     assert bad != good and _image(kube) == TAG
     body = kube.server("a")
-    new = await restore.apply_revision(body, good, "rolling back", dt.datetime.now(dt.UTC))
+    new = await restore.apply_revision(ServerView.of(body), good, "rolling back", dt.datetime.now(dt.UTC))
     new["rejectedRevisions"] = [{"revision": bad, "reason": "slower", "at": "2026-05-01T00:00:00Z"}]
     await kube.patch_status("ns", "a", None, new)
     assert kube.server("a")["status"]["revision"] == good and _label(kube) == good and _image(kube) == PINNED

@@ -19,6 +19,7 @@ from test_worker import SAMPLE, pod
 
 from sglang_operator import builders
 from sglang_operator.api.server import parse
+from sglang_operator.api.view import ServerView
 from sglang_operator.control import handlers
 from sglang_operator.control.observer import Observer
 from sglang_operator.io.sampler import Sampler
@@ -87,7 +88,7 @@ async def test_no_secret_value_is_shown_anywhere(monkeypatch: pytest.MonkeyPatch
     mem = obs.memory(created)
     try:
         async with mem.lock:
-            await obs.observe(mem.body or created, dt.datetime.now(dt.UTC))
+            await obs.observe(mem.view() or ServerView.of(created), dt.datetime.now(dt.UTC))
     finally:
         await obs.http.aclose()
 

@@ -19,6 +19,7 @@ from fakekube import FakeKube
 
 from sglang_operator import builders
 from sglang_operator.api.server import parse_status
+from sglang_operator.api.view import ServerView
 from sglang_operator.control import handlers
 from sglang_operator.control import tuning as ctl
 from sglang_operator.control.observer import Observer
@@ -78,7 +79,7 @@ class World:
         mem = self.obs.memory(self.fk.server("s"))
         async with mem.lock:
             assert mem.body is not None
-            await self.obs.observe(mem.body, dt.datetime.now(dt.UTC))
+            await self.obs.observe(mem.view(), dt.datetime.now(dt.UTC))
         if mem.job is not None:
             await mem.job
             mem.job = None
@@ -139,7 +140,7 @@ async def test_the_trial_is_applied_by_the_servers_job_and_recorded_in_one_patch
     body = world.fk.server("s")
     world.obs.track("MODIFIED", body)
     async with mem.lock:
-        await world.obs.observe(body, dt.datetime.now(dt.UTC))
+        await world.obs.observe(ServerView.of(body), dt.datetime.now(dt.UTC))
     patches = [w for w in world.fk.writes[before:] if w[0] == "patch_status"]
     assert patches == [("patch_status", "SGLangServer", "s", body["metadata"]["resourceVersion"])]  # one, with rv
     status = parse_status(world.fk.server("s"))

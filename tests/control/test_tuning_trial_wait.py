@@ -16,6 +16,7 @@ from fakekube import FakeKube
 
 from sglang_operator.api.server import parse
 from sglang_operator.api.tuning_status import Trial, TrialSettings
+from sglang_operator.api.view import ObjectRef
 from sglang_operator.control import tuning as ctl
 from sglang_operator.control.apply import delete_trial_workload
 from sglang_operator.io.sglang_http import SGLangHTTP
@@ -110,6 +111,6 @@ async def test_a_name_another_owner_holds_is_neither_taken_over_nor_deleted(fk: 
     assert "is owned by SGLangServer t-trial-1: not taken over" in failure.reason
     tuning = fk.get("SGLangTuning", "ns", "t")
     assert tuning is not None
-    assert not await delete_trial_workload(tuning, "t-trial-1")
+    assert not await delete_trial_workload(ObjectRef.of(tuning), "t-trial-1")
     after = fk.get("Deployment", "ns", "t-trial-1")
     assert after == before and not [w for w in fk.writes if w[1] == "Deployment"]

@@ -19,7 +19,8 @@ from prometheus_client import REGISTRY, generate_latest
 from rollback_driver import BAD, OTHER, Run
 
 from sglang_operator import builders
-from sglang_operator.api.server import parse, parse_status
+from sglang_operator.api.server import parse
+from sglang_operator.api.view import ServerView
 from sglang_operator.control import children, handlers, restore
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.control.observer import Observer
@@ -76,7 +77,7 @@ def test_a_refused_spec_asks_the_analysis_for_nothing() -> None:
     body["metadata"]["generation"] = 2
     body["status"] = {"revision": "r1", "conditions": [
         {"type": "SpecValid", "status": "False", "reason": "InvalidSpec", "observedGeneration": 2}]}
-    assert obs._spec_revision(obs.memory(body), parse(body), body, parse_status(body)) is None
+    assert obs._spec_revision(obs.memory(body), parse(body), ServerView.of(body)) is None
 
 
 def test_an_unchanged_spec_asks_for_the_running_revision_whatever_the_render() -> None:
@@ -87,7 +88,7 @@ def test_an_unchanged_spec_asks_for_the_running_revision_whatever_the_render() -
     body["metadata"]["generation"] = 1
     body["status"] = {"revision": "old-defaults", "revisions": [
         {"revision": "old-defaults", "spec": {**body["spec"], "replicas": 7}}]}
-    assert obs._spec_revision(obs.memory(body), parse(body), body, parse_status(body)) == "old-defaults"
+    assert obs._spec_revision(obs.memory(body), parse(body), ServerView.of(body)) == "old-defaults"
 
 
 # --- the worker: the handler and the observer for one server ----------------------------------------------------
@@ -158,7 +159,7 @@ async def test_a_409_during_persist_writes_nothing_more(monkeypatch: pytest.Monk
     kube.refuse_next_status = 1
     mem = obs.memory(body)
     async with mem.lock:
-        await obs.observe(mem.body or body, dt.datetime.now(dt.UTC))
+        await obs.observe(mem.view() or ServerView.of(body), dt.datetime.now(dt.UTC))
     assert len(kube.events) == events and [w[0] for w in kube.writes[writes:]] == ["patch_status"]
     assert mem.stale_rv == (mem.body or body)["metadata"]["resourceVersion"] and mem.job is None
     await obs.tick()  # the same stale view: not observed again
@@ -203,14 +204,14 @@ async def test_a_long_drain_of_one_server_does_not_delay_another(monkeypatch: py
     seen: dict[str, list[float]] = {"busy": [], "other": []}
     loop = asyncio.get_running_loop()
 
-    async def observe(body: dict[str, Any], now: dt.datetime) -> None:
-        name = body["metadata"]["name"]
+    async def observe(view: ServerView, now: dt.datetime) -> None:
+        name = view.name
         seen[name].append(loop.time())
         if name == "busy" and len(seen[name]) == 1:
             async def drain_600() -> None:
-                async with obs.memory(body).lock:
+                async with obs.memories.of(view.key).lock:
                     await asyncio.sleep(600)
-            obs.memory(body).job = loop.create_task(drain_600())
+            obs.memories.of(view.key).job = loop.create_task(drain_600())
 
     monkeypatch.setattr(obs, "observe", observe)
     for name in seen:
@@ -304,7 +305,7 @@ def test_a_thousand_servers_created_and_deleted_leave_no_memory() -> None:
         body = {**server(f"s{i}"), "status": {"revision": "r1"}}
         obs.track("ADDED", body)
         mem = obs.memory(body)
-        obs._parsed(mem, body, parse_status(body))
+        obs._parsed(mem, ServerView.of(body))
         mem.apply_failure, mem.diffs, mem.digests["r1"] = "failed", ["x"], "sha256:0"
         refs.append(weakref.ref(mem))
     assert len(obs.memories) == 1000
@@ -352,7 +353,7 @@ async def test_a_resume_writes_nothing_also_when_only_the_operators_defaults_cha
     assert kube.writes[writes:] == []  # running pods are not restarted by an upgrade, no status written
     b = kube.server("a")
     obs = memo.observer
-    assert obs._spec_revision(obs.memory(b), parse(b), b, parse_status(b)) == body["status"]["revision"]
+    assert obs._spec_revision(obs.memory(b), parse(b), ServerView.of(b)) == body["status"]["revision"]
 
 
 async def test_a_failed_apply_is_degraded_once_and_retried(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -392,7 +393,7 @@ async def test_a_server_waiting_for_leaderworkerset_is_applied_once_the_api_is_s
     obs.track("ADDED", body)
     mem = obs.memory(body)
     async with mem.lock:
-        await obs.observe(body, dt.datetime.now(dt.UTC))
+        await obs.observe(ServerView.of(body), dt.datetime.now(dt.UTC))
     got = kube.server("mn")
     revision = got["status"]["revision"]
     assert kube.get("LeaderWorkerSet", "ns", "mn") is not None

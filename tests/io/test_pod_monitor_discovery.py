@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from sglang_operator import builders
 from sglang_operator.api.server import parse
+from sglang_operator.api.view import ObjectRef
 from sglang_operator.control import children
 from sglang_operator.io.discovery import RECHECK_SECONDS, PodMonitorMode, PodMonitors, parse_labels
 
@@ -135,7 +136,7 @@ async def test_apply_children_follows_the_mode(monkeypatch: pytest.MonkeyPatch, 
                                                mode: PodMonitorMode, present: bool, kinds: list[str]) -> None:
     pm = PodMonitors(mode, {"release": "prom"}, probe=Probe([present]))
     monkeypatch.setattr(children, "POD_MONITORS", pm)
-    await children.apply_children(rendered(), OWNER)
+    await children.apply_children(rendered(), ObjectRef.of(OWNER))
     got = applied.calls
     assert [m["kind"] for m in got] == kinds
     if "PodMonitor" in kinds:
@@ -150,14 +151,14 @@ async def test_a_vanished_crd_is_forgotten_in_auto_and_raised_in_always(
     applied.fail = 404
     auto = PodMonitors(PodMonitorMode.AUTO, probe=Probe([True, False]))
     monkeypatch.setattr(children, "POD_MONITORS", auto)
-    await children.apply_children(rendered(), OWNER)  # no error: skipped
+    await children.apply_children(rendered(), ObjectRef.of(OWNER))  # no error: skipped
     assert await auto.wanted() is False  # discovered again: gone
     monkeypatch.setattr(children, "POD_MONITORS", PodMonitors(PodMonitorMode.ALWAYS))
     with pytest.raises(children.ChildApplyError, match="PodMonitor") as err:
-        await children.apply_children(rendered(), OWNER)
+        await children.apply_children(rendered(), ObjectRef.of(OWNER))
     assert isinstance(err.value.__cause__, FakeApiError) and err.value.__cause__.status.code == 404
     applied.fail = 403
     monkeypatch.setattr(children, "POD_MONITORS", PodMonitors(PodMonitorMode.AUTO, probe=Probe([True])))
     with pytest.raises(children.ChildApplyError, match="PodMonitor") as err:
-        await children.apply_children(rendered(), OWNER)
+        await children.apply_children(rendered(), ObjectRef.of(OWNER))
     assert err.value.__cause__.status.code == 403  # type: ignore[union-attr]

@@ -99,6 +99,11 @@ class ServerView:
     def uid(self) -> str:
         return self.ref.uid
 
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(namespace, name)``: the server's key in the operator's memory."""
+        return self.ref.namespace, self.ref.name
+
     def body(self, spec: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The object without its status, as :func:`~sglang_operator.api.server.parse` reads it, with ``spec``
         instead of the stored one when given (a ledger entry's, a trial's). A new dict each call."""

@@ -20,9 +20,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sglang_operator import builders
-from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_status
+from sglang_operator.api.server import SGLangServer, SpecError
 from sglang_operator.api.spec import CanaryStrategy
 from sglang_operator.api.status import SGLangServerStatus
+from sglang_operator.api.view import ObjectRef, ServerView
 from sglang_operator.builders import autoscaling as scaled_objects
 from sglang_operator.builders import canary
 from sglang_operator.control import ledger
@@ -71,13 +72,13 @@ class Placement:
         return self.rendered.revision
 
 
-def placement(body: Mapping[str, Any], rendered: builders.Rendered, spec: Mapping[str, Any] | None = None,
+def placement(view: ServerView, rendered: builders.Rendered, spec: Mapping[str, Any] | None = None,
               role: Role = "serving", workload: str | None = None, replicas: int | None = None) -> Placement:
-    """A placement of ``rendered`` for SGLangServer ``body``, from ``spec`` (default: the object's). Raises
+    """A placement of ``rendered`` for the SGLangServer of ``view``, from ``spec`` (default: the object's). Raises
     ``SpecError`` when ``spec`` does not parse."""
-    spec = dict(body.get("spec") or {}) if spec is None else dict(spec)
-    server = parse({**body, "spec": spec, "status": None})
-    return Placement(rendered, spec, server, role, workload, replicas)
+    if spec is None:
+        return Placement(rendered, dict(view.spec_data), view.server, role, workload, replicas)
+    return Placement(rendered, dict(spec), view.parse_with(spec), role, workload, replicas)
 
 
 @dataclass(frozen=True)
@@ -90,38 +91,38 @@ class Decided:
     replicas: int
 
     @classmethod
-    def of(cls, body: Mapping[str, Any], fallback: Placement) -> Decided:
-        """Read from ``body``; an object spec that does not parse: no canary policy, ``fallback``'s replicas."""
+    def of(cls, view: ServerView, fallback: Placement) -> Decided:
+        """Read from ``view``; an object spec that does not parse: no canary policy, ``fallback``'s replicas."""
         try:
-            server = parse({**body, "status": None})
+            server = view.server
         except SpecError:
-            return cls(parse_status(body), None, fallback.server.spec.replicas)
-        return cls(parse_status(body), server.spec.strategy.canary_policy, server.spec.replicas)
+            return cls(view.status, None, fallback.server.spec.replicas)
+        return cls(view.status, server.spec.strategy.canary_policy, server.spec.replicas)
 
 
-def workload_of(body: Mapping[str, Any], p: Placement, decided: Decided) -> dict[str, Any]:
+def workload_of(view: ServerView, p: Placement, decided: Decided) -> dict[str, Any]:
     """The workload manifest of placement ``p`` (no owner reference yet): the rendered Deployment or LeaderWorkerSet
     placed in its workload (:func:`sglang_operator.builders.canary.placed`) with its replicas (groups of a
     LeaderWorkerSet): the serving workload's decided by :func:`sglang_operator.decisions.placement.serving_replicas`."""
-    name = str((body.get("metadata") or {}).get("name"))
+    name = view.name
     workload = p.workload or canary.serving_name(name, decided.status.serving_workload)
     replicas = p.replicas if p.role == "canary" else placements.serving_replicas(
         decided.status, decided.policy, decided.replicas, p.revision, p.replicas)
     return canary.placed(p.rendered.workload, name, workload, replicas)
 
 
-async def _apply_workload(manifest: dict[str, Any], body: Mapping[str, Any], only_changed: bool) -> None:
-    """Server-side apply ``manifest`` owned by ``body`` — never over an object another controller owner holds (one
+async def _apply_workload(manifest: dict[str, Any], owner: ObjectRef, only_changed: bool) -> None:
+    """Server-side apply ``manifest`` owned by ``owner`` — never over an object another controller owner holds (one
     GET); with ``only_changed``, only when the live object lacks a field of it. Raises
     :class:`~sglang_operator.control.children.ChildApplyError` (:class:`~sglang_operator.control.children.
     ChildConflict` when another owner holds the name)."""
-    want = builders.adopt(manifest, body)
+    want = builders.adopt(manifest, owner.stub())
     meta = want["metadata"]
     try:
         live = await kube.get_object(str(want["kind"]), str(meta["namespace"]), str(meta["name"]))
     except Exception as err:
         raise ChildApplyError(apply_failure(str(want.get("kind")), err)) from err
-    if (refused := not_owned(str(want["kind"]), live, body)) is not None:
+    if (refused := not_owned(str(want["kind"]), live, owner)) is not None:
         raise refused
     if only_changed and live is not None and contains(live, want):
         return
@@ -131,14 +132,14 @@ async def _apply_workload(manifest: dict[str, Any], body: Mapping[str, Any], onl
         raise ChildApplyError(apply_failure(str(want.get("kind")), err)) from err
 
 
-async def _delete_owned(kind: str, namespace: str, name: str, body: Mapping[str, Any]) -> None:
-    """Delete child ``kind`` ``namespace/name`` of ``body`` (a canary's workload, the serving one a promotion
-    retired) only when ``body`` is its controller owner, with its uid as precondition
+async def _delete_owned(kind: str, namespace: str, name: str, owner: ObjectRef) -> None:
+    """Delete child ``kind`` ``namespace/name`` of ``owner`` (a canary's workload, the serving one a promotion
+    retired) only when ``owner`` is its controller owner, with its uid as precondition
     (:func:`~sglang_operator.control.children.delete_owned`). Raises
     :class:`~sglang_operator.control.children.ChildConflict` when another owner holds the name,
     :class:`~sglang_operator.control.children.ChildApplyError` for other failures."""
     try:
-        await delete_owned(kind, namespace, name, body)
+        await delete_owned(kind, namespace, name, owner)
     except ChildApplyError:
         raise
     except Exception as err:
@@ -146,13 +147,13 @@ async def _delete_owned(kind: str, namespace: str, name: str, body: Mapping[str,
 
 
 async def _stable_share(p: Placement, decided: Decided, workload: dict[str, Any],
-                        body: Mapping[str, Any]) -> dict[str, Any] | None:
+                        owner: ObjectRef) -> dict[str, Any] | None:
     """When ``p`` places a canary's stable revision (:func:`sglang_operator.decisions.placement.stable_share`): the
     live serving workload (Deployment or LeaderWorkerSet) when it runs that revision already
     (:func:`sglang_operator.builders.canary.replicas_only`: only its ``spec.replicas`` may be written), else None
     (apply as rendered). One GET. Raises :class:`~sglang_operator.control.children.ChildApplyError` when it cannot be
     read (nothing is written then: a full write could roll the stable pods), :class:`~sglang_operator.control.
-    children.ChildConflict` when another owner than ``body`` holds it."""
+    children.ChildConflict` when another owner than ``owner`` holds it."""
     if not placements.stable_share(decided.status, decided.policy, p.revision, p.role):
         return None
     meta, kind = workload["metadata"], str(workload["kind"])
@@ -160,7 +161,7 @@ async def _stable_share(p: Placement, decided: Decided, workload: dict[str, Any]
         live = await kube.get_object(kind, str(meta["namespace"]), str(meta["name"]))
     except Exception as err:
         raise ChildApplyError(apply_failure(kind, err)) from err
-    if (refused := not_owned(kind, live, body)) is not None:
+    if (refused := not_owned(kind, live, owner)) is not None:
         raise refused
     return live if canary.replicas_only(live, workload) else None
 
@@ -177,12 +178,12 @@ async def _patch_replicas(workload: dict[str, Any]) -> None:
 
 
 async def apply_placement(
-    body: Mapping[str, Any], placements: Sequence[Placement], now: dt.datetime, memory: ServerMemory | None = None,
+    view: ServerView, placements: Sequence[Placement], now: dt.datetime, memory: ServerMemory | None = None,
     *, drain: bool = True, write_children: bool = True, warnings: Sequence[str] = (), keep_spec_valid: bool = False,
     history_limit: int | None = None, only_changed: bool = False, retire: str | None = None,
 ) -> dict[str, Any]:
-    """Apply ``placements`` (one ``serving``, at most one ``canary``) for SGLangServer ``body`` (as stored: its status
-    says what runs): drain the old pods first when ``drain`` and the strategy is Recreate, server-side apply the
+    """Apply ``placements`` (one ``serving``, at most one ``canary``) for the SGLangServer of ``view`` (as stored: its
+    status says what runs): drain the old pods first when ``drain`` and the strategy is Recreate, server-side apply the
     children unless ``write_children`` is False (a resume that found them up to date) — with ``only_changed`` only
     those the live objects do not hold already (the canary's every-tick placement) —, apply the canary's workload
     (0 replicas: delete it), delete workload ``retire`` (the old serving one after a promotion), record the ledger
@@ -199,48 +200,45 @@ async def apply_placement(
         roles = [p.role for p in placements]
         raise ValueError(f"one serving placement and at most one canary are applied, not {roles}")
     p = serving[0]
-    status = body.get("status") or {}
-    decided = Decided.of(body, p)
+    decided = Decided.of(view, p)
     typed = decided.status
-    generation = int((body.get("metadata") or {}).get("generation") or 0)
-    name = str((body.get("metadata") or {}).get("name"))
-    namespace = str((body.get("metadata") or {}).get("namespace") or "default")
+    generation, name, namespace, owner = view.generation, view.name, view.namespace, view.ref
     if drain:
-        await drain_old_pods(body, p.server.spec, p.revision, memory)
-    workload = workload_of(body, p, decided)
+        await drain_old_pods(view, p.server.spec, p.revision, memory)
+    workload = workload_of(view, p, decided)
     if write_children:
         rendered = replace(p.rendered, workload=workload)
-        live = await _stable_share(p, decided, workload, body)
+        live = await _stable_share(p, decided, workload, owner)
         if live is not None:  # a canary's stable share running its revision already: scaled, never re-templated
             if (live.get("spec") or {}).get("replicas") != workload["spec"]["replicas"]:
                 await _patch_replicas(workload)
             if only_changed:
-                await _apply_workload(rendered.service, body, only_changed)
+                await _apply_workload(rendered.service, owner, only_changed)
             else:
-                await apply_children(rendered, body, workload=False)
-        elif not (only_changed and await up_to_date(rendered, body)):
-            await apply_children(rendered, body)
+                await apply_children(rendered, owner, workload=False)
+        elif not (only_changed and await up_to_date(rendered, owner)):
+            await apply_children(rendered, owner)
     for c in canaries:
         if not c.replicas:
-            await _delete_owned(str(c.rendered.workload["kind"]), namespace, str(c.workload), body)
+            await _delete_owned(str(c.rendered.workload["kind"]), namespace, str(c.workload), owner)
         else:
-            await _apply_workload(workload_of(body, c, decided), body, only_changed)
+            await _apply_workload(workload_of(view, c, decided), owner, only_changed)
     if retire is not None and retire != workload["metadata"]["name"]:
-        await _delete_owned(str(workload["kind"]), namespace, retire, body)
+        await _delete_owned(str(workload["kind"]), namespace, retire, owner)
     history = history_limit if history_limit is not None else p.server.spec.rollback.history_limit
     try:
         summary = builders.summary(p.server, p.rendered)
     except SpecError:
         summary = {}
     entry = status_decisions.ledger_entry(p.revision, generation, p.rendered.command.command_line, summary, p.spec, now)
-    new = status_decisions.applied(status, p.rendered.status, list(warnings), entry, generation, history, now)
+    new = status_decisions.applied(view.status_data, p.rendered.status, list(warnings), entry, generation, history, now)
     served = workload["metadata"]["name"]
     new["servingWorkload"] = None if served == name else served
     if keep_spec_valid:
         keep = [c for c in new["conditions"] if c["type"] != status_decisions.SPEC_VALID]
         valid = typed.condition(status_decisions.SPEC_VALID)
         new["conditions"] = merge([valid.dump()] if valid is not None else [], keep)
-    await ledger.record_applied(body, p.rendered, p.spec, history)
+    await ledger.record_applied(view, p.rendered, p.spec, history)
     for c in canaries:
         if c.replicas and typed.record(c.revision) is None:
             try:
@@ -250,11 +248,11 @@ async def apply_placement(
             c_entry = status_decisions.ledger_entry(c.revision, generation, c.rendered.command.command_line, c_summary,
                                                     c.spec, now)
             new["revisions"] = status_decisions.bounded([*new["revisions"], c_entry], history, typed.stable_revision)
-            await ledger.record_applied(body, c.rendered, c.spec, history)
+            await ledger.record_applied(view, c.rendered, c.spec, history)
     return new
 
 
-async def apply_trial_workload(tuning: Mapping[str, Any], manifest: dict[str, Any]) -> None:
+async def apply_trial_workload(tuning: ObjectRef, manifest: dict[str, Any]) -> None:
     """Server-side apply a Shadow trial's workload ``manifest`` (owned by SGLangTuning ``tuning``,
     :func:`sglang_operator.builders.tuning.trial_workload`): never when an object of that name exists under another
     controller owner (a server or another tuning: nothing written without owning it). Outside any server's lock: a
@@ -268,18 +266,17 @@ async def apply_trial_workload(tuning: Mapping[str, Any], manifest: dict[str, An
         raise ChildApplyError(apply_failure(str(manifest["kind"]), err)) from err
 
 
-async def delete_trial_workload(tuning: Mapping[str, Any], name: str, kind: str = "Deployment") -> bool:
+async def delete_trial_workload(tuning: ObjectRef, name: str, kind: str = "Deployment") -> bool:
     """Delete a Shadow trial's workload ``name`` only when SGLangTuning ``tuning`` is its controller owner (one GET
     first, then a delete with its uid as precondition). False when it does not exist or another owner holds the
     name (left alone). Raises ``lightkube.ApiError`` for other answers."""
-    namespace = str((tuning.get("metadata") or {}).get("namespace") or "default")
     try:
-        return await delete_owned(kind, namespace, name, tuning)
+        return await delete_owned(kind, tuning.namespace, name, tuning)
     except ChildConflict:
         return False
 
 
-async def delete_trial_workloads(tuning: Mapping[str, Any], names: Sequence[str]) -> None:
+async def delete_trial_workloads(tuning: ObjectRef, names: Sequence[str]) -> None:
     """:func:`delete_trial_workload` of each of ``names`` (a finished tuning's cleanup); failures are logged."""
     for name in names:
         try:
@@ -288,26 +285,26 @@ async def delete_trial_workloads(tuning: Mapping[str, Any], names: Sequence[str]
             log.warning("deleting trial workload %s failed: %s", name, exc)
 
 
-def _pauses(obj: Mapping[str, Any]) -> dict[str, str]:
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+def _pauses(scaled_object: Mapping[str, Any]) -> dict[str, str]:
+    annotations = (scaled_object.get("metadata") or {}).get("annotations") or {}
     pauses = (scaled_objects.PAUSED, scaled_objects.PAUSED_REPLICAS, scaled_objects.PAUSED_SCALE_IN)
     return {k: str(v) for k, v in annotations.items() if k in pauses}
 
 
-async def apply_scaled_object(manifest: dict[str, Any], body: Mapping[str, Any]) -> bool:
+async def apply_scaled_object(manifest: dict[str, Any], owner: ObjectRef) -> bool:
     """Server-side apply the KEDA ScaledObject ``manifest`` (:func:`sglang_operator.builders.autoscaling.
-    scaled_object`) owned by SGLangServer ``body``, in the server's worker: one GET first; never over an object of that
+    scaled_object`) owned by SGLangServer ``owner``, in the server's worker: one GET first; never over an object of that
     name another controller owner holds; not written when the live one holds every rendered field and exactly the
     rendered pause annotations (an annotation left out of the rendering is removed by the apply: the operator's field
     manager owned it). Returns whether it was written. Raises
     :class:`~sglang_operator.control.children.ChildApplyError`."""
-    want = builders.adopt(manifest, body)
+    want = builders.adopt(manifest, owner.stub())
     meta = want["metadata"]
     try:
         live = await kube.get_object(scaled_objects.KIND, str(meta["namespace"]), str(meta["name"]))
     except Exception as err:
         raise ChildApplyError(apply_failure(scaled_objects.KIND, err)) from err
-    if (refused := not_owned(scaled_objects.KIND, live, body)) is not None:
+    if (refused := not_owned(scaled_objects.KIND, live, owner)) is not None:
         raise refused
     if live is not None and contains(live, want) and _pauses(live) == _pauses(want):
         return False
@@ -318,14 +315,13 @@ async def apply_scaled_object(manifest: dict[str, Any], body: Mapping[str, Any])
     return True
 
 
-async def delete_scaled_object(body: Mapping[str, Any]) -> bool:
-    """Delete SGLangServer ``body``'s ScaledObject (named like it) when ``body`` is its controller owner (one GET):
+async def delete_scaled_object(owner: ObjectRef) -> bool:
+    """Delete SGLangServer ``owner``'s ScaledObject (named like it) when ``owner`` is its controller owner (one GET):
     ``spec.autoscaling`` removed or switched to External. False when there is none. Raises
     :class:`~sglang_operator.control.children.ChildApplyError` (another owner holds the name, or an API error)."""
-    meta = body.get("metadata") or {}
-    namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
     try:
-        return await delete_owned(scaled_objects.KIND, namespace, name, body)  # with the object's uid as precondition
+        # with the object's uid as precondition
+        return await delete_owned(scaled_objects.KIND, owner.namespace, owner.name, owner)
     except ChildApplyError:
         raise
     except Exception as err:

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from sglang_operator.api.autoscaling import AutoscalingStatus, MeasuredCapacity
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.status import ConditionType
+from sglang_operator.api.view import ObjectRef, ServerView
 from sglang_operator.control.apply import apply_scaled_object, delete_scaled_object
 from sglang_operator.control.children import ChildApplyError
 from sglang_operator.control.memory import ScalerRecord, ServerMemory
@@ -60,16 +61,16 @@ def _idle(server: SGLangServer, stored: Mapping[str, Any], decision: Decision, h
             and not any(c.get("type") == ConditionType.AUTOSCALING for c in conditions))
 
 
-async def follow(mem: ServerMemory, body: Mapping[str, Any], server: SGLangServer, stored: Mapping[str, Any],
-                 decision: Decision, now: dt.datetime, keda: ScaledObjects | None = None,
-                 measured: MeasuredCapacity | None = None) -> Decision:
-    """Carry out what ``decision`` (decided from ``body``, the SGLangServer as stored, ``server`` its spec parsed and
-    ``stored`` its status) means for the server's ScaledObject and return the decision with ``status.autoscaling`` and
+async def follow(mem: ServerMemory, view: ServerView, server: SGLangServer, decision: Decision, now: dt.datetime,
+                 keda: ScaledObjects | None = None, measured: MeasuredCapacity | None = None) -> Decision:
+    """Carry out what ``decision`` (decided from ``view``, the SGLangServer as stored, ``server`` its spec parsed)
+    means for the server's ScaledObject and return the decision with ``status.autoscaling`` and
     the ``Autoscaling`` condition in its one status patch. ``keda``: KEDA's discovery (default
     :data:`sglang_operator.io.keda.SCALED_OBJECTS`); ``measured``: the serving revision's measured capacity
     (:func:`sglang_operator.decisions.capacity.capacity`, ``metric: measuredCapacity``). Raises nothing the write
     raises (it is reported)."""
     keda = keda or discovery.SCALED_OBJECTS
+    stored = view.status_data
     record = mem.scaler
     had = record.digest != ABSENT if record is not None else bool((stored.get("autoscaling") or {}).get("scaledObject"))
     if _idle(server, stored, decision, had):
@@ -81,11 +82,10 @@ async def follow(mem: ServerMemory, body: Mapping[str, Any], server: SGLangServe
     failure: str | None = None
     applied = False
     if wanted.scaled_object is not None:
-        applied, failure = await _apply(mem, body, wanted.scaled_object, keda)
+        applied, failure = await _apply(mem, view.ref, wanted.scaled_object, keda)
     elif wanted.delete:
-        await _delete(mem, body)
-    generation = int((body.get("metadata") or {}).get("generation") or 0)
-    autoscaling, cond = scaling.report(server, decided, wanted, applied, failure, generation, now)
+        await _delete(mem, view.ref)
+    autoscaling, cond = scaling.report(server, decided, wanted, applied, failure, view.generation, now)
     return scaling.with_autoscaling(decision, dict(stored), autoscaling, cond)
 
 
@@ -100,7 +100,7 @@ def _stored(stored: Mapping[str, Any]) -> AutoscalingStatus | None:
         return None
 
 
-async def _apply(mem: ServerMemory, body: Mapping[str, Any], manifest: dict[str, Any],
+async def _apply(mem: ServerMemory, owner: ObjectRef, manifest: dict[str, Any],
                  keda: ScaledObjects) -> tuple[bool, str | None]:
     """Write ``manifest`` unless it stands already (this process wrote it) or failed a moment ago. Returns (whether
     it stands, why not)."""
@@ -112,7 +112,7 @@ async def _apply(mem: ServerMemory, body: Mapping[str, Any], manifest: dict[str,
         if record.failure is not None and age < RETRY_SECONDS:
             return False, record.failure
     try:
-        wrote = await apply_scaled_object(copy.deepcopy(manifest), body)
+        wrote = await apply_scaled_object(copy.deepcopy(manifest), owner)
     except ChildApplyError as err:
         failure = err.failure.describe()
         if err.__cause__ is not None and err.failure.code in (404, None):  # the CRD vanished, or no answer
@@ -128,14 +128,14 @@ async def _apply(mem: ServerMemory, body: Mapping[str, Any], manifest: dict[str,
     return True, None
 
 
-async def _delete(mem: ServerMemory, body: Mapping[str, Any]) -> None:
-    """Delete the operator's ScaledObject of ``body`` (autoscaling removed or External); a failure is logged and
+async def _delete(mem: ServerMemory, owner: ObjectRef) -> None:
+    """Delete the operator's ScaledObject of ``owner`` (autoscaling removed or External); a failure is logged and
     tried again after :data:`RETRY_SECONDS`; another owner's object of that name is left alone for good."""
     record = mem.scaler
     if record is not None and record.failure is not None and time.monotonic() - record.at < RETRY_SECONDS:
         return
     try:
-        if await delete_scaled_object(body):
+        if await delete_scaled_object(owner):
             log.info("%s/%s: ScaledObject deleted (spec.autoscaling removed or External)", mem.namespace, mem.name)
     except ChildApplyError as err:
         log.warning("%s/%s: ScaledObject not deleted: %s", mem.namespace, mem.name, err.failure.describe())

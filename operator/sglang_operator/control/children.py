@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglang_operator import builders
+from sglang_operator.api.view import ObjectRef
 from sglang_operator.builders.leaderworkerset import CRD_NAME as LWS_CRD
 from sglang_operator.builders.leaderworkerset import KIND as LWS_KIND
 from sglang_operator.builders.leaderworkerset import VERSION as LWS_VERSION
@@ -28,9 +29,9 @@ from sglang_operator.io import kube, kube_write
 from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
 
 
-async def apply_children(rendered: builders.Rendered, owner: Mapping[str, Any], workload: bool = True) -> None:
+async def apply_children(rendered: builders.Rendered, owner: ObjectRef, workload: bool = True) -> None:
     """Server-side apply the Deployment (unless ``workload`` is False: a canary's stable share, scaled only), then
-    the Service, then (per ``--pod-monitors``) the PodMonitor, each owned by ``owner`` (an SGLangServer dict).
+    the Service, then (per ``--pod-monitors``) the PodMonitor, each owned by ``owner`` (an SGLangServer).
 
     Raises :class:`ChildApplyError` (from the API server's ``lightkube.ApiError`` or a transport error); nothing
     after the failing child is applied. In
@@ -38,7 +39,7 @@ async def apply_children(rendered: builders.Rendered, owner: Mapping[str, Any], 
     """
     for child in (rendered.workload, rendered.service) if workload else (rendered.service,):
         try:
-            await apply_owned(builders.adopt(child, owner), owner)
+            await apply_owned(builders.adopt(child, owner.stub()), owner)
         except ChildApplyError:
             raise
         except Exception as err:
@@ -53,20 +54,20 @@ async def apply_children(rendered: builders.Rendered, owner: Mapping[str, Any], 
         raise ChildApplyError(apply_failure("PodMonitor", err)) from err
 
 
-def controller_of(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """The controller owner reference of ``obj`` (API JSON; the one with ``controller: true``), or None."""
-    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+def controller_of(child: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The controller owner reference of ``child`` (API JSON; the one with ``controller: true``), or None."""
+    refs = ((child or {}).get("metadata") or {}).get("ownerReferences") or []
     return next((r for r in refs if isinstance(r, Mapping) and r.get("controller")), None)
 
 
-def not_owned(kind: str, live: Mapping[str, Any] | None, owner: Mapping[str, Any]) -> ChildConflict | None:
+def not_owned(kind: str, live: Mapping[str, Any] | None, owner: ObjectRef) -> ChildConflict | None:
     """The refusal to write ``live`` (child ``kind`` as stored, read by name; None: it does not exist) for
-    ``owner`` (an SGLangServer or SGLangTuning dict) unless ``owner``'s uid is its controller owner's: nothing is
+    ``owner`` (an SGLangServer or SGLangTuning) unless ``owner``'s uid is its controller owner's: nothing is
     written without owning it (a server named like another's canary workload or a tuning's trial, an object the
     tenant made by hand). None when ``owner`` may write it."""
     if live is None:
         return None
-    uid = str((owner.get("metadata") or {}).get("uid") or "")
+    uid = owner.uid
     ref = controller_of(live)
     if ref is not None and uid and str(ref.get("uid") or "") == uid:
         return None
@@ -75,7 +76,7 @@ def not_owned(kind: str, live: Mapping[str, Any] | None, owner: Mapping[str, Any
     return ChildConflict(kind, f"{meta.get('namespace')}/{meta.get('name')}", holder)
 
 
-async def apply_owned(manifest: dict[str, Any], owner: Mapping[str, Any]) -> None:
+async def apply_owned(manifest: dict[str, Any], owner: ObjectRef) -> None:
     """Server-side apply ``manifest`` (owned by ``owner``, :func:`sglang_operator.builders.adopt`) unless an object
     of that name is held by another controller owner, or by none (one GET first). Raises :class:`ChildConflict`,
     and what the GET or the apply raise (``lightkube.ApiError``, transport errors)."""
@@ -86,7 +87,7 @@ async def apply_owned(manifest: dict[str, Any], owner: Mapping[str, Any]) -> Non
     await kube_write.apply(manifest)
 
 
-async def delete_owned(kind: str, namespace: str, name: str, owner: Mapping[str, Any]) -> bool:
+async def delete_owned(kind: str, namespace: str, name: str, owner: ObjectRef) -> bool:
     """Delete child ``kind`` ``namespace/name`` only when ``owner`` is its controller owner: one GET, then a delete
     with the object's uid as precondition (an object deleted and made again by someone else meanwhile is not
     deleted). False when it does not exist. Raises :class:`ChildConflict` when another owner (or none) holds the
@@ -113,7 +114,7 @@ def contains(live: Any, rendered: Any) -> bool:
     return bool(live == rendered)
 
 
-async def up_to_date(rendered: builders.Rendered, owner: Mapping[str, Any]) -> bool:
+async def up_to_date(rendered: builders.Rendered, owner: ObjectRef) -> bool:
     """Whether every child of ``rendered`` exists with every field the operator renders (owner references
     included): then applying it would change nothing, and a resume writes nothing. Any read failure says False."""
     children = [rendered.workload, rendered.service]
@@ -123,18 +124,18 @@ async def up_to_date(rendered: builders.Rendered, owner: Mapping[str, Any]) -> b
                                     POD_MONITORS.labels))
     try:
         for child in children:
-            want = builders.adopt(dict(child), owner)
+            want = builders.adopt(dict(child), owner.stub())
             meta = want["metadata"]
             live = await kube.get_object(str(want["kind"]), str(meta["namespace"]), str(meta["name"]))
             if live is None or not contains(live, want):
                 return False
     except Exception as exc:  # unreadable: apply, as before
-        log.debug("children of %s not compared: %s", owner["metadata"].get("name"), exc)
+        log.debug("children of %s not compared: %s", owner.name, exc)
         return False
     return True
 
 
-async def apply_pod_monitor(rendered: builders.Rendered, owner: Mapping[str, Any]) -> None:
+async def apply_pod_monitor(rendered: builders.Rendered, owner: ObjectRef) -> None:
     """Server-side apply the PodMonitor of ``owner`` when :data:`POD_MONITORS` wants one."""
     from lightkube import ApiError
 
@@ -143,7 +144,7 @@ async def apply_pod_monitor(rendered: builders.Rendered, owner: Mapping[str, Any
     meta = rendered.deployment["metadata"]
     monitor = pod_monitor(meta["name"], meta["namespace"], str(rendered.command.version), POD_MONITORS.labels)
     try:
-        await apply_owned(builders.adopt(monitor, owner), owner)
+        await apply_owned(builders.adopt(monitor, owner.stub()), owner)
     except ApiError as err:
         if err.status.code != 404 or POD_MONITORS.mode is not PodMonitorMode.AUTO:
             raise

@@ -10,13 +10,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sglang_operator import builders
-from sglang_operator.api.server import parse_status
 from sglang_operator.api.spec import StrategyType
+from sglang_operator.api.view import ServerView
 from sglang_operator.control import server_status
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.decisions.pods import is_ready
@@ -81,28 +81,27 @@ async def drain(urls: Sequence[str], seconds: float, poll: float = 1.0, http: An
             await asyncio.sleep(min(poll, max(seconds - waited, 0.0)))
 
 
-async def drain_old_pods(body: Mapping[str, Any], spec: Any, new_revision: str,
+async def drain_old_pods(view: ServerView, spec: Any, new_revision: str,
                          memory: ServerMemory | None = None) -> DrainResult | None:
     """Before a Recreate replaces the running revision's pods with ``new_revision``: :func:`drain` them (at most
     ``spec.strategy.drainSeconds``), then post ``Drained`` (Normal) or ``DrainTimedOut`` (Warning). None when there
     is nothing to drain (RollingUpdate, drainSeconds 0, no running revision, the same revision, no Ready pod).
 
-    ``body``: the SGLangServer as stored (its ``status.revision`` and port are what runs); ``spec``: the parsed spec
+    ``view``: the SGLangServer as stored (its ``status.revision`` and port are what runs); ``spec``: the parsed spec
     being applied. The reconcile handler calls it; the rollback path must call it too before it applies an earlier
     revision (``control.restore.apply_revision``)."""
     strategy = spec.strategy
-    status = parse_status(body)
+    status = view.status
     old = status.revision
     if strategy.type is not StrategyType.RECREATE or strategy.drain_seconds <= 0 or not old or old == new_revision:
         return None
-    meta = body.get("metadata") or {}
-    namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+    namespace, name = view.namespace, view.name
     port = spec.port
     record = status.record(old)  # the running revision's own port
     if record is not None and isinstance((record.spec or {}).get("port"), int):
         port = int((record.spec or {})["port"])
     pods = await OWNERS.owned(namespace, await kube.list_pods(namespace, builders.selector_labels(name)),
-                              (str(meta.get("uid") or ""),))  # never a stranger carrying the server's labels
+                              (view.uid,))  # never a stranger carrying the server's labels
     urls = [base_url(p["status"]["podIP"], port) for p in pods
             if is_ready(p) and (p.get("status") or {}).get("podIP")
             and p.get("metadata", {}).get("labels", {}).get(builders.REVISION_LABEL) == old]
@@ -114,10 +113,10 @@ async def drain_old_pods(body: Mapping[str, Any], spec: Any, new_revision: str,
         roles = None  # the newest release's names
     result = await drain(urls, strategy.drain_seconds, memory=memory, roles=roles)
     if result.idle:
-        await server_status.event(body, "Normal", "Drained", f"revision {old}: no running request after "
+        await server_status.event(view.ref, "Normal", "Drained", f"revision {old}: no running request after "
                                   f"{result.seconds:.1f} s; replacing its pods with revision {new_revision}")
     else:
-        await server_status.event(body, "Warning", "DrainTimedOut",
+        await server_status.event(view.ref, "Warning", "DrainTimedOut",
                                   f"revision {old}: {result.running} requests still running after "
                                   f"spec.strategy.drainSeconds ({strategy.drain_seconds} s); replacing its pods with "
                                   f"revision {new_revision} anyway")

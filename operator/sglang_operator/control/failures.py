@@ -11,9 +11,8 @@ succeeds; its event is the one the condition's change posts.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
 
+from sglang_operator.api.view import ServerView
 from sglang_operator.control import server_status
 from sglang_operator.control.children import CHILD_CONFLICT, ChildConflict
 from sglang_operator.control.memory import ServerMemory
@@ -21,10 +20,10 @@ from sglang_operator.control.memory import ServerMemory
 log = logging.getLogger("sglang_operator.control.failures")
 
 
-async def job_failed(mem: ServerMemory, body: Mapping[str, Any], revision: str, exc: Exception) -> None:
-    """Record that applying ``revision`` for server ``body`` (its memory ``mem``) raised ``exc``, once per distinct
-    message: a log line, and a conflict in ``mem.apply_failure`` (reason ``ChildConflict``), any other failure a
-    Warning event."""
+async def job_failed(mem: ServerMemory, view: ServerView, revision: str, exc: Exception) -> None:
+    """Record that applying ``revision`` for the server of ``view`` (its memory ``mem``) raised ``exc``, once per
+    distinct message: a log line, and a conflict in ``mem.apply_failure`` (reason ``ChildConflict``), any other
+    failure a Warning event."""
     message = f"applying revision {revision} failed: {exc}"
     conflict = isinstance(exc, ChildConflict)
     if conflict:  # shown by every observation while it lasts
@@ -34,7 +33,7 @@ async def job_failed(mem: ServerMemory, body: Mapping[str, Any], revision: str, 
     mem.apply_error = message
     log.warning("%s/%s: %s", mem.namespace, mem.name, message)
     if not conflict:  # a conflict's event is the one its condition's change posts
-        await server_status.event(dict(body), "Warning", "ApplyFailed", message)
+        await server_status.event(view.ref, "Warning", "ApplyFailed", message)
 
 
 def job_succeeded(mem: ServerMemory) -> None:

@@ -30,6 +30,7 @@ from sglang_operator.api.base import ABORT_ANNOTATION
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus
+from sglang_operator.api.view import ServerView
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.revision import DIGEST_ANNOTATION
 from sglang_operator.control import ledger, restore
@@ -132,21 +133,18 @@ class Gathering:
         @property
         def sampler(self) -> Sampler: ...
 
-        def memory(self, body: Mapping[str, Any]) -> ServerMemory: ...
+        def _spec_revision(self, mem: ServerMemory, server: SGLangServer, view: ServerView) -> str | None: ...
 
-        def _spec_revision(self, mem: ServerMemory, server: SGLangServer, body: Mapping[str, Any],
-                           status: SGLangServerStatus) -> str | None: ...
-
-    async def gather(self, mem: ServerMemory, view: dict[str, Any], status: SGLangServerStatus, server: SGLangServer,
-                     spec: SGLangServerSpec, now: dt.datetime) -> tuple[Observed, Any]:
+    async def gather(self, mem: ServerMemory, view: ServerView, server: SGLangServer, spec: SGLangServerSpec,
+                     now: dt.datetime) -> tuple[Observed, Any]:
         """The I/O of one observation: the pods (from the cache), ``/server_info`` once Ready, the image digest, the
         interval's samples. Returns what was observed and the policy in force (``intervalSeconds`` the sampling
-        interval). ``view``: the object with what the server's job applied, ``status`` its status (a revision
-        applied); ``spec``: the spec it runs."""
-        meta = view.get("metadata", {})
+        interval). ``view``: the object, its status with what the server's job applied (a revision applied);
+        ``spec``: the spec it runs."""
+        status = view.status
         revision = str(status.revision)
-        generation = int(meta.get("generation") or 0)
-        pods = await self.pods.owned(server.namespace, server.name, (str(meta.get("uid") or ""),))  # never strangers
+        generation = view.generation
+        pods = await self.pods.owned(server.namespace, server.name, (view.uid,))  # never strangers
         running = status.canary
         canary_rev = running.revision if running is not None else None
         health_spec = spec if running is None else spec.model_copy(update={"replicas": running.stable_replicas})
@@ -154,14 +152,14 @@ class Gathering:
         policy = server.spec.rollback
         if judging.warm_up_ends(status.analysis, policy.warmup_seconds, now):  # align the first judged interval
             Sampler.restart_interval(mem.sampling)
-        effective, diffs, samples, figures, interval = await self._read_pods(mem, view, status, spec, policy,
-                                                                            health, pods, now)
+        effective, diffs, samples, figures, interval = await self._read_pods(mem, view, spec, policy, health, pods,
+                                                                            now)
         known = effective or (status.effective.dump() if status.effective is not None else None)
         self.series.export_effective(server.namespace, server.name, revision, known)  # for 0.5.10's missing gauges
         policy = policy.model_copy(update={"interval_seconds": max(1, round(interval))})
         sample = judging.sample_for(samples, revision)
         stable_views = groups.pod_views(pods, spec, revision)
-        annotations = meta.get("annotations") or {}
+        annotations = view.annotations
         canary_obs = None
         if running is not None or server.spec.strategy.canary_policy is not None:
             mine = [p for p in pods if canary_rev and _revision_of(p) == canary_rev
@@ -177,7 +175,7 @@ class Gathering:
                 abort_token=annotations.get(ABORT_ANNOTATION))
         observation = Observation(
             revision=revision, desired_pods=health_spec.replicas, setup=setup_of(spec), pods=stable_views,
-            spec_revision=None if mem.apply_failure else self._spec_revision(mem, server, view, status),  # kopf retries
+            spec_revision=None if mem.apply_failure else self._spec_revision(mem, server, view),  # kopf retries
             retry_token=restore.retry_token(view), canary=canary_obs)
         speculative = speculative_condition(
             spec.speculative.algorithm.value if spec.speculative else None,
@@ -188,17 +186,17 @@ class Gathering:
         return Observed(
             now=now, generation=generation, health=health, observation=observation, effective=effective, diffs=diffs,
             samples=samples, figures=figures, speculative=speculative,
-            promote_token=(meta.get("annotations") or {}).get(judging.PROMOTE_ANNOTATION),
+            promote_token=view.annotations.get(judging.PROMOTE_ANNOTATION),
             apply_failure=mem.apply_failure, apply_failure_reason=mem.apply_failure_reason, previous_diffs=mem.diffs,
             tunings=self.tunings.of(mem.key),
             spec_hash=self._spec_hash(mem, view),
             settings=self.tunings.settings_condition(server.namespace, spec, generation, now, view)), policy
 
-    async def _read_pods(self, mem: ServerMemory, view: dict[str, Any], status: SGLangServerStatus,
-                         spec: SGLangServerSpec, policy: Any, health: Any, pods: list[dict[str, Any]],
-                         now: dt.datetime) -> Reads:
+    async def _read_pods(self, mem: ServerMemory, view: ServerView, spec: SGLangServerSpec, policy: Any, health: Any,
+                         pods: list[dict[str, Any]], now: dt.datetime) -> Reads:
         """``/server_info`` (when Ready) and the interval's samples, read at the same time without an observer slot,
         unless the server's back-off says wait: (effective, diffs, samples, figures, interval seconds)."""
+        status = view.status
         ready = [t.name for t in targets(pods) if t.ready and t.ip]
         clock = time.monotonic()
         interval = float(self.sample_interval or policy.interval_seconds)
@@ -216,10 +214,10 @@ class Gathering:
         async with slot_released():
             if info is not None:
                 (effective, diffs), (samples, figures, interval) = await asyncio.gather(
-                    info, self.sample(view, status, spec, policy, now, mem))
+                    info, self.sample(view, spec, policy, now, mem))
             else:
                 effective, diffs = None, None
-                samples, figures, interval = await self.sample(view, status, spec, policy, now, mem)
+                samples, figures, interval = await self.sample(view, spec, policy, now, mem)
         if info is not None:
             await self._note_digest(mem, str(status.revision), pods)
         if mem.sampling.reads is not None:
@@ -230,12 +228,11 @@ class Gathering:
         return effective, diffs, samples, figures, interval
 
     @staticmethod
-    def _spec_hash(mem: ServerMemory, view: Mapping[str, Any]) -> str:
+    def _spec_hash(mem: ServerMemory, view: ServerView) -> str:
         """The object's spec hashed without ``replicas`` (:func:`~sglang_operator.decisions.tuning.hold.spec_hash`),
         once per generation."""
-        generation = int((view.get("metadata") or {}).get("generation") or 0)
-        if mem.spec_hash is None or mem.spec_hash[0] != generation:
-            mem.spec_hash = (generation, holds.spec_hash(view.get("spec") or {}))
+        if mem.spec_hash is None or mem.spec_hash[0] != view.generation:
+            mem.spec_hash = (view.generation, holds.spec_hash(view.spec_data))
         return mem.spec_hash[1]
 
     async def _note_digest(self, mem: ServerMemory, revision: str, pods: list[dict[str, Any]]) -> None:
@@ -250,14 +247,14 @@ class Gathering:
         if digest is not None:
             mem.digests[revision] = digest
 
-    async def sample(self, body: dict[str, Any], status: SGLangServerStatus, spec: Any, policy: Any, now: dt.datetime,
-                     mem: ServerMemory | None = None) -> tuple[list[Sample] | None, dict[str, Any], float]:
+    async def sample(self, view: ServerView, spec: Any, policy: Any, now: dt.datetime,
+                     mem: ServerMemory) -> tuple[list[Sample] | None, dict[str, Any], float]:
         """Sample the server when its interval has passed: export every revision's sample; return the samples
         (None: not due), the status figures of the serving revision (:func:`decisions.status.figures_patch`;
         ``{}`` when nothing to write) and the sampling interval in seconds. ``spec``: the applied spec (port,
         model, API key); ``policy``: the object's ``spec.rollback`` (signal, interval, probe)."""
-        meta = body["metadata"]
-        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+        status = view.status
+        ns, name = view.namespace, view.name
         if status.tuning_hold is not None:  # an InPlace tuning measures its trial: no probe beside its load
             return None, {}, float(self.sample_interval or policy.interval_seconds)
         try:
@@ -265,7 +262,6 @@ class Gathering:
         except SGLangVersionError:
             return None, {}, float(self.sample_interval or policy.interval_seconds)
         params = sampling_params(policy, self.sample_interval)
-        mem = mem or self.memory(body)
         if not self.sampler.due(mem.sampling, params.interval_seconds, now):
             return None, {}, params.interval_seconds
         api_key = None

@@ -41,7 +41,8 @@ import kopf
 from sglang_operator import builders
 from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.base import truncate
-from sglang_operator.api.server import SpecError, parse, parse_status
+from sglang_operator.api.server import SpecError
+from sglang_operator.api.view import ServerView
 from sglang_operator.builders.labels import MANAGED_BY
 from sglang_operator.control import restore, server_status, tunings  # tunings: registers the tuning watch
 from sglang_operator.control.apply import apply_placement, placement
@@ -73,13 +74,13 @@ STALE_RETRY_SECONDS = 1.0
 """Seconds before kopf calls the reconcile handler again when its status patch was refused as stale (409)."""
 
 
-async def _write_status(body: kopf.Body, status: kopf.Status, values: dict[str, Any], memory: ServerMemory) -> None:
-    """The handler's ONE status patch: what of ``values`` differs from the stored ``status``, as a merge patch with the
-    body's resourceVersion as precondition, written before the handler returns (inside the server's worker), not by
+async def _write_status(view: ServerView, values: dict[str, Any], memory: ServerMemory) -> None:
+    """The handler's ONE status patch: what of ``values`` differs from the stored status, as a merge patch with the
+    view's resourceVersion as precondition, written before the handler returns (inside the server's worker), not by
     kopf's patch after it. Refused as stale (the object changed since kopf read it: the observer's patch, another
     update): raises ``kopf.TemporaryError``, and kopf calls the handler again with the newer object; the stale
     decision is never written. The answer becomes the server's newest view (``memory.body``)."""
-    patched, delta = await server_status.write_changed(body, status, values)
+    patched, delta = await server_status.write_changed(view, values)
     if not delta:
         return
     if patched is None:
@@ -88,8 +89,8 @@ async def _write_status(body: kopf.Body, status: kopf.Status, values: dict[str, 
     memory.body = patched
 
 
-async def _event(body: kopf.Body, type_: str, reason: str, message: str) -> None:
-    await server_status.event(dict(body), type_, reason, message)
+async def _event(view: ServerView, type_: str, reason: str, message: str) -> None:
+    await server_status.event(view.ref, type_, reason, message)
 
 
 @dataclass(frozen=True)
@@ -121,19 +122,19 @@ def observer_of(memo: Any) -> Observer:
     return observer
 
 
-async def _apply_failed(body: kopf.Body, status: kopf.Status, generation: int, message: str, logger: Logger,
-                        memory: ServerMemory, reason: str = "ApplyFailed") -> None:
+async def _apply_failed(view: ServerView, message: str, logger: Logger, memory: ServerMemory,
+                        reason: str = "ApplyFailed") -> None:
     """Degraded=True (``reason``: ApplyFailed, or ChildConflict when another owner holds a child's name) written now
     (kopf retries the handler); a Warning event and a log line only when the failure is new for this server
     (``memory.apply_failure``, shown by the observer too)."""
-    conds = merge([c.dump() for c in parse_status(body).conditions],
-                  [condition("Degraded", "True", reason, truncate(message), generation, _now())])
-    # with the body's resourceVersion: a stale view writes nothing (kopf retries the handler anyway)
-    await server_status.patch(body, {"conditions": conds})
+    conds = merge([c.dump() for c in view.status.conditions],
+                  [condition("Degraded", "True", reason, truncate(message), view.generation, _now())])
+    # with the view's resourceVersion: a stale view writes nothing (kopf retries the handler anyway)
+    await server_status.patch(view, {"conditions": conds})
     memory.apply_failure_reason = reason
     if memory.apply_failure != message:
         memory.apply_failure = message
-        await _event(body, "Warning", reason, message)
+        await _event(view, "Warning", reason, message)
         logger.warning("%s", message)
 
 
@@ -157,18 +158,18 @@ async def reconcile(
                 await job
         async with memory.lock:
             memory.applied = {}  # the handler decides from the object itself: what a cancelled job applied is moot
-            await _reconcile(body, meta, status, reason, logger, observer, memory)
+            await _reconcile(ServerView.of(body), reason, logger, observer, memory)  # the one typed view
     finally:
         READINESS.seen(str(meta.get("uid")))
 
 
-async def _unchanged_since_applied(body: kopf.Body, rendered: builders.Rendered) -> bool:
+async def _unchanged_since_applied(view: ServerView, rendered: builders.Rendered) -> bool:
     """On resume: whether the spec is the one ``status.revision`` was applied from (replicas aside) while it now
     renders otherwise (the operator's defaults changed with an upgrade) and the children still exist: then nothing
     is applied, so an operator upgrade restarts no running pod; the new render applies at the next spec change."""
-    status = parse_status(body)
+    status = view.status
     record = status.applied_record
-    if record is None or rendered.revision == status.revision or not same_spec(record.spec, body.get("spec")):
+    if record is None or rendered.revision == status.revision or not same_spec(record.spec, view.spec_data):
         return False
     try:
         for child in (rendered.workload, rendered.service):
@@ -180,52 +181,53 @@ async def _unchanged_since_applied(body: kopf.Body, rendered: builders.Rendered)
     return True
 
 
-async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reason: str,
-                     logger: Logger, observer: Observer, memory: ServerMemory) -> None:
-    generation = int(meta.get("generation") or 0)
+async def _reconcile(view: ServerView, reason: str, logger: Logger, observer: Observer,
+                     memory: ServerMemory) -> None:
+    generation = view.generation
+    status = view.status_data
     now = _now()
-    before = parse_status(body).revision  # the revision applied before this call
+    before = view.status.revision  # the revision applied before this call
     logger.debug("reconcile (%s) of generation %s", reason, generation)
     try:
-        server = parse(body)
+        server = view.server
         rendered = builders.render(server)
     except (SpecError, builders.InvalidSpec) as err:
         errors = err.messages if isinstance(err, SpecError) else err.errors
-        await _write_status(body, status, status_decisions.invalid(status, errors, generation, now), memory)
-        await _event(body, "Warning", "InvalidSpec", "; ".join(errors))
+        await _write_status(view, status_decisions.invalid(status, errors, generation, now), memory)
+        await _event(view, "Warning", "InvalidSpec", "; ".join(errors))
         logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
         telemetry.count_reconcile("invalid")
         return
-    hold = holds.active(parse_status(body), generation, holds.spec_hash(body.get("spec") or {}))
+    hold = holds.active(view.status, generation, holds.spec_hash(view.spec_data))
     if hold is not None:  # the tuning's trial runs (a resume, a scale): its end applies the stable one, with the scale
         logger.info("held by SGLangTuning %s (InPlace, trial %s): nothing applied; revision %s is applied again at "
                     "its end", hold.name, hold.trial, hold.stable_revision)
         telemetry.count_reconcile("applied")
         return
-    if reason == kopf.Reason.RESUME and await _unchanged_since_applied(body, rendered):
+    if reason == kopf.Reason.RESUME and await _unchanged_since_applied(view, rendered):
         logger.info("revision %s runs; the spec renders as %s with this operator's defaults: applied at the next "
-                    "spec change", parse_status(body).revision, rendered.revision)
+                    "spec change", view.status.revision, rendered.revision)
         telemetry.count_reconcile("applied")
         return
     noted = memory.spec_revision  # the spec's revision as last rendered (this process), before this change
-    observer.note_spec_revision(body, generation, rendered.revision)
+    memory.spec_revision = (generation, rendered.revision)  # the observer does not render this spec again
     same_spec_revision = noted is not None and noted[1] == rendered.revision
     try:  # the spec's revision, unless the rollback rejected it: then the stable one (the spec is not edited)
-        choice = await restore.target(dict(body), rendered)
+        choice = await restore.target(view, rendered)
     except restore.NotInLedger as err:
-        await _event(body, "Warning", "ApplyFailed", f"the spec's revision {rendered.revision} was rejected and "
+        await _event(view, "Warning", "ApplyFailed", f"the spec's revision {rendered.revision} was rejected and "
                                                       f"the stable one cannot be restored: {err}")
         telemetry.count_reconcile("error")
         return
     spec_dict, held_back, for_canary = choice.spec, choice.reason, choice.canary
     rendered = choice.rendered  # the spec's own (its image as that revision runs or ran), or the stable one's
     try:
-        write = reason != kopf.Reason.RESUME or not await up_to_date(rendered, body)  # a restart writes nothing
-        new = await apply_placement(body, [placement(body, rendered, spec_dict)], now, memory, write_children=write,
+        write = reason != kopf.Reason.RESUME or not await up_to_date(rendered, view.ref)  # a restart writes nothing
+        new = await apply_placement(view, [placement(view, rendered, spec_dict)], now, memory, write_children=write,
                                     warnings=rendered.warnings)
     except LeaderWorkerSetMissing as err:  # nothing applied; the observer applies once the API is served
-        await _write_status(body, status, groups.lws_missing(status, rendered.warnings, generation, now), memory)
-        await _event(body, "Warning", groups.LWS_MISSING, str(err))
+        await _write_status(view, groups.lws_missing(status, rendered.warnings, generation, now), memory)
+        await _event(view, "Warning", groups.LWS_MISSING, str(err))
         logger.warning("%s", err)
         telemetry.count_reconcile("refused")
         return
@@ -233,25 +235,25 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
         failure = err.failure
         if not failure.spec_fault:
             telemetry.count_reconcile("error")
-            await _apply_failed(body, status, generation, failure.describe(), logger, memory, failure.reason)
+            await _apply_failed(view, failure.describe(), logger, memory, failure.reason)
             raise kopf.TemporaryError(failure.describe(), delay=30) from None
         refusal = failure.describe()
-        await _write_status(body, status, status_decisions.invalid(status, [refusal], generation, now), memory)
-        await _event(body, "Warning", "InvalidSpec", refusal)
+        await _write_status(view, status_decisions.invalid(status, [refusal], generation, now), memory)
+        await _event(view, "Warning", "InvalidSpec", refusal)
         logger.warning("%s", refusal)
         telemetry.count_reconcile("refused")
         return
     memory.apply_failure, memory.apply_failure_reason = None, "ApplyFailed"
     memory.handled = (generation, rendered.revision, time.monotonic())  # until a watch view shows it
     logger.debug("applied revision %s", rendered.revision)
-    await _write_status(body, status, new, memory)
+    await _write_status(view, new, memory)
     if held_back:
         logger.info("%s", held_back)
         if reason != kopf.Reason.RESUME and not (same_spec_revision and rendered.revision == before):
             if for_canary:  # not again for a scale or a policy change
-                await _event(body, "Normal", "Updated", held_back)
+                await _event(view, "Normal", "Updated", held_back)
             else:
-                await _event(body, "Warning", "RevisionRejected", held_back)
+                await _event(view, "Warning", "RevisionRejected", held_back)
         telemetry.count_reconcile("applied")
         return
     telemetry.count_reconcile("applied")
@@ -259,9 +261,9 @@ async def _reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, reas
         return  # a scale or a policy-only change: the same revision runs, nothing to announce
     verb = "Created" if reason == kopf.Reason.CREATE else "Updated"
     message = f"revision {rendered.revision}: {rendered.command.command_line}"
-    await _event(body, "Normal", verb, message)
+    await _event(view, "Normal", verb, message)
     for warning in rendered.warnings:
-        await _event(body, "Warning", "SpecWarning", warning)
+        await _event(view, "Warning", "SpecWarning", warning)
 
 
 @kopf.on.event(*RESOURCE)

@@ -18,7 +18,8 @@ from typing import Any
 
 from sglang_operator import builders
 from sglang_operator.api.rollback import without_default_prompt
-from sglang_operator.api.server import SGLangServer, parse, parse_status
+from sglang_operator.api.server import SGLangServer
+from sglang_operator.api.view import ObjectRef, ServerView
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.revision import (
     DIGEST_ANNOTATION,
@@ -57,7 +58,7 @@ def owned(crs: Sequence[Mapping[str, Any]], owner_uid: str) -> list[dict[str, An
     return out
 
 
-async def record(owner: Mapping[str, Any], rendered: builders.Rendered, spec: Mapping[str, Any],
+async def record(owner: ObjectRef, rendered: builders.Rendered, spec: Mapping[str, Any],
                  history_limit: int, keep: set[str], fresh: bool = False) -> None:
     """Make sure ``rendered.revision`` has its ControllerRevision (a new one numbered after the newest; a return
     to an earlier one renumbers it as the newest) and prune the oldest entries beyond ``history_limit``, never
@@ -65,20 +66,19 @@ async def record(owner: Mapping[str, Any], rendered: builders.Rendered, spec: Ma
     ``status.revisions``: a new one), so its first entry is created without listing the ledger first (one LIST
     less per server created); when a ControllerRevision of that name exists all the same (an earlier server of
     that name not yet garbage-collected) the ledger is listed as usual. Raises ``lightkube.ApiError``."""
-    meta = owner["metadata"]
-    ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
+    ns, name = owner.namespace, owner.name
     if fresh:
         first = controller_revision(name, ns, rendered.revision, 1, spec, rendered.command.command_line,
                                     str(rendered.command.version), _image(rendered))
-        if await api.create_revision(builders.adopt(first, owner)):
+        if await api.create_revision(builders.adopt(first, owner.stub())):
             return
-    existing = owned(await api.list_revisions(ns, name), str(meta.get("uid") or ""))
+    existing = owned(await api.list_revisions(ns, name), owner.uid)
     newest = max((int(r.get("revision") or 0) for r in existing), default=0)
     mine = next((r for r in existing if _hash(r) == rendered.revision), None)
     if mine is None:
         manifest = controller_revision(name, ns, rendered.revision, newest + 1, spec, rendered.command.command_line,
                                        str(rendered.command.version), _image(rendered))
-        await api.create_revision(builders.adopt(manifest, owner))
+        await api.create_revision(builders.adopt(manifest, owner.stub()))
         existing.append(manifest)
     elif int(mine.get("revision") or 0) != newest:
         await api.set_number(ns, revision_name(name, rendered.revision), newest + 1)
@@ -120,20 +120,20 @@ async def load(namespace: str, server: str, revision: str, owner_uid: str) -> di
     return next((r for r in crs if _hash(r) == revision), None)
 
 
-def render_revision(body: Mapping[str, Any], cr: Mapping[str, Any]) -> builders.Rendered:
-    """Render ledger entry ``cr`` for SGLangServer ``body``: its spec (with the object's current ``replicas``:
+def render_revision(view: ServerView, cr: Mapping[str, Any]) -> builders.Rendered:
+    """Render ledger entry ``cr`` for the SGLangServer of ``view``: its spec (with the object's current ``replicas``:
     scaling is the user's, not the revision's), the image pinned to the recorded digest, the revision label kept
     (the hash is over the template as first applied). An entry that renders to another hash is applied under its
     recorded one only when ``status.revisions`` (written by the operator alone) holds that revision with the same
     spec (the operator's defaults changed with an upgrade); else it is refused. Raises ``SpecError`` /
     ``builders.InvalidSpec``, :class:`ForeignRevision`."""
     spec = dict(cr["data"]["spec"])
-    if "replicas" in (body.get("spec") or {}):
-        spec["replicas"] = body["spec"]["replicas"]
-    server: SGLangServer = parse({**body, "spec": spec, "status": None})
+    if "replicas" in view.spec_data:
+        spec["replicas"] = view.spec_data["replicas"]
+    server: SGLangServer = view.parse_with(spec)
     rendered = builders.render(server)
     if rendered.revision != _hash(cr):
-        record = parse_status(body).record(_hash(cr))
+        record = view.status.record(_hash(cr))
         if record is None or not _same(record.spec, cr["data"]["spec"]):
             raise ForeignRevision(f"ControllerRevision {cr['metadata'].get('name')} renders as revision "
                                   f"{rendered.revision}, not {_hash(cr)}, and status.revisions does not hold that "
@@ -186,14 +186,14 @@ def pinned(rendered: builders.Rendered, digest_ref: str | None, revision: str | 
     return replace(rendered, workload=dep, revision=revision)
 
 
-async def record_applied(body: Mapping[str, Any], rendered: builders.Rendered, spec: Mapping[str, Any],
+async def record_applied(view: ServerView, rendered: builders.Rendered, spec: Mapping[str, Any],
                          history_limit: int) -> None:
     """Record ``rendered`` (applied from ``spec``) in the ControllerRevision ledger; failures are logged (the
     ledger in status still holds the spec), never raised."""
-    status, meta = parse_status(body), body.get("metadata") or {}
+    status = view.status
     keep = {r for r in (status.stable_revision, status.revision) if r}
     try:
-        await record(body, rendered, spec, history_limit, keep, fresh=not status.revisions)
+        await record(view.ref, rendered, spec, history_limit, keep, fresh=not status.revisions)
     except Exception as exc:
-        log.warning("%s/%s: ControllerRevision of %s not recorded: %s", meta.get("namespace"), meta.get("name"),
+        log.warning("%s/%s: ControllerRevision of %s not recorded: %s", view.namespace, view.name,
                     rendered.revision, exc)

@@ -21,8 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sglang_operator.api.server import parse_status
-from sglang_operator.api.status import SGLangServerStatus
+from sglang_operator.api.view import ServerView
 from sglang_operator.decisions.sampling.backoff import Backoff
 from sglang_operator.decisions.tuning import known_best
 from sglang_operator.decisions.tuning.inplace import TuningRequest, request_of
@@ -70,7 +69,8 @@ class ScalerRecord:
 class ServerMemory:
     """What the operator remembers about one SGLangServer between two events or ticks.
 
-    - ``body``: the newest view of the object from the watch (or a status patch's answer);
+    - ``body``: the newest object from the watch (or a status patch's answer), as delivered: the server's loop reads
+      it typed (:meth:`view`); the tuning queue reads it as is;
     - ``stale_rv``: the resourceVersion of a view whose status patch was refused (409): not observed again until a
       newer view arrives;
     - ``parsed``: the parse cache; ``spec_revision``: ``(generation, revision)`` the spec renders to (None: refused);
@@ -113,24 +113,25 @@ class ServerMemory:
     sampling: SamplerState = field(default_factory=SamplerState)
     read_backoff: Backoff = field(default_factory=Backoff)
     """When its pods are read again after reads that all timed out (:mod:`sglang_operator.control.gather`)."""
-    typed: tuple[str, SGLangServerStatus] | None = None
-    """``(resourceVersion, status)``: the newest view's status parsed (:meth:`status_of`)."""
+    typed: ServerView | None = None
+    """The newest object typed (:meth:`view`), built once per object the watch (or a write's answer) delivered."""
+    _typed_from: dict[str, Any] | None = field(default=None, repr=False)
     scaler: ScalerRecord | None = None
     """The ScaledObject last written or deleted (None: not since this process started; the first tick compares)."""
     spec_hash: tuple[int, str] | None = None
     """``(generation, hash)`` of the object's spec without ``replicas``
     (:func:`sglang_operator.decisions.tuning.hold.spec_hash`), computed once per generation."""
 
-    def status_of(self, view: Any) -> SGLangServerStatus:
-        """``view['status']`` typed (:func:`sglang_operator.api.server.parse_status`), parsed once per
-        resourceVersion; a view with what the server's job applied merged in (:attr:`applied`) is parsed each
-        time (rare: once after a rollback's apply)."""
-        rv = str((view.get("metadata") or {}).get("resourceVersion") or "")
-        if self.applied or not rv:
-            return parse_status(view)
-        if self.typed is None or self.typed[0] != rv:
-            self.typed = (rv, parse_status(view))
-        return self.typed[1]
+    def view(self) -> ServerView | None:
+        """The newest object (:attr:`body`) as a :class:`~sglang_operator.api.view.ServerView`: its status parsed
+        once per object delivered, then handed to every function of the tick, the job and the apply path; None
+        before the first sight."""
+        if self.body is None:
+            return None
+        rv = str((self.body.get("metadata") or {}).get("resourceVersion") or "")
+        if self.typed is None or self._typed_from is not self.body or self.typed.resource_version != rv:
+            self.typed, self._typed_from = ServerView.of(self.body), self.body
+        return self.typed
 
     @property
     def key(self) -> Key:
@@ -273,14 +274,13 @@ class TuningRequests:
         return got
 
     def settings_condition(self, namespace: str, spec: SGLangServerSpec, generation: int, now: dt.datetime,
-                           view: Any) -> dict[str, Any] | None:
+                           view: ServerView) -> dict[str, Any] | None:
         """Condition ``SpeculativeSettings`` of a server of ``namespace`` running ``spec`` (``view``: its object as
         stored) against the namespace's known best (:func:`~sglang_operator.decisions.tuning.known_best.
         condition`); None: nothing to say."""
-        stored = (view.get("status") or {}).get("conditions") or []
+        stored = view.status_data.get("conditions") or []
         return known_best.condition(self.known_best(namespace), spec, generation, now,
-                                    [c for c in stored if isinstance(c, dict)],
-                                    str((view.get("metadata") or {}).get("name") or ""))
+                                    [c for c in stored if isinstance(c, dict)], view.name)
 
     def of(self, key: Key) -> tuple[TuningRequest, ...]:
         """The requests of the tunings naming server ``key``, by name, each with ``admitted`` as the tuning queue

@@ -16,7 +16,8 @@ import logging
 from typing import Any
 
 from sglang_operator import builders
-from sglang_operator.api.server import SpecError, parse
+from sglang_operator.api.server import SpecError
+from sglang_operator.api.view import ServerView
 from sglang_operator.builders.leaderworkerset import CRD_NAME, VERSION
 from sglang_operator.control.apply import apply_placement, placement
 from sglang_operator.control.children import ChildApplyError, LeaderWorkerSetMissing
@@ -26,29 +27,28 @@ from sglang_operator.io import kube
 log = logging.getLogger("sglang_operator.control.multinode")
 
 
-async def apply_when_served(body: dict[str, Any], now: dt.datetime) -> tuple[dict[str, Any], str, str] | None:
-    """Apply SGLangServer ``body`` (waiting for the LeaderWorkerSet API) if the API is served now.
+async def apply_when_served(view: ServerView, now: dt.datetime) -> tuple[dict[str, Any], str, str] | None:
+    """Apply the SGLangServer of ``view`` (waiting for the LeaderWorkerSet API) if the API is served now.
 
     Returns (the status keys to write — ``revision``, ledger entry, SpecValid, ``Ready=False`` reason ``RollingOut``:
     the next observation takes over —, the log message, the ``Created`` event's message) when the children were
     applied; None when the API is still missing, the spec no longer renders, or applying failed (logged; the next
     tick tries again). Never raises for those. The caller writes the status
     (:mod:`sglang_operator.control.server_status`)."""
-    meta = body.get("metadata", {})
-    if meta.get("deletionTimestamp") or not await kube.crd_served(CRD_NAME, VERSION):
+    if view.deleting or not await kube.crd_served(CRD_NAME, VERSION):
         return None
     try:
-        server = parse(body)
+        server = view.server
         rendered = builders.render(server)
     except (SpecError, builders.InvalidSpec):
         return None  # an update since: the reconcile handler reports it
     try:
-        new = await apply_placement(body, [placement(body, rendered)], now, drain=False, warnings=rendered.warnings)
+        new = await apply_placement(view, [placement(view, rendered)], now, drain=False, warnings=rendered.warnings)
     except (ChildApplyError, LeaderWorkerSetMissing) as err:
         log.warning("%s/%s: the LeaderWorkerSet API is served, but applying failed: %s", server.namespace,
                     server.name, err)
         return None
-    generation = int(meta.get("generation") or 0)
+    generation = view.generation
     message = f"the LeaderWorkerSet API is served now: applied revision {rendered.revision}; waiting for its groups"
     new["conditions"] = merge(new["conditions"], [condition("Ready", "False", "RollingOut", message, generation,
                                                             now)])

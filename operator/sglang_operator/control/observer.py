@@ -37,9 +37,9 @@ from typing import Any
 
 from sglang_operator import builders
 from sglang_operator.api.rollback import without_default_prompt
-from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_spec, parse_status
+from sglang_operator.api.server import SGLangServer, SpecError
 from sglang_operator.api.spec import SGLangServerSpec
-from sglang_operator.api.status import SGLangServerStatus
+from sglang_operator.api.view import ServerView
 from sglang_operator.builders.canary import serving_name
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
 from sglang_operator.control import autoscaling, failures, restore, server_status, testhooks
@@ -74,44 +74,30 @@ RESYNC_SECONDS = 300.0
 MANAGED = {"app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/managed-by": MANAGED_BY}
 
 
-def applied_spec(body: Mapping[str, Any], status: SGLangServerStatus) -> SGLangServerSpec:
-    """The spec last applied (the ledger record of ``status.revision``), else the object's spec; parsed.
-
-    After a refused update the object's spec is not what runs: replicas, port and requested settings must
-    come from what was applied. Raises :class:`SpecError` when neither parses.
-    """
-    record = status.applied_record
-    if record is not None and record.spec:
-        try:
-            return parse_spec(record.spec)
-        except SpecError:
-            pass
-    return parse_spec(body.get("spec") or {})
-
-
 async def restore_children(namespace: str, name: str, owner_uid: str | None, missing: str,
                            child_name: str | None = None) -> None:  # in the worker
     """Re-apply the children of SGLangServer ``namespace/name`` after ``missing`` (a kind) was deleted behind
     the operator's back, but only while that very owner (``owner_uid``) exists and is not being deleted, and
     only for the revision status says is applied (a newer, not yet handled or invalid spec is left alone)."""
     body = await kube.get_sglangserver(namespace, name)
-    meta = (body or {}).get("metadata", {})
-    if body is None or meta.get("deletionTimestamp") or (owner_uid and meta.get("uid") != owner_uid):
+    if body is None:
+        return
+    view = ServerView.of(body)
+    if view.deleting or (owner_uid and view.uid != owner_uid):
         return
     try:
-        server = parse(body)
-        rendered = builders.render(server)
+        rendered = builders.render(view.server)
     except (SpecError, builders.InvalidSpec):
         return
-    status = parse_status(body)
+    status = view.status
     if rendered.revision != status.revision:
         return
     if missing == "Deployment" and child_name is not None and child_name != serving_name(name, status.serving_workload):
         return  # a canary's workload, or the one a promotion retired: the operator deleted it
-    rendered = await restore.as_ran(body, rendered)  # recreated with the image it ran (pinned by a rollback)
-    await apply_placement(body, [placement(body, rendered)], dt.datetime.now(dt.UTC), drain=False)
+    rendered = await restore.as_ran(view, rendered)  # recreated with the image it ran (pinned by a rollback)
+    await apply_placement(view, [placement(view, rendered)], dt.datetime.now(dt.UTC), drain=False)
     log.warning("%s/%s: %s deleted; re-applied revision %s", namespace, name, missing, rendered.revision)
-    await server_status.event(body, "Warning", "ChildRecreated", f"{missing} was deleted; re-applied revision "
+    await server_status.event(view.ref, "Warning", "ChildRecreated", f"{missing} was deleted; re-applied revision "
                               f"{rendered.revision}")
 
 
@@ -234,76 +220,74 @@ class Observer(Gathering, Ticking):
             await self._http.aclose()
             self._http = None
 
-    async def observe(self, body: dict[str, Any], now: dt.datetime) -> None:
-        """Observe one SGLangServer ``body`` and persist what that decides (nothing when nothing changed): gather
-        (:meth:`gather`: pods, ``/server_info``, the samples) → decide (pure: :func:`~sglang_operator.decisions.
-        observation.decide`) → the autoscaler (:func:`sglang_operator.control.autoscaling.follow`: the ScaledObject) →
-        persist (:meth:`persist`: one status patch, the events, the job's apply). The caller holds the server's lock."""
-        meta, stored = body.get("metadata", {}), body.get("status") or {}
-        mem = self.memory(body)
-        view = {**body, "status": {**stored, **mem.applied}} if mem.applied else body  # what the server's job applied
-        status = mem.status_of(view)
+    async def observe(self, view: ServerView, now: dt.datetime) -> None:
+        """Observe one SGLangServer (``view``: its newest object, :meth:`ServerMemory.view`) and persist what that
+        decides (nothing when nothing changed): gather (:meth:`gather`: pods, ``/server_info``, the samples) → decide
+        (pure: :func:`~sglang_operator.decisions.observation.decide`) → the autoscaler
+        (:func:`sglang_operator.control.autoscaling.follow`: the ScaledObject) → persist (:meth:`persist`: one status
+        patch, the events, the job's apply). The caller holds the server's lock."""
+        mem = self.memories.of(view.key, view.uid)
+        merged = view.with_status(mem.applied)  # with what the server's job applied
+        status = merged.status
         if groups.waiting_for_lws(status):  # nothing applied for want of the LeaderWorkerSet API: re-check
-            await self._apply_when_served(mem, body, now)
+            await self._apply_when_served(mem, view, now)
             return
-        if not status.revision or meta.get("deletionTimestamp"):
+        if not status.revision or view.deleting:
             return
         if mem.handled is not None:  # the reconcile handler applied a revision its patch has not shown yet
             generation, handled, at = mem.handled
             if status.revision == handled or time.monotonic() - at > HANDLED_WAIT_SECONDS \
-                    or int(meta.get("generation") or 0) != generation:
+                    or view.generation != generation:
                 mem.handled = None
             else:
                 return  # an older view than what runs: the watch brings the handler's status next
         try:
-            server, spec = self._parsed(mem, view, status)
+            server, spec = self._parsed(mem, merged)
         except SpecError:
             return
-        decided = decide(stored, mem.applied, *await self.gather(mem, view, status, server, spec, now), status)
+        decided = decide(view.status_data, mem.applied, *await self.gather(mem, merged, server, spec, now), status)
         measured = capacity.capacity(self.tunings.known_best(server.namespace), server, spec, status.revision) \
             if capacity.uses_measured_capacity(server) else None
-        await self.persist(mem, body, await autoscaling.follow(mem, body, server, stored, decided, now,
-                                                                measured=measured), now)
+        await self.persist(mem, view, await autoscaling.follow(mem, view, server, decided, now, measured=measured),
+                           now)
 
-    async def _apply_when_served(self, mem: ServerMemory, body: dict[str, Any], now: dt.datetime) -> None:
+    async def _apply_when_served(self, mem: ServerMemory, view: ServerView, now: dt.datetime) -> None:
         """A server that waited for the LeaderWorkerSet API: applied once it is served
         (:func:`~sglang_operator.control.multinode.apply_when_served`), its status written here in one patch."""
-        applied = await apply_when_served(body, now)
+        applied = await apply_when_served(view, now)
         if applied is None:
             return
         new, message, created = applied
-        patched, _ = await server_status.write_changed(body, body.get("status") or {}, new)
+        patched, _ = await server_status.write_changed(view, new)
         if patched is None:
             return  # changed meanwhile: the next tick sees the new object (applying again is a no-op)
         mem.body = patched
         log.info("%s/%s: %s", mem.namespace, mem.name, message)
-        await server_status.event(body, "Normal", "Created", created)
+        await server_status.event(view.ref, "Normal", "Created", created)
 
-    async def persist(self, mem: ServerMemory, body: dict[str, Any], decision: Decision, now: dt.datetime) -> None:
-        """Write ``decision`` for ``body`` (the view it was decided from): ONE status patch with the view's
+    async def persist(self, mem: ServerMemory, view: ServerView, decision: Decision, now: dt.datetime) -> None:
+        """Write ``decision`` for ``view`` (the view it was decided from): ONE status patch with the view's
         resourceVersion (refused as stale: the view is marked and nothing else is written; the watch's newer object is
         decided again), then the events, then the apply as the server's job, only from a view known to be current
         (the patch's answer, else one GET)."""
-        meta = body.get("metadata", {})
-        stored = body.get("status") or {}
-        view = body
         if decision.delta:
-            patched = await server_status.patch(body, status_decisions.merge_patch(stored, decision.delta))
+            patched = await server_status.patch(view, status_decisions.merge_patch(view.status_data, decision.delta))
             if patched is None:  # stale view: decide again on the watch's newer object, never on this one
-                mem.stale_rv = str(meta.get("resourceVersion"))
+                mem.stale_rv = view.resource_version
                 return
             mem.applied = {}
-            if mem.body is body:  # the answer is the newest view until the watch brings another
-                mem.body = patched
-            view = patched
+            newest = mem.view()
+            if newest is None or newest.resource_version == view.resource_version:  # the answer is the newest view
+                mem.body = patched  # until the watch brings another
+            view = ServerView.of(patched)
         else:
             mem.applied = {}  # nothing differs: the stored status holds what the job applied already
-            if decision.apply is not None and not await self._current(mem, body):
+            if decision.apply is not None and not await self._current(mem, view):
                 return  # an apply is decided from the newest object only: the watch's next view is judged
         self.series.export_analysis(mem.namespace, mem.name, decision.state)
         mem.diffs = decision.diffs
         for event in decision.events:
-            await server_status.event(body, event.type, event.reason, event.message)
+            await server_status.event(view.ref, event.type, event.reason, event.message)
         phase = decision.state.analysis.phase if decision.state.analysis else None
         if phase in ("WarmingUp", "Verifying", "RollingBack"):
             testhooks.exit_at(str(phase))
@@ -312,45 +296,38 @@ class Observer(Gathering, Ticking):
         if decision.apply is not None:
             self._start_job(mem, view, decision.apply, now)
 
-    async def _current(self, mem: ServerMemory, body: dict[str, Any]) -> bool:
-        """Whether ``body`` is the object as the API server holds it now (one GET; an unreadable object: False)."""
+    async def _current(self, mem: ServerMemory, view: ServerView) -> bool:
+        """Whether ``view`` is the object as the API server holds it now (one GET; an unreadable object: False)."""
         try:
             live = await kube.get_sglangserver(mem.namespace, mem.name)
         except Exception as exc:
             log.warning("%s/%s not read before applying: %s", mem.namespace, mem.name, exc)
             return False
-        rv = (body.get("metadata") or {}).get("resourceVersion")
+        rv = view.resource_version
         if live is None or (live.get("metadata") or {}).get("resourceVersion") != rv:
-            mem.stale_rv = str(rv)
+            mem.stale_rv = rv
             return False
         return True
 
-    def _parsed(self, mem: ServerMemory, body: dict[str, Any],
-                status: SGLangServerStatus) -> tuple[SGLangServer, SGLangServerSpec]:
-        """``body`` parsed without its status, and the spec it last applied (:func:`applied_spec`), cached while
-        its uid, generation and ``status.revision`` stay: parsing both was a fifth of an observation's time
-        (every server, every interval). Raises :class:`SpecError`."""
-        meta = body.get("metadata", {})
-        stamp = (str(meta.get("uid")), int(meta.get("generation") or 0), str(status.revision))
+    def _parsed(self, mem: ServerMemory, view: ServerView) -> tuple[SGLangServer, SGLangServerSpec]:
+        """The object of ``view`` parsed without its status, and the spec it last applied
+        (:meth:`ServerView.applied_spec`), cached while its uid, generation and ``status.revision`` stay: parsing both
+        was a fifth of an observation's time (every server, every interval). Raises :class:`SpecError`."""
+        status = view.status
+        stamp = (view.uid, view.generation, str(status.revision))
         cached = mem.parsed
         if cached is not None and cached.stamp == stamp:
             return cached.server, cached.applied
-        server = parse({k: v for k, v in body.items() if k != "status"})  # the status is the observer's to write
-        spec = applied_spec(body, status)
+        server = view.server  # the status is the observer's to write
+        spec = view.applied_spec()
         if spec == server.spec:  # mostly: one model held per server, not two
             spec = server.spec
         record = status.applied_record
-        unchanged = record is not None and same_spec(record.spec, body.get("spec"))
+        unchanged = record is not None and same_spec(record.spec, view.spec_data)
         mem.parsed = ParseCache(stamp, server, spec, unchanged)
         return server, spec
 
-    def note_spec_revision(self, body: Mapping[str, Any], generation: int, revision: str | None) -> None:
-        """The revision the reconcile handler rendered the object's spec at ``generation`` to, so the observer does
-        not render it again (:meth:`_spec_revision`; a refused spec, rare, the observer renders once itself)."""
-        self.memory(body).spec_revision = (generation, revision)
-
-    def _spec_revision(self, mem: ServerMemory, server: SGLangServer, body: Mapping[str, Any],
-                       status: SGLangServerStatus) -> str | None:
+    def _spec_revision(self, mem: ServerMemory, server: SGLangServer, view: ServerView) -> str | None:
         """The revision the object's spec asks for, for the analysis' ``converge`` (None: nothing to converge to).
 
         None when the spec was refused at this generation (``SpecValid=False``: the API server or the validation
@@ -358,11 +335,11 @@ class Observer(Gathering, Ticking):
         revision was applied from (replicas aside): a render that differs only because the operator's defaults
         changed (an upgrade) is applied at the server's next spec change, never by a resume. Else the spec's
         render, cached per generation."""
-        generation = int((body.get("metadata") or {}).get("generation") or 0)
+        generation, status = view.generation, view.status
         valid = status.condition(status_decisions.SPEC_VALID)
         if valid is not None and valid.status == "False" and valid.observed_generation == generation:
             return None
-        self._parsed(mem, dict(body), status)  # cached per uid, generation and revision: with whether the spec changed
+        self._parsed(mem, view)  # cached per uid, generation and revision: with whether the spec changed
         if mem.parsed is not None and mem.parsed.unchanged:
             return str(status.revision)
         cached = mem.spec_revision
@@ -375,7 +352,7 @@ class Observer(Gathering, Ticking):
         mem.spec_revision = (generation, rev)
         return rev
 
-    def _start_job(self, mem: ServerMemory, body: dict[str, Any], action: ServerAction, now: dt.datetime) -> None:
+    def _start_job(self, mem: ServerMemory, view: ServerView, action: ServerAction, now: dt.datetime) -> None:
         """Carry out the analysis' Apply as the server's job: it waits for the server's lock (the observation
         holding it ends first), drains and applies there, and no tick waits for it."""
         if mem.job is not None and not mem.job.done():
@@ -383,23 +360,23 @@ class Observer(Gathering, Ticking):
 
         async def job() -> None:
             async with mem.lock:
-                await self._apply(mem, body, action, now)
+                await self._apply(mem, view, action, now)
 
         mem.job = asyncio.get_running_loop().create_task(job(), name=f"apply {mem.namespace}/{mem.name}")
 
-    async def _apply(self, mem: ServerMemory, body: dict[str, Any], action: ServerAction, now: dt.datetime) -> None:
+    async def _apply(self, mem: ServerMemory, view: ServerView, action: ServerAction, now: dt.datetime) -> None:
         """Carry out the analysis' Apply: the revision from the ledger (drained first); its status keys are kept in
         ``mem.applied`` for the next observation's one status patch (one status patch per server and tick). A
         failure is tried again next tick (:mod:`~sglang_operator.control.failures`)."""
         try:
             if isinstance(action, Apply):
-                new = await restore.apply_revision(body, action.revision, action.reason, now, mem)
+                new = await restore.apply_revision(view, action.revision, action.reason, now, mem)
             elif isinstance(action, ApplyTrial):  # a refusal is the trial's failure, in the hold
-                new = await restore.apply_trial(body, action, now, mem)
+                new = await restore.apply_trial(view, action, now, mem)
             else:  # the canary's placement (only what differs is written) or its promotion
-                new = await restore.place_canary(body, action, now, mem)
+                new = await restore.place_canary(view, action, now, mem)
         except Exception as exc:  # NotInLedger, a refused child (another owner's: a condition), a ledger entry
-            await failures.job_failed(mem, body, action.revision, exc)  # this release cannot render
+            await failures.job_failed(mem, view, action.revision, exc)  # this release cannot render
             return
         failures.job_succeeded(mem)
         mem.applied = new

@@ -12,13 +12,13 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from sglang_operator import builders
 from sglang_operator.api.base import truncate
-from sglang_operator.api.server import SpecError, parse, parse_status
+from sglang_operator.api.server import SpecError
+from sglang_operator.api.view import ServerView
 from sglang_operator.builders.canary import serving_name
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.revision import pinned_image
@@ -41,18 +41,9 @@ class NotInLedger(LookupError):
     """The revision to run has no ControllerRevision (pruned by hand, or never recorded)."""
 
 
-def retry_token(body: Mapping[str, Any]) -> str | None:
+def retry_token(view: ServerView) -> str | None:
     """The value of the annotation :data:`RETRY_ANNOTATION` (None when absent)."""
-    return ((body.get("metadata") or {}).get("annotations") or {}).get(RETRY_ANNOTATION)
-
-
-def _ns_name(body: Mapping[str, Any]) -> tuple[str, str]:
-    meta = body["metadata"]
-    return str(meta.get("namespace") or "default"), str(meta["name"])
-
-
-def _uid(body: Mapping[str, Any]) -> str:
-    return str((body.get("metadata") or {}).get("uid") or "")
+    return view.annotations.get(RETRY_ANNOTATION)
 
 
 @dataclass(frozen=True)
@@ -67,7 +58,7 @@ class Choice:
     """The spec's revision is held back for a canary (``spec.strategy.type: Canary``): the observer starts it."""
 
 
-async def as_ran(body: Mapping[str, Any], rendered: builders.Rendered) -> builders.Rendered:
+async def as_ran(view: ServerView, rendered: builders.Rendered) -> builders.Rendered:
     """The spec's own ``rendered`` revision with the image reference that revision runs, or ran:
 
     - the revision status says runs (``status.revision``), its workload's pod template labelled with it: the image
@@ -80,10 +71,10 @@ async def as_ran(body: Mapping[str, Any], rendered: builders.Rendered) -> builde
 
     One GET of the workload (the running revision only) or one LIST of the ledger (an earlier revision only); a read
     that fails leaves ``rendered`` unchanged (logged)."""
-    status = parse_status(body)
+    status = view.status
     if status.record(rendered.revision) is None:
         return rendered
-    ns, name = _ns_name(body)
+    ns, name = view.namespace, view.name
     own = ledger.workload_image(rendered.workload)
     try:
         if status.revision == rendered.revision:
@@ -94,7 +85,7 @@ async def as_ran(body: Mapping[str, Any], rendered: builders.Rendered) -> builde
             if labels.get(REVISION_LABEL) == rendered.revision and image and own:
                 keep = image != own and "@sha256:" in image and pinned_image(own, image) == image
                 return ledger.pinned(rendered, image) if keep else rendered
-        digest = ledger.recorded_digest(await ledger.load(ns, name, rendered.revision, _uid(body)))
+        digest = ledger.recorded_digest(await ledger.load(ns, name, rendered.revision, view.uid))
     except Exception as exc:  # unreadable: the tag, as before
         log.warning("%s/%s: the image revision %s ran not read, its tag is applied: %s", ns, name, rendered.revision,
                     exc)
@@ -102,63 +93,64 @@ async def as_ran(body: Mapping[str, Any], rendered: builders.Rendered) -> builde
     return ledger.pinned(rendered, digest) if digest else rendered
 
 
-async def target(body: Mapping[str, Any], rendered: builders.Rendered) -> Choice:
+async def target(view: ServerView, rendered: builders.Rendered) -> Choice:
     """What to apply when the object's spec renders ``rendered``: that, or the stable revision rendered from the
     ledger with the reason the spec's revision is not run. Raises :class:`NotInLedger` when the stable revision
     has no ledger entry (then the caller applies nothing new)."""
-    status = parse_status(body)
+    status = view.status
     state = RollbackState.from_status(status)
-    choice = what_should_run(rendered.revision, state, retry_token(body))
-    held = canary_holds(body, rendered.revision, choice.revision)
+    choice = what_should_run(rendered.revision, state, retry_token(view))
+    held = canary_holds(view, rendered.revision, choice.revision)
     if held:
         choice = Target(str(status.revision), f"revision {rendered.revision} runs as a canary beside the stable "
                                               f"revision {status.revision} (spec.strategy.type Canary)")
     if choice.revision == rendered.revision:
-        return Choice(await as_ran(body, rendered), dict(body.get("spec") or {}))
-    ns, name = _ns_name(body)
-    cr = await ledger.load(ns, name, choice.revision, _uid(body))
+        return Choice(await as_ran(view, rendered), dict(view.spec_data))
+    ns, name = view.namespace, view.name
+    cr = await ledger.load(ns, name, choice.revision, view.uid)
     if cr is None:
         raise NotInLedger(f"revision {choice.revision} has no ControllerRevision {name}-{choice.revision}")
-    rendered = ledger.render_revision(body, cr)
-    return Choice(await live_image(body, rendered) if held else rendered, dict(cr["data"]["spec"]), choice.reason,
+    rendered = ledger.render_revision(view, cr)
+    return Choice(await live_image(view, rendered) if held else rendered, dict(cr["data"]["spec"]), choice.reason,
                   held)
 
 
-def canary_holds(body: Mapping[str, Any], wanted: str, target: str) -> bool:
-    """:func:`sglang_operator.decisions.placement.holds_back` for SGLangServer ``body`` (its spec unparsable: no)."""
+def canary_holds(view: ServerView, wanted: str, target: str) -> bool:
+    """:func:`sglang_operator.decisions.placement.holds_back` for the SGLangServer of ``view`` (its spec unparsable:
+    no)."""
     try:
-        server = parse({**body, "status": None})
+        server = view.server
     except SpecError:
         return False
-    return holds_back(parse_status(body), server.spec.strategy.canary_policy, server.spec.replicas, wanted, target)
+    return holds_back(view.status, server.spec.strategy.canary_policy, server.spec.replicas, wanted, target)
 
 
-async def render_for(body: Mapping[str, Any], revision: str) -> tuple[builders.Rendered, dict[str, Any]]:
-    """``revision`` rendered for SGLangServer ``body`` with the spec it comes from: the object's own when it is the
-    spec's revision (its image as it ran, :func:`as_ran`), else its ledger entry pinned to its digest. Raises
+async def render_for(view: ServerView, revision: str) -> tuple[builders.Rendered, dict[str, Any]]:
+    """``revision`` rendered for the SGLangServer of ``view`` with the spec it comes from: the object's own when it is
+    the spec's revision (its image as it ran, :func:`as_ran`), else its ledger entry pinned to its digest. Raises
     :class:`NotInLedger`, ``SpecError`` / ``builders.InvalidSpec``."""
-    ns, name = _ns_name(body)
+    ns, name = view.namespace, view.name
     try:
-        own: builders.Rendered | None = builders.render(parse(body))
+        own: builders.Rendered | None = builders.render(view.server)
     except builders.InvalidSpec:
         own = None
     if own is not None and own.revision == revision:
-        return await as_ran(body, own), dict(body.get("spec") or {})
-    cr = await ledger.load(ns, name, revision, _uid(body))
+        return await as_ran(view, own), dict(view.spec_data)
+    cr = await ledger.load(ns, name, revision, view.uid)
     if cr is None:
         raise NotInLedger(f"revision {revision} has no ControllerRevision {name}-{revision}")
-    return await live_image(body, ledger.render_revision(body, cr)), dict(cr["data"]["spec"])
+    return await live_image(view, ledger.render_revision(view, cr)), dict(cr["data"]["spec"])
 
 
-async def live_image(body: Mapping[str, Any], rendered: builders.Rendered) -> builders.Rendered:
+async def live_image(view: ServerView, rendered: builders.Rendered) -> builders.Rendered:
     """``rendered`` (a ledger entry's, pinned to its recorded digest) with the image reference the serving workload
     runs it with, when that workload runs this very revision (its pod template's revision label): re-applying the
     revision that serves (a canary's stable share, a scale during a canary) must not roll its pods from the tag to
     the digest. One GET; unreadable: ``rendered`` unchanged (logged)."""
-    status = parse_status(body)
+    status = view.status
     if status.revision != rendered.revision:
         return rendered
-    ns, name = _ns_name(body)
+    ns, name = view.namespace, view.name
     try:
         live = await kube.get_object(str(rendered.workload["kind"]), ns, serving_name(name, status.serving_workload))
     except Exception as exc:
@@ -176,53 +168,53 @@ async def live_image(body: Mapping[str, Any], rendered: builders.Rendered) -> bu
     return replace(rendered, workload=workload)
 
 
-async def apply_revision(body: dict[str, Any], revision: str, reason: str, now: dt.datetime,
+async def apply_revision(view: ServerView, revision: str, reason: str, now: dt.datetime,
                          memory: ServerMemory | None = None) -> dict[str, Any]:
-    """Apply ``revision`` for SGLangServer ``body`` (the analysis' ``Apply``) through the one apply path
+    """Apply ``revision`` for the SGLangServer of ``view`` (the analysis' ``Apply``) through the one apply path
     (:func:`sglang_operator.control.apply.apply_placement`): the spec's own rendering when it is the spec's revision
     (a retry, a lost update converged), else its ledger entry pinned to its digest. Returns the status keys to
     write (``revision``, ``command`` …, the ledger, phase Progressing; SpecValid untouched: it speaks of the spec).
 
     Raises :class:`NotInLedger`, ``SpecError``/``builders.InvalidSpec`` (a ledger entry this release cannot
     render) or :class:`sglang_operator.control.children.ChildApplyError`."""
-    ns, name = _ns_name(body)
-    server = parse(body)
-    rendered, spec = await render_for(body, revision)
-    new = await apply_placement(body, [placement(body, rendered, spec)], now, memory, keep_spec_valid=True,
+    ns, name = view.namespace, view.name
+    server = view.server
+    rendered, spec = await render_for(view, revision)
+    new = await apply_placement(view, [placement(view, rendered, spec)], now, memory, keep_spec_valid=True,
                                 history_limit=server.spec.rollback.history_limit)
     log.info("%s/%s: applied revision %s (%s)", ns, name, revision, reason)
     return new
 
 
-async def place_canary(body: dict[str, Any], action: PlaceCanary | PromoteCanary, now: dt.datetime,
+async def place_canary(view: ServerView, action: PlaceCanary | PromoteCanary, now: dt.datetime,
                        memory: ServerMemory | None = None) -> dict[str, Any]:
     """Carry out the canary's action through the one apply path: :class:`PlaceCanary` — the serving revision
     (``status.revision``) on ``stable_replicas`` pods of the serving workload and the canary revision on
     ``canary_replicas`` of its own (0: deleted), each written only where the live object differs;
     :class:`PromoteCanary` — the canary's workload becomes the serving one at ``spec.replicas`` and the old one is
     deleted (no pod restarts). Returns the status keys to write. Raises as :func:`apply_revision`."""
-    status = parse_status(body)
-    ns, name = _ns_name(body)
-    server = parse(body)
+    status = view.status
+    ns, name = view.namespace, view.name
+    server = view.server
     history = server.spec.rollback.history_limit
-    c_rendered, c_spec = await render_for(body, action.revision)
+    c_rendered, c_spec = await render_for(view, action.revision)
     if isinstance(action, PromoteCanary):
         old = serving_name(name, status.serving_workload)
-        p = placement(body, c_rendered, c_spec, workload=action.workload, replicas=server.spec.replicas)
-        new = await apply_placement(body, [p], now, memory, drain=False, keep_spec_valid=True, history_limit=history,
+        p = placement(view, c_rendered, c_spec, workload=action.workload, replicas=server.spec.replicas)
+        new = await apply_placement(view, [p], now, memory, drain=False, keep_spec_valid=True, history_limit=history,
                                     retire=old)
         log.info("%s/%s: canary %s promoted: %s serves it (%s deleted)", ns, name, action.revision, action.workload,
                  old)
         return new
-    s_rendered, s_spec = await render_for(body, str(status.revision))
-    placements = [placement(body, s_rendered, s_spec, replicas=action.stable_replicas),
-                  placement(body, c_rendered, c_spec, role="canary", workload=action.workload,
+    s_rendered, s_spec = await render_for(view, str(status.revision))
+    placements = [placement(view, s_rendered, s_spec, replicas=action.stable_replicas),
+                  placement(view, c_rendered, c_spec, role="canary", workload=action.workload,
                             replicas=action.canary_replicas)]
-    return await apply_placement(body, placements, now, memory, drain=False, keep_spec_valid=True,
+    return await apply_placement(view, placements, now, memory, drain=False, keep_spec_valid=True,
                                  history_limit=history, only_changed=True)
 
 
-async def apply_trial(body: dict[str, Any], action: ApplyTrial, now: dt.datetime,
+async def apply_trial(view: ServerView, action: ApplyTrial, now: dt.datetime,
                       memory: ServerMemory | None = None) -> dict[str, Any]:
     """Carry out an InPlace tuning's :class:`~sglang_operator.decisions.tuning.inplace.ApplyTrial` as the server's
     job: the object's spec with the trial's settings on ``spec.replicas`` pods, rendered as the server itself (same
@@ -230,22 +222,22 @@ async def apply_trial(body: dict[str, Any], action: ApplyTrial, now: dt.datetime
     (placement role ``trial``). Returns the status keys to write, with ``tuningHold`` naming the trial — or only
     ``tuningHold`` with its ``trialFailure`` when it cannot be applied (the spec no longer renders it, another
     revision than the tuning asked for, a refused child): the tuning fails that trial. Never raises for those."""
-    status = parse_status(body)
+    status = view.status
     hold = status.tuning_hold
     if hold is None or hold.name != action.tuning:
-        raise ValueError(f"SGLangServer {_ns_name(body)[1]} is not held by SGLangTuning {action.tuning}")
-    ns, name = _ns_name(body)
+        raise ValueError(f"SGLangServer {view.name} is not held by SGLangTuning {action.tuning}")
+    ns, name = view.namespace, view.name
     try:
-        server = parse(body)
-        spec = plan.trial_spec(body.get("spec") or {}, action.settings, replicas=server.spec.replicas)
-        rendered = builders.render(parse({**body, "spec": spec, "status": None}))
+        server = view.server
+        spec = plan.trial_spec(view.spec_data, action.settings, replicas=server.spec.replicas)
+        rendered = builders.render(view.parse_with(spec))
         if rendered.revision != action.revision:
             raise ValueError(f"the server's spec renders trial {action.trial} as revision {rendered.revision}, not "
                              f"{action.revision}: it changed since the trial started")
-        cr = await ledger.load(ns, name, hold.stable_revision, _uid(body))
+        cr = await ledger.load(ns, name, hold.stable_revision, view.uid)
         digest = memory.digests.get(hold.stable_revision) if memory is not None else None
         rendered = ledger.pinned(rendered, digest or ledger.recorded_digest(cr))
-        new = await apply_placement(body, [placement(body, rendered, spec, role="trial")], now, memory,
+        new = await apply_placement(view, [placement(view, rendered, spec, role="trial")], now, memory,
                                     keep_spec_valid=True, history_limit=server.spec.rollback.history_limit)
     except (SpecError, builders.InvalidSpec, ChildApplyError, ValueError) as err:
         text = "; ".join(err.errors) if isinstance(err, builders.InvalidSpec) else str(err)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator.api.base import truncate
+from sglang_operator.api.view import ObjectRef, ServerView
 from sglang_operator.decisions import status as status_decisions
 from sglang_operator.io import kube_write
 
@@ -23,31 +24,29 @@ class NoPrecondition(ValueError):
     """A status patch without a resourceVersion: every write of a server's status is decided from one view."""
 
 
-async def patch(body: Mapping[str, Any], merge_patch: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Write ``merge_patch`` (a JSON merge patch of ``status``) into SGLangServer ``body`` with its resourceVersion as
-    precondition. Returns the object as patched, or None when it changed since (409) or is gone (404). Raises
-    :class:`NoPrecondition` when ``body`` has no resourceVersion, :class:`~sglang_operator.io.fence.NotLeader` when
-    this process may not write, ``lightkube.ApiError`` for other answers."""
-    meta = body.get("metadata") or {}
-    rv = meta.get("resourceVersion")
-    if not rv:
-        raise NoPrecondition(f"SGLangServer {meta.get('namespace')}/{meta.get('name')}: a status patch needs the "
+async def patch(view: ServerView, merge_patch: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Write ``merge_patch`` (a JSON merge patch of ``status``) into the SGLangServer of ``view`` with the view's
+    resourceVersion as precondition. Returns the object as patched, or None when it changed since (409) or is gone
+    (404). Raises :class:`NoPrecondition` when the view has no resourceVersion,
+    :class:`~sglang_operator.io.fence.NotLeader` when this process may not write, ``lightkube.ApiError`` for other
+    answers."""
+    if not view.resource_version:
+        raise NoPrecondition(f"SGLangServer {view.namespace}/{view.name}: a status patch needs the "
                              "resourceVersion of the view it was decided from")
-    return await kube_write.patch_status(str(meta.get("namespace") or "default"), str(meta.get("name")), str(rv),
-                                         dict(merge_patch))
+    return await kube_write.patch_status(view.namespace, view.name, view.resource_version, dict(merge_patch))
 
 
-async def write_changed(body: Mapping[str, Any], stored: Mapping[str, Any],
-                        values: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """Write what of ``values`` (top-level status keys) differs from ``stored`` (:func:`patch`). Returns (the object
-    as patched, or None when refused as stale or when nothing differed; the delta written)."""
+async def write_changed(view: ServerView, values: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """Write what of ``values`` (top-level status keys) differs from the view's stored status (:func:`patch`).
+    Returns (the object as patched, or None when refused as stale or when nothing differed; the delta written)."""
+    stored = view.status_data
     delta = status_decisions.changed(stored, values)
     if not delta:
         return None, delta
-    return await patch(body, status_decisions.merge_patch(stored, delta)), delta
+    return await patch(view, status_decisions.merge_patch(stored, delta)), delta
 
 
-async def event(body: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
-    """Post an Event about SGLangServer ``body`` (``Normal`` or ``Warning``; the message cut to the API's bound).
-    Never raises (an event is informative only)."""
-    await kube_write.post_event(body, type_, reason, truncate(message))
+async def event(about: ObjectRef, type_: str, reason: str, message: str) -> None:
+    """Post an Event about the object ``about`` (an SGLangServer; ``Normal`` or ``Warning``; the message cut to the
+    API's bound). Never raises (an event is informative only)."""
+    await kube_write.post_event(about.stub(), type_, reason, truncate(message))

@@ -19,7 +19,8 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sglang_operator.api.status import Phase
-from sglang_operator.control.memory import Key, Memories, key_of
+from sglang_operator.api.view import ServerView
+from sglang_operator.control.memory import Key, Memories
 from sglang_operator.process import telemetry
 
 log = logging.getLogger("sglang_operator.control.observer")
@@ -93,7 +94,7 @@ class Ticking:
     _woken: set[asyncio.Task[None]]
 
     if TYPE_CHECKING:
-        async def observe(self, body: dict[str, Any], now: dt.datetime) -> None: ...
+        async def observe(self, view: ServerView, now: dt.datetime) -> None: ...
 
     def _shared_slots(self) -> asyncio.Semaphore:
         if self._slots is None:
@@ -109,15 +110,15 @@ class Ticking:
         observation still under way (a slow or hostile pod, up to its read's timeout) goes on in its server's
         memory (:attr:`ServerMemory.observation`), and the next tick starts on time for every other server."""
         sem = self._shared_slots()
-        servers = [m.body for m in self.memories.values() if m.body is not None]
-        telemetry.set_servers((m.status_of(m.body).phase for m in self.memories.values() if m.body is not None),
-                              [p.value for p in Phase])
+        servers = [view for view in (m.view() for m in self.memories.values()) if view is not None]
+        telemetry.set_servers((view.status.phase for view in servers), [p.value for p in Phase])
         spread = SPREAD * self.interval
         loop = asyncio.get_running_loop()
         started = loop.time()
 
         running: set[asyncio.Task[None]] = set()
-        order = sorted((offset_in_interval(b["metadata"]) * spread, key_of(b)) for b in servers)
+        order = sorted((offset_in_interval({"uid": v.uid, "namespace": v.namespace, "name": v.name}) * spread, v.key)
+                       for v in servers)
         try:
             for point, key in order:
                 if (wait := started + point - loop.time()) > 0:
@@ -135,18 +136,20 @@ class Ticking:
     async def _observe_one(self, key: Key, sem: asyncio.Semaphore) -> None:
         """Observe server ``key`` now in its worker, unless its worker is busy or its view was refused as stale."""
         mem = self.memories.get(key)  # the newest view at its point; gone if deleted meanwhile
-        if mem is None or mem.body is None or mem.busy:
+        view = mem.view() if mem is not None else None
+        if mem is None or view is None or mem.busy:
             return
-        if mem.stale_rv is not None and mem.stale_rv == mem.body["metadata"].get("resourceVersion"):
+        if mem.stale_rv is not None and mem.stale_rv == view.resource_version:
             return
         mem.stale_rv = None
         mem.observation = asyncio.current_task()
         async with Slot(sem) as slot, mem.lock:
-            if mem.body is None or self.memories.get(key) is not mem:
+            view = mem.view()  # the newest: the watch may have brought another while this waited
+            if view is None or self.memories.get(key) is not mem:
                 return
             _SLOT.set(slot)  # this task's own context: the gather gives the slot back while it reads pods
             try:
-                await self.observe(mem.body, dt.datetime.now(dt.UTC))
+                await self.observe(view, dt.datetime.now(dt.UTC))
             except Exception:  # one server's failure must not stop the others
                 log.exception("observing %s/%s failed", *key)
 

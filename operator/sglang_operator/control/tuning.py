@@ -30,6 +30,7 @@ from sglang_operator.api.tuning_status import (
     TrialSettings,
     TuningPhase,
 )
+from sglang_operator.api.view import ObjectRef
 from sglang_operator.builders.revision import image_digest
 from sglang_operator.control import tuning_status
 from sglang_operator.control.apply import apply_trial_workload, delete_trial_workload, delete_trial_workloads
@@ -283,7 +284,7 @@ class TuningRunner:
         try:
             manifest, rendered = lifecycle.render_trial(obj, server_body, trial.name, trial.settings, False, digest)
             assert manifest is not None
-            await apply_trial_workload(obj, manifest)
+            await apply_trial_workload(ObjectRef.of(obj), manifest)
         except (builders.InvalidSpec, SpecError, ValueError, ChildApplyError) as err:
             raise TrialFailure(_why(err)) from None
         while True:
@@ -307,7 +308,7 @@ class TuningRunner:
         """Delete a Shadow trial's workload (the apply path: only when this tuning owns it) and wait (at most
         :data:`GONE_SECONDS`) until the watched pod cache holds none of its pods."""
         try:
-            await delete_trial_workload(obj, trial)
+            await delete_trial_workload(ObjectRef.of(obj), trial)
         except Exception as exc:
             log.warning("deleting trial workload %s/%s failed: %s", self.namespace, trial, exc)
             return
@@ -318,4 +319,4 @@ class TuningRunner:
 
     async def _delete_workloads(self, obj: Mapping[str, Any], status: SGLangTuningStatus) -> None:
         if (obj.get("spec") or {}).get("mode") != TuningMode.IN_PLACE.value:
-            await delete_trial_workloads(obj, [t.name for t in status.trials if t.verdict != "Invalid"])
+            await delete_trial_workloads(ObjectRef.of(obj), [t.name for t in status.trials if t.verdict != "Invalid"])

@@ -15,6 +15,7 @@ from sglang_operator.api.server import parse
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.tuning_spec import SGLangTuningSpec, Workload
 from sglang_operator.api.tuning_status import SGLangTuningStatus
+from sglang_operator.api.view import ServerView
 from sglang_operator.control.memory import TuningRequests
 from sglang_operator.decisions.tuning import known_best as kb
 from sglang_operator.decisions.tuning import lifecycle
@@ -153,7 +154,7 @@ def test_the_index_keeps_finished_tunings_per_namespace_and_forgets_deleted_ones
     index = TuningRequests()
     index.apply("ADDED", REGRESSED)
     assert len(index.known_best("ns").tables) == 1 and index.known_best("other").tables == ()
-    cond = index.settings_condition("ns", server(1), 1, NOW, {"status": {}})
+    cond = index.settings_condition("ns", server(1), 1, NOW, ServerView.of({"metadata": {"name": "s"}}))
     assert cond is not None and cond["reason"] == "BelowKnownBest"
     index.apply("DELETED", REGRESSED)
     assert index.known_best("ns").tables == ()
