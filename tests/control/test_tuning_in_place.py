@@ -18,8 +18,8 @@ import yaml
 from fakekube import FakeKube
 
 from sglang_operator import builders
-from sglang_operator.api.server import parse_status
-from sglang_operator.api.view import ServerView
+from sglang_operator.api.server import parse, parse_status
+from sglang_operator.api.view import ServerView, TuningView
 from sglang_operator.control import handlers
 from sglang_operator.control import tuning as ctl
 from sglang_operator.control.observer import Observer
@@ -168,8 +168,8 @@ async def test_the_tuning_never_writes_the_server_nor_its_children(world: World)
         world.obs.pod_event("ADDED", world.fk.get("Pod", "ns", f"s-{i}") or pod)
     api_trial = ctl.api.parse_tuning_status(world.tuning()).trials[-1]
     deadline = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
-    ready, version = await world.runner._in_place_pods(world.tuning(), ctl.parse(world.fk.server("s")), api_trial,
-                                                      deadline)
+    ready, version = await world.runner._in_place_pods(TuningView.of(world.tuning()), parse(world.fk.server("s")),
+                                                      api_trial, deadline)
     assert {p["metadata"]["name"] for p in ready} == {"s-0", "s-1"} and str(version)
     assert [w for w in world.fk.writes[mark:] if w[1] != "SGLangTuning"] == []
 

@@ -16,7 +16,7 @@ from fakekube import FakeKube
 
 from sglang_operator.api.server import parse
 from sglang_operator.api.tuning_status import Trial, TrialSettings
-from sglang_operator.api.view import ObjectRef
+from sglang_operator.api.view import ObjectRef, ServerView, TuningView
 from sglang_operator.control import tuning as ctl
 from sglang_operator.control.apply import delete_trial_workload
 from sglang_operator.io.sglang_http import SGLangHTTP
@@ -44,8 +44,9 @@ class Views:
         self.asked: list[str] = []
         self.http = SGLangHTTP()
 
-    async def server_view(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.fk.get("SGLangServer", namespace, name)
+    async def server_view(self, namespace: str, name: str) -> ServerView | None:
+        body = self.fk.get("SGLangServer", namespace, name)
+        return ServerView.of(body) if body is not None else None
 
     async def instance_pods(self, namespace: str, instance: str, owner_uid: str) -> list[dict[str, Any]]:
         self.asked.append(instance)
@@ -72,7 +73,7 @@ async def wait(fk: FakeKube, pods: list[dict[str, Any]], seconds: float) -> ctl.
     tuning = fk.get("SGLangTuning", "ns", "t")
     assert tuning is not None
     with pytest.raises(ctl.TrialFailure) as failure:
-        await runner._shadow_pods(tuning, server_body, parse(server_body), TRIAL,
+        await runner._shadow_pods(TuningView.of(tuning), ServerView.of(server_body), parse(server_body), TRIAL,
                                   dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds))
     assert set(views.asked) <= {"t-trial-1", "s"}  # the watched pod cache, never a LIST
     await views.http.aclose()

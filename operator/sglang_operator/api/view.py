@@ -6,7 +6,9 @@ registrations reads instead of the raw body (docs/architecture.md, "The typed vi
 - :class:`ServerView`: one SGLangServer as the watch (or a write's answer) delivered it: its reference, generation,
   resourceVersion, annotations, the spec and status as stored (read-only mappings: the ledger hashes the spec, a
   status patch is diffed against the stored status) and the status parsed (:class:`SGLangServerStatus`), with the
-  object parsed on first use (:attr:`ServerView.server`).
+  object parsed on first use (:attr:`ServerView.server`);
+- :class:`TuningView`: one SGLangTuning as read (each step of its worker reads it once): reference, generation,
+  resourceVersion, its status parsed, the object parsed on first use (:attr:`TuningView.tuning`).
 
 A view is frozen: what changes (a status patch's answer, what a job applied) is a new view.
 """
@@ -22,6 +24,8 @@ from typing import Any
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_spec, parse_status
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus
+from sglang_operator.api.tuning import SGLangTuning, parse_tuning, parse_tuning_status
+from sglang_operator.api.tuning_status import SGLangTuningStatus
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -144,3 +148,44 @@ class ServerView:
             return self
         return ServerView(self.ref, self.generation, self.resource_version, self.deleting, self.annotations,
                           self.spec_data, self.status_data, parse_status({"status": {**self.status_data, **applied}}))
+
+
+@dataclass(frozen=True, eq=False)
+class TuningView:
+    """One SGLangTuning as stored at :attr:`resource_version`. Build it with :meth:`of`."""
+
+    ref: ObjectRef
+    generation: int
+    resource_version: str
+    deleting: bool
+    mode: str
+    """``spec.mode`` as stored (``Shadow`` or ``InPlace``; empty when absent): read even when the spec does not
+    parse (a finished tuning's cleanup)."""
+    status: SGLangTuningStatus
+    _body: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> TuningView:
+        """The view of SGLangTuning ``body`` (API JSON), its status parsed
+        (:func:`~sglang_operator.api.tuning.parse_tuning_status`). Raises ``KeyError`` without ``metadata.name``."""
+        meta = body.get("metadata") or {}
+        return cls(
+            ObjectRef.of({"apiVersion": body.get("apiVersion") or "sglang-operator.io/v1alpha1",
+                          "kind": body.get("kind") or "SGLangTuning", "metadata": meta}),
+            int(meta.get("generation") or 0), str(meta.get("resourceVersion") or ""),
+            bool(meta.get("deletionTimestamp")), str((body.get("spec") or {}).get("mode") or ""),
+            parse_tuning_status(body), MappingProxyType(dict(body)))
+
+    @property
+    def namespace(self) -> str:
+        return self.ref.namespace
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+    @cached_property
+    def tuning(self) -> SGLangTuning:
+        """The object parsed, once per view. Raises :class:`~sglang_operator.api.server.SpecError` (each access: a
+        failed parse is not cached)."""
+        return parse_tuning(self._body)

@@ -388,12 +388,14 @@ class Observer(Gathering, Ticking):
         if key is not None:
             self.wake(key)
 
-    async def server_view(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def server_view(self, namespace: str, name: str) -> ServerView | None:
         """The newest view of SGLangServer ``namespace/name``: the watched one, else one GET (not tracked yet)."""
         mem = self.memories.get((namespace, name))
-        if mem is not None and mem.body is not None:
-            return mem.body
-        return await kube.get_sglangserver(namespace, name)
+        view = mem.view() if mem is not None else None
+        if view is not None:
+            return view
+        body = await kube.get_sglangserver(namespace, name)
+        return ServerView.of(body) if body is not None else None
 
     async def instance_pods(self, namespace: str, instance: str, owner_uid: str) -> list[dict[str, Any]]:
         """The pods of ``app.kubernetes.io/instance: instance`` (a server or a Shadow trial) owned through their

@@ -14,13 +14,12 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sglang_operator import builders
 from sglang_operator.api import GROUP, VERSION
 from sglang_operator.api import tuning as api
-from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_status
+from sglang_operator.api.server import SGLangServer, SpecError
 from sglang_operator.api.tuning_spec import SGLangTuningSpec, TuningMode
 from sglang_operator.api.tuning_status import (
     REASON_LIMIT,
@@ -30,7 +29,7 @@ from sglang_operator.api.tuning_status import (
     TrialSettings,
     TuningPhase,
 )
-from sglang_operator.api.view import ObjectRef
+from sglang_operator.api.view import ObjectRef, ServerView, TuningView
 from sglang_operator.builders.revision import image_digest
 from sglang_operator.control import tuning_status
 from sglang_operator.control.apply import apply_trial_workload, delete_trial_workload, delete_trial_workloads
@@ -99,71 +98,74 @@ class TuningRunner:
 
     async def step(self) -> bool:
         """One step; False when the tuning is over (or gone)."""
-        obj = await kube.get_sglangtuning(self.namespace, self.name)
-        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        got = await kube.get_sglangtuning(self.namespace, self.name)
+        if got is None:
             return False
-        status, now = api.parse_tuning_status(obj), _now()
+        tuning = TuningView.of(got)  # the one typed view of this step
+        if tuning.deleting:
+            return False
+        status, now = tuning.status, _now()
         if status.phase in plan.TERMINAL_PHASES:
-            await self._delete_workloads(obj, status)
+            await self._delete_workloads(tuning, status)
             return False
         try:
-            spec = api.parse_tuning(obj).spec
+            spec = tuning.tuning.spec
         except SpecError as err:
-            return await self._end(obj, status, TuningPhase.FAILED, "InvalidSpec", _why(err), now)
-        server_body = await self.views.server_view(self.namespace, spec.server_ref.name)
-        if server_body is None:
-            return await self._wait(obj, status, "ServerNotFound", f"SGLangServer {self.namespace}/"
+            return await self._end(tuning, status, TuningPhase.FAILED, "InvalidSpec", _why(err), now)
+        server_view = await self.views.server_view(self.namespace, spec.server_ref.name)
+        if server_view is None:
+            return await self._wait(tuning, status, "ServerNotFound", f"SGLangServer {self.namespace}/"
                                     f"{spec.server_ref.name} does not exist (spec.serverRef.name)")
         try:
-            server = parse(server_body)
+            server = server_view.server
             valid, invalid = plan.points(spec.parameters, server.spec)
             setup = known_best.tuning_setup(server.spec, spec.workload,
                                             server.spec.replicas if spec.mode is TuningMode.IN_PLACE else 1)
         except (SpecError, ValueError) as err:
-            return await self._end(obj, status, TuningPhase.FAILED, "ServerNotTunable", _why(err), now)
+            return await self._end(tuning, status, TuningPhase.FAILED, "ServerNotTunable", _why(err), now)
         in_place = spec.mode is TuningMode.IN_PLACE
         stable = None
         if in_place:
-            where = lifecycle.in_place(parse_status(server_body), self.name, server.name, status.started_at is not None)
+            where = lifecycle.in_place(server_view.status, self.name, server.name, status.started_at is not None)
             if where.kind == "lost":
-                return await self._end(obj, status, TuningPhase.CANCELLED, where.reason, where.message, now)
+                return await self._end(tuning, status, TuningPhase.CANCELLED, where.reason, where.message, now)
             if where.kind == "waiting":
-                return await self._wait(obj, status, where.reason, where.message)
+                return await self._wait(tuning, status, where.reason, where.message)
             stable = where.stable
         self._backoff = WAIT_SECONDS  # it goes on: the next wait starts short again
         if status.started_at is None:
             new, message = lifecycle.begin(status, spec, self.name, valid, invalid, now, stable, setup)
-            await self._write(obj, new, "Running", "True", "Searching", message, "TuningStarted")
+            await self._write(tuning, new, "Running", "True", "Searching", message, "TuningStarted")
             return True
         step = plan.next_step(spec, status, valid, (now - (parse_time(status.started_at) or now)).total_seconds())
         if step.kind == "finish":
             ending = lifecycle.finish(spec, status, step.reason)
             telemetry.set_tuning_speedups(self.namespace, self.name, lifecycle.speedups(ending.status))
-            return await self._end(obj, ending.status, ending.phase, ending.reason, ending.message, now)
+            return await self._end(tuning, ending.status, ending.phase, ending.reason, ending.message, now)
         if step.kind == "start":
             assert step.settings is not None
-            await self._start(obj, status, spec, server_body, step.settings, now)
+            await self._start(tuning, status, spec, server_view, step.settings, now)
             return True
         assert step.trial is not None
-        await self._resume(obj, status, spec, server_body, server, step.trial)
+        await self._resume(tuning, status, spec, server_view, server, step.trial)
         return True
 
     # --- persist: one status patch of the tuning per step -----------------------------------------------------
 
-    async def _write(self, obj: Mapping[str, Any], status: SGLangTuningStatus, kind: str = "", state: str = "",
+    async def _write(self, tuning: TuningView, status: SGLangTuningStatus, kind: str = "", state: str = "",
                      reason: str = "", message: str = "", event: str = "") -> dict[str, Any] | None:
-        generation = int((obj.get("metadata") or {}).get("generation") or 0)
+        generation = tuning.generation
         conds = [lifecycle.condition(kind, state, reason, message, generation, _now())] if kind else None
-        patched = await tuning_status.write(obj, status, conds)
+        patched = await tuning_status.write(tuning, status, conds)
         if patched is not None and event:
-            await tuning_status.event(obj, "Warning" if "Failed" in event else "Normal", event, message)
+            await tuning_status.event(tuning.ref, "Warning" if "Failed" in event else "Normal", event, message)
         return patched
 
-    async def _wait(self, obj: Mapping[str, Any], status: SGLangTuningStatus, reason: str, message: str) -> bool:
+    async def _wait(self, tuning: TuningView, status: SGLangTuningStatus, reason: str, message: str) -> bool:
         """Not able to go on: ``Running=False`` written once per distinct reason (never every few seconds)."""
         if self._said != (reason, message):
             phase = status.phase or TuningPhase.PENDING.value
-            if await self._write(obj, status.model_copy(update={"phase": phase}), "Running", "False", reason,
+            if await self._write(tuning, status.model_copy(update={"phase": phase}), "Running", "False", reason,
                                  message):
                 self._said = (reason, message)
         self._woken.clear()
@@ -172,47 +174,47 @@ class TuningRunner:
         self._backoff = min(WAIT_MAX_SECONDS, 2 * self._backoff)
         return True
 
-    async def _end(self, obj: Mapping[str, Any], status: SGLangTuningStatus, phase: TuningPhase,
+    async def _end(self, tuning: TuningView, status: SGLangTuningStatus, phase: TuningPhase,
                    reason: str, message: str, now: dt.datetime) -> bool:
-        generation = int((obj.get("metadata") or {}).get("generation") or 0)
+        generation = tuning.generation
         new, conds = lifecycle.ended(status, phase, reason, message, generation, now)
-        await self._delete_workloads(obj, new)  # first: an operator stopped in between finds the tuning unended
-        if await tuning_status.write(obj, new, conds):
-            await tuning_status.event(obj, *lifecycle.end_event(phase, message))
+        await self._delete_workloads(tuning, new)  # first: an operator stopped in between finds the tuning unended
+        if await tuning_status.write(tuning, new, conds):
+            await tuning_status.event(tuning.ref, *lifecycle.end_event(phase, message))
             telemetry.count_tuning(phase.value)
         return False
 
     # --- act ----------------------------------------------------------------------------------------------------
 
-    async def _start(self, obj: Mapping[str, Any], status: SGLangTuningStatus, spec: SGLangTuningSpec,
-                     server_body: Mapping[str, Any], settings: TrialSettings, now: dt.datetime) -> None:
+    async def _start(self, tuning: TuningView, status: SGLangTuningStatus, spec: SGLangTuningSpec,
+                     server_view: ServerView, settings: TrialSettings, now: dt.datetime) -> None:
         name = plan.trial_name(self.name, plan.started_count(status.trials))
         try:
-            revision = lifecycle.render_trial(obj, server_body, name, settings,
+            revision = lifecycle.render_trial(tuning.ref, server_view, name, settings,
                                               spec.mode is TuningMode.IN_PLACE)[1].revision
         except (builders.InvalidSpec, SpecError, ValueError) as err:  # validated before: only a changed server
-            await self._write(obj, lifecycle.refused(status, name, settings, _why(err), now))
+            await self._write(tuning, lifecycle.refused(status, name, settings, _why(err), now))
             return
         new, message = lifecycle.started(status, name, settings, revision, now)
-        await self._write(obj, new, "Running", "True", "TrialRunning", message, "TrialStarted")
+        await self._write(tuning, new, "Running", "True", "TrialRunning", message, "TrialStarted")
 
-    async def _resume(self, obj: Mapping[str, Any], status: SGLangTuningStatus, spec: SGLangTuningSpec,
-                      server_body: Mapping[str, Any], server: SGLangServer, trial: Trial) -> None:
+    async def _resume(self, tuning: TuningView, status: SGLangTuningStatus, spec: SGLangTuningSpec,
+                      server_view: ServerView, server: SGLangServer, trial: Trial) -> None:
         deadline = (parse_time(trial.started_at) or _now()) + dt.timedelta(seconds=spec.budget.trial_deadline_seconds)
         failure = pruned = None
         levels: list[LevelFigures] | None = None
         in_place = spec.mode is TuningMode.IN_PLACE
         try:
             if in_place:
-                pods, version = await self._in_place_pods(obj, server, trial, deadline)
+                pods, version = await self._in_place_pods(tuning, server, trial, deadline)
             else:
-                pods, version = await self._shadow_pods(obj, server_body, server, trial, deadline)
+                pods, version = await self._shadow_pods(tuning, server_view, server, trial, deadline)
             got = await measure_pods(self.views.http, spec, server, pods, version, self.probe_limits,
                                      self.scrape_limits, lambda first: plan.prune_verdict(
                                          spec, status.trials, trial.settings, first))
             levels, failure, pruned = got.levels, got.failure, got.pruned
             crash = pod_rules.first_crash(await self._pods_of(
-                server.name if in_place else trial.name, server_body if in_place else obj,
+                server.name if in_place else trial.name, server_view.ref if in_place else tuning.ref,
                 trial.revision if in_place else None), REASON_LIMIT)
             if crash is not None:
                 raise TrialFailure(crash)
@@ -220,12 +222,13 @@ class TuningRunner:
             failure = err.reason
         finally:
             if not in_place:
-                await self._delete_trial(obj, trial.name)
+                await self._delete_trial(tuning, trial.name)
         done = lifecycle.measured(trial, spec, levels, failure, _now(), status.trials, pruned)
-        fresh = await kube.get_sglangtuning(self.namespace, self.name)  # the trial took minutes: its newest view
-        if fresh is None or (fresh.get("metadata") or {}).get("deletionTimestamp"):
+        newest = await kube.get_sglangtuning(self.namespace, self.name)  # the trial took minutes: its newest view
+        fresh = TuningView.of(newest) if newest is not None else None
+        if fresh is None or fresh.deleting:
             return
-        new = lifecycle.with_verdict(api.parse_tuning_status(fresh), done)
+        new = lifecycle.with_verdict(fresh.status, done)
         if new is None:  # not the running trial any more
             return
         pending = ("TrialPending", "False", "TrialFinished", f"trial {trial.name} {done.verdict}") if self._pending \
@@ -234,69 +237,70 @@ class TuningRunner:
         if await self._write(fresh, new, *pending):
             telemetry.count_tuning_trial(self.namespace, self.name, str(done.verdict), trial.name,
                                          trial.settings.summary(), done.objective)
-            await tuning_status.event(fresh, *lifecycle.trial_event(done))
+            await tuning_status.event(fresh.ref, *lifecycle.trial_event(done))
 
-    async def _pods_of(self, instance: str, owner: Mapping[str, Any], revision: str | None = None
+    async def _pods_of(self, instance: str, owner: ObjectRef, revision: str | None = None
                        ) -> list[dict[str, Any]]:
         """The live pods of ``instance`` owned through their workload by ``owner`` (the server for its own pods, this
         tuning for a Shadow trial's), labelled ``revision`` when given: never a stranger carrying the labels."""
-        uid = str((owner.get("metadata") or {}).get("uid") or "")
-        return pod_rules.live(await self.views.instance_pods(self.namespace, instance, uid), revision)
+        return pod_rules.live(await self.views.instance_pods(self.namespace, instance, owner.uid), revision)
 
-    async def _in_place_pods(self, obj: Mapping[str, Any], server: SGLangServer, trial: Trial,
+    async def _in_place_pods(self, tuning: TuningView, server: SGLangServer, trial: Trial,
                              deadline: dt.datetime) -> tuple[list[dict[str, Any]], SGLangVersion]:
         """Wait until the server's loop runs ``trial`` (its hold names it, its revision is applied) and as many of
         its pods as it was applied with are Ready. Raises :class:`TrialFailure`."""
         while True:
-            body = await self.views.server_view(self.namespace, server.name)
-            if body is None:
+            view = await self.views.server_view(self.namespace, server.name)
+            if view is None:
                 raise TrialFailure(f"SGLangServer {server.name} is gone")
-            status = parse_status(body)
+            status = view.status
             state, why = lifecycle.trial_state(status, self.name, trial)
             if state in ("failed", "lost"):
                 raise TrialFailure(f"the server's loop did not run trial {trial.name}: {why}")
             if state == "running":
                 record = status.applied_record
                 want = int(((record.spec if record is not None else None) or {}).get("replicas") or 1)
-                pods = await self._pods_of(server.name, body, trial.revision)
+                pods = await self._pods_of(server.name, view.ref, trial.revision)
                 if (crash := pod_rules.first_crash(pods, REASON_LIMIT)) is not None:
                     raise TrialFailure(crash)
                 ready = pod_rules.ready_with_ip(pods)
                 if len(ready) >= want:
                     try:
-                        rendered = lifecycle.render_trial(obj, body, trial.name, trial.settings, True)[1]
+                        rendered = lifecycle.render_trial(tuning.ref, view, trial.name, trial.settings, True)[1]
                         return ready, rendered.command.version
                     except (builders.InvalidSpec, SpecError, ValueError) as err:
                         raise TrialFailure(_why(err)) from None
             if _now() >= deadline:
-                trouble = pod_rules.first_trouble(await self._pods_of(server.name, body))
+                trouble = pod_rules.first_trouble(await self._pods_of(server.name, view.ref))
                 raise TrialFailure(f"trial {trial.name} not running on every replica by budget.trialDeadlineSeconds"
                                    + (f": {trouble}" if trouble else f" ({state})"))
             await asyncio.sleep(POLL_SECONDS)
 
-    async def _shadow_pods(self, obj: Mapping[str, Any], server_body: Mapping[str, Any], server: SGLangServer,
+    async def _shadow_pods(self, tuning: TuningView, server_view: ServerView, server: SGLangServer,
                            trial: Trial, deadline: dt.datetime) -> tuple[list[dict[str, Any]], SGLangVersion]:
         """Apply the trial's workload (through the apply path) and wait for its Ready pod. Raises
         :class:`TrialFailure`; a pod's trouble (Unschedulable) is written as condition ``TrialPending``."""
-        revision = parse_status(server_body).revision  # the image the serving revision's Ready pods run
-        own = await self._pods_of(server.name, server_body, revision) if revision else []
+        revision = server_view.status.revision  # the image the serving revision's Ready pods run
+        own = await self._pods_of(server.name, server_view.ref, revision) if revision else []
         digest = image_digest(pod_rules.ready_with_ip(own)) if revision else None
         try:
-            manifest, rendered = lifecycle.render_trial(obj, server_body, trial.name, trial.settings, False, digest)
+            manifest, rendered = lifecycle.render_trial(tuning.ref, server_view, trial.name, trial.settings, False,
+                                                        digest)
             assert manifest is not None
-            await apply_trial_workload(ObjectRef.of(obj), manifest)
+            await apply_trial_workload(tuning.ref, manifest)
         except (builders.InvalidSpec, SpecError, ValueError, ChildApplyError) as err:
             raise TrialFailure(_why(err)) from None
         while True:
-            pods = await self._pods_of(trial.name, obj)
+            pods = await self._pods_of(trial.name, tuning.ref)
             if (crash := pod_rules.first_crash(pods, REASON_LIMIT)) is not None:
                 raise TrialFailure(crash)
             if ready := pod_rules.ready_with_ip(pods):
                 return ready[:1], rendered.command.version
             trouble = pod_rules.first_trouble(pods)
             if trouble is not None and trouble != self._pending:
-                fresh = await kube.get_sglangtuning(self.namespace, self.name)
-                if fresh is not None and await self._write(fresh, api.parse_tuning_status(fresh), "TrialPending",
+                newest = await kube.get_sglangtuning(self.namespace, self.name)
+                fresh = TuningView.of(newest) if newest is not None else None
+                if fresh is not None and await self._write(fresh, fresh.status, "TrialPending",
                                                            "True", "PodNotReady", f"trial {trial.name}: {trouble}"):
                     self._pending = trouble
             if _now() >= deadline:
@@ -304,19 +308,19 @@ class TuningRunner:
                                    + (f": {trouble}" if trouble else " (SGLang still loading)"))
             await asyncio.sleep(POLL_SECONDS)
 
-    async def _delete_trial(self, obj: Mapping[str, Any], trial: str) -> None:
+    async def _delete_trial(self, tuning: TuningView, trial: str) -> None:
         """Delete a Shadow trial's workload (the apply path: only when this tuning owns it) and wait (at most
         :data:`GONE_SECONDS`) until the watched pod cache holds none of its pods."""
         try:
-            await delete_trial_workload(ObjectRef.of(obj), trial)
+            await delete_trial_workload(tuning.ref, trial)
         except Exception as exc:
             log.warning("deleting trial workload %s/%s failed: %s", self.namespace, trial, exc)
             return
         loop = asyncio.get_running_loop()
         end = loop.time() + GONE_SECONDS
-        while loop.time() < end and await self._pods_of(trial, obj):
+        while loop.time() < end and await self._pods_of(trial, tuning.ref):
             await asyncio.sleep(POLL_SECONDS)
 
-    async def _delete_workloads(self, obj: Mapping[str, Any], status: SGLangTuningStatus) -> None:
-        if (obj.get("spec") or {}).get("mode") != TuningMode.IN_PLACE.value:
-            await delete_trial_workloads(ObjectRef.of(obj), [t.name for t in status.trials if t.verdict != "Invalid"])
+    async def _delete_workloads(self, tuning: TuningView, status: SGLangTuningStatus) -> None:
+        if tuning.mode != TuningMode.IN_PLACE.value:
+            await delete_trial_workloads(tuning.ref, [t.name for t in status.trials if t.verdict != "Invalid"])

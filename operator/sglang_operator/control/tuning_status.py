@@ -6,26 +6,24 @@ writes nothing else: no server status, no server child; its Shadow trial workloa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator.api.base import truncate
 from sglang_operator.api.tuning_status import SGLangTuningStatus
+from sglang_operator.api.view import ObjectRef, TuningView
 from sglang_operator.decisions.tuning import lifecycle
 from sglang_operator.io import kube_write
 
 
-async def write(obj: Mapping[str, Any], status: SGLangTuningStatus,
+async def write(tuning: TuningView, status: SGLangTuningStatus,
                 conditions: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
-    """Patch SGLangTuning ``obj``'s status to ``status`` with ``conditions`` merged in
-    (:func:`~sglang_operator.decisions.tuning.lifecycle.status_body`), ``obj``'s resourceVersion as precondition.
+    """Patch the status of the SGLangTuning of ``tuning`` to ``status`` with ``conditions`` merged in
+    (:func:`~sglang_operator.decisions.tuning.lifecycle.status_body`), the view's resourceVersion as precondition.
     Returns the object as patched, None when refused as stale or gone."""
-    meta = obj.get("metadata") or {}
-    body = lifecycle.status_body(status, int(meta.get("generation") or 0), conditions)
-    return await kube_write.patch_tuning_status(str(meta.get("namespace") or "default"), str(meta.get("name")),
-                                                meta.get("resourceVersion"), body)
+    patch = lifecycle.status_body(status, tuning.generation, conditions)
+    return await kube_write.patch_tuning_status(tuning.namespace, tuning.name, tuning.resource_version or None, patch)
 
 
-async def event(obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
-    """Post an Event about SGLangTuning ``obj``. Never raises."""
-    await kube_write.post_event(dict(obj), type_, reason, truncate(message))
+async def event(about: ObjectRef, type_: str, reason: str, message: str) -> None:
+    """Post an Event about the SGLangTuning ``about``. Never raises."""
+    await kube_write.post_event(about.stub(), type_, reason, truncate(message))

@@ -34,6 +34,7 @@ import kopf
 from sglang_operator.api import GROUP, VERSION
 from sglang_operator.api import tuning as api
 from sglang_operator.api.tuning_status import TuningPhase
+from sglang_operator.api.view import TuningView
 from sglang_operator.control import tuning_status
 from sglang_operator.control.memory import Key
 from sglang_operator.control.tuning import WAIT_SECONDS, TuningRunner
@@ -167,18 +168,18 @@ class TuningWorker:
         """Write ``Running=False`` (``wait``'s reason and message; phase ``Pending`` unless it has one) on tuning
         ``key``: one GET for its resourceVersion and status, one patch. Gone, or refused as stale: nothing (its
         event brings the next decision)."""
-        obj = await kube.get_sglangtuning(*key)
-        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        got = await kube.get_sglangtuning(*key)
+        tuning = TuningView.of(got) if got is not None else None
+        if tuning is None or tuning.deleting:
             return
-        status = api.parse_tuning_status(obj)
+        status = tuning.status
         said = next((c for c in status.conditions if c.type == "Running"), None)
         if said is not None and (said.status, said.reason, said.message) == ("False", wait.reason, wait.message):
             return  # written already (its event is on the way)
-        generation = int((obj.get("metadata") or {}).get("generation") or 0)
-        cond = lifecycle.condition("Running", "False", wait.reason, wait.message, generation,
+        cond = lifecycle.condition("Running", "False", wait.reason, wait.message, tuning.generation,
                                    dt.datetime.now(dt.UTC))
         new = status.model_copy(update={"phase": status.phase or TuningPhase.PENDING.value})
-        if await tuning_status.write(obj, new, [cond]) is not None:
+        if await tuning_status.write(tuning, new, [cond]) is not None:
             self.writes += 1
 
 

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -34,6 +34,7 @@ from sglang_operator.api.tuning_status import (
     TrialVerdict,
     TuningPhase,
 )
+from sglang_operator.api.view import ObjectRef, ServerView
 from sglang_operator.builders.tuning import trial_workload
 from sglang_operator.decisions.conditions import merge, rfc3339
 from sglang_operator.decisions.tuning import inplace
@@ -243,19 +244,19 @@ def end_event(phase: TuningPhase, message: str) -> tuple[str, str, str]:
     return ("Normal", "TuningSucceeded", message) if ok else ("Warning", "TuningFailed", message)
 
 
-def render_trial(tuning: Mapping[str, Any], server_body: Mapping[str, Any], name: str, settings: TrialSettings,
+def render_trial(tuning: ObjectRef, server_view: ServerView, name: str, settings: TrialSettings,
                  in_place: bool, digest: str | None = None) -> tuple[dict[str, Any] | None, builders.Rendered]:
-    """Trial ``name`` of SGLangTuning ``tuning`` with ``settings`` over the server's spec as stored (``server_body``):
+    """Trial ``name`` of SGLangTuning ``tuning`` with ``settings`` over the server's spec as stored (``server_view``):
     (its Shadow Deployment, owned by the tuning, its image pinned to ``digest``, or None InPlace; the trial rendered
     as the server itself would run it — InPlace on ``spec.replicas`` pods). Raises ``SpecError``,
     :class:`~sglang_operator.builders.InvalidSpec` or ``ValueError``."""
-    server = parse(server_body)
-    spec = plan.trial_spec(server_body.get("spec") or {}, settings, replicas=server.spec.replicas if in_place else 1)
+    server = server_view.server
+    spec = plan.trial_spec(server_view.spec_data, settings, replicas=server.spec.replicas if in_place else 1)
     trial_server = parse({"apiVersion": server.api_version, "kind": server.kind,
                           "metadata": {"name": server.name, "namespace": server.namespace}, "spec": spec})
     if in_place:
         return None, builders.render(trial_server)
-    work = trial_workload(trial_server.spec, server.name, server.namespace, name, dict(tuning), digest)
+    work = trial_workload(trial_server.spec, server.name, server.namespace, name, tuning.stub(), digest)
     return work.manifest, work.rendered
 
 
