@@ -31,12 +31,12 @@ PER_REQUEST = {1: {1: 32.7, 2: 29.1, 4: 23.8, 6: 20.2, 8: 17.5}, 3: {1: 43.5, 2:
 """tok/s per request of 1/1/2 and 3/1/4 on 2 × RTX A6000 by the simulator's noise-free model (32-token answers)."""
 
 
-def level(concurrency: int, per_request: float) -> kb.LevelFigures:
-    return kb.LevelFigures(concurrency=concurrency, decode_tokens_per_second=per_request * 1.1,
+def level(concurrency: int, per_request: float) -> kb.MeanLevelFigures:
+    return kb.MeanLevelFigures(concurrency=concurrency, decode_tokens_per_second=per_request * 1.1,
                            output_tokens_per_second=per_request * concurrency)
 
 
-def levels(steps: int) -> list[kb.LevelFigures]:
+def levels(steps: int) -> list[kb.MeanLevelFigures]:
     return [level(c, v) for c, v in PER_REQUEST[steps].items()]
 
 

@@ -55,7 +55,7 @@ from sglang_operator.control.ticks import Ticking
 from sglang_operator.control.ticks import offset_in_interval as offset_in_interval
 from sglang_operator.decisions import capacity, groups
 from sglang_operator.decisions import status as status_decisions
-from sglang_operator.decisions.observation import Decision, ServerAction, decide
+from sglang_operator.decisions.observation import ObservationDecision, ServerAction, decide
 from sglang_operator.decisions.rollback import Apply
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.tuning.inplace import ApplyTrial
@@ -279,7 +279,8 @@ class Observer(Gathering, Ticking):
         log.info("%s/%s: %s", mem.namespace, mem.name, message)
         await server_status.event(body, "Normal", "Created", created)
 
-    async def persist(self, mem: ServerMemory, body: dict[str, Any], decision: Decision, now: dt.datetime) -> None:
+    async def persist(self, mem: ServerMemory, body: dict[str, Any], decision: ObservationDecision,
+                      now: dt.datetime) -> None:
         """Write ``decision`` for ``body`` (the view it was decided from): ONE status patch with the view's
         resourceVersion (refused as stale: the view is marked and nothing else is written; the watch's newer object is
         decided again), then the events, then the apply as the server's job, only from a view known to be current

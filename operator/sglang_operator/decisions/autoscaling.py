@@ -5,8 +5,8 @@ delete the operator's one, or nothing, and why not), from the object's spec, the
 follows :func:`sglang_operator.decisions.observation.judging`), whether KEDA's CRD is served and the operator's
 default Prometheus address; the glue (:mod:`sglang_operator.control.autoscaling`) writes it through the apply path;
 :func:`report` turns the outcome into ``status.autoscaling`` and the ``Autoscaling`` condition, and
-:func:`with_autoscaling` puts both into the tick's :class:`~sglang_operator.decisions.observation.Decision` (its one
-status patch).
+:func:`with_autoscaling` puts both into the tick's
+:class:`~sglang_operator.decisions.observation.ObservationDecision` (its one status patch).
 
 Pauses: an InPlace tuning's trial measured → ``paused-replicas`` at ``spec.replicas`` (the /scale count); else a
 revision warming up or verifying, or a canary running → ``paused-scale-in: "true"`` (scale-up stays allowed); else
@@ -33,7 +33,7 @@ from sglang_operator.builders import autoscaling as scaled_objects
 from sglang_operator.decisions import capacity as measured_capacity
 from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.conditions import Condition, condition, merge
-from sglang_operator.decisions.observation import Decision, judging
+from sglang_operator.decisions.observation import ObservationDecision, judging
 
 APPLIED = "ScaledObjectApplied"
 """Condition ``Autoscaling=True``: the operator's ScaledObject is applied (mode KEDA)."""
@@ -166,8 +166,8 @@ def _on(metric: str, wanted: Want) -> str:
     return text + ")"
 
 
-def with_autoscaling(decision: Decision, stored: dict[str, Any], autoscaling: dict[str, Any] | None,
-                     cond: Condition | None) -> Decision:
+def with_autoscaling(decision: ObservationDecision, stored: dict[str, Any], autoscaling: dict[str, Any] | None,
+                     cond: Condition | None) -> ObservationDecision:
     """``decision`` with ``status.autoscaling`` and the ``Autoscaling`` condition (None: removed) in its status and
     its delta against ``stored`` (the status as the API server holds it): still one status patch."""
     new = dict(decision.status_json)

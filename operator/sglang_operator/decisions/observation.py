@@ -2,9 +2,9 @@
 
 The observer (:mod:`sglang_operator.control.observer`) *gathers* what it saw into an :class:`Observed` (pods'
 health, what SGLang reports it runs, the interval's samples, the analysis' inputs), :func:`decide` turns the stored
-status and that into a :class:`Decision` — the new status keys and their delta, the events to post in order, at
-most one revision to apply — and the observer *persists* it: one status patch (with the view's resourceVersion),
-then the events, then the apply. No I/O, no clock: ``observed.now`` is the tick's time.
+status and that into an :class:`ObservationDecision` — the new status keys and their delta, the events to post in
+order, at most one revision to apply — and the observer *persists* it: one status patch (with the view's
+resourceVersion), then the events, then the apply. No I/O, no clock: ``observed.now`` is the tick's time.
 
 Decided here, not in the glue: the rollback analysis (:func:`sglang_operator.decisions.judging.judge`), the
 reconcile handler's ``ApplyFailed`` shown as ``Degraded`` while it lasts (pod health would otherwise call the
@@ -80,7 +80,7 @@ class Observed:
 
 
 @dataclass(frozen=True)
-class Decision:
+class ObservationDecision:
     """What to persist: ``status_json`` (every key the observation owns, with what the server's job applied merged
     in, as JSON) and :attr:`status` (the same, typed), ``delta`` (the keys that differ from the stored status: the
     one merge patch; empty: no write), ``events`` in the order to post them, ``apply`` (at most one revision to
@@ -116,7 +116,7 @@ def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
 def judging(status: SGLangServerStatus) -> bool:
     """Whether the server's loop is judging now: a revision warming up or verifying, a canary running, or an InPlace
     tuning's trial applied on the server's pods (being measured). Scaling is held still while it is true (an
-    autoscaler reads it: :attr:`Decision.judging`)."""
+    autoscaler reads it: :attr:`ObservationDecision.judging`)."""
     analysis = status.analysis
     if analysis is not None and analysis.phase in (AnalysisPhase.WARMING_UP, AnalysisPhase.VERIFYING):
         return True
@@ -144,7 +144,7 @@ def _typed(status: Mapping[str, Any]) -> SGLangServerStatus:
 
 
 def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Observed,
-           policy: RollbackPolicy, typed: SGLangServerStatus | None = None) -> Decision:
+           policy: RollbackPolicy, typed: SGLangServerStatus | None = None) -> ObservationDecision:
     """Decide one observation: ``stored`` status (as the API server holds it), ``applied`` (status keys of what the
     server's job applied since, not written yet: the analysis follows them), what was ``observed``, and the policy
     of the object's spec (its ``intervalSeconds`` the sampling interval in force). ``typed``: the stored status
@@ -190,4 +190,4 @@ def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Obse
     events += [a for a in judged.actions if isinstance(a, Event)]
     apply: ServerAction | None = hold_step.action or next(
         (a for a in reversed(judged.actions) if isinstance(a, Apply | PlaceCanary | PromoteCanary)), None)
-    return Decision(new, delta, events, apply, judged.state, o.diffs)
+    return ObservationDecision(new, delta, events, apply, judged.state, o.diffs)

@@ -88,12 +88,12 @@ def step(
     observed: Observation,
 ) -> tuple[RollbackState, list[Action]]:
     """One tick of the rollback analysis: the new state and what to do. Pure; ``state`` is not modified."""
-    decision = _Decision(clone(state), policy, now, observed)
+    decision = _RollbackDecision(clone(state), policy, now, observed)
     decision.run(sample)
     return decision.state, decision.actions
 
 
-class _Decision(Verdicts):
+class _RollbackDecision(Verdicts):
     """One :func:`step` call: the tick, its samples, a failure's outcome and what runs, over the working copy and
     the verdicts of :class:`~sglang_operator.decisions.rollback_verdicts.Verdicts`."""
 

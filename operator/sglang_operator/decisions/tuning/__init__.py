@@ -3,12 +3,12 @@ objectives (:mod:`.objective`), the ask-and-tell search (:mod:`.search`; its ind
 of a point, :mod:`.neighbours`; :mod:`.tpe`), the recommendation and its noise rule (:mod:`.decide`), pruning
 (:mod:`.prune`). No I/O, no clock: the control loop runs the trials and hands their results back."""
 
-from sglang_operator.decisions.tuning.decide import Decision, decide, noise_estimate
+from sglang_operator.decisions.tuning.decide import TuningDecision, decide, noise_estimate
 from sglang_operator.decisions.tuning.objective import (
-    LevelFigures,
     LevelWeight,
     Objective,
     ObjectiveKind,
+    TrialLevelFigures,
     TrialResult,
     TrialVerdict,
     objective_value,
@@ -37,9 +37,7 @@ __all__ = [
     "CONTROL_LABEL",
     "DEFAULT_ALGORITHM",
     "Algorithm",
-    "Decision",
     "InvalidPoint",
-    "LevelFigures",
     "LevelWeight",
     "Objective",
     "ObjectiveKind",
@@ -47,8 +45,10 @@ __all__ = [
     "SearchSettings",
     "SearchSpace",
     "Suggestion",
+    "TrialLevelFigures",
     "TrialResult",
     "TrialVerdict",
+    "TuningDecision",
     "Validator",
     "decide",
     "enumerate_space",
