@@ -1,4 +1,5 @@
-"""PURE: one observation of one SGLangServer decided (issue 15, item 2: gather → decide → persist).
+"""PURE: one observation of one SGLangServer decided (gather → decide → persist; docs/architecture.md,
+"The control loop").
 
 The observer (:mod:`sglang_operator.control.observer`) *gathers* what it saw into an :class:`Observed` (pods'
 health, what SGLang reports it runs, the interval's samples, the analysis' inputs), :func:`decide` turns the stored

@@ -1,8 +1,8 @@
 """Trial results and objectives: what one trial measured, and the figure a tuning maximises, as pure functions.
 
-A trial is measured like users experience the server (client side, streamed requests; see issue 17 item 2):
-per concurrency level, the median per-request decode speed after the first token, output tok/s over the window,
-p50/p95 inter-token latency and time to first token, and SGLang's accept length over the same window.
+A trial is measured like users experience the server (client side, streamed requests; docs/tuning.md, "What is measured,
+and how"): per concurrency level, the median per-request decode speed after the first token, output tok/s over the
+window, p50/p95 inter-token latency and time to first token, and SGLang's accept length over the same window.
 Objectives (Katib's ``objective``), never the accept length alone (vllm-project/vllm#26504: acceptance stayed flat
 while the best choice flipped):
 
