@@ -71,7 +71,7 @@ def test_the_light_parse_pauses_as_the_whole_status() -> None:
               status(AnalysisPhase.STABLE, trial=True), status(AnalysisPhase.STABLE)):
         full = {**s.dump(), "phase": "Ready", "conditions": [], "tuningHold": s.dump().get("tuningHold")}
         whole = SGLangServerStatus.model_validate({k: v for k, v in full.items() if v is not None})
-        assert scaling.pause_of(scaling.judged_status(full), 2) == scaling.pause_of(whole, 2)
+        assert scaling.pause_of(scaling.verifying_status(full), 2) == scaling.pause_of(whole, 2)
 
 
 AUTO = {"maxReplicas": 3, "target": 4}

@@ -75,7 +75,7 @@ async def follow(mem: ServerMemory, body: Mapping[str, Any], server: SGLangServe
     if _idle(server, stored, decision, had):
         return decision
     available = await keda.available()
-    decided = scaling.judged_status(decision.status_json)
+    decided = scaling.verifying_status(decision.status_json)
     wanted = scaling.want(server, decided, keda=available, prometheus_address=keda.prometheus_address,
                           had=had, measured=measured, stored=_stored(stored))
     failure: str | None = None

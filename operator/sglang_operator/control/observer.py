@@ -300,7 +300,7 @@ class Observer(Gathering, Ticking):
         else:
             mem.applied = {}  # nothing differs: the stored status holds what the job applied already
             if decision.apply is not None and not await self._current(mem, body):
-                return  # an apply is decided from the newest object only: the watch's next view is judged
+                return  # an apply is decided from the newest object only: the watch's next view is decided
         self.series.export_analysis(mem.namespace, mem.name, decision.state)
         mem.diffs = decision.diffs
         for event in decision.events:

@@ -17,7 +17,7 @@ request is the most that can be done, and :attr:`Capacity.met` says so).
 (:func:`~sglang_operator.decisions.tuning.known_best.capacity`), from the workload measured at the most levels
 (then the most measurements, then the longest answers), so that a figure comes from one load throughout.
 
-**The target in force** (:func:`target`): while the server's loop judges (a revision warms up or verifies, a canary
+**The target in force** (:func:`target`): while the server's loop verifies (a revision warms up or verifies, a canary
 runs, an InPlace trial measures) the target stays what it was; otherwise the serving revision's capacity, or the
 configured ``target`` until one is measured. A promotion or a rollback thus rewrites it at the first tick after.
 """
@@ -111,16 +111,16 @@ def capacity(known: KnownBest, server: SGLangServer, spec: SGLangServerSpec,
 
 
 def target(server: SGLangServer, measured_now: MeasuredCapacity | None, stored_target: float | None,
-           stored_capacity: MeasuredCapacity | None, judging: bool) -> tuple[float | None, MeasuredCapacity | None]:
+           stored_capacity: MeasuredCapacity | None, verifying: bool) -> tuple[float | None, MeasuredCapacity | None]:
     """The target in force and the capacity to show (module docstring): ``measured_now`` the serving revision's
-    capacity (:func:`capacity`), ``stored_*`` what ``status.autoscaling`` holds, ``judging`` whether the loop
-    judges. ``(None, None)`` without ``spec.autoscaling``."""
+    capacity (:func:`capacity`), ``stored_*`` what ``status.autoscaling`` holds, ``verifying`` whether the loop
+    verifies. ``(None, None)`` without ``spec.autoscaling``."""
     auto = server.spec.autoscaling
     if auto is None:
         return None, None
     if auto.metric is not AutoscalingMetric.MEASURED_CAPACITY:
         return auto.target, None
-    if judging and stored_target is not None:
+    if verifying and stored_target is not None:
         return stored_target, stored_capacity
     if measured_now is not None:
         return measured_now.requests_per_replica, measured_now
