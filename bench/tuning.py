@@ -43,12 +43,12 @@ from sglang_sim.profiles import GPUProfile, ModelProfile, load_gpu_profile, load
 
 from sglang_operator.decisions.tuning import (
     Algorithm,
-    LevelFigures,
     Objective,
     ObjectiveKind,
     Point,
     SearchSettings,
     SearchSpace,
+    TrialLevelFigures,
     TrialResult,
     TrialVerdict,
     decide,
@@ -99,7 +99,7 @@ def to_trial(point: Point | None, fig: PointFigures) -> TrialResult:
     """A simulator measurement as the tuner's trial result."""
     if fig.failure is not None:
         return TrialResult(point=point, verdict=TrialVerdict.FAILED, reason=fig.failure.splitlines()[0])
-    level = LevelFigures(concurrency=fig.concurrency, decode_tokens_per_second=fig.decode_tok_s,
+    level = TrialLevelFigures(concurrency=fig.concurrency, decode_tokens_per_second=fig.decode_tok_s,
                          output_tokens_per_second=fig.output_tok_s, itl_p50_seconds=fig.itl_p50_s,
                          itl_p95_seconds=fig.itl_p95_s, ttft_p50_seconds=fig.ttft_p50_s,
                          ttft_p95_seconds=fig.ttft_p95_s, accept_length=fig.accept_length)

@@ -38,7 +38,7 @@ def rendered(autoscaling: dict[str, Any], namespace: str, **spec: Any) -> dict[s
     body = valid_server()
     body["metadata"]["namespace"] = namespace
     body["spec"] |= {"autoscaling": autoscaling, **spec}
-    out = so.scaled_object(parse(body), PROM, judging=True)
+    out = so.scaled_object(parse(body), PROM, verifying=True)
     assert out is not None
     return out
 

@@ -59,7 +59,7 @@ def chain(steps: int) -> TrialSettings:
 def truth(server: dict[str, Any], steps: int) -> float:
     """The noise-free capacity of ``steps``/1/``steps + 1`` for the SLO: the crossing of the per-request curve,
     every integer concurrency 1-16."""
-    levels = [kb.LevelFigures(concurrency=c, decode_tokens_per_second=0.0, output_tokens_per_second=v * c)
+    levels = [kb.MeanLevelFigures(concurrency=c, decode_tokens_per_second=0.0, output_tokens_per_second=v * c)
               for c in range(1, 17) if (v := noise_free_per_request(server, chain(steps), c)) is not None]
     got = cap.capacity_of(levels, SLO)
     assert got is not None and got.met, levels

@@ -2,7 +2,7 @@
 ``/scale``, its trigger handles KEDA's traps (AverageValue, ignoreNullValues false, fallback never below the current
 count), its query selects the series the PodMonitor labels (leaders only multi-node) and is what Prometheus reads
 from those series, its HPA behaviour never removes more than one replica per window; the pause annotations follow
-the judging and trial flags."""
+the verifying and trial flags."""
 
 from __future__ import annotations
 
@@ -163,24 +163,24 @@ def test_nothing_is_rendered_without_autoscaling_or_in_external_mode() -> None:
 
 def test_pause_annotations() -> None:
     none = {so.PAUSED: None, so.PAUSED_REPLICAS: None, so.PAUSED_SCALE_IN: None}
-    assert so.pause_annotations(judging=False, trial_replicas=None) == none
-    assert so.pause_annotations(judging=True, trial_replicas=None) == {**none, so.PAUSED_SCALE_IN: "true"}
-    assert so.pause_annotations(judging=False, trial_replicas=2) == {**none, so.PAUSED_REPLICAS: "2"}
+    assert so.pause_annotations(verifying=False, trial_replicas=None) == none
+    assert so.pause_annotations(verifying=True, trial_replicas=None) == {**none, so.PAUSED_SCALE_IN: "true"}
+    assert so.pause_annotations(verifying=False, trial_replicas=2) == {**none, so.PAUSED_REPLICAS: "2"}
     # a trial freezes the count entirely: scale-in alone would still let it grow
-    assert so.pause_annotations(judging=True, trial_replicas=2) == {**none, so.PAUSED_REPLICAS: "2"}
+    assert so.pause_annotations(verifying=True, trial_replicas=2) == {**none, so.PAUSED_REPLICAS: "2"}
     with pytest.raises(ValueError, match="-1"):
-        so.pause_annotations(judging=False, trial_replicas=-1)
+        so.pause_annotations(verifying=False, trial_replicas=-1)
 
 
 def test_the_scaled_object_carries_the_pause_annotations_set() -> None:
     s = server(BASIC)
     plain = so.scaled_object(s, PROM)
-    judged = so.scaled_object(s, PROM, judging=True)
-    trial = so.scaled_object(s, PROM, judging=True, trial_replicas=3)
-    assert plain is not None and judged is not None and trial is not None
+    verified = so.scaled_object(s, PROM, verifying=True)
+    trial = so.scaled_object(s, PROM, verifying=True, trial_replicas=3)
+    assert plain is not None and verified is not None and trial is not None
     assert "annotations" not in plain["metadata"]
-    assert judged["metadata"]["annotations"] == {"autoscaling.keda.sh/paused-scale-in": "true"}
+    assert verified["metadata"]["annotations"] == {"autoscaling.keda.sh/paused-scale-in": "true"}
     assert trial["metadata"]["annotations"] == {"autoscaling.keda.sh/paused-replicas": "3"}
-    stripped = copy.deepcopy(judged)
+    stripped = copy.deepcopy(verified)
     del stripped["metadata"]["annotations"]
     assert stripped == plain  # the pause changes nothing else

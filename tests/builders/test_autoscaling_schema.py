@@ -48,7 +48,7 @@ def shapes() -> list[dict[str, Any]]:
         (server({**BASIC, "metric": "kvCacheUsage", "target": 0.75, "minReplicas": 2,
                  "behavior": {"scaleUp": {"stabilizationWindowSeconds": 0, "replicas": 3, "periodSeconds": 15},
                               "scaleDown": {"stabilizationWindowSeconds": 30}},
-                 "fallback": {"failureThreshold": 1, "replicas": 3}}), {"judging": True}),
+                 "fallback": {"failureThreshold": 1, "replicas": 3}}), {"verifying": True}),
         (server({**BASIC, "metric": "query", "query": user, "target": 500,
                  "prometheus": {"address": "https://prom.example:9091"}}), {"trial_replicas": 2}),
         (server(BASIC, parallelism={"tensor": 16, "nodes": 2}, resources={"gpu": 8}), {}),

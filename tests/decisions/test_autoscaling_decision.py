@@ -20,7 +20,7 @@ from sglang_operator.api.autoscaling import AutoscalingPause
 from sglang_operator.api.status import SGLangServerStatus, TuningHold
 from sglang_operator.builders import autoscaling as so
 from sglang_operator.decisions import autoscaling as scaling
-from sglang_operator.decisions.observation import Decision
+from sglang_operator.decisions.observation import ObservationDecision
 from sglang_operator.decisions.rollback_state import RollbackState
 from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.decisions.tuning import inplace
@@ -71,7 +71,7 @@ def test_the_light_parse_pauses_as_the_whole_status() -> None:
               status(AnalysisPhase.STABLE, trial=True), status(AnalysisPhase.STABLE)):
         full = {**s.dump(), "phase": "Ready", "conditions": [], "tuningHold": s.dump().get("tuningHold")}
         whole = SGLangServerStatus.model_validate({k: v for k, v in full.items() if v is not None})
-        assert scaling.pause_of(scaling.judged_status(full), 2) == scaling.pause_of(whole, 2)
+        assert scaling.pause_of(scaling.verifying_status(full), 2) == scaling.pause_of(whole, 2)
 
 
 AUTO = {"maxReplicas": 3, "target": 4}
@@ -108,8 +108,8 @@ def test_only_a_scaled_object_the_operator_had_is_deleted(auto: dict[str, Any] |
     assert not scaling.want(server(auto), status(), keda=False, prometheus_address=PROM, had=True).delete
 
 
-def decision(conditions: list[dict[str, Any]]) -> Decision:
-    return Decision({"conditions": conditions, "phase": "Ready"}, {}, [], None, RollbackState())
+def decision(conditions: list[dict[str, Any]]) -> ObservationDecision:
+    return ObservationDecision({"conditions": conditions, "phase": "Ready"}, {}, [], None, RollbackState())
 
 
 def test_the_condition_keeps_its_transition_time_and_leaves_with_autoscaling() -> None:

@@ -31,12 +31,12 @@ PER_REQUEST = {1: {1: 32.7, 2: 29.1, 4: 23.8, 6: 20.2, 8: 17.5}, 3: {1: 43.5, 2:
 """tok/s per request of 1/1/2 and 3/1/4 on 2 × RTX A6000 by the simulator's noise-free model (32-token answers)."""
 
 
-def level(concurrency: int, per_request: float) -> kb.LevelFigures:
-    return kb.LevelFigures(concurrency=concurrency, decode_tokens_per_second=per_request * 1.1,
+def level(concurrency: int, per_request: float) -> kb.MeanLevelFigures:
+    return kb.MeanLevelFigures(concurrency=concurrency, decode_tokens_per_second=per_request * 1.1,
                            output_tokens_per_second=per_request * concurrency)
 
 
-def levels(steps: int) -> list[kb.LevelFigures]:
+def levels(steps: int) -> list[kb.MeanLevelFigures]:
     return [level(c, v) for c, v in PER_REQUEST[steps].items()]
 
 
@@ -105,12 +105,12 @@ def test_the_target_is_held_while_judged_and_is_the_configured_one_until_measure
     srv = autoscaled(1)
     a = MeasuredCapacity(requests_per_replica=6.15, settings="1/1/2", revision="r1", basis="…")
     b = MeasuredCapacity(requests_per_replica=3.79, settings="3/1/4", revision="r2", basis="…")
-    assert cap.target(srv, None, None, None, judging=False) == (4, None)  # not measured yet: spec.autoscaling.target
-    assert cap.target(srv, a, None, None, judging=False) == (6.15, a)
-    assert cap.target(srv, b, 6.15, a, judging=True) == (6.15, a)  # verifying r2: r1's capacity holds
-    assert cap.target(srv, b, 6.15, a, judging=False) == (3.79, b)  # promoted: r2's
+    assert cap.target(srv, None, None, None, verifying=False) == (4, None)  # not measured yet: spec.autoscaling.target
+    assert cap.target(srv, a, None, None, verifying=False) == (6.15, a)
+    assert cap.target(srv, b, 6.15, a, verifying=True) == (6.15, a)  # verifying r2: r1's capacity holds
+    assert cap.target(srv, b, 6.15, a, verifying=False) == (3.79, b)  # promoted: r2's
     plain = autoscaled(1, {**AUTO, "metric": "runningRequests", "slo": None})
-    assert cap.target(plain, None, 6.15, a, judging=False) == (4, None)
+    assert cap.target(plain, None, 6.15, a, verifying=False) == (4, None)
 
 
 def test_the_scaled_object_threshold_and_status_follow_the_capacity() -> None:

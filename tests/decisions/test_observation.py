@@ -8,7 +8,7 @@ from typing import Any
 
 from rollback_driver import FAST, GOOD, OTHER, SETUP, T0, Run
 
-from sglang_operator.decisions.observation import Decision, Observed, decide
+from sglang_operator.decisions.observation import ObservationDecision, Observed, decide
 from sglang_operator.decisions.pods import pod_health
 from sglang_operator.decisions.rollback_state import Observation
 from sglang_operator.decisions.sampling.model import PodView
@@ -29,7 +29,7 @@ def observed(now: dt.datetime = T0, revision: str = GOOD, spec_revision: str | N
     return Observed(now=now, generation=1, health=health, observation=obs, **kw)
 
 
-def persisted(stored: dict[str, Any], d: Decision) -> dict[str, Any]:
+def persisted(stored: dict[str, Any], d: ObservationDecision) -> dict[str, Any]:
     """The stored status after the decision's one patch."""
     return {**stored, **d.delta}
 

@@ -16,7 +16,7 @@ from test_observation import observed, persisted
 from sglang_operator.api.analysis import CanaryPhase, CanaryState
 from sglang_operator.api.status import SGLangServerStatus, TuningHold
 from sglang_operator.api.tuning_status import TrialSettings
-from sglang_operator.decisions.observation import Observed, decide, judging
+from sglang_operator.decisions.observation import Observed, decide, verifying
 from sglang_operator.decisions.rollback import Apply
 from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.decisions.tuning import inplace
@@ -100,11 +100,11 @@ def test_the_wanted_trial_is_applied_by_the_servers_job_once() -> None:
     stored = promoted() | {"tuningHold": hold(trial=False)}
     d = decide(stored, {}, seen(revision=GOOD, tunings=(asking(),)), FAST)
     assert d.apply == ApplyTrial("tune", "tune-trial-1", TRIAL, SETTINGS)
-    assert not d.judging  # between trials: nothing measured yet
+    assert not d.verifying  # between trials: nothing measured yet
     # the job applied it: its keys (revision, tuningHold with the trial) are merged into the next tick
     applied = {"revision": TRIAL, "tuningHold": hold()}
     again = decide(stored, applied, seen(tunings=(asking(),)), FAST)
-    assert again.apply is None and again.delta["tuningHold"]["trial"] == "tune-trial-1" and again.judging
+    assert again.apply is None and again.delta["tuningHold"]["trial"] == "tune-trial-1" and again.verifying
     failed = {"tuningHold": {**hold(), "trialFailure": "refused"}}
     assert decide(stored, failed, seen(revision=GOOD, tunings=(asking(),)), FAST).apply is None  # never retried
 
@@ -181,13 +181,13 @@ def test_a_hand_edited_hold_holds_nothing() -> None:
     assert isinstance(d.apply, Apply)
 
 
-def test_judging_says_when_scaling_must_hold_still() -> None:
-    assert not judging(SGLangServerStatus(revision=GOOD))
-    assert judging(SGLangServerStatus.model_validate({"revision": TRIAL, "tuningHold": hold()}))
-    assert not judging(SGLangServerStatus.model_validate({"revision": GOOD, "tuningHold": hold(trial=False)}))
+def test_verifying_says_when_scaling_must_hold_still() -> None:
+    assert not verifying(SGLangServerStatus(revision=GOOD))
+    assert verifying(SGLangServerStatus.model_validate({"revision": TRIAL, "tuningHold": hold()}))
+    assert not verifying(SGLangServerStatus.model_validate({"revision": GOOD, "tuningHold": hold(trial=False)}))
     run = Run(auto_apply=False)
     run.promote_good()
-    assert not judging(SGLangServerStatus.model_validate(promoted()))  # Stable
+    assert not verifying(SGLangServerStatus.model_validate(promoted()))  # Stable
 
 
 def test_a_tunings_request_is_read_from_its_spec_and_status() -> None:

@@ -47,7 +47,7 @@ PROBE_PROMPT = (
 )
 """The built-in probe prompt: a fixed coding request of about 512 tokens (≈ 4 characters per token), like the one the
 published case was measured with. ``io/loadgen.py`` uses the same text. Sent when ``probe.prompt`` is empty (its
-default); never copied into objects (before issue 19 it was the CRD default, so older objects hold it: that exact
+default); never copied into objects (it was once the CRD default, so older objects hold it: that exact
 text reads as the default, see :class:`ProbePolicy`)."""
 
 

@@ -1,4 +1,4 @@
-"""The ``SGLangTuning`` custom resource: search the speculative settings of one SGLangServer (issue 17).
+"""The ``SGLangTuning`` custom resource: search the speculative settings of one SGLangServer (docs/tuning.md).
 
 An SGLangTuning names a server of its namespace (``spec.serverRef``), the settings to search (``spec.parameters``:
 ``--speculative-num-steps``, ``--speculative-eagle-topk``, ``--speculative-num-draft-tokens``, optionally SGLang's

@@ -1,9 +1,27 @@
 """Pure builders: SGLangServer → SGLang command line, Deployment (or, multi-node, LeaderWorkerSet), Service
-(dicts), in the dask-kubernetes style.
+(dicts), in the dask-kubernetes style, and the other objects the operator applies.
 
 Entry point for the handlers: :func:`render` (one call gives everything to apply and to write in status).
 No IO here; owner references are added by the caller (:func:`adopt` / :func:`owner_reference`).
-"""
+
+- :mod:`.admission`: the tenant boundary: which pod an SGLangServer may ask for, as a ValidatingAdmissionPolicy
+  and the same rules in Python.
+- :mod:`.admission_host`: the admission rules on what a pod reaches beyond its container (hostPath, volume sources).
+- :mod:`.admission_kinds`: the admission rules' common parts (levels, :class:`~.admission_kinds.Params`, CEL helpers).
+- :mod:`.admission_secrets`: the admission rules on the Secrets an SGLangServer names.
+- :mod:`.autoscaling`: ``spec.autoscaling`` → a KEDA ``ScaledObject`` and its pause annotations.
+- :mod:`.canary`: a canary's two workloads: which Deployment is which, and a revision rendered into either.
+- :mod:`.command`: the spec → the SGLang command line (entry point, flags, env) in the release's dialect.
+- :mod:`.dialect`: the SGLang facts the builders use, read from :mod:`sglang_operator.sglang`.
+- :mod:`.drain`: the ``preStop`` drain of a pod a canary removes.
+- :mod:`.labels`: labels, annotations and the revision hash of a server's children.
+- :mod:`.leaderworkerset`: ``parallelism.nodes`` > 1 → a LeaderWorkerSet and its leader Service.
+- :mod:`.monitoring`: how Prometheus scrapes SGLang pods (a PodMonitor, or a scrape config).
+- :mod:`.owner`: owner references, so children are garbage-collected with their server.
+- :mod:`.revision`: the revision ledger's objects: one ControllerRevision per revision that ran.
+- :mod:`.tuning`: a Shadow trial's workload: the server's spec with the trial's settings.
+- :mod:`.validate`: validation of a parsed spec against its SGLang release (what the CRD schema and CEL cannot know).
+- :mod:`.workload`: the spec → Deployment and Service."""
 
 from __future__ import annotations
 

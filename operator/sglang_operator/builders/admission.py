@@ -69,7 +69,7 @@ RESTRICTED_CAPABILITIES: tuple[str, ...] = ("NET_BIND_SERVICE",)
 RESTRICTED_VOLUME_TYPES: tuple[str, ...] = (
     "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret",
 )
-"""Volume sources ``restricted`` allows (``policy/check_restrictedVolumes.go``); hostPath is judged by the
+"""Volume sources ``restricted`` allows (``policy/check_restrictedVolumes.go``); hostPath is checked by the
 allowed prefixes instead (:class:`~.admission_host.HostPathRule`), at both levels."""
 
 PARAM_VARIABLES: tuple[str, ...] = ("allowedHostPaths", "allowedServiceAccounts", "operatorServiceAccount",
@@ -154,7 +154,7 @@ MATCH_CONDITIONS: tuple[dict[str, str], ...] = ({
     "expression": "request.operation == 'CREATE' || !has(oldObject.spec) || oldObject.spec != object.spec",
 },)
 """An update that leaves ``spec`` as it was (the operator's annotation patches, a label, a finalizer) changes no
-pod and is not judged again: a server admitted before the policy, or before an admin narrowed it, keeps working."""
+pod and is not checked again: a server admitted before the policy, or before an admin narrowed it, keeps working."""
 
 
 def policy_rules() -> dict[str, Any]:

@@ -214,7 +214,7 @@ class HostPathWriteRule:
 
 @dataclass(frozen=True)
 class VolumeTypesRule:
-    """Every ``spec.volumes[]`` uses one of ``allowed`` sources (or hostPath, judged by :class:`HostPathRule`)."""
+    """Every ``spec.volumes[]`` uses one of ``allowed`` sources (or hostPath, checked by :class:`HostPathRule`)."""
 
     name: str
     allowed: tuple[str, ...]

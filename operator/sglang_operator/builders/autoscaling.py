@@ -19,7 +19,7 @@ LeaderWorkerSet under it. One Prometheus trigger, with the traps of KEDA's defau
   ``/metrics`` is a dummy server's).
 
 :func:`pause_annotations` says which of KEDA's pause annotations hold the scaler still: ``paused-scale-in`` while
-a revision is judged (scale-up stays allowed), ``paused-replicas`` at the current count while an in-place trial
+a revision is verified (scale-up stays allowed), ``paused-replicas`` at the current count while an in-place trial
 measures.
 """
 
@@ -93,13 +93,13 @@ def query(server: SGLangServer) -> str:
     return f"sum({gauge})"
 
 
-def scaled_object(server: SGLangServer, prometheus_address: str | None = None, *, judging: bool = False,
+def scaled_object(server: SGLangServer, prometheus_address: str | None = None, *, verifying: bool = False,
                   trial_replicas: int | None = None, target: float | None = None) -> dict[str, Any] | None:
     """The ScaledObject of ``server`` (no ownerReferences: the caller adopts it), or None when
     ``spec.autoscaling`` is unset or its mode is ``External`` (nothing to render).
 
     ``prometheus_address``: the operator's default (``--prometheus-address``), used when
-    ``spec.autoscaling.prometheus`` is unset. ``judging``, ``trial_replicas``: as :func:`pause_annotations` (the
+    ``spec.autoscaling.prometheus`` is unset. ``verifying``, ``trial_replicas``: as :func:`pause_annotations` (the
     annotations set are rendered, the others left out). ``target``: the threshold per replica in force when it is
     not ``spec.autoscaling.target`` (``measuredCapacity``: the serving revision's measured capacity). Raises
     :class:`MissingPrometheusAddress` when neither address is set. Shape: ``keda.sh/v1alpha1`` ScaledObject with
@@ -115,7 +115,7 @@ def scaled_object(server: SGLangServer, prometheus_address: str | None = None, *
             "spec.autoscaling.prometheus.address is not set and the operator has no --prometheus-address (the "
             "chart's autoscaling.prometheusAddress): set one of them to Prometheus' URL, e.g. "
             "http://prometheus-operated.monitoring.svc:9090")
-    annotations = {k: v for k, v in pause_annotations(judging, trial_replicas).items() if v is not None}
+    annotations = {k: v for k, v in pause_annotations(verifying, trial_replicas).items() if v is not None}
     metadata: dict[str, Any] = {"name": server.name, "namespace": server.namespace,
                                 "labels": {**selector_labels(server.name), "app.kubernetes.io/component": "autoscaler",
                                            "app.kubernetes.io/managed-by": MANAGED_BY}}
@@ -163,14 +163,14 @@ def hpa_behavior(auto: Autoscaling) -> dict[str, Any]:
     }
 
 
-def pause_annotations(judging: bool, trial_replicas: int | None) -> dict[str, str | None]:
+def pause_annotations(verifying: bool, trial_replicas: int | None) -> dict[str, str | None]:
     """KEDA's pause annotations for the server's state, every one of them named (None: to be absent, as a JSON merge
     patch removes it).
 
     - ``trial_replicas`` (an in-place tuning trial measures on that many replicas): ``paused-replicas`` at that count
       (scaling stops entirely; KEDA keeps the target at it);
-    - else ``judging`` (a revision warms up or verifies, a canary runs): ``paused-scale-in: "true"`` (no replica is
-      removed while judged; scale-up stays allowed);
+    - else ``verifying`` (a revision warms up or verifies, a canary runs): ``paused-scale-in: "true"`` (no replica
+      is removed while verifying; scale-up stays allowed);
     - else none. ``paused`` is never set.
 
     Raises ``ValueError`` when ``trial_replicas`` is negative.
@@ -180,7 +180,7 @@ def pause_annotations(judging: bool, trial_replicas: int | None) -> dict[str, st
     out: dict[str, str | None] = {PAUSED: None, PAUSED_REPLICAS: None, PAUSED_SCALE_IN: None}
     if trial_replicas is not None:
         out[PAUSED_REPLICAS] = str(trial_replicas)
-    elif judging:
+    elif verifying:
         out[PAUSED_SCALE_IN] = "true"
     return out
 

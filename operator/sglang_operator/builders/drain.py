@@ -1,4 +1,4 @@
-"""PURE: the drain of a pod a canary removes (``spec.strategy.type: Canary`` with ``drainSeconds``, issue 18).
+"""PURE: the drain of a pod a canary removes (``spec.strategy.type: Canary`` with ``drainSeconds``; docs/canary.md).
 
 During a canary pods leave at every move: a stable pod scaled away for a canary pod (maxSurge 0), the canary's pods
 when it is removed, the old serving workload's pods during the promotion. The Deployment controller picks which pod

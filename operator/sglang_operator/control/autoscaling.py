@@ -35,7 +35,7 @@ from sglang_operator.control.apply import apply_scaled_object, delete_scaled_obj
 from sglang_operator.control.children import ChildApplyError
 from sglang_operator.control.memory import ScalerRecord, ServerMemory
 from sglang_operator.decisions import autoscaling as scaling
-from sglang_operator.decisions.observation import Decision
+from sglang_operator.decisions.observation import ObservationDecision
 from sglang_operator.io import keda as discovery
 from sglang_operator.io.keda import ScaledObjects
 
@@ -54,15 +54,16 @@ def digest(manifest: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
 
 
-def _idle(server: SGLangServer, stored: Mapping[str, Any], decision: Decision, had: bool) -> bool:
+def _idle(server: SGLangServer, stored: Mapping[str, Any], decision: ObservationDecision, had: bool) -> bool:
     """No ``spec.autoscaling``, nothing of it in status or memory: nothing to do (most servers, every tick)."""
     conditions = decision.status_json.get("conditions") or []
     return (server.spec.autoscaling is None and not had and stored.get("autoscaling") is None
             and not any(c.get("type") == ConditionType.AUTOSCALING for c in conditions))
 
 
-async def follow(mem: ServerMemory, view: ServerView, server: SGLangServer, decision: Decision, now: dt.datetime,
-                 keda: ScaledObjects | None = None, measured: MeasuredCapacity | None = None) -> Decision:
+async def follow(mem: ServerMemory, view: ServerView, server: SGLangServer, decision: ObservationDecision,
+                 now: dt.datetime, keda: ScaledObjects | None = None,
+                 measured: MeasuredCapacity | None = None) -> ObservationDecision:
     """Carry out what ``decision`` (decided from ``view``, the SGLangServer as stored, ``server`` its spec parsed)
     means for the server's ScaledObject and return the decision with ``status.autoscaling`` and
     the ``Autoscaling`` condition in its one status patch. ``keda``: KEDA's discovery (default
@@ -76,7 +77,7 @@ async def follow(mem: ServerMemory, view: ServerView, server: SGLangServer, deci
     if _idle(server, stored, decision, had):
         return decision
     available = await keda.available()
-    decided = scaling.judged_status(decision.status_json)
+    decided = scaling.verifying_status(decision.status_json)
     wanted = scaling.want(server, decided, keda=available, prometheus_address=keda.prometheus_address,
                           had=had, measured=measured, stored=_stored(stored))
     failure: str | None = None

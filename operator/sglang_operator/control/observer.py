@@ -55,7 +55,7 @@ from sglang_operator.control.ticks import Ticking
 from sglang_operator.control.ticks import offset_in_interval as offset_in_interval
 from sglang_operator.decisions import capacity, groups
 from sglang_operator.decisions import status as status_decisions
-from sglang_operator.decisions.observation import Decision, ServerAction, decide
+from sglang_operator.decisions.observation import ObservationDecision, ServerAction, decide
 from sglang_operator.decisions.rollback import Apply
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.tuning.inplace import ApplyTrial
@@ -265,7 +265,8 @@ class Observer(Gathering, Ticking):
         log.info("%s/%s: %s", mem.namespace, mem.name, message)
         await server_status.event(view.ref, "Normal", "Created", created)
 
-    async def persist(self, mem: ServerMemory, view: ServerView, decision: Decision, now: dt.datetime) -> None:
+    async def persist(self, mem: ServerMemory, view: ServerView, decision: ObservationDecision,
+                      now: dt.datetime) -> None:
         """Write ``decision`` for ``view`` (the view it was decided from): ONE status patch with the view's
         resourceVersion (refused as stale: the view is marked and nothing else is written; the watch's newer object is
         decided again), then the events, then the apply as the server's job, only from a view known to be current
@@ -283,7 +284,7 @@ class Observer(Gathering, Ticking):
         else:
             mem.applied = {}  # nothing differs: the stored status holds what the job applied already
             if decision.apply is not None and not await self._current(mem, view):
-                return  # an apply is decided from the newest object only: the watch's next view is judged
+                return  # an apply is decided from the newest object only: the watch's next view is decided
         self.series.export_analysis(mem.namespace, mem.name, decision.state)
         mem.diffs = decision.diffs
         for event in decision.events:

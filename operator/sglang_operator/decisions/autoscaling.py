@@ -2,11 +2,11 @@
 
 Three steps, all without I/O: :func:`want` says what to do with the server's KEDA ScaledObject (apply this rendering,
 delete the operator's one, or nothing, and why not), from the object's spec, the status the tick decided (the pause
-follows :func:`sglang_operator.decisions.observation.judging`), whether KEDA's CRD is served and the operator's
+follows :func:`sglang_operator.decisions.observation.verifying`), whether KEDA's CRD is served and the operator's
 default Prometheus address; the glue (:mod:`sglang_operator.control.autoscaling`) writes it through the apply path;
 :func:`report` turns the outcome into ``status.autoscaling`` and the ``Autoscaling`` condition, and
-:func:`with_autoscaling` puts both into the tick's :class:`~sglang_operator.decisions.observation.Decision` (its one
-status patch).
+:func:`with_autoscaling` puts both into the tick's
+:class:`~sglang_operator.decisions.observation.ObservationDecision` (its one status patch).
 
 Pauses: an InPlace tuning's trial measured → ``paused-replicas`` at ``spec.replicas`` (the /scale count); else a
 revision warming up or verifying, or a canary running → ``paused-scale-in: "true"`` (scale-up stays allowed); else
@@ -33,7 +33,7 @@ from sglang_operator.builders import autoscaling as scaled_objects
 from sglang_operator.decisions import capacity as measured_capacity
 from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.conditions import Condition, condition, merge
-from sglang_operator.decisions.observation import Decision, judging
+from sglang_operator.decisions.observation import ObservationDecision, verifying
 
 APPLIED = "ScaledObjectApplied"
 """Condition ``Autoscaling=True``: the operator's ScaledObject is applied (mode KEDA)."""
@@ -57,23 +57,24 @@ class Pause:
 
 def pause_of(status: SGLangServerStatus, replicas: int) -> Pause | None:
     """The pause ``status`` (the tick's decided status) asks for: ``Replicas`` at ``replicas`` (the server's
-    ``spec.replicas``) while an InPlace trial is applied, ``ScaleIn`` while :func:`judging` otherwise, else None."""
+    ``spec.replicas``) while an InPlace trial is applied, ``ScaleIn`` while :func:`verifying` otherwise, else None."""
     hold = status.tuning_hold
     if hold is not None and hold.trial is not None:
         return Pause(AutoscalingPause.REPLICAS, replicas)
-    if judging(status):
+    if verifying(status):
         return Pause(AutoscalingPause.SCALE_IN)
     return None
 
 
-JUDGED_KEYS = ("analysis", "canary", "tuningHold")
-"""The status keys :func:`pause_of` and :func:`judging` read."""
+VERIFYING_KEYS = ("analysis", "canary", "tuningHold")
+"""The status keys :func:`pause_of` and :func:`verifying` read."""
 
 
-def judged_status(status_json: Mapping[str, Any]) -> SGLangServerStatus:
-    """Only the :data:`JUDGED_KEYS` of a tick's decided status (camelCase), parsed: what the pause follows, without
+def verifying_status(status_json: Mapping[str, Any]) -> SGLangServerStatus:
+    """Only the :data:`VERIFYING_KEYS` of a tick's decided status (camelCase), parsed: what the pause follows, without
     parsing the whole status every tick. Raises ``pydantic.ValidationError`` (a decision that broke the schema)."""
-    return SGLangServerStatus.model_validate({k: status_json[k] for k in JUDGED_KEYS if status_json.get(k) is not None})
+    return SGLangServerStatus.model_validate({k: status_json[k] for k in VERIFYING_KEYS
+                                              if status_json.get(k) is not None})
 
 
 @dataclass(frozen=True)
@@ -98,14 +99,14 @@ def want(server: SGLangServer, status: SGLangServerStatus, *, keda: bool, promet
     served; ``prometheus_address``: the operator's ``--prometheus-address`` (None: none); ``had``: whether the
     operator may have applied one before (its memory, or ``status.autoscaling.scaledObject``); ``measured``: the
     serving revision's measured capacity (:func:`sglang_operator.decisions.capacity.capacity`); ``stored``:
-    ``status.autoscaling`` as stored (the target held while judged)."""
+    ``status.autoscaling`` as stored (the target held while verifying)."""
     auto = server.spec.autoscaling
     pause = pause_of(status, server.spec.replicas) if auto is not None else None
     if auto is None or auto.mode is AutoscalingMode.EXTERNAL:
         return Want(delete=had and keda, pause=pause)
     target, capacity = measured_capacity.target(server, measured, stored.target if stored is not None else None,
                                   stored.capacity if stored is not None else None,
-                                  judging(status) or pause is not None)
+                                  verifying(status) or pause is not None)
     if not keda:
         return Want(blocked=(KEDA_NOT_INSTALLED, (
             f"spec.autoscaling.mode KEDA needs KEDA 2.18 or later: the {scaled_objects.CRD_NAME} CRD is not served; "
@@ -113,7 +114,7 @@ def want(server: SGLangServer, status: SGLangServerStatus, *, keda: bool, promet
             "(looked for again every few minutes)")), pause=pause, target=target, capacity=capacity)
     try:
         rendered = scaled_objects.scaled_object(
-            server, prometheus_address, judging=pause is not None and pause.kind is AutoscalingPause.SCALE_IN,
+            server, prometheus_address, verifying=pause is not None and pause.kind is AutoscalingPause.SCALE_IN,
             trial_replicas=pause.replicas if pause is not None and pause.kind is AutoscalingPause.REPLICAS else None,
             target=target)
     except scaled_objects.MissingPrometheusAddress as err:
@@ -135,7 +136,7 @@ def report(server: SGLangServer, status: SGLangServerStatus, wanted: Want, appli
     out = AutoscalingStatus(
         mode=auto.mode, scale_target=ScaleTarget(api_version=server.api_version, kind=server.kind, name=server.name),
         scaled_object=server.name if applied and wanted.scaled_object is not None else None,
-        judging=judging(status), pause=pause.kind if pause is not None else None,
+        judging=verifying(status), pause=pause.kind if pause is not None else None,
         paused_replicas=pause.replicas if pause is not None else None, target=wanted.target,
         capacity=wanted.capacity)
     if auto.mode is AutoscalingMode.EXTERNAL:
@@ -166,8 +167,8 @@ def _on(metric: str, wanted: Want) -> str:
     return text + ")"
 
 
-def with_autoscaling(decision: Decision, stored: dict[str, Any], autoscaling: dict[str, Any] | None,
-                     cond: Condition | None) -> Decision:
+def with_autoscaling(decision: ObservationDecision, stored: dict[str, Any], autoscaling: dict[str, Any] | None,
+                     cond: Condition | None) -> ObservationDecision:
     """``decision`` with ``status.autoscaling`` and the ``Autoscaling`` condition (None: removed) in its status and
     its delta against ``stored`` (the status as the API server holds it): still one status patch."""
     new = dict(decision.status_json)

@@ -8,11 +8,11 @@ speed unnoticed. Three sources (``status.baseline.source``, :class:`~sglang_oper
   verified alone, a user's promotion, a canary with no usable stable baseline). The first revision has nothing to
   compare with; a later one verified alone is judged against the stored baseline, so a slowdown of more than
   ``1 − minRelativeTokensPerSecond`` fails it rather than lowering the baseline.
-- ``canaryRatio`` (:func:`from_canary`): a canary judged side by side is promoted with the stable revision's
+- ``canaryRatio`` (:func:`from_canary`): a canary compared side by side is promoted with the stable revision's
   baseline × the median of the canary ÷ stable decode-speed ratios of the same intervals. A slowdown of every pod
   (both revisions) cancels out of the ratio, so the baseline is the canary's speed at the conditions the stable
   baseline was measured at. Used when the stored baseline is the stable revision's (same revision) and of the same
-  signal, and at least one interval was judged; otherwise ``measured``. The accept length is the canary's own median
+  signal, and at least one interval was compared; otherwise ``measured``. The accept length is the canary's own median
   (a slowdown does not move acceptance).
 - ``refreshed`` (:func:`refresh`): the stable revision's baseline is raised, never lowered, from its own samples,
   only when all hold: the signal is ``probe`` for both (a ``traffic`` speed follows the users' load: a quiet hour is
@@ -60,9 +60,9 @@ def measured(revision: str, figures: Sequence[SampleFigures], signal: str, setup
 def from_canary(stable: Baseline | None, stable_revision: str, revision: str, figures: Sequence[SampleFigures],
                 ratios: Sequence[float], signal: str, setup: Setup | None, now: dt.datetime) -> Baseline | None:
     """The baseline of a canary ``revision`` promoted over ``stable_revision``: ``stable`` (the stored baseline)
-    × the median of ``ratios`` (canary ÷ stable tok/s of the judged intervals), ``canaryRatio``; the
+    × the median of ``ratios`` (canary ÷ stable tok/s of the compared intervals), ``canaryRatio``; the
     :func:`measured` medians of ``figures`` when ``stable`` is not ``stable_revision``'s, is of another signal, or
-    no ratio was measured. None without figures (a user's promotion before any judged interval: the stored baseline
+    no ratio was measured. None without figures (a user's promotion before any compared interval: the stored baseline
     stands)."""
     own = measured(revision, figures, signal, setup, now)
     usable = [r for r in ratios if criteria.finite(r) is not None and r > 0]

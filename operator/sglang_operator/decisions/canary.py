@@ -11,9 +11,9 @@ to the same end. The machine (docs/canary.md):
 - **Moving**: one pod at a time, only once every canary pod wanted so far is Ready: the canary gains a pod and the
   stable workload keeps ``replicas + maxSurge − canary`` (at most ``replicas``), so ready capacity never drops
   below ``replicas − 1`` (maxSurge 0) or ``replicas`` (maxSurge 1) beyond a pod that is starting.
-- **Judging**: once the step's pods have been Ready for ``warmupSeconds``, every interval whose sample of the canary
+- **Comparing**: once the step's pods have been Ready for ``warmupSeconds``, every interval whose sample of the canary
   revision and of the stable revision (the SAME interval: the sampler samples both each interval) are both measured
-  is judged: the canary against the stable revision's figures of that interval (the relative criteria), and the
+  is compared: the canary against the stable revision's figures of that interval (the relative criteria), and the
   absolute floors (``minTokensPerSecond``, ``minAcceptLength``); the stored baseline's relative criteria do not
   apply (load and time of day move both revisions alike). An interval without both measurements is inconclusive:
   ``onInconclusive: Hold`` counts it for nothing, ``Rollback`` as a failure. A canary pod restarting or leaving Ready
@@ -25,13 +25,13 @@ to the same end. The machine (docs/canary.md):
 - **Promoting**: after the last step (or ``kubectl sglang promote``) the canary takes every replica the same way;
   then :class:`~sglang_operator.decisions.actions.PromoteCanary` makes its workload the serving one, and once
   ``status.revision`` shows it the revision becomes the stable one, its baseline the stable's × the canary ÷ stable
-  speed ratio of the judged intervals (:mod:`sglang_operator.decisions.baseline`).
+  speed ratio of the compared intervals (:mod:`sglang_operator.decisions.baseline`).
 - **Removing**: a failure (or ``kubectl sglang abort``) rejects the revision (``step()`` records it), a new spec or
   a strategy change supersedes it. With maxSurge 0 the canary is deleted and the stable scaled back to
   ``replicas`` together; with maxSurge 1 the stable is scaled back first and the canary deleted once the stable is
   Ready at ``replicas``. The state is cleared once no canary pod is left.
 - **Held**: with ``spec.rollback.action`` Alert or DryRun a failure is reported (verdict ``Failed``, a Warning
-  event except with DryRun) and the canary keeps its split, judged no more, until ``kubectl sglang abort`` or
+  event except with DryRun) and the canary keeps its split, compared no more, until ``kubectl sglang abort`` or
   ``promote`` or a new spec; it is rejected and removed once no pod of it is Ready (it serves nothing). A user's
   abort, a progress deadline without a Ready canary pod and a crash loop before Ready are removed whatever the
   action. A canary's removal is not a rollback: it is not counted in ``status.rollbacks`` or against
@@ -254,7 +254,7 @@ class _Canary:
                 self.deadline()
                 return
         self.watch_pods()
-        self.judge(stable_sample)
+        self.compare(stable_sample)
 
     def deadline(self) -> None:
         c = self.canary
@@ -288,7 +288,7 @@ class _Canary:
             elif before is None and pod.ready:
                 c.pod_restarts[pod.name] = pod.restarts
 
-    def judge(self, stable_sample: Sample | None) -> None:
+    def compare(self, stable_sample: Sample | None) -> None:
         c, sample = self.canary, self.obs.sample
         if sample is None or c.phase is not CanaryPhase.STEPPING:
             return
@@ -317,7 +317,7 @@ class _Canary:
         c.speed_ratios = [*c.speed_ratios, mine.tokens_per_second / theirs.tokens_per_second][-FIGURES_KEPT:]
         base = Baseline(revision=c.stable_revision, tokens_per_second=theirs.tokens_per_second,
                         accept_length=theirs.accept_length, samples=1, signal=self.policy.signal.value)
-        result = criteria.judge(mine, self.policy, base, True)
+        result = criteria.check(mine, self.policy, base, True)
         if result.passed:
             self.last(sample, SampleVerdict.PASS, result.reason, mine, stable_sample)
             c.consecutive_failures, c.failing_figures = 0, []
@@ -327,8 +327,8 @@ class _Canary:
             c.stable_figures = [*c.stable_figures, theirs][-FIGURES_KEPT:]
             step = self.strategy.steps[min(c.step, len(self.strategy.steps) - 1)]
             need = step.samples if step.samples is not None else self.policy.min_samples
-            judge_for = step.judge_seconds if step.judge_seconds is not None else self.policy.verify_seconds
-            if c.judged >= need and (self.now - c.warmed_up_at).total_seconds() >= judge_for:
+            compare_for = step.judge_seconds if step.judge_seconds is not None else self.policy.verify_seconds
+            if c.judged >= need and (self.now - c.warmed_up_at).total_seconds() >= compare_for:
                 self.end_step("Passed", f"{plural(c.judged, 'interval')} passed side by side with "
                                         f"{c.stable_revision}")
                 c.step += 1
@@ -364,7 +364,7 @@ class _Canary:
             base = Baseline(revision=c.stable_revision, tokens_per_second=stable_med.tokens_per_second,
                             accept_length=stable_med.accept_length, samples=len(c.failing_figures),
                             signal=self.policy.signal.value)
-            summary = criteria.judge(med, self.policy, base, True)
+            summary = criteria.check(med, self.policy, base, True)
             if not summary.passed:
                 reason = (f"{summary.reason} (medians of {plural(len(c.failing_figures), 'interval')}, the stable "
                           f"pods measured in the same intervals)")
@@ -378,10 +378,11 @@ class _Canary:
 
     def end_step(self, verdict: str, reason: str) -> None:
         c = self.canary
-        judged = c.step_figures
+        compared = c.step_figures
         if verdict != "Passed" and c.failing_figures:  # the figures it failed with, beside the stable's of those
-            judged = c.failing_figures
-        mine, theirs = criteria.medians(judged), criteria.medians(c.stable_figures[-len(judged):] if judged else [])
+            compared = c.failing_figures
+        mine, theirs = criteria.medians(compared), criteria.medians(c.stable_figures[-len(compared):] if compared
+                                                                      else [])
         c.history = [*c.history, CanaryStepRecord(
             step=min(c.step, c.steps - 1) + 1, replicas=c.canary_replicas, stable_replicas=c.stable_replicas,
             verdict=verdict, reason=reason, at=self.now, samples=c.judged,

@@ -2,7 +2,7 @@
 (``spec.autoscaling.metric: measuredCapacity``).
 
 **The figure per level.** A tuning level at concurrency c measured ``output tok/s`` over all c concurrent requests
-(:class:`~sglang_operator.decisions.tuning.known_best.LevelFigures`); each request received ``output tok/s ÷ c``
+(:class:`~sglang_operator.decisions.tuning.known_best.MeanLevelFigures`); each request received ``output tok/s ÷ c``
 tokens per second, its time in the queue and its first token included. That is the figure compared with
 ``slo.minTokensPerSecondPerRequest``: a replica that runs more requests than its settings can batch (SGLang's
 ``--max-running-requests``, or what its memory allows) queues them, and the per-request decode speed of the requests
@@ -17,7 +17,7 @@ request is the most that can be done, and :attr:`Capacity.met` says so).
 (:func:`~sglang_operator.decisions.tuning.known_best.capacity`), from the workload measured at the most levels
 (then the most measurements, then the longest answers), so that a figure comes from one load throughout.
 
-**The target in force** (:func:`target`): while the server's loop judges (a revision warms up or verifies, a canary
+**The target in force** (:func:`target`): while the server's loop verifies (a revision warms up or verifies, a canary
 runs, an InPlace trial measures) the target stays what it was; otherwise the serving revision's capacity, or the
 configured ``target`` until one is measured. A promotion or a rollback thus rewrites it at the first tick after.
 """
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from sglang_operator.api.autoscaling import AutoscalingMetric, MeasuredCapacity
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.spec import SGLangServerSpec
-from sglang_operator.decisions.tuning.known_best import KnownBest, LevelFigures, WorkloadKey, server_settings
+from sglang_operator.decisions.tuning.known_best import KnownBest, MeanLevelFigures, WorkloadKey, server_settings
 from sglang_operator.decisions.tuning.known_best import capacity as measured_figures
 
 
@@ -44,16 +44,16 @@ class Capacity:
     basis: str
 
 
-def per_request(level: LevelFigures) -> float:
+def per_request(level: MeanLevelFigures) -> float:
     """Output tokens per second each request of ``level`` received: output tok/s ÷ concurrency."""
     return level.output_tokens_per_second / level.concurrency
 
 
-def _at(level: LevelFigures) -> str:
+def _at(level: MeanLevelFigures) -> str:
     return f"at {level.concurrency}: {per_request(level):.1f} tok/s"
 
 
-def capacity_of(levels: Sequence[LevelFigures], slo: float) -> Capacity | None:
+def capacity_of(levels: Sequence[MeanLevelFigures], slo: float) -> Capacity | None:
     """The capacity (module docstring) of one settings' ``levels`` for ``slo`` (tok/s per request, > 0); None when
     no level was measured. Raises ``ValueError`` when ``slo`` is not positive."""
     if slo <= 0:
@@ -76,7 +76,7 @@ def capacity_of(levels: Sequence[LevelFigures], slo: float) -> Capacity | None:
     return Capacity(requests, True, f"{_at(last)}, {_at(after)} per request (SLO {slo:g})")
 
 
-def measured(known: KnownBest, spec: SGLangServerSpec) -> tuple[WorkloadKey, tuple[LevelFigures, ...]] | None:
+def measured(known: KnownBest, spec: SGLangServerSpec) -> tuple[WorkloadKey, tuple[MeanLevelFigures, ...]] | None:
     """The figures per level the namespace's tunings measured for the settings ``spec`` (the serving revision's)
     runs, from one workload (module docstring); None when never measured."""
     got = measured_figures(known, spec)
@@ -111,16 +111,16 @@ def capacity(known: KnownBest, server: SGLangServer, spec: SGLangServerSpec,
 
 
 def target(server: SGLangServer, measured_now: MeasuredCapacity | None, stored_target: float | None,
-           stored_capacity: MeasuredCapacity | None, judging: bool) -> tuple[float | None, MeasuredCapacity | None]:
+           stored_capacity: MeasuredCapacity | None, verifying: bool) -> tuple[float | None, MeasuredCapacity | None]:
     """The target in force and the capacity to show (module docstring): ``measured_now`` the serving revision's
-    capacity (:func:`capacity`), ``stored_*`` what ``status.autoscaling`` holds, ``judging`` whether the loop
-    judges. ``(None, None)`` without ``spec.autoscaling``."""
+    capacity (:func:`capacity`), ``stored_*`` what ``status.autoscaling`` holds, ``verifying`` whether the loop
+    verifies. ``(None, None)`` without ``spec.autoscaling``."""
     auto = server.spec.autoscaling
     if auto is None:
         return None, None
     if auto.metric is not AutoscalingMetric.MEASURED_CAPACITY:
         return auto.target, None
-    if judging and stored_target is not None:
+    if verifying and stored_target is not None:
         return stored_target, stored_capacity
     if measured_now is not None:
         return measured_now.requests_per_replica, measured_now

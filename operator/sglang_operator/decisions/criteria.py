@@ -1,4 +1,4 @@
-"""Pure judgement of one measured sample against ``spec.rollback``'s floors and the baseline, with the words.
+"""Pure check of one measured sample against ``spec.rollback``'s floors and the baseline, with the words.
 
 Figures: decode speed in tok/s (``Figures.decode_tokens_per_second``: probe single-stream speed or 1 / mean ITL,
 never aggregate throughput) and mean acceptance length in tokens per verify step. Relative criteria
@@ -21,7 +21,7 @@ from sglang_operator.decisions.sampling.model import Sample, SampleKind
 
 
 @dataclass(frozen=True)
-class Judgement:
+class SampleCheck:
     """Whether figures pass, and why in words (the failed criteria with both numbers, or what they passed)."""
 
     passed: bool
@@ -54,10 +54,10 @@ def setup_differences(baseline: Baseline, setup: Setup | None, signal: str) -> l
                     if old.get(k) != new.get(k)]
 
 
-def judge(
+def check(
     figures: SampleFigures, policy: RollbackPolicy, baseline: Baseline | None, comparable: bool
-) -> Judgement:
-    """Judge one sample's ``figures``: the floors always, the relative criteria when ``comparable`` and a
+) -> SampleCheck:
+    """Check one sample's ``figures``: the floors always, the relative criteria when ``comparable`` and a
     baseline exists. Acceptance-length criteria are skipped when either side has no acceptance length."""
     speed, accept = figures.tokens_per_second, figures.accept_length
     shown = tps(speed) + ("" if accept is None else f", accept length {length(accept)}")
@@ -69,8 +69,8 @@ def judge(
     if baseline is None or not comparable:
         scope = "no baseline yet" if baseline is None else f"not comparable with {baseline.revision}"
         if failed:
-            return Judgement(False, "; ".join(failed))
-        return Judgement(True, f"{shown}: passes the floors ({scope})")
+            return SampleCheck(False, "; ".join(failed))
+        return SampleCheck(True, f"{shown}: passes the floors ({scope})")
     lhs, rhs, ok_rhs = [], [], []
     rel_tps = policy.min_relative_tokens_per_second
     if speed < rel_tps * baseline.tokens_per_second:
@@ -86,8 +86,8 @@ def judge(
     if lhs:
         failed.insert(0, f"{', '.join(lhs)} < {', '.join(rhs)} of {baseline.revision}")
     if failed:
-        return Judgement(False, "; ".join(failed))
-    return Judgement(True, f"{shown} ≥ {', '.join(ok_rhs)} of {baseline.revision}")
+        return SampleCheck(False, "; ".join(failed))
+    return SampleCheck(True, f"{shown} ≥ {', '.join(ok_rhs)} of {baseline.revision}")
 
 
 def medians(figures: Iterable[SampleFigures]) -> SampleFigures | None:

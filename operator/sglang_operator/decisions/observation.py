@@ -1,10 +1,11 @@
-"""PURE: one observation of one SGLangServer decided (issue 15, item 2: gather → decide → persist).
+"""PURE: one observation of one SGLangServer decided (gather → decide → persist; docs/architecture.md,
+"The control loop").
 
 The observer (:mod:`sglang_operator.control.observer`) *gathers* what it saw into an :class:`Observed` (pods'
 health, what SGLang reports it runs, the interval's samples, the analysis' inputs), :func:`decide` turns the stored
-status and that into a :class:`Decision` — the new status keys and their delta, the events to post in order, at
-most one revision to apply — and the observer *persists* it: one status patch (with the view's resourceVersion),
-then the events, then the apply. No I/O, no clock: ``observed.now`` is the tick's time.
+status and that into an :class:`ObservationDecision` — the new status keys and their delta, the events to post in
+order, at most one revision to apply — and the observer *persists* it: one status patch (with the view's
+resourceVersion), then the events, then the apply. No I/O, no clock: ``observed.now`` is the tick's time.
 
 Decided here, not in the glue: the rollback analysis (:func:`sglang_operator.decisions.judging.judge`), the
 reconcile handler's ``ApplyFailed`` shown as ``Degraded`` while it lasts (pod health would otherwise call the
@@ -26,7 +27,7 @@ from sglang_operator.api.analysis import AnalysisPhase
 from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.status import ConditionType, SGLangServerStatus, TuningHold
-from sglang_operator.decisions import judging as judging_mod
+from sglang_operator.decisions import judging
 from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
 from sglang_operator.decisions.conditions import Condition, condition
@@ -80,7 +81,7 @@ class Observed:
 
 
 @dataclass(frozen=True)
-class Decision:
+class ObservationDecision:
     """What to persist: ``status_json`` (every key the observation owns, with what the server's job applied merged
     in, as JSON) and :attr:`status` (the same, typed), ``delta`` (the keys that differ from the stored status: the
     one merge patch; empty: no write), ``events`` in the order to post them, ``apply`` (at most one revision to
@@ -96,10 +97,10 @@ class Decision:
     diffs: list[str] | None = None
 
     @property
-    def judging(self) -> bool:
-        """Whether the server's loop judges after this tick (:func:`judging`): a revision warming up or verifying, a
-        canary, an InPlace trial measured. While true, scaling is held still."""
-        return judging(self.status)
+    def verifying(self) -> bool:
+        """Whether the server's loop verifies after this tick (:func:`verifying`): a revision warming up or
+        verifying, a canary, an InPlace trial measured. While true, scaling is held still."""
+        return verifying(self.status)
 
     @functools.cached_property
     def status(self) -> SGLangServerStatus:
@@ -113,10 +114,10 @@ def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
     return next((c for c in conditions if c.get("type") == "Degraded"), {})
 
 
-def judging(status: SGLangServerStatus) -> bool:
-    """Whether the server's loop is judging now: a revision warming up or verifying, a canary running, or an InPlace
-    tuning's trial applied on the server's pods (being measured). Scaling is held still while it is true (an
-    autoscaler reads it: :attr:`Decision.judging`)."""
+def verifying(status: SGLangServerStatus) -> bool:
+    """Whether the server's loop is verifying now: a revision warming up or verifying, a canary running, or an
+    InPlace tuning's trial applied on the server's pods (being measured). Scaling is held still while it is true (an
+    autoscaler reads it: :attr:`ObservationDecision.verifying`; the API's ``status.autoscaling.judging``)."""
     analysis = status.analysis
     if analysis is not None and analysis.phase in (AnalysisPhase.WARMING_UP, AnalysisPhase.VERIFYING):
         return True
@@ -126,13 +127,13 @@ def judging(status: SGLangServerStatus) -> bool:
 
 def held(status: Mapping[str, Any], hold: TuningHold, pod_conditions: list[Condition], policy: RollbackPolicy,
          now: dt.datetime, generation: int, speculative: Condition | None,
-         typed: SGLangServerStatus) -> judging_mod.Judged:
+         typed: SGLangServerStatus) -> judging.Judged:
     """A tick while an InPlace tuning holds the server: the analysis as stored, unchanged (no sample judged, no
     verdict, rejection or rollback, no revision converged to, no canary started), pod health's conditions with
     ``TuningHeld=True``."""
     state = RollbackState.from_status(typed)
     conditions = derive(pod_conditions, state, policy.action, generation, now, speculative)
-    return judging_mod.Judged(state, {}, [*conditions, holds.held_condition(hold, generation, now)])
+    return judging.Judged(state, {}, [*conditions, holds.held_condition(hold, generation, now)])
 
 
 def _typed(status: Mapping[str, Any]) -> SGLangServerStatus:
@@ -144,7 +145,7 @@ def _typed(status: Mapping[str, Any]) -> SGLangServerStatus:
 
 
 def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Observed,
-           policy: RollbackPolicy, typed: SGLangServerStatus | None = None) -> Decision:
+           policy: RollbackPolicy, typed: SGLangServerStatus | None = None) -> ObservationDecision:
     """Decide one observation: ``stored`` status (as the API server holds it), ``applied`` (status keys of what the
     server's job applied since, not written yet: the analysis follows them), what was ``observed``, and the policy
     of the object's spec (its ``intervalSeconds`` the sampling interval in force). ``typed``: the stored status
@@ -160,10 +161,10 @@ def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Obse
     if hold is not None:
         judged = held(status, hold, list(o.health.conditions), policy, o.now, o.generation, o.speculative, typed)
     else:
-        judged = judging_mod.judge(status, judging_mod.sample_for(o.samples, revision), policy, o.now,
+        judged = judging.judge(status, judging.sample_for(o.samples, revision), policy, o.now,
                                    o.observation, list(o.health.conditions), o.generation, o.speculative,
                                    o.promote_token, typed)
-    # the known best judges what the spec runs, never an InPlace tuning's trial (held: left as it was)
+    # the known best compares what the spec runs, never an InPlace tuning's trial (held: left as it was)
     conditions = judged.conditions if o.settings is None or hold is not None else [*judged.conditions, o.settings]
     was_held = any(c.get("type") == ConditionType.TUNING_HELD and c.get("status") == "True"
                    for c in status.get("conditions") or [])
@@ -190,4 +191,4 @@ def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Obse
     events += [a for a in judged.actions if isinstance(a, Event)]
     apply: ServerAction | None = hold_step.action or next(
         (a for a in reversed(judged.actions) if isinstance(a, Apply | PlaceCanary | PromoteCanary)), None)
-    return Decision(new, delta, events, apply, judged.state, o.diffs)
+    return ObservationDecision(new, delta, events, apply, judged.state, o.diffs)

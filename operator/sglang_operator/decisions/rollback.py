@@ -18,7 +18,7 @@ verdicts (promote, reject, pause) in :mod:`sglang_operator.decisions.rollback_ve
   a pod that has been Ready once is left to the deadline (readiness blips).
 - Verifying: every sample whose interval starts after the warm-up counts. Inconclusive samples (no data) count for
   nothing; errors count only towards ``errorThreshold`` in a row → Paused; a measured sample passes or fails
-  (:func:`sglang_operator.decisions.criteria.judge`); a pod of the revision restarting or leaving Ready makes the
+  (:func:`sglang_operator.decisions.criteria.check`); a pod of the revision restarting or leaving Ready makes the
   interval a failure. ``failureThreshold`` failures in a row fail the revision; ``minSamples`` measured samples
   and ``verifySeconds`` promote it. The baseline's rule (its sources, the upward-only refresh of the stable one):
   :mod:`sglang_operator.decisions.baseline`.
@@ -88,12 +88,12 @@ def step(
     observed: Observation,
 ) -> tuple[RollbackState, list[Action]]:
     """One tick of the rollback analysis: the new state and what to do. Pure; ``state`` is not modified."""
-    decision = _Decision(clone(state), policy, now, observed)
+    decision = _RollbackDecision(clone(state), policy, now, observed)
     decision.run(sample)
     return decision.state, decision.actions
 
 
-class _Decision(Verdicts):
+class _RollbackDecision(Verdicts):
     """One :func:`step` call: the tick, its samples, a failure's outcome and what runs, over the working copy and
     the verdicts of :class:`~sglang_operator.decisions.rollback_verdicts.Verdicts`."""
 
@@ -279,7 +279,7 @@ class _Decision(Verdicts):
             self.last(sample.kind.value, SampleVerdict.SKIPPED, f"inconclusive: {why}", sample)
             return
         figures = SampleFigures(tokens_per_second=speed, accept_length=criteria.finite(sample.figures.accept_length))
-        result = criteria.judge(figures, self.policy, self.state.baseline, self.comparable())
+        result = criteria.check(figures, self.policy, self.state.baseline, self.comparable())
         if a.phase == AnalysisPhase.VERIFYING:
             a.valid_samples += 1
             a.valid_figures = [*a.valid_figures, figures][-FIGURES_KEPT:]
@@ -336,7 +336,7 @@ class _Decision(Verdicts):
             return
         med = criteria.medians(a.failing_figures)
         if med is not None and len(a.failing_figures) >= self.policy.failure_threshold:
-            summary = criteria.judge(med, self.policy, self.state.baseline, self.comparable())
+            summary = criteria.check(med, self.policy, self.state.baseline, self.comparable())
             if not summary.passed:
                 reason = summary.reason
         self.failed(cause, f"{a.revision}: {reason}")

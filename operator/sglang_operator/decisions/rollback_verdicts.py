@@ -35,7 +35,7 @@ from sglang_operator.decisions.sampling.model import Sample
 
 class Verdicts:
     """The working copy of one :func:`~sglang_operator.decisions.rollback.step` call and the verdicts it writes
-    (the step machine, ``decisions.rollback._Decision``, extends it)."""
+    (the step machine, ``decisions.rollback._RollbackDecision``, extends it)."""
 
     def __init__(self, state: RollbackState, policy: RollbackPolicy, now: dt.datetime, obs: Observation) -> None:
         self.state, self.policy, self.now, self.obs = state, policy, now, obs

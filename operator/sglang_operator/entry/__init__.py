@@ -1,2 +1,4 @@
-"""Entry points: ``sglang-operator`` (:mod:`.cli`) and the operator process (:mod:`.runner`: kopf settings, the Lease,
-the metrics port). The top layer."""
+"""Entry points, the top layer.
+
+- :mod:`.cli`: the ``sglang-operator`` command (``run``, ``crd``, ``render``, ``import``, ``prometheus-config``, …).
+- :mod:`.runner`: the operator process: ``kopf.run`` with its settings, the Lease, the metrics port."""

@@ -1,6 +1,6 @@
-"""The trial measurement of an SGLangTuning (issue 17 item 2): drive one trial's pods at each concurrency level of
-``spec.workload`` with streamed requests and measure what users see, plus SGLang's own figures over the same
-windows. Returns the API's :class:`~sglang_operator.api.tuning_status.LevelFigures`, one per level.
+"""The trial measurement of an SGLangTuning (docs/tuning.md, "What is measured, and how"): drive one trial's pods at
+each concurrency level of ``spec.workload`` with streamed requests and measure what users see, plus SGLang's own figures
+over the same windows. Returns the API's :class:`~sglang_operator.api.tuning_status.LevelFigures`, one per level.
 
 How a level is measured (:func:`measure_trial`):
 

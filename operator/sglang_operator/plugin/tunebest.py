@@ -28,7 +28,7 @@ def known_best(bodies: Iterable[Mapping[str, Any]], model: str | None = None) ->
     return best_table.KnownBest(tables=tuple(t for t in got.tables if model.lower() in t.setup.model_path.lower()))
 
 
-def _figure(f: best_table.LevelFigures) -> str:
+def _figure(f: best_table.MeanLevelFigures) -> str:
     return f"{f.value:.1f} {f.figure}"
 
 

@@ -1,6 +1,6 @@
 """One SGLang release, resolved once: what every consumer of SGLang facts needs about the release an image runs
-(issue 15, item 11). A render resolves the image's release into one :class:`Release` and hands it down to the
-command builder, the validation and the argument resolution, instead of each looking the release up again.
+(its image's tag, :mod:`.versions`). A render resolves the image's release into one :class:`Release` and hands it
+down to the command builder, the validation and the argument resolution, instead of each looking the release up again.
 
 - ``version``: the release the image runs (``0.5.10``, a post-release, or a release newer than the newest known);
 - ``dialect``: entry point, routes, spec-v2 meaning, renamed flags (:func:`sglang_operator.sglang.versions.dialect`);

@@ -19,10 +19,10 @@ from sglang_operator.api.tuning_status import LevelFigures as ApiLevelFigures
 from sglang_operator.api.tuning_status import SGLangTuningStatus, Trial, TrialSettings
 from sglang_operator.decisions.tuning import (
     Algorithm,
-    LevelFigures,
     Point,
     SearchSettings,
     SearchSpace,
+    TrialLevelFigures,
     TrialResult,
     decide,
     enumerate_space,
@@ -220,7 +220,7 @@ def test_a_search_replayed_from_any_prefix_proposes_the_same_next_point() -> Non
     settings = SearchSettings(max_trial_count=10)
     done: list[TrialResult] = []
     while not (s := suggest(settings, valid, done)).done:
-        done.append(TrialResult(point=s.point, figures=(LevelFigures(
+        done.append(TrialResult(point=s.point, figures=(TrialLevelFigures(
             concurrency=1, decode_tokens_per_second=speed(s.point, 1.2),
             output_tokens_per_second=speed(s.point, 1.2)),)))
     assert len(done) <= 10 and sum(t.point is not None and t.point.adaptive for t in done) >= 1

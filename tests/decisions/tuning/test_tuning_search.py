@@ -11,11 +11,11 @@ import pytest
 
 from sglang_operator.decisions.tuning import (
     Algorithm,
-    LevelFigures,
     Objective,
     Point,
     SearchSettings,
     SearchSpace,
+    TrialLevelFigures,
     TrialResult,
     TrialVerdict,
     decide,
@@ -44,7 +44,7 @@ def landscape(p: Point | None) -> float:
 def trial(p: Point | None, value: float | None) -> TrialResult:
     if value is None:
         return TrialResult(point=p, verdict=TrialVerdict.FAILED, reason="RuntimeError: Not enough memory.")
-    return TrialResult(point=p, figures=(LevelFigures(concurrency=1, decode_tokens_per_second=value,
+    return TrialResult(point=p, figures=(TrialLevelFigures(concurrency=1, decode_tokens_per_second=value,
                                                       output_tokens_per_second=value),))
 
 

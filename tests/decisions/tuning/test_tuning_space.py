@@ -9,11 +9,11 @@ import yaml
 
 from sglang_operator.api.server import parse
 from sglang_operator.decisions.tuning import (
-    LevelFigures,
     Objective,
     ObjectiveKind,
     Point,
     SearchSpace,
+    TrialLevelFigures,
     TrialResult,
     TrialVerdict,
     enumerate_space,
@@ -63,7 +63,7 @@ def test_release_rules_refuse_trees_under_spec_v2() -> None:
 
 
 def _trial(point: Point | None, **levels: tuple[float, float, float, float]) -> TrialResult:
-    figs = tuple(LevelFigures(concurrency=int(c[1:]), decode_tokens_per_second=d, output_tokens_per_second=o,
+    figs = tuple(TrialLevelFigures(concurrency=int(c[1:]), decode_tokens_per_second=d, output_tokens_per_second=o,
                               itl_p95_seconds=itl, ttft_p95_seconds=ttft)
                  for c, (d, o, itl, ttft) in levels.items())
     return TrialResult(point=point, figures=figs)

@@ -1,3 +1,14 @@
-"""Per-revision samples, pure: typed samples (:mod:`.model`), the metric names of each release (:mod:`.roles`), the
-/metrics text parser (:mod:`.parse`) and the computation of a sample from two scrapes (:mod:`.compute`). The I/O
-that scrapes pods is :mod:`sglang_operator.io.sampler`."""
+"""Per-revision samples, pure: what the operator reads from SGLang's ``/metrics`` and computes from two scrapes.
+The I/O that scrapes pods is :mod:`sglang_operator.io.sampler` (and, for a tuning's trials,
+:mod:`sglang_operator.io.trialbench`).
+
+- :mod:`.backoff`: when the observer reads a server's pods again after its reads timed out.
+- :mod:`.cache`: the parser's memory of one pod's sample lines between scrapes, bounded by bytes.
+- :mod:`.compute`: one revision's :class:`~.model.Sample` from the previous and the current scrape of its pods.
+- :mod:`.limits`: the bounds on what the operator reads from a pod (:class:`~.limits.ScrapeLimits`,
+  :class:`~.limits.ProbeLimits`).
+- :mod:`.loghist`: a fixed log-bucket histogram of durations, for quantiles in fixed memory.
+- :mod:`.model`: the typed values of an interval: :class:`~.model.Sample`, its figures, the pods it saw.
+- :mod:`.parse`: the filtered parse of Prometheus' text exposition into a :class:`~.parse.Parsed` scrape.
+- :mod:`.retain`: what the sampler keeps of a pod's scrape until the next one, and its bounds.
+- :mod:`.roles`: the metric names each figure reads, per release."""

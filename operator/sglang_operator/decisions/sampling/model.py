@@ -73,7 +73,7 @@ class Figures:
 
 @dataclass(frozen=True)
 class PodView:
-    """One pod of the judged revision as the sampler saw it (multi-node: one per group, named by its leader pod,
+    """One pod of the sampled revision as the sampler saw it (multi-node: one per group, named by its leader pod,
     Ready when the whole group is; ``decisions.groups.pod_views``)."""
 
     name: str

@@ -1,14 +1,28 @@
-"""Speculative-decoding tuning, pure: the search space and its validity (:mod:`.space`), trial figures and
-objectives (:mod:`.objective`), the ask-and-tell search (:mod:`.search`; its index of the space and the neighbours
-of a point, :mod:`.neighbours`; :mod:`.tpe`), the recommendation and its noise rule (:mod:`.decide`), pruning
-(:mod:`.prune`). No I/O, no clock: the control loop runs the trials and hands their results back."""
+"""Speculative-decoding tuning, pure. No I/O, no clock: the control loop runs the trials and hands their
+results back.
 
-from sglang_operator.decisions.tuning.decide import Decision, decide, noise_estimate
+- :mod:`.decide`: the recommendation from the finished trials, and the noise rule it follows.
+- :mod:`.hold`: an InPlace tuning's hold on its server (``status.tuningHold``).
+- :mod:`.inplace`: what the server's loop does about the InPlace tunings that name it.
+- :mod:`.known_best`: the known best settings across a namespace's servers, from the tunings' figures.
+- :mod:`.lifecycle`: the phases of one SGLangTuning and the records its step writes.
+- :mod:`.neighbours`: the search's index of the space and the neighbours of a point.
+- :mod:`.objective`: what one trial measured (:class:`~.objective.TrialLevelFigures`) and the objectives.
+- :mod:`.prune`: pruning: whether a trial stops after its first level.
+- :mod:`.queue`: which SGLangTunings may run now (the operator's tuning queue).
+- :mod:`.search`: the ask-and-tell search over the valid points, rebuilt from the finished trials.
+- :mod:`.space`: the search space: which points exist and which are valid.
+- :mod:`.tally`: a trial level's figures aggregated online, in bounded memory.
+- :mod:`.tpe`: ``algorithmName: TPE``, Optuna's Tree-structured Parzen Estimator.
+- :mod:`.trials`: the tuning controller's pure decisions (the spec as the search's inputs, a trial's server spec).
+- :mod:`.windows`: the figures of a trial's measurement windows."""
+
+from sglang_operator.decisions.tuning.decide import TuningDecision, decide, noise_estimate
 from sglang_operator.decisions.tuning.objective import (
-    LevelFigures,
     LevelWeight,
     Objective,
     ObjectiveKind,
+    TrialLevelFigures,
     TrialResult,
     TrialVerdict,
     objective_value,
@@ -37,9 +51,7 @@ __all__ = [
     "CONTROL_LABEL",
     "DEFAULT_ALGORITHM",
     "Algorithm",
-    "Decision",
     "InvalidPoint",
-    "LevelFigures",
     "LevelWeight",
     "Objective",
     "ObjectiveKind",
@@ -47,8 +59,10 @@ __all__ = [
     "SearchSettings",
     "SearchSpace",
     "Suggestion",
+    "TrialLevelFigures",
     "TrialResult",
     "TrialVerdict",
+    "TuningDecision",
     "Validator",
     "decide",
     "enumerate_space",

@@ -21,7 +21,7 @@ from sglang_operator.decisions.tuning.objective import Objective, TrialResult, s
 from sglang_operator.decisions.tuning.space import CONTROL_LABEL, Point, TuningModel
 
 
-class Decision(TuningModel):
+class TuningDecision(TuningModel):
     """The recommendation from the finished trials. ``best`` is ``None`` when no speculative point beats the
     control trial by more than the noise (speculation does not pay off). ``noise`` is the pooled relative
     standard deviation of repeated measurements (0 without repeats); ``tied`` the points within it of the highest
@@ -88,7 +88,7 @@ def tied_set(runs: dict[Point | None, list[float]], finalists: Sequence[Point | 
     return noise, tied
 
 
-def decide(trials: Sequence[TrialResult], objective: Objective) -> Decision | None:
+def decide(trials: Sequence[TrialResult], objective: Objective) -> TuningDecision | None:
     """The recommendation (``None`` before any completed trial). The finalists are the points measured more than
     once (the search's repeats; every point when none was); the highest mean among them wins, unless the control
     trial is within the noise of it (then speculation does not pay off and the control trial wins). A point
@@ -116,7 +116,7 @@ def decide(trials: Sequence[TrialResult], objective: Objective) -> Decision | No
                   f"({noise:.1%})")
     else:
         reason = "the only point measured"
-    return Decision(best=winner, value=means[winner], runner_up=runner,
+    return TuningDecision(best=winner, value=means[winner], runner_up=runner,
                     runner_up_value=means[runner] if runner is not None else None, noise=noise,
                     tied=tuple(_label(p) for p in tied), measured_points=len(means), measurements=len(runs[winner]),
                     speedup=speedups(trials, winner) if winner is not None else {}, reason=reason)

@@ -31,7 +31,7 @@ from sglang_operator.api import tuning as api
 from sglang_operator.api.status import SGLangServerStatus, TuningHold
 from sglang_operator.api.tuning_spec import TuningMode
 from sglang_operator.api.tuning_status import TrialSettings, TuningPhase
-from sglang_operator.decisions.rollback import Apply
+from sglang_operator.decisions.actions import Apply
 from sglang_operator.decisions.tuning import hold as holds
 
 SPEC_CHANGED = "SpecChanged"

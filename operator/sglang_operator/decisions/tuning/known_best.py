@@ -8,10 +8,10 @@ Trials are grouped by setup — model (path and revision) × GPU product × para
 one :class:`Table` each; within a table, by full settings (:class:`SettingsKey`: the speculative algorithm, draft
 model, ``specV2``, steps/topk/draft tokens, adaptive mode, ``maxRunningRequests`` and ``cudaGraphMaxBs``, the
 tuned server's own values where a trial left them), and per concurrency level the figures of every measurement of
-the same settings, from every tuning of that setup, are averaged (:class:`LevelFigures`). Only figures a trial
+the same settings, from every tuning of that setup, are averaged (:class:`MeanLevelFigures`). Only figures a trial
 measured against the operator's synthetic load count, never live traffic.
 
-**The figure compared at a level** (:attr:`LevelFigures.value`): the median per-request decode tok/s at
+**The figure compared at a level** (:attr:`MeanLevelFigures.value`): the median per-request decode tok/s at
 concurrency 1, output tok/s at every other level (``bestPerLevel``'s figures of the default objective).
 
 **The noise rule** (the tunings' own, :mod:`.decide` and :mod:`.prune`): the noise σ of a table's level is the
@@ -113,7 +113,7 @@ class SettingsKey(TuningModel):
                                  cuda_graph_max_bs=self.cuda_graph_max_bs)
 
 
-class LevelFigures(TuningModel):
+class MeanLevelFigures(TuningModel):
     """The mean figures of one settings' measurements at one concurrency level: tok/s, seconds (None: not
     reported), how many measurements, and the tunings that made them (newest last)."""
 
@@ -139,9 +139,9 @@ class MeasuredPoint(TuningModel):
     """One settings' figures per level in one table."""
 
     settings: SettingsKey
-    levels: tuple[LevelFigures, ...]
+    levels: tuple[MeanLevelFigures, ...]
 
-    def level(self, concurrency: int) -> LevelFigures | None:
+    def level(self, concurrency: int) -> MeanLevelFigures | None:
         return next((f for f in self.levels if f.concurrency == concurrency), None)
 
 
@@ -180,7 +180,7 @@ class KnownBest(TuningModel):
         """The tables measured on ``setup`` (every workload)."""
         return tuple(t for t in self.tables if t.setup == setup)
 
-    def figures(self, setup: SetupKey, settings: SettingsKey) -> tuple[tuple[WorkloadKey, tuple[LevelFigures, ...]],
+    def figures(self, setup: SetupKey, settings: SettingsKey) -> tuple[tuple[WorkloadKey, tuple[MeanLevelFigures, ...]],
                                                                       ...]:
         """What the tunings measured for ``settings`` on ``setup``: per workload, the figures per level (a
         revision's measured capacity); empty when never measured."""
@@ -194,7 +194,7 @@ class TuningRecord(TuningModel):
     name: str
     setup: SetupKey
     workload: WorkloadKey
-    trials: tuple[tuple[SettingsKey, tuple[LevelFigures, ...]], ...] = ()
+    trials: tuple[tuple[SettingsKey, tuple[MeanLevelFigures, ...]], ...] = ()
 
 
 # --- from the objects ------------------------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def record_of(body: Mapping[str, Any]) -> TuningRecord | None:
     for t in status.trials:
         if t.verdict != TrialVerdict.COMPLETED.value:
             continue
-        levels = tuple(LevelFigures(
+        levels = tuple(MeanLevelFigures(
             concurrency=f.concurrency, decode_tokens_per_second=f.decode_tokens_per_second,
             output_tokens_per_second=f.output_tokens_per_second,
             inter_token_latency_p95_seconds=f.inter_token_latency_p95_seconds,
@@ -309,7 +309,7 @@ def _noise(runs: Sequence[list[float]]) -> float:
 
 def build(records: Iterable[TuningRecord]) -> KnownBest:
     """The tables of the finished tunings' ``records`` (module docstring), ordered by setup and workload."""
-    runs: dict[tuple[SetupKey, WorkloadKey], dict[SettingsKey, dict[int, list[LevelFigures]]]] = {}
+    runs: dict[tuple[SetupKey, WorkloadKey], dict[SettingsKey, dict[int, list[MeanLevelFigures]]]] = {}
     for r in sorted(records, key=lambda r: r.name):
         table = runs.setdefault((r.setup, r.workload), {})
         for settings, levels in r.trials:
@@ -322,7 +322,7 @@ def build(records: Iterable[TuningRecord]) -> KnownBest:
             means = []
             for c, fs in sorted(by_level.items()):
                 names = tuple(dict.fromkeys(n for f in fs for n in f.tunings))
-                means.append(LevelFigures(
+                means.append(MeanLevelFigures(
                     concurrency=c, decode_tokens_per_second=_mean([f.decode_tokens_per_second for f in fs]) or 0.0,
                     output_tokens_per_second=_mean([f.output_tokens_per_second for f in fs]) or 0.0,
                     inter_token_latency_p95_seconds=_mean([f.inter_token_latency_p95_seconds for f in fs]),
@@ -338,7 +338,8 @@ def build(records: Iterable[TuningRecord]) -> KnownBest:
     return KnownBest(tables=tuple(tables))
 
 
-def capacity(known: KnownBest, server: SGLangServerSpec) -> tuple[tuple[WorkloadKey, tuple[LevelFigures, ...]], ...]:
+def capacity(known: KnownBest,
+             server: SGLangServerSpec) -> tuple[tuple[WorkloadKey, tuple[MeanLevelFigures, ...]], ...]:
     """What the namespace's tunings measured for the settings ``server`` (a revision's spec) runs on its setup: per
     workload, the figures per concurrency level (:meth:`KnownBest.figures`); empty when never measured."""
     setup, settings = server_setup(server), server_settings(server)
@@ -353,9 +354,9 @@ class Shortfall(TuningModel):
     ``margin`` (the relative difference the noise rule allows), ``sigma`` (the noise)."""
 
     table: Table
-    mine: LevelFigures
+    mine: MeanLevelFigures
     best: MeasuredPoint
-    best_figures: LevelFigures
+    best_figures: MeanLevelFigures
     margin: float
     sigma: float
 
@@ -364,7 +365,7 @@ class Shortfall(TuningModel):
         return self.best_figures.value / self.mine.value if self.mine.value > 0 else math.inf
 
 
-def compare(known: KnownBest, server: SGLangServerSpec) -> tuple[list[Shortfall], list[LevelFigures]]:
+def compare(known: KnownBest, server: SGLangServerSpec) -> tuple[list[Shortfall], list[MeanLevelFigures]]:
     """``(shortfalls, measured)``: the levels at which the server's settings were measured clearly worse than the
     best of a table of its setup, and every level at which they were measured at all."""
     setup, mine = server_setup(server), server_settings(server)

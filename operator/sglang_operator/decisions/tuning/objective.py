@@ -1,8 +1,8 @@
 """Trial results and objectives: what one trial measured, and the figure a tuning maximises, as pure functions.
 
-A trial is measured like users experience the server (client side, streamed requests; see issue 17 item 2):
-per concurrency level, the median per-request decode speed after the first token, output tok/s over the window,
-p50/p95 inter-token latency and time to first token, and SGLang's accept length over the same window.
+A trial is measured like users experience the server (client side, streamed requests; docs/tuning.md, "What is measured,
+and how"): per concurrency level, the median per-request decode speed after the first token, output tok/s over the
+window, p50/p95 inter-token latency and time to first token, and SGLang's accept length over the same window.
 Objectives (Katib's ``objective``), never the accept length alone (vllm-project/vllm#26504: acceptance stayed flat
 while the best choice flipped):
 
@@ -39,7 +39,7 @@ class TrialVerdict(StrEnum):
     PRUNED = "Pruned"
 
 
-class LevelFigures(TuningModel):
+class TrialLevelFigures(TuningModel):
     """One concurrency level of one trial: tok/s, seconds, tokens per verify step."""
 
     concurrency: Annotated[int, Field(ge=1)]
@@ -61,10 +61,10 @@ class TrialResult(TuningModel):
 
     point: Point | None
     verdict: TrialVerdict = TrialVerdict.COMPLETED
-    figures: tuple[LevelFigures, ...] = ()
+    figures: tuple[TrialLevelFigures, ...] = ()
     reason: str | None = None
 
-    def level(self, concurrency: int) -> LevelFigures | None:
+    def level(self, concurrency: int) -> TrialLevelFigures | None:
         """The figures measured at ``concurrency`` (``None`` when that level was not measured)."""
         return next((f for f in self.figures if f.concurrency == concurrency), None)
 
@@ -114,7 +114,7 @@ class Objective(TuningModel):
     def unit(self) -> str:
         return "× the control trial" if self.weighted else "tok/s"
 
-    def level_value(self, figures: LevelFigures) -> float:
+    def level_value(self, figures: TrialLevelFigures) -> float:
         """One level's objective: decode tok/s at concurrency 1 for ``decodeTokensPerSecond``, output tok/s
         otherwise (the figure the level is scored by in a weighted objective and in ``bestPerLevel``)."""
         if self.kind is ObjectiveKind.DECODE_TOKENS_PER_SECOND and figures.concurrency == 1:

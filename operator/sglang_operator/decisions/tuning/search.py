@@ -68,12 +68,12 @@ from typing import Annotated
 
 from pydantic import Field
 
-from sglang_operator.decisions.tuning.decide import Decision, cost, decide, noise_estimate, tied_set
+from sglang_operator.decisions.tuning.decide import TuningDecision, cost, decide, noise_estimate, tied_set
 from sglang_operator.decisions.tuning.neighbours import Move, SpaceIndex
 from sglang_operator.decisions.tuning.objective import Objective, TrialResult, TrialVerdict, values
 from sglang_operator.decisions.tuning.space import CONTROL_LABEL, Point, TuningModel
 
-__all__ = ["DEFAULT_ALGORITHM", "Algorithm", "Decision", "SearchSettings", "Suggestion", "decide",
+__all__ = ["DEFAULT_ALGORITHM", "Algorithm", "SearchSettings", "Suggestion", "TuningDecision", "decide",
            "noise_estimate", "suggest"]
 
 Search = Generator[Point | None, float | None, str]

@@ -32,10 +32,10 @@ from sglang_operator.api.tuning_status import (
 from sglang_operator.api.tuning_status import LevelFigures as ApiLevelFigures
 from sglang_operator.decisions.tuning.decide import decide
 from sglang_operator.decisions.tuning.objective import (
-    LevelFigures,
     LevelWeight,
     Objective,
     ObjectiveKind,
+    TrialLevelFigures,
     TrialResult,
     objective_value,
     reference_trial,
@@ -203,7 +203,7 @@ def results(trials: Sequence[Trial]) -> list[TrialResult]:
     for t in trials:
         if t.verdict not in FINISHED:
             continue
-        figures = tuple(LevelFigures(
+        figures = tuple(TrialLevelFigures(
             concurrency=f.concurrency, decode_tokens_per_second=f.decode_tokens_per_second or 0.0,
             output_tokens_per_second=f.output_tokens_per_second or 0.0,
             itl_p50_seconds=f.inter_token_latency_p50_seconds or 0.0,
