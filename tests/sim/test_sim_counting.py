@@ -10,13 +10,13 @@ import time
 
 import httpx
 import pytest
-from conftest import GPU, KNOWN_GOOD, SPEC_V2_ENV, start_sim, to_0523
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_sim.engine import SimRequest
 from sglang_sim.facts import resolve, version_facts
 from sglang_sim.launch import Built, build
 from sglang_sim.logfmt import SimLogger
 from sglang_sim.metrics import render
+from simproc import GPU, KNOWN_GOOD, SPEC_V2_ENV, start_sim, to_0523
 
 
 def _built() -> Built:
