@@ -89,18 +89,25 @@ class SimRequest:
     max_new_tokens: int
     stream: bool
     natural_len: int | None = None
+    """Where the text would stop by itself (``finish_reason`` ``stop``); ``None``: only at ``max_new_tokens``."""
     arrival: float = 0.0
+    """Seconds on the engine's virtual clock when :meth:`Engine.submit` queued it."""
     chunks: list[list[str]] = field(default_factory=list)
     generated: int = 0
     finished: bool = False
     finish_reason: str | None = None
     aborted: bool = False
     first_token_at: float | None = None
+    """Virtual-clock seconds of the first output token (``None`` before it)."""
     last_token_at: float | None = None
     finished_at: float | None = None
     verify_ct: int = 0
+    """Verify steps so far (SGLang's ``spec_verify_ct``)."""
     accepted_drafts: int = 0
+    """Draft tokens accepted so far, the bonus token of each verify step not counted."""
     carry: float = 0.5
+    """The fraction of an accepted draft token not yet emitted: each verify step adds the expected accept length
+    − 1 and emits its whole part (starting at 0.5 rounds the running sum)."""
     published_chunks: int = 0
     published_finished: bool = False
     event: asyncio.Event = field(default_factory=asyncio.Event)

@@ -6,23 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from schema_walk import schema_nodes
 
 from sglang_operator.api import API_VERSION
 from sglang_operator.api.base import ApiModel
 from sglang_operator.api.crd import CRD_FILES, crd, crd_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _walk(node: Any, path: str = "") -> Any:
-    if isinstance(node, dict):
-        yield path, node
-        for key, sub in node.get("properties", {}).items():
-            yield from _walk(sub, f"{path}.{key}")
-        if "items" in node:
-            yield from _walk(node["items"], f"{path}[]")
-        if isinstance(node.get("additionalProperties"), dict):
-            yield from _walk(node["additionalProperties"], f"{path}{{}}")
 
 
 def _schema() -> dict[str, Any]:
@@ -42,7 +32,7 @@ def test_helm_chart_crd_is_fresh() -> None:
 
 
 def test_schema_is_structural() -> None:
-    for path, node in _walk(_schema()):
+    for path, node in schema_nodes(_schema()):
         assert "$ref" not in node and "title" not in node and "nullable" not in node, path
         assert node.get("additionalProperties") is not False, path
         if "anyOf" in node:
@@ -61,7 +51,7 @@ PASS_THROUGH = (".securityContext", ".affinity", ".tolerations", ".env", ".volum
 
 def test_spec_fields_are_described() -> None:
     spec = _schema()["properties"]["spec"]
-    undocumented = [p for p, n in _walk(spec) if p and "description" not in n and not p.endswith(("[]", "{}"))
+    undocumented = [p for p, n in schema_nodes(spec) if p and "description" not in n and not p.endswith(("[]", "{}"))
                     and not any(p.startswith(f + ".") or p.startswith(f + "[]") for f in PASS_THROUGH)]
     assert undocumented == []
     for field in PASS_THROUGH:
@@ -81,7 +71,7 @@ def test_pass_through_fields_carry_kubernetes_schemas() -> None:
     assert size == {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True,
                     "maxLength": 64}
     assert not any(n.get("x-kubernetes-preserve-unknown-fields") for f in PASS_THROUGH for _, n in
-                   _walk(spec[f[1:]]) if "metadata" not in _)  # only FieldsV1 of an ephemeral volume's metadata
+                   schema_nodes(spec[f[1:]]) if "metadata" not in _)  # only FieldsV1 of an ephemeral volume's metadata
 
 
 def test_crd_size_stays_far_below_the_etcd_object_limit() -> None:
@@ -107,7 +97,7 @@ def test_every_python_rule_is_in_the_crd() -> None:
     rules = [r for cls in _models(ApiModel) for r in cls.cel_rules]
     assert len(rules) >= 10
     found = {v["rule"] for text in CRD_FILES.values()
-             for _, n in _walk(yaml.safe_load(text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+             for _, n in schema_nodes(yaml.safe_load(text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
              for v in n.get("x-kubernetes-validations", [])}
     assert {r.rule for r in rules} <= found
 

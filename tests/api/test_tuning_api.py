@@ -5,12 +5,13 @@ API server, with their Python twins: ``e2e/tests/test_invalid_specs.py`` (``TUNI
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from schema_walk import schema_nodes
+from test_status_schema import undeclared
 from typer.testing import CliRunner
 
 from sglang_operator.api import crd as crds
@@ -22,19 +23,7 @@ from sglang_operator.api.tuning_spec import MAX_LEVELS, AlgorithmName, TuningMod
 from sglang_operator.api.tuning_status import MAX_TRIAL_RECORDS, SGLangTuningStatus, TrialSettings
 from sglang_operator.entry.cli import app
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_status_schema import undeclared
-
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _walk(node: Any, path: str = "") -> Any:
-    if isinstance(node, dict):
-        yield path, node
-        for key, sub in node.get("properties", {}).items():
-            yield from _walk(sub, f"{path}.{key}")
-        if "items" in node:
-            yield from _walk(node["items"], f"{path}[]")
 
 
 def _root() -> dict[str, Any]:
@@ -51,7 +40,7 @@ def test_committed_crds_are_fresh(name: str) -> None:
 
 
 def test_schema_is_structural_described_and_bounded() -> None:
-    for path, node in _walk(_root()):
+    for path, node in schema_nodes(_root()):
         assert "$ref" not in node and "title" not in node and "anyOf" not in node, path
         assert "type" in node, f"{path} has no type"
         if path.startswith((".spec", ".status")) and not path.endswith("[]"):
@@ -83,7 +72,7 @@ def test_names_columns_and_subresources() -> None:
             if part == "metadata":
                 break
             node = node["properties"][part]
-    found = {r["rule"] for _, n in _walk(root) for r in n.get("x-kubernetes-validations", [])}
+    found = {r["rule"] for _, n in schema_nodes(root) for r in n.get("x-kubernetes-validations", [])}
     rules = {r.rule for module in (tuning, tuning_spec, tuning_status) for cls in vars(module).values()
              if isinstance(cls, type) and issubclass(cls, ApiModel) and cls.__module__ == module.__name__
              for r in cls.cel_rules}

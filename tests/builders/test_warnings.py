@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,12 @@ KNOWN_GOOD: dict[str, Any] = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-kno
 
 
 def checked(**changes: Any) -> Any:
+    """:func:`check` of the known-good sample changed by ``changes``: ``a__b=value`` sets ``spec.a.b``, ``None``
+    removes it."""
     body = copy.deepcopy(KNOWN_GOOD)
     for path, value in changes.items():
-        node = body["spec"]
         *parents, last = path.split("__")
-        for key in parents:
-            node = node.setdefault(key, {})
+        node = functools.reduce(lambda parent, key: parent.setdefault(key, {}), parents, body["spec"])
         if value is None:
             node.pop(last, None)
         else:

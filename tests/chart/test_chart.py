@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from e2e.tools import helm_template, require_helm
@@ -25,74 +26,18 @@ RELEASE, RELEASE_NS = "rel", "ops"
 WATCHED = ["team-a", "team-b"]
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 
-# Every API call the operator makes: (scope, apiGroup, resource, verbs, caller). "namespaced" needs must hold
-# in every watched namespace, "cluster" needs cluster-wide, "release" in the release namespace.
-NEEDED: list[tuple[str, str, str, tuple[str, ...], str]] = [
-    ("namespaced", "sglang-operator.io", "sglangservers", ("list", "watch"), "kopf watch of the handlers' resource"),
-    ("namespaced", "sglang-operator.io", "sglangservers", ("get",), "io/kube.py get_sglangserver (observer)"),
-    ("namespaced", "sglang-operator.io", "sglangservers", ("list",),
-     "io/kube.py sglangserver_uids (readiness: the startup LIST of /readyz)"),
-    ("namespaced", "sglang-operator.io", "sglangservers", ("patch",),
-     "kopf progress / diff-base annotations (runner.configure: AnnotationsProgressStorage)"),
-    ("namespaced", "sglang-operator.io", "sglangservers/status", ("patch",),
-     "kopf's status patch (handlers.reconcile) and io/kube.py patch_status (observer)"),
-    ("namespaced", "sglang-operator.io", "sglangservers/finalizers", ("update",),
-     "builders/owner.py blockOwnerDeletion: OwnerReferencesPermissionEnforcement admission"),
-    ("namespaced", "sglang-operator.io", "sglangtunings", ("get", "list", "watch", "patch"),
-     "the SGLangTuning controller (issue 17 item 2: watch, kopf's progress annotations)"),
-    ("namespaced", "sglang-operator.io", "sglangtunings/status", ("patch",),
-     "the SGLangTuning controller's status patch (issue 17 item 3: one writer per tuning)"),
-    ("namespaced", "sglang-operator.io", "sglangtunings/finalizers", ("update",),
-     "Shadow trial workloads owned by their SGLangTuning with blockOwnerDeletion (issue 17 item 1)"),
-    ("namespaced", "apps", "deployments", ("delete",),
-     "Shadow trial Deployments deleted when their trial ends (issue 17 item 1; a trial has no Service)"),
-    ("namespaced", "apps", "deployments", ("create", "patch"), "io/kube.py apply (server-side apply)"),
-    ("namespaced", "apps", "deployments", ("get",), "io/kube.py get_deployment"),
-    ("namespaced", "apps", "deployments", ("list", "watch"), "kopf watch for handlers.child_event"),
-    ("namespaced", "apps", "deployments", ("delete",),
-     "control/canary.py: a canary's Deployment removed, the old stable one after a promotion"),
-    ("namespaced", "leaderworkerset.x-k8s.io", "leaderworkersets", ("delete",),
-     "io/kube.py delete_object: the canary's workload (issue 18; the multi-node canary)"),
-    ("namespaced", "", "services", ("create", "patch"), "io/kube.py apply (server-side apply)"),
-    ("namespaced", "", "services", ("list", "watch"), "kopf watch for handlers.child_event"),
-    ("namespaced", "leaderworkerset.x-k8s.io", "leaderworkersets", ("create", "patch"),
-     "io/kube.py apply (server-side apply of a multi-node server's LeaderWorkerSet)"),
-    ("namespaced", "leaderworkerset.x-k8s.io", "leaderworkersets", ("get",),
-     "control/children.py up_to_date: a resume compares the live child before writing"),
-    ("namespaced", "apps", "deployments", ("get",), "control/children.py up_to_date (resume compares before writing)"),
-    ("namespaced", "", "services", ("get",), "control/children.py up_to_date (resume compares before writing)"),
-    ("namespaced", "monitoring.coreos.com", "podmonitors", ("get",),
-     "control/children.py up_to_date (resume compares before writing; podMonitor.enabled)"),
-    ("namespaced", "apps", "replicasets", ("get",),
-     "io/owners.py: a pod's ReplicaSet read once, to tell the operator's own pods from labelled strangers"),
-    ("namespaced", "apps", "statefulsets", ("get",),
-     "io/owners.py: a multi-node pod's StatefulSet read once (the LeaderWorkerSet's chain to its server)"),
-    ("namespaced", "", "pods", ("list",), "io/kube.py list_pods (observer's pod cache, once per namespace)"),
-    ("namespaced", "", "pods", ("list", "watch"), "kopf watch for handlers.pod_event (the observer's pod cache)"),
-    ("namespaced", "", "secrets", ("get",), "io/kube.py secret_value: spec.apiKeySecretRef for /server_info"),
-    ("namespaced", "", "events", ("create",), "io/kube.py post_event, kopf.event (kopf's v1 events)"),
-    ("namespaced", "apps", "controllerrevisions", ("list", "create", "patch", "delete"),
-     "io/revisions.py: the revision ledger (list, create, digest annotation and ordinal patch, prune)"),
-    ("namespaced", "monitoring.coreos.com", "podmonitors", ("create", "patch"),
-     "control/children.py apply_pod_monitor (server-side apply; podMonitor.enabled, the default)"),
-    ("namespaced", "keda.sh", "scaledobjects", ("create", "patch"),
-     "control/apply.py apply_scaled_object, called by the server's tick (control/autoscaling.py; server-side apply "
-     "of builders/autoscaling.py scaled_object with KEDA's pause annotations while a revision is judged)"),
-    ("namespaced", "keda.sh", "scaledobjects", ("get",),
-     "control/apply.py apply_scaled_object / delete_scaled_object: the owner check, and a restart compares the live "
-     "ScaledObject before writing"),
-    ("namespaced", "keda.sh", "scaledobjects", ("delete",),
-     "control/apply.py delete_scaled_object: spec.autoscaling removed or switched to External (its HPA would keep "
-     "scaling)"),
-    ("release", "coordination.k8s.io", "leases", ("get", "create", "update"),
-     "process/leader.py LeaderElector (the chart's default --leader-elect)"),
-    ("cluster", "apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch"),
-     "kopf resource_observer (kopf/_core/reactor/observation.py)"),
-    ("cluster", "apiextensions.k8s.io", "customresourcedefinitions", ("get",),
-     "io/kube.py crd_served: is the LeaderWorkerSet API served (children.lws_missing, multinode); is KEDA's "
-     "ScaledObject API served (io/keda.py)"),
-    ("cluster", "", "namespaces", ("list", "watch"), "kopf namespace_observer (namespaced mode)"),
-]
+ApiCall = tuple[str, str, str, tuple[str, ...], str]
+"""(scope, apiGroup, resource, verbs, caller): "namespaced" needs must hold in every watched namespace, "cluster"
+needs cluster-wide, "release" in the release namespace."""
+
+
+def _api_calls(key: str) -> list[ApiCall]:
+    table = yaml.safe_load((Path(__file__).parent / "operator_api_calls.yaml").read_text())
+    return [(scope, group, resource, tuple(verbs), caller) for scope, group, resource, verbs, caller in table[key]]
+
+
+NEEDED = _api_calls("needed")
+"""Every API call the operator makes (``operator_api_calls.yaml``)."""
 
 
 def operators(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -318,11 +263,8 @@ def test_readme_permission_table_is_what_the_chart_grants_per_namespace() -> Non
     assert any(_matches(r, "", "secrets", "get") for r in effective_rules(clusterwide, sa, None))
 
 
-NEEDED_SECURE: list[tuple[str, str, str, tuple[str, ...], str]] = [
-    ("cluster", "authentication.k8s.io", "tokenreviews", ("create",), "process/metrics_http.py Gate (metrics.secure)"),
-    ("cluster", "authorization.k8s.io", "subjectaccessreviews", ("create",),
-     "process/metrics_http.py Gate (metrics.secure)"),
-]
+NEEDED_SECURE = _api_calls("needed_secure")
+"""The calls of ``--metrics-secure`` (``metrics.secure``)."""
 
 
 def _args(objs: list[dict[str, Any]]) -> list[str]:

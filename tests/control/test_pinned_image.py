@@ -38,6 +38,19 @@ async def _reconcile(kube: FakeKube, obs: Observer, reason: str, body: dict[str,
                              reason=reason, logger=LOG, memo=_memo(obs))
 
 
+async def _created(kube: FakeKube, obs: Observer) -> str:
+    """The SGLangServer ``ns/a`` of GOOD's spec created and reconciled; its revision."""
+    kube.put({**copy.deepcopy(GOOD), "metadata": {"name": "a", "namespace": "ns"}})
+    await _reconcile(kube, obs, "create")
+    return str(kube.server("a")["status"]["revision"])
+
+
+async def _update(kube: FakeKube, obs: Observer, spec: dict[str, Any]) -> None:
+    """``ns/a``'s spec written (the user's edit) and the update reconciled by ``obs``'s operator."""
+    kube.update_spec("a", spec)
+    await _reconcile(kube, obs, "update")
+
+
 def _image(kube: FakeKube) -> str:
     dep = kube.get("Deployment", "ns", "a")
     assert dep is not None
@@ -53,13 +66,10 @@ def _label(kube: FakeKube) -> str:
 async def _rolled_back(kube: FakeKube, obs: Observer) -> tuple[str, str]:
     """GOOD created and its digest recorded, BAD applied over it, rejected, and GOOD restored from the ledger (as
     the analysis' Apply does). Returns (good, bad) revisions."""
-    kube.put({**copy.deepcopy(GOOD), "metadata": {"name": "a", "namespace": "ns"}})
-    await _reconcile(kube, obs, "create")
-    good = kube.server("a")["status"]["revision"]
+    good = await _created(kube, obs)
     await kube.set_digest("ns", f"a-{good}", DIGEST)
     await kube.patch_status("ns", "a", None, {"stableRevision": good})
-    kube.update_spec("a", copy.deepcopy(BAD["spec"]))
-    await _reconcile(kube, obs, "update")
+    await _update(kube, obs, copy.deepcopy(BAD["spec"]))
     bad = kube.server("a")["status"]["revision"]
     assert bad != good and _image(kube) == TAG
     body = kube.server("a")
@@ -75,8 +85,7 @@ async def test_an_undo_to_the_revision_a_rollback_pinned_keeps_its_digest(monkey
     obs = Observer(1.0)
     good, _ = await _rolled_back(kube, obs)
     before = copy.deepcopy(kube.get("Deployment", "ns", "a"))
-    kube.update_spec("a", copy.deepcopy(GOOD["spec"]))  # what undo writes: the stable revision's spec
-    await _reconcile(kube, obs, "update")
+    await _update(kube, obs, copy.deepcopy(GOOD["spec"]))  # what undo writes: the stable revision's spec
     after = kube.get("Deployment", "ns", "a")
     assert after is not None and before is not None
     assert after["spec"]["template"] == before["spec"]["template"]  # the same pod template: no pod restarts
@@ -84,11 +93,9 @@ async def test_an_undo_to_the_revision_a_rollback_pinned_keeps_its_digest(monkey
 
     spec = copy.deepcopy(GOOD["spec"])  # a scale, then a policy change, of the restored revision
     spec["replicas"] = 2
-    kube.update_spec("a", spec)
-    await _reconcile(kube, obs, "update")
+    await _update(kube, obs, spec)
     spec["rollback"] = {"warmupSeconds": 30}
-    kube.update_spec("a", spec)
-    await _reconcile(kube, obs, "update")
+    await _update(kube, obs, spec)
     assert _image(kube) == PINNED and _label(kube) == good
     dep = kube.get("Deployment", "ns", "a")
     assert dep is not None and dep["spec"]["replicas"] == 2
@@ -107,41 +114,32 @@ async def test_a_return_to_a_revision_that_ran_runs_its_digest_and_a_new_one_its
         monkeypatch: pytest.MonkeyPatch) -> None:
     kube = FakeKube().install()
     obs = Observer(1.0)
-    kube.put({**copy.deepcopy(GOOD), "metadata": {"name": "a", "namespace": "ns"}})
-    await _reconcile(kube, obs, "create")
-    good = kube.server("a")["status"]["revision"]
+    good = await _created(kube, obs)
     await kube.set_digest("ns", f"a-{good}", DIGEST)
     spec = copy.deepcopy(GOOD["spec"])
     spec["replicas"] = 3  # the running revision's digest is known now, but it runs by tag: a scale keeps the tag
-    kube.update_spec("a", spec)
-    await _reconcile(kube, obs, "update")
+    await _update(kube, obs, spec)
     assert _image(kube) == TAG and _label(kube) == good
 
     other = copy.deepcopy(spec)
     other["memory"]["maxRunningRequests"] = 8
-    kube.update_spec("a", other)
-    await _reconcile(kube, obs, "update")
+    await _update(kube, obs, other)
     assert _label(kube) != good and _image(kube) == TAG  # a new revision: its tag
 
-    kube.update_spec("a", spec)  # back to the revision that ran: the bytes that were measured
-    await _reconcile(kube, obs, "update")
+    await _update(kube, obs, spec)  # back to the revision that ran: the bytes that were measured
     assert _label(kube) == good and _image(kube) == PINNED
 
 
 async def test_a_revision_without_a_recorded_digest_runs_its_tag(monkeypatch: pytest.MonkeyPatch) -> None:
     kube = FakeKube().install()
     obs = Observer(1.0)
-    kube.put({**copy.deepcopy(GOOD), "metadata": {"name": "a", "namespace": "ns"}})
-    await _reconcile(kube, obs, "create")
-    good = kube.server("a")["status"]["revision"]
+    good = await _created(kube, obs)
     cr = kube.get("ControllerRevision", "ns", f"a-{good}")
     assert cr is not None and DIGEST_ANNOTATION not in (cr["metadata"].get("annotations") or {})
     other = copy.deepcopy(GOOD["spec"])
     other["memory"]["maxRunningRequests"] = 8
-    kube.update_spec("a", other)
-    await _reconcile(kube, obs, "update")
-    kube.update_spec("a", copy.deepcopy(GOOD["spec"]))
-    await _reconcile(kube, obs, "update")
+    await _update(kube, obs, other)
+    await _update(kube, obs, copy.deepcopy(GOOD["spec"]))
     assert _label(kube) == good and _image(kube) == TAG
 
 
@@ -149,21 +147,17 @@ async def test_a_scale_or_a_policy_change_posts_no_revision_event(monkeypatch: p
     """Issue 19 item 7: ``Updated revision …: <command>`` only when the revision changes."""
     kube = FakeKube().install()
     obs = Observer(1.0)
-    kube.put({**copy.deepcopy(GOOD), "metadata": {"name": "a", "namespace": "ns"}})
-    await _reconcile(kube, obs, "create")
+    await _created(kube, obs)
     spec = copy.deepcopy(GOOD["spec"])
     spec["replicas"] = 2
-    kube.update_spec("a", spec)
-    await _reconcile(kube, obs, "update")
+    await _update(kube, obs, spec)
     spec["rollback"] = {"warmupSeconds": 30, "probe": {"maxTokens": 64}}
-    kube.update_spec("a", spec)
-    await _reconcile(kube, obs, "update")
+    await _update(kube, obs, spec)
     dep = kube.get("Deployment", "ns", "a")
     assert dep is not None and dep["spec"]["replicas"] == 2  # applied all the same
     assert [e[2] for e in kube.events] == ["Created"]
     spec["memory"]["maxRunningRequests"] = 8
-    kube.update_spec("a", spec)
-    await _reconcile(kube, obs, "update")
+    await _update(kube, obs, spec)
     assert [e[2] for e in kube.events] == ["Created", "Updated"]
     assert kube.events[-1][3].startswith(f"revision {kube.server('a')['status']['revision']}: ")
 
@@ -176,15 +170,12 @@ async def test_a_policy_change_of_a_rejected_spec_does_not_repeat_its_rejection(
     events = len(kube.events)
     spec = copy.deepcopy(BAD["spec"])
     spec["rollback"] = {"historyLimit": 9}  # still the rejected revision: the stable one keeps running
-    kube.update_spec("a", spec)
-    await _reconcile(kube, obs, "update")
+    await _update(kube, obs, spec)
     spec["replicas"] = 2
-    kube.update_spec("a", spec)
-    await _reconcile(kube, obs, "update")
+    await _update(kube, obs, spec)
     assert kube.events[events:] == [] and _label(kube) == good
     dep = kube.get("Deployment", "ns", "a")
     assert dep is not None and dep["spec"]["replicas"] == 2
     spec["replicas"] = 3  # a new operator process has not said it yet: it says it once
-    kube.update_spec("a", spec)
-    await _reconcile(kube, Observer(1.0), "update")
+    await _update(kube, Observer(1.0), spec)
     assert [e[2] for e in kube.events[events:]] == ["RevisionRejected"] and bad in kube.events[-1][3]

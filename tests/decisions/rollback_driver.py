@@ -96,6 +96,14 @@ class Run:
         s = self.sample(kind, tps, accept, reason)
         return self.tick(self.policy.interval_seconds, s)
 
+    def intervals(self, count: int, kind: SampleKind = SampleKind.MEASURED, tps: float | None = GOOD_TPS,
+                  accept: float | None = GOOD_LEN, reason: str = "") -> list[Action]:
+        """``count`` intervals pass, each with the same sample (:meth:`interval`); the actions of all of them."""
+        actions: list[Action] = []
+        for _ in range(count):
+            actions += self.interval(kind, tps, accept, reason)
+        return actions
+
     def warm_up(self) -> None:
         """Ticks until the warm-up of the applied revision ends (all pods Ready)."""
         self.tick()

@@ -72,8 +72,7 @@ def test_samples_before_the_warm_up_ends_are_not_judged() -> None:
     """Analysis starting before the pods are Ready would judge a loading server."""
     run = Run(pods=pods(1, ready=False))
     run.tick()
-    for _ in range(5):  # a terrible figure while loading: skipped
-        run.interval(tps=1.0, accept=1.0)
+    run.intervals(5, tps=1.0, accept=1.0)  # a terrible figure while loading: skipped
     assert run.phase == "WarmingUp" and run.state.analysis is not None
     assert run.state.analysis.consecutive_failures == 0
     assert run.state.analysis.last_sample is not None and run.state.analysis.last_sample.verdict == "Skipped"
@@ -162,8 +161,7 @@ def test_time_alone_does_not_promote_without_min_samples() -> None:
 def test_an_idle_server_is_never_failed() -> None:
     """signal traffic on an idle server: every sample inconclusive, no failure, no rollback, forever."""
     run = regressed_run(RollbackPolicy(**{**FAST.model_dump(), "signal": Signal.TRAFFIC}))
-    for _ in range(500):
-        run.interval(SampleKind.INCONCLUSIVE, tps=None, accept=None, reason="0 running requests < minTraffic 1")
+    run.intervals(500, SampleKind.INCONCLUSIVE, tps=None, accept=None, reason="0 running requests < minTraffic 1")
     assert run.phase == "Verifying" and run.revision == BAD and not run.state.rejected_revisions
     assert run.state.analysis is not None and run.state.analysis.consecutive_failures == 0
 
@@ -180,8 +178,7 @@ def test_a_first_revision_below_a_floor_is_degraded_not_promoted() -> None:
     run = Run(policy=RollbackPolicy(**{**FAST.model_dump(), "min_tokens_per_second": 40.0,
                                        "probe": {"max_tokens": 64, "timeout_seconds": 4}}))
     run.warm_up()
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     assert run.phase == "Paused" and run.state.analysis is not None
     assert run.state.analysis.reason == "NoStableRevision" and not run.applies
     assert verdicts(run, GOOD) == [Verdict.FAILED]
@@ -233,20 +230,17 @@ def test_inconclusive_samples_and_errors_neither_fail_nor_reset_the_failure_run(
 
 def test_min_samples_does_not_gate_failures_with_the_default_policy() -> None:
     run = regressed_run(DEFAULT)
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     assert run.revision == GOOD and run.state.rejection(BAD) is not None
 
 
 def test_a_slower_only_or_shorter_only_revision_is_named_by_the_criterion_it_fails() -> None:
     run = regressed_run()
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=GOOD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=GOOD_LEN)
     rejection = run.state.rejection(BAD)
     assert rejection is not None and rejection.reason == f"{BAD}: 36.0 tok/s < 0.85 × 51.6 tok/s of {GOOD}"
     run2 = regressed_run()
-    for _ in range(3):
-        run2.interval(tps=GOOD_TPS, accept=BAD_LEN)
+    run2.intervals(3, tps=GOOD_TPS, accept=BAD_LEN)
     rejection = run2.state.rejection(BAD)
     assert rejection is not None and rejection.reason == f"{BAD}: accept length 1.75 < 0.9 × 2.73 of {GOOD}"
 
@@ -275,8 +269,7 @@ def test_a_pod_that_stays_down_after_the_warm_up_fails_intervals_without_samples
 def test_a_new_pod_of_a_scale_up_is_not_a_disruption() -> None:
     run = regressed_run()
     run.desired, run.pods = 2, (*pods(1), pods(2, ready=False)[1])
-    for _ in range(10):
-        run.interval()
+    run.intervals(10)
     assert run.state.analysis is not None and run.state.analysis.consecutive_failures == 0
     assert run.state.stable_revision == BAD
 
@@ -291,15 +284,13 @@ def test_errors_in_a_row_pause_the_analysis_and_never_roll_back() -> None:
         assert run.phase == ("Paused" if i == FAST.error_threshold - 1 else "Verifying")
     assert run.state.analysis is not None and run.state.analysis.reason == "MeasurementErrors"
     assert verdicts(run, BAD) == [Verdict.UNVERIFIED] and not run.applies
-    for _ in range(10):  # Paused stays Paused: even failing samples are not judged
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(10, tps=BAD_TPS, accept=BAD_LEN)  # Paused stays Paused: even failing samples are not judged
     assert run.phase == "Paused" and not run.applies
 
 
 def test_a_changed_retry_annotation_resumes_a_paused_analysis_from_scratch() -> None:
     run = regressed_run()
-    for _ in range(FAST.error_threshold):
-        run.interval(SampleKind.ERROR, tps=None, accept=None, reason="HTTP 500")
+    run.intervals(FAST.error_threshold, SampleKind.ERROR, tps=None, accept=None, reason="HTTP 500")
     run.tick(3600)  # long after the original progress deadline
     run.token = "1"
     run.tick()
@@ -307,16 +298,14 @@ def test_a_changed_retry_annotation_resumes_a_paused_analysis_from_scratch() -> 
     assert run.state.analysis is not None and run.state.analysis.progress_started_at == run.now
     assert verdicts(run, BAD)[-1] == Verdict.VERIFYING
     run.tick(FAST.warmup_seconds)
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     assert run.revision == GOOD and run.state.rejection(BAD) is not None
 
 
 def test_a_rejected_revision_is_not_redeployed_nor_after_an_operator_restart() -> None:
     """Rollback loops: desired ≠ running must not redeploy the failed spec."""
     run = regressed_run()
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     assert run.revision == GOOD and run.spec == BAD
     for _ in range(10):
         run.interval()
@@ -328,8 +317,7 @@ def test_a_rejected_revision_is_not_redeployed_nor_after_an_operator_restart() -
 
 def test_the_spec_moving_away_and_back_does_not_retry() -> None:
     run = regressed_run()
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     run.spec = GOOD
     run.tick()
     assert run.phase == "Stable"
@@ -342,28 +330,24 @@ def test_the_spec_moving_away_and_back_does_not_retry() -> None:
 def test_retry_makes_exactly_one_new_attempt_which_is_rolled_back_again() -> None:
     """No way to retry (Flagger) is as bad as a loop: a new value of the annotation allows one attempt."""
     run = regressed_run()
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     run.token = "2026-05-01T10:30"
     actions = run.tick()
     assert Apply(BAD, f"annotation sglang-operator.io/retry changed: one new attempt of {BAD}") in actions
     assert run.revision == BAD and run.phase == "WarmingUp"
     run.tick(FAST.warmup_seconds)
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     assert run.revision == GOOD
     rejection = run.state.rejection(BAD)
     assert rejection is not None and rejection.retry_token == "2026-05-01T10:30"
-    for _ in range(20):
-        run.interval()
+    run.intervals(20)
     assert [a.revision for a in run.applies] == [GOOD, BAD, GOOD]
     assert len(run.state.rollbacks) == 2
 
 
 def test_the_retry_annotation_changed_twice_quickly_gives_one_attempt() -> None:
     run = regressed_run()
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     run.auto_apply = False  # the apply is slow: the user changes the annotation again meanwhile
     run.token = "a"
     run.tick(1)
@@ -374,10 +358,8 @@ def test_the_retry_annotation_changed_twice_quickly_gives_one_attempt() -> None:
     assert run.revision == BAD
     run.token = "c"  # and once more during the attempt
     run.tick(FAST.warmup_seconds)
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
-    for _ in range(20):
-        run.interval()
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(20)
     assert [a.revision for a in run.applies if a.revision == BAD] == [BAD] * 3  # one attempt, applied 3 ticks
     assert run.revision == GOOD and len(run.state.rollbacks) == 2
     assert len(run.events("Retry")) == 2  # token a, then b seen while the apply was pending
@@ -387,8 +369,7 @@ def test_the_retry_annotation_changed_twice_quickly_gives_one_attempt() -> None:
 
 def test_a_successful_retry_promotes_and_unrejects() -> None:
     run = regressed_run()
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     run.token = "fixed-the-node"
     run.tick()
     run.tick(FAST.warmup_seconds)
@@ -403,8 +384,7 @@ def test_max_rollbacks_per_window_then_paused() -> None:
     for revision in ("bad0000001", "bad0000002", "bad0000003", "bad0000004"):
         run.apply_spec(revision)
         run.tick(FAST.warmup_seconds)
-        for _ in range(3):
-            run.interval(tps=BAD_TPS, accept=BAD_LEN)
+        run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     assert len(run.state.rollbacks) == 3 and run.revision == "bad0000004" and run.phase == "Paused"
     assert run.state.analysis is not None and run.state.analysis.reason == "MaxRollbacksReached"
     assert "3 rollbacks in the last 86400 s (maxRollbacks 3)" in (run.state.analysis.message or "")
@@ -412,16 +392,14 @@ def test_max_rollbacks_per_window_then_paused() -> None:
     run.now += dt.timedelta(days=1)
     run.apply_spec("bad0000005")
     run.tick(FAST.warmup_seconds)
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     assert run.revision == GOOD and len(run.state.rollbacks) == 4
 
 
 @pytest.mark.parametrize("action", [RollbackAction.ALERT, RollbackAction.DRY_RUN])
 def test_alert_and_dry_run_judge_but_never_roll_back(action: RollbackAction) -> None:
     run = regressed_run(RollbackPolicy(**{**FAST.model_dump(), "action": action}))
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     assert not run.applies and not run.state.rejected_revisions and run.revision == BAD
     assert run.phase == "Paused" and run.state.analysis is not None
     assert run.state.analysis.reason == "NotRolledBack"
@@ -439,14 +417,12 @@ def test_alert_and_dry_run_judge_but_never_roll_back(action: RollbackAction) -> 
 def test_the_stable_revision_is_never_rolled_back_its_regression_is_reported() -> None:
     run = Run()
     run.promote_good()
-    for _ in range(10):  # accept length decaying at long context
-        run.interval(tps=GOOD_TPS, accept=2.2)
+    run.intervals(10, tps=GOOD_TPS, accept=2.2)  # accept length decaying at long context
     assert not run.applies and run.phase == "Stable" and run.state.analysis is not None
     regression = run.state.analysis.stable_regression
     assert regression is not None and regression.message == f"{GOOD}: accept length 2.20 < 0.9 × 2.73 of {GOOD}"
     assert len(run.events("StableRegressed")) == 1
-    for _ in range(FAST.failure_threshold):
-        run.interval()
+    run.intervals(FAST.failure_threshold)
     assert run.state.analysis.stable_regression is None and run.events("StableRecovered")
 
 
@@ -495,8 +471,7 @@ def test_floors_apply_to_incomparable_revisions() -> None:
     run.setup = SETUP.model_copy(update={"tensor": 4})
     run.apply_spec(BAD)
     run.tick(FAST.warmup_seconds)
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     assert run.revision == GOOD
     assert run.state.rollbacks[-1].reason == f"{BAD}: accept length 1.75 < minAcceptLength 2"
 
@@ -534,8 +509,7 @@ def test_an_operator_restart_at_any_tick_resumes_to_the_same_outcome(kill_after:
 def test_an_operator_killed_between_deciding_and_applying_applies_on_resume() -> None:
     run = regressed_run()
     run.auto_apply = False
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     assert run.phase == "RollingBack" and run.revision == BAD
     run.state = roundtrip(run.state)  # killed before the apply: the decision is in status
     actions = run.tick(5)
@@ -548,8 +522,7 @@ def test_an_operator_killed_between_deciding_and_applying_applies_on_resume() ->
 
 def test_the_state_round_trips_through_status() -> None:
     run = regressed_run()
-    for _ in range(2):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(2, tps=BAD_TPS, accept=BAD_LEN)
     back = roundtrip(run.state)
     assert back == run.state
     assert back.status_patch()["analysis"]["consecutiveFailures"] == 2

@@ -37,8 +37,7 @@ def rolled_back(action: RollbackAction = RollbackAction.ROLLBACK) -> Run:
     run.promote_good()
     run.apply_spec(BAD)
     run.tick(FAST.warmup_seconds)
-    for _ in range(3):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(3, tps=BAD_TPS, accept=BAD_LEN)
     return run
 
 
@@ -84,8 +83,7 @@ def test_stable_regressed_names_the_numbers() -> None:
     run.promote_good()
     conditions = derive(healthy_pods(run), run.state, RollbackAction.ROLLBACK, 1, run.now)
     assert find(conditions, "StableRegressed")["status"] == "False"  # type: ignore[index]
-    for _ in range(3):
-        run.interval(tps=30.0)
+    run.intervals(3, tps=30.0)
     conditions = derive(healthy_pods(run), run.state, RollbackAction.ROLLBACK, 1, run.now)
     regressed = find(conditions, "StableRegressed")
     assert regressed is not None and regressed["status"] == "True"

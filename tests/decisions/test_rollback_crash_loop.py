@@ -34,6 +34,12 @@ def crashing(restarts: int, name: str = "p0", crash: str | None = CRASH, uid: st
     return (PodView(name, False, restarts, uid=uid, leader_restarts=leader, crash=crash if restarts else None),)
 
 
+def apply_starting(run: Run, revision: str) -> None:
+    """``revision`` applied; its pod p0 is starting (not Ready, no restart yet)."""
+    run.pods = crashing(0, crash=None)
+    run.apply_spec(revision)
+
+
 def verdicts(run: Run, revision: str) -> list[Verdict]:
     return [a.verdict for a in run.actions if isinstance(a, RecordVerdict) and a.revision == revision]
 
@@ -49,8 +55,7 @@ def promoted(policy: RollbackPolicy = HOUR) -> Run:
 
 def test_a_crash_loop_before_ready_fails_at_the_third_restart_not_at_the_deadline() -> None:
     run = promoted()
-    run.pods = crashing(0, crash=None)
-    run.apply_spec(BAD)
+    apply_starting(run, BAD)
     started = run.now
     for restarts in (1, 2):  # the kubelet's back-off: 0, 10, 20 s
         run.pods = crashing(restarts)
@@ -77,8 +82,7 @@ def test_a_crash_loop_before_ready_fails_at_the_third_restart_not_at_the_deadlin
 
 def test_restarts_between_two_ticks_all_count() -> None:
     run = promoted()
-    run.pods = crashing(0, crash=None)
-    run.apply_spec(BAD)
+    apply_starting(run, BAD)
     run.pods = crashing(2)
     run.tick(5)
     assert run.revision == BAD
@@ -99,8 +103,7 @@ def test_every_restart_of_a_pod_first_seen_counts_it_belongs_to_the_new_revision
 def test_the_limit_is_the_policys() -> None:
     for limit, fails_at in ((1, 1), (5, 5)):
         run = promoted(RollbackPolicy(**{**HOUR.model_dump(), "max_restarts_before_ready": limit}))
-        run.pods = crashing(0, crash=None)
-        run.apply_spec(BAD)
+        apply_starting(run, BAD)
         for restarts in range(1, 7):
             run.pods = crashing(restarts)
             run.tick(10)
@@ -113,8 +116,7 @@ def test_a_pod_that_was_ready_once_is_left_to_the_deadline() -> None:
     """Readiness blips: a pod Ready for moments between crashes keeps the progress deadline, never reset."""
     policy = RollbackPolicy(**{**HOUR.model_dump(), "progress_deadline_seconds": 120})
     run = promoted(policy)
-    run.pods = crashing(0, crash=None)
-    run.apply_spec(BAD)
+    apply_starting(run, BAD)
     started = run.now
     run.pods = (PodView("p0", True, 0),)
     run.tick(5)
@@ -133,8 +135,7 @@ def test_a_pod_that_was_ready_once_is_left_to_the_deadline() -> None:
 
 def test_a_slow_starter_that_restarts_twice_then_becomes_ready_is_verified() -> None:
     run = promoted()
-    run.pods = crashing(0, crash=None)
-    run.apply_spec(BAD)
+    apply_starting(run, BAD)
     for restarts in (1, 2):
         run.pods = crashing(restarts)
         run.tick(10)
@@ -165,8 +166,7 @@ def test_each_pod_counts_alone_and_a_replacement_pod_starts_from_its_own_count()
 def test_a_resumed_analysis_counts_restarts_from_the_resume() -> None:
     """Alert: the crash loop is reported (Paused); a retry verifies again, counting from there."""
     run = promoted(RollbackPolicy(**{**HOUR.model_dump(), "action": "Alert"}))
-    run.pods = crashing(0, crash=None)
-    run.apply_spec(BAD)
+    apply_starting(run, BAD)
     run.pods = crashing(3)
     run.tick(30)
     assert run.revision == BAD and run.phase == "Paused" and run.state.analysis is not None
@@ -185,8 +185,7 @@ def test_a_resumed_analysis_counts_restarts_from_the_resume() -> None:
 
 def test_the_count_survives_an_operator_restart() -> None:
     run = promoted()
-    run.pods = crashing(0, crash=None)
-    run.apply_spec(BAD)
+    apply_starting(run, BAD)
     run.pods = crashing(2)
     run.tick(10)
     run.state = roundtrip(run.state)
@@ -258,21 +257,36 @@ def test_pods_no_longer_seen_are_kept_within_a_bound() -> None:
 # --- maxRollbacks holds back only revisions that serve ---------------------------------------------------------
 
 
+SECOND_BAD = BAD.replace("9", "8")
+"""Another regressed revision, applied once maxRollbacks is used up."""
+
+
+def regress(run: Run, revision: str) -> None:
+    """``revision`` applied, warmed up (FAST's warm-up) and judged on FAST's failureThreshold regressed intervals."""
+    run.apply_spec(revision)
+    run.tick(FAST.warmup_seconds)
+    run.intervals(FAST.failure_threshold, tps=BAD_TPS, accept=BAD_LEN)
+
+
 def one_rollback_allowed() -> Run:
     """GOOD promoted with maxRollbacks 1, then one regressed revision rolled back: the limit is used up."""
     run = promoted(RollbackPolicy(**{**HOUR.model_dump(), "max_rollbacks": 1}))
-    run.apply_spec(BAD)
-    run.tick(FAST.warmup_seconds)
-    for _ in range(FAST.failure_threshold):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    regress(run, BAD)
     assert run.revision == GOOD and len(run.state.rollbacks) == 1
+    return run
+
+
+def paused_for_max_rollbacks() -> Run:
+    """:func:`one_rollback_allowed`, then SECOND_BAD regressed: kept running, Paused."""
+    run = one_rollback_allowed()
+    regress(run, SECOND_BAD)
+    assert run.phase == "Paused"
     return run
 
 
 def test_after_max_rollbacks_a_revision_that_never_becomes_ready_is_still_replaced() -> None:
     run = one_rollback_allowed()
-    run.pods = crashing(0, crash=None)
-    run.apply_spec("crash00001")
+    apply_starting(run, "crash00001")
     run.pods = crashing(3)
     run.tick(30)
     assert run.revision == GOOD and len(run.state.rollbacks) == 2 and run.state.rejection("crash00001")
@@ -290,39 +304,28 @@ def test_after_max_rollbacks_a_revision_at_its_deadline_without_a_ready_pod_is_r
 
 
 def test_after_max_rollbacks_a_revision_that_serves_but_regresses_is_paused() -> None:
-    run = one_rollback_allowed()
-    run.apply_spec(BAD.replace("9", "8"))
-    run.tick(FAST.warmup_seconds)
-    for _ in range(FAST.failure_threshold):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
-    assert run.phase == "Paused" and run.state.analysis is not None
+    run = paused_for_max_rollbacks()
+    assert run.state.analysis is not None
     assert run.state.analysis.reason == "MaxRollbacksReached"
 
 
 def test_a_revision_paused_for_max_rollbacks_is_replaced_once_it_serves_nothing() -> None:
-    run = one_rollback_allowed()
-    other = BAD.replace("9", "8")
-    run.apply_spec(other)
-    run.tick(FAST.warmup_seconds)
-    for _ in range(FAST.failure_threshold):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
-    assert run.phase == "Paused"
+    run = paused_for_max_rollbacks()
     paused_message = run.state.analysis.message if run.state.analysis else None
     for _ in range(3):
         run.tick(5)
-    assert run.revision == other  # still serving: kept, Paused
+    assert run.revision == SECOND_BAD  # still serving: kept, Paused
     run.pods = pods(1, ready=False, restarts=1)  # its pod crashed under load
     run.tick(5)
     assert run.revision == GOOD and len(run.state.rollbacks) == 2
-    rejection = run.state.rejection(other)
+    rejection = run.state.rejection(SECOND_BAD)
     assert rejection is not None and rejection.reason == f"{paused_message}; then 0/1 pods Ready: it serves nothing"
-    assert verdicts(run, other)[-2:] == [Verdict.FAILED, Verdict.REJECTED]
+    assert verdicts(run, SECOND_BAD)[-2:] == [Verdict.FAILED, Verdict.REJECTED]
 
 
 def test_alert_never_rolls_back_even_a_revision_that_serves_nothing() -> None:
     run = promoted(RollbackPolicy(**{**HOUR.model_dump(), "action": "Alert"}))
-    run.pods = crashing(0, crash=None)
-    run.apply_spec(BAD)
+    apply_starting(run, BAD)
     run.pods = crashing(4)
     for _ in range(5):
         run.tick(10)
@@ -330,16 +333,10 @@ def test_alert_never_rolls_back_even_a_revision_that_serves_nothing() -> None:
 
 
 def test_a_revision_scaled_to_zero_is_not_replaced_for_serving_nothing() -> None:
-    run = one_rollback_allowed()
-    other = BAD.replace("9", "8")
-    run.apply_spec(other)
-    run.tick(FAST.warmup_seconds)
-    for _ in range(FAST.failure_threshold):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
-    assert run.phase == "Paused"
+    run = paused_for_max_rollbacks()
     run.desired, run.pods = 0, ()
     run.tick(5)
-    assert run.revision == other and run.phase == "Paused"
+    assert run.revision == SECOND_BAD and run.phase == "Paused"
 
 
 # --- the stable revision's regression: current figures ---------------------------------------------------------
@@ -347,16 +344,14 @@ def test_a_revision_scaled_to_zero_is_not_replaced_for_serving_nothing() -> None
 
 def test_a_stable_regression_follows_the_current_figures() -> None:
     run = promoted()
-    for _ in range(3):
-        run.interval(tps=GOOD_TPS, accept=2.2)
+    run.intervals(3, tps=GOOD_TPS, accept=2.2)
     a = run.state.analysis
     assert a is not None and a.stable_regression is not None
     first = a.stable_regression
     assert first.message == f"{GOOD}: accept length 2.20 < 0.9 × 2.73 of {GOOD}"
     assert (first.tokens_per_second, first.accept_length) == (GOOD_TPS, 2.2) and first.since == run.now
     assert len(run.events("StableRegressed")) == 1
-    for _ in range(3):  # worse: 2.2 -> 1.9, more than a tenth
-        run.interval(tps=GOOD_TPS, accept=1.9)
+    run.intervals(3, tps=GOOD_TPS, accept=1.9)  # worse: 2.2 -> 1.9, more than a tenth
     reg = run.state.analysis.stable_regression
     assert reg is not None and reg.since == first.since and reg.updated_at == run.now
     assert reg.accept_length == 1.9 and reg.message == f"{GOOD}: accept length 1.90 < 0.9 × 2.73 of {GOOD}"
@@ -366,8 +361,7 @@ def test_a_stable_regression_follows_the_current_figures() -> None:
     conditions = analysis_conditions(run.state, RollbackAction.ROLLBACK, 1, run.now)
     regressed = next(c for c in conditions if c["type"] == "StableRegressed")
     assert regressed["status"] == "True" and "accept length 1.90" in regressed["message"]
-    for _ in range(5):  # 1.9 -> 1.85: a small move updates the figures, posts nothing
-        run.interval(tps=GOOD_TPS, accept=1.85)
+    run.intervals(5, tps=GOOD_TPS, accept=1.85)  # 1.9 -> 1.85: a small move updates the figures, posts nothing
     reg = run.state.analysis.stable_regression
     assert reg is not None and reg.accept_length == 1.85 and len(run.events("StableRegressed")) == 2
     assert reg.reported is not None and reg.reported.accept_length == 1.9
@@ -376,14 +370,12 @@ def test_a_stable_regression_follows_the_current_figures() -> None:
 
 def test_a_failing_sample_after_a_pass_still_updates_the_regression() -> None:
     run = promoted()
-    for _ in range(3):
-        run.interval(tps=GOOD_TPS, accept=2.2)
+    run.intervals(3, tps=GOOD_TPS, accept=2.2)
     run.interval()  # one pass: not recovered yet (failureThreshold passes in a row)
     run.interval(tps=30.0, accept=2.2)
     reg = run.state.analysis.stable_regression if run.state.analysis else None
     assert reg is not None and reg.tokens_per_second == 30.0 and "30.0 tok/s" in reg.message
-    for _ in range(FAST.failure_threshold):
-        run.interval()
+    run.intervals(FAST.failure_threshold)
     assert run.state.analysis is not None and run.state.analysis.stable_regression is None
     assert run.events("StableRecovered")
 

@@ -69,8 +69,7 @@ def _reject_bad(run: Run) -> list[Event]:
     before = len(run.actions)
     run.tick()
     run.tick(run.policy.warmup_seconds)
-    for _ in range(run.policy.failure_threshold):
-        run.interval(tps=BAD_TPS, accept=BAD_LEN)
+    run.intervals(run.policy.failure_threshold, tps=BAD_TPS, accept=BAD_LEN)
     return [a for a in run.actions[before:] if isinstance(a, Event) and a.reason == "RejectionForgotten"]
 
 

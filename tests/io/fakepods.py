@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
 from e2e.cluster.procs import free_port
+from sglang_operator.decisions.sampling.model import Sample
 from sglang_operator.io.pods import Target
+from sglang_operator.io.sampler import Sampler, SamplingParams, ServerRef
+from sglang_operator.io.sglang_http import SGLangHTTP
 
 Behaviour = Callable[[web.Request, int], Awaitable[web.StreamResponse]]
 _ips = (f"127.77.{i // 250}.{i % 250 + 1}" for i in itertools.count())
@@ -58,6 +62,42 @@ class FakePods:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[FakePods]:
+        """The pods added so far, served until the block ends."""
+        await self.start()
+        try:
+            yield self
+        finally:
+            await self.stop()
+
+
+def serving(behaviours: Mapping[str, Behaviour]) -> contextlib.AbstractAsyncContextManager[FakePods]:
+    """One pod per ``name: behaviour``, served until the block ends (``async with serving({...}) as pods``)."""
+    pods = FakePods()
+    for name, behaviour in behaviours.items():
+        pods.add(name, behaviour)
+    return pods.running()
+
+
+@contextlib.asynccontextmanager
+async def sampling() -> AsyncIterator[Sampler]:
+    """A :class:`Sampler` with the default limits over its own :class:`SGLangHTTP` client, closed when the block
+    ends."""
+    http = SGLangHTTP()
+    try:
+        yield Sampler(http)
+    finally:
+        await http.aclose()
+
+
+async def last_sample(sampler: Sampler, server: ServerRef, pods: Callable[[], Sequence[Target]],
+                      params: SamplingParams, intervals: int = 2) -> Sample:
+    """Samples ``server`` over ``pods`` for ``intervals`` intervals, each one sample (asserted); the last one."""
+    for _ in range(intervals):
+        [sample] = await sampler.sample(server, pods, params)
+    return sample
 
 
 def text(body: str | Callable[[int], str]) -> Behaviour:

@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from aiohttp import web
 from expo import LABELS, exposition
-from fakepods import FakePods, hang, status, stream, text
+from fakepods import FakePods, hang, last_sample, sampling, status, stream, text
 
 from sglang_operator.decisions.sampling.model import SampleKind, Signal
 from sglang_operator.decisions.sampling.roles import roles_for
@@ -119,14 +119,13 @@ CASES: dict[str, tuple[object, SampleKind, str | None]] = {
 
 
 @pytest.fixture
-async def fake() -> object:
+async def fake() -> AsyncIterator[FakePods]:
     pods = FakePods()
     pods.add("good", text(healthy))
     for name, (make, _, _) in CASES.items():
         pods.add(name, make(pods))  # type: ignore[operator]
-    await pods.start()
-    yield pods
-    await pods.stop()
+    async with pods.running():
+        yield pods
 
 
 async def test_every_bad_input_is_counted_or_handled_and_others_are_unaffected(fake: FakePods) -> None:
@@ -188,14 +187,9 @@ async def test_every_bad_input_is_counted_or_handled_and_others_are_unaffected(f
 
 
 async def test_one_broken_pod_makes_its_revision_an_error_naming_it(fake: FakePods) -> None:
-    http = SGLangHTTP()
-    sampler = Sampler(http)
     ref = ServerRef("ns", "two", ROLES, fake.port, "m")
-    try:
-        for _ in range(2):
-            [s] = await sampler.sample(ref, fake.view({"good", "http500"}), PARAMS)
-    finally:
-        await http.aclose()
+    async with sampling() as sampler:
+        s = await last_sample(sampler, ref, fake.view({"good", "http500"}), PARAMS)
     assert s.kind is SampleKind.ERROR and "pod http500" in s.reason and "good" not in s.reason
     assert s.pods == ("good",) and s.figures.generation_tokens_per_second is not None
 

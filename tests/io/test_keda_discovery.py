@@ -8,21 +8,10 @@ import asyncio
 from typing import Any
 
 import pytest
+from apiprobe import Probe
 from typer.testing import CliRunner
 
 from sglang_operator.io.keda import RECHECK_SECONDS, SCALED_OBJECTS, ScaledObjects
-
-
-class Probe:
-    def __init__(self, answers: list[bool | Exception]) -> None:
-        self.answers, self.calls = answers, 0
-
-    async def __call__(self) -> bool:
-        answer = self.answers[min(self.calls, len(self.answers) - 1)]
-        self.calls += 1
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
 
 
 def test_absent_is_rechecked_after_the_interval_and_present_is_kept() -> None:

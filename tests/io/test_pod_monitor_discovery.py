@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from apiprobe import Probe
 from typer.testing import CliRunner
 
 from sglang_operator import builders
@@ -19,19 +20,6 @@ from sglang_operator.io.discovery import RECHECK_SECONDS, PodMonitorMode, PodMon
 ROOT = Path(__file__).resolve().parents[2]
 OWNER = {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer",
          "metadata": {"name": "qwen36-27b", "namespace": "team-a", "uid": "u-1"}}
-
-
-class Probe:
-    def __init__(self, answers: list[bool | Exception]) -> None:
-        self.answers = answers
-        self.calls = 0
-
-    async def __call__(self) -> bool:
-        answer = self.answers[min(self.calls, len(self.answers) - 1)]
-        self.calls += 1
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
 
 
 class Clock:

@@ -5,16 +5,11 @@ counters over the same interval; a wrong API key makes the probe an Error sample
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 
-import httpx
 import pytest
+from simproc import KNOWN_GOOD, MODEL, SPEC_V2_ENV, TIME_SCALE, start_sim, to_0523
 
-from e2e.cluster.procs import free_port
 from sglang_operator.decisions.sampling.model import SampleKind, Signal
 from sglang_operator.decisions.sampling.roles import roles_for
 from sglang_operator.io.pods import Target
@@ -23,42 +18,14 @@ from sglang_operator.io.sglang_http import SGLangHTTP
 from sglang_operator.process import telemetry
 from sglang_operator.sglang.versions import parse_version
 
-MODEL = "Qwen/Qwen3.6-27B"
-KNOWN_GOOD_0523 = ["--model-path", MODEL, "--tp-size", "2", "--speculative-algorithm", "NEXTN",
-                   "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-                   "--speculative-num-draft-tokens", "4", "--mem-fraction-static", "0.88", "--context-length", "131072",
-                   "--max-running-requests", "16", "--mamba-full-memory-ratio", "0.5",
-                   "--mamba-radix-cache-strategy", "extra_buffer"]
-TIME_SCALE = 20
+SIM_0523 = [*to_0523(KNOWN_GOOD), "--enable-metrics", "--api-key", "sk-test"]
 
 
 @pytest.fixture
-async def sim() -> AsyncIterator[str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "sglang_sim", "sglang", "serve", *KNOWN_GOOD_0523, "--enable-metrics",
-           "--api-key", "sk-test", "--host", "127.0.0.1", "--port", str(port), "--sim-gpu", "NVIDIA RTX A6000",
-           "--sim-load-seconds", "0.2", "--sim-warmup-seconds", "0.05", "--sim-time-scale", str(TIME_SCALE)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "SGLANG_ENABLE_SPEC_V2": "1"})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    try:
-        while True:
-            if proc.poll() is not None:
-                err = proc.stderr.read() if proc.stderr else ""
-                raise AssertionError(f"sglang-sim exited {proc.returncode}: {err}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("sglang-sim not healthy in 30 s")
-            await asyncio.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
+def sim() -> Iterator[str]:
+    running = start_sim(SIM_0523, env=SPEC_V2_ENV)
+    yield running.base_url
+    running.stop()
 
 
 async def _two_intervals(url: str, api_key: str) -> list:  # type: ignore[type-arg]

@@ -6,14 +6,11 @@ agrees with the client's speed; a pod answering 500s records failed requests, ne
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
+from simproc import KNOWN_GOOD, MODEL, SPEC_V2_ENV, TIME_SCALE, start_sim, to_0523
 
 from e2e.cluster.procs import free_port
 from sglang_operator.api.tuning_spec import Objective, Workload
@@ -36,54 +33,25 @@ from sglang_operator.io.trialbench import (
 )
 from sglang_operator.sglang.versions import parse_version
 
-MODEL = "Qwen/Qwen3.6-27B"
-KNOWN_GOOD_0523 = ["--model-path", MODEL, "--tp-size", "2", "--speculative-algorithm", "NEXTN",
-                   "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-                   "--speculative-num-draft-tokens", "4", "--mem-fraction-static", "0.88", "--context-length", "131072",
-                   "--max-running-requests", "16", "--mamba-full-memory-ratio", "0.5",
-                   "--mamba-radix-cache-strategy", "extra_buffer"]
-TIME_SCALE = 20
 ROLES = roles_for(parse_version("0.5.23"))
 PLAN = BenchPlan(levels=(1, 4), max_output_tokens=128, seconds_per_level=1.5, warmup_seconds=0.5, repetitions=2)
 
 
-def _start(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "sglang_sim", "sglang", "serve", *KNOWN_GOOD_0523, "--enable-metrics",
-           "--host", "127.0.0.1", "--port", str(port), "--sim-gpu", "NVIDIA RTX A6000",
-           "--sim-load-seconds", "0.2", "--sim-warmup-seconds", "0.05", "--sim-time-scale", str(TIME_SCALE)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "SGLANG_ENABLE_SPEC_V2": "1", **env})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        if proc.poll() is not None:
-            raise AssertionError(f"sglang-sim exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError("sglang-sim not healthy in 30 s")
-        time.sleep(0.05)
+def _started(env: dict[str, str]) -> Iterator[str]:
+    """A 0.5.23 simulator of the published known-good configuration with metrics and ``env``; its base URL."""
+    running = start_sim([*to_0523(KNOWN_GOOD), "--enable-metrics"], env={**SPEC_V2_ENV, **env})
+    yield running.base_url
+    running.stop()
 
 
 @pytest.fixture
 def recording_sim() -> Iterator[str]:
-    proc, url = _start({"SGLANG_RECORD_STEP_TIME": "1"})
-    yield url
-    proc.terminate()
-    proc.wait(10)
+    yield from _started({"SGLANG_RECORD_STEP_TIME": "1"})
 
 
 @pytest.fixture
 def plain_sim() -> Iterator[str]:
-    proc, url = _start({})
-    yield url
-    proc.terminate()
-    proc.wait(10)
+    yield from _started({})
 
 
 @pytest.fixture

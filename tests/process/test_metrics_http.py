@@ -38,6 +38,18 @@ def _connect(port: int) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=10)
 
 
+def _refused(port: int) -> bool:
+    """Whether a new connection to ``port`` is refused by a full server: closed or reset at once, or answered 503
+    (within 5 s)."""
+    with _connect(port) as extra:
+        extra.settimeout(5)
+        try:
+            answer = extra.recv(4096)
+        except ConnectionResetError:
+            answer = b""
+        return answer == b"" or answer.startswith(b"HTTP/1.1 503")
+
+
 def _closed_within(sock: socket.socket, seconds: float, dribble: bytes = b"") -> bool:
     """Whether the server closes ``sock`` within ``seconds`` (a byte of ``dribble`` sent every 0.1 s meanwhile)."""
     deadline = time.monotonic() + seconds
@@ -106,13 +118,7 @@ def test_connections_beyond_the_cap_are_refused_and_the_server_recovers(serve: A
     server = serve(MetricsServerConfig(read_timeout=60, max_connections=5))
     idle = [_connect(server.port) for _ in range(5)]
     time.sleep(0.2)
-    with _connect(server.port) as extra:
-        extra.settimeout(5)
-        try:
-            answer = extra.recv(4096)
-        except ConnectionResetError:
-            answer = b""
-        assert answer == b"" or answer.startswith(b"HTTP/1.1 503")
+    assert _refused(server.port)
     for s in idle:
         s.close()
     deadline = time.monotonic() + 5
@@ -453,13 +459,7 @@ def test_readyz_has_a_port_of_its_own_which_idle_metrics_clients_cannot_fill(ser
     idle = [_connect(metrics.port) for _ in range(128)]
     try:
         time.sleep(0.2)
-        with _connect(metrics.port) as extra:
-            extra.settimeout(5)
-            try:
-                answer = extra.recv(4096)
-            except ConnectionResetError:
-                answer = b""
-            assert answer == b"" or answer.startswith(b"HTTP/1.1 503")  # the metrics port is full
+        assert _refused(metrics.port)  # the metrics port is full
         r = httpx.get(f"http://127.0.0.1:{ready.port}/readyz", timeout=5)
         assert r.status_code == 200 and r.text == "standby: waiting for the Lease\n"
         assert httpx.get(f"http://127.0.0.1:{ready.port}/metrics", timeout=5).status_code == 404

@@ -45,12 +45,18 @@ def test_kubernetes_keywords_become_json_schema() -> None:
     assert conv.convert(node)["default"] == {"properties": 1}  # values are copied, not converted
 
 
-def test_our_crd_accepts_the_samples_and_refuses_mistakes(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), str(ROOT / "crds" / "sglangservers.yaml")],
+def converted(tmp_path: Path, crd_file: str, schema_file: str) -> jsonschema.Draft4Validator:
+    """The script run on ``crds/<crd_file>`` into ``tmp_path``: it writes (and prints) one schema, named
+    ``sglang-operator.io/<schema_file>``; its validator."""
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), str(ROOT / "crds" / crd_file)],
                           capture_output=True, text=True, check=True)
     (path,) = map(Path, proc.stdout.split())
-    assert path == tmp_path / "sglang-operator.io" / "sglangserver_v1alpha1.json"
-    v = validator(json.loads(path.read_text()))
+    assert path == tmp_path / "sglang-operator.io" / schema_file
+    return validator(json.loads(path.read_text()))
+
+
+def test_our_crd_accepts_the_samples_and_refuses_mistakes(tmp_path: Path) -> None:
+    v = converted(tmp_path, "sglangservers.yaml", "sglangserver_v1alpha1.json")
     samples = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "samples").rglob("*.yaml"))]
     for obj in samples:
         if obj["kind"] == "SGLangServer":
@@ -64,11 +70,7 @@ def test_our_crd_accepts_the_samples_and_refuses_mistakes(tmp_path: Path) -> Non
 
 
 def test_the_tuning_crd_accepts_the_tuning_sample_and_refuses_mistakes(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), str(ROOT / "crds" / "sglangtunings.yaml")],
-                          capture_output=True, text=True, check=True)
-    (path,) = map(Path, proc.stdout.split())
-    assert path == tmp_path / "sglang-operator.io" / "sglangtuning_v1alpha1.json"
-    v = validator(json.loads(path.read_text()))
+    v = converted(tmp_path, "sglangtunings.yaml", "sglangtuning_v1alpha1.json")
     sample = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-tuning.yaml").read_text())
     assert v.is_valid(sample), [e.message for e in v.iter_errors(sample)]
     sample["spec"]["budget"]["maxTrials"] = 3

@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import GPU, KNOWN_GOOD, to_0523
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_sim.adaptive import AdaptiveTiers, Slot, adaptive_tiers
 from sglang_sim.engine import SimRequest
@@ -23,6 +22,7 @@ from sglang_sim.launch import Built, build
 from sglang_sim.logfmt import SimLogger
 from sglang_sim.memory import StartupError
 from sglang_sim.metrics import render
+from simproc import GPU, KNOWN_GOOD, to_0523
 
 ADAPTIVE = [*to_0523(KNOWN_GOOD), "--speculative-adaptive"]
 

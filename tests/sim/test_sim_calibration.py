@@ -8,7 +8,15 @@ import itertools
 import re
 
 import pytest
-from conftest import (
+from prometheus_client.parser import text_string_to_metric_families
+from sglang_sim import perf
+from sglang_sim.engine import SimRequest
+from sglang_sim.facts import resolve, version_facts
+from sglang_sim.launch import Built, build
+from sglang_sim.logfmt import SimLogger
+from sglang_sim.metrics import render
+from sglang_sim.profiles import load_gpu_profile, load_model_profile
+from simproc import (
     GPU,
     KNOWN_GOOD,
     KNOWN_GOOD_TOK_S,
@@ -19,14 +27,6 @@ from conftest import (
     SPEC_V2_ENV,
     to_0523,
 )
-from prometheus_client.parser import text_string_to_metric_families
-from sglang_sim import perf
-from sglang_sim.engine import SimRequest
-from sglang_sim.facts import resolve, version_facts
-from sglang_sim.launch import Built, build
-from sglang_sim.logfmt import SimLogger
-from sglang_sim.metrics import render
-from sglang_sim.profiles import load_gpu_profile, load_model_profile
 
 DECODE = re.compile(r"accept len: ([\d.]+), accept rate: ([\d.]+), .*gen throughput \(token/s\): ([\d.]+)")
 

@@ -10,19 +10,30 @@ import time
 
 import httpx
 import pytest
-from conftest import GPU, KNOWN_GOOD, SPEC_V2_ENV, start_sim, to_0523
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_sim.engine import SimRequest
 from sglang_sim.facts import resolve, version_facts
 from sglang_sim.launch import Built, build
 from sglang_sim.logfmt import SimLogger
 from sglang_sim.metrics import render
+from simproc import GPU, KNOWN_GOOD, SPEC_V2_ENV, start_sim, to_0523
 
 
 def _built() -> Built:
     facts = version_facts("0.5.23")
     return build(facts, resolve(to_0523(KNOWN_GOOD), facts, SPEC_V2_ENV), {"gpu": GPU, "seed": 3}, SPEC_V2_ENV,
                  SimLogger(io.StringIO()))
+
+
+def _generating(prompt_tokens: int, until: int) -> tuple[Built, SimRequest]:
+    """A fresh engine with one streamed request of ``prompt_tokens`` prompt and 400 output tokens, stepped until
+    it has generated ``until`` tokens or more."""
+    b = _built()
+    req = SimRequest("a", prompt_tokens, 400, True)
+    b.engine.submit(req)
+    while req.generated < until:
+        b.engine.step()
+    return b, req
 
 
 def _values(b: Built) -> dict[str, float]:
@@ -34,11 +45,7 @@ def _values(b: Built) -> dict[str, float]:
 
 
 def test_token_and_verify_counters_grow_when_a_request_finishes() -> None:
-    b = _built()
-    req = SimRequest("a", 512, 400, True)
-    b.engine.submit(req)
-    while req.generated < 200:
-        b.engine.step()
+    b, req = _generating(prompt_tokens=512, until=200)
     mid = _values(b)
     assert mid["sglang:generation_tokens_total"] == 0 and mid["sglang:spec_verify_calls_total"] == 0
     assert mid["sglang:num_requests_total"] == 0
@@ -52,11 +59,7 @@ def test_token_and_verify_counters_grow_when_a_request_finishes() -> None:
 
 
 def test_aborted_requests_count_their_tokens() -> None:
-    b = _built()
-    req = SimRequest("a", 64, 400, True)
-    b.engine.submit(req)
-    while req.generated < 100:
-        b.engine.step()
+    b, req = _generating(prompt_tokens=64, until=100)
     req.aborted = True
     b.engine.step()
     v = _values(b)

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from conftest import REGRESSED, RunningSim, start_sim, to_0523
 from prometheus_client.parser import text_string_to_metric_families
+from simproc import REGRESSED, RunningSim, start_sim, to_0523
 
 from sglang_operator.io.loadgen import hold_concurrency, probe
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REGRESSED, RunningSim, start_sim, to_0523
 from sglang_sim.cli import parse_command
 from sglang_sim.faults import BLOCK_BYTES, faults_from
+from simproc import REGRESSED, RunningSim, start_sim, to_0523
 
 from sglang_operator.decisions import effective
 from sglang_operator.decisions.sampling.limits import LINE_TOO_LONG, TOO_MANY_CHUNKS, ScrapeLimits

@@ -8,13 +8,13 @@ import io
 import httpx
 import openai
 import pytest
-from conftest import GPU, KNOWN_GOOD, REGRESSED, SPEC_V2_ENV, RunningSim, start_sim, to_0523
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_sim.engine import SimRequest
 from sglang_sim.facts import resolve, version_facts
 from sglang_sim.launch import build
 from sglang_sim.logfmt import SimLogger
 from sglang_sim.metrics import metric_specs, render
+from simproc import GPU, KNOWN_GOOD, REGRESSED, SPEC_V2_ENV, RunningSim, start_sim, to_0523
 
 AUTH = {"Authorization": "Bearer sk-test"}
 

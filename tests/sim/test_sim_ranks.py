@@ -6,8 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from sglang_sim.follower import JoinError, node_tp_ranks, parse_dist_init_addr
-
-from tests.sim.conftest import start_sim
+from simproc import start_sim
 
 GROUP = ["--model-path", "deepseek-ai/DeepSeek-V3", "--trust-remote-code", "--tp-size", "16", "--nnodes", "2",
          "--dist-init-addr", "dsv3-0.dsv3-0.ml:20000", "--enable-metrics"]

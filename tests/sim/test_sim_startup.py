@@ -11,11 +11,11 @@ import time
 
 import httpx
 import pytest
-from conftest import GPU, KNOWN_GOOD, MODEL, REGRESSED, SPEC_V2_ENV, free_port, start_sim, to_0523
 from sglang_sim.cli import SimUsageError, parse_command
 from sglang_sim.launch import spec_shape
 from sglang_sim.memory import StartupError, plan_memory
 from sglang_sim.profiles import load_gpu_profile, load_model_profile
+from simproc import GPU, KNOWN_GOOD, MODEL, REGRESSED, SPEC_V2_ENV, free_port, start_sim, to_0523
 
 
 @pytest.mark.parametrize("entry", [

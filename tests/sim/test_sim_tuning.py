@@ -5,11 +5,11 @@ and ``measure_point`` is seeded and noise-free on request."""
 from __future__ import annotations
 
 import pytest
-from conftest import GPU, KNOWN_GOOD_TOK_S, MODEL
 from sglang_sim import perf
 from sglang_sim.measure import Workload, measure_point
 from sglang_sim.memory import capture_batch_sizes, plan_graphs, plan_memory
 from sglang_sim.profiles import load_gpu_profile, load_model_profile
+from simproc import GPU, KNOWN_GOOD_TOK_S, MODEL
 
 H100 = "NVIDIA H100 80GB HBM3"
 LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"

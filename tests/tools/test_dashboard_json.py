@@ -112,6 +112,18 @@ def test_every_query_is_valid_promql(tmp_path: Path) -> None:
     assert "$" not in path.read_text()
 
 
+def _promql_expr_test(promtool: Path, tmp_path: Path, inputs: list[dict[str, str]],
+                      tests: list[dict[str, Any]]) -> None:
+    """``promtool test rules`` of ``promql_expr_test`` cases over ``inputs`` (1 m apart) passes (no rule file)."""
+    rules = tmp_path / "none.yaml"
+    rules.write_text("groups: []\n")
+    path = tmp_path / "test.yaml"
+    path.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [
+        {"interval": "1m", "input_series": inputs, "promql_expr_test": tests}]}))
+    proc = subprocess.run([str(promtool), "test", "rules", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def panel(title: str) -> dict[str, Any]:
     return next(p for p in dashboard.panels(doc()) if p["title"] == title)
 
@@ -149,13 +161,7 @@ def test_steps_and_draft_tokens_fall_back_to_the_operators_effective_settings(tm
               "exp_samples": [{"labels": '{revision="new"}', "value": want_new},
                               {"labels": '{revision="old"}', "value": want_old}]}
              for t, (want_new, want_old) in zip(targets, ((3, 1), (4, 2)), strict=True)]
-    rules = tmp_path / "none.yaml"
-    rules.write_text("groups: []\n")
-    path = tmp_path / "test.yaml"
-    path.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [
-        {"interval": "1m", "input_series": inputs, "promql_expr_test": tests}]}))
-    proc = subprocess.run([str(promtool), "test", "rules", str(path)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _promql_expr_test(promtool, tmp_path, inputs, tests)
 
 
 def test_the_tuning_row_is_collapsed_and_holds_one_tunings_panels() -> None:
@@ -235,10 +241,4 @@ def test_the_tuning_panels_read_the_series_the_operator_exports(tmp_path: Path) 
               "exp_samples": [{"labels": labels, "value": value} for labels, value in samples]}
              for title, per_target in want.items()
              for target, samples in zip(panel(title)["targets"], per_target, strict=True)]
-    rules = tmp_path / "none.yaml"
-    rules.write_text("groups: []\n")
-    path = tmp_path / "test.yaml"
-    path.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [
-        {"interval": "1m", "input_series": inputs, "promql_expr_test": tests}]}))
-    proc = subprocess.run([str(promtool), "test", "rules", str(path)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _promql_expr_test(promtool, tmp_path, inputs, tests)

@@ -5,11 +5,11 @@ is cached, each pod's label-set cache stays within its byte bound and is dropped
 from __future__ import annotations
 
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from expo import LABELS, SCHED, exposition
-from fakepods import FakePods, stream, text
+from fakepods import FakePods, serving, stream, text
 
 from sglang_operator.decisions.sampling.cache import ENTRY_OVERHEAD, SeriesCache
 from sglang_operator.decisions.sampling.limits import ScrapeLimits
@@ -55,15 +55,10 @@ def _errors(reason: str) -> float:
 
 
 @pytest.fixture
-async def fake() -> object:
-    pods = FakePods()
-    pods.add("good", text(healthy))
-    pods.add("long_label", text(long_label))
-    pods.add("many_series", stream(many_series))
-    pods.add("many_labels", text(many_labels))
-    await pods.start()
-    yield pods
-    await pods.stop()
+async def fake() -> AsyncIterator[FakePods]:
+    async with serving({"good": text(healthy), "long_label": text(long_label), "many_series": stream(many_series),
+                        "many_labels": text(many_labels)}) as pods:
+        yield pods
 
 
 async def test_each_breached_limit_is_a_counted_error_and_nothing_of_it_is_cached(fake: FakePods) -> None:

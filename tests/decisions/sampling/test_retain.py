@@ -5,9 +5,11 @@ Served by real HTTP servers on loopback and sampled by the real sampler."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 from expo import SCHED, exposition
-from fakepods import FakePods, text
+from fakepods import FakePods, last_sample, sampling, serving, text
 
 from sglang_operator.decisions.sampling.limits import ScrapeLimits
 from sglang_operator.decisions.sampling.model import SampleKind, Signal
@@ -73,25 +75,16 @@ def test_more_series_of_one_role_than_the_cap_is_refused() -> None:
 
 
 @pytest.fixture
-async def fake() -> object:
-    pods = FakePods()
-    pods.add("good", text(healthy))
-    pods.add("fat", text(long_labels))
-    pods.add("wide", text(lambda n: long_labels(n, series=300, chars=10)))
-    await pods.start()
-    yield pods
-    await pods.stop()
+async def fake() -> AsyncIterator[FakePods]:
+    async with serving({"good": text(healthy), "fat": text(long_labels),
+                        "wide": text(lambda n: long_labels(n, series=300, chars=10))}) as pods:
+        yield pods
 
 
 async def test_hashed_keys_measure_the_same_and_keep_no_label_text(fake: FakePods) -> None:
-    http = SGLangHTTP()
-    sampler = Sampler(http)
     fat = ServerRef("ns", "fat", ROLES, fake.port, "m")
-    try:
-        for _ in range(2):
-            [sample] = await sampler.sample(fat, fake.view({"fat"}), PARAMS)
-    finally:
-        await http.aclose()
+    async with sampling() as sampler:
+        sample = await last_sample(sampler, fat, fake.view({"fat"}), PARAMS)
     assert sample.kind is SampleKind.MEASURED, sample.reason
     assert sample.figures.generation_tokens_per_second is not None
     kept = fat.state.previous["fat"].parsed
@@ -101,15 +94,10 @@ async def test_hashed_keys_measure_the_same_and_keep_no_label_text(fake: FakePod
 
 
 async def test_a_pod_over_the_series_cap_is_an_error_counted_and_keeps_nothing(fake: FakePods) -> None:
-    http = SGLangHTTP()
-    sampler = Sampler(http)
     wide = ServerRef("ns", "wide", ROLES, fake.port, "m")
     before = _breaches(TOO_MANY_SERIES)
-    try:
-        for _ in range(2):
-            [sample] = await sampler.sample(wide, fake.view({"wide"}), PARAMS)
-    finally:
-        await http.aclose()
+    async with sampling() as sampler:
+        sample = await last_sample(sampler, wide, fake.view({"wide"}), PARAMS)
     assert sample.kind is SampleKind.ERROR and "(too_many_series)" in sample.reason
     assert _breaches(TOO_MANY_SERIES) - before == 2  # one per pod and interval
     assert wide.state.previous == {} and wide.state.retained_bytes == {}
