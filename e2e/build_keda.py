@@ -29,16 +29,13 @@ Errors: ``SystemExit`` with a message when ``go`` is missing or the download/bui
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
-import re
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from e2e import gobuild
 from e2e.build_k8s import cache_root
 
 MODULE_DIR = Path(__file__).resolve().parent / "keda"
@@ -57,10 +54,7 @@ def log(msg: str) -> None:
 
 def committed_version(module_dir: Path = MODULE_DIR) -> str:
     """The KEDA version the wrapper's go.mod requires (``v2.21.0``)."""
-    m = re.search(r"^\s*github\.com/kedacore/keda/v2\s+(v\S+)", (module_dir / "go.mod").read_text(), re.M)
-    if m is None:
-        raise SystemExit(f"build-keda: {module_dir}/go.mod does not require {MODULE}")
-    return m.group(1)
+    return gobuild.required_version(module_dir, MODULE, "build-keda")
 
 
 def cache_dir(version: str | None = None) -> Path:
@@ -73,20 +67,11 @@ def crds_dir(version: str | None = None) -> Path:
     return cache_root() / "tools" / f"keda-crds-{version or committed_version()}"
 
 
-def _key(module_dir: Path) -> str:
-    h = hashlib.sha256()
-    for name in ("go.mod", "go.sum"):
-        h.update((module_dir / name).read_bytes())
-    return h.hexdigest()[:16]
-
-
 def find(version: str | None = None) -> Path | None:
     """The cache directory when both binaries, the CRDs and a current stamp are there, else None."""
     d = cache_dir(version)
-    stamp = d / "stamp"
-    ok = (all((d / "bin" / b).is_file() and os.access(d / "bin" / b, os.X_OK) for b in BINARIES)
-          and (d / "config" / "crds" / SCALED_OBJECT_CRD).is_file()
-          and stamp.is_file() and stamp.read_text().strip() == _key(MODULE_DIR))
+    ok = (all(gobuild.is_executable(d / "bin" / b) for b in BINARIES)
+          and (d / "config" / "crds" / SCALED_OBJECT_CRD).is_file() and gobuild.stamp_is_current(d, MODULE_DIR))
     return d if ok else None
 
 
@@ -95,36 +80,14 @@ def find_crds(version: str | None = None) -> Path | None:
     return d if (d / SCALED_OBJECT_CRD).is_file() else None
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "GOWORK": "off", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
-
-
-def _go(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    if shutil.which("go") is None:
-        raise SystemExit(f"build-keda: the 'go' command is not on PATH; install Go >= 1.26, then run `{BUILD_COMMAND}`")
-    return subprocess.run(["go", *args], cwd=cwd, env=_env(), capture_output=True, text=True)
-
-
 def module_source(version: str) -> Path:
     """The extracted module directory of ``github.com/kedacore/keda/v2@version`` (``go mod download -json``)."""
-    proc = _go("mod", "download", "-json", f"{MODULE}@{version}", cwd=MODULE_DIR)
-    try:
-        info = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        info = {"Error": proc.stderr.strip() or "no output"}
-    if proc.returncode != 0 or "Error" in info:
-        raise SystemExit(f"build-keda: go mod download {MODULE}@{version} failed: {info.get('Error')}")
-    return Path(info["Dir"])
+    gobuild.require_go(f"build-keda: the 'go' command is not on PATH; install Go >= 1.26, then run `{BUILD_COMMAND}`")
+    return gobuild.download_module(f"{MODULE}@{version}", MODULE_DIR, "build-keda")
 
 
 def _copy_crds(src: Path, dest: Path) -> None:
-    tmp = dest.parent / f".{dest.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for f in sorted((src / CRD_SOURCE).glob("*.yaml")):
-        shutil.copyfile(f, tmp / f.name)
-    shutil.rmtree(dest, ignore_errors=True)
-    os.replace(tmp, dest)
+    gobuild.copy_files(sorted((src / CRD_SOURCE).glob("*.yaml")), dest)
 
 
 def fetch_crds(force: bool = False) -> Path:
@@ -156,36 +119,24 @@ def build(force: bool = False) -> Path:
     start = time.monotonic()
     stamp_pkg = f"{MODULE}/version"
     ldflags = f"-s -w -X {stamp_pkg}.Version={version.removeprefix('v')} -X {stamp_pkg}.GitCommit=module-proxy"
-    proc = _go("build", "-trimpath", "-ldflags", ldflags, "-o", f"{tmp}/", *PACKAGES, cwd=MODULE_DIR)
-    if proc.returncode != 0 or not all((tmp / b).is_file() for b in BINARIES):
-        raise SystemExit(f"build-keda: go build {' '.join(PACKAGES)} failed:\n{proc.stderr.strip()}")
+    gobuild.go_build(MODULE_DIR, ldflags, PACKAGES, f"{tmp}/", [tmp / b for b in BINARIES], "build-keda")
     shutil.rmtree(d / "bin", ignore_errors=True)
     os.replace(tmp, d / "bin")  # atomic: half-written binaries are never at the path
-    (d / "stamp").write_text(_key(MODULE_DIR) + "\n")
+    gobuild.write_stamp(d, MODULE_DIR)
     log(f"built KEDA {version} (operator + adapter) in {time.monotonic() - start:.0f} s")
     return d
 
 
 def require_crds() -> Path:
     """The CRD directory for tests: ``pytest.fail`` (never skip) with the command when missing."""
-    import pytest
-
-    found = find_crds()
-    if found is None:
-        pytest.fail(f"KEDA {committed_version()}'s CRDs are not in {crds_dir()}: run `{CRDS_COMMAND}` first (seconds)",
-                    pytrace=False)
-    return found
+    return gobuild.require_built(find_crds(), f"KEDA {committed_version()}'s CRDs are not in {crds_dir()}: run "
+                                 f"`{CRDS_COMMAND}` first (seconds)")
 
 
 def require() -> Path:
     """The cache directory for tests: ``pytest.fail`` (never skip) with the build command when missing."""
-    import pytest
-
-    found = find()
-    if found is None:
-        pytest.fail(f"KEDA {committed_version()} is not built in {cache_dir()}: run `{BUILD_COMMAND}` first "
-                    "(go build, the better part of half an hour cold)", pytrace=False)
-    return found
+    return gobuild.require_built(find(), f"KEDA {committed_version()} is not built in {cache_dir()}: run "
+                                 f"`{BUILD_COMMAND}` first (go build, the better part of half an hour cold)")
 
 
 def main(argv: list[str] | None = None) -> None:
