@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from e2e.cluster.keda import KedaStack
-from e2e.conftest import K8sCluster, running_operator, wait_for
+from e2e.conftest import BackgroundPoll, K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import FAST_POLICY
 from e2e.prometheus import PrometheusProcess
@@ -149,34 +149,30 @@ def ready_urls(k8s: K8sCluster, ns: str) -> list[str]:
                   and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or []))
 
 
-class Replicas:
+class Replicas(BackgroundPoll):
     """Records the SGLangServer's ``spec.replicas`` (what KEDA's HPA writes through ``/scale``) every second:
     ``seen`` is a list of (monotonic seconds, replicas) at each change."""
 
+    interval = 1.0
+    join_timeout = 30.0
+
     def __init__(self, k8s: K8sCluster, ns: str) -> None:
+        super().__init__()
         self.k8s, self.ns = k8s, ns
         self.seen: list[tuple[float, int]] = []
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> Replicas:
-        self.thread.start()
+        super().__enter__()
         wait_for("the first replica count", lambda: self.seen, timeout=30)
         return self
 
-    def __exit__(self, *_: object) -> None:
-        self.done.set()
-        self.thread.join(30)
-
-    def _run(self) -> None:
-        while not self.done.is_set():
-            proc = self.k8s.run("get", "sglangserver", NAME, "-n", self.ns, "-o", "jsonpath={.spec.replicas}",
-                                check=False)
-            if proc.returncode == 0 and proc.stdout.strip().isdigit():
-                n = int(proc.stdout)
-                if not self.seen or self.seen[-1][1] != n:
-                    self.seen.append((time.monotonic(), n))
-            self.done.wait(1.0)
+    def poll(self) -> None:
+        proc = self.k8s.run("get", "sglangserver", NAME, "-n", self.ns, "-o", "jsonpath={.spec.replicas}",
+                            check=False)
+        if proc.returncode == 0 and proc.stdout.strip().isdigit():
+            n = int(proc.stdout)
+            if not self.seen or self.seen[-1][1] != n:
+                self.seen.append((time.monotonic(), n))
 
     @property
     def now(self) -> int:

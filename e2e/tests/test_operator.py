@@ -20,6 +20,7 @@ import yaml
 
 from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
+from e2e.tests.objects import server_condition, wait_server_ready
 from sglang_operator.io.loadgen import probe
 
 # local_cluster: the SGLang image must map to the simulator (fake kubelet), and the operator runs on the test
@@ -46,21 +47,11 @@ def sgls(k8s: K8sCluster, ns: str, name: str) -> dict[str, Any]:
     return out
 
 
-def cond(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == type_), {})
+cond = server_condition
 
 
 def wait_ready(k8s: K8sCluster, ns: str, name: str, revision: str | None = None, timeout: float = 90) -> dict[str, Any]:
-    def ready() -> dict[str, Any] | None:
-        obj = sgls(k8s, ns, name)
-        st = obj.get("status", {})
-        ok = st.get("phase") == "Ready" and cond(obj, "Ready").get("status") == "True" and st.get("effective")
-        return obj if ok and (revision is None or st.get("revision") == revision) else None
-    try:
-        return wait_for(f"SGLangServer {ns}/{name} Ready", ready, timeout=timeout)
-    except AssertionError:
-        print(json.dumps(sgls(k8s, ns, name).get("status"), indent=1))
-        raise
+    return wait_server_ready(k8s, ns, name, revision, timeout)
 
 
 def server_info(pod_ip: str, port: int = 30000) -> dict[str, Any]:

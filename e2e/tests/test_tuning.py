@@ -16,7 +16,6 @@ revision serving. Quick: 32-token requests, 5 s per level, one repetition, a one
 from __future__ import annotations
 
 import json
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import K8sCluster, running_operator, wait_for
+from e2e.conftest import BackgroundPoll, K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, GOOD, ROOT, sample
 from e2e.tests.objects import pods
@@ -61,45 +60,43 @@ def tuning(name: str, **spec: Any) -> dict[str, Any]:
                      **spec}}
 
 
-class Poller:
-    """Sends a short chat completion to the server's pods every half second in a thread; counts failures."""
+class Poller(BackgroundPoll):
+    """Sends a short chat completion to the server's pods every half second in a thread (to the pods there when
+    the thread starts); counts failures."""
+
+    poll_at_start = False
+    join_timeout = 15.0
 
     def __init__(self, k8s: K8sCluster, ns: str) -> None:
+        super().__init__()
         self.k8s, self.ns = k8s, ns
         self.sent = self.failed = 0
         self.errors: list[str] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.ips: list[str] | None = None
+        self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self.body = json.dumps({"model": "Qwen/Qwen3.6-27B", "max_tokens": 8,
+                                "messages": [{"role": "user", "content": "Say hello."}]}).encode()
 
     def _ips(self) -> list[str]:
         return [p["status"]["podIP"] for p in pods(self.k8s, self.ns, f"app.kubernetes.io/instance={SERVER}")
                 if p.get("status", {}).get("podIP") and not p["metadata"].get("deletionTimestamp")]
 
     def _run(self) -> None:
-        ips = self._ips()
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        body = json.dumps({"model": "Qwen/Qwen3.6-27B", "max_tokens": 8,
-                           "messages": [{"role": "user", "content": "Say hello."}]}).encode()
-        while not self.stop.wait(0.5):
-            for ip in ips:
-                assert ip.startswith("127."), ip
-                self.sent += 1
-                try:
-                    req = urllib.request.Request(f"http://{ip}:{PORT}/v1/chat/completions", data=body,
-                                                 headers={"Content-Type": "application/json"})
-                    with opener.open(req, timeout=10) as resp:
-                        json.loads(resp.read())
-                except Exception as exc:
-                    self.failed += 1
-                    self.errors.append(f"{ip}: {exc}")
+        self.ips = self._ips()
+        super()._run()
 
-    def __enter__(self) -> Poller:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: Any) -> None:
-        self.stop.set()
-        self.thread.join(timeout=15)
+    def poll(self) -> None:
+        for ip in self.ips or []:
+            assert ip.startswith("127."), ip
+            self.sent += 1
+            try:
+                req = urllib.request.Request(f"http://{ip}:{PORT}/v1/chat/completions", data=self.body,
+                                             headers={"Content-Type": "application/json"})
+                with self.opener.open(req, timeout=10) as resp:
+                    json.loads(resp.read())
+            except Exception as exc:
+                self.failed += 1
+                self.errors.append(f"{ip}: {exc}")
 
 
 def finished(k8s: K8sCluster, ns: str, name: str) -> dict[str, Any] | None:
