@@ -33,6 +33,8 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.common import merge_patch  # noqa: E402
 
 
 def _modules() -> tuple[Any, Any, Any]:
@@ -45,18 +47,6 @@ def _modules() -> tuple[Any, Any, Any]:
         return (importlib.import_module("sglang_operator.observer"),
                 importlib.import_module("sglang_operator.clients.kube"),
                 importlib.import_module("sglang_operator.clients.ledger"))
-
-
-def merge(target: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge(out.get(k), v)
-    return out
 
 
 async def main() -> None:
@@ -82,7 +72,7 @@ async def main() -> None:
         obj = objects[(ns, name)]
         if resource_version and resource_version != obj["metadata"]["resourceVersion"]:
             return None
-        obj["status"] = merge(obj.get("status") or {}, dict(patch))
+        obj["status"] = merge_patch(obj.get("status") or {}, dict(patch))
         rv[0] += 1
         obj["metadata"]["resourceVersion"] = str(rv[0])
         return copy.deepcopy(obj)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import time
 import zlib
@@ -41,6 +40,7 @@ from sglang_sim import perf
 from sglang_sim.measure import PointFigures, Workload, measure_point
 from sglang_sim.profiles import GPUProfile, ModelProfile, load_gpu_profile, load_model_profile
 
+from bench.common import commit_line
 from sglang_operator.decisions.tuning import (
     Algorithm,
     LevelFigures,
@@ -209,8 +209,7 @@ def main() -> None:
         import optuna  # noqa: F401
     except ImportError:
         algorithms = [a for a in algorithms if a != "TPE"]
-    commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True,
-                            text=True).stdout.strip()[:100]
+    commit = commit_line()
     print(f"bench/tuning.py at {commit}\n{args.seeds} seeds; searches get "
           + " and ".join(f"{f:.1%}" for f in fractions) + " of the grid's trials (maxTrialCount, the control trial "
           "included); ratio = noise-free objective of the recommendation / noise-free optimum"
