@@ -31,35 +31,28 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
-import time
 from pathlib import Path
 
 from e2e import gobuild
 from e2e.build_k8s import cache_root
 
-MODULE_DIR = Path(__file__).resolve().parent / "keda"
 MODULE = "github.com/kedacore/keda/v2"
+BUILD_COMMAND = "python -m e2e.build_keda"
+WRAPPER = gobuild.WrapperModule(Path(__file__).resolve().parent / "keda", MODULE, "keda", "build-keda", BUILD_COMMAND,
+                                go="1.26")
 PACKAGES = (f"{MODULE}/cmd/operator", f"{MODULE}/cmd/adapter")
 BINARIES = ("operator", "adapter")
 CRD_SOURCE = "config/crd/bases"
 SCALED_OBJECT_CRD = "keda.sh_scaledobjects.yaml"
-BUILD_COMMAND = "python -m e2e.build_keda"
 CRDS_COMMAND = "python -m e2e.build_keda crds"
 
-
-def log(msg: str) -> None:
-    print(f"[build-keda] {msg}", file=sys.stderr, flush=True)
-
-
-def committed_version(module_dir: Path = MODULE_DIR) -> str:
-    """The KEDA version the wrapper's go.mod requires (``v2.21.0``)."""
-    return gobuild.required_version(module_dir, MODULE, "build-keda")
-
-
-def cache_dir(version: str | None = None) -> Path:
-    """``<cache>/keda-<version>`` (may not exist yet)."""
-    return cache_root() / f"keda-{version or committed_version()}"
+log = gobuild.logger("build-keda")
+committed_version = WRAPPER.version
+"""The KEDA version the wrapper's go.mod requires (``v2.21.0``)."""
+cache_dir = WRAPPER.cache_dir
+"""``<cache>/keda-<version>`` (may not exist yet)."""
+module_source = WRAPPER.source
+"""The extracted module directory of ``github.com/kedacore/keda/v2@version`` (``go mod download -json``)."""
 
 
 def crds_dir(version: str | None = None) -> Path:
@@ -71,19 +64,13 @@ def find(version: str | None = None) -> Path | None:
     """The cache directory when both binaries, the CRDs and a current stamp are there, else None."""
     d = cache_dir(version)
     ok = (all(gobuild.is_executable(d / "bin" / b) for b in BINARIES)
-          and (d / "config" / "crds" / SCALED_OBJECT_CRD).is_file() and gobuild.stamp_is_current(d, MODULE_DIR))
+          and (d / "config" / "crds" / SCALED_OBJECT_CRD).is_file() and WRAPPER.stamp_is_current(d))
     return d if ok else None
 
 
 def find_crds(version: str | None = None) -> Path | None:
     d = crds_dir(version)
     return d if (d / SCALED_OBJECT_CRD).is_file() else None
-
-
-def module_source(version: str) -> Path:
-    """The extracted module directory of ``github.com/kedacore/keda/v2@version`` (``go mod download -json``)."""
-    gobuild.require_go(f"build-keda: the 'go' command is not on PATH; install Go >= 1.26, then run `{BUILD_COMMAND}`")
-    return gobuild.download_module(f"{MODULE}@{version}", MODULE_DIR, "build-keda")
 
 
 def _copy_crds(src: Path, dest: Path) -> None:
@@ -114,16 +101,15 @@ def build(force: bool = False) -> Path:
     tmp = d / ".bin.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    log(f"building {', '.join(PACKAGES)}@{version} into {d / 'bin'} in one go build (cold: about 4 GB of modules, "
-        "then the better part of half an hour of 2 cores)")
-    start = time.monotonic()
-    stamp_pkg = f"{MODULE}/version"
-    ldflags = f"-s -w -X {stamp_pkg}.Version={version.removeprefix('v')} -X {stamp_pkg}.GitCommit=module-proxy"
-    gobuild.go_build(MODULE_DIR, ldflags, PACKAGES, f"{tmp}/", [tmp / b for b in BINARIES], "build-keda")
-    shutil.rmtree(d / "bin", ignore_errors=True)
-    os.replace(tmp, d / "bin")  # atomic: half-written binaries are never at the path
-    gobuild.write_stamp(d, MODULE_DIR)
-    log(f"built KEDA {version} (operator + adapter) in {time.monotonic() - start:.0f} s")
+    with gobuild.timed(log, f"building {', '.join(PACKAGES)}@{version} into {d / 'bin'} in one go build (cold: about "
+                       "4 GB of modules, then the better part of half an hour of 2 cores)",
+                       f"built KEDA {version} (operator + adapter)"):
+        stamp_pkg = f"{MODULE}/version"
+        ldflags = f"-s -w -X {stamp_pkg}.Version={version.removeprefix('v')} -X {stamp_pkg}.GitCommit=module-proxy"
+        WRAPPER.build(ldflags, PACKAGES, f"{tmp}/", [tmp / b for b in BINARIES])
+        shutil.rmtree(d / "bin", ignore_errors=True)
+        os.replace(tmp, d / "bin")  # atomic: half-written binaries are never at the path
+        WRAPPER.write_stamp(d)
     return d
 
 

@@ -26,34 +26,26 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
-import time
 from pathlib import Path
 
 from e2e import gobuild
-from e2e.build_k8s import cache_root
 
-MODULE_DIR = Path(__file__).resolve().parent / "lws"
 MODULE = "sigs.k8s.io/lws"
+BUILD_COMMAND = "python -m e2e.build_lws"
+WRAPPER = gobuild.WrapperModule(Path(__file__).resolve().parent / "lws", MODULE, "lws", "build-lws", BUILD_COMMAND,
+                                go="1.24")
 MAIN_PACKAGE = "sigs.k8s.io/lws/cmd"
 BINARY = "lws-manager"
 CRD_SOURCE = "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 WEBHOOK_SOURCE = "config/webhook/manifests.yaml"
-BUILD_COMMAND = "python -m e2e.build_lws"
 
-
-def log(msg: str) -> None:
-    print(f"[build-lws] {msg}", file=sys.stderr, flush=True)
-
-
-def committed_version(module_dir: Path = MODULE_DIR) -> str:
-    """The LWS version the wrapper's go.mod requires (``v0.7.0``)."""
-    return gobuild.required_version(module_dir, MODULE, "build-lws")
-
-
-def cache_dir(version: str | None = None) -> Path:
-    """``<cache>/lws-<version>`` (may not exist yet)."""
-    return cache_root() / f"lws-{version or committed_version()}"
+log = gobuild.logger("build-lws")
+committed_version = WRAPPER.version
+"""The LWS version the wrapper's go.mod requires (``v0.7.0``)."""
+cache_dir = WRAPPER.cache_dir
+"""``<cache>/lws-<version>`` (may not exist yet)."""
+module_source = WRAPPER.source
+"""The extracted module directory of ``sigs.k8s.io/lws@version`` (``go mod download -json``)."""
 
 
 def binary_path(version: str | None = None) -> Path:
@@ -72,14 +64,8 @@ def find(version: str | None = None) -> Path | None:
     """The cache directory when the binary, both manifests and a current stamp are there, else None."""
     d = cache_dir(version)
     ok = (gobuild.is_executable(binary_path(version)) and crd_path(version).is_file()
-          and webhooks_path(version).is_file() and gobuild.stamp_is_current(d, MODULE_DIR))
+          and webhooks_path(version).is_file() and WRAPPER.stamp_is_current(d))
     return d if ok else None
-
-
-def module_source(version: str) -> Path:
-    """The extracted module directory of ``sigs.k8s.io/lws@version`` (``go mod download -json``)."""
-    gobuild.require_go(f"build-lws: the 'go' command is not on PATH; install Go >= 1.24, then run `{BUILD_COMMAND}`")
-    return gobuild.download_module(f"{MODULE}@{version}", MODULE_DIR, "build-lws")
 
 
 def build(force: bool = False) -> Path:
@@ -94,15 +80,14 @@ def build(force: bool = False) -> Path:
     src = module_source(version)
     for source, target in ((CRD_SOURCE, crd_path(version)), (WEBHOOK_SOURCE, webhooks_path(version))):
         shutil.copyfile(src / source, target)
-    log(f"building {MAIN_PACKAGE}@{version} into {d / 'bin'} (cold: about 2 minutes of 2 cores)")
-    start = time.monotonic()
-    stamp_pkg = "sigs.k8s.io/lws/pkg/version"
-    ldflags = f"-s -w -X {stamp_pkg}.GitVersion={version} -X {stamp_pkg}.GitCommit=module-proxy"
-    tmp = d / "bin" / f".{BINARY}.tmp"
-    gobuild.go_build(MODULE_DIR, ldflags, [MAIN_PACKAGE], str(tmp), [tmp], "build-lws")
-    os.replace(tmp, binary_path(version))  # atomic: a half-written binary is never at the path
-    gobuild.write_stamp(d, MODULE_DIR)
-    log(f"built LWS {version} in {time.monotonic() - start:.0f} s")
+    with gobuild.timed(log, f"building {MAIN_PACKAGE}@{version} into {d / 'bin'} (cold: about 2 minutes of 2 cores)",
+                       f"built LWS {version}"):
+        stamp_pkg = "sigs.k8s.io/lws/pkg/version"
+        ldflags = f"-s -w -X {stamp_pkg}.GitVersion={version} -X {stamp_pkg}.GitCommit=module-proxy"
+        tmp = d / "bin" / f".{BINARY}.tmp"
+        WRAPPER.build(ldflags, [MAIN_PACKAGE], str(tmp), [tmp])
+        os.replace(tmp, binary_path(version))  # atomic: a half-written binary is never at the path
+        WRAPPER.write_stamp(d)
     return d
 
 

@@ -9,15 +9,20 @@ Every build runs with ``GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod``; ``prefix`` 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+from e2e.build_k8s import cache_root
 
 GO_ENV = {"GOWORK": "off", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
 PROMETHEUS_VERSION_PACKAGE = "github.com/prometheus/common/version"
@@ -134,3 +139,61 @@ def require_built(found: Path | None, message: str) -> Path:
     if found is None:
         pytest.fail(message, pytrace=False)
     return found
+
+
+def logger(prefix: str) -> Callable[[str], None]:
+    """A function printing ``[prefix] message`` lines on stderr (a build's progress)."""
+    def log(msg: str) -> None:
+        print(f"[{prefix}] {msg}", file=sys.stderr, flush=True)
+    return log
+
+
+@contextlib.contextmanager
+def timed(log: Callable[[str], None], building: str | None, built: str) -> Iterator[None]:
+    """Log ``building`` (when given), run the block, then log ``<built> in <seconds> s``."""
+    if building is not None:
+        log(building)
+    start = time.monotonic()
+    yield
+    log(f"{built} in {time.monotonic() - start:.0f} s")
+
+
+@dataclass(frozen=True)
+class WrapperModule:
+    """A wrapper Go module of the repository (``directory``: a ``go.mod`` requiring ``module`` as a ``tool``, a
+    ``go.sum`` pinning the graph) and its build's cache directory ``<cache>/<cache_name>-<version>``. ``prefix``
+    names the build in messages, ``build_command`` is what a developer runs, ``go`` the Go release it needs."""
+
+    directory: Path
+    module: str
+    cache_name: str
+    prefix: str
+    build_command: str
+    go: str
+
+    def version(self) -> str:
+        """The version of :attr:`module` the wrapper's go.mod requires. Raises ``SystemExit`` when it has none."""
+        return required_version(self.directory, self.module, self.prefix)
+
+    def cache_dir(self, version: str | None = None) -> Path:
+        """``<cache>/<cache_name>-<version>`` (default: the required version; may not exist yet)."""
+        return cache_root() / f"{self.cache_name}-{version or self.version()}"
+
+    def require_go(self) -> None:
+        require_go(f"{self.prefix}: the 'go' command is not on PATH; install Go >= {self.go}, then run "
+                   f"`{self.build_command}`")
+
+    def source(self, version: str) -> Path:
+        """The extracted module directory of ``module@version`` (``go mod download -json`` in the wrapper)."""
+        self.require_go()
+        return download_module(f"{self.module}@{version}", self.directory, self.prefix)
+
+    def stamp_is_current(self, cache: Path) -> bool:
+        return stamp_is_current(cache, self.directory)
+
+    def write_stamp(self, cache: Path) -> None:
+        write_stamp(cache, self.directory)
+
+    def build(self, ldflags: str, packages: Sequence[str], output: str, built: Sequence[Path]) -> None:
+        """:func:`go_build` in the wrapper."""
+        go_build(self.directory, ldflags, packages, output, built, self.prefix)

@@ -43,9 +43,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -69,21 +67,21 @@ PROMETHEUS_OPERATOR_VERSION = "v0.85.0"  # the only root-module version the prox
 PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
 PROMETHEUS_OPERATOR_CRDS = ("podmonitors", "servicemonitors", "prometheusrules")
 PROMETHEUS_OPERATOR_CRDS_COMMAND = "python -m e2e.tools prometheus-operator-crds"
-PROMETHEUS_OPERATOR_MODULE_DIR = Path(__file__).resolve().parent / "prometheus-operator"
 PROMETHEUS_OPERATOR_PACKAGE = f"{PROMETHEUS_OPERATOR_MODULE}/cmd/operator"
 PROMETHEUS_OPERATOR_BUILD_COMMAND = "python -m e2e.tools prometheus-operator"
+PROMETHEUS_OPERATOR_WRAPPER = gobuild.WrapperModule(
+    Path(__file__).resolve().parent / "prometheus-operator", PROMETHEUS_OPERATOR_MODULE, "tools/prometheus-operator",
+    "tools", PROMETHEUS_OPERATOR_BUILD_COMMAND, go="1.24")
+PROMETHEUS_OPERATOR_MODULE_DIR = PROMETHEUS_OPERATOR_WRAPPER.directory
 
-KUBECONFORM_VERSION = "v0.8.0"
-KUBECONFORM_PACKAGE = "github.com/yannh/kubeconform/cmd/kubeconform"
-KUBECONFORM_BUILD_COMMAND = "python -m e2e.tools kubeconform"
+GO_INSTALLED = {"kubeconform": ("v0.8.0", "github.com/yannh/kubeconform/cmd/kubeconform"),
+                "actionlint": ("v1.7.12", "github.com/rhysd/actionlint/cmd/actionlint")}
+"""The tools a plain ``go install <package>@<version>`` builds: name → (version, package); each is built into
+``<cache>/tools/<name>-<version>/<name>`` by ``python -m e2e.tools <name>``."""
+KUBECONFORM_VERSION = GO_INSTALLED["kubeconform"][0]
+ACTIONLINT_VERSION = GO_INSTALLED["actionlint"][0]
 
-ACTIONLINT_VERSION = "v1.7.12"
-ACTIONLINT_PACKAGE = "github.com/rhysd/actionlint/cmd/actionlint"
-ACTIONLINT_BUILD_COMMAND = "python -m e2e.tools actionlint"
-
-
-def log(msg: str) -> None:
-    print(f"[tools] {msg}", file=sys.stderr, flush=True)
+log = gobuild.logger("tools")
 
 
 def _require_go(what: str, command: str) -> None:
@@ -108,15 +106,14 @@ def build_helm(version: str = HELM_VERSION, force: bool = False) -> Path:
         log(f"cached helm {version} at {path}")
         return path
     _require_go(f"building helm {version}", BUILD_COMMAND)
-    log(f"building helm {version} into {path.parent} (cold: about 5 CPU-minutes)")
-    start = time.monotonic()
     # the version stamps helm's Makefile sets (`helm version`, the KubeVersion `helm template` assumes)
     ldflags = " ".join(["-s", "-w", f"-X helm.sh/helm/v3/internal/version.version={version}",
                         *(f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{k}={v}" for pkg in ("chartutil", "lint/rules")
                           for k, v in (("Major", "1"), ("Minor", HELM_K8S_MINOR)))])
-    gobuild.go_install(["-trimpath", "-ldflags", ldflags], [f"{HELM_PACKAGE}@{version}"], ["helm"], path.parent,
-                       "tools")
-    log(f"built helm {version} in {time.monotonic() - start:.0f} s")
+    with gobuild.timed(log, f"building helm {version} into {path.parent} (cold: about 5 CPU-minutes)",
+                       f"built helm {version}"):
+        gobuild.go_install(["-trimpath", "-ldflags", ldflags], [f"{HELM_PACKAGE}@{version}"], ["helm"], path.parent,
+                           "tools")
     return path
 
 
@@ -166,13 +163,12 @@ def build_prometheus(version: str = PROMETHEUS_VERSION, force: bool = False) -> 
         log(f"cached prometheus {version} at {d}")
         return d
     _require_go(f"building prometheus {version}", PROMETHEUS_BUILD_COMMAND)
-    log(f"building prometheus + promtool {version} into {d} (cold: about 2-3 minutes of 2 cores)")
-    start = time.monotonic()
     ldflags = gobuild.prometheus_ldflags(prometheus_release(version), version)
     packages = [f"{PROMETHEUS_MODULE}/cmd/{b}@{version}" for b in PROMETHEUS_BINARIES]
-    gobuild.go_install(["-trimpath", "-tags", PROMETHEUS_TAGS, "-ldflags", ldflags], packages, PROMETHEUS_BINARIES, d,
-                       "tools")
-    log(f"built prometheus + promtool {version} in {time.monotonic() - start:.0f} s")
+    with gobuild.timed(log, f"building prometheus + promtool {version} into {d} (cold: about 2-3 minutes of 2 cores)",
+                       f"built prometheus + promtool {version}"):
+        gobuild.go_install(["-trimpath", "-tags", PROMETHEUS_TAGS, "-ldflags", ldflags], packages, PROMETHEUS_BINARIES,
+                           d, "tools")
     return d
 
 
@@ -216,16 +212,15 @@ def prometheus_operator_dir(version: str = PROMETHEUS_OPERATOR_VERSION) -> Path:
     return cache_root() / "tools" / f"prometheus-operator-{version}"
 
 
-def prometheus_operator_wrapper_version(module_dir: Path = PROMETHEUS_OPERATOR_MODULE_DIR) -> str:
-    """The Prometheus Operator version the wrapper module's go.mod requires (``v0.85.0``)."""
-    return gobuild.required_version(module_dir, PROMETHEUS_OPERATOR_MODULE, "tools")
+prometheus_operator_wrapper_version = PROMETHEUS_OPERATOR_WRAPPER.version
+"""The Prometheus Operator version the wrapper module's go.mod requires (``v0.85.0``)."""
 
 
 def find_prometheus_operator(version: str = PROMETHEUS_OPERATOR_VERSION) -> Path | None:
     """The cache directory when the binary, its CRDs and a current stamp are there, else None."""
     d = prometheus_operator_dir(version)
     ok = (gobuild.is_executable(d / "operator") and (d / "crds" / crd_file_name("prometheuses")).is_file()
-          and gobuild.stamp_is_current(d, PROMETHEUS_OPERATOR_MODULE_DIR))
+          and PROMETHEUS_OPERATOR_WRAPPER.stamp_is_current(d))
     return d if ok else None
 
 
@@ -233,23 +228,22 @@ def build_prometheus_operator(force: bool = False) -> Path:
     """Return the cache directory with the Prometheus Operator's ``operator`` binary and ``crds/``, building it
     with ``go build`` in the wrapper module when missing, stale (go.mod/go.sum changed) or ``force``. Version
     stamps as its Makefile sets them (``operator --version``)."""
-    module_dir = PROMETHEUS_OPERATOR_MODULE_DIR
-    version = prometheus_operator_wrapper_version(module_dir)
+    wrapper = PROMETHEUS_OPERATOR_WRAPPER
+    version = wrapper.version()
     d = prometheus_operator_dir(version)
     if not force and find_prometheus_operator(version):
         log(f"cached Prometheus Operator {version} at {d}")
         return d
     _require_go(f"building the Prometheus Operator {version}", PROMETHEUS_OPERATOR_BUILD_COMMAND)
-    src = _prometheus_operator_crd_source(version, module_dir)
+    src = _prometheus_operator_crd_source(version, wrapper.directory)
     gobuild.copy_files(sorted(src.glob("monitoring.coreos.com_*.yaml")), d / "crds")
-    log(f"building {PROMETHEUS_OPERATOR_PACKAGE}@{version} into {d} (cold: about 4 minutes of 2 cores)")
-    start = time.monotonic()
-    ldflags = gobuild.prometheus_ldflags(version.removeprefix("v"), version)
-    tmp = d / ".operator.tmp"
-    gobuild.go_build(module_dir, ldflags, [PROMETHEUS_OPERATOR_PACKAGE], str(tmp), [tmp], "tools")
-    os.replace(tmp, d / "operator")  # atomic: a half-written binary is never at the path
-    gobuild.write_stamp(d, module_dir)
-    log(f"built the Prometheus Operator {version} in {time.monotonic() - start:.0f} s")
+    with gobuild.timed(log, f"building {PROMETHEUS_OPERATOR_PACKAGE}@{version} into {d} (cold: about 4 minutes of 2 "
+                       "cores)", f"built the Prometheus Operator {version}"):
+        ldflags = gobuild.prometheus_ldflags(version.removeprefix("v"), version)
+        tmp = d / ".operator.tmp"
+        wrapper.build(ldflags, [PROMETHEUS_OPERATOR_PACKAGE], str(tmp), [tmp])
+        os.replace(tmp, d / "operator")  # atomic: a half-written binary is never at the path
+        wrapper.write_stamp(d)
     return d
 
 
@@ -281,40 +275,35 @@ def require_prometheus_operator() -> Path:
                                  f"`{PROMETHEUS_OPERATOR_BUILD_COMMAND}` first")
 
 
-def kubeconform_path(version: str = KUBECONFORM_VERSION) -> Path:
-    """Where the cached kubeconform binary of ``version`` lives (it may not exist yet)."""
-    return cache_root() / "tools" / f"kubeconform-{version}" / "kubeconform"
+def installed_path(name: str, version: str | None = None) -> Path:
+    """Where the cached binary of :data:`GO_INSTALLED` tool ``name`` at ``version`` (default: the pinned one) lives
+    (it may not exist yet)."""
+    return cache_root() / "tools" / f"{name}-{version or GO_INSTALLED[name][0]}" / name
 
 
-def _go_install(name: str, package: str, version: str, path: Path, command: str, force: bool) -> Path:
-    """Return the cached binary ``path``, building it with ``go install package@version`` when missing (or
-    ``force``). Raises ``SystemExit`` when ``go`` is missing or the build fails (``command`` named)."""
+def build_installed(name: str, version: str | None = None, force: bool = False) -> Path:
+    """Return the cached binary of :data:`GO_INSTALLED` tool ``name``, building it with ``go install
+    package@version`` when missing (or ``force``). Raises ``SystemExit`` when ``go`` is missing or the build fails."""
+    version = version or GO_INSTALLED[name][0]
+    path = installed_path(name, version)
     if not force and gobuild.is_executable(path):
         log(f"cached {name} {version} at {path}")
         return path
-    _require_go(f"building {name} {version}", command)
-    start = time.monotonic()
-    gobuild.go_install(["-trimpath", "-ldflags", "-s -w"], [f"{package}@{version}"], [name], path.parent, "tools")
-    log(f"built {name} {version} in {time.monotonic() - start:.0f} s")
+    _require_go(f"building {name} {version}", f"python -m e2e.tools {name}")
+    with gobuild.timed(log, None, f"built {name} {version}"):
+        gobuild.go_install(["-trimpath", "-ldflags", "-s -w"], [f"{GO_INSTALLED[name][1]}@{version}"], [name],
+                           path.parent, "tools")
     return path
+
+
+def kubeconform_path(version: str = KUBECONFORM_VERSION) -> Path:
+    """Where the cached kubeconform binary of ``version`` lives (it may not exist yet)."""
+    return installed_path("kubeconform", version)
 
 
 def build_kubeconform(version: str = KUBECONFORM_VERSION, force: bool = False) -> Path:
     """Return the cached kubeconform binary, building it with ``go install`` when missing (or ``force``)."""
-    return _go_install("kubeconform", KUBECONFORM_PACKAGE, version, kubeconform_path(version),
-                       KUBECONFORM_BUILD_COMMAND, force)
-
-
-def actionlint_path(version: str = ACTIONLINT_VERSION) -> Path:
-    """Where the cached actionlint binary of ``version`` lives (it may not exist yet)."""
-    return cache_root() / "tools" / f"actionlint-{version}" / "actionlint"
-
-
-def build_actionlint(version: str = ACTIONLINT_VERSION, force: bool = False) -> Path:
-    """Return the cached actionlint binary (the GitHub Actions workflow linter), building it with ``go install``
-    when missing (or ``force``)."""
-    return _go_install("actionlint", ACTIONLINT_PACKAGE, version, actionlint_path(version), ACTIONLINT_BUILD_COMMAND,
-                       force)
+    return build_installed("kubeconform", version, force)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -329,10 +318,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.tool == "helm":
         print(build_helm(args.version or HELM_VERSION, args.force))
-    elif args.tool == "kubeconform":
-        print(build_kubeconform(args.version or KUBECONFORM_VERSION, args.force))
-    elif args.tool == "actionlint":
-        print(build_actionlint(args.version or ACTIONLINT_VERSION, args.force))
+    elif args.tool in GO_INSTALLED:
+        print(build_installed(args.tool, args.version, args.force))
     elif args.tool == "prometheus":
         print(build_prometheus(args.version or PROMETHEUS_VERSION, args.force))
     elif args.tool == "prometheus-operator":
