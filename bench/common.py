@@ -36,6 +36,30 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
+class StatusStore:
+    """The SGLangServers of a bench's in-memory API server, by ``(namespace, name)``: :meth:`patch_status` answers a
+    status patch as the API server does."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.resource_version = 1000
+        self.writes = 0
+        """Status patches asked for (conflicts included)."""
+
+    async def patch_status(self, ns: str, name: str, resource_version: str | None,
+                           patch: Any) -> dict[str, Any] | None:
+        """Merge ``patch`` into the status of ``ns/name``; its new body (a copy), or None (a 409 Conflict) when
+        ``resource_version`` is given and not the object's."""
+        self.writes += 1
+        obj = self.objects[(ns, name)]
+        if resource_version and resource_version != obj["metadata"]["resourceVersion"]:
+            return None
+        obj["status"] = merge_patch(obj.get("status") or {}, dict(patch))
+        self.resource_version += 1
+        obj["metadata"]["resourceVersion"] = str(self.resource_version)
+        return copy.deepcopy(obj)
+
+
 def add_numeric_options(parser: argparse.ArgumentParser, defaults: Mapping[str, int | float]) -> None:
     """One ``--option`` per entry of ``defaults`` (``{"--pods": 32, "--seconds": 60.0}``), of its default's type."""
     for option, default in defaults.items():

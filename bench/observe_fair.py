@@ -42,7 +42,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.common import add_numeric_options, merge_patch, serving_child  # noqa: E402
+from bench.common import StatusStore, add_numeric_options, serving_child  # noqa: E402
 
 NS = "bench"
 METRICS = (
@@ -111,19 +111,14 @@ async def run(args: argparse.Namespace, ok_port: int, bad_port: int) -> None:
     from sglang_operator import builders
     from sglang_operator.api.server import parse
 
-    objects: dict[tuple[str, str], dict[str, Any]] = {}
+    store = StatusStore()
+    objects = store.objects
     pods: list[dict[str, Any]] = []
-    rv = [1000]
 
     async def patch_status(ns: str, name: str, resource_version: str | None, patch: Any) -> dict[str, Any] | None:
-        obj = objects[(ns, name)]
-        if resource_version and resource_version != obj["metadata"]["resourceVersion"]:
-            return None
-        obj["status"] = merge_patch(obj.get("status") or {}, dict(patch))
-        rv[0] += 1
-        obj["metadata"]["resourceVersion"] = str(rv[0])
-        fresh = copy.deepcopy(obj)
-        obs.track("MODIFIED", copy.deepcopy(obj))
+        fresh = await store.patch_status(ns, name, resource_version, patch)
+        if fresh is not None:
+            obs.track("MODIFIED", copy.deepcopy(fresh))
         return fresh
 
     async def nothing(*_: Any, **__: Any) -> Any:
