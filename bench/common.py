@@ -12,7 +12,7 @@ import copy
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +64,18 @@ def add_numeric_options(parser: argparse.ArgumentParser, defaults: Mapping[str, 
     """One ``--option`` per entry of ``defaults`` (``{"--pods": 32, "--seconds": 60.0}``), of its default's type."""
     for option, default in defaults.items():
         parser.add_argument(option, type=type(default), default=default)
+
+
+def parse_args_or_serve(parser: argparse.ArgumentParser, serve: Callable[..., None],
+                        serve_types: Sequence[Callable[[str], Any]]) -> argparse.Namespace | None:
+    """The bench's arguments; or, in its helper process (:func:`serving_child` runs the bench with a hidden
+    ``--serve ARG…``, one ``ARG`` per entry of ``serve_types``, which convert them), ``serve(*ARGs)`` run and None."""
+    parser.add_argument("--serve", nargs=len(serve_types), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(*(convert(arg) for convert, arg in zip(serve_types, args.serve, strict=True)))
+        return None
+    return args
 
 
 @contextlib.contextmanager

@@ -42,7 +42,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.common import StatusStore, add_numeric_options, serving_child  # noqa: E402
+from bench.common import StatusStore, add_numeric_options, parse_args_or_serve, serving_child  # noqa: E402
 
 NS = "bench"
 METRICS = (
@@ -208,10 +208,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_numeric_options(parser, {"--healthy": 16, "--hostile": 32, "--hostile-pods": 2, "--interval": 5.0,
                                  "--seconds": 90.0, "--settle": 15.0})
-    parser.add_argument("--serve", nargs=2, type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.serve:
-        serve(*args.serve)
+    args = parse_args_or_serve(parser, serve, (int, int))
+    if args is None:
         return
     ok_port, bad_port = free_port(), free_port()
     with serving_child(__file__, "--serve", str(ok_port), str(bad_port), what="the target process"):

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import add_numeric_options, serving_child
+from bench.common import add_numeric_options, parse_args_or_serve, serving_child
 
 TICK = 0.01
 
@@ -136,10 +136,8 @@ def main() -> None:
                                  "--warmup": 5.0, "--max-tokens": 128})
     parser.add_argument("--tok-s", type=float, default=20.0,
                         help="tokens per second of one stream (one chunk each; SGLang's decode at a batch of 256)")
-    parser.add_argument("--serve", nargs=2, type=float, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.serve:
-        serve(int(args.serve[0]), args.serve[1])
+    args = parse_args_or_serve(parser, serve, (int, float))
+    if args is None:
         return
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -178,6 +178,12 @@ class Replicas(BackgroundPoll):
     def now(self) -> int:
         return self.seen[-1][1]
 
+    def wait_count(self, what: str, count: int, since: float, timeout: float) -> float:
+        """Wait (``timeout`` seconds at most, polling every second) until the count is ``count``; the seconds from
+        ``since`` (monotonic) to when it first was."""
+        wait_for(what, lambda: self.now == count, timeout=timeout, interval=1)
+        return (self.at(count, since=since) or time.monotonic()) - since
+
     def at(self, n: int, since: float = 0.0) -> float | None:
         """When the count first became ``n`` at or after ``since`` (monotonic seconds), or None."""
         return next((t for t, r in self.seen if r == n and t >= since), None)
@@ -339,9 +345,8 @@ def test_prometheus_down_keeps_the_replicas_through_the_fallback(k8s_cluster: K8
         wait_for("the static fallback active", lambda: condition(scaled_object(), "Fallback").get("status") == "True",
                  timeout=120, interval=1)
         t2 = time.monotonic()
-        wait_for("a static fallback dropping the count to minReplicas", lambda: replicas.now == 1,
-                 timeout=6 * SCALE_DOWN_WINDOW + 120, interval=1)
-        dropped = (replicas.at(1, since=t2) or time.monotonic()) - t2
+        dropped = replicas.wait_count("a static fallback dropping the count to minReplicas", 1, t2,
+                                      6 * SCALE_DOWN_WINDOW + 120)
     print(f"Prometheus stopped with the load at 3 replicas: fallback active after {t_fallback:.1f} s, replicas "
           f"held at 3 for {hold} s more; the same fallback made static dropped them to 1 in {dropped:.1f} s "
           f"(counts seen {[r for _, r in replicas.seen]})")

@@ -225,6 +225,13 @@ def in_place_server(k8s: K8sCluster, ns: str) -> str:
     return str(st["stableRevision"])
 
 
+def in_place_tuning(k8s: K8sCluster, ns: str, name: str) -> str:
+    """:func:`in_place_server`, then the InPlace tuning ``name`` of it applied; the server's stable revision."""
+    stable = in_place_server(k8s, ns)
+    k8s.apply(in_place(name), ns)
+    return stable
+
+
 def server_pods(k8s: K8sCluster, ns: str) -> list[dict[str, Any]]:
     return [p for p in pods(k8s, ns, f"app.kubernetes.io/instance={SERVER}")
             if not p["metadata"].get("deletionTimestamp")]
@@ -272,10 +279,8 @@ def assert_stable_again(k8s: K8sCluster, ns: str, stable: str) -> dict[str, Any]
 def test_an_in_place_tuning_deleted_mid_trial_ends_with_the_stable_revision_serving(
     k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    ns = namespace
-    stable = in_place_server(k8s_cluster, ns)
-    name = "qwen36-inplace-delete"
-    k8s_cluster.apply(in_place(name), ns)
+    ns, name = namespace, "qwen36-inplace-delete"
+    stable = in_place_tuning(k8s_cluster, ns, name)
     hold = wait_for("a trial on every replica", lambda: trial_serving(k8s_cluster, ns), timeout=120, interval=0.5)
     assert hold["name"] == name and hold["stableRevision"] == stable
     st = k8s_cluster.get("sglangserver", SERVER, "-n", ns)["status"]
@@ -291,10 +296,8 @@ def test_an_in_place_tuning_resumed_after_the_operator_is_killed_ends_with_the_s
     import os
     import signal
 
-    ns = namespace
-    stable = in_place_server(k8s_cluster, ns)
-    name = "qwen36-inplace-kill"
-    k8s_cluster.apply(in_place(name), ns)
+    ns, name = namespace, "qwen36-inplace-kill"
+    stable = in_place_tuning(k8s_cluster, ns, name)
 
     def one_done_one_running() -> dict[str, Any] | None:
         st = k8s_cluster.get("sglangtuning", name, "-n", ns).get("status") or {}
