@@ -47,22 +47,16 @@ SCALED_OBJECT_CRD = "keda.sh_scaledobjects.yaml"
 CRDS_COMMAND = "python -m e2e.build_keda crds"
 
 log = gobuild.logger("build-keda")
-committed_version = WRAPPER.version
-"""The KEDA version the wrapper's go.mod requires (``v2.21.0``)."""
-cache_dir = WRAPPER.cache_dir
-"""``<cache>/keda-<version>`` (may not exist yet)."""
-module_source = WRAPPER.source
-"""The extracted module directory of ``github.com/kedacore/keda/v2@version`` (``go mod download -json``)."""
 
 
 def crds_dir(version: str | None = None) -> Path:
     """``<cache>/tools/keda-crds-<version>`` (may not exist yet)."""
-    return cache_root() / "tools" / f"keda-crds-{version or committed_version()}"
+    return cache_root() / "tools" / f"keda-crds-{version or WRAPPER.version()}"
 
 
 def find(version: str | None = None) -> Path | None:
     """The cache directory when both binaries, the CRDs and a current stamp are there, else None."""
-    d = cache_dir(version)
+    d = WRAPPER.cache_dir(version)
     ok = (all(gobuild.is_executable(d / "bin" / b) for b in BINARIES)
           and (d / "config" / "crds" / SCALED_OBJECT_CRD).is_file() and WRAPPER.stamp_is_current(d))
     return d if ok else None
@@ -79,11 +73,11 @@ def _copy_crds(src: Path, dest: Path) -> None:
 
 def fetch_crds(force: bool = False) -> Path:
     """The directory with KEDA's CRDs (``keda.sh_scaledobjects.yaml``, …), copied from the module zip when missing."""
-    version = committed_version()
+    version = WRAPPER.version()
     if not force and (found := find_crds(version)):
         return found
     d = crds_dir(version)
-    _copy_crds(module_source(version), d)
+    _copy_crds(WRAPPER.source(version), d)
     log(f"copied KEDA {version} CRDs into {d}")
     return d
 
@@ -91,13 +85,13 @@ def fetch_crds(force: bool = False) -> Path:
 def build(force: bool = False) -> Path:
     """Build or reuse ``bin/operator`` and ``bin/adapter`` (one ``go build``) and the CRDs; return the cache
     directory. Logs the build's wall time."""
-    version = committed_version()
+    version = WRAPPER.version()
     if not force and (found := find(version)):
         log(f"cached KEDA {version} in {found}")
         return found
-    d = cache_dir(version)
+    d = WRAPPER.cache_dir(version)
     (d / "config").mkdir(parents=True, exist_ok=True)
-    _copy_crds(module_source(version), d / "config" / "crds")
+    _copy_crds(WRAPPER.source(version), d / "config" / "crds")
     tmp = d / ".bin.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -115,13 +109,13 @@ def build(force: bool = False) -> Path:
 
 def require_crds() -> Path:
     """The CRD directory for tests: ``pytest.fail`` (never skip) with the command when missing."""
-    return gobuild.require_built(find_crds(), f"KEDA {committed_version()}'s CRDs are not in {crds_dir()}: run "
+    return gobuild.require_built(find_crds(), f"KEDA {WRAPPER.version()}'s CRDs are not in {crds_dir()}: run "
                                  f"`{CRDS_COMMAND}` first (seconds)")
 
 
 def require() -> Path:
     """The cache directory for tests: ``pytest.fail`` (never skip) with the build command when missing."""
-    return gobuild.require_built(find(), f"KEDA {committed_version()} is not built in {cache_dir()}: run "
+    return gobuild.require_built(find(), f"KEDA {WRAPPER.version()} is not built in {WRAPPER.cache_dir()}: run "
                                  f"`{BUILD_COMMAND}` first (go build, the better part of half an hour cold)")
 
 

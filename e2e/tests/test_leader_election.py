@@ -118,6 +118,13 @@ def sample_ready(k8s: K8sCluster, namespace: str) -> tuple[dict[str, Any], str, 
     return body, name, first
 
 
+def print_logs(*ops: OperatorProcess) -> None:
+    """The end of each operator's log (80 lines, the HTTP request lines left out), for a failing test."""
+    for op in ops:
+        print(f"--- {op.log_path.name}\n" + "\n".join(
+            line for line in op.log_tail(80).splitlines() if "HTTP Request" not in line))
+
+
 def user(namespace: str, sa: str) -> str:
     return f"system:serviceaccount:{namespace}:{sa}"
 
@@ -181,9 +188,7 @@ def test_one_leader_reconciles_and_a_killed_leader_is_replaced(
         assert b.proc.wait(30) == 0, b.log_tail()
         assert holder(k8s_cluster, namespace) == ""
     except AssertionError:
-        for op in (a, b):
-            print(f"--- {op.log_path.name}\n" + "\n".join(
-                line for line in op.log_tail(80).splitlines() if "HTTP Request" not in line))
+        print_logs(a, b)
         raise
     finally:
         a.stop()
@@ -242,9 +247,7 @@ def test_a_leader_frozen_past_the_takeover_writes_nothing_after_it(
         assert late == [], "the old leader wrote after the takeover:\n" + "\n".join(map(str, late))
         assert "deployments" in {w.resource for w in audit.writes(log, user(namespace, "op-b"), takeover)}
     except AssertionError:
-        for op in (a, b):
-            print(f"--- {op.log_path.name}\n" + "\n".join(
-                line for line in op.log_tail(80).splitlines() if "HTTP Request" not in line))
+        print_logs(a, b)
         raise
     finally:
         if a.proc is not None and a.proc.poll() is None:
