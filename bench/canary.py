@@ -59,9 +59,9 @@ from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.core_v1 import Pod
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import commit_line, start_operator, tear_down
 from e2e.build_k8s import build
 from e2e.cluster import Cluster, NodeOptions
-from e2e.conftest import K8sCluster
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, GOOD, sample
 from sglang_operator.io.kube import sglangserver_resource
@@ -419,13 +419,8 @@ def main() -> None:
     status = 0
     try:
         cluster.start()
-        K8sCluster(cluster.kubeconfig, cluster.kubectl, cluster).install_crd()
-        assert cluster.workdir is not None
-        op = OperatorProcess(cluster.kubeconfig, cluster.workdir / "operator.log", status_interval=1.0,
-                             sample_interval=None)
-        op.start()
-        commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True,
-                                text=True).stdout.strip()[:100]
+        op = start_operator(cluster)
+        commit = commit_line()
         print(f"bench/canary.py at {commit}\n{args.replicas} replicas, {args.rate:g} requests/s to a random Ready pod, "
               f"simulator at real speed, model load 1 s; mode {args.mode}")
         if args.mode == "regression":
@@ -460,9 +455,7 @@ def main() -> None:
             if len(runs) > 1:
                 print(row(f"{name}-median", {c: statistics.median(r[c] for r in runs) for c in COLUMNS}))
     finally:
-        if op is not None:
-            op.stop()
-        cluster.stop()
+        tear_down(op, cluster)
     sys.exit(status)
 
 

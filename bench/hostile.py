@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import tear_down  # noqa: E402
 from e2e.build_k8s import build  # noqa: E402
 from e2e.cluster import Cluster, NodeOptions  # noqa: E402
 from e2e.conftest import K8sCluster, wait_for  # noqa: E402
@@ -269,10 +269,7 @@ def main() -> None:
                 k8s.run("delete", "sglangserver", mode, "-n", NS, "--wait=true", timeout=120)
                 wait_gone(k8s, mode)
     finally:
-        if op is not None:
-            op.stop()
-        cluster.stop()
-        subprocess.run(["rm", "-rf", str(work)], check=False)
+        tear_down(op, cluster, work)
 
 
 if __name__ == "__main__":

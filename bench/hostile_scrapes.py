@@ -26,6 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.common import add_numeric_options  # noqa: E402
 
 
 def _serve(port_out: multiprocessing.connection.Connection, series: int, label_chars: int) -> None:
@@ -111,10 +112,7 @@ def retained_scrapes(pods: int = 32, series: int = 2000, label_chars: int = 2000
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--pods", type=int, default=32)
-    parser.add_argument("--series", type=int, default=2000)
-    parser.add_argument("--label-chars", type=int, default=2000)
-    parser.add_argument("--intervals", type=int, default=4)
+    add_numeric_options(parser, {"--pods": 32, "--series": 2000, "--label-chars": 2000, "--intervals": 4})
     args = parser.parse_args()
     retained_scrapes(args.pods, args.series, args.label_chars, args.intervals)
 

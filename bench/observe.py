@@ -33,6 +33,8 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.common import StatusStore  # noqa: E402
 
 
 def _modules() -> tuple[Any, Any, Any]:
@@ -45,18 +47,6 @@ def _modules() -> tuple[Any, Any, Any]:
         return (importlib.import_module("sglang_operator.observer"),
                 importlib.import_module("sglang_operator.clients.kube"),
                 importlib.import_module("sglang_operator.clients.ledger"))
-
-
-def merge(target: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge(out.get(k), v)
-    return out
 
 
 async def main() -> None:
@@ -72,20 +62,8 @@ async def main() -> None:
     from sglang_operator import builders
     from sglang_operator.api.server import parse
 
-    objects: dict[tuple[str, str], dict[str, Any]] = {}
-    rv = [1000]
-
-    writes = [0]
-
-    async def patch_status(ns: str, name: str, resource_version: str | None, patch: Any) -> dict[str, Any] | None:
-        writes[0] += 1
-        obj = objects[(ns, name)]
-        if resource_version and resource_version != obj["metadata"]["resourceVersion"]:
-            return None
-        obj["status"] = merge(obj.get("status") or {}, dict(patch))
-        rv[0] += 1
-        obj["metadata"]["resourceVersion"] = str(rv[0])
-        return copy.deepcopy(obj)
+    store = StatusStore()
+    objects = store.objects
 
     async def nothing(*_: Any, **__: Any) -> Any:
         return None
@@ -97,7 +75,7 @@ async def main() -> None:
         writer: Any = importlib.import_module(kube.__name__ + "_write")
     except ImportError:
         writer = kube
-    writer.patch_status, writer.post_event = patch_status, nothing
+    writer.patch_status, writer.post_event = store.patch_status, nothing
     kube.list_pods, kube.secret_value = no_pods, nothing
     revisions.list_revisions = no_pods
     base: dict[str, Any] = yaml.safe_load((ROOT / "samples" / "qwen3.6-27b-known-good.yaml").read_text())
@@ -127,12 +105,12 @@ async def main() -> None:
     await observe_all()  # first looks: status settles
     await observe_all()
     gc.collect()
-    writes[0] = 0
+    store.writes = 0
     times = [await observe_all() for _ in range(args.rounds)]
     per = [t / args.count * 1000 for t in times]
     print(f"{args.count} unchanged servers x {args.rounds} rounds ({observer_mod.__name__}): "
           f"{min(per):.3f} / {sorted(per)[len(per) // 2]:.3f} / {max(per):.3f} ms per observation "
-          f"(min / median / max); {writes[0]} status patches meanwhile")
+          f"(min / median / max); {store.writes} status patches meanwhile")
 
 
 if __name__ == "__main__":

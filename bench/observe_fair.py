@@ -32,9 +32,7 @@ import asyncio
 import copy
 import importlib
 import logging
-import os
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,6 +41,9 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.common import StatusStore, add_numeric_options, parse_args_or_serve, serving_child  # noqa: E402
+
 NS = "bench"
 METRICS = (
     "# HELP sglang:num_running_reqs The number of running requests.\n"
@@ -110,30 +111,14 @@ async def run(args: argparse.Namespace, ok_port: int, bad_port: int) -> None:
     from sglang_operator import builders
     from sglang_operator.api.server import parse
 
-    objects: dict[tuple[str, str], dict[str, Any]] = {}
+    store = StatusStore()
+    objects = store.objects
     pods: list[dict[str, Any]] = []
-    rv = [1000]
-
-    def merge(target: Any, patch: Any) -> Any:
-        if not isinstance(patch, dict):
-            return copy.deepcopy(patch)
-        out = dict(target) if isinstance(target, dict) else {}
-        for k, v in patch.items():
-            if v is None:
-                out.pop(k, None)
-            else:
-                out[k] = merge(out.get(k), v)
-        return out
 
     async def patch_status(ns: str, name: str, resource_version: str | None, patch: Any) -> dict[str, Any] | None:
-        obj = objects[(ns, name)]
-        if resource_version and resource_version != obj["metadata"]["resourceVersion"]:
-            return None
-        obj["status"] = merge(obj.get("status") or {}, dict(patch))
-        rv[0] += 1
-        obj["metadata"]["resourceVersion"] = str(rv[0])
-        fresh = copy.deepcopy(obj)
-        obs.track("MODIFIED", copy.deepcopy(obj))
+        fresh = await store.patch_status(ns, name, resource_version, patch)
+        if fresh is not None:
+            obs.track("MODIFIED", copy.deepcopy(fresh))
         return fresh
 
     async def nothing(*_: Any, **__: Any) -> Any:
@@ -221,28 +206,14 @@ async def run(args: argparse.Namespace, ok_port: int, bad_port: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--healthy", type=int, default=16)
-    parser.add_argument("--hostile", type=int, default=32)
-    parser.add_argument("--hostile-pods", type=int, default=2)
-    parser.add_argument("--interval", type=float, default=5.0)
-    parser.add_argument("--seconds", type=float, default=90.0)
-    parser.add_argument("--settle", type=float, default=15.0)
-    parser.add_argument("--serve", nargs=2, type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.serve:
-        serve(*args.serve)
+    add_numeric_options(parser, {"--healthy": 16, "--hostile": 32, "--hostile-pods": 2, "--interval": 5.0,
+                                 "--seconds": 90.0, "--settle": 15.0})
+    args = parse_args_or_serve(parser, serve, (int, int))
+    if args is None:
         return
     ok_port, bad_port = free_port(), free_port()
-    child = subprocess.Popen([sys.executable, __file__, "--serve", str(ok_port), str(bad_port)],
-                             stdout=subprocess.PIPE, text=True, env={**os.environ})
-    try:
-        assert child.stdout is not None
-        if child.stdout.readline().strip() != "ready":
-            raise SystemExit("the target process did not start")
+    with serving_child(__file__, "--serve", str(ok_port), str(bad_port), what="the target process"):
         asyncio.run(run(args, ok_port, bad_port))
-    finally:
-        child.terminate()
-        child.wait(10)
 
 
 if __name__ == "__main__":

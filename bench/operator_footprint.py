@@ -26,7 +26,6 @@ import collections
 import copy
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import tear_down  # noqa: E402
 from e2e import audit  # noqa: E402
 from e2e.build_k8s import build  # noqa: E402
 from e2e.cluster import Cluster, NodeOptions  # noqa: E402
@@ -164,10 +164,7 @@ def main() -> None:
               f"writes other than the Lease in that time + {args.quiet:.0f} s: {len(after)} ({by_kind(after)}) "
               f"(goal 0)")
     finally:
-        if op is not None:
-            op.stop()
-        cluster.stop()
-        subprocess.run(["rm", "-rf", str(work)], check=False)
+        tear_down(op, cluster, work)
 
 
 if __name__ == "__main__":

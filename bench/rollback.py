@@ -41,9 +41,9 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import commit_line, start_operator, tear_down
 from e2e.build_k8s import build
 from e2e.cluster import Cluster, NodeOptions
-from e2e.conftest import K8sCluster
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, GOOD, earliest_rollback_seconds, policy, sample
 from sglang_operator.io.kube import sglangserver_resource
@@ -238,13 +238,8 @@ def main() -> None:
     op: OperatorProcess | None = None
     try:
         cluster.start()
-        K8sCluster(cluster.kubeconfig, cluster.kubectl, cluster).install_crd()  # polls until Established
-        assert cluster.workdir is not None
-        op = OperatorProcess(cluster.kubeconfig, cluster.workdir / "operator.log", status_interval=1.0,
-                             sample_interval=None)
-        op.start()
-        commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True,
-                                text=True).stdout.strip()[:100]
+        op = start_operator(cluster)
+        commit = commit_line()
         print(f"bench/rollback.py at {commit}\npolicy: warmupSeconds {p.warmup_seconds} + failureThreshold "
               f"{p.failure_threshold} × intervalSeconds {p.interval_seconds} = {expected} s (the earliest rollback); "
               f"simulator at real speed, model load 1 s; {args.runs} runs")
@@ -259,9 +254,7 @@ def main() -> None:
         print(row("median", {c: statistics.median(r[c] for r in runs) for c in COLUMNS}))
         print("goal: ratio <= 1.05; not_serving_s: Recreate's gap with a 1 s model load (a real model adds its load)")
     finally:
-        if op is not None:
-            op.stop()
-        cluster.stop()
+        tear_down(op, cluster)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "operator"))
 
 from sglang_sim.stats import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS  # noqa: E402
 
+from bench.common import add_numeric_options  # noqa: E402
 from sglang_operator.sglang.metrics import MetricFamily, load_metrics  # noqa: E402
 from sglang_operator.sglang.versions import parse_version  # noqa: E402
 
@@ -256,10 +257,7 @@ def start_prometheus(n: int, port: int, interval: float, workdir: Path) -> tuple
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--targets", type=int, default=1000)
-    parser.add_argument("--pods-per-server", type=int, default=4)
-    parser.add_argument("--interval", type=float, default=15.0)
-    parser.add_argument("--duration", type=float, default=300.0)
+    add_numeric_options(parser, {"--targets": 1000, "--pods-per-server": 4, "--interval": 15.0, "--duration": 300.0})
     parser.add_argument("--no-prometheus", action="store_true")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # internal: run the target server on a port
     args = parser.parse_args()

@@ -27,9 +27,12 @@ import gc
 import json
 import resource
 import socket
-import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import add_numeric_options, parse_args_or_serve, serving_child
 
 TICK = 0.01
 
@@ -129,32 +132,18 @@ async def run(args: argparse.Namespace, port: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--concurrency", type=int, default=256)
-    parser.add_argument("--pods", type=int, default=2)
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--repetitions", type=int, default=2)
-    parser.add_argument("--warmup", type=float, default=5.0)
-    parser.add_argument("--max-tokens", type=int, default=128)
+    add_numeric_options(parser, {"--concurrency": 256, "--pods": 2, "--seconds": 60.0, "--repetitions": 2,
+                                 "--warmup": 5.0, "--max-tokens": 128})
     parser.add_argument("--tok-s", type=float, default=20.0,
                         help="tokens per second of one stream (one chunk each; SGLang's decode at a batch of 256)")
-    parser.add_argument("--serve", nargs=2, type=float, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.serve:
-        serve(int(args.serve[0]), args.serve[1])
+    args = parse_args_or_serve(parser, serve, (int, float))
+    if args is None:
         return
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
-    child = subprocess.Popen([sys.executable, __file__, "--serve", str(port), str(args.tok_s)],
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None
-        if child.stdout.readline().strip() != "ready":
-            raise SystemExit("the fake pods did not start")
+    with serving_child(__file__, "--serve", str(port), str(args.tok_s), what="the fake pods"):
         asyncio.run(run(args, port))
-    finally:
-        child.terminate()
-        child.wait(10)
 
 
 if __name__ == "__main__":

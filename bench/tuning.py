@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import time
 import zlib
@@ -41,21 +40,8 @@ from sglang_sim import perf
 from sglang_sim.measure import PointFigures, Workload, measure_point
 from sglang_sim.profiles import GPUProfile, ModelProfile, load_gpu_profile, load_model_profile
 
-from sglang_operator.decisions.tuning import (
-    Algorithm,
-    Objective,
-    ObjectiveKind,
-    Point,
-    SearchSettings,
-    SearchSpace,
-    TrialLevelFigures,
-    TrialResult,
-    TrialVerdict,
-    decide,
-    enumerate_space,
-    objective_value,
-    suggest,
-)
+from bench.common import commit_line
+from sglang_operator.decisions import tuning
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED_MEMORY = {"mem_fraction_static": 0.88, "context_length": 131072, "max_running_requests": 16,
@@ -86,24 +72,24 @@ PROFILES = {
     "llama70b-h100x8": Profile("llama70b-h100x8", "meta-llama/Llama-3.3-70B-Instruct", "NVIDIA H100 80GB HBM3", 8),
 }
 OBJECTIVES = {
-    "decode@1": Objective(kind=ObjectiveKind.DECODE_TOKENS_PER_SECOND, concurrency=1),
-    "output@16": Objective(kind=ObjectiveKind.OUTPUT_TOKENS_PER_SECOND, concurrency=16),
+    "decode@1": tuning.Objective(kind=tuning.ObjectiveKind.DECODE_TOKENS_PER_SECOND, concurrency=1),
+    "output@16": tuning.Objective(kind=tuning.ObjectiveKind.OUTPUT_TOKENS_PER_SECOND, concurrency=16),
 }
 
 
-def _shape(p: Point | None) -> perf.SpecShape | None:
+def _shape(p: tuning.Point | None) -> perf.SpecShape | None:
     return None if p is None else perf.SpecShape(p.num_steps, p.eagle_topk, p.num_draft_tokens)
 
 
-def to_trial(point: Point | None, fig: PointFigures) -> TrialResult:
+def to_trial(point: tuning.Point | None, fig: PointFigures) -> tuning.TrialResult:
     """A simulator measurement as the tuner's trial result."""
     if fig.failure is not None:
-        return TrialResult(point=point, verdict=TrialVerdict.FAILED, reason=fig.failure.splitlines()[0])
-    level = TrialLevelFigures(concurrency=fig.concurrency, decode_tokens_per_second=fig.decode_tok_s,
+        return tuning.TrialResult(point=point, verdict=tuning.TrialVerdict.FAILED, reason=fig.failure.splitlines()[0])
+    level = tuning.TrialLevelFigures(concurrency=fig.concurrency, decode_tokens_per_second=fig.decode_tok_s,
                          output_tokens_per_second=fig.output_tok_s, itl_p50_seconds=fig.itl_p50_s,
                          itl_p95_seconds=fig.itl_p95_s, ttft_p50_seconds=fig.ttft_p50_s,
                          ttft_p95_seconds=fig.ttft_p95_s, accept_length=fig.accept_length)
-    return TrialResult(point=point, figures=(level,))
+    return tuning.TrialResult(point=point, figures=(level,))
 
 
 class Trials:
@@ -113,9 +99,9 @@ class Trials:
     def __init__(self, profile: Profile, concurrency: int, seed: int) -> None:
         self.profile, self.concurrency, self.seed = profile, concurrency, seed
         self.model, self.gpu = profile.model(), profile.gpu_profile()
-        self.cache: dict[tuple[Point | None, int], tuple[TrialResult, float]] = {}
+        self.cache: dict[tuple[tuning.Point | None, int], tuple[tuning.TrialResult, float]] = {}
 
-    def measure(self, point: Point | None, k: int) -> tuple[TrialResult, float]:
+    def measure(self, point: tuning.Point | None, k: int) -> tuple[tuning.TrialResult, float]:
         key = (point, k)
         if key not in self.cache:
             label = "control" if point is None else point.label
@@ -126,14 +112,15 @@ class Trials:
         return self.cache[key]
 
 
-def run_search(trials: Trials, settings: SearchSettings, valid: list[Point]) -> tuple[list[TrialResult], float]:
-    """Drive :func:`suggest` until done; every call rebuilds the search from the trial list (as a restarted
+def run_search(trials: Trials, settings: tuning.SearchSettings,
+               valid: list[tuning.Point]) -> tuple[list[tuning.TrialResult], float]:
+    """Drive :func:`tuning.suggest` until done; every call rebuilds the search from the trial list (as a restarted
     operator would)."""
-    done: list[TrialResult] = []
+    done: list[tuning.TrialResult] = []
     seconds = 0.0
-    counts: dict[Point | None, int] = {}
+    counts: dict[tuning.Point | None, int] = {}
     while True:
-        s = suggest(settings, valid, done)
+        s = tuning.suggest(settings, valid, done)
         if s.done:
             return done, seconds
         k = counts.get(s.point, 0)
@@ -143,25 +130,25 @@ def run_search(trials: Trials, settings: SearchSettings, valid: list[Point]) -> 
         seconds += took
 
 
-def score(objective: Objective, optimum: float, truth: Callable[[Point | None], float],
-          done: list[TrialResult]) -> float:
-    d = decide(done, objective)
+def score(objective: tuning.Objective, optimum: float, truth: Callable[[tuning.Point | None], float],
+          done: list[tuning.TrialResult]) -> float:
+    d = tuning.decide(done, objective)
     return truth(d.best) / optimum if d is not None else 0.0
 
 
 def bench_one(profile: Profile, obj_name: str, seeds: int, fractions: list[float],
               algorithms: list[str]) -> dict[str, Any]:
     objective = OBJECTIVES[obj_name]
-    valid, invalid = enumerate_space(SearchSpace())
+    valid, invalid = tuning.enumerate_space(tuning.SearchSpace())
     grid_trials = len(valid) + 1
     model, gpu = profile.model(), profile.gpu_profile()
-    noise_free: dict[Point | None, float] = {}
+    noise_free: dict[tuning.Point | None, float] = {}
 
-    def truth(p: Point | None) -> float:
+    def truth(p: tuning.Point | None) -> float:
         if p not in noise_free:
             fig = measure_point(model, gpu, profile.tp, _shape(p), objective.concurrency, noise=False,
                                 workload=WORKLOAD, memory=profile.memory)
-            v = objective_value(objective, to_trial(p, fig))
+            v = tuning.objective_value(objective, to_trial(p, fig))
             noise_free[p] = 0.0 if v is None else v
         return noise_free[p]
 
@@ -173,8 +160,9 @@ def bench_one(profile: Profile, obj_name: str, seeds: int, fractions: list[float
     for seed in range(seeds):
         trials = Trials(profile, objective.concurrency, seed)
         for algo, budget in runs:
-            settings = SearchSettings(objective=objective, max_trial_count=budget, algorithm=Algorithm(algo),
-                                      seed=seed, max_failed_trial_count=grid_trials)
+            settings = tuning.SearchSettings(objective=objective, max_trial_count=budget,
+                                             algorithm=tuning.Algorithm(algo), seed=seed,
+                                             max_failed_trial_count=grid_trials)
             done, seconds = run_search(trials, settings, valid)
             rows[(algo, budget)].append((len(done), score(objective, optimum, truth, done), seconds))
     failed = sum(1 for p in valid if truth(p) == 0.0)
@@ -209,8 +197,7 @@ def main() -> None:
         import optuna  # noqa: F401
     except ImportError:
         algorithms = [a for a in algorithms if a != "TPE"]
-    commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True,
-                            text=True).stdout.strip()[:100]
+    commit = commit_line()
     print(f"bench/tuning.py at {commit}\n{args.seeds} seeds; searches get "
           + " and ".join(f"{f:.1%}" for f in fractions) + " of the grid's trials (maxTrialCount, the control trial "
           "included); ratio = noise-free objective of the recommendation / noise-free optimum"

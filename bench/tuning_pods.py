@@ -59,8 +59,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -71,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import commit_line, tear_down
 from e2e.build_k8s import build
 from e2e.cluster import Cluster, NodeOptions
 from e2e.conftest import K8sCluster
@@ -222,8 +221,7 @@ def run(fraction: float = 0.25, seed: int = 0, profile_name: str = DEFAULT_PROFI
     space, the budget and the noise-free figures, before the cluster starts). Raises SystemExit (non-zero) when
     the server does not render and validate, or the tuning does not succeed with a recommendation."""
     profile = PROFILES[profile_name]
-    commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True,
-                            text=True).stdout.strip()[:100]
+    commit = commit_line()
     print(f"bench/tuning_pods.py at {commit}; profile {profile.name}: {profile.about}")
     server = profile.server()
     name, tuning = profile.server_name, profile.tuning_name
@@ -297,10 +295,7 @@ def run(fraction: float = 0.25, seed: int = 0, profile_name: str = DEFAULT_PROFI
         report(obj, truth, control_truth, optimum_label, optimum, grid, budget, left,
                start=t_ready - t0, cluster_s=cluster.startup_seconds, tuning_s=t_done - t_tune)
     finally:
-        if op is not None:
-            op.stop()
-        cluster.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        tear_down(op, cluster, workdir)
 
 
 def report(obj: dict[str, Any], truth: dict[str, float | None], control_truth: float, optimum_label: str,

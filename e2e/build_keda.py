@@ -29,64 +29,36 @@ Errors: ``SystemExit`` with a message when ``go`` is missing or the download/bui
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
-import re
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+from e2e import gobuild
 from e2e.build_k8s import cache_root
 
-MODULE_DIR = Path(__file__).resolve().parent / "keda"
 MODULE = "github.com/kedacore/keda/v2"
+BUILD_COMMAND = "python -m e2e.build_keda"
+WRAPPER = gobuild.WrapperModule(Path(__file__).resolve().parent / "keda", MODULE, "keda", "build-keda", BUILD_COMMAND,
+                                go="1.26")
 PACKAGES = (f"{MODULE}/cmd/operator", f"{MODULE}/cmd/adapter")
 BINARIES = ("operator", "adapter")
 CRD_SOURCE = "config/crd/bases"
 SCALED_OBJECT_CRD = "keda.sh_scaledobjects.yaml"
-BUILD_COMMAND = "python -m e2e.build_keda"
 CRDS_COMMAND = "python -m e2e.build_keda crds"
 
-
-def log(msg: str) -> None:
-    print(f"[build-keda] {msg}", file=sys.stderr, flush=True)
-
-
-def committed_version(module_dir: Path = MODULE_DIR) -> str:
-    """The KEDA version the wrapper's go.mod requires (``v2.21.0``)."""
-    m = re.search(r"^\s*github\.com/kedacore/keda/v2\s+(v\S+)", (module_dir / "go.mod").read_text(), re.M)
-    if m is None:
-        raise SystemExit(f"build-keda: {module_dir}/go.mod does not require {MODULE}")
-    return m.group(1)
-
-
-def cache_dir(version: str | None = None) -> Path:
-    """``<cache>/keda-<version>`` (may not exist yet)."""
-    return cache_root() / f"keda-{version or committed_version()}"
+log = gobuild.logger("build-keda")
 
 
 def crds_dir(version: str | None = None) -> Path:
     """``<cache>/tools/keda-crds-<version>`` (may not exist yet)."""
-    return cache_root() / "tools" / f"keda-crds-{version or committed_version()}"
-
-
-def _key(module_dir: Path) -> str:
-    h = hashlib.sha256()
-    for name in ("go.mod", "go.sum"):
-        h.update((module_dir / name).read_bytes())
-    return h.hexdigest()[:16]
+    return cache_root() / "tools" / f"keda-crds-{version or WRAPPER.version()}"
 
 
 def find(version: str | None = None) -> Path | None:
     """The cache directory when both binaries, the CRDs and a current stamp are there, else None."""
-    d = cache_dir(version)
-    stamp = d / "stamp"
-    ok = (all((d / "bin" / b).is_file() and os.access(d / "bin" / b, os.X_OK) for b in BINARIES)
-          and (d / "config" / "crds" / SCALED_OBJECT_CRD).is_file()
-          and stamp.is_file() and stamp.read_text().strip() == _key(MODULE_DIR))
+    d = WRAPPER.cache_dir(version)
+    ok = (all(gobuild.is_executable(d / "bin" / b) for b in BINARIES)
+          and (d / "config" / "crds" / SCALED_OBJECT_CRD).is_file() and WRAPPER.stamp_is_current(d))
     return d if ok else None
 
 
@@ -95,45 +67,17 @@ def find_crds(version: str | None = None) -> Path | None:
     return d if (d / SCALED_OBJECT_CRD).is_file() else None
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "GOWORK": "off", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
-
-
-def _go(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    if shutil.which("go") is None:
-        raise SystemExit(f"build-keda: the 'go' command is not on PATH; install Go >= 1.26, then run `{BUILD_COMMAND}`")
-    return subprocess.run(["go", *args], cwd=cwd, env=_env(), capture_output=True, text=True)
-
-
-def module_source(version: str) -> Path:
-    """The extracted module directory of ``github.com/kedacore/keda/v2@version`` (``go mod download -json``)."""
-    proc = _go("mod", "download", "-json", f"{MODULE}@{version}", cwd=MODULE_DIR)
-    try:
-        info = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        info = {"Error": proc.stderr.strip() or "no output"}
-    if proc.returncode != 0 or "Error" in info:
-        raise SystemExit(f"build-keda: go mod download {MODULE}@{version} failed: {info.get('Error')}")
-    return Path(info["Dir"])
-
-
 def _copy_crds(src: Path, dest: Path) -> None:
-    tmp = dest.parent / f".{dest.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for f in sorted((src / CRD_SOURCE).glob("*.yaml")):
-        shutil.copyfile(f, tmp / f.name)
-    shutil.rmtree(dest, ignore_errors=True)
-    os.replace(tmp, dest)
+    gobuild.copy_files(sorted((src / CRD_SOURCE).glob("*.yaml")), dest)
 
 
 def fetch_crds(force: bool = False) -> Path:
     """The directory with KEDA's CRDs (``keda.sh_scaledobjects.yaml``, …), copied from the module zip when missing."""
-    version = committed_version()
+    version = WRAPPER.version()
     if not force and (found := find_crds(version)):
         return found
     d = crds_dir(version)
-    _copy_crds(module_source(version), d)
+    _copy_crds(WRAPPER.source(version), d)
     log(f"copied KEDA {version} CRDs into {d}")
     return d
 
@@ -141,51 +85,38 @@ def fetch_crds(force: bool = False) -> Path:
 def build(force: bool = False) -> Path:
     """Build or reuse ``bin/operator`` and ``bin/adapter`` (one ``go build``) and the CRDs; return the cache
     directory. Logs the build's wall time."""
-    version = committed_version()
+    version = WRAPPER.version()
     if not force and (found := find(version)):
         log(f"cached KEDA {version} in {found}")
         return found
-    d = cache_dir(version)
+    d = WRAPPER.cache_dir(version)
     (d / "config").mkdir(parents=True, exist_ok=True)
-    _copy_crds(module_source(version), d / "config" / "crds")
+    _copy_crds(WRAPPER.source(version), d / "config" / "crds")
     tmp = d / ".bin.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    log(f"building {', '.join(PACKAGES)}@{version} into {d / 'bin'} in one go build (cold: about 4 GB of modules, "
-        "then the better part of half an hour of 2 cores)")
-    start = time.monotonic()
-    stamp_pkg = f"{MODULE}/version"
-    ldflags = f"-s -w -X {stamp_pkg}.Version={version.removeprefix('v')} -X {stamp_pkg}.GitCommit=module-proxy"
-    proc = _go("build", "-trimpath", "-ldflags", ldflags, "-o", f"{tmp}/", *PACKAGES, cwd=MODULE_DIR)
-    if proc.returncode != 0 or not all((tmp / b).is_file() for b in BINARIES):
-        raise SystemExit(f"build-keda: go build {' '.join(PACKAGES)} failed:\n{proc.stderr.strip()}")
-    shutil.rmtree(d / "bin", ignore_errors=True)
-    os.replace(tmp, d / "bin")  # atomic: half-written binaries are never at the path
-    (d / "stamp").write_text(_key(MODULE_DIR) + "\n")
-    log(f"built KEDA {version} (operator + adapter) in {time.monotonic() - start:.0f} s")
+    with gobuild.timed(log, f"building {', '.join(PACKAGES)}@{version} into {d / 'bin'} in one go build (cold: about "
+                       "4 GB of modules, then the better part of half an hour of 2 cores)",
+                       f"built KEDA {version} (operator + adapter)"):
+        stamp_pkg = f"{MODULE}/version"
+        ldflags = f"-s -w -X {stamp_pkg}.Version={version.removeprefix('v')} -X {stamp_pkg}.GitCommit=module-proxy"
+        WRAPPER.build(ldflags, PACKAGES, f"{tmp}/", [tmp / b for b in BINARIES])
+        shutil.rmtree(d / "bin", ignore_errors=True)
+        os.replace(tmp, d / "bin")  # atomic: half-written binaries are never at the path
+        WRAPPER.write_stamp(d)
     return d
 
 
 def require_crds() -> Path:
     """The CRD directory for tests: ``pytest.fail`` (never skip) with the command when missing."""
-    import pytest
-
-    found = find_crds()
-    if found is None:
-        pytest.fail(f"KEDA {committed_version()}'s CRDs are not in {crds_dir()}: run `{CRDS_COMMAND}` first (seconds)",
-                    pytrace=False)
-    return found
+    return gobuild.require_built(find_crds(), f"KEDA {WRAPPER.version()}'s CRDs are not in {crds_dir()}: run "
+                                 f"`{CRDS_COMMAND}` first (seconds)")
 
 
 def require() -> Path:
     """The cache directory for tests: ``pytest.fail`` (never skip) with the build command when missing."""
-    import pytest
-
-    found = find()
-    if found is None:
-        pytest.fail(f"KEDA {committed_version()} is not built in {cache_dir()}: run `{BUILD_COMMAND}` first "
-                    "(go build, the better part of half an hour cold)", pytrace=False)
-    return found
+    return gobuild.require_built(find(), f"KEDA {WRAPPER.version()} is not built in {WRAPPER.cache_dir()}: run "
+                                 f"`{BUILD_COMMAND}` first (go build, the better part of half an hour cold)")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,42 +24,28 @@ Errors: ``SystemExit`` with a message when ``go`` is missing or the download/bui
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
-import re
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-from e2e.build_k8s import cache_root
+from e2e import gobuild
 
-MODULE_DIR = Path(__file__).resolve().parent / "lws"
 MODULE = "sigs.k8s.io/lws"
+BUILD_COMMAND = "python -m e2e.build_lws"
+WRAPPER = gobuild.WrapperModule(Path(__file__).resolve().parent / "lws", MODULE, "lws", "build-lws", BUILD_COMMAND,
+                                go="1.24")
 MAIN_PACKAGE = "sigs.k8s.io/lws/cmd"
 BINARY = "lws-manager"
 CRD_SOURCE = "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 WEBHOOK_SOURCE = "config/webhook/manifests.yaml"
-BUILD_COMMAND = "python -m e2e.build_lws"
 
-
-def log(msg: str) -> None:
-    print(f"[build-lws] {msg}", file=sys.stderr, flush=True)
-
-
-def committed_version(module_dir: Path = MODULE_DIR) -> str:
-    """The LWS version the wrapper's go.mod requires (``v0.7.0``)."""
-    m = re.search(r"^\s*sigs\.k8s\.io/lws\s+(v\S+)", (module_dir / "go.mod").read_text(), re.M)
-    if m is None:
-        raise SystemExit(f"build-lws: {module_dir}/go.mod does not require {MODULE}")
-    return m.group(1)
-
-
-def cache_dir(version: str | None = None) -> Path:
-    """``<cache>/lws-<version>`` (may not exist yet)."""
-    return cache_root() / f"lws-{version or committed_version()}"
+log = gobuild.logger("build-lws")
+committed_version = WRAPPER.version
+"""The LWS version the wrapper's go.mod requires (``v0.7.0``)."""
+cache_dir = WRAPPER.cache_dir
+"""``<cache>/lws-<version>`` (may not exist yet)."""
+module_source = WRAPPER.source
+"""The extracted module directory of ``sigs.k8s.io/lws@version`` (``go mod download -json``)."""
 
 
 def binary_path(version: str | None = None) -> Path:
@@ -74,43 +60,12 @@ def webhooks_path(version: str | None = None) -> Path:
     return cache_dir(version) / "config" / "webhooks.yaml"
 
 
-def _key(module_dir: Path) -> str:
-    h = hashlib.sha256()
-    for name in ("go.mod", "go.sum"):
-        h.update((module_dir / name).read_bytes())
-    return h.hexdigest()[:16]
-
-
 def find(version: str | None = None) -> Path | None:
     """The cache directory when the binary, both manifests and a current stamp are there, else None."""
     d = cache_dir(version)
-    stamp = d / "stamp"
-    ok = (binary_path(version).is_file() and os.access(binary_path(version), os.X_OK)
-          and crd_path(version).is_file() and webhooks_path(version).is_file()
-          and stamp.is_file() and stamp.read_text().strip() == _key(MODULE_DIR))
+    ok = (gobuild.is_executable(binary_path(version)) and crd_path(version).is_file()
+          and webhooks_path(version).is_file() and WRAPPER.stamp_is_current(d))
     return d if ok else None
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "GOWORK": "off", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
-
-
-def _go(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    if shutil.which("go") is None:
-        raise SystemExit(f"build-lws: the 'go' command is not on PATH; install Go >= 1.24, then run `{BUILD_COMMAND}`")
-    return subprocess.run(["go", *args], cwd=cwd, env=_env(), capture_output=True, text=True)
-
-
-def module_source(version: str) -> Path:
-    """The extracted module directory of ``sigs.k8s.io/lws@version`` (``go mod download -json``)."""
-    proc = _go("mod", "download", "-json", f"{MODULE}@{version}", cwd=MODULE_DIR)
-    try:
-        info = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        info = {"Error": proc.stderr.strip() or "no output"}
-    if proc.returncode != 0 or "Error" in info:
-        raise SystemExit(f"build-lws: go mod download {MODULE}@{version} failed: {info.get('Error')}")
-    return Path(info["Dir"])
 
 
 def build(force: bool = False) -> Path:
@@ -125,33 +80,25 @@ def build(force: bool = False) -> Path:
     src = module_source(version)
     for source, target in ((CRD_SOURCE, crd_path(version)), (WEBHOOK_SOURCE, webhooks_path(version))):
         shutil.copyfile(src / source, target)
-    log(f"building {MAIN_PACKAGE}@{version} into {d / 'bin'} (cold: about 2 minutes of 2 cores)")
-    start = time.monotonic()
-    stamp_pkg = "sigs.k8s.io/lws/pkg/version"
-    ldflags = f"-s -w -X {stamp_pkg}.GitVersion={version} -X {stamp_pkg}.GitCommit=module-proxy"
-    tmp = d / "bin" / f".{BINARY}.tmp"
-    proc = _go("build", "-trimpath", "-ldflags", ldflags, "-o", str(tmp), MAIN_PACKAGE, cwd=MODULE_DIR)
-    if proc.returncode != 0 or not tmp.is_file():
-        raise SystemExit(f"build-lws: go build {MAIN_PACKAGE} failed:\n{proc.stderr.strip()}")
-    os.replace(tmp, binary_path(version))  # atomic: a half-written binary is never at the path
-    (d / "stamp").write_text(_key(MODULE_DIR) + "\n")
-    log(f"built LWS {version} in {time.monotonic() - start:.0f} s")
+    with gobuild.timed(log, f"building {MAIN_PACKAGE}@{version} into {d / 'bin'} (cold: about 2 minutes of 2 cores)",
+                       f"built LWS {version}"):
+        stamp_pkg = "sigs.k8s.io/lws/pkg/version"
+        ldflags = f"-s -w -X {stamp_pkg}.GitVersion={version} -X {stamp_pkg}.GitCommit=module-proxy"
+        tmp = d / "bin" / f".{BINARY}.tmp"
+        WRAPPER.build(ldflags, [MAIN_PACKAGE], str(tmp), [tmp])
+        os.replace(tmp, binary_path(version))  # atomic: a half-written binary is never at the path
+        WRAPPER.write_stamp(d)
     return d
 
 
 def require() -> Path:
     """The cache directory for tests: ``pytest.fail`` (never skip) with the build command when missing."""
-    import pytest
-
-    found = find()
-    if found is None:
-        pytest.fail(f"the LeaderWorkerSet controller {committed_version()} is not built in {cache_dir()}: run "
-                    f"`{BUILD_COMMAND}` first (go build, about 2 minutes)", pytrace=False)
-    return found
+    return gobuild.require_built(find(), f"the LeaderWorkerSet controller {committed_version()} is not built in "
+                                 f"{cache_dir()}: run `{BUILD_COMMAND}` first (go build, about 2 minutes)")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m e2e.build_lws", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=BUILD_COMMAND, description=__doc__.split("\n")[0])
     parser.add_argument("--force", action="store_true", help="rebuild even when cached")
     args = parser.parse_args(argv)
     print(build(args.force))

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -31,6 +32,7 @@ from e2e.cluster import Cluster, NodeOptions
 from e2e.operator_proc import OperatorProcess
 
 T = TypeVar("T")
+P = TypeVar("P", bound="BackgroundPoll")
 _startup: list[str] = []
 
 
@@ -68,6 +70,22 @@ class K8sCluster:
             "get", "crd", name, "-o", f"jsonpath={jsonpath}", check=False).stdout.strip() == "True",
             timeout=timeout, interval=0.3)
 
+    def create_namespace(self, name: str) -> None:
+        """Create namespace ``name`` and wait (30 s at most) for its ``default`` ServiceAccount."""
+        self.run("create", "namespace", name)
+        wait_for(f"ServiceAccount default in {name}",
+                 lambda: self.run("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+                 timeout=30, interval=0.2)
+
+    @contextlib.contextmanager
+    def fresh_namespace(self, name: str) -> Iterator[str]:
+        """:meth:`create_namespace` ``name`` for the ``with`` block, deleted after (without waiting)."""
+        self.create_namespace(name)
+        try:
+            yield name
+        finally:
+            self.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+
     def apply(self, obj: dict[str, Any], namespace: str | None = None) -> None:
         ns = [f"--namespace={namespace}"] if namespace else []
         self.run("apply", *ns, "-f", "-", input=json.dumps(obj))
@@ -98,6 +116,37 @@ def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 60, interva
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+class BackgroundPoll:
+    """A daemon thread calling :meth:`poll` every ``interval`` seconds while the ``with`` block runs (the first call
+    at once, or after ``interval`` when ``poll_at_start`` is False); subclasses record what they see in :meth:`poll`.
+    The thread is joined (``join_timeout`` seconds at most) when the block ends."""
+
+    interval = 0.5
+    join_timeout = 10.0
+    poll_at_start = True
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def poll(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        if self.poll_at_start:
+            self.poll()
+        while not self._stop.wait(self.interval):
+            self.poll()
+
+    def __enter__(self: P) -> P:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.join_timeout)
 
 
 def local_bin_dir() -> Path:
@@ -173,11 +222,5 @@ def k8s_cluster() -> Iterator[K8sCluster]:
 def namespace(k8s_cluster: K8sCluster, request: pytest.FixtureRequest) -> Iterator[str]:
     base = request.node.name.lower().replace("_", "-").removeprefix("test-")
     name = f"e2e-{''.join(c for c in base if c.isalnum() or c == '-')[:40].strip('-')}-{uuid.uuid4().hex[:5]}"
-    k8s_cluster.run("create", "namespace", name)
-    wait_for(f"ServiceAccount default in {name}",
-             lambda: k8s_cluster.run("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
-             timeout=30, interval=0.2)
-    try:
+    with k8s_cluster.fresh_namespace(name):
         yield name
-    finally:
-        k8s_cluster.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)

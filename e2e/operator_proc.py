@@ -21,6 +21,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
+from e2e import background
 from e2e.cluster.procs import free_port
 
 
@@ -55,23 +56,11 @@ class OperatorProcess:
         self.port = free_port()
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig),
                "SGLANG_OPERATOR_STATUS_INTERVAL": str(self.status_interval), **self.env}
-        with self.log_path.open("ab") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sglang_operator.entry.cli", "run", "--liveness",
-                 f"http://127.0.0.1:{self.port}/healthz", *self.args],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"operator exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError(f"operator not live after {timeout} s:\n{self.log_tail()}")
+        self.proc = background.spawn(
+            [sys.executable, "-m", "sglang_operator.entry.cli", "run", "--liveness",
+             f"http://127.0.0.1:{self.port}/healthz", *self.args], self.log_path, env, stdin=None)
+        background.wait_serving(self.proc, lambda: background.answers_ok(f"http://127.0.0.1:{self.port}/healthz"),
+                                "operator", "live", self.log_tail, timeout)
 
     def wait_exit(self, timeout: float) -> int:
         """Wait for the process to end by itself (a test hook); its exit code. Raises TimeoutError."""
@@ -82,14 +71,7 @@ class OperatorProcess:
             raise TimeoutError(f"operator still running after {timeout} s:\n{self.log_tail()}") from exc
 
     def stop(self, timeout: float = 15) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGINT)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
+        background.stop_group(self.proc, signal.SIGINT, timeout)
 
     def metrics_url(self, path: str) -> str:
         """The URL of ``path`` on the metrics port, in its scheme."""
@@ -128,10 +110,7 @@ class OperatorProcess:
                            f"{self.log_tail()}")
 
     def log_tail(self, lines: int = 60) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return background.log_tail(self.log_path, lines)
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

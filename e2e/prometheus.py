@@ -8,16 +8,15 @@ leaves no process behind. Queries raise :class:`PrometheusError` with Prometheus
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
 
+from e2e import background
 from e2e.cluster.procs import free_port
 from e2e.conftest import K8sCluster
 
@@ -55,36 +54,15 @@ class PrometheusProcess:
         self.port = free_port()
         argv = [str(self.binary), f"--config.file={config_file}", f"--storage.tsdb.path={self.workdir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=info"]
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError(f"prometheus not ready after {timeout} s:\n{self.log_tail()}")
+        self.proc = background.spawn(argv, self.log_path)
+        background.wait_serving(self.proc, lambda: background.answers_ok(f"{self.url}/-/ready"), "prometheus", "ready",
+                                self.log_tail, timeout)
 
     def stop(self, timeout: float = 15) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
+        background.stop_group(self.proc, signal.SIGTERM, timeout)
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return background.log_tail(self.log_path, lines)
 
     def api(self, path: str, **params: Any) -> Any:
         """``GET /api/v1/<path>`` → its ``data``. Raises :class:`PrometheusError` on an error answer."""

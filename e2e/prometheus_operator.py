@@ -33,14 +33,13 @@ import os
 import re
 import signal
 import subprocess
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
+from e2e import background
 from e2e.cluster.procs import free_port
 from e2e.conftest import K8sCluster, wait_for
 
@@ -69,37 +68,15 @@ class PrometheusOperatorProcess:
         argv = [str(self.binary), f"--web.listen-address=127.0.0.1:{self.port}", "--log-level=info"]
         if self.namespaces:
             argv.append(f"--namespaces={','.join(self.namespaces)}")
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
-                                         start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus-operator exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError(f"prometheus-operator not healthy after {timeout} s:\n{self.log_tail()}")
+        self.proc = background.spawn(argv, self.log_path, {**os.environ, "KUBECONFIG": str(self.kubeconfig)})
+        background.wait_serving(self.proc, lambda: background.answers_ok(f"http://127.0.0.1:{self.port}/healthz"),
+                                "prometheus-operator", "healthy", self.log_tail, timeout)
 
     def stop(self, timeout: float = 15) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
+        background.stop_group(self.proc, signal.SIGTERM, timeout)
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return background.log_tail(self.log_path, lines)
 
 
 def generated_config(k8s: K8sCluster, namespace: str, name: str,

@@ -41,19 +41,15 @@ Errors: ``SystemExit`` with a message when ``go`` is not on PATH or the build/do
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
-import shutil
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from e2e import gobuild
 from e2e.build_k8s import cache_root
 
 HELM_VERSION = "v3.19.0"
@@ -71,21 +67,25 @@ PROMETHEUS_OPERATOR_VERSION = "v0.85.0"  # the only root-module version the prox
 PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
 PROMETHEUS_OPERATOR_CRDS = ("podmonitors", "servicemonitors", "prometheusrules")
 PROMETHEUS_OPERATOR_CRDS_COMMAND = "python -m e2e.tools prometheus-operator-crds"
-PROMETHEUS_OPERATOR_MODULE_DIR = Path(__file__).resolve().parent / "prometheus-operator"
 PROMETHEUS_OPERATOR_PACKAGE = f"{PROMETHEUS_OPERATOR_MODULE}/cmd/operator"
 PROMETHEUS_OPERATOR_BUILD_COMMAND = "python -m e2e.tools prometheus-operator"
+PROMETHEUS_OPERATOR_WRAPPER = gobuild.WrapperModule(
+    Path(__file__).resolve().parent / "prometheus-operator", PROMETHEUS_OPERATOR_MODULE, "tools/prometheus-operator",
+    "tools", PROMETHEUS_OPERATOR_BUILD_COMMAND, go="1.24")
+PROMETHEUS_OPERATOR_MODULE_DIR = PROMETHEUS_OPERATOR_WRAPPER.directory
 
-KUBECONFORM_VERSION = "v0.8.0"
-KUBECONFORM_PACKAGE = "github.com/yannh/kubeconform/cmd/kubeconform"
-KUBECONFORM_BUILD_COMMAND = "python -m e2e.tools kubeconform"
+GO_INSTALLED = {"kubeconform": ("v0.8.0", "github.com/yannh/kubeconform/cmd/kubeconform"),
+                "actionlint": ("v1.7.12", "github.com/rhysd/actionlint/cmd/actionlint")}
+"""The tools a plain ``go install <package>@<version>`` builds: name → (version, package); each is built into
+``<cache>/tools/<name>-<version>/<name>`` by ``python -m e2e.tools <name>``."""
+KUBECONFORM_VERSION = GO_INSTALLED["kubeconform"][0]
+ACTIONLINT_VERSION = GO_INSTALLED["actionlint"][0]
 
-ACTIONLINT_VERSION = "v1.7.12"
-ACTIONLINT_PACKAGE = "github.com/rhysd/actionlint/cmd/actionlint"
-ACTIONLINT_BUILD_COMMAND = "python -m e2e.tools actionlint"
+log = gobuild.logger("tools")
 
 
-def log(msg: str) -> None:
-    print(f"[tools] {msg}", file=sys.stderr, flush=True)
+def _require_go(what: str, command: str) -> None:
+    gobuild.require_go(f"tools: {what} needs the 'go' command on PATH (Go >= 1.24); install Go, then run `{command}`")
 
 
 def helm_path(version: str = HELM_VERSION) -> Path:
@@ -96,7 +96,7 @@ def helm_path(version: str = HELM_VERSION) -> Path:
 def find_helm(version: str = HELM_VERSION) -> Path | None:
     """The cached helm binary, or None when it has not been built."""
     path = helm_path(version)
-    return path if path.is_file() and os.access(path, os.X_OK) else None
+    return path if gobuild.is_executable(path) else None
 
 
 def build_helm(version: str = HELM_VERSION, force: bool = False) -> Path:
@@ -105,38 +105,22 @@ def build_helm(version: str = HELM_VERSION, force: bool = False) -> Path:
     if not force and find_helm(version):
         log(f"cached helm {version} at {path}")
         return path
-    if shutil.which("go") is None:
-        raise SystemExit(f"tools: building helm {version} needs the 'go' command on PATH (Go >= 1.24); "
-                         f"install Go, then run `{BUILD_COMMAND}`")
-    gobin = path.parent / "tmp-gobin"
-    shutil.rmtree(gobin, ignore_errors=True)
-    gobin.mkdir(parents=True)
-    log(f"building helm {version} into {path.parent} (cold: about 5 CPU-minutes)")
-    start = time.monotonic()
-    env = {**os.environ, "GOBIN": str(gobin), "GOWORK": "off", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
+    _require_go(f"building helm {version}", BUILD_COMMAND)
     # the version stamps helm's Makefile sets (`helm version`, the KubeVersion `helm template` assumes)
     ldflags = " ".join(["-s", "-w", f"-X helm.sh/helm/v3/internal/version.version={version}",
                         *(f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{k}={v}" for pkg in ("chartutil", "lint/rules")
                           for k, v in (("Major", "1"), ("Minor", HELM_K8S_MINOR)))])
-    proc = subprocess.run(["go", "install", "-trimpath", "-ldflags", ldflags, f"{HELM_PACKAGE}@{version}"],
-                          env=env, cwd="/", capture_output=True, text=True)
-    if proc.returncode != 0 or not (gobin / "helm").is_file():
-        raise SystemExit(f"tools: go install {HELM_PACKAGE}@{version} failed:\n{proc.stderr.strip()}")
-    os.replace(gobin / "helm", path)  # atomic: a half-written binary is never at `path`
-    shutil.rmtree(gobin, ignore_errors=True)
-    log(f"built helm {version} in {time.monotonic() - start:.0f} s")
+    with gobuild.timed(log, f"building helm {version} into {path.parent} (cold: about 5 CPU-minutes)",
+                       f"built helm {version}"):
+        gobuild.go_install(["-trimpath", "-ldflags", ldflags], [f"{HELM_PACKAGE}@{version}"], ["helm"], path.parent,
+                           "tools")
     return path
 
 
 def require_helm() -> Path:
     """The cached helm for tests: ``pytest.fail`` (never skip) with the build command when it is missing."""
-    import pytest
-
-    path = find_helm()
-    if path is None:
-        pytest.fail(f"helm {HELM_VERSION} not found at {helm_path()}: run `{BUILD_COMMAND}` first "
-                    "(builds it with go install, about 5 CPU-minutes)", pytrace=False)
-    return path
+    return gobuild.require_built(find_helm(), f"helm {HELM_VERSION} not found at {helm_path()}: run `{BUILD_COMMAND}` "
+                                 "first (builds it with go install, about 5 CPU-minutes)")
 
 
 def helm_template(helm: Path, chart: Path, release: str, namespace: str,
@@ -151,19 +135,6 @@ def helm_template(helm: Path, chart: Path, release: str, namespace: str,
     if proc.returncode != 0:
         raise AssertionError(f"helm template failed ({proc.returncode}):\n{proc.stderr}")
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
-
-
-def _go_env(gobin: Path | None = None) -> dict[str, str]:
-    env = {**os.environ, "GOWORK": "off", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
-    if gobin is not None:
-        env["GOBIN"] = str(gobin)
-    return env
-
-
-def _require_go(what: str, command: str) -> None:
-    if shutil.which("go") is None:
-        raise SystemExit(f"tools: {what} needs the 'go' command on PATH (Go >= 1.24); install Go, then run "
-                         f"`{command}`")
 
 
 def prometheus_dir(version: str = PROMETHEUS_VERSION) -> Path:
@@ -181,8 +152,7 @@ def prometheus_release(version: str = PROMETHEUS_VERSION) -> str:
 def find_prometheus(version: str = PROMETHEUS_VERSION) -> Path | None:
     """The cache directory when both binaries are there, else None."""
     d = prometheus_dir(version)
-    ok = all((d / b).is_file() and os.access(d / b, os.X_OK) for b in PROMETHEUS_BINARIES)
-    return d if ok else None
+    return d if all(gobuild.is_executable(d / b) for b in PROMETHEUS_BINARIES) else None
 
 
 def build_prometheus(version: str = PROMETHEUS_VERSION, force: bool = False) -> Path:
@@ -193,25 +163,12 @@ def build_prometheus(version: str = PROMETHEUS_VERSION, force: bool = False) -> 
         log(f"cached prometheus {version} at {d}")
         return d
     _require_go(f"building prometheus {version}", PROMETHEUS_BUILD_COMMAND)
-    gobin = d / "tmp-gobin"
-    shutil.rmtree(gobin, ignore_errors=True)
-    gobin.mkdir(parents=True)
-    log(f"building prometheus + promtool {version} into {d} (cold: about 2-3 minutes of 2 cores)")
-    start = time.monotonic()
-    stamp = "github.com/prometheus/common/version"
-    ldflags = " ".join(["-s", "-w", f"-X {stamp}.Version={prometheus_release(version)}",
-                        f"-X {stamp}.Revision={version}", f"-X {stamp}.Branch=HEAD",
-                        f"-X {stamp}.BuildUser=sglang-operator-e2e",
-                        f"-X {stamp}.BuildDate={time.strftime('%Y%m%d-%H:%M:%S', time.gmtime())}"])
+    ldflags = gobuild.prometheus_ldflags(prometheus_release(version), version)
     packages = [f"{PROMETHEUS_MODULE}/cmd/{b}@{version}" for b in PROMETHEUS_BINARIES]
-    proc = subprocess.run(["go", "install", "-trimpath", "-tags", PROMETHEUS_TAGS, "-ldflags", ldflags, *packages],
-                          env=_go_env(gobin), cwd="/", capture_output=True, text=True)
-    if proc.returncode != 0 or not all((gobin / b).is_file() for b in PROMETHEUS_BINARIES):
-        raise SystemExit(f"tools: go install {' '.join(packages)} failed:\n{proc.stderr.strip()}")
-    for b in PROMETHEUS_BINARIES:
-        os.replace(gobin / b, d / b)  # atomic: a half-written binary is never in `d`
-    shutil.rmtree(gobin, ignore_errors=True)
-    log(f"built prometheus + promtool {version} in {time.monotonic() - start:.0f} s")
+    with gobuild.timed(log, f"building prometheus + promtool {version} into {d} (cold: about 2-3 minutes of 2 cores)",
+                       f"built prometheus + promtool {version}"):
+        gobuild.go_install(["-trimpath", "-tags", PROMETHEUS_TAGS, "-ldflags", ldflags], packages, PROMETHEUS_BINARIES,
+                           d, "tools")
     return d
 
 
@@ -229,6 +186,12 @@ def find_prometheus_operator_crds(version: str = PROMETHEUS_OPERATOR_VERSION) ->
     return d if all((d / crd_file_name(p)).is_file() for p in PROMETHEUS_OPERATOR_CRDS) else None
 
 
+def _prometheus_operator_crd_source(version: str, cwd: Path | str) -> Path:
+    """``example/prometheus-operator-crd/`` of the Prometheus Operator's module zip of ``version``."""
+    module = gobuild.download_module(f"{PROMETHEUS_OPERATOR_MODULE}@{version}", cwd, "tools")
+    return module / "example" / "prometheus-operator-crd"
+
+
 def fetch_prometheus_operator_crds(version: str = PROMETHEUS_OPERATOR_VERSION, force: bool = False) -> Path:
     """Return the directory with the PodMonitor, ServiceMonitor and PrometheusRule CRDs of the Prometheus
     Operator ``version``, copied from its module zip (``go mod download -json``) when missing."""
@@ -237,23 +200,8 @@ def fetch_prometheus_operator_crds(version: str = PROMETHEUS_OPERATOR_VERSION, f
         log(f"cached Prometheus Operator CRDs {version} at {d}")
         return d
     _require_go(f"fetching the Prometheus Operator CRDs {version}", PROMETHEUS_OPERATOR_CRDS_COMMAND)
-    ref = f"{PROMETHEUS_OPERATOR_MODULE}@{version}"
-    proc = subprocess.run(["go", "mod", "download", "-json", ref], env=_go_env(), cwd="/",
-                          capture_output=True, text=True)
-    try:
-        info = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        info = {"Error": proc.stderr.strip() or "no output"}
-    if proc.returncode != 0 or "Error" in info:
-        raise SystemExit(f"tools: go mod download {ref} failed: {info.get('Error', proc.stderr.strip())}")
-    src = Path(info["Dir"]) / "example" / "prometheus-operator-crd"
-    tmp = d.parent / f"{d.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for plural in PROMETHEUS_OPERATOR_CRDS:
-        shutil.copyfile(src / crd_file_name(plural), tmp / crd_file_name(plural))
-    shutil.rmtree(d, ignore_errors=True)
-    os.replace(tmp, d)
+    src = _prometheus_operator_crd_source(version, "/")
+    gobuild.copy_files([src / crd_file_name(plural) for plural in PROMETHEUS_OPERATOR_CRDS], d)
     log(f"copied {len(PROMETHEUS_OPERATOR_CRDS)} Prometheus Operator CRDs {version} into {d}")
     return d
 
@@ -264,29 +212,15 @@ def prometheus_operator_dir(version: str = PROMETHEUS_OPERATOR_VERSION) -> Path:
     return cache_root() / "tools" / f"prometheus-operator-{version}"
 
 
-def prometheus_operator_wrapper_version(module_dir: Path = PROMETHEUS_OPERATOR_MODULE_DIR) -> str:
-    """The Prometheus Operator version the wrapper module's go.mod requires (``v0.85.0``)."""
-    for line in (module_dir / "go.mod").read_text().splitlines():
-        parts = line.removeprefix("require").split()
-        if len(parts) >= 2 and parts[0] == PROMETHEUS_OPERATOR_MODULE:
-            return parts[1]
-    raise SystemExit(f"tools: {module_dir / 'go.mod'} does not require {PROMETHEUS_OPERATOR_MODULE}")
-
-
-def _wrapper_stamp(module_dir: Path) -> str:
-    h = hashlib.sha256()
-    for name in ("go.mod", "go.sum"):
-        h.update((module_dir / name).read_bytes())
-    return h.hexdigest()[:16]
+prometheus_operator_wrapper_version = PROMETHEUS_OPERATOR_WRAPPER.version
+"""The Prometheus Operator version the wrapper module's go.mod requires (``v0.85.0``)."""
 
 
 def find_prometheus_operator(version: str = PROMETHEUS_OPERATOR_VERSION) -> Path | None:
     """The cache directory when the binary, its CRDs and a current stamp are there, else None."""
     d = prometheus_operator_dir(version)
-    stamp = d / "stamp"
-    ok = ((d / "operator").is_file() and os.access(d / "operator", os.X_OK)
-          and (d / "crds" / crd_file_name("prometheuses")).is_file()
-          and stamp.is_file() and stamp.read_text().strip() == _wrapper_stamp(PROMETHEUS_OPERATOR_MODULE_DIR))
+    ok = (gobuild.is_executable(d / "operator") and (d / "crds" / crd_file_name("prometheuses")).is_file()
+          and PROMETHEUS_OPERATOR_WRAPPER.stamp_is_current(d))
     return d if ok else None
 
 
@@ -294,122 +228,82 @@ def build_prometheus_operator(force: bool = False) -> Path:
     """Return the cache directory with the Prometheus Operator's ``operator`` binary and ``crds/``, building it
     with ``go build`` in the wrapper module when missing, stale (go.mod/go.sum changed) or ``force``. Version
     stamps as its Makefile sets them (``operator --version``)."""
-    module_dir = PROMETHEUS_OPERATOR_MODULE_DIR
-    version = prometheus_operator_wrapper_version(module_dir)
+    wrapper = PROMETHEUS_OPERATOR_WRAPPER
+    version = wrapper.version()
     d = prometheus_operator_dir(version)
     if not force and find_prometheus_operator(version):
         log(f"cached Prometheus Operator {version} at {d}")
         return d
     _require_go(f"building the Prometheus Operator {version}", PROMETHEUS_OPERATOR_BUILD_COMMAND)
-    ref = f"{PROMETHEUS_OPERATOR_MODULE}@{version}"
-    proc = subprocess.run(["go", "mod", "download", "-json", ref], env=_go_env(), cwd=module_dir,
-                          capture_output=True, text=True)
-    try:
-        info = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        info = {"Error": proc.stderr.strip() or "no output"}
-    if proc.returncode != 0 or "Error" in info:
-        raise SystemExit(f"tools: go mod download {ref} failed: {info.get('Error', proc.stderr.strip())}")
-    crds = d / "crds"
-    shutil.rmtree(crds, ignore_errors=True)
-    crds.mkdir(parents=True)
-    for src in sorted((Path(info["Dir"]) / "example" / "prometheus-operator-crd").glob("monitoring.coreos.com_*.yaml")):
-        shutil.copyfile(src, crds / src.name)
-    log(f"building {PROMETHEUS_OPERATOR_PACKAGE}@{version} into {d} (cold: about 4 minutes of 2 cores)")
-    start = time.monotonic()
-    stamp = "github.com/prometheus/common/version"
-    ldflags = " ".join(["-s", "-w", f"-X {stamp}.Version={version.removeprefix('v')}", f"-X {stamp}.Revision={version}",
-                        f"-X {stamp}.Branch=HEAD", f"-X {stamp}.BuildUser=sglang-operator-e2e",
-                        f"-X {stamp}.BuildDate={time.strftime('%Y%m%d-%H:%M:%S', time.gmtime())}"])
-    tmp = d / ".operator.tmp"
-    proc = subprocess.run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(tmp),
-                           PROMETHEUS_OPERATOR_PACKAGE], env=_go_env(), cwd=module_dir, capture_output=True, text=True)
-    if proc.returncode != 0 or not tmp.is_file():
-        raise SystemExit(f"tools: go build {PROMETHEUS_OPERATOR_PACKAGE} failed:\n{proc.stderr.strip()}")
-    os.replace(tmp, d / "operator")  # atomic: a half-written binary is never at the path
-    (d / "stamp").write_text(_wrapper_stamp(module_dir) + "\n")
-    log(f"built the Prometheus Operator {version} in {time.monotonic() - start:.0f} s")
+    src = _prometheus_operator_crd_source(version, wrapper.directory)
+    gobuild.copy_files(sorted(src.glob("monitoring.coreos.com_*.yaml")), d / "crds")
+    with gobuild.timed(log, f"building {PROMETHEUS_OPERATOR_PACKAGE}@{version} into {d} (cold: about 4 minutes of 2 "
+                       "cores)", f"built the Prometheus Operator {version}"):
+        ldflags = gobuild.prometheus_ldflags(version.removeprefix("v"), version)
+        tmp = d / ".operator.tmp"
+        wrapper.build(ldflags, [PROMETHEUS_OPERATOR_PACKAGE], str(tmp), [tmp])
+        os.replace(tmp, d / "operator")  # atomic: a half-written binary is never at the path
+        wrapper.write_stamp(d)
     return d
-
-
-def _require(found: Path | None, what: str, where: Path, command: str) -> Path:
-    import pytest
-
-    if found is None:
-        pytest.fail(f"{what} not found at {where}: run `{command}` first", pytrace=False)
-    return found
 
 
 def require_promtool() -> Path:
     """The cached promtool for tests: ``pytest.fail`` (never skip) with the build command when missing."""
-    d = _require(find_prometheus(), f"prometheus/promtool {PROMETHEUS_VERSION}", prometheus_dir(),
-                 PROMETHEUS_BUILD_COMMAND)
-    return d / "promtool"
+    return require_prometheus().parent / "promtool"
 
 
 def require_prometheus() -> Path:
     """The cached prometheus binary for tests: ``pytest.fail`` (never skip) when missing."""
-    d = _require(find_prometheus(), f"prometheus/promtool {PROMETHEUS_VERSION}", prometheus_dir(),
-                 PROMETHEUS_BUILD_COMMAND)
+    d = gobuild.require_built(find_prometheus(), f"prometheus/promtool {PROMETHEUS_VERSION} not found at "
+                              f"{prometheus_dir()}: run `{PROMETHEUS_BUILD_COMMAND}` first")
     return d / "prometheus"
 
 
 def require_prometheus_operator_crds() -> list[Path]:
     """The cached Prometheus Operator CRD files for tests: ``pytest.fail`` (never skip) when missing."""
-    d = _require(find_prometheus_operator_crds(), f"Prometheus Operator CRDs {PROMETHEUS_OPERATOR_VERSION}",
-                 prometheus_operator_crds_dir(), PROMETHEUS_OPERATOR_CRDS_COMMAND)
+    d = gobuild.require_built(find_prometheus_operator_crds(), f"Prometheus Operator CRDs {PROMETHEUS_OPERATOR_VERSION}"
+                              f" not found at {prometheus_operator_crds_dir()}: run "
+                              f"`{PROMETHEUS_OPERATOR_CRDS_COMMAND}` first")
     return [d / crd_file_name(p) for p in PROMETHEUS_OPERATOR_CRDS]
 
 
 def require_prometheus_operator() -> Path:
     """The cached Prometheus Operator directory for tests (``operator``, ``crds/``): ``pytest.fail`` (never skip)
     with the build command when missing."""
-    return _require(find_prometheus_operator(), f"the Prometheus Operator {PROMETHEUS_OPERATOR_VERSION} (go build, "
-                    "about 4 minutes)", prometheus_operator_dir(), PROMETHEUS_OPERATOR_BUILD_COMMAND)
+    return gobuild.require_built(find_prometheus_operator(), f"the Prometheus Operator {PROMETHEUS_OPERATOR_VERSION} "
+                                 f"(go build, about 4 minutes) not found at {prometheus_operator_dir()}: run "
+                                 f"`{PROMETHEUS_OPERATOR_BUILD_COMMAND}` first")
+
+
+def installed_path(name: str, version: str | None = None) -> Path:
+    """Where the cached binary of :data:`GO_INSTALLED` tool ``name`` at ``version`` (default: the pinned one) lives
+    (it may not exist yet)."""
+    return cache_root() / "tools" / f"{name}-{version or GO_INSTALLED[name][0]}" / name
+
+
+def build_installed(name: str, version: str | None = None, force: bool = False) -> Path:
+    """Return the cached binary of :data:`GO_INSTALLED` tool ``name``, building it with ``go install
+    package@version`` when missing (or ``force``). Raises ``SystemExit`` when ``go`` is missing or the build fails."""
+    version = version or GO_INSTALLED[name][0]
+    path = installed_path(name, version)
+    if not force and gobuild.is_executable(path):
+        log(f"cached {name} {version} at {path}")
+        return path
+    _require_go(f"building {name} {version}", f"python -m e2e.tools {name}")
+    with gobuild.timed(log, None, f"built {name} {version}"):
+        gobuild.go_install(["-trimpath", "-ldflags", "-s -w"], [f"{GO_INSTALLED[name][1]}@{version}"], [name],
+                           path.parent, "tools")
+    return path
 
 
 def kubeconform_path(version: str = KUBECONFORM_VERSION) -> Path:
     """Where the cached kubeconform binary of ``version`` lives (it may not exist yet)."""
-    return cache_root() / "tools" / f"kubeconform-{version}" / "kubeconform"
-
-
-def _go_install(name: str, package: str, version: str, path: Path, command: str, force: bool) -> Path:
-    """Return the cached binary ``path``, building it with ``go install package@version`` when missing (or
-    ``force``). Raises ``SystemExit`` when ``go`` is missing or the build fails (``command`` named)."""
-    if not force and path.is_file() and os.access(path, os.X_OK):
-        log(f"cached {name} {version} at {path}")
-        return path
-    _require_go(f"building {name} {version}", command)
-    gobin = path.parent / "tmp-gobin"
-    shutil.rmtree(gobin, ignore_errors=True)
-    gobin.mkdir(parents=True)
-    start = time.monotonic()
-    proc = subprocess.run(["go", "install", "-trimpath", "-ldflags", "-s -w", f"{package}@{version}"],
-                          env=_go_env(gobin), cwd="/", capture_output=True, text=True)
-    if proc.returncode != 0 or not (gobin / name).is_file():
-        raise SystemExit(f"tools: go install {package}@{version} failed:\n{proc.stderr.strip()}")
-    os.replace(gobin / name, path)
-    shutil.rmtree(gobin, ignore_errors=True)
-    log(f"built {name} {version} in {time.monotonic() - start:.0f} s")
-    return path
+    return installed_path("kubeconform", version)
 
 
 def build_kubeconform(version: str = KUBECONFORM_VERSION, force: bool = False) -> Path:
     """Return the cached kubeconform binary, building it with ``go install`` when missing (or ``force``)."""
-    return _go_install("kubeconform", KUBECONFORM_PACKAGE, version, kubeconform_path(version),
-                       KUBECONFORM_BUILD_COMMAND, force)
-
-
-def actionlint_path(version: str = ACTIONLINT_VERSION) -> Path:
-    """Where the cached actionlint binary of ``version`` lives (it may not exist yet)."""
-    return cache_root() / "tools" / f"actionlint-{version}" / "actionlint"
-
-
-def build_actionlint(version: str = ACTIONLINT_VERSION, force: bool = False) -> Path:
-    """Return the cached actionlint binary (the GitHub Actions workflow linter), building it with ``go install``
-    when missing (or ``force``)."""
-    return _go_install("actionlint", ACTIONLINT_PACKAGE, version, actionlint_path(version), ACTIONLINT_BUILD_COMMAND,
-                       force)
+    return build_installed("kubeconform", version, force)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -424,10 +318,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.tool == "helm":
         print(build_helm(args.version or HELM_VERSION, args.force))
-    elif args.tool == "kubeconform":
-        print(build_kubeconform(args.version or KUBECONFORM_VERSION, args.force))
-    elif args.tool == "actionlint":
-        print(build_actionlint(args.version or ACTIONLINT_VERSION, args.force))
+    elif args.tool in GO_INSTALLED:
+        print(build_installed(args.tool, args.version, args.force))
     elif args.tool == "prometheus":
         print(build_prometheus(args.version or PROMETHEUS_VERSION, args.force))
     elif args.tool == "prometheus-operator":

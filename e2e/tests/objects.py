@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
-from e2e.conftest import K8sCluster
+from e2e.conftest import K8sCluster, wait_for
 
 ECHO_IMAGE = "example.com/http-echo:1.0"
 PYTHON_IMAGE = "example.com/python:3.11"
@@ -73,3 +74,44 @@ def http_json(ip: str, port: int, path: str = "/") -> dict[str, Any]:
     with opener.open(f"http://{ip}:{port}{path}", timeout=5) as resp:
         data: dict[str, Any] = json.loads(resp.read())
         return data
+
+
+def server_status(k8s: K8sCluster, ns: str, name: str) -> dict[str, Any]:
+    """The ``status`` of SGLangServer ``ns/name`` (``{}`` before the operator writes one)."""
+    out: dict[str, Any] = k8s.get("sglangserver", name, "-n", ns).get("status") or {}
+    return out
+
+
+def wait_server_status(k8s: K8sCluster, ns: str, name: str, what: str, pred: Callable[[dict[str, Any]], Any],
+                       timeout: float) -> dict[str, Any]:
+    """Poll the status of SGLangServer ``ns/name`` every second until ``pred(status)`` holds; that status. On a
+    timeout, print the last status (its first 8000 characters) and raise the AssertionError of ``wait_for``."""
+    try:
+        return wait_for(what, lambda: (s := server_status(k8s, ns, name)) and pred(s) and s, timeout=timeout,
+                        interval=1)
+    except AssertionError:
+        print(json.dumps(server_status(k8s, ns, name), indent=1)[:8000])
+        raise
+
+
+def server_condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    """The condition ``type_`` of object ``obj`` (``{}`` when it has none)."""
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == type_), {})
+
+
+def wait_server_ready(k8s: K8sCluster, ns: str, name: str, revision: str | None = None,
+                      timeout: float = 90) -> dict[str, Any]:
+    """Wait until SGLangServer ``ns/name`` is Ready (phase ``Ready``, condition Ready True, ``status.effective``
+    set) on ``revision`` (any when None); the whole object. Prints its status and raises AssertionError on a
+    timeout."""
+    def ready() -> dict[str, Any] | None:
+        obj: dict[str, Any] = k8s.get("sglangserver", name, "-n", ns)
+        st = obj.get("status", {})
+        ok = st.get("phase") == "Ready" and server_condition(obj, "Ready").get("status") == "True" and st.get(
+            "effective")
+        return obj if ok and (revision is None or st.get("revision") == revision) else None
+    try:
+        return wait_for(f"SGLangServer {ns}/{name} Ready", ready, timeout=timeout)
+    except AssertionError:
+        print(json.dumps(k8s.get("sglangserver", name, "-n", ns).get("status"), indent=1))
+        raise

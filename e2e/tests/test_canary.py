@@ -30,7 +30,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -41,9 +40,10 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import K8sCluster, wait_for
+from e2e.conftest import BackgroundPoll, K8sCluster, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, GOOD, sample
+from e2e.tests.objects import server_status, wait_server_status
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,15 +75,8 @@ class Operator:
 
 @pytest.fixture(scope="module")
 def ns(k8s_cluster: K8sCluster) -> Iterator[str]:
-    name = f"e2e-canary-{uuid.uuid4().hex[:5]}"
-    k8s_cluster.run("create", "namespace", name)
-    wait_for(f"ServiceAccount default in {name}",
-             lambda: k8s_cluster.run("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
-             timeout=30, interval=0.2)
-    try:
+    with k8s_cluster.fresh_namespace(f"e2e-canary-{uuid.uuid4().hex[:5]}") as name:
         yield name
-    finally:
-        k8s_cluster.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
 
 
 @pytest.fixture(scope="module")
@@ -107,16 +100,11 @@ def server(k8s_cluster: K8sCluster, ns: str, op: Operator) -> dict[str, Any]:
 
 
 def status(k8s: K8sCluster, ns: str) -> dict[str, Any]:
-    out: dict[str, Any] = k8s.get("sglangserver", NAME, "-n", ns).get("status") or {}
-    return out
+    return server_status(k8s, ns, NAME)
 
 
 def wait_status(k8s: K8sCluster, ns: str, what: str, pred: Any, timeout: float = 180) -> dict[str, Any]:
-    try:
-        return wait_for(what, lambda: (s := status(k8s, ns)) and pred(s) and s, timeout=timeout, interval=1)
-    except AssertionError:
-        print(json.dumps(status(k8s, ns), indent=1)[:8000])
-        raise
+    return wait_server_status(k8s, ns, NAME, what, pred, timeout)
 
 
 def canary_spec(name: str, replicas: int = 4, tag: str | None = None, **canary: Any) -> dict[str, Any]:
@@ -140,46 +128,35 @@ def is_ready(p: dict[str, Any]) -> bool:
         c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])
 
 
-class Watcher:
+class Watcher(BackgroundPoll):
     """Polls the server's pods every 0.5 s: the Ready pods (capacity) and every pod name seen per revision."""
 
     def __init__(self, k8s: K8sCluster, ns: str) -> None:
+        super().__init__()
         self.k8s, self.ns = k8s, ns
         self.capacity: list[int] = []
         self.pods: dict[str, set[str]] = {}
         self.uids: dict[str, str] = {}
         self.timeline: list[tuple[float, list[str], list[str]]] = []
         """(monotonic seconds, the Ready pods, every pod as ``name:revision:phase[:deleting]``) per poll."""
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def below(self, floor: int) -> list[tuple[float, list[str], list[str]]]:
         """The polls (at most 5) that saw fewer than ``floor`` Ready pods: what a failed capacity check shows."""
         return [t for t in self.timeline if len(t[1]) < floor][:5]
 
-    def __enter__(self) -> Watcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            out = self.k8s.run("get", "pods", "-n", self.ns, "-l", f"app.kubernetes.io/instance={NAME}", "-o",
-                               "json", check=False)
-            if out.returncode == 0:
-                items = json.loads(out.stdout)["items"]
-                for p in items:
-                    rev = p["metadata"]["labels"].get(REVISION, "")
-                    self.pods.setdefault(rev, set()).add(p["metadata"]["name"])
-                    self.uids[p["metadata"]["name"]] = p["metadata"]["uid"]
-                self.capacity.append(sum(1 for p in items if is_ready(p)))
-                self.timeline.append((time.monotonic(), [p["metadata"]["name"] for p in items if is_ready(p)], [
-                    f"{p['metadata']['name']}:{p['metadata']['labels'].get(REVISION, '')}:{p['status'].get('phase')}"
-                    + (":deleting" if p["metadata"].get("deletionTimestamp") else "") for p in items]))
-            self._stop.wait(0.5)
+    def poll(self) -> None:
+        out = self.k8s.run("get", "pods", "-n", self.ns, "-l", f"app.kubernetes.io/instance={NAME}", "-o",
+                           "json", check=False)
+        if out.returncode == 0:
+            items = json.loads(out.stdout)["items"]
+            for p in items:
+                rev = p["metadata"]["labels"].get(REVISION, "")
+                self.pods.setdefault(rev, set()).add(p["metadata"]["name"])
+                self.uids[p["metadata"]["name"]] = p["metadata"]["uid"]
+            self.capacity.append(sum(1 for p in items if is_ready(p)))
+            self.timeline.append((time.monotonic(), [p["metadata"]["name"] for p in items if is_ready(p)], [
+                f"{p['metadata']['name']}:{p['metadata']['labels'].get(REVISION, '')}:{p['status'].get('phase')}"
+                + (":deleting" if p["metadata"].get("deletionTimestamp") else "") for p in items]))
 
 
 def sim_faults(ip: str, faults: dict[str, float]) -> bool:
@@ -193,24 +170,23 @@ def sim_faults(ip: str, faults: dict[str, float]) -> bool:
         return False
 
 
-class Drift:
+class Drift(BackgroundPoll):
     """Slows every pod of the server (both revisions, and each new pod as soon as its simulator answers) by ``pct``
     per cent: the simulator's fault ``throughput_drop_pct``, every 0.5 s until the end of the block."""
 
+    poll_at_start = False  # __enter__ slows them all before the thread starts
+
     def __init__(self, k8s: K8sCluster, ns: str, pct: float) -> None:
+        super().__init__()
         self.k8s, self.ns, self.pct = k8s, ns, pct
         self.slowed: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> Drift:
         self.slow_all()
-        self._thread.start()
-        return self
+        return super().__enter__()
 
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+    def poll(self) -> None:
+        self.slow_all()
 
     def slow_all(self) -> None:
         for p in pods(self.k8s, self.ns):
@@ -218,10 +194,6 @@ class Drift:
             if ip and p["metadata"]["uid"] not in self.slowed and not p["metadata"].get("deletionTimestamp") \
                     and sim_faults(ip, {"throughput_drop_pct": self.pct}):
                 self.slowed.add(p["metadata"]["uid"])
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            self.slow_all()
 
 
 def promoted(k8s: K8sCluster, ns: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -251,29 +223,18 @@ def absent(k8s: K8sCluster, ns: str, deployment: str) -> bool:
     return k8s.run("get", "deployment", deployment, "-n", ns, check=False).returncode != 0
 
 
-class StatusWatch:
+class StatusWatch(BackgroundPoll):
     """Polls the server's status every 0.5 s: ``(phase, Ready, Available)`` as ``kubectl get sgls -o wide`` shows."""
 
     def __init__(self, k8s: K8sCluster, ns: str) -> None:
+        super().__init__()
         self.k8s, self.ns = k8s, ns
         self.seen: list[tuple[str | None, str | None, str | None]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> StatusWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            s = status(self.k8s, self.ns)
-            conds = {c["type"]: c["status"] for c in s.get("conditions") or []}
-            self.seen.append((s.get("phase"), conds.get("Ready"), conds.get("Available")))
-            self._stop.wait(0.5)
+    def poll(self) -> None:
+        s = status(self.k8s, self.ns)
+        conds = {c["type"]: c["status"] for c in s.get("conditions") or []}
+        self.seen.append((s.get("phase"), conds.get("Ready"), conds.get("Available")))
 
 
 def test_b_a_good_canary_over_a_slower_stable_is_promoted_step_by_step(k8s_cluster: K8sCluster, ns: str,

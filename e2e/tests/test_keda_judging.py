@@ -92,9 +92,7 @@ def test_scale_in_waits_for_the_verification_of_a_new_revision(
         assert replicas.minimum(since=t0) == 3, replicas.seen  # never scaled in while judged
         assert held >= 2 * SCALE_DOWN_WINDOW, held  # long enough for the HPA to have scaled in twice
         wait_for("the pause lifted", lambda: pauses(k8s, ns) == {}, timeout=30, interval=1)
-        wait_for("KEDA's HPA scaling in again, to 1", lambda: replicas.now == 1,
-                 timeout=6 * SCALE_DOWN_WINDOW + 120, interval=1)
-        down = (replicas.at(1, since=promoted) or time.monotonic()) - promoted
+        down = replicas.wait_count("KEDA's HPA scaling in again, to 1", 1, promoted, 6 * SCALE_DOWN_WINDOW + 120)
     print(f"3 replicas held for {held:.0f} s while revision {second} was judged (the load stopped at its apply); "
           f"after the promotion 3 → 1 in {down:.1f} s (window {SCALE_DOWN_WINDOW} s); counts "
           f"{[r for _, r in replicas.seen]}")
@@ -128,7 +126,6 @@ def test_an_in_place_trial_holds_the_count_and_a_scale_cancels_nothing(
         hpa_wanted = ((hpa(k8s, ns) or {}).get("status") or {}).get("desiredReplicas")  # KEDA may drop it: paused
         wait_for("the pause lifted after the tuning", lambda: so.PAUSED_REPLICAS not in pauses(k8s, ns),
                  timeout=60, interval=1)
-        wait_for("KEDA's HPA scaling to 3 after the trial", lambda: replicas.now == 3, timeout=240, interval=1)
-        up = (replicas.at(3, since=ended) or time.monotonic()) - ended
+        up = replicas.wait_count("KEDA's HPA scaling to 3 after the trial", 3, ended, 240)
     print(f"12 streams during the InPlace tuning: the count held at 1 for {ended - t0:.0f} s (the HPA's desired "
           f"count at the end: {hpa_wanted}); trials {trials}; after the tuning 1 → 3 in {up:.1f} s")

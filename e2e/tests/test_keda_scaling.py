@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from e2e.cluster.keda import KedaStack
-from e2e.conftest import K8sCluster, running_operator, wait_for
+from e2e.conftest import BackgroundPoll, K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import FAST_POLICY
 from e2e.prometheus import PrometheusProcess
@@ -149,38 +149,40 @@ def ready_urls(k8s: K8sCluster, ns: str) -> list[str]:
                   and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or []))
 
 
-class Replicas:
+class Replicas(BackgroundPoll):
     """Records the SGLangServer's ``spec.replicas`` (what KEDA's HPA writes through ``/scale``) every second:
     ``seen`` is a list of (monotonic seconds, replicas) at each change."""
 
+    interval = 1.0
+    join_timeout = 30.0
+
     def __init__(self, k8s: K8sCluster, ns: str) -> None:
+        super().__init__()
         self.k8s, self.ns = k8s, ns
         self.seen: list[tuple[float, int]] = []
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> Replicas:
-        self.thread.start()
+        super().__enter__()
         wait_for("the first replica count", lambda: self.seen, timeout=30)
         return self
 
-    def __exit__(self, *_: object) -> None:
-        self.done.set()
-        self.thread.join(30)
-
-    def _run(self) -> None:
-        while not self.done.is_set():
-            proc = self.k8s.run("get", "sglangserver", NAME, "-n", self.ns, "-o", "jsonpath={.spec.replicas}",
-                                check=False)
-            if proc.returncode == 0 and proc.stdout.strip().isdigit():
-                n = int(proc.stdout)
-                if not self.seen or self.seen[-1][1] != n:
-                    self.seen.append((time.monotonic(), n))
-            self.done.wait(1.0)
+    def poll(self) -> None:
+        proc = self.k8s.run("get", "sglangserver", NAME, "-n", self.ns, "-o", "jsonpath={.spec.replicas}",
+                            check=False)
+        if proc.returncode == 0 and proc.stdout.strip().isdigit():
+            n = int(proc.stdout)
+            if not self.seen or self.seen[-1][1] != n:
+                self.seen.append((time.monotonic(), n))
 
     @property
     def now(self) -> int:
         return self.seen[-1][1]
+
+    def wait_count(self, what: str, count: int, since: float, timeout: float) -> float:
+        """Wait (``timeout`` seconds at most, polling every second) until the count is ``count``; the seconds from
+        ``since`` (monotonic) to when it first was."""
+        wait_for(what, lambda: self.now == count, timeout=timeout, interval=1)
+        return (self.at(count, since=since) or time.monotonic()) - since
 
     def at(self, n: int, since: float = 0.0) -> float | None:
         """When the count first became ``n`` at or after ``since`` (monotonic seconds), or None."""
@@ -343,9 +345,8 @@ def test_prometheus_down_keeps_the_replicas_through_the_fallback(k8s_cluster: K8
         wait_for("the static fallback active", lambda: condition(scaled_object(), "Fallback").get("status") == "True",
                  timeout=120, interval=1)
         t2 = time.monotonic()
-        wait_for("a static fallback dropping the count to minReplicas", lambda: replicas.now == 1,
-                 timeout=6 * SCALE_DOWN_WINDOW + 120, interval=1)
-        dropped = (replicas.at(1, since=t2) or time.monotonic()) - t2
+        dropped = replicas.wait_count("a static fallback dropping the count to minReplicas", 1, t2,
+                                      6 * SCALE_DOWN_WINDOW + 120)
     print(f"Prometheus stopped with the load at 3 replicas: fallback active after {t_fallback:.1f} s, replicas "
           f"held at 3 for {hold} s more; the same fallback made static dropped them to 1 in {dropped:.1f} s "
           f"(counts seen {[r for _, r in replicas.seen]})")

@@ -96,6 +96,35 @@ def ready(k8s: K8sCluster, namespace: str, name: str, not_revision: str | None =
     return st if ok else None
 
 
+def leader_then_candidate(k8s: K8sCluster, namespace: str, a: OperatorProcess,
+                          b: OperatorProcess) -> tuple[str, str]:
+    """Start ``a`` and wait until it holds the Lease, then start ``b`` (a candidate: it answers /healthz); the
+    identities of ``a`` and ``b``."""
+    a.start()
+    id_a = identity(a)
+    wait_for("op-a holding the Lease", lambda: holder(k8s, namespace) == id_a, timeout=20)
+    b.start()
+    return id_a, identity(b)
+
+
+def sample_ready(k8s: K8sCluster, namespace: str) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """Apply the known-good sample (the fast simulator) and wait until it is Ready under the first leader: (the
+    applied body, its name, its status)."""
+    body: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
+    body["spec"].setdefault("env", []).extend(copy.deepcopy(FAST_SIM))
+    name = body["metadata"]["name"]
+    k8s.apply(copy.deepcopy(body), namespace=namespace)
+    first = wait_for(f"{name} Ready (op-a)", lambda: ready(k8s, namespace, name), timeout=120)
+    return body, name, first
+
+
+def print_logs(*ops: OperatorProcess) -> None:
+    """The end of each operator's log (80 lines, the HTTP request lines left out), for a failing test."""
+    for op in ops:
+        print(f"--- {op.log_path.name}\n" + "\n".join(
+            line for line in op.log_tail(80).splitlines() if "HTTP Request" not in line))
+
+
 def user(namespace: str, sa: str) -> str:
     return f"system:serviceaccount:{namespace}:{sa}"
 
@@ -107,19 +136,11 @@ def test_one_leader_reconciles_and_a_killed_leader_is_replaced(
     start = audit.size(log)
     a = operator(accounts["op-a"], namespace, tmp_path / "a.log")
     b = operator(accounts["op-b"], namespace, tmp_path / "b.log")
-    a.start()
     try:
-        id_a = identity(a)
-        wait_for("op-a holding the Lease", lambda: holder(k8s_cluster, namespace) == id_a, timeout=20)
-        b.start()  # answers /healthz as a candidate
-        id_b = identity(b)
+        id_a, id_b = leader_then_candidate(k8s_cluster, namespace, a, b)
         assert id_b != id_a
 
-        body: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
-        body["spec"].setdefault("env", []).extend(copy.deepcopy(FAST_SIM))
-        name = body["metadata"]["name"]
-        k8s_cluster.apply(copy.deepcopy(body), namespace=namespace)
-        first = wait_for(f"{name} Ready (op-a)", lambda: ready(k8s_cluster, namespace, name), timeout=120)
+        body, name, first = sample_ready(k8s_cluster, namespace)
         time.sleep(3 * RETRY)  # a few observer ticks and renewals with both running
 
         by_a = audit.writes(log, user(namespace, "op-a"), start)
@@ -167,9 +188,7 @@ def test_one_leader_reconciles_and_a_killed_leader_is_replaced(
         assert b.proc.wait(30) == 0, b.log_tail()
         assert holder(k8s_cluster, namespace) == ""
     except AssertionError:
-        for op in (a, b):
-            print(f"--- {op.log_path.name}\n" + "\n".join(
-                line for line in op.log_tail(80).splitlines() if "HTTP Request" not in line))
+        print_logs(a, b)
         raise
     finally:
         a.stop()
@@ -207,17 +226,9 @@ def test_a_leader_frozen_past_the_takeover_writes_nothing_after_it(
     log = k8s_cluster.local.audit_log
     a = operator(accounts["op-a"], namespace, tmp_path / "a.log")
     b = operator(accounts["op-b"], namespace, tmp_path / "b.log")
-    a.start()
     try:
-        id_a = identity(a)
-        wait_for("op-a holding the Lease", lambda: holder(k8s_cluster, namespace) == id_a, timeout=20)
-        b.start()
-        id_b = identity(b)
-        body: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
-        body["spec"].setdefault("env", []).extend(copy.deepcopy(FAST_SIM))
-        name = body["metadata"]["name"]
-        k8s_cluster.apply(copy.deepcopy(body), namespace=namespace)
-        first = wait_for(f"{name} Ready (op-a)", lambda: ready(k8s_cluster, namespace, name), timeout=120)
+        _, id_b = leader_then_candidate(k8s_cluster, namespace, a, b)
+        body, name, first = sample_ready(k8s_cluster, namespace)
 
         assert a.proc is not None
         os.kill(a.proc.pid, signal.SIGSTOP)
@@ -236,9 +247,7 @@ def test_a_leader_frozen_past_the_takeover_writes_nothing_after_it(
         assert late == [], "the old leader wrote after the takeover:\n" + "\n".join(map(str, late))
         assert "deployments" in {w.resource for w in audit.writes(log, user(namespace, "op-b"), takeover)}
     except AssertionError:
-        for op in (a, b):
-            print(f"--- {op.log_path.name}\n" + "\n".join(
-                line for line in op.log_tail(80).splitlines() if "HTTP Request" not in line))
+        print_logs(a, b)
         raise
     finally:
         if a.proc is not None and a.proc.poll() is None:

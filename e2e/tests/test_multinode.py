@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -29,9 +28,10 @@ import pytest
 
 from e2e.build_lws import require as require_lws
 from e2e.cluster.lws import LWSController
-from e2e.conftest import K8sCluster, running_operator, wait_for
+from e2e.conftest import BackgroundPoll, K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, GOOD, sample
+from e2e.tests.objects import server_condition, wait_server_ready
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,21 +83,11 @@ def server(k8s: K8sCluster, ns: str) -> dict[str, Any]:
     return out
 
 
-def cond(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == type_), {})
+cond = server_condition
 
 
 def wait_ready(k8s: K8sCluster, ns: str, revision: str | None = None, timeout: float = 120) -> dict[str, Any]:
-    def ready() -> dict[str, Any] | None:
-        obj = server(k8s, ns)
-        st = obj.get("status", {})
-        ok = st.get("phase") == "Ready" and cond(obj, "Ready").get("status") == "True" and st.get("effective")
-        return obj if ok and (revision is None or st.get("revision") == revision) else None
-    try:
-        return wait_for(f"SGLangServer {ns}/{NAME} Ready", ready, timeout=timeout)
-    except AssertionError:
-        print(json.dumps(server(k8s, ns).get("status"), indent=1))
-        raise
+    return wait_server_ready(k8s, ns, NAME, revision, timeout)
 
 
 def live_pods(k8s: K8sCluster, ns: str) -> list[dict[str, Any]]:
@@ -306,43 +296,32 @@ def lws_named(k8s: K8sCluster, ns: str, name: str) -> dict[str, Any] | None:
     return next((o for o in items if o["metadata"]["name"] == name), None)
 
 
-class GroupWatcher:
+class GroupWatcher(BackgroundPoll):
     """Polls the server's pods every 0.5 s: Ready leaders per revision (the ready groups: capacity) and every pod
     name seen per revision."""
 
     def __init__(self, k8s: K8sCluster, ns: str) -> None:
+        super().__init__()
         self.k8s, self.ns = k8s, ns
         self.capacity: list[int] = []
         self.pods: dict[str, set[str]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                items = live_pods(self.k8s, self.ns)
-            except Exception:  # a transient kubectl failure: next poll
-                items = []
-            if items:
-                groups = {(p["metadata"]["labels"].get(SET_NAME), p["metadata"]["labels"].get(GROUP_INDEX))
-                          for p in items}
-                ready_groups = [g for g in groups if all(
-                    ready(p) for p in items
-                    if (p["metadata"]["labels"].get(SET_NAME), p["metadata"]["labels"].get(GROUP_INDEX)) == g)
-                    and sum(1 for p in items if (p["metadata"]["labels"].get(SET_NAME),
-                                                 p["metadata"]["labels"].get(GROUP_INDEX)) == g) == 2]
-                self.capacity.append(len(ready_groups))
-                for p in items:
-                    self.pods.setdefault(p["metadata"]["labels"].get(REVISION, ""), set()).add(p["metadata"]["name"])
-            self._stop.wait(0.5)
-
-    def __enter__(self) -> GroupWatcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+    def poll(self) -> None:
+        try:
+            items = live_pods(self.k8s, self.ns)
+        except Exception:  # a transient kubectl failure: next poll
+            items = []
+        if items:
+            groups = {(p["metadata"]["labels"].get(SET_NAME), p["metadata"]["labels"].get(GROUP_INDEX))
+                      for p in items}
+            ready_groups = [g for g in groups if all(
+                ready(p) for p in items
+                if (p["metadata"]["labels"].get(SET_NAME), p["metadata"]["labels"].get(GROUP_INDEX)) == g)
+                and sum(1 for p in items if (p["metadata"]["labels"].get(SET_NAME),
+                                             p["metadata"]["labels"].get(GROUP_INDEX)) == g) == 2]
+            self.capacity.append(len(ready_groups))
+            for p in items:
+                self.pods.setdefault(p["metadata"]["labels"].get(REVISION, ""), set()).add(p["metadata"]["name"])
 
 
 def test_a_two_group_server_canaries_one_group_and_removes_a_regressed_one(

@@ -20,6 +20,7 @@ import yaml
 
 from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
+from e2e.tests.objects import server_condition, wait_server_ready
 from sglang_operator.io.loadgen import probe
 
 # local_cluster: the SGLang image must map to the simulator (fake kubelet), and the operator runs on the test
@@ -46,21 +47,17 @@ def sgls(k8s: K8sCluster, ns: str, name: str) -> dict[str, Any]:
     return out
 
 
-def cond(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == type_), {})
+cond = server_condition
 
 
 def wait_ready(k8s: K8sCluster, ns: str, name: str, revision: str | None = None, timeout: float = 90) -> dict[str, Any]:
-    def ready() -> dict[str, Any] | None:
-        obj = sgls(k8s, ns, name)
-        st = obj.get("status", {})
-        ok = st.get("phase") == "Ready" and cond(obj, "Ready").get("status") == "True" and st.get("effective")
-        return obj if ok and (revision is None or st.get("revision") == revision) else None
-    try:
-        return wait_for(f"SGLangServer {ns}/{name} Ready", ready, timeout=timeout)
-    except AssertionError:
-        print(json.dumps(sgls(k8s, ns, name).get("status"), indent=1))
-        raise
+    return wait_server_ready(k8s, ns, name, revision, timeout)
+
+
+def sample_ready(k8s: K8sCluster, ns: str) -> dict[str, Any]:
+    """Apply :func:`sample` (``qwen36-27b``) in ``ns`` and wait until it is Ready; the object."""
+    k8s.apply(sample(), ns)
+    return wait_ready(k8s, ns, "qwen36-27b")
 
 
 def server_info(pod_ip: str, port: int = 30000) -> dict[str, Any]:
@@ -93,8 +90,7 @@ def ready_pods(k8s: K8sCluster, ns: str, name: str) -> list[dict[str, Any]]:
 def test_known_good_sample_runs_with_exactly_its_settings(
     k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    k8s_cluster.apply(sample(), namespace)
-    obj = wait_ready(k8s_cluster, namespace, "qwen36-27b")
+    obj = sample_ready(k8s_cluster, namespace)
     uid = obj["metadata"]["uid"]
     assert not obj["metadata"].get("finalizers")  # deletion never waits for the operator
     dep = k8s_cluster.get("deployment", "qwen36-27b", "-n", namespace)
@@ -141,8 +137,7 @@ def test_known_good_sample_runs_with_exactly_its_settings(
 def test_num_steps_change_rolls_to_a_new_revision_and_restart_changes_nothing(
     k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    k8s_cluster.apply(sample(), namespace)
-    first = wait_ready(k8s_cluster, namespace, "qwen36-27b")
+    first = sample_ready(k8s_cluster, namespace)
     rev1 = first["status"]["revision"]
     [pod1] = ready_pods(k8s_cluster, namespace, "qwen36-27b")
     k8s_cluster.run("patch", "sglangserver", "qwen36-27b", "-n", namespace, "--type=merge", "-p",
@@ -182,8 +177,7 @@ def test_num_steps_change_rolls_to_a_new_revision_and_restart_changes_nothing(
 def test_invalid_update_is_reported_and_not_half_applied(
     k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    k8s_cluster.apply(sample(), namespace)
-    ready = wait_ready(k8s_cluster, namespace, "qwen36-27b")
+    ready = sample_ready(k8s_cluster, namespace)
     dep_before = k8s_cluster.get("deployment", "qwen36-27b", "-n", namespace)
     # valid for the schema, but not a flag of SGLang 0.5.10: only the operator's validator can refuse it
     k8s_cluster.run("patch", "sglangserver", "qwen36-27b", "-n", namespace, "--type=merge", "-p",

@@ -121,9 +121,7 @@ def stack(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> 
     started = time.monotonic()
     install(k8s, [*(promop / "crds" / crd_file_name(c) for c in CRDS), ROOT / "crds" / "sglangservers.yaml"])
     for ns in (ML, OPERATOR_NS):
-        k8s.run("create", "namespace", ns)
-        wait_for(f"ServiceAccount default in {ns}", lambda ns=ns: k8s.run(
-            "get", "serviceaccount", "default", "-n", ns, check=False).returncode == 0, timeout=30, interval=0.2)
+        k8s.create_namespace(ns)
     k8s.run("apply", "-n", OPERATOR_NS, "-f", "-",
             input=json.dumps({"apiVersion": "v1", "kind": "List", "items": chart_objects()}))
     k8s.apply(prometheus_object())

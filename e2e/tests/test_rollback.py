@@ -29,6 +29,7 @@ from e2e.conftest import K8sCluster, running_operator, wait_for
 from e2e.kubelet.rest import Rest
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, GOOD, INTERVAL, sample
+from e2e.tests.objects import server_status, wait_server_status
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,8 +49,7 @@ def operator(k8s_cluster: K8sCluster, tmp_path: Path) -> Iterator[OperatorProces
 
 
 def status(k8s: K8sCluster, ns: str) -> dict[str, Any]:
-    out: dict[str, Any] = k8s.get("sglangserver", NAME, "-n", ns).get("status") or {}
-    return out
+    return server_status(k8s, ns, NAME)
 
 
 def cond(st: dict[str, Any], type_: str) -> dict[str, Any]:
@@ -66,11 +66,7 @@ def running_revision(k8s: K8sCluster, ns: str) -> str:
 
 
 def wait_status(k8s: K8sCluster, ns: str, what: str, pred: Any, timeout: float = 120) -> dict[str, Any]:
-    try:
-        return wait_for(what, lambda: (s := status(k8s, ns)) and pred(s) and s, timeout=timeout, interval=1)
-    except AssertionError:
-        print(json.dumps(status(k8s, ns), indent=1)[:6000])
-        raise
+    return wait_server_status(k8s, ns, NAME, what, pred, timeout)
 
 
 def promoted(k8s: K8sCluster, ns: str, timeout: float = 150) -> dict[str, Any]:

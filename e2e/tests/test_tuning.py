@@ -16,7 +16,6 @@ revision serving. Quick: 32-token requests, 5 s per level, one repetition, a one
 from __future__ import annotations
 
 import json
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import K8sCluster, running_operator, wait_for
+from e2e.conftest import BackgroundPoll, K8sCluster, running_operator, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, GOOD, ROOT, sample
 from e2e.tests.objects import pods
@@ -61,45 +60,43 @@ def tuning(name: str, **spec: Any) -> dict[str, Any]:
                      **spec}}
 
 
-class Poller:
-    """Sends a short chat completion to the server's pods every half second in a thread; counts failures."""
+class Poller(BackgroundPoll):
+    """Sends a short chat completion to the server's pods every half second in a thread (to the pods there when
+    the thread starts); counts failures."""
+
+    poll_at_start = False
+    join_timeout = 15.0
 
     def __init__(self, k8s: K8sCluster, ns: str) -> None:
+        super().__init__()
         self.k8s, self.ns = k8s, ns
         self.sent = self.failed = 0
         self.errors: list[str] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.ips: list[str] | None = None
+        self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self.body = json.dumps({"model": "Qwen/Qwen3.6-27B", "max_tokens": 8,
+                                "messages": [{"role": "user", "content": "Say hello."}]}).encode()
 
     def _ips(self) -> list[str]:
         return [p["status"]["podIP"] for p in pods(self.k8s, self.ns, f"app.kubernetes.io/instance={SERVER}")
                 if p.get("status", {}).get("podIP") and not p["metadata"].get("deletionTimestamp")]
 
     def _run(self) -> None:
-        ips = self._ips()
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        body = json.dumps({"model": "Qwen/Qwen3.6-27B", "max_tokens": 8,
-                           "messages": [{"role": "user", "content": "Say hello."}]}).encode()
-        while not self.stop.wait(0.5):
-            for ip in ips:
-                assert ip.startswith("127."), ip
-                self.sent += 1
-                try:
-                    req = urllib.request.Request(f"http://{ip}:{PORT}/v1/chat/completions", data=body,
-                                                 headers={"Content-Type": "application/json"})
-                    with opener.open(req, timeout=10) as resp:
-                        json.loads(resp.read())
-                except Exception as exc:
-                    self.failed += 1
-                    self.errors.append(f"{ip}: {exc}")
+        self.ips = self._ips()
+        super()._run()
 
-    def __enter__(self) -> Poller:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: Any) -> None:
-        self.stop.set()
-        self.thread.join(timeout=15)
+    def poll(self) -> None:
+        for ip in self.ips or []:
+            assert ip.startswith("127."), ip
+            self.sent += 1
+            try:
+                req = urllib.request.Request(f"http://{ip}:{PORT}/v1/chat/completions", data=self.body,
+                                             headers={"Content-Type": "application/json"})
+                with self.opener.open(req, timeout=10) as resp:
+                    json.loads(resp.read())
+            except Exception as exc:
+                self.failed += 1
+                self.errors.append(f"{ip}: {exc}")
 
 
 def finished(k8s: K8sCluster, ns: str, name: str) -> dict[str, Any] | None:
@@ -228,6 +225,13 @@ def in_place_server(k8s: K8sCluster, ns: str) -> str:
     return str(st["stableRevision"])
 
 
+def in_place_tuning(k8s: K8sCluster, ns: str, name: str) -> str:
+    """:func:`in_place_server`, then the InPlace tuning ``name`` of it applied; the server's stable revision."""
+    stable = in_place_server(k8s, ns)
+    k8s.apply(in_place(name), ns)
+    return stable
+
+
 def server_pods(k8s: K8sCluster, ns: str) -> list[dict[str, Any]]:
     return [p for p in pods(k8s, ns, f"app.kubernetes.io/instance={SERVER}")
             if not p["metadata"].get("deletionTimestamp")]
@@ -275,10 +279,8 @@ def assert_stable_again(k8s: K8sCluster, ns: str, stable: str) -> dict[str, Any]
 def test_an_in_place_tuning_deleted_mid_trial_ends_with_the_stable_revision_serving(
     k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    ns = namespace
-    stable = in_place_server(k8s_cluster, ns)
-    name = "qwen36-inplace-delete"
-    k8s_cluster.apply(in_place(name), ns)
+    ns, name = namespace, "qwen36-inplace-delete"
+    stable = in_place_tuning(k8s_cluster, ns, name)
     hold = wait_for("a trial on every replica", lambda: trial_serving(k8s_cluster, ns), timeout=120, interval=0.5)
     assert hold["name"] == name and hold["stableRevision"] == stable
     st = k8s_cluster.get("sglangserver", SERVER, "-n", ns)["status"]
@@ -294,10 +296,8 @@ def test_an_in_place_tuning_resumed_after_the_operator_is_killed_ends_with_the_s
     import os
     import signal
 
-    ns = namespace
-    stable = in_place_server(k8s_cluster, ns)
-    name = "qwen36-inplace-kill"
-    k8s_cluster.apply(in_place(name), ns)
+    ns, name = namespace, "qwen36-inplace-kill"
+    stable = in_place_tuning(k8s_cluster, ns, name)
 
     def one_done_one_running() -> dict[str, Any] | None:
         st = k8s_cluster.get("sglangtuning", name, "-n", ns).get("status") or {}
