@@ -8,6 +8,7 @@ from typing import Any
 
 from rollback_driver import FAST, GOOD, OTHER, SETUP, T0, Run
 
+from sglang_operator.api.view import ServerView
 from sglang_operator.decisions.observation import ObservationDecision, Observed, decide
 from sglang_operator.decisions.pods import pod_health
 from sglang_operator.decisions.rollback_state import Observation
@@ -29,6 +30,11 @@ def observed(now: dt.datetime = T0, revision: str = GOOD, spec_revision: str | N
     return Observed(now=now, generation=1, health=health, observation=obs, **kw)
 
 
+def view(stored: dict[str, Any], applied: dict[str, Any] | None = None) -> ServerView:
+    """The server's view with status ``stored`` and what its job applied (``applied``) merged in."""
+    return ServerView.of({"metadata": {"name": "s", "namespace": "ns"}, "status": stored}).with_status(applied or {})
+
+
 def persisted(stored: dict[str, Any], d: ObservationDecision) -> dict[str, Any]:
     """The stored status after the decision's one patch."""
     return {**stored, **d.delta}
@@ -36,14 +42,14 @@ def persisted(stored: dict[str, Any], d: ObservationDecision) -> dict[str, Any]:
 
 def test_an_apply_failure_is_degraded_and_posted_once() -> None:
     stored = {"revision": GOOD}
-    first = decide(stored, {}, observed(apply_failure="applying the Deployment failed (HTTP 500): x"), FAST)
+    first = decide(view(stored), observed(apply_failure="applying the Deployment failed (HTTP 500): x"), FAST)
     degraded = first.status.condition("Degraded")
     assert degraded is not None and (degraded.status, degraded.reason) == ("True", "ApplyFailed")
     assert [e.reason for e in first.events if e.type == "Warning"] == ["ApplyFailed"]  # and the analysis's own
-    again = decide(persisted(stored, first), {}, observed(T0 + dt.timedelta(seconds=1),
+    again = decide(view(persisted(stored, first)), observed(T0 + dt.timedelta(seconds=1),
                                                           apply_failure="applying the Deployment failed"), FAST)
     assert [e.reason for e in again.events if e.reason == "ApplyFailed"] == []  # the same reason: no second event
-    healed = decide(persisted(stored, first), {}, observed(T0 + dt.timedelta(seconds=2)), FAST)
+    healed = decide(view(persisted(stored, first)), observed(T0 + dt.timedelta(seconds=2)), FAST)
     healed_degraded = healed.status.condition("Degraded")
     assert healed_degraded is not None and healed_degraded.status == "False"
 
@@ -51,9 +57,9 @@ def test_an_apply_failure_is_degraded_and_posted_once() -> None:
 def test_settings_differ_is_posted_when_the_differences_change_only() -> None:
     stored = {"revision": GOOD, "effective": {"numSteps": 3}}
     diffs = ["numSteps: spec 3, SGLang runs 1"]
-    first = decide(stored, {}, observed(diffs=diffs), FAST)
+    first = decide(view(stored), observed(diffs=diffs), FAST)
     assert "SettingsDiffer" in [e.reason for e in first.events]
-    same = decide(persisted(stored, first), {}, observed(T0 + dt.timedelta(seconds=1), diffs=diffs,
+    same = decide(view(persisted(stored, first)), observed(T0 + dt.timedelta(seconds=1), diffs=diffs,
                                                          previous_diffs=diffs), FAST)
     assert "SettingsDiffer" not in [e.reason for e in same.events] and same.diffs == diffs
 
@@ -61,7 +67,7 @@ def test_settings_differ_is_posted_when_the_differences_change_only() -> None:
 def test_what_the_job_applied_is_written_by_the_one_patch_and_judged() -> None:
     stored = {"revision": GOOD}
     applied = {"revision": OTHER, "command": "sglang serve ...", "phase": "Progressing"}
-    d = decide(stored, applied, observed(revision=OTHER), FAST)
+    d = decide(view(stored, applied), observed(revision=OTHER), FAST)
     assert d.delta["revision"] == OTHER and d.delta["command"] == "sglang serve ..."
     assert d.state.analysis is not None and d.state.analysis.revision == OTHER
 
@@ -70,8 +76,8 @@ def test_a_spec_revision_not_running_and_not_rejected_is_applied() -> None:
     run = Run(auto_apply=False)
     run.promote_good()
     stored = run.state.status_patch() | {"revision": GOOD}
-    d = decide(stored, {}, observed(run.now, spec_revision=OTHER), FAST)
+    d = decide(view(stored), observed(run.now, spec_revision=OTHER), FAST)
     assert d.apply is not None and d.apply.revision == OTHER, d.events
-    kept = decide(stored, {}, observed(run.now), FAST)  # the spec asks for what runs: nothing to apply
+    kept = decide(view(stored), observed(run.now), FAST)  # the spec asks for what runs: nothing to apply
     assert kept.apply is None and kept.delta.keys() <= {"conditions", "phase", "replicas", "readyReplicas",
                                                          "updatedReplicas", "observedGeneration", "analysis"}

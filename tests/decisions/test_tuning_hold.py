@@ -11,7 +11,7 @@ import datetime as dt
 from typing import Any
 
 from rollback_driver import FAST, GOOD, OTHER, T0, Run
-from test_observation import observed, persisted
+from test_observation import observed, persisted, view
 
 from sglang_operator.api.analysis import CanaryPhase, CanaryState
 from sglang_operator.api.status import SGLangServerStatus, TuningHold
@@ -78,10 +78,10 @@ def test_the_servers_tick_takes_the_hold_for_the_oldest_tuning_that_has_not_begu
     young = dataclasses.replace(asking(trial=False, started=False, name="young"), created="2026-01-02T00:00:00Z")
     old = dataclasses.replace(asking(trial=False, started=False, name="old"), created="2026-01-01T00:00:00Z")
     began = asking(trial=False, started=True, name="began")  # began once and lost its hold: never again
-    d = decide(stored, {}, seen(revision=GOOD, tunings=(began, young, old)), FAST)
+    d = decide(view(stored), seen(revision=GOOD, tunings=(began, young, old)), FAST)
     assert d.status.tuning_hold is not None and d.status.tuning_hold.name == "old"
     assert d.status.tuning_hold.spec_hash == HASH and d.apply is None
-    alone = decide(stored, {}, seen(revision=GOOD, tunings=(began,)), FAST)
+    alone = decide(view(stored), seen(revision=GOOD, tunings=(began,)), FAST)
     assert alone.status.tuning_hold is None and "tuningHold" not in alone.delta
 
 
@@ -90,23 +90,23 @@ def test_the_hold_goes_only_to_a_tuning_the_queue_admitted() -> None:
     queued = dataclasses.replace(asking(trial=False, started=False, name="queued"), admitted=False,
                                  created="2026-01-01T00:00:00Z")
     admitted = dataclasses.replace(asking(trial=False, started=False, name="admitted"), created="2026-01-02T00:00:00Z")
-    d = decide(stored, {}, seen(revision=GOOD, tunings=(queued, admitted)), FAST)
+    d = decide(view(stored), seen(revision=GOOD, tunings=(queued, admitted)), FAST)
     assert d.status.tuning_hold is not None and d.status.tuning_hold.name == "admitted"
-    alone = decide(stored, {}, seen(revision=GOOD, tunings=(queued,)), FAST)
+    alone = decide(view(stored), seen(revision=GOOD, tunings=(queued,)), FAST)
     assert alone.status.tuning_hold is None
 
 
 def test_the_wanted_trial_is_applied_by_the_servers_job_once() -> None:
     stored = promoted() | {"tuningHold": hold(trial=False)}
-    d = decide(stored, {}, seen(revision=GOOD, tunings=(asking(),)), FAST)
+    d = decide(view(stored), seen(revision=GOOD, tunings=(asking(),)), FAST)
     assert d.apply == ApplyTrial("tune", "tune-trial-1", TRIAL, SETTINGS)
     assert not d.verifying  # between trials: nothing measured yet
     # the job applied it: its keys (revision, tuningHold with the trial) are merged into the next tick
     applied = {"revision": TRIAL, "tuningHold": hold()}
-    again = decide(stored, applied, seen(tunings=(asking(),)), FAST)
+    again = decide(view(stored, applied), seen(tunings=(asking(),)), FAST)
     assert again.apply is None and again.delta["tuningHold"]["trial"] == "tune-trial-1" and again.verifying
     failed = {"tuningHold": {**hold(), "trialFailure": "refused"}}
-    assert decide(stored, failed, seen(revision=GOOD, tunings=(asking(),)), FAST).apply is None  # never retried
+    assert decide(view(stored, failed), seen(revision=GOOD, tunings=(asking(),)), FAST).apply is None  # never retried
 
 
 def test_while_held_the_trial_runs_unjudged_and_nothing_converges_to_the_spec() -> None:
@@ -114,7 +114,7 @@ def test_while_held_the_trial_runs_unjudged_and_nothing_converges_to_the_spec() 
     before = SGLangServerStatus.model_validate(stored)
     # the trial's revision runs; the spec asks for GOOD; minutes pass: no apply, no verdict, no rollback
     for s in range(0, 600, 30):
-        d = decide(stored, {}, seen(T0 + dt.timedelta(seconds=s), tunings=(asking(),)), FAST)
+        d = decide(view(stored), seen(T0 + dt.timedelta(seconds=s), tunings=(asking(),)), FAST)
         assert d.apply is None
         assert "revisions" not in d.delta and "rejectedRevisions" not in d.delta and "rollbacks" not in d.delta
         assert d.state.analysis == before.analysis and d.state.stable_revision == GOOD
@@ -125,19 +125,19 @@ def test_while_held_the_trial_runs_unjudged_and_nothing_converges_to_the_spec() 
 
 def test_without_the_hold_the_same_tick_converges_to_the_spec() -> None:
     stored = promoted() | {"revision": TRIAL}
-    d = decide(stored, {}, seen(T0 + dt.timedelta(seconds=600)), FAST)
+    d = decide(view(stored), seen(T0 + dt.timedelta(seconds=600)), FAST)
     assert isinstance(d.apply, Apply) and d.apply.revision == GOOD
 
 
 def test_the_end_applies_the_stable_revision_first_and_then_removes_the_hold() -> None:
     stored = promoted() | {"revision": TRIAL, "tuningHold": hold()}
-    stored = persisted(stored, decide(stored, {}, seen(tunings=(asking(),)), FAST))  # held: TuningHeld=True
+    stored = persisted(stored, decide(view(stored), seen(tunings=(asking(),)), FAST))  # held: TuningHeld=True
     for gone in ((), (asking(active=False),)):  # deleted, or ended (Succeeded, Failed, Cancelled)
-        d = decide(stored, {}, seen(tunings=gone), FAST)
+        d = decide(view(stored), seen(tunings=gone), FAST)
         assert isinstance(d.apply, Apply) and d.apply.revision == GOOD
         assert d.status.tuning_hold is not None  # held until the stable revision is applied: no trial pod judged
     applied = {"revision": GOOD}
-    d = decide(stored, applied, seen(revision=GOOD), FAST)
+    d = decide(view(stored, applied), seen(revision=GOOD), FAST)
     assert d.apply is None and d.delta["tuningHold"] is None
     cond = d.status.condition("TuningHeld")
     assert cond is not None and (cond.status, cond.reason) == ("False", "Released")
@@ -145,13 +145,13 @@ def test_the_end_applies_the_stable_revision_first_and_then_removes_the_hold() -
 
 def test_a_spec_change_ends_the_hold_at_once_and_a_scale_does_not() -> None:
     stored = promoted() | {"revision": TRIAL, "tuningHold": hold(generation=1)}
-    stored = persisted(stored, decide(stored, {}, seen(tunings=(asking(),)), FAST))
-    scaled = decide(stored, {}, seen(T0 + dt.timedelta(seconds=1), generation=2, tunings=(asking(),)), FAST)
+    stored = persisted(stored, decide(view(stored), seen(tunings=(asking(),)), FAST))
+    scaled = decide(view(stored), seen(T0 + dt.timedelta(seconds=1), generation=2, tunings=(asking(),)), FAST)
     assert scaled.apply is None and scaled.status.tuning_hold is not None
     assert scaled.status.tuning_hold.generation == 2  # the hold follows the scale
     changed = seen(T0 + dt.timedelta(seconds=2), spec_revision=OTHER, generation=3, spec_hash="h2",
                    tunings=(asking(),))
-    d = decide(persisted(stored, scaled), {}, changed, FAST)
+    d = decide(view(persisted(stored, scaled)), changed, FAST)
     assert isinstance(d.apply, Apply) and d.apply.revision == OTHER  # the spec's revision, not the stable one
     cond = d.status.condition("TuningHeld")
     assert cond is not None and (cond.status, cond.reason) == ("False", inplace.SPEC_CHANGED)
@@ -177,7 +177,7 @@ def test_release_applies_the_stable_revision_unless_it_serves_or_the_spec_change
 
 def test_a_hand_edited_hold_holds_nothing() -> None:
     stored = promoted() | {"revision": TRIAL, "tuningHold": {"name": "tune"}}
-    d = decide(stored, {}, seen(T0 + dt.timedelta(seconds=600), tunings=(asking(),)), FAST)
+    d = decide(view(stored), seen(T0 + dt.timedelta(seconds=600), tunings=(asking(),)), FAST)
     assert isinstance(d.apply, Apply)
 
 

@@ -16,10 +16,12 @@ A view is frozen: what changes (a status patch's answer, what a job applied) is 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any
+
+from pydantic import ValidationError
 
 from sglang_operator.api.server import SGLangServer, SpecError, parse, parse_spec, parse_status
 from sglang_operator.api.spec import SGLangServerSpec
@@ -28,6 +30,19 @@ from sglang_operator.api.tuning import SGLangTuning, parse_tuning, parse_tuning_
 from sglang_operator.api.tuning_status import SGLangTuningStatus
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def _status_of(body: Mapping[str, Any]) -> SGLangServerStatus:
+    """``body``'s status typed: a ``tuningHold`` edited by hand that does not parse holds nothing (the rest is read as
+    stored); any other status that does not parse reads as empty (:func:`~sglang_operator.api.server.parse_status`,
+    logged)."""
+    stored = body.get("status") or {}
+    try:
+        return SGLangServerStatus.model_validate(dict(stored))
+    except ValidationError:
+        if "tuningHold" in stored:
+            return parse_status({**body, "status": {k: v for k, v in stored.items() if k != "tuningHold"}})
+        return parse_status(body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +88,8 @@ class ServerView:
     status: SGLangServerStatus
     """The status parsed: the stored one, with what the server's job applied and has not written yet merged in
     (:meth:`with_status`)."""
+    applied: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    """The status keys the server's job applied and the next status patch writes (:meth:`with_status`; empty: none)."""
 
     @classmethod
     def of(cls, body: Mapping[str, Any], status: SGLangServerStatus | None = None) -> ServerView:
@@ -88,7 +105,7 @@ class ServerView:
             MappingProxyType({str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}),
             MappingProxyType(dict(body.get("spec") or {})),
             MappingProxyType(dict(stored)) if stored else _EMPTY,
-            status if status is not None else parse_status(body),
+            status if status is not None else _status_of(body),
         )
 
     @property
@@ -142,12 +159,13 @@ class ServerView:
 
     def with_status(self, applied: Mapping[str, Any]) -> ServerView:
         """This view with :attr:`status` parsed from the stored status and the keys ``applied`` (what the server's job
-        applied, not written yet) merged over it; :attr:`status_data` stays the stored one (a patch is diffed against
-        it). Rare: once after a job's apply. ``applied`` empty: this view."""
+        applied, not written yet: :attr:`applied`) merged over it; :attr:`status_data` stays the stored one (a patch
+        is diffed against it). Rare: once after a job's apply. ``applied`` empty: this view."""
         if not applied:
             return self
         return ServerView(self.ref, self.generation, self.resource_version, self.deleting, self.annotations,
-                          self.spec_data, self.status_data, parse_status({"status": {**self.status_data, **applied}}))
+                          self.spec_data, self.status_data, _status_of({"status": {**self.status_data, **applied}}),
+                          MappingProxyType(dict(applied)))
 
 
 @dataclass(frozen=True, eq=False)

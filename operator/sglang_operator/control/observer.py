@@ -245,7 +245,7 @@ class Observer(Gathering, Ticking):
             server, spec = self._parsed(mem, merged)
         except SpecError:
             return
-        decided = decide(view.status_data, mem.applied, *await self.gather(mem, merged, server, spec, now), status)
+        decided = decide(merged, *await self.gather(mem, merged, server, spec, now))
         measured = capacity.capacity(self.tunings.known_best(server.namespace), server, spec, status.revision) \
             if capacity.uses_measured_capacity(server) else None
         await self.persist(mem, view, await autoscaling.follow(mem, view, server, decided, now, measured=measured),

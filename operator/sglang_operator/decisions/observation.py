@@ -21,12 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic import ValidationError
-
 from sglang_operator.api.analysis import AnalysisPhase
 from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.status import ConditionType, SGLangServerStatus, TuningHold
+from sglang_operator.api.view import ServerView
 from sglang_operator.decisions import judging
 from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
@@ -136,26 +135,17 @@ def held(status: Mapping[str, Any], hold: TuningHold, pod_conditions: list[Condi
     return judging.Judged(state, {}, [*conditions, holds.held_condition(hold, generation, now)])
 
 
-def _typed(status: Mapping[str, Any]) -> SGLangServerStatus:
-    """``status`` typed; a hold edited by hand that does not parse holds nothing (the rest is read as stored)."""
-    try:
-        return SGLangServerStatus.model_validate(dict(status))
-    except ValidationError:
-        return SGLangServerStatus.model_validate({k: v for k, v in status.items() if k != "tuningHold"})
-
-
-def decide(stored: Mapping[str, Any], applied: Mapping[str, Any], observed: Observed,
-           policy: RollbackPolicy, typed: SGLangServerStatus | None = None) -> ObservationDecision:
-    """Decide one observation: ``stored`` status (as the API server holds it), ``applied`` (status keys of what the
-    server's job applied since, not written yet: the analysis follows them), what was ``observed``, and the policy
-    of the object's spec (its ``intervalSeconds`` the sampling interval in force). ``typed``: the stored status
-    with ``applied`` merged in, parsed (the caller's cache; read, never modified; parsed here when None). The hold
-    of an InPlace tuning (:func:`sglang_operator.decisions.tuning.inplace.step`) comes first: while it stands, the
-    analysis is held. Pure."""
+def decide(view: ServerView, observed: Observed, policy: RollbackPolicy) -> ObservationDecision:
+    """Decide one observation of the server of ``view``: its stored status (:attr:`ServerView.status_data`, as the API
+    server holds it), what the server's job applied since and the next patch writes (:attr:`ServerView.applied`: the
+    analysis follows it) and both typed (:attr:`ServerView.status`), what was ``observed``, and the policy of the
+    object's spec (its ``intervalSeconds`` the sampling interval in force). The hold of an InPlace tuning
+    (:func:`sglang_operator.decisions.tuning.inplace.step`) comes first: while it stands, the analysis is held.
+    Pure."""
+    stored, applied, typed = view.status_data, view.applied, view.status
     status = {**stored, **applied}
     o = observed
     revision = str(status.get("revision"))
-    typed = typed if typed is not None else _typed(status)
     hold_step = inplace.step(typed, o.generation, o.spec_hash, o.tunings)
     hold = hold_step.hold
     if hold is not None:
