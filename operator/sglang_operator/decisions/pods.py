@@ -150,7 +150,7 @@ def trouble(pod: dict[str, Any]) -> str | None:
 
 def pod_health(
     pods: list[dict[str, Any]], desired: int, revision: str, generation: int, now: dt.datetime,
-    revision_label: str = "sglang-operator.io/revision",
+    revision_label: str = REVISION_LABEL,
 ) -> PodHealth:
     """Summarise ``pods`` (all pods of one SGLangServer) against ``desired`` replicas at ``revision``.
 
@@ -161,7 +161,7 @@ def pod_health(
     current = [p for p in live if p.get("metadata", {}).get("labels", {}).get(revision_label) == revision]
     ready = [p for p in current if is_ready(p)]
     serving = [p for p in live if is_ready(p)]
-    ips = sorted(p["status"]["podIP"] for p in ready if p.get("status", {}).get("podIP"))
+    ips = sorted(p["status"]["podIP"] for p in ready_with_ip(ready))
     trouble = next((t for t in map(_trouble, current) if t), None)
 
     def cond(t: str, s: Any, reason: str, msg: str) -> Condition:

@@ -295,18 +295,18 @@ def undo(
 def _image_note(client: Any, namespace: str, name: str, status: Any, rev: str, cr: dict[str, Any],
                 spec: dict[str, Any]) -> str:
     """What image revision ``rev`` runs after ``undo``, and why (the operator's ``restore.as_ran``)."""
-    from sglang_operator.builders.revision import DIGEST_ANNOTATION
+    from sglang_operator.builders.revision import has_digest, recorded_digest
 
     image = str((spec.get("sglang") or {}).get("image") or "")
-    digest = ((cr.get("metadata") or {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
-    if "@sha256:" in image:
+    digest = recorded_digest(cr)
+    if has_digest(image):
         return f"image: {image} (pinned in the spec)"
     if status.revision == rev:
         running = _running_image(client, namespace, name)
         shown = running or "as it runs"
         return f"image: revision {rev} runs already, its pods are kept ({shown})"
     if digest:
-        return f"image: {image} pinned to {str(digest).rpartition('@')[2]}, the digest revision {rev} ran"
+        return f"image: {image} pinned to {digest.rpartition('@')[2]}, the digest revision {rev} ran"
     return (f"image: {image} by its tag: revision {rev} has no recorded digest (its pods never reported an imageID), "
             "so the tag runs as it resolves now")
 
