@@ -31,16 +31,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_operator.builders.labels import APP_NAME, MANAGED_BY, REVISION_LABEL, common_labels, selector_labels
+from sglang_operator.builders.labels import (
+    APP_NAME,
+    COMPONENT_LABEL,
+    INSTANCE_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    NAME_LABEL,
+    REVISION_LABEL,
+    common_labels,
+    selector_labels,
+)
 from sglang_operator.builders.leaderworkerset import LEADER_INDEX, WORKER_INDEX_LABEL
 from sglang_operator.builders.workload import PORT_NAME
 
 POD_MONITOR_API_VERSION = "monitoring.coreos.com/v1"
 POD_MONITOR_KIND = "PodMonitor"
 DEFAULT_JOB_NAME = "sglang"
-INSTANCE_LABEL = "app.kubernetes.io/instance"
-NAME_LABEL = "app.kubernetes.io/name"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 FINISHED_POD_PHASES = "Succeeded|Failed"
 """Pods in these phases are not scraped (the Prometheus Operator's PodMonitor default, ``filterRunning``)."""
 
@@ -144,7 +151,6 @@ def pod_monitor(name: str, namespace: str, sglang_version: str, labels: Mapping[
     }
 
 
-COMPONENT_LABEL = "app.kubernetes.io/component"
 TRIAL_COMPONENT = "tuning-trial"
 """``app.kubernetes.io/component`` of an SGLangTuning's Shadow trial pods
 (:data:`sglang_operator.builders.tuning.TRIAL_COMPONENT`): never scraped, so a trial never appears as a server in

@@ -15,7 +15,7 @@ from typing import Any
 
 from sglang_operator.api.base import GROUP
 from sglang_operator.api.rollback import without_default_prompt
-from sglang_operator.builders.labels import MANAGED_BY, REVISION_LABEL, selector_labels
+from sglang_operator.builders.labels import MANAGED_BY, MANAGED_BY_LABEL, REVISION_LABEL, selector_labels
 
 DIGEST_ANNOTATION = f"{GROUP}/image-digest"
 """Annotation of a ControllerRevision: the image reference by digest its pods ran (``repo@sha256:…``)."""
@@ -30,7 +30,7 @@ def revision_name(server: str, revision: str) -> str:
 
 def ledger_labels(server: str) -> dict[str, str]:
     """Labels selecting every ledger ControllerRevision of SGLangServer ``server``."""
-    return {**selector_labels(server), "app.kubernetes.io/managed-by": MANAGED_BY, KIND_LABEL: "true"}
+    return {**selector_labels(server), MANAGED_BY_LABEL: MANAGED_BY, KIND_LABEL: "true"}
 
 
 def controller_revision(
