@@ -123,6 +123,12 @@ def validation(expression: str, message: str, message_expression: str) -> dict[s
             "reason": "Forbidden"}
 
 
+def none_bad(collection: str, bad: str, message: str, message_expression: str) -> dict[str, str]:
+    """A validation that no item of ``collection`` (a CEL list or map that may be unset) is in ``bad`` (the CEL
+    filter of its offending items; ``message_expression`` names ``bad[0]``)."""
+    return validation(f"!has({collection}) || {bad}.size() == 0", message, message_expression)
+
+
 def spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """``obj['spec']`` of an SGLangServer body, ``{}`` when it is absent or not a mapping."""
     spec = obj.get("spec")
