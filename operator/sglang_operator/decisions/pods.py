@@ -51,10 +51,16 @@ class PodHealth:
     pod_ips: list[str] = field(default_factory=list)
 
 
-def is_ready(pod: Mapping[str, Any]) -> bool:
-    """Whether ``pod`` (API JSON) has the condition ``Ready=True``; the one test of pod readiness."""
+def ready_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The condition ``Ready=True`` of ``pod`` (API JSON; its ``lastTransitionTime`` says since when), or None when
+    the pod is not Ready; the one test of pod readiness."""
     conds = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+    return next((c for c in conds if c.get("type") == "Ready" and c.get("status") == "True"), None)
+
+
+def is_ready(pod: Mapping[str, Any]) -> bool:
+    """Whether ``pod`` (API JSON) has the condition ``Ready=True`` (:func:`ready_condition`)."""
+    return ready_condition(pod) is not None
 
 
 def tail(text: str, limit: int = MESSAGE_LIMIT) -> str:
