@@ -40,7 +40,6 @@ from sglang_operator.decisions.tuning.objective import (
     objective_value,
     reference_trial,
 )
-from sglang_operator.decisions.tuning.objective import TrialVerdict as SearchVerdict
 from sglang_operator.decisions.tuning.search import (
     MAX_MEASUREMENTS,
     Algorithm,
@@ -224,7 +223,7 @@ def results(trials: Sequence[Trial]) -> list[TrialResult]:
             ttft_p50_seconds=f.time_to_first_token_p50_seconds or 0.0,
             ttft_p95_seconds=f.time_to_first_token_p95_seconds or 0.0,
             accept_length=f.accept_length) for f in t.levels)
-        verdict = SearchVerdict(t.verdict)
+        verdict = TrialVerdict(t.verdict)
         out.append(TrialResult(point=point_of(t.settings), verdict=verdict, figures=figures, reason=t.reason))
     return out
 
