@@ -10,6 +10,8 @@ them. The bottom layer, beside :mod:`sglang_operator.sglang`.
 - :mod:`.crd`: the CustomResourceDefinitions generated from the models (``sglang-operator crd``).
 - :mod:`.kube_types`: Kubernetes' own schemas for the pod fields an SGLangServer passes through.
 - :mod:`.names`: field names for error messages (the closest known field to a misspelt one).
+- :mod:`.resource`: the custom-resource root both kinds share (apiVersion, metadata, the name rule, parsing and
+  its errors).
 - :mod:`.rollback`: ``spec.rollback``: how every new revision is judged, and the probe.
 - :mod:`.server`: the ``SGLangServer`` resource as a whole (apiVersion, kind, metadata, spec, status).
 - :mod:`.spec`: ``SGLangServer.spec``: the whole desired state of one server.

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import AwareDatetime, Field, WithJsonSchema
 
 from sglang_operator.api.base import StatusModel
+from sglang_operator.api.spec import SGLangServerSpec
 
 
 class AnalysisPhase(StrEnum):
@@ -404,3 +405,16 @@ class CanaryState(StatusModel):
     """Value of ``sglang-operator.io/promote`` when the canary started or last acted on."""
     abort_token: str | None = None
     """Value of ``sglang-operator.io/abort`` when the canary started or last acted on."""
+
+
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+"""The node label naming a node's GPU model (NVIDIA's GPU feature discovery): part of a :class:`Setup`."""
+
+
+def setup_of(spec: SGLangServerSpec, gpu_product: str | None = None) -> Setup:
+    """The :class:`Setup` of a spec; ``gpu_product`` (the pods' node label :data:`GPU_PRODUCT_LABEL`, when the
+    caller knows it) defaults to the spec's nodeSelector for that label."""
+    return Setup(model_path=spec.model.path, model_revision=spec.model.revision,
+                 gpu_product=gpu_product or spec.node_selector.get(GPU_PRODUCT_LABEL),
+                 tensor=spec.parallelism.tensor, pipeline=spec.parallelism.pipeline, data=spec.parallelism.data,
+                 nodes=spec.parallelism.nodes, simulated_acceptance=True if simulated_acceptance(spec.env) else None)

@@ -132,19 +132,28 @@ def _external_refusal(m: Autoscaling) -> str:
             "that would use it; remove it, or set mode: KEDA")
 
 
-def _query_refusal(m: Autoscaling) -> str:
-    if m.query is not None:
-        return (f"spec.autoscaling.query is set but metric is {m.effective_metric.value}: a query is used with "
-                "metric: query only; set metric: query or remove query")
-    return "spec.autoscaling.metric is query but query is not set: set query to a PromQL expression"
+def _with_metric(field: str, metric: AutoscalingMetric, use: str, needed: str, name: str) -> CelRule:
+    """The rule that ``spec.autoscaling.<field>`` is set exactly when ``metric`` is ``metric``: ``use`` says what
+    the field serves (refusal of the field without the metric), ``needed`` what to set (the metric without it)."""
+    value = metric.value
 
+    def explain(m: Autoscaling) -> str:
+        if getattr(m, field) is not None:
+            return (f"spec.autoscaling.{field} is set but metric is {m.effective_metric.value}: {use}; set metric: "
+                    f"{value} or remove {field}")
+        return f"spec.autoscaling.metric is {value} but {field} is not set: {needed}"
 
-def _slo_refusal(m: Autoscaling) -> str:
-    if m.slo is not None:
-        return (f"spec.autoscaling.slo is set but metric is {m.effective_metric.value}: the SLO sets the measured "
-                "capacity of metric: measuredCapacity only; set metric: measuredCapacity or remove slo")
-    return ("spec.autoscaling.metric is measuredCapacity but slo is not set: set slo.minTokensPerSecondPerRequest, "
-            "e.g. 20")
+    return CelRule(
+        f"has(self.{field}) == (has(self.metric) && self.metric == '{value}')",
+        f"spec.autoscaling.{field} is set exactly when metric is {value}",
+        lambda m: (getattr(m, field) is not None) == (m.metric is metric),
+        f".{field}",
+        message_expression=f"has(self.{field}) ? 'spec.autoscaling.{field} is set but metric is %s: {use}; set "
+        f"metric: {value} or remove {field}'.format([has(self.metric) ? self.metric : 'runningRequests']) : "
+        f"'spec.autoscaling.metric is {value} but {field} is not set: {needed}'",
+        explain=explain,
+        name=name,
+    )
 
 
 def _min_cel(path: str = "self") -> str:
@@ -217,30 +226,11 @@ class Autoscaling(ApiModel):
             f"{m.effective_min_replicas}; set maxReplicas to at least {m.effective_min_replicas}",
             name="autoscaling-min-within-max",
         ),
-        CelRule(
-            "has(self.query) == (has(self.metric) && self.metric == 'query')",
-            "spec.autoscaling.query is set exactly when metric is query",
-            lambda m: (m.query is not None) == (m.metric is AutoscalingMetric.QUERY),
-            ".query",
-            message_expression="has(self.query) ? 'spec.autoscaling.query is set but metric is %s: a query is used "
-            "with metric: query only; set metric: query or remove query'.format([has(self.metric) ? self.metric : "
-            "'runningRequests']) : 'spec.autoscaling.metric is query but query is not set: set query to a PromQL "
-            "expression'",
-            explain=_query_refusal,
-            name="autoscaling-query-with-metric-query",
-        ),
-        CelRule(
-            "has(self.slo) == (has(self.metric) && self.metric == 'measuredCapacity')",
-            "spec.autoscaling.slo is set exactly when metric is measuredCapacity",
-            lambda m: (m.slo is not None) == (m.metric is AutoscalingMetric.MEASURED_CAPACITY),
-            ".slo",
-            message_expression="has(self.slo) ? 'spec.autoscaling.slo is set but metric is %s: the SLO sets the "
-            "measured capacity of metric: measuredCapacity only; set metric: measuredCapacity or remove slo'.format(["
-            "has(self.metric) ? self.metric : 'runningRequests']) : 'spec.autoscaling.metric is measuredCapacity but "
-            "slo is not set: set slo.minTokensPerSecondPerRequest, e.g. 20'",
-            explain=_slo_refusal,
-            name="autoscaling-slo-with-measured-capacity",
-        ),
+        _with_metric("query", AutoscalingMetric.QUERY, "a query is used with metric: query only",
+                     "set query to a PromQL expression", "autoscaling-query-with-metric-query"),
+        _with_metric("slo", AutoscalingMetric.MEASURED_CAPACITY,
+                     "the SLO sets the measured capacity of metric: measuredCapacity only",
+                     "set slo.minTokensPerSecondPerRequest, e.g. 20", "autoscaling-slo-with-measured-capacity"),
         CelRule(
             "!has(self.target) || !has(self.metric) || self.metric != 'kvCacheUsage' || self.target <= 1.0",
             "spec.autoscaling.target of kvCacheUsage is a share of the KV cache, at most 1",

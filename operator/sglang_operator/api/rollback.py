@@ -63,7 +63,7 @@ class RollbackAction(StrEnum):
 
 
 class Signal(StrEnum):
-    """Where a sample's decode speed (tok/s) comes from; same values as ``decisions.sampling.model.Signal``."""
+    """Where a sample's decode speed (tok/s) comes from (``spec.rollback.signal``, and each sample's ``signal``)."""
 
     PROBE = "probe"
     """The operator streams ``probe.prompt`` (greedy) to the revision's Ready pods in turn and measures

@@ -6,6 +6,7 @@ from enum import StrEnum
 from typing import Annotated
 
 from pydantic import Field, StringConstraints, WithJsonSchema
+from pydantic.alias_generators import to_snake
 
 from sglang_operator.api.autoscaling import CANARY_RULE, Autoscaling
 from sglang_operator.api.base import (
@@ -282,6 +283,22 @@ class CanaryStrategy(ApiModel):
         return max(1, min(count, replicas - 1))
 
 
+def _type_only(field: str, strategy: StrategyType, name: str, shown: bool = False) -> CelRule:
+    """The rule that ``spec.strategy.<field>`` (camelCase) is set only with type ``strategy``; ``shown``: the
+    refusal quotes the field's value (else it says ``is set``)."""
+    attribute, kind = to_snake(field), strategy.value
+    fix = f"it applies to {kind} only; set type: {kind} or remove {field}"
+    return CelRule(
+        f"!has(self.{field}) || self.type == '{kind}'", f"spec.strategy.{field} applies to type {kind} only",
+        lambda m: getattr(m, attribute) is None or m.type is strategy, f".{field}",
+        message_expression=f"'spec.strategy.{field} is {'%s' if shown else 'set'} but type is %s: {fix}'.format(["
+        + (f"self.{field}, " if shown else "") + "self.type])",
+        explain=lambda m: f"spec.strategy.{field} is {getattr(m, attribute) if shown else 'set'} but type is "
+        f"{m.type.value}: {fix}",
+        name=name,
+    )
+
+
 class UpdateStrategy(ApiModel):
     """How pods are replaced when the pod template changes (rendered as the Deployment's ``strategy``)."""
 
@@ -304,17 +321,7 @@ class UpdateStrategy(ApiModel):
     runs no request (the pods' ``preStop`` hook). 0: no wait."""
 
     cel_rules = (
-        CelRule(
-            "!has(self.maxUnavailable) || self.type == 'RollingUpdate'",
-            "spec.strategy.maxUnavailable applies to type RollingUpdate only",
-            lambda m: m.max_unavailable is None or m.type is StrategyType.ROLLING_UPDATE,
-            ".maxUnavailable",
-            message_expression="'spec.strategy.maxUnavailable is %s but type is %s: it applies to RollingUpdate "
-            "only; set type: RollingUpdate or remove maxUnavailable'.format([self.maxUnavailable, self.type])",
-            explain=lambda m: f"spec.strategy.maxUnavailable is {m.max_unavailable} but type is {m.type.value}: it "
-            "applies to RollingUpdate only; set type: RollingUpdate or remove maxUnavailable",
-            name="max-unavailable-rolling-only",
-        ),
+        _type_only("maxUnavailable", StrategyType.ROLLING_UPDATE, "max-unavailable-rolling-only", shown=True),
         CelRule(
             "!has(self.maxUnavailable) || (type(self.maxUnavailable) == int ? self.maxUnavailable > 0 : "
             "self.maxUnavailable != '0%')",
@@ -327,17 +334,7 @@ class UpdateStrategy(ApiModel):
             "(maxSurge 0) the update could never progress; set it to at least 1",
             name="max-unavailable-positive",
         ),
-        CelRule(
-            "!has(self.canary) || self.type == 'Canary'",
-            "spec.strategy.canary applies to type Canary only",
-            lambda m: m.canary is None or m.type is StrategyType.CANARY,
-            ".canary",
-            message_expression="'spec.strategy.canary is set but type is %s: it applies to Canary only; set type: "
-            "Canary or remove canary'.format([self.type])",
-            explain=lambda m: f"spec.strategy.canary is set but type is {m.type.value}: it applies to Canary only; "
-            "set type: Canary or remove canary",
-            name="canary-canary-only",
-        ),
+        _type_only("canary", StrategyType.CANARY, "canary-canary-only"),
         CelRule(
             "!has(self.drainSeconds) || self.drainSeconds == 0 || self.type == 'Recreate' || self.type == 'Canary'",
             "spec.strategy.drainSeconds applies to types Recreate and Canary only",

@@ -19,6 +19,7 @@ from sglang_operator.builders.admission_kinds import (
     Params,
     lit,
     lookup,
+    none_bad,
     spec_of,
     validation,
 )
@@ -67,8 +68,8 @@ class HostPathRule:
                 f"spec.model.cache.hostPath: {_HOST_PATH_SAYS}",
                 f"'spec.model.cache.hostPath is ' + {path} + ': ' + {lit(_HOST_PATH_SAYS)} + {fix_cel}")]
         bad = f"{OBJECT}.volumes.filter(v, has(v.hostPath) && !({_path_allowed_cel('v.hostPath.path')}))"
-        return [validation(
-            f"!has({OBJECT}.volumes) || {bad}.size() == 0",
+        return [none_bad(
+            f"{OBJECT}.volumes", bad,
             f"spec.volumes[].hostPath.path: {_HOST_PATH_SAYS}",
             f"'spec.volumes[' + {bad}[0].name + '].hostPath.path is ' + {bad}[0].hostPath.path + ': ' + "
             f"{lit(_HOST_PATH_SAYS)} + {fix_cel}")]
@@ -112,8 +113,8 @@ class AppArmorAnnotationRule:
         annotations = f"{OBJECT}.podAnnotations"
         bad = (f"{annotations}.filter(k, k.startsWith({lit(APPARMOR_ANNOTATION)}) && !({annotations}[k] == "
                f"'runtime/default' || {annotations}[k].startsWith('localhost/')))")
-        return [validation(
-            f"!has({annotations}) || {bad}.size() == 0",
+        return [none_bad(
+            annotations, bad,
             f"spec.podAnnotations[{APPARMOR_ANNOTATION}*]: {_APPARMOR_SAYS}; {_APPARMOR_FIX}",
             f"'spec.podAnnotations[' + {bad}[0] + '] is ' + {annotations}[{bad}[0]] + ': ' + "
             f"{lit(_APPARMOR_SAYS + '; ' + _APPARMOR_FIX)}")]
@@ -175,8 +176,8 @@ class HostPathWriteRule:
         open_ = (f"(!has(v.hostPath.type) || !(v.hostPath.type in ['Directory', 'File']) || (has({mounts}) && "
                  f"{mounts}.exists(m, m.name == v.name && (!has(m.readOnly) || !m.readOnly))))")
         bad = f"{OBJECT}.volumes.filter(v, has(v.hostPath) && {open_} && !({_writable_here_cel('v.hostPath.path')}))"
-        return [validation(
-            f"!has({OBJECT}.volumes) || {bad}.size() == 0",
+        return [none_bad(
+            f"{OBJECT}.volumes", bad,
             f"spec.volumes[].hostPath: {_WRITES_SAYS}; use type Directory or File and readOnly: true on each "
             f"spec.volumeMounts[] of it, or {_WRITES_FIX}",
             f"'spec.volumes[' + {bad}[0].name + '].hostPath ' + {bad}[0].hostPath.path + ' is writable (type ' + "
@@ -234,9 +235,9 @@ class VolumeTypesRule:
         # policy's status.typeChecking); at admission it is a map of its set fields, iterated by key
         bad = f"{OBJECT}.volumes.filter(v, dyn(v).exists(k, !(k in {lit(self._keys)})))"
         kind = f"dyn({bad}[0]).filter(k, !(k in {lit(self._keys)})).join(', ')"
-        return [validation(f"!has({OBJECT}.volumes) || {bad}.size() == 0",
-                            f"spec.volumes[] uses a volume source outside the level{self._tail()}",
-                            f"'spec.volumes[' + {bad}[0].name + '] is ' + {kind} + {lit(self._tail())}")]
+        return [none_bad(f"{OBJECT}.volumes", bad,
+                          f"spec.volumes[] uses a volume source outside the level{self._tail()}",
+                          f"'spec.volumes[' + {bad}[0].name + '] is ' + {kind} + {lit(self._tail())}")]
 
     def refusal(self, obj: Mapping[str, Any], params: Params) -> str | None:
         for v in spec_of(obj).get("volumes") or []:

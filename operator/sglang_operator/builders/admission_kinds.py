@@ -123,6 +123,12 @@ def validation(expression: str, message: str, message_expression: str) -> dict[s
             "reason": "Forbidden"}
 
 
+def none_bad(collection: str, bad: str, message: str, message_expression: str) -> dict[str, str]:
+    """A validation that no item of ``collection`` (a CEL list or map that may be unset) is in ``bad`` (the CEL
+    filter of its offending items; ``message_expression`` names ``bad[0]``)."""
+    return validation(f"!has({collection}) || {bad}.size() == 0", message, message_expression)
+
+
 def spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """``obj['spec']`` of an SGLangServer body, ``{}`` when it is absent or not a mapping."""
     spec = obj.get("spec")
@@ -136,24 +142,33 @@ RESTRICTED_ONLY = (Level.RESTRICTED,)
 
 
 @dataclass(frozen=True)
-class ValueRule:
-    """A scalar of ``spec`` (``path``) must be one of ``values`` (``allowed``) or none of them (not ``allowed``).
-    Unset, it counts as the operator's default at that path (``default``); with no default an unset field passes
-    unless ``required``. The message: ``<field> is <value>: <says> (<pss>); <fix>``."""
+class FieldRule:
+    """The common part of a rule on one field of ``spec`` (``path``, e.g. ``("securityContext", "privileged")``):
+    its ID, what the refusal ``says``, the ``fix``, the Pod Security Standards check it stands for (``pss``) and its
+    ``levels``."""
 
     name: str
     path: tuple[str, ...]
-    values: tuple[Any, ...]
-    allowed: bool
     says: str
     fix: str
     pss: str
     levels: tuple[Level, ...] = BOTH
-    required: bool = False
 
     @property
     def field(self) -> str:
+        """``spec.<path>``."""
         return "spec." + ".".join(self.path)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValueRule(FieldRule):
+    """A scalar of ``spec`` (``path``) must be one of ``values`` (``allowed``) or none of them (not ``allowed``).
+    Unset, it counts as the operator's default at that path (``default``); with no default an unset field passes
+    unless ``required``. The message: ``<field> is <value>: <says> (<pss>); <fix>``."""
+
+    values: tuple[Any, ...]
+    allowed: bool
+    required: bool = False
 
     @property
     def default(self) -> Any:
@@ -186,22 +201,12 @@ class ValueRule:
         return f"{self.field} is {_text(value) if found else 'unset'}: {self.says} ({self.pss}); {self.fix}"
 
 
-@dataclass(frozen=True)
-class SubsetRule:
+@dataclass(frozen=True, kw_only=True)
+class SubsetRule(FieldRule):
     """Every item of a list of ``spec`` (``path``) must be in ``allowed``; unset counts as empty (the operator
     adds none). The message lists the items outside."""
 
-    name: str
-    path: tuple[str, ...]
     allowed: tuple[str, ...]
-    says: str
-    fix: str
-    pss: str
-    levels: tuple[Level, ...] = BOTH
-
-    @property
-    def field(self) -> str:
-        return "spec." + ".".join(self.path)
 
     def cel(self) -> list[dict[str, str]]:
         ref = _ref(OBJECT, self.path)
@@ -220,21 +225,11 @@ class SubsetRule:
                f"{', '.join(self.allowed)}); {self.fix}"
 
 
-@dataclass(frozen=True)
-class ContainsRule:
+@dataclass(frozen=True, kw_only=True)
+class ContainsRule(FieldRule):
     """A list of ``spec`` (``path``) must contain ``item``; unset counts as the operator's default list."""
 
-    name: str
-    path: tuple[str, ...]
     item: str
-    says: str
-    fix: str
-    pss: str
-    levels: tuple[Level, ...] = BOTH
-
-    @property
-    def field(self) -> str:
-        return "spec." + ".".join(self.path)
 
     def _unset_ok(self) -> bool:
         found, default = lookup(DEFAULT_SECURITY_CONTEXT, self.path[1:])

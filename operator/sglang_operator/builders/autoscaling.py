@@ -35,7 +35,7 @@ from sglang_operator.api.autoscaling import (
     AutoscalingMode,
 )
 from sglang_operator.api.server import SGLangServer
-from sglang_operator.builders.labels import MANAGED_BY, selector_labels
+from sglang_operator.builders.labels import COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, selector_labels
 from sglang_operator.builders.monitoring import LEADERS_ONLY
 
 GROUP = "keda.sh"
@@ -117,8 +117,8 @@ def scaled_object(server: SGLangServer, prometheus_address: str | None = None, *
             "http://prometheus-operated.monitoring.svc:9090")
     annotations = {k: v for k, v in pause_annotations(verifying, trial_replicas).items() if v is not None}
     metadata: dict[str, Any] = {"name": server.name, "namespace": server.namespace,
-                                "labels": {**selector_labels(server.name), "app.kubernetes.io/component": "autoscaler",
-                                           "app.kubernetes.io/managed-by": MANAGED_BY}}
+                                "labels": {**selector_labels(server.name), COMPONENT_LABEL: "autoscaler",
+                                           MANAGED_BY_LABEL: MANAGED_BY}}
     if annotations:
         metadata["annotations"] = annotations
     fallback = auto.effective_fallback

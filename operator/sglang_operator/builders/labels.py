@@ -16,6 +16,11 @@ from sglang_operator.api.base import GROUP
 
 APP_NAME = "sglang"
 MANAGED_BY = "sglang-operator"
+NAME_LABEL = "app.kubernetes.io/name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+"""Pod (and child) label naming the SGLangServer."""
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+COMPONENT_LABEL = "app.kubernetes.io/component"
 REVISION_LABEL = f"{GROUP}/revision"
 """Label (pod template, Deployment) and annotation holding the revision hash."""
 VERSION_ANNOTATION = f"{GROUP}/sglang-version"
@@ -30,8 +35,8 @@ REVISION_LENGTH = 10
 def selector_labels(name: str) -> dict[str, str]:
     """Labels selecting the pods of SGLangServer ``name`` (Deployment selector, Service selector)."""
     return {
-        "app.kubernetes.io/name": APP_NAME,
-        "app.kubernetes.io/instance": name,
+        NAME_LABEL: APP_NAME,
+        INSTANCE_LABEL: name,
     }
 
 
@@ -39,8 +44,8 @@ def common_labels(name: str, sglang_version: str) -> dict[str, str]:
     """Labels put on every child object of SGLangServer ``name``."""
     return {
         **selector_labels(name),
-        "app.kubernetes.io/component": "server",
-        "app.kubernetes.io/managed-by": MANAGED_BY,
+        COMPONENT_LABEL: "server",
+        MANAGED_BY_LABEL: MANAGED_BY,
         "app.kubernetes.io/version": sglang_version,
     }
 

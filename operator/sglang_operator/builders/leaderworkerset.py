@@ -30,15 +30,8 @@ from typing import Any
 
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.builders.command import NODE_RANK_FLAG, WORKER_INDEX_ENV, RenderedCommand
-from sglang_operator.builders.labels import (
-    COMMAND_ANNOTATION,
-    REVISION_LABEL,
-    VERSION_ANNOTATION,
-    common_labels,
-    revision_hash,
-    selector_labels,
-)
-from sglang_operator.builders.workload import LIVENESS_PATH, pod_template, service
+from sglang_operator.builders.labels import revision_hash, selector_labels
+from sglang_operator.builders.workload import LIVENESS_PATH, pod_template, service, stamp_revision, workload_metadata
 
 GROUP = "leaderworkerset.x-k8s.io"
 VERSION = "v1"
@@ -92,20 +85,11 @@ def leader_worker_set(name: str, namespace: str, spec: SGLangServerSpec, cmd: Re
     leader = pod_template(name, spec, cmd)
     worker = worker_template(leader)
     revision = revision_hash({"size": nodes, "leaderTemplate": leader, "workerTemplate": worker})
-    for template in (leader, worker):
-        template["metadata"]["labels"][REVISION_LABEL] = revision
-        template["metadata"]["annotations"][REVISION_LABEL] = revision
-    version = str(cmd.version)
+    stamp_revision([leader, worker], revision)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {**common_labels(name, version), REVISION_LABEL: revision},
-            "annotations": {REVISION_LABEL: revision, VERSION_ANNOTATION: version,
-                            COMMAND_ANNOTATION: cmd.command_line},
-        },
+        "metadata": workload_metadata(name, namespace, cmd, revision),
         "spec": {
             "replicas": spec.replicas,
             "startupPolicy": "LeaderCreated",

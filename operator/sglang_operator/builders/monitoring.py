@@ -31,16 +31,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_operator.builders.labels import APP_NAME, MANAGED_BY, REVISION_LABEL, common_labels, selector_labels
+from sglang_operator.builders.labels import (
+    APP_NAME,
+    COMPONENT_LABEL,
+    INSTANCE_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    NAME_LABEL,
+    REVISION_LABEL,
+    common_labels,
+    selector_labels,
+)
 from sglang_operator.builders.leaderworkerset import LEADER_INDEX, WORKER_INDEX_LABEL
 from sglang_operator.builders.workload import PORT_NAME
 
 POD_MONITOR_API_VERSION = "monitoring.coreos.com/v1"
 POD_MONITOR_KIND = "PodMonitor"
 DEFAULT_JOB_NAME = "sglang"
-INSTANCE_LABEL = "app.kubernetes.io/instance"
-NAME_LABEL = "app.kubernetes.io/name"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 FINISHED_POD_PHASES = "Succeeded|Failed"
 """Pods in these phases are not scraped (the Prometheus Operator's PodMonitor default, ``filterRunning``)."""
 
@@ -144,7 +151,6 @@ def pod_monitor(name: str, namespace: str, sglang_version: str, labels: Mapping[
     }
 
 
-COMPONENT_LABEL = "app.kubernetes.io/component"
 TRIAL_COMPONENT = "tuning-trial"
 """``app.kubernetes.io/component`` of an SGLangTuning's Shadow trial pods
 (:data:`sglang_operator.builders.tuning.TRIAL_COMPONENT`): never scraped, so a trial never appears as a server in
@@ -172,17 +178,25 @@ def scrape_config(job_name: str = DEFAULT_JOB_NAME, namespaces: tuple[str, ...] 
     with a kubeconfig instead of the in-cluster service account (Prometheus' ``kubernetes_sd_configs``).
     ``interval``: ``scrape_interval`` (Prometheus duration); None keeps the global one.
     """
-    sd: dict[str, Any] = {"role": "pod",
-                          "selectors": [{"role": "pod", "label": f"{MANAGED_BY_LABEL}={MANAGED_BY}"}]}
+    job: dict[str, Any] = {"job_name": job_name, "metrics_path": SCRAPE.path, "scheme": SCRAPE.scheme}
+    return _pod_job(job, f"{MANAGED_BY_LABEL}={MANAGED_BY}", namespaces, kubeconfig_file, interval,
+                    (*discovery_filters(), *SCRAPE.labels))
+
+
+def _pod_job(job: dict[str, Any], label: str, namespaces: tuple[str, ...], kubeconfig_file: str | None,
+             interval: str | None, relabels: tuple[Relabel, ...]) -> dict[str, Any]:
+    """``job`` (a ``scrape_configs`` entry) completed: ``scrape_interval`` (``interval``, when set), discovery of the
+    pods labelled ``label`` (``key=value``) in ``namespaces`` (empty: all; through ``kubeconfig_file`` when set),
+    and the ``relabels`` steps."""
+    sd: dict[str, Any] = {"role": "pod", "selectors": [{"role": "pod", "label": label}]}
     if namespaces:
         sd["namespaces"] = {"names": list(namespaces)}
     if kubeconfig_file:
         sd["kubeconfig_file"] = kubeconfig_file
-    job: dict[str, Any] = {"job_name": job_name, "metrics_path": SCRAPE.path, "scheme": SCRAPE.scheme}
     if interval:
         job["scrape_interval"] = interval
     job["kubernetes_sd_configs"] = [sd]
-    job["relabel_configs"] = [r.prometheus() for r in (*discovery_filters(), *SCRAPE.labels)]
+    job["relabel_configs"] = [r.prometheus() for r in relabels]
     return job
 
 
@@ -206,28 +220,18 @@ def operator_scrape_config(job_name: str = DEFAULT_OPERATOR_JOB_NAME, namespaces
     :func:`scrape_config`. ``secure``: the chart's ``metrics.secure`` (HTTPS, the certificate not verified, the
     Prometheus' own ServiceAccount token as the bearer; bind it to the chart's metrics-reader ClusterRole).
     """
-    sd: dict[str, Any] = {"role": "pod",
-                          "selectors": [{"role": "pod", "label": f"{NAME_LABEL}={OPERATOR_APP_NAME}"}]}
-    if namespaces:
-        sd["namespaces"] = {"names": list(namespaces)}
-    if kubeconfig_file:
-        sd["kubeconfig_file"] = kubeconfig_file
     job: dict[str, Any] = {"job_name": job_name, "honor_labels": True, "metrics_path": "/metrics",
                            "scheme": "https" if secure else "http"}
     if secure:
         job |= {"tls_config": {"insecure_skip_verify": True},
                 "authorization": {"type": "Bearer", "credentials_file": SERVICE_ACCOUNT_TOKEN}}
-    if interval:
-        job["scrape_interval"] = interval
-    job["kubernetes_sd_configs"] = [sd]
-    job["relabel_configs"] = [r.prometheus() for r in (
+    return _pod_job(job, f"{NAME_LABEL}={OPERATOR_APP_NAME}", namespaces, kubeconfig_file, interval, (
         Relabel((meta_pod_label(NAME_LABEL),), action="keep", regex=OPERATOR_APP_NAME),
         Relabel(("__meta_kubernetes_pod_container_port_name",), action="keep", regex=OPERATOR_PORT_NAME),
         Relabel(("__meta_kubernetes_pod_phase",), action="drop", regex=FINISHED_POD_PHASES),
         Relabel(("__meta_kubernetes_namespace",), target_label="namespace"),
         Relabel(("__meta_kubernetes_pod_name",), target_label="pod"),
-    )]
-    return job
+    ))
 
 
 def prometheus_config(operator_namespaces: tuple[str, ...] = (), operator_job: bool = True,

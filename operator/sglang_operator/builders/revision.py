@@ -15,7 +15,7 @@ from typing import Any
 
 from sglang_operator.api.base import GROUP
 from sglang_operator.api.rollback import without_default_prompt
-from sglang_operator.builders.labels import MANAGED_BY, REVISION_LABEL, selector_labels
+from sglang_operator.builders.labels import MANAGED_BY, MANAGED_BY_LABEL, REVISION_LABEL, selector_labels
 
 DIGEST_ANNOTATION = f"{GROUP}/image-digest"
 """Annotation of a ControllerRevision: the image reference by digest its pods ran (``repo@sha256:…``)."""
@@ -30,7 +30,7 @@ def revision_name(server: str, revision: str) -> str:
 
 def ledger_labels(server: str) -> dict[str, str]:
     """Labels selecting every ledger ControllerRevision of SGLangServer ``server``."""
-    return {**selector_labels(server), "app.kubernetes.io/managed-by": MANAGED_BY, KIND_LABEL: "true"}
+    return {**selector_labels(server), MANAGED_BY_LABEL: MANAGED_BY, KIND_LABEL: "true"}
 
 
 def controller_revision(
@@ -58,6 +58,18 @@ def controller_revision(
     }
 
 
+def has_digest(image: str) -> bool:
+    """Whether an image reference names its digest (``repo[:tag]@sha256:…``): pinned to exact bytes."""
+    return "@sha256:" in image
+
+
+def recorded_digest(cr: Mapping[str, Any] | None) -> str | None:
+    """The ``repo@sha256:…`` reference a ledger ControllerRevision records (:data:`DIGEST_ANNOTATION`); None when
+    ``cr`` is None or its pods never reported one."""
+    value = (((cr or {}).get("metadata") or {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
+    return str(value) if value else None
+
+
 def image_digest(pods: Sequence[Mapping[str, Any]], container: str = "sglang") -> str | None:
     """The ``repo@sha256:…`` reference that ``container`` of the Ready ``pods`` runs (their ``imageID``; a
     ``docker-pullable://`` or similar prefix is dropped), or None when no pod reports one or they disagree."""
@@ -65,7 +77,7 @@ def image_digest(pods: Sequence[Mapping[str, Any]], container: str = "sglang") -
     for pod in pods:
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             ref = str(cs.get("imageID") or "")
-            if cs.get("name") == container and "@sha256:" in ref:
+            if cs.get("name") == container and has_digest(ref):
                 found.add(ref.split("://", 1)[-1])
     return found.pop() if len(found) == 1 else None
 
@@ -73,6 +85,6 @@ def image_digest(pods: Sequence[Mapping[str, Any]], container: str = "sglang") -
 def pinned_image(image: str, digest_ref: str | None) -> str:
     """``image`` pinned to the digest of ``digest_ref``: ``lmsysorg/sglang:v0.5.10-cu129@sha256:…`` (tag kept for
     humans and for the release parse; the runtime pulls by digest). ``image`` unchanged without a digest."""
-    if not digest_ref or "@sha256:" not in digest_ref:
+    if not digest_ref or not has_digest(digest_ref):
         return image
     return f"{image.partition('@')[0]}@{digest_ref.partition('@')[2]}"

@@ -18,6 +18,7 @@ from sglang_operator import builders
 from sglang_operator.api.base import GROUP
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.builders.labels import COMPONENT_LABEL
 from sglang_operator.builders.monitoring import TRIAL_COMPONENT as TRIAL_POD_COMPONENT
 from sglang_operator.builders.owner import adopt
 from sglang_operator.builders.revision import pinned_image
@@ -54,7 +55,7 @@ def trial_workload(spec: SGLangServerSpec, server_name: str, namespace: str, tri
     dep = rendered.workload
     tuning_name = str(tuning["metadata"]["name"])
     for meta in (dep["metadata"], dep["spec"]["template"]["metadata"]):
-        meta["labels"]["app.kubernetes.io/component"] = TRIAL_COMPONENT
+        meta["labels"][COMPONENT_LABEL] = TRIAL_COMPONENT
         meta["labels"][TUNING_LABEL] = tuning_name
     dep["spec"]["replicas"] = 1
     for container in dep["spec"]["template"]["spec"]["containers"]:

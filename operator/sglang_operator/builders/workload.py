@@ -217,6 +217,25 @@ def pod_template(name: str, spec: SGLangServerSpec, cmd: RenderedCommand) -> dic
     return {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod}
 
 
+def stamp_revision(templates: list[dict[str, Any]], revision: str) -> None:
+    """Label and annotate each pod template (from :func:`pod_template`) with :data:`REVISION_LABEL` ``revision``."""
+    for template in templates:
+        template["metadata"]["labels"][REVISION_LABEL] = revision
+        template["metadata"]["annotations"][REVISION_LABEL] = revision
+
+
+def workload_metadata(name: str, namespace: str, cmd: RenderedCommand, revision: str) -> dict[str, Any]:
+    """The ``metadata`` of a server's workload (Deployment, LeaderWorkerSet): its labels with the revision, and
+    annotations holding the revision, the SGLang release and the rendered command line."""
+    version = str(cmd.version)
+    return {
+        "name": name,
+        "namespace": namespace,
+        "labels": {**common_labels(name, version), REVISION_LABEL: revision},
+        "annotations": {REVISION_LABEL: revision, VERSION_ANNOTATION: version, COMMAND_ANNOTATION: cmd.command_line},
+    }
+
+
 def deployment(name: str, namespace: str, spec: SGLangServerSpec, cmd: RenderedCommand) -> dict[str, Any]:
     """The Deployment of SGLangServer ``name``; its pod template carries label ``sglang-operator.io/revision``.
 
@@ -224,21 +243,11 @@ def deployment(name: str, namespace: str, spec: SGLangServerSpec, cmd: RenderedC
     """
     template = pod_template(name, spec, cmd)
     revision = revision_hash(template)
-    template["metadata"]["labels"][REVISION_LABEL] = revision
-    template["metadata"]["annotations"][REVISION_LABEL] = revision
+    stamp_revision([template], revision)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {**common_labels(name, str(cmd.version)), REVISION_LABEL: revision},
-            "annotations": {
-                REVISION_LABEL: revision,
-                VERSION_ANNOTATION: str(cmd.version),
-                COMMAND_ANNOTATION: cmd.command_line,
-            },
-        },
+        "metadata": workload_metadata(name, namespace, cmd, revision),
         "spec": {
             "replicas": spec.replicas,
             "selector": {"matchLabels": selector_labels(name)},

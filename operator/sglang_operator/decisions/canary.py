@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
 
 from sglang_operator.api.analysis import (
     Baseline,
@@ -92,16 +91,12 @@ class CanaryObservation:
 
 @dataclass(frozen=True)
 class Rejected:
-    """The canary failed: ``step()`` rejects ``revision`` (``cause``: the CamelCase reason; ``message``: why, with the
-    numbers; figures: the canary's medians of its failing intervals)."""
+    """The canary failed: ``step()`` rejects the revision of ``record`` and records it (verdict ``Rejected``;
+    ``reason``: why, with the numbers; figures: the canary's medians of its failing intervals; its steps);
+    ``cause``: the CamelCase reason."""
 
-    revision: str
     cause: str
-    message: str
-    tokens_per_second: float | None = None
-    accept_length: float | None = None
-    samples: int | None = None
-    canary_steps: tuple[dict[str, Any], ...] = ()
+    record: RecordVerdict
 
 
 @dataclass
@@ -423,12 +418,17 @@ class _Canary:
                    + (f", {criteria.tps(med.tokens_per_second)} median of {plural(len(c.figures), 'interval')}"
                       if med else "") + f"); stable revision in place of {c.stable_revision}"
                    + (f"; baseline {baseline.origin(self.out.baseline)}" if self.out.baseline else ""))
-        self.out.actions.append(RecordVerdict(c.revision, Verdict.PROMOTED, message,
-                                              med.tokens_per_second if med else None,
-                                              med.accept_length if med else None, len(c.figures) or None,
-                                              tuple(h.dump() for h in c.history)))
+        self.out.actions.append(self.record(Verdict.PROMOTED, message, med, len(c.figures) or None))
         self.event("Normal", "Promoted", message)
         self.out.state, self.out.promoted = None, c.revision
+
+    def record(self, verdict: Verdict, message: str, med: SampleFigures | None = None,
+               samples: int | None = None) -> RecordVerdict:
+        """The ledger verdict of the canary's revision: ``med``'s figures (medians of ``samples`` intervals) where
+        given, and the canary's steps."""
+        c = self.canary
+        return RecordVerdict(c.revision, verdict, message, med.tokens_per_second if med else None,
+                             med.accept_length if med else None, samples, tuple(h.dump() for h in c.history))
 
     def fail(self, cause: str, message: str, verdict: str = "Failed") -> None:
         c = self.canary
@@ -437,9 +437,7 @@ class _Canary:
         if verdict == "Failed" and self.policy.action is not RollbackAction.ROLLBACK and self.ready > 0:
             self.hold(cause, message, med)
             return
-        self.out.rejected = Rejected(c.revision, cause, message, med.tokens_per_second if med else None,
-                                     med.accept_length if med else None, len(c.failing_figures) or None,
-                                     tuple(h.dump() for h in c.history))
+        self.out.rejected = Rejected(cause, self.record(Verdict.REJECTED, message, med, len(c.failing_figures) or None))
         self.start_removing(cause, message)
 
     def hold(self, cause: str, message: str, med: SampleFigures | None) -> None:
@@ -448,9 +446,7 @@ class _Canary:
         c = self.canary
         c.phase, c.reason, c.message = CanaryPhase.HELD, cause, message
         c.consecutive_failures, c.consecutive_inconclusive = 0, 0
-        self.out.actions.append(RecordVerdict(c.revision, Verdict.FAILED, message, med.tokens_per_second if med
-                                              else None, med.accept_length if med else None,
-                                              len(c.failing_figures) or None, tuple(h.dump() for h in c.history)))
+        self.out.actions.append(self.record(Verdict.FAILED, message, med, len(c.failing_figures) or None))
         self.event("Warning", "CanaryFailed",
                    f"{message}; action {self.policy.action.value}: the canary is left running at {c.split} "
                    f"(stable+canary); kubectl sglang abort {self.obs.name} removes it, kubectl sglang promote "
@@ -460,19 +456,16 @@ class _Canary:
         """Keep the held canary's split; remove it (rejected) once it serves nothing: no pod of it Ready."""
         c = self.canary
         if self.ready == 0 and c.canary_replicas > 0:
-            self.out.rejected = Rejected(c.revision, c.reason or "Failed",
-                                         f"{c.message}; held (action {self.policy.action.value}) and now serving "
-                                         f"nothing: 0/{c.canary_replicas} canary pods Ready",
-                                         canary_steps=tuple(h.dump() for h in c.history))
+            self.out.rejected = Rejected(c.reason or "Failed", self.record(
+                Verdict.REJECTED, f"{c.message}; held (action {self.policy.action.value}) and now serving nothing: "
+                f"0/{c.canary_replicas} canary pods Ready"))
             self.start_removing(c.reason or "Failed", f"{c.message}; the held canary serves nothing")
             return
         self.place(f"canary held at step {min(c.step + 1, c.steps)}/{c.steps}")
 
     def remove(self, cause: str, message: str) -> None:
-        c = self.canary
         self.end_step("Superseded", message)
-        self.out.actions.append(RecordVerdict(c.revision, Verdict.SUPERSEDED, message,
-                                              canary_steps=tuple(h.dump() for h in c.history)))
+        self.out.actions.append(self.record(Verdict.SUPERSEDED, message))
         self.start_removing(cause, message)
 
     def start_removing(self, cause: str, message: str) -> None:

@@ -51,10 +51,16 @@ class PodHealth:
     pod_ips: list[str] = field(default_factory=list)
 
 
-def is_ready(pod: Mapping[str, Any]) -> bool:
-    """Whether ``pod`` (API JSON) has the condition ``Ready=True``; the one test of pod readiness."""
+def ready_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The condition ``Ready=True`` of ``pod`` (API JSON; its ``lastTransitionTime`` says since when), or None when
+    the pod is not Ready; the one test of pod readiness."""
     conds = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+    return next((c for c in conds if c.get("type") == "Ready" and c.get("status") == "True"), None)
+
+
+def is_ready(pod: Mapping[str, Any]) -> bool:
+    """Whether ``pod`` (API JSON) has the condition ``Ready=True`` (:func:`ready_condition`)."""
+    return ready_condition(pod) is not None
 
 
 def tail(text: str, limit: int = MESSAGE_LIMIT) -> str:
@@ -150,7 +156,7 @@ def trouble(pod: dict[str, Any]) -> str | None:
 
 def pod_health(
     pods: list[dict[str, Any]], desired: int, revision: str, generation: int, now: dt.datetime,
-    revision_label: str = "sglang-operator.io/revision",
+    revision_label: str = REVISION_LABEL,
 ) -> PodHealth:
     """Summarise ``pods`` (all pods of one SGLangServer) against ``desired`` replicas at ``revision``.
 
@@ -161,7 +167,7 @@ def pod_health(
     current = [p for p in live if p.get("metadata", {}).get("labels", {}).get(revision_label) == revision]
     ready = [p for p in current if is_ready(p)]
     serving = [p for p in live if is_ready(p)]
-    ips = sorted(p["status"]["podIP"] for p in ready if p.get("status", {}).get("podIP"))
+    ips = sorted(p["status"]["podIP"] for p in ready_with_ip(ready))
     trouble = next((t for t in map(_trouble, current) if t), None)
 
     def cond(t: str, s: Any, reason: str, msg: str) -> Condition:

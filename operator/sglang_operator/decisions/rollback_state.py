@@ -9,24 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field
+from pydantic.alias_generators import to_camel
 
+from sglang_operator.api.analysis import GPU_PRODUCT_LABEL as GPU_PRODUCT_LABEL
 from sglang_operator.api.analysis import (
-    Analysis,
-    Baseline,
-    CanaryState,
     Rejection,
-    RollbackRecord,
     Setup,
-    simulated_acceptance,
 )
-from sglang_operator.api.base import StatusModel
-from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.api.analysis import setup_of as setup_of
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions import canary
 from sglang_operator.decisions.sampling.model import PodView
 
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 FIGURES_KEPT = 120
 """Valid samples kept for the baseline median (the most recent)."""
 REJECTIONS_KEPT = 20
@@ -69,30 +63,26 @@ class Target:
     reason: str = ""
 
 
-class RollbackState(StatusModel):
-    """The rollback analysis as stored in ``status`` (same keys, same models)."""
+ROLLBACK_KEYS = ("stable_revision", "baseline", "analysis", "rejected_revisions", "rollbacks", "canary")
+"""The fields of ``status`` the rollback analysis owns (:class:`RollbackState`), in the order of its patch."""
 
-    stable_revision: str | None = None
-    baseline: Baseline | None = None
-    analysis: Analysis | None = None
-    rejected_revisions: list[Rejection] = Field(default_factory=list)
-    rollbacks: list[RollbackRecord] = Field(default_factory=list)
-    canary: CanaryState | None = None
+
+class RollbackState(SGLangServerStatus):
+    """The rollback analysis as stored in ``status``: the status model holding only :data:`ROLLBACK_KEYS` (same
+    keys, same models); its other fields stay unset."""
 
     @classmethod
     def from_status(cls, status: SGLangServerStatus | None) -> RollbackState:
-        """The state held in a parsed ``status`` (empty when None)."""
+        """The state held in a parsed ``status`` (empty when None); its lists are copies."""
         if status is None:
             return cls()
-        return cls(stable_revision=status.stable_revision, baseline=status.baseline, analysis=status.analysis,
-                   rejected_revisions=list(status.rejected_revisions), rollbacks=list(status.rollbacks),
-                   canary=status.canary)
+        held = {key: getattr(status, key) for key in ROLLBACK_KEYS}
+        return cls(**{key: list(value) if isinstance(value, list) else value for key, value in held.items()})
 
     def status_patch(self) -> dict[str, Any]:
         """The camelCase status keys this state owns, None for a cleared one (a merge patch deletes it)."""
-        dumped = self.model_dump(by_alias=True, exclude_none=True, mode="json")
-        return {key: dumped.get(key) for key in
-                ("stableRevision", "baseline", "analysis", "rejectedRevisions", "rollbacks", "canary")}
+        dumped = self.model_dump(by_alias=True, exclude_none=True, mode="json", include=set(ROLLBACK_KEYS))
+        return {key: dumped.get(key) for key in map(to_camel, ROLLBACK_KEYS)}
 
     def rejection(self, revision: str | None) -> Rejection | None:
         """The rejection of ``revision``, if any."""
@@ -113,10 +103,3 @@ def kept_rejections(rejections: list[Rejection], wanted: str | None,
     return ([r for r in rejections if id(r) not in evicted], [r for r in rejections if id(r) in evicted])
 
 
-def setup_of(spec: SGLangServerSpec, gpu_product: str | None = None) -> Setup:
-    """The :class:`Setup` of a spec; ``gpu_product`` (the pods' node label :data:`GPU_PRODUCT_LABEL`, when the
-    caller knows it) defaults to the spec's nodeSelector for that label."""
-    return Setup(model_path=spec.model.path, model_revision=spec.model.revision,
-                 gpu_product=gpu_product or spec.node_selector.get(GPU_PRODUCT_LABEL),
-                 tensor=spec.parallelism.tensor, pipeline=spec.parallelism.pipeline, data=spec.parallelism.data,
-                 nodes=spec.parallelism.nodes, simulated_acceptance=True if simulated_acceptance(spec.env) else None)

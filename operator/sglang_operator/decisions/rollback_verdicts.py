@@ -135,18 +135,18 @@ class Verdicts:
     def reject_canary(self, r: canary.Rejected) -> None:
         """A failed canary's revision is rejected (as a failed revision is; no rollback record: the stable revision
         never stopped serving)."""
-        others = [x for x in self.state.rejected_revisions if x.revision != r.revision]
-        rejections = [*others, Rejection(revision=r.revision, reason=r.message, at=self.now,
+        revision, message = r.record.revision, r.record.reason
+        others = [x for x in self.state.rejected_revisions if x.revision != revision]
+        rejections = [*others, Rejection(revision=revision, reason=message, at=self.now,
                                          retry_token=self.obs.retry_token)]
         self.state.rejected_revisions, evicted = kept_rejections(rejections, self.wanted)
         for old in evicted:
             self.event("Warning", "RejectionForgotten",
                        f"the rejection of revision {old.revision} (at {old.at.isoformat()}) is forgotten: only the "
                        f"newest {REJECTIONS_KEPT} rejections are kept")
-        self.actions.append(RecordVerdict(r.revision, Verdict.REJECTED, r.message, r.tokens_per_second,
-                                          r.accept_length, r.samples, r.canary_steps))
-        self.event("Warning", "CanaryFailed", f"{r.message}; the stable revision {self.obs.revision} keeps serving; "
-                                              f"change the annotation {RETRY_ANNOTATION} to try {r.revision} again")
+        self.actions.append(r.record)
+        self.event("Warning", "CanaryFailed", f"{message}; the stable revision {self.obs.revision} keeps serving; "
+                                              f"change the annotation {RETRY_ANNOTATION} to try {revision} again")
 
     def pause(self, reason: str, message: str) -> None:
         self.enter(AnalysisPhase.PAUSED, reason, message)

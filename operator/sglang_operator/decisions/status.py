@@ -14,7 +14,7 @@ from typing import Any
 from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.api.status import SGLangServerStatus
-from sglang_operator.decisions.conditions import Condition, condition, merge, rfc3339, same
+from sglang_operator.decisions.conditions import Condition, condition, merge, parse_time, rfc3339, same
 from sglang_operator.decisions.effective import active_tier
 from sglang_operator.decisions.pods import PodHealth
 from sglang_operator.decisions.sampling.model import Figures
@@ -228,10 +228,7 @@ def _figures(status: SGLangServerStatus, figures: Figures, measured_at: dt.datet
            "tokensPerSecond": _round(figures.decode_tokens_per_second, 1)}
     if all(v is None for v in new.values()):
         return {}
-    try:
-        updated: dt.datetime | None = dt.datetime.fromisoformat(str(status.metrics_updated_at))
-    except ValueError:
-        updated = None
+    updated = parse_time(status.metrics_updated_at)
     stale = updated is None or now - updated >= FIGURES_REFRESH
     moved = (_moved(status.accept_length, new["acceptLength"], ACCEPT_LENGTH_MOVE)
              or _moved(status.tokens_per_second, new["tokensPerSecond"], TOKENS_PER_SECOND_MOVE))

@@ -2,6 +2,7 @@
 
 - :mod:`.api`: the Kubernetes API as one protocol (``KubeAPI``); an implementation is handed in with ``using``/``bind``
   (the offline tests' fake), else the calls go to the cluster.
+- :mod:`.crd_presence`: whether a CustomResourceDefinition's API is served, read again after a while.
 - :mod:`.discovery`: whether the operator applies a PodMonitor per server (is the API served).
 - :mod:`.fence`: fencing: every write first asks whether this process may still write (the Lease).
 - :mod:`.keda`: whether KEDA's ScaledObject API exists, and the default Prometheus address.

@@ -15,11 +15,12 @@ from collections.abc import Awaitable, Callable, Iterable
 from enum import StrEnum
 
 from sglang_operator.io.api import dispatched
+from sglang_operator.io.crd_presence import RECHECK_SECONDS as RECHECK_SECONDS
+from sglang_operator.io.crd_presence import CrdPresence
 
 log = logging.getLogger("sglang_operator.monitoring")
 CRD_NAME = "podmonitors.monitoring.coreos.com"
 API_VERSION = "v1"
-RECHECK_SECONDS = 300.0
 
 
 class PodMonitorMode(StrEnum):
@@ -49,58 +50,28 @@ async def api_exists() -> bool:
     """True when the PodMonitor CRD is Established and serves ``v1``; False when it is absent (404).
 
     Other API errors propagate (``lightkube.ApiError``)."""
-    from lightkube import ApiError
-    from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-
     from sglang_operator.io import kube
 
-    try:
-        crd = await kube.client().get(CustomResourceDefinition, CRD_NAME)
-    except ApiError as err:
-        if err.status.code == 404:
-            return False
-        raise
-    served = any(v.name == API_VERSION and v.served for v in crd.spec.versions)
-    established = any(c.type == "Established" and c.status == "True"
-                      for c in (crd.status.conditions if crd.status and crd.status.conditions else []))
-    return served and established
+    return await kube.crd_served(CRD_NAME, API_VERSION)
 
 
-class PodMonitors:
+class PodMonitors(CrdPresence):
     """The PodMonitor policy of one operator process: ``mode``, ``labels`` for every PodMonitor, and (auto) the
-    last discovery. ``probe`` and ``clock`` are injectable for tests."""
+    last discovery (:class:`~sglang_operator.io.crd_presence.CrdPresence`). ``probe`` and ``clock`` are injectable
+    for tests."""
 
     def __init__(self, mode: PodMonitorMode = PodMonitorMode.AUTO, labels: dict[str, str] | None = None,
                  probe: Callable[[], Awaitable[bool]] = api_exists,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__("PodMonitors", CRD_NAME, API_VERSION, "found: a PodMonitor per SGLangServer",
+                         "not found: no PodMonitors", log, probe, clock)
         self.mode = mode
         self.labels = dict(labels or {})
-        self._probe = probe
-        self._clock = clock
-        self._present: bool | None = None
-        self._checked_at = 0.0
 
     def configure(self, mode: PodMonitorMode, labels: dict[str, str]) -> None:
         """Set the mode and labels (from the command line) and forget any discovery."""
-        self.mode, self.labels, self._present = mode, dict(labels), None
-
-    async def discover(self) -> bool:
-        """Read whether the API exists now (auto mode); errors count as absent and are logged."""
-        try:
-            present = await self._probe()
-        except Exception as err:  # RBAC, network: retried at the next re-check
-            log.warning("PodMonitors: could not read CRD %s (%s); retrying in %.0f s", CRD_NAME, err,
-                        RECHECK_SECONDS)
-            present = False
-        if present != self._present:
-            log.info("PodMonitors: %s/%s %s", CRD_NAME.split(".", 1)[1], API_VERSION,
-                     "found: a PodMonitor per SGLangServer" if present else "not found: no PodMonitors")
-        self._present, self._checked_at = present, self._clock()
-        return present
-
-    def forget(self) -> None:
-        """The API vanished (a PodMonitor apply answered 404): discover again at the next call."""
-        self._present = None
+        self.mode, self.labels = mode, dict(labels)
+        self.forget()
 
     @dispatched("pod_monitors_wanted")
     async def wanted(self) -> bool:
@@ -110,9 +81,7 @@ class PodMonitors:
             return False
         if self.mode is PodMonitorMode.ALWAYS:
             return True
-        if self._present is None or (not self._present and self._clock() - self._checked_at >= RECHECK_SECONDS):
-            return await self.discover()
-        return self._present
+        return await self.served()
 
 
 POD_MONITORS = PodMonitors()

@@ -16,9 +16,10 @@ import time
 from collections.abc import Awaitable, Callable
 
 from sglang_operator.builders.autoscaling import CRD_NAME, VERSION
+from sglang_operator.io.crd_presence import RECHECK_SECONDS as RECHECK_SECONDS
+from sglang_operator.io.crd_presence import CrdPresence
 
 log = logging.getLogger("sglang_operator.autoscaling")
-RECHECK_SECONDS = 300.0
 
 
 async def api_exists() -> bool:
@@ -30,43 +31,27 @@ async def api_exists() -> bool:
     return await kube.crd_served(CRD_NAME, VERSION)
 
 
-class ScaledObjects:
-    """KEDA's presence as one operator process sees it, and its default Prometheus address. ``probe`` and ``clock``
-    are injectable for tests."""
+class ScaledObjects(CrdPresence):
+    """KEDA's presence as one operator process sees it (:class:`~sglang_operator.io.crd_presence.CrdPresence`),
+    and its default Prometheus address. ``probe`` and ``clock`` are injectable for tests."""
 
     def __init__(self, prometheus_address: str | None = None, probe: Callable[[], Awaitable[bool]] = api_exists,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__("ScaledObjects", CRD_NAME, VERSION,
+                         "found: spec.autoscaling (mode KEDA) renders a ScaledObject",
+                         "not found: servers with spec.autoscaling (mode KEDA) report it and keep their replicas",
+                         log, probe, clock)
         self.prometheus_address = prometheus_address or None
-        self._probe = probe
-        self._clock = clock
-        self._present: bool | None = None
-        self._checked_at = 0.0
 
     def configure(self, prometheus_address: str | None) -> None:
         """Set the default Prometheus address (from the command line; empty: none) and forget any discovery."""
-        self.prometheus_address, self._present = prometheus_address or None, None
-
-    def forget(self) -> None:
-        """The API vanished (an apply answered 404): discover again at the next call."""
-        self._present = None
+        self.prometheus_address = prometheus_address or None
+        self.forget()
 
     async def available(self) -> bool:
         """Whether the ScaledObject API exists now (re-read when never read, or when absent and
         :data:`RECHECK_SECONDS` passed); errors count as absent and are logged."""
-        if self._present is not None and (self._present or self._clock() - self._checked_at < RECHECK_SECONDS):
-            return self._present
-        try:
-            present = await self._probe()
-        except Exception as err:  # RBAC, network: retried at the next re-check
-            log.warning("ScaledObjects: could not read CRD %s (%s); retrying in %.0f s", CRD_NAME, err,
-                        RECHECK_SECONDS)
-            present = False
-        if present != self._present:
-            log.info("ScaledObjects: %s/%s %s", CRD_NAME.split(".", 1)[1], VERSION,
-                     "found: spec.autoscaling (mode KEDA) renders a ScaledObject" if present
-                     else "not found: servers with spec.autoscaling (mode KEDA) report it and keep their replicas")
-        self._present, self._checked_at = present, self._clock()
-        return present
+        return await self.served()
 
 
 SCALED_OBJECTS = ScaledObjects()

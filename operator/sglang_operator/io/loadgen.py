@@ -23,7 +23,7 @@ import json
 import re
 import statistics
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,28 +192,40 @@ class _Reader:
             self.last = now
 
 
+def _stream_body(model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+    """The JSON body of one streaming chat completion (greedy, usage in the last chunk)."""
+    return {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+
+
+async def _read(status: int, headers: Mapping[str, str], chunks: AsyncIterator[bytes], reader: _Reader) -> bool:
+    """Read one answer into ``reader.res``: an HTTP status other than 200 or a compressed body is its ``error``
+    (the body unread; False: the result is final, without ``e2e_s``), else the body is consumed (:func:`_consume`;
+    True)."""
+    if status != 200:
+        reader.res.error = f"HTTP {status}"
+        return False
+    encoding = headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        reader.res.error = f"unsupported Content-Encoding {encoding[:40]!r}"
+        return False
+    await _consume(chunks, reader)
+    return True
+
+
 async def stream_once(client: httpx.AsyncClient, base_url: str, model: str, *, prompt: str = CODING_PROMPT,
                       max_tokens: int = DEFAULT_MAX_TOKENS, api_key: str | None = None,
                       limits: ProbeLimits | None = None,
                       clock: Callable[[], float] = time.perf_counter) -> StreamResult:
     """One streaming chat completion read under ``limits`` (default :class:`ProbeLimits`); never raises for
     HTTP/transport errors, malformed chunks or a reached cap (see ``error``). ``clock``: seconds, monotonic."""
-    limits = limits or ProbeLimits()
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
-    res = StreamResult()
-    t0 = clock()
+    limits, body = limits or ProbeLimits(), _stream_body(model, prompt, max_tokens)
+    res, t0 = StreamResult(), clock()
     try:
         async with client.stream("POST", f"{base_url}/v1/chat/completions", json=body,
                                  headers={**_headers(api_key), "Accept-Encoding": "identity"}) as resp:
-            if resp.status_code != 200:
-                res.error = f"HTTP {resp.status_code}"
+            if not await _read(resp.status_code, resp.headers, resp.aiter_raw(), _Reader(res, limits, clock, t0)):
                 return res
-            encoding = resp.headers.get("content-encoding", "identity").strip().lower()
-            if encoding not in ("", "identity"):
-                res.error = f"unsupported Content-Encoding {encoding[:40]!r}"
-                return res
-            await _consume(resp.aiter_raw(), _Reader(res, limits, clock, t0))
     except _Stop as stop:
         res.error = str(stop.args[0])
     except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -243,22 +255,13 @@ async def stream_once_aiohttp(session: aiohttp.ClientSession, base_url: str, mod
     httpx's h11 in Python, about half of the load's CPU at concurrency 256); the same request, reading, caps and
     results (create ``session`` with ``auto_decompress=False``: the body is read raw). Never raises for HTTP/transport
     errors, malformed chunks or a reached cap (see ``error``)."""
-    limits = limits or ProbeLimits()
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
-    res = StreamResult()
-    t0 = clock()
+    limits, body = limits or ProbeLimits(), _stream_body(model, prompt, max_tokens)
+    res, t0 = StreamResult(), clock()
     try:
         async with session.post(f"{base_url}/v1/chat/completions", json=body, allow_redirects=False,
                                 headers={**_headers(api_key), "Accept-Encoding": "identity"}) as resp:
-            if resp.status != 200:
-                res.error = f"HTTP {resp.status}"
+            if not await _read(resp.status, resp.headers, resp.content.iter_any(), _Reader(res, limits, clock, t0)):
                 return res
-            encoding = resp.headers.get("content-encoding", "identity").strip().lower()
-            if encoding not in ("", "identity"):
-                res.error = f"unsupported Content-Encoding {encoding[:40]!r}"
-                return res
-            await _consume(resp.content.iter_any(), _Reader(res, limits, clock, t0))
     except _Stop as stop:
         res.error = str(stop.args[0])
     except (aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError, TypeError, AttributeError) as exc:

@@ -22,11 +22,10 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_operator.builders.labels import REVISION_LABEL
+from sglang_operator.builders.labels import INSTANCE_LABEL, REVISION_LABEL
 from sglang_operator.decisions.pods import is_ready, restart_count
 from sglang_operator.io.owners import OWNERS, OwnerCache
 
-INSTANCE_LABEL = "app.kubernetes.io/instance"
 TOMBSTONES = 4096
 """Deleted pods remembered per namespace (oldest forgotten first)."""
 

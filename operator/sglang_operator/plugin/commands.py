@@ -29,6 +29,7 @@ from rich.table import Table
 from sglang_operator.api.base import ABORT_ANNOTATION, GROUP, PROMOTE_ANNOTATION, RETRY_ANNOTATION
 from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.api.server import parse_status
+from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.plugin import specwrite, view
 from sglang_operator.plugin import undo as undo_plan
 
@@ -78,9 +79,9 @@ def _revisions(client: Any, namespace: str, name: str) -> list[dict[str, Any]]:
 
 
 def _by_hash(revisions: list[dict[str, Any]], rev: str) -> dict[str, Any]:
-    matches = [r for r in revisions if r["metadata"]["labels"].get(f"{GROUP}/revision", "").startswith(rev)]
+    matches = [r for r in revisions if r["metadata"]["labels"].get(REVISION_LABEL, "").startswith(rev)]
     if len(matches) != 1:
-        known = ", ".join(r["metadata"]["labels"].get(f"{GROUP}/revision", "?") for r in revisions) or "none"
+        known = ", ".join(r["metadata"]["labels"].get(REVISION_LABEL, "?") for r in revisions) or "none"
         raise _fail(f"revision {rev!r} {'is ambiguous' if matches else 'is not in the ledger'}; known: {known}")
     return matches[0]
 
@@ -142,7 +143,7 @@ def diff(
     if not rev_a or not rev_b:
         raise _fail("name two revisions: this server has no stable revision yet")
     a, b = _by_hash(revisions, rev_a), _by_hash(revisions, rev_b)
-    ha, hb = (r["metadata"]["labels"][f"{GROUP}/revision"] for r in (a, b))
+    ha, hb = (r["metadata"]["labels"][REVISION_LABEL] for r in (a, b))
     rows = view.flag_diff(a["data"]["command"], b["data"]["command"])
     if output == "json":
         typer.echo(json.dumps({"a": ha, "b": hb, "flags": [{"flag": f, "a": x, "b": y} for f, x, y in rows]},
@@ -262,7 +263,7 @@ def undo(
         if not target:
             raise _fail(f"{name} has no stable revision yet: name one with --to")
         cr = _by_hash(_revisions(client, namespace, name), target)
-        rev = cr["metadata"]["labels"][f"{GROUP}/revision"]
+        rev = cr["metadata"]["labels"][REVISION_LABEL]
         if any(r.revision == rev for r in status.rejected_revisions):
             raise _fail(f"revision {rev} was rejected by the rollback; to try it again use "
                         f"`sglang-operator retry {name}` after restoring its spec")
@@ -295,18 +296,18 @@ def undo(
 def _image_note(client: Any, namespace: str, name: str, status: Any, rev: str, cr: dict[str, Any],
                 spec: dict[str, Any]) -> str:
     """What image revision ``rev`` runs after ``undo``, and why (the operator's ``restore.as_ran``)."""
-    from sglang_operator.builders.revision import DIGEST_ANNOTATION
+    from sglang_operator.builders.revision import has_digest, recorded_digest
 
     image = str((spec.get("sglang") or {}).get("image") or "")
-    digest = ((cr.get("metadata") or {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
-    if "@sha256:" in image:
+    digest = recorded_digest(cr)
+    if has_digest(image):
         return f"image: {image} (pinned in the spec)"
     if status.revision == rev:
         running = _running_image(client, namespace, name)
         shown = running or "as it runs"
         return f"image: revision {rev} runs already, its pods are kept ({shown})"
     if digest:
-        return f"image: {image} pinned to {str(digest).rpartition('@')[2]}, the digest revision {rev} ran"
+        return f"image: {image} pinned to {digest.rpartition('@')[2]}, the digest revision {rev} ran"
     return (f"image: {image} by its tag: revision {rev} has no recorded digest (its pods never reported an imageID), "
             "so the tag runs as it resolves now")
 

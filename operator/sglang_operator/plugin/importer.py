@@ -21,6 +21,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from sglang_operator.api.base import API_VERSION, KIND
 from sglang_operator.api.spec import SECRET_FLAGS
 from sglang_operator.sglang import flags as _flags
 from sglang_operator.sglang import guidance as _guidance
@@ -215,7 +216,7 @@ def import_command(argv: list[str], env: dict[str, str], image: str | None = Non
     _fix_draft_tokens(spec, notes)
     model = spec.get("model", {})
     base = name or str(model.get("servedModelName") or model.get("path", "sglang")).rsplit("/", 1)[-1]
-    server = {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer",
+    server = {"apiVersion": API_VERSION, "kind": KIND,
               "metadata": {"name": dns_label(base)}, "spec": spec}
     return Imported(server, notes, refusals(server), admission_refusals(server))
 

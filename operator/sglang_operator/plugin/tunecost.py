@@ -22,6 +22,7 @@ from typing import Any
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.tuning_spec import SGLangTuningSpec, TuningMode, Workload
 from sglang_operator.decisions.conditions import parse_time
+from sglang_operator.decisions.pods import ready_condition
 from sglang_operator.decisions.tuning import trials as plan
 
 
@@ -62,10 +63,8 @@ def load_seconds(pods: Iterable[Mapping[str, Any]]) -> float | None:
     ``pods``; None without one."""
     got = []
     for p in pods:
-        st = p.get("status") or {}
-        ready = next((c for c in st.get("conditions") or [] if c.get("type") == "Ready" and c.get("status") == "True"),
-                     None)
-        start, at = parse_time(st.get("startTime")), parse_time((ready or {}).get("lastTransitionTime"))
+        start = parse_time((p.get("status") or {}).get("startTime"))
+        at = parse_time((ready_condition(p) or {}).get("lastTransitionTime"))
         if start is not None and at is not None and at >= start:
             got.append((at - start).total_seconds())
     return statistics.median(got) if got else None

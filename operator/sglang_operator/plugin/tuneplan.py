@@ -23,6 +23,7 @@ from sglang_operator.api.server import SpecError
 from sglang_operator.api.tuning import API_VERSION, KIND, NAME_LIMIT, SGLangTuning, parse_tuning
 from sglang_operator.api.tuning_spec import AlgorithmName, ObjectiveMetric, TuningMode
 from sglang_operator.api.tuning_status import LevelFigures, SGLangTuningStatus, TrialSettings, TrialVerdict
+from sglang_operator.decisions.tuning.trials import write_memory, write_speculative
 
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*(?:/\s*(\d+)\s*)?$")
 _LIST = re.compile(r"^\s*\d+\s*(,\s*\d+\s*)*$")
@@ -343,20 +344,8 @@ def winner_spec(spec: Mapping[str, Any], settings: TrialSettings) -> dict[str, A
         if not isinstance(spec_block, dict):
             raise UsageError("the server has no spec.speculative (no algorithm to run the winner with): add "
                              "spec.speculative with its algorithm, then apply the winner")
-        for key, value in (("numSteps", settings.num_steps), ("eagleTopk", settings.eagle_topk),
-                           ("numDraftTokens", settings.num_draft_tokens)):
-            if value is not None:
-                spec_block[key] = value
-        if settings.adaptive:
-            adaptive = spec_block.get("adaptive")
-            spec_block["adaptive"] = {**(adaptive if isinstance(adaptive, dict) else {}), "enabled": True}
-        elif settings.adaptive is False:
-            spec_block.pop("adaptive", None)
-    for key, value in (("maxRunningRequests", settings.max_running_requests),
-                       ("cudaGraphMaxBs", settings.cuda_graph_max_bs)):
-        if value is not None:
-            memory = out.get("memory")
-            out["memory"] = {**(memory if isinstance(memory, dict) else {}), key: value}
+        write_speculative(spec_block, settings)
+    write_memory(out, settings)
     if settings.cuda_graph_max_bs is not None and "extraArgs" in out:
         out["extraArgs"] = _drop_flag(list(out.get("extraArgs") or []), CUDA_GRAPH_FLAGS)
     return out

@@ -15,9 +15,10 @@ from typing import Any
 
 from sglang_operator.api.base import plural
 from sglang_operator.api.status import SGLangServerStatus
-from sglang_operator.builders.revision import DIGEST_ANNOTATION
+from sglang_operator.builders.labels import REVISION_LABEL
+from sglang_operator.builders.revision import recorded_digest
 from sglang_operator.decisions.baseline import origin
-from sglang_operator.decisions.conditions import rfc3339
+from sglang_operator.decisions.conditions import parse_time, rfc3339
 
 ABSENT = "—"
 
@@ -52,11 +53,8 @@ class HistoryRow:
 
 def age(created: str | None, now: dt.datetime) -> str:
     """``created`` (RFC 3339) as kubectl prints ages: ``45s``, ``12m``, ``3h``, ``2d``; ``—`` when unknown."""
-    if not created:
-        return ABSENT
-    try:
-        then = dt.datetime.fromisoformat(created.replace("Z", "+00:00"))
-    except ValueError:
+    then = parse_time(created)
+    if then is None:
         return ABSENT
     secs = max(0, int((now - then).total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
@@ -70,15 +68,14 @@ def history_rows(status: SGLangServerStatus, revisions: Sequence[Mapping[str, An
     """One row per revision in ``status.revisions`` (oldest first), joined with its ControllerRevision (by the
     ``sglang-operator.io/revision`` label) for the ordinal number and the image by digest. ``serving``: the
     revision the pods run (default ``status.revision``)."""
-    by_hash = {(r.get("metadata") or {}).get("labels", {}).get("sglang-operator.io/revision"): r for r in revisions}
+    by_hash = {(r.get("metadata") or {}).get("labels", {}).get(REVISION_LABEL): r for r in revisions}
     stable = status.stable_revision
     serving = serving or status.revision
     rows = []
     for rec in status.revisions:
         rev = rec.revision
         cr = by_hash.get(rev) or {}
-        digest = ((cr.get("metadata") or {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
-        image = digest or (cr.get("data") or {}).get("image") or rec.summary.get("image") or ABSENT
+        image = recorded_digest(cr) or (cr.get("data") or {}).get("image") or rec.summary.get("image") or ABSENT
         rows.append(HistoryRow(
             revision=rev, number=cr.get("revision"), age=age(rec.created_at, now),
             verdict=rec.verdict or ABSENT, tokens_per_second=rec.tokens_per_second,

@@ -142,43 +142,47 @@ class DeprecatedAction(argparse.Action):
                         "in future versions.")
 
 
-class DeprecatedStoreTrueAction(argparse.Action):
-    def __init__(self, option_strings: Sequence[str], dest: str, new_flag: str | None = None,
-                 nargs: int | str | None = 0, const: Any = True, default: Any = False, **kw: Any) -> None:
-        self.new_flag = new_flag
-        super().__init__(option_strings, dest, nargs=nargs, const=const, default=default, **kw)
+class _DeprecatedAction(argparse.Action):
+    """SGLang's deprecated-flag actions: record the deprecation warning (naming ``new_flag`` when set), then store
+    :meth:`stored`."""
+
+    new_flag: str | None
+
+    def stored(self, values: Any) -> Any:
+        return values
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         repl = f" Use '{self.new_flag}' instead." if self.new_flag else ""
         _record(parser, f"'{option_string}' is deprecated and will be removed in a future release.{repl}")
-        setattr(namespace, self.dest, True)
+        setattr(namespace, self.dest, self.stored(values))
 
 
-class DeprecatedStoreConstAction(argparse.Action):
+class DeprecatedStoreTrueAction(_DeprecatedAction):
+    def __init__(self, option_strings: Sequence[str], dest: str, new_flag: str | None = None,
+                 nargs: int | str | None = 0, const: Any = True, default: Any = False, **kw: Any) -> None:
+        self.new_flag = new_flag
+        super().__init__(option_strings, dest, nargs=nargs, const=const, default=default, **kw)
+
+    def stored(self, values: Any) -> Any:
+        return True
+
+
+class DeprecatedStoreConstAction(_DeprecatedAction):
     def __init__(self, option_strings: Sequence[str], dest: str, new_flag: str | None = None,
                  const_value: Any = None, nargs: int | str | None = 0, default: Any = None, **kw: Any) -> None:
         self.new_flag = new_flag
         self.const_value = const_value
         super().__init__(option_strings, dest, nargs=nargs, default=default, **kw)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        repl = f" Use '{self.new_flag}' instead." if self.new_flag else ""
-        _record(parser, f"'{option_string}' is deprecated and will be removed in a future release.{repl}")
-        setattr(namespace, self.dest, self.const_value)
+    def stored(self, values: Any) -> Any:
+        return self.const_value
 
 
-class DeprecatedAliasStoreAction(argparse.Action):
+class DeprecatedAliasStoreAction(_DeprecatedAction):
     def __init__(self, option_strings: Sequence[str], dest: str, new_flag: str | None = None, **kw: Any) -> None:
         self.new_flag = new_flag
         super().__init__(option_strings, dest, **kw)
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        repl = f" Use '{self.new_flag}' instead." if self.new_flag else ""
-        _record(parser, f"'{option_string}' is deprecated and will be removed in a future release.{repl}")
-        setattr(namespace, self.dest, values)
 
 
 class LoRAPathAction(argparse.Action):

@@ -14,10 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
+from typing import TypeVar
 
 from sglang_operator.sglang._version import SGLangVersion, parse_version
 
 __all__ = ["AdaptiveRule", "AutoParams", "MambaRule", "Overlap", "RuleSet", "rules_for"]
+
+_T = TypeVar("_T")
 
 
 def _v(text: str) -> SGLangVersion:
@@ -119,50 +122,35 @@ class RuleSet:
     and 0.5.18 on as 0.5.17 (not read)."""
 
 
+def _era(v: SGLangVersion, eras: tuple[tuple[str, _T], ...], last: _T, through: bool = False) -> _T:
+    """The value of the first era ``v`` falls in: ``eras`` are ``(bound, value)`` in release order, ``v`` before
+    ``bound`` (``through``: up to and including it); ``last`` past every bound."""
+    for bound, value in eras:
+        if (v <= _v(bound)) if through else (v < _v(bound)):
+            return value
+    return last
+
+
 def _overlap(v: SGLangVersion) -> Overlap:
-    if v <= _v("0.5.4"):
-        return Overlap.ALWAYS_OFF
-    if v <= _v("0.5.6.post2"):
-        return Overlap.BETA
-    if v <= _v("0.5.10.post1"):
-        return Overlap.OPT_IN
-    if v <= _v("0.5.12.post1"):
-        return Overlap.V1_FALLBACK
-    if v <= _v("0.5.13.post1"):
-        return Overlap.SYNC_ENV
-    return Overlap.V2
+    return _era(v, (("0.5.4", Overlap.ALWAYS_OFF), ("0.5.6.post2", Overlap.BETA), ("0.5.10.post1", Overlap.OPT_IN),
+                    ("0.5.12.post1", Overlap.V1_FALLBACK), ("0.5.13.post1", Overlap.SYNC_ENV)), Overlap.V2,
+                through=True)
 
 
 def _page_topk(v: SGLangVersion) -> tuple[str, ...] | None:
-    if v <= _v("0.4.8.post1"):
-        return None
-    if v <= _v("0.5.1.post3"):
-        return ()
-    if v <= _v("0.5.5.post3"):
-        return ("flashinfer",)
-    if v <= _v("0.5.12.post1"):
-        return ("flashinfer", "fa3")
-    return ("flashinfer", "fa3", "triton")
+    eras: tuple[tuple[str, tuple[str, ...] | None], ...] = (
+        ("0.4.8.post1", None), ("0.5.1.post3", ()), ("0.5.5.post3", ("flashinfer",)),
+        ("0.5.12.post1", ("flashinfer", "fa3")))
+    return _era(v, eras, ("flashinfer", "fa3", "triton"), through=True)
 
 
 @cache
 def rules_for(release: SGLangVersion) -> RuleSet:
     """The :class:`RuleSet` of a known release (any version works: boundaries are by release number)."""
     v = release
-    if v < _v("0.5.7"):
-        mamba = MambaRule.NONE
-    elif v < _v("0.5.10"):
-        mamba = MambaRule.DISABLE_RADIX
-    elif v < _v("0.5.14"):
-        mamba = MambaRule.REFUSE
-    else:
-        mamba = MambaRule.AUTO
-    if v < _v("0.4.7"):
-        auto = AutoParams.ALL_548
-    elif v < _v("0.5.8"):
-        auto = AutoParams.DEEPSEEK_314
-    else:
-        auto = AutoParams.DEFAULT_314
+    mamba = _era(v, (("0.5.7", MambaRule.NONE), ("0.5.10", MambaRule.DISABLE_RADIX), ("0.5.14", MambaRule.REFUSE)),
+                 MambaRule.AUTO)
+    auto = _era(v, (("0.4.7", AutoParams.ALL_548), ("0.5.8", AutoParams.DEEPSEEK_314)), AutoParams.DEFAULT_314)
     return RuleSet(
         release=v,
         overlap=_overlap(v),
@@ -189,10 +177,5 @@ def rules_for(release: SGLangVersion) -> RuleSet:
 
 
 def _adaptive(v: SGLangVersion) -> AdaptiveRule:
-    if v < _v("0.5.11"):
-        return AdaptiveRule.NONE
-    if v < _v("0.5.12"):
-        return AdaptiveRule.V1_ONLY
-    if v < _v("0.5.13"):
-        return AdaptiveRule.ANY_WORKER
-    return AdaptiveRule.PER_BATCH
+    return _era(v, (("0.5.11", AdaptiveRule.NONE), ("0.5.12", AdaptiveRule.V1_ONLY),
+                    ("0.5.13", AdaptiveRule.ANY_WORKER)), AdaptiveRule.PER_BATCH)

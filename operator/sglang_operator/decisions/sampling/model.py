@@ -13,6 +13,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from sglang_operator.api.rollback import Signal as Signal
+
 
 class SampleKind(StrEnum):
     """What a sample is worth to the rollback decision."""
@@ -20,15 +22,6 @@ class SampleKind(StrEnum):
     MEASURED = "Measured"
     INCONCLUSIVE = "Inconclusive"
     ERROR = "Error"
-
-
-class Signal(StrEnum):
-    """Where ``decode_tokens_per_second`` comes from (``spec.rollback.signal``)."""
-
-    PROBE = "probe"
-    """The operator's own probe request: single-stream decode tok/s after the first token."""
-    TRAFFIC = "traffic"
-    """Users' traffic: per-request decode speed, 1 / mean inter-token latency over the interval."""
 
 
 @dataclass(frozen=True)

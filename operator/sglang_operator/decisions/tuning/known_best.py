@@ -41,7 +41,11 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pydantic import ConfigDict
+
 from sglang_operator.api import tuning as api
+from sglang_operator.api.analysis import GPU_PRODUCT_LABEL as GPU_PRODUCT_LABEL
+from sglang_operator.api.analysis import Setup, setup_of
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import ConditionType
 from sglang_operator.api.tuning_setup import TuningSetup
@@ -60,21 +64,15 @@ CONDITION = ConditionType.SPECULATIVE_SETTINGS.value
 BELOW = "BelowKnownBest"
 AT = "AtKnownBest"
 NONE = "NoKnownBest"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 FINISHED = (TuningPhase.SUCCEEDED.value, TuningPhase.FAILED.value, TuningPhase.CANCELLED.value)
 
 
-class SetupKey(TuningModel):
-    """What a server and a tuning must share for figures to compare: model, GPU product (None: unknown),
-    parallelism, SGLang release."""
+class SetupKey(Setup):
+    """What a server and a tuning must share for figures to compare: the revisions' :class:`Setup` (model, GPU
+    product (None: unknown), parallelism; ``simulated_acceptance`` left unset) at one SGLang release; immutable."""
 
-    model_path: str
-    model_revision: str | None = None
-    gpu_product: str | None = None
-    tensor: int = 1
-    pipeline: int = 1
-    data: int = 1
-    nodes: int = 1
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     sglang_version: str
 
     def text(self) -> str:
@@ -210,20 +208,25 @@ def tuning_setup(server: SGLangServerSpec, workload: Workload, replicas: int = 1
     :class:`~sglang_operator.builders.dialect.VersionError` when the release cannot be resolved."""
     s, m = server.speculative, server.memory
     return TuningSetup(
-        model_path=server.model.path, model_revision=server.model.revision,
-        gpu_product=server.node_selector.get(GPU_PRODUCT_LABEL), tensor=server.parallelism.tensor,
-        pipeline=server.parallelism.pipeline, data=server.parallelism.data, nodes=server.parallelism.nodes,
-        sglang_version=str(resolve_version(server.sglang)), prompts_hash=prompts_hash(workload.prompts),
-        max_output_tokens=workload.max_output_tokens, replicas=replicas,
+        **_shared(server), sglang_version=str(resolve_version(server.sglang)),
+        prompts_hash=prompts_hash(workload.prompts), max_output_tokens=workload.max_output_tokens, replicas=replicas,
         algorithm=s.algorithm.value if s is not None else None, draft_model_path=s.draft_model_path if s else None,
         spec_v2=True if s is not None and s.spec_v2 else None, max_running_requests=m.max_running_requests,
         cuda_graph_max_bs=m.cuda_graph_max_bs)
 
 
+_KEY_FIELDS = set(SetupKey.model_fields) - {"simulated_acceptance"}
+"""The fields of a :class:`SetupKey` a tuning's setup and a server's spec give."""
+
+
+def _shared(server: SGLangServerSpec) -> dict[str, Any]:
+    """The :class:`Setup` fields of a server's spec that a :class:`SetupKey` holds (by field name)."""
+    return setup_of(server).model_dump(include=_KEY_FIELDS)
+
+
 def setup_key(setup: TuningSetup) -> SetupKey:
-    return SetupKey(model_path=setup.model_path, model_revision=setup.model_revision, gpu_product=setup.gpu_product,
-                    tensor=setup.tensor, pipeline=setup.pipeline, data=setup.data, nodes=setup.nodes,
-                    sglang_version=setup.sglang_version)
+    """The :class:`SetupKey` of a tuning's recorded setup."""
+    return SetupKey(**setup.model_dump(include=_KEY_FIELDS))
 
 
 def server_setup(server: SGLangServerSpec) -> SetupKey | None:
@@ -232,10 +235,7 @@ def server_setup(server: SGLangServerSpec) -> SetupKey | None:
         version = str(resolve_version(server.sglang))
     except ValueError:
         return None
-    return SetupKey(model_path=server.model.path, model_revision=server.model.revision,
-                    gpu_product=server.node_selector.get(GPU_PRODUCT_LABEL), tensor=server.parallelism.tensor,
-                    pipeline=server.parallelism.pipeline, data=server.parallelism.data,
-                    nodes=server.parallelism.nodes, sglang_version=version)
+    return SetupKey(**_shared(server), sglang_version=version)
 
 
 def server_settings(server: SGLangServerSpec) -> SettingsKey | None:

@@ -17,10 +17,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from sglang_operator import builders
-from sglang_operator.api.base import truncate
 from sglang_operator.api.server import parse
 from sglang_operator.api.status import ConditionType, SGLangServerStatus
 from sglang_operator.api.tuning_setup import TuningSetup
@@ -36,6 +35,7 @@ from sglang_operator.api.tuning_status import (
 )
 from sglang_operator.api.view import ObjectRef, ServerView
 from sglang_operator.builders.tuning import trial_workload
+from sglang_operator.decisions import conditions
 from sglang_operator.decisions.conditions import merge, rfc3339
 from sglang_operator.decisions.tuning import inplace
 from sglang_operator.decisions.tuning import trials as plan
@@ -55,9 +55,9 @@ INVALID_RECORDS = 16
 
 def condition(type_: str, status: str, reason: str, message: str, generation: int,
               now: dt.datetime) -> dict[str, Any]:
-    """A metav1 Condition of the tuning (message cut to the API's bound)."""
-    return {"type": type_, "status": status, "reason": reason, "message": truncate(message),
-            "observedGeneration": generation, "lastTransitionTime": rfc3339(now)}
+    """A metav1 Condition of the tuning (:func:`sglang_operator.decisions.conditions.condition`; ``status``:
+    ``True``, ``False`` or ``Unknown``; message cut to the API's bound)."""
+    return conditions.condition(type_, cast(conditions.Status, status), reason, message, generation, now)
 
 
 def status_body(status: SGLangTuningStatus, generation: int,

@@ -26,17 +26,8 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
+from sglang_operator.api.tuning_status import TrialVerdict as TrialVerdict
 from sglang_operator.decisions.tuning.space import Point, TuningModel
-
-
-class TrialVerdict(StrEnum):
-    """How a trial ended: measured, failed (crash, out of memory, not Ready by its deadline; ``reason`` then
-    quotes SGLang), or pruned (stopped after its first level or repetition: it could not beat the incumbent,
-    :func:`~.prune.prune_reason`; its figures are partial, it has no objective and is never proposed again)."""
-
-    COMPLETED = "Completed"
-    FAILED = "Failed"
-    PRUNED = "Pruned"
 
 
 class TrialLevelFigures(TuningModel):

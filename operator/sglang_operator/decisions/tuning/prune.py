@@ -28,12 +28,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from sglang_operator.api.tuning_status import TrialVerdict
 from sglang_operator.decisions.tuning.decide import decide
 from sglang_operator.decisions.tuning.objective import (
     Objective,
     ObjectiveKind,
     TrialResult,
-    TrialVerdict,
     objective_value,
     reference_trial,
 )

@@ -302,33 +302,29 @@ def _finish(settings: SearchSettings, valid: list[Point], b: Budgeted,
 # --- algorithms ----------------------------------------------------------------------------------------------
 
 
-def _grid(settings: SearchSettings, valid: list[Point]) -> Search:
+def _each(settings: SearchSettings, valid: list[Point], pick: Callable[[list[Point], int], list[Point]]) -> Search:
+    """The control trial, then the static points ``pick`` chooses (given the static points and how many fit in
+    maxTrialCount), then the adaptive twin of the best of them when the space has one."""
     points = static(valid)
     room = settings.max_trial_count - 1 - adaptive_extra(valid)
     memo: dict[Point | None, float] = {}
     got = yield None
     memo[None] = -math.inf if got is None else got
-    for p in points[:max(room, 0)]:
+    for p in pick(points, max(room, 0)):
         got = yield p
         memo[p] = -math.inf if got is None else got
     if (a := adaptive_of(best_static(memo), valid)) is not None:
         _ = yield a
     return "every valid point measured" if room >= len(points) else "its share of maxTrialCount measured"
+
+
+def _grid(settings: SearchSettings, valid: list[Point]) -> Search:
+    return _each(settings, valid, lambda points, room: points[:room])
 
 
 def _random(settings: SearchSettings, valid: list[Point]) -> Search:
     rng = random.Random(settings.seed)
-    points = static(valid)
-    room = settings.max_trial_count - 1 - adaptive_extra(valid)
-    memo: dict[Point | None, float] = {}
-    got = yield None
-    memo[None] = -math.inf if got is None else got
-    for p in rng.sample(points, min(len(points), max(room, 0))):
-        got = yield p
-        memo[p] = -math.inf if got is None else got
-    if (a := adaptive_of(best_static(memo), valid)) is not None:
-        _ = yield a
-    return "every valid point measured" if room >= len(points) else "its share of maxTrialCount measured"
+    return _each(settings, valid, lambda points, room: rng.sample(points, min(len(points), room)))
 
 
 def _coordinate_ascent(settings: SearchSettings, valid: list[Point]) -> Search:

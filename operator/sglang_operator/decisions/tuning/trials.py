@@ -40,7 +40,6 @@ from sglang_operator.decisions.tuning.objective import (
     objective_value,
     reference_trial,
 )
-from sglang_operator.decisions.tuning.objective import TrialVerdict as SearchVerdict
 from sglang_operator.decisions.tuning.search import (
     MAX_MEASUREMENTS,
     Algorithm,
@@ -179,22 +178,35 @@ def trial_spec(server_spec: Mapping[str, Any], settings: TrialSettings, replicas
         spec.pop("speculative", None)
         return spec
     spec_dec = dict(spec.get("speculative") or {})
+    write_speculative(spec_dec, settings, unset_adaptive_is_static=True)
+    spec["speculative"] = spec_dec
+    write_memory(spec, settings)
+    return spec
+
+
+def write_speculative(block: dict[str, Any], settings: TrialSettings, unset_adaptive_is_static: bool = False) -> None:
+    """Write ``settings`` into ``block`` (a ``spec.speculative`` camelCase dict, in place): numSteps / eagleTopk /
+    numDraftTokens where set; ``adaptive`` ``enabled: true`` (its other keys, the ConfigMap, kept) when the settings
+    are adaptive, removed when they are static (``adaptive`` False, or unset with ``unset_adaptive_is_static``)."""
     for key, value in (("numSteps", settings.num_steps), ("eagleTopk", settings.eagle_topk),
                        ("numDraftTokens", settings.num_draft_tokens)):
         if value is not None:
-            spec_dec[key] = value
+            block[key] = value
     if settings.adaptive:
-        adaptive = spec_dec.get("adaptive")
-        spec_dec["adaptive"] = {**(adaptive if isinstance(adaptive, dict) else {}), "enabled": True}
-    else:
-        spec_dec.pop("adaptive", None)
-    spec["speculative"] = spec_dec
+        adaptive = block.get("adaptive")
+        block["adaptive"] = {**(adaptive if isinstance(adaptive, dict) else {}), "enabled": True}
+    elif settings.adaptive is False or unset_adaptive_is_static:
+        block.pop("adaptive", None)
+
+
+def write_memory(spec: dict[str, Any], settings: TrialSettings) -> None:
+    """Write ``settings``' maxRunningRequests and cudaGraphMaxBs, where set, into ``spec.memory`` (a camelCase spec
+    dict, in place; its other memory keys kept)."""
     for key, value in (("maxRunningRequests", settings.max_running_requests),
                        ("cudaGraphMaxBs", settings.cuda_graph_max_bs)):
         if value is not None:
             memory = spec.get("memory")
             spec["memory"] = {**(memory if isinstance(memory, dict) else {}), key: value}
-    return spec
 
 
 def results(trials: Sequence[Trial]) -> list[TrialResult]:
@@ -211,7 +223,7 @@ def results(trials: Sequence[Trial]) -> list[TrialResult]:
             ttft_p50_seconds=f.time_to_first_token_p50_seconds or 0.0,
             ttft_p95_seconds=f.time_to_first_token_p95_seconds or 0.0,
             accept_length=f.accept_length) for f in t.levels)
-        verdict = SearchVerdict(t.verdict)
+        verdict = TrialVerdict(t.verdict)
         out.append(TrialResult(point=point_of(t.settings), verdict=verdict, figures=figures, reason=t.reason))
     return out
 
