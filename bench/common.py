@@ -16,24 +16,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from e2e.merge_patch import merge_patch as merge_patch  # a small module: loads no cluster code
+
 if TYPE_CHECKING:
     from e2e.cluster import Cluster
     from e2e.operator_proc import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch of ``target`` by ``patch`` (a new object; a null removes its key)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 class StatusStore:

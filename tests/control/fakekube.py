@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from e2e.merge_patch import merge_patch as merge_patch
 from sglang_operator.io import api, owners
 from sglang_operator.io.kube import FIELD_MANAGER
 
@@ -22,19 +23,6 @@ out of the manifest, e.g. a lifted pause annotation, is removed), as the API ser
 
 class ConflictError(Exception):
     """The fake API server's 409 Conflict (a delete whose uid precondition is another object's)."""
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 @dataclass
@@ -144,14 +132,18 @@ class FakeKube:
 
     async def patch_status(self, namespace: str, name: str, resource_version: str | None,
                            status: Mapping[str, Any]) -> Obj | None:
-        key = ("SGLangServer", namespace, name)
-        self.writes.append(("patch_status", "SGLangServer", name, resource_version))
-        obj = self.objects.get(key)
-        if obj is None:
+        if self.refuse_next_status > 0 and ("SGLangServer", namespace, name) in self.objects:
+            self.writes.append(("patch_status", "SGLangServer", name, resource_version))
+            self.refuse_next_status -= 1
             return None
-        if self.refuse_next_status > 0 or (resource_version is not None
-                                           and resource_version != obj["metadata"]["resourceVersion"]):
-            self.refuse_next_status = max(self.refuse_next_status - 1, 0)
+        return self._patch_status("patch_status", "SGLangServer", namespace, name, resource_version, status)
+
+    def _patch_status(self, verb: str, kind: str, namespace: str, name: str, resource_version: str | None,
+                      status: Mapping[str, Any]) -> Obj | None:
+        """Merge-patch the status of ``kind`` ``namespace/name`` (None: gone, or ``resource_version`` stale)."""
+        self.writes.append((verb, kind, name, resource_version))
+        obj = self.objects.get((kind, namespace, name))
+        if obj is None or (resource_version is not None and resource_version != obj["metadata"]["resourceVersion"]):
             return None
         obj["status"] = merge_patch(obj.get("status") or {}, dict(status))
         self._bump(obj)
@@ -162,14 +154,7 @@ class FakeKube:
 
     async def patch_tuning_status(self, namespace: str, name: str, resource_version: str | None,
                                   status: Mapping[str, Any]) -> Obj | None:
-        key = ("SGLangTuning", namespace, name)
-        self.writes.append(("patch_tuning_status", "SGLangTuning", name, resource_version))
-        obj = self.objects.get(key)
-        if obj is None or (resource_version is not None and resource_version != obj["metadata"]["resourceVersion"]):
-            return None
-        obj["status"] = merge_patch(obj.get("status") or {}, dict(status))
-        self._bump(obj)
-        return copy.deepcopy(obj)
+        return self._patch_status("patch_tuning_status", "SGLangTuning", namespace, name, resource_version, status)
 
     async def post_event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         self.events.append((str(obj["metadata"]["name"]), type_, reason, message))

@@ -45,6 +45,16 @@ def _status_of(body: Mapping[str, Any]) -> SGLangServerStatus:
         return parse_status(body)
 
 
+def _identity(body: Mapping[str, Any], kind: str) -> tuple[ObjectRef, int, str, bool]:
+    """(reference, generation, resourceVersion, being deleted) of custom resource ``body`` of ``kind`` (a body
+    without ``apiVersion`` or ``kind``, as some tests build them, is taken for this group's)."""
+    meta = body.get("metadata") or {}
+    ref = ObjectRef.of({"apiVersion": body.get("apiVersion") or "sglang-operator.io/v1alpha1",
+                        "kind": body.get("kind") or kind, "metadata": meta})
+    return ref, int(meta.get("generation") or 0), str(meta.get("resourceVersion") or ""), \
+        bool(meta.get("deletionTimestamp"))
+
+
 @dataclass(frozen=True, slots=True)
 class ObjectRef:
     """A Kubernetes object's identity: ``api_version`` (``group/version``), ``kind``, ``namespace`` (``default`` when
@@ -98,10 +108,7 @@ class ServerView:
         meta = body.get("metadata") or {}
         stored = body.get("status") or {}
         return cls(
-            ObjectRef.of({"apiVersion": body.get("apiVersion") or "sglang-operator.io/v1alpha1",
-                          "kind": body.get("kind") or "SGLangServer", "metadata": meta}),
-            int(meta.get("generation") or 0), str(meta.get("resourceVersion") or ""),
-            bool(meta.get("deletionTimestamp")),
+            *_identity(body, "SGLangServer"),
             MappingProxyType({str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}),
             MappingProxyType(dict(body.get("spec") or {})),
             MappingProxyType(dict(stored)) if stored else _EMPTY,
@@ -186,12 +193,8 @@ class TuningView:
     def of(cls, body: Mapping[str, Any]) -> TuningView:
         """The view of SGLangTuning ``body`` (API JSON), its status parsed
         (:func:`~sglang_operator.api.tuning.parse_tuning_status`). Raises ``KeyError`` without ``metadata.name``."""
-        meta = body.get("metadata") or {}
         return cls(
-            ObjectRef.of({"apiVersion": body.get("apiVersion") or "sglang-operator.io/v1alpha1",
-                          "kind": body.get("kind") or "SGLangTuning", "metadata": meta}),
-            int(meta.get("generation") or 0), str(meta.get("resourceVersion") or ""),
-            bool(meta.get("deletionTimestamp")), str((body.get("spec") or {}).get("mode") or ""),
+            *_identity(body, "SGLangTuning"), str((body.get("spec") or {}).get("mode") or ""),
             parse_tuning_status(body), MappingProxyType(dict(body)))
 
     @property
