@@ -177,22 +177,33 @@ async def _patch_replicas(workload: dict[str, Any]) -> None:
         raise ChildApplyError(apply_failure(kind, err)) from err
 
 
-async def apply_placement(
-    view: ServerView, placements: Sequence[Placement], now: dt.datetime, memory: ServerMemory | None = None,
-    *, drain: bool = True, write_children: bool = True, warnings: Sequence[str] = (), keep_spec_valid: bool = False,
-    history_limit: int | None = None, only_changed: bool = False, retire: str | None = None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ApplyOptions:
+    """How one apply goes (:func:`apply_placement`): ``drain`` the old pods first when the strategy is Recreate;
+    ``write_children`` (False: a resume that found them up to date); ``only_changed``: only the children the live
+    objects do not hold already (the canary's every-tick placement); ``retire``: a workload to delete (the old serving
+    one after a promotion); ``warnings`` for ``SpecValid``, or ``keep_spec_valid``: the stored ``SpecValid`` kept (an
+    analysis' apply speaks of a revision, not of the spec); ``history_limit``: the ledger's length (None: the
+    placement's spec's)."""
+
+    drain: bool = True
+    write_children: bool = True
+    warnings: Sequence[str] = ()
+    keep_spec_valid: bool = False
+    history_limit: int | None = None
+    only_changed: bool = False
+    retire: str | None = None
+
+
+async def apply_placement(view: ServerView, placements: Sequence[Placement], now: dt.datetime,
+                          memory: ServerMemory | None = None, options: ApplyOptions = ApplyOptions()) -> dict[str, Any]:
     """Apply ``placements`` (one ``serving``, at most one ``canary``) for the SGLangServer of ``view`` (as stored: its
-    status says what runs): drain the old pods first when ``drain`` and the strategy is Recreate, server-side apply the
-    children unless ``write_children`` is False (a resume that found them up to date) — with ``only_changed`` only
-    those the live objects do not hold already (the canary's every-tick placement) —, apply the canary's workload
-    (0 replicas: delete it), delete workload ``retire`` (the old serving one after a promotion), record the ledger
+    status says what runs), as ``options`` say (:class:`ApplyOptions`): drain the old pods first, server-side apply
+    the children, apply the canary's workload (0 replicas: delete it), delete the retired workload, record the ledger
     entries (the canary's revision once, verdict Verifying; ``status.revision`` stays the serving one).
 
-    Returns the status keys to write (``revision``, ``command``, the ledger, ``SpecValid`` from ``warnings``, phase
-    Progressing, ``servingWorkload``); ``keep_spec_valid``: the stored ``SpecValid`` is kept instead (an analysis'
-    apply speaks of a revision, not of the spec); ``history_limit``: the ledger's length (default: the placement's
-    spec's). Raises :class:`~sglang_operator.control.children.ChildApplyError`,
+    Returns the status keys to write (``revision``, ``command``, the ledger, ``SpecValid``, phase Progressing,
+    ``servingWorkload``). Raises :class:`~sglang_operator.control.children.ChildApplyError`,
     :class:`~sglang_operator.control.children.LeaderWorkerSetMissing`, ``ValueError`` for another set of roles."""
     serving = [p for p in placements if p.role in ("serving", "trial")]
     canaries = [p for p in placements if p.role == "canary"]
@@ -203,38 +214,39 @@ async def apply_placement(
     decided = Decided.of(view, p)
     typed = decided.status
     generation, name, namespace, owner = view.generation, view.name, view.namespace, view.ref
-    if drain:
+    if options.drain:
         await drain_old_pods(view, p.server.spec, p.revision, memory)
     workload = workload_of(view, p, decided)
-    if write_children:
+    if options.write_children:
         rendered = replace(p.rendered, workload=workload)
         live = await _stable_share(p, decided, workload, owner)
         if live is not None:  # a canary's stable share running its revision already: scaled, never re-templated
             if (live.get("spec") or {}).get("replicas") != workload["spec"]["replicas"]:
                 await _patch_replicas(workload)
-            if only_changed:
-                await _apply_workload(rendered.service, owner, only_changed)
+            if options.only_changed:
+                await _apply_workload(rendered.service, owner, options.only_changed)
             else:
                 await apply_children(rendered, owner, workload=False)
-        elif not (only_changed and await up_to_date(rendered, owner)):
+        elif not (options.only_changed and await up_to_date(rendered, owner)):
             await apply_children(rendered, owner)
     for c in canaries:
         if not c.replicas:
             await _delete_owned(str(c.rendered.workload["kind"]), namespace, str(c.workload), owner)
         else:
-            await _apply_workload(workload_of(view, c, decided), owner, only_changed)
-    if retire is not None and retire != workload["metadata"]["name"]:
-        await _delete_owned(str(workload["kind"]), namespace, retire, owner)
-    history = history_limit if history_limit is not None else p.server.spec.rollback.history_limit
+            await _apply_workload(workload_of(view, c, decided), owner, options.only_changed)
+    if options.retire is not None and options.retire != workload["metadata"]["name"]:
+        await _delete_owned(str(workload["kind"]), namespace, options.retire, owner)
+    history = options.history_limit if options.history_limit is not None else p.server.spec.rollback.history_limit
     try:
         summary = builders.summary(p.server, p.rendered)
     except SpecError:
         summary = {}
     entry = status_decisions.ledger_entry(p.revision, generation, p.rendered.command.command_line, summary, p.spec, now)
-    new = status_decisions.applied(view.status_data, p.rendered.status, list(warnings), entry, generation, history, now)
+    new = status_decisions.applied(view.status_data, p.rendered.status, list(options.warnings), entry, generation,
+                                   history, now)
     served = workload["metadata"]["name"]
     new["servingWorkload"] = None if served == name else served
-    if keep_spec_valid:
+    if options.keep_spec_valid:
         keep = [c for c in new["conditions"] if c["type"] != status_decisions.SPEC_VALID]
         valid = typed.condition(status_decisions.SPEC_VALID)
         new["conditions"] = merge([valid.dump()] if valid is not None else [], keep)

@@ -19,7 +19,7 @@ from sglang_operator.api.spec import StrategyType
 from sglang_operator.api.view import ServerView
 from sglang_operator.control import server_status
 from sglang_operator.control.memory import ServerMemory
-from sglang_operator.decisions.pods import is_ready
+from sglang_operator.decisions.pods import ready_with_ip
 from sglang_operator.decisions.sampling.compute import requests_in_flight
 from sglang_operator.decisions.sampling.parse import LineFilter
 from sglang_operator.decisions.sampling.roles import DRAIN_ROLES, MetricRoles, roles_for
@@ -102,9 +102,8 @@ async def drain_old_pods(view: ServerView, spec: Any, new_revision: str,
         port = int((record.spec or {})["port"])
     pods = await OWNERS.owned(namespace, await kube.list_pods(namespace, builders.selector_labels(name)),
                               (view.uid,))  # never a stranger carrying the server's labels
-    urls = [base_url(p["status"]["podIP"], port) for p in pods
-            if is_ready(p) and (p.get("status") or {}).get("podIP")
-            and p.get("metadata", {}).get("labels", {}).get(builders.REVISION_LABEL) == old]
+    urls = [base_url(p["status"]["podIP"], port) for p in ready_with_ip(pods)
+            if p.get("metadata", {}).get("labels", {}).get(builders.REVISION_LABEL) == old]
     if not urls:
         return None
     try:

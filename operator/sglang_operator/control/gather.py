@@ -32,7 +32,7 @@ from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.api.view import ServerView
 from sglang_operator.builders.labels import REVISION_LABEL
-from sglang_operator.builders.revision import DIGEST_ANNOTATION
+from sglang_operator.builders.revision import recorded_digest
 from sglang_operator.control import ledger, restore
 from sglang_operator.control.memory import Memories, ServerMemory, TuningRequests
 from sglang_operator.control.ticks import slot_released
@@ -242,7 +242,7 @@ class Gathering:
         ns, name = mem.key
         mine = [p for p in pods if _revision_of(p) == revision and not p.get("metadata", {}).get("deletionTimestamp")]
         cr = await ledger.load(ns, name, revision, mem.uid)
-        known = ((cr or {}).get("metadata", {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
+        known = recorded_digest(cr)
         digest = await ledger.note_digest(ns, name, revision, mine, known) if cr is not None else None
         if digest is not None:
             mem.digests[revision] = digest

@@ -45,7 +45,7 @@ from sglang_operator.api.server import SpecError
 from sglang_operator.api.view import ServerView
 from sglang_operator.builders.labels import MANAGED_BY
 from sglang_operator.control import restore, server_status, tunings  # tunings: registers the tuning watch
-from sglang_operator.control.apply import apply_placement, placement
+from sglang_operator.control.apply import ApplyOptions, apply_placement, placement
 from sglang_operator.control.children import ChildApplyError, LeaderWorkerSetMissing, up_to_date
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.control.observer import RESYNC_SECONDS, Observer, same_spec
@@ -223,8 +223,8 @@ async def _reconcile(view: ServerView, reason: str, logger: Logger, observer: Ob
     rendered = choice.rendered  # the spec's own (its image as that revision runs or ran), or the stable one's
     try:
         write = reason != kopf.Reason.RESUME or not await up_to_date(rendered, view.ref)  # a restart writes nothing
-        new = await apply_placement(view, [placement(view, rendered, spec_dict)], now, memory, write_children=write,
-                                    warnings=rendered.warnings)
+        new = await apply_placement(view, [placement(view, rendered, spec_dict)], now, memory,
+                                    ApplyOptions(write_children=write, warnings=rendered.warnings))
     except LeaderWorkerSetMissing as err:  # nothing applied; the observer applies once the API is served
         await _write_status(view, groups.lws_missing(status, rendered.warnings, generation, now), memory)
         await _event(view, "Warning", groups.LWS_MISSING, str(err))

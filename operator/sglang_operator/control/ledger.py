@@ -22,10 +22,10 @@ from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.view import ObjectRef, ServerView
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.revision import (
-    DIGEST_ANNOTATION,
     controller_revision,
     image_digest,
     pinned_image,
+    recorded_digest,
     revision_name,
 )
 from sglang_operator.io import revisions as api
@@ -149,13 +149,6 @@ def _same(a: Any, b: Any) -> bool:
         return False
     a, b = without_default_prompt(a), without_default_prompt(b)
     return {k: v for k, v in a.items() if k != "replicas"} == {k: v for k, v in b.items() if k != "replicas"}
-
-
-def recorded_digest(cr: Mapping[str, Any] | None) -> str | None:
-    """The image reference by digest (``repo@sha256:…``) recorded on ledger entry ``cr``; None without one (its pods
-    never reported an ``imageID``, or no entry)."""
-    digest = (((cr or {}).get("metadata") or {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
-    return str(digest) if digest else None
 
 
 def workload_image(workload: Mapping[str, Any] | None) -> str | None:

@@ -19,7 +19,7 @@ from sglang_operator import builders
 from sglang_operator.api.server import SpecError
 from sglang_operator.api.view import ServerView
 from sglang_operator.builders.leaderworkerset import CRD_NAME, VERSION
-from sglang_operator.control.apply import apply_placement, placement
+from sglang_operator.control.apply import ApplyOptions, apply_placement, placement
 from sglang_operator.control.children import ChildApplyError, LeaderWorkerSetMissing
 from sglang_operator.decisions.conditions import condition, merge
 from sglang_operator.io import kube
@@ -43,7 +43,8 @@ async def apply_when_served(view: ServerView, now: dt.datetime) -> tuple[dict[st
     except (SpecError, builders.InvalidSpec):
         return None  # an update since: the reconcile handler reports it
     try:
-        new = await apply_placement(view, [placement(view, rendered)], now, drain=False, warnings=rendered.warnings)
+        new = await apply_placement(view, [placement(view, rendered)], now,
+                                    options=ApplyOptions(drain=False, warnings=rendered.warnings))
     except (ChildApplyError, LeaderWorkerSetMissing) as err:
         log.warning("%s/%s: the LeaderWorkerSet API is served, but applying failed: %s", server.namespace,
                     server.name, err)

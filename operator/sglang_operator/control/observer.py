@@ -43,7 +43,7 @@ from sglang_operator.api.view import ServerView
 from sglang_operator.builders.canary import serving_name
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
 from sglang_operator.control import autoscaling, failures, restore, server_status, testhooks
-from sglang_operator.control.apply import apply_placement, placement
+from sglang_operator.control.apply import ApplyOptions, apply_placement, placement
 from sglang_operator.control.gather import Gathering
 from sglang_operator.control.gather import read_effective as read_effective
 from sglang_operator.control.gather import requested_settings as requested_settings
@@ -95,7 +95,7 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
     if missing == "Deployment" and child_name is not None and child_name != serving_name(name, status.serving_workload):
         return  # a canary's workload, or the one a promotion retired: the operator deleted it
     rendered = await restore.as_ran(view, rendered)  # recreated with the image it ran (pinned by a rollback)
-    await apply_placement(view, [placement(view, rendered)], dt.datetime.now(dt.UTC), drain=False)
+    await apply_placement(view, [placement(view, rendered)], dt.datetime.now(dt.UTC), options=ApplyOptions(drain=False))
     log.warning("%s/%s: %s deleted; re-applied revision %s", namespace, name, missing, rendered.revision)
     await server_status.event(view.ref, "Warning", "ChildRecreated", f"{missing} was deleted; re-applied revision "
                               f"{rendered.revision}")

@@ -21,9 +21,9 @@ from sglang_operator.api.server import SpecError
 from sglang_operator.api.view import ServerView
 from sglang_operator.builders.canary import serving_name
 from sglang_operator.builders.labels import REVISION_LABEL
-from sglang_operator.builders.revision import pinned_image
+from sglang_operator.builders.revision import has_digest, pinned_image, recorded_digest
 from sglang_operator.control import ledger
-from sglang_operator.control.apply import apply_placement, placement
+from sglang_operator.control.apply import ApplyOptions, apply_placement, placement
 from sglang_operator.control.children import ChildApplyError
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
@@ -35,6 +35,12 @@ from sglang_operator.decisions.tuning.inplace import ApplyTrial
 from sglang_operator.io import kube
 
 log = logging.getLogger("sglang_operator.control.restore")
+
+
+def _analysis(history_limit: int, **options: Any) -> ApplyOptions:
+    """The options of an apply the server's job makes for the analysis, a canary or a trial: it speaks of a revision,
+    not of the spec (``SpecValid`` kept), with the object's ``historyLimit``; ``options``: the rest."""
+    return ApplyOptions(keep_spec_valid=True, history_limit=history_limit, **options)
 
 
 class NotInLedger(LookupError):
@@ -83,9 +89,9 @@ async def as_ran(view: ServerView, rendered: builders.Rendered) -> builders.Rend
             labels = ((builders.pod_templates(live)[0].get("metadata") or {}).get("labels") or {}) if live else {}
             image = ledger.workload_image(live)
             if labels.get(REVISION_LABEL) == rendered.revision and image and own:
-                keep = image != own and "@sha256:" in image and pinned_image(own, image) == image
+                keep = image != own and has_digest(image) and pinned_image(own, image) == image
                 return ledger.pinned(rendered, image) if keep else rendered
-        digest = ledger.recorded_digest(await ledger.load(ns, name, rendered.revision, view.uid))
+        digest = recorded_digest(await ledger.load(ns, name, rendered.revision, view.uid))
     except Exception as exc:  # unreadable: the tag, as before
         log.warning("%s/%s: the image revision %s ran not read, its tag is applied: %s", ns, name, rendered.revision,
                     exc)
@@ -180,8 +186,8 @@ async def apply_revision(view: ServerView, revision: str, reason: str, now: dt.d
     ns, name = view.namespace, view.name
     server = view.server
     rendered, spec = await render_for(view, revision)
-    new = await apply_placement(view, [placement(view, rendered, spec)], now, memory, keep_spec_valid=True,
-                                history_limit=server.spec.rollback.history_limit)
+    new = await apply_placement(view, [placement(view, rendered, spec)], now, memory,
+                                _analysis(server.spec.rollback.history_limit))
     log.info("%s/%s: applied revision %s (%s)", ns, name, revision, reason)
     return new
 
@@ -201,8 +207,7 @@ async def place_canary(view: ServerView, action: PlaceCanary | PromoteCanary, no
     if isinstance(action, PromoteCanary):
         old = serving_name(name, status.serving_workload)
         p = placement(view, c_rendered, c_spec, workload=action.workload, replicas=server.spec.replicas)
-        new = await apply_placement(view, [p], now, memory, drain=False, keep_spec_valid=True, history_limit=history,
-                                    retire=old)
+        new = await apply_placement(view, [p], now, memory, _analysis(history, drain=False, retire=old))
         log.info("%s/%s: canary %s promoted: %s serves it (%s deleted)", ns, name, action.revision, action.workload,
                  old)
         return new
@@ -210,8 +215,7 @@ async def place_canary(view: ServerView, action: PlaceCanary | PromoteCanary, no
     placements = [placement(view, s_rendered, s_spec, replicas=action.stable_replicas),
                   placement(view, c_rendered, c_spec, role="canary", workload=action.workload,
                             replicas=action.canary_replicas)]
-    return await apply_placement(view, placements, now, memory, drain=False, keep_spec_valid=True,
-                                 history_limit=history, only_changed=True)
+    return await apply_placement(view, placements, now, memory, _analysis(history, drain=False, only_changed=True))
 
 
 async def apply_trial(view: ServerView, action: ApplyTrial, now: dt.datetime,
@@ -236,9 +240,9 @@ async def apply_trial(view: ServerView, action: ApplyTrial, now: dt.datetime,
                              f"{action.revision}: it changed since the trial started")
         cr = await ledger.load(ns, name, hold.stable_revision, view.uid)
         digest = memory.digests.get(hold.stable_revision) if memory is not None else None
-        rendered = ledger.pinned(rendered, digest or ledger.recorded_digest(cr))
+        rendered = ledger.pinned(rendered, digest or recorded_digest(cr))
         new = await apply_placement(view, [placement(view, rendered, spec, role="trial")], now, memory,
-                                    keep_spec_valid=True, history_limit=server.spec.rollback.history_limit)
+                                    _analysis(server.spec.rollback.history_limit))
     except (SpecError, builders.InvalidSpec, ChildApplyError, ValueError) as err:
         text = "; ".join(err.errors) if isinstance(err, builders.InvalidSpec) else str(err)
         log.warning("%s/%s: trial %s of SGLangTuning %s not applied: %s", ns, name, action.trial, action.tuning, text)

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator.api.base import truncate
+from sglang_operator.decisions.conditions import rfc3339
 from sglang_operator.io import kube
 from sglang_operator.io.api import dispatched
 from sglang_operator.io.fence import FENCE, NotLeader
@@ -160,7 +161,7 @@ async def post_event(obj: Mapping[str, Any], type_: str, reason: str, message: s
         FENCE.check(f"event {reason} of {meta.get('namespace')}/{meta['name']}")
     except NotLeader:
         return
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = rfc3339(dt.datetime.now(dt.UTC))
     event = {
         "apiVersion": "v1", "kind": "Event",
         "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": meta.get("namespace")},
