@@ -25,11 +25,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
-from sglang_operator.api.autoscaling import AutoscalingStatus, MeasuredCapacity
+from sglang_operator.api.autoscaling import MeasuredCapacity
 from sglang_operator.api.server import SGLangServer
-from sglang_operator.api.status import ConditionType
+from sglang_operator.api.status import ConditionType, SGLangServerStatus
 from sglang_operator.api.view import ObjectRef, ServerView
 from sglang_operator.control.apply import apply_scaled_object, delete_scaled_object
 from sglang_operator.control.children import ChildApplyError
@@ -54,10 +52,10 @@ def digest(manifest: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
 
 
-def _idle(server: SGLangServer, stored: Mapping[str, Any], decision: ObservationDecision, had: bool) -> bool:
+def _idle(server: SGLangServer, stored: SGLangServerStatus, decision: ObservationDecision, had: bool) -> bool:
     """No ``spec.autoscaling``, nothing of it in status or memory: nothing to do (most servers, every tick)."""
     conditions = decision.status_json.get("conditions") or []
-    return (server.spec.autoscaling is None and not had and stored.get("autoscaling") is None
+    return (server.spec.autoscaling is None and not had and stored.autoscaling is None
             and not any(c.get("type") == ConditionType.AUTOSCALING for c in conditions))
 
 
@@ -71,15 +69,16 @@ async def follow(mem: ServerMemory, view: ServerView, server: SGLangServer, deci
     (:func:`sglang_operator.decisions.capacity.capacity`, ``metric: measuredCapacity``). Raises nothing the write
     raises (it is reported)."""
     keda = keda or discovery.SCALED_OBJECTS
-    stored = view.status_data
+    stored = view.status  # as stored (what the job applied is not merged here)
     record = mem.scaler
-    had = record.digest != ABSENT if record is not None else bool((stored.get("autoscaling") or {}).get("scaledObject"))
+    written = stored.autoscaling.scaled_object if stored.autoscaling is not None else None
+    had = record.digest != ABSENT if record is not None else bool(written)
     if _idle(server, stored, decision, had):
         return decision
     available = await keda.available()
     decided = scaling.verifying_status(decision.status_json)
     wanted = scaling.want(server, decided, keda=available, prometheus_address=keda.prometheus_address,
-                          had=had, measured=measured, stored=_stored(stored))
+                          had=had, measured=measured, stored=stored.autoscaling)
     failure: str | None = None
     applied = False
     if wanted.scaled_object is not None:
@@ -87,18 +86,7 @@ async def follow(mem: ServerMemory, view: ServerView, server: SGLangServer, deci
     elif wanted.delete:
         await _delete(mem, view.ref)
     autoscaling, cond = scaling.report(server, decided, wanted, applied, failure, view.generation, now)
-    return scaling.with_autoscaling(decision, dict(stored), autoscaling, cond)
-
-
-def _stored(stored: Mapping[str, Any]) -> AutoscalingStatus | None:
-    """``status.autoscaling`` as stored, parsed; None when absent or not parsable (written by an older operator)."""
-    got = stored.get("autoscaling")
-    if not isinstance(got, Mapping):
-        return None
-    try:
-        return AutoscalingStatus.model_validate(got)
-    except ValidationError:
-        return None
+    return scaling.with_autoscaling(decision, dict(view.status_data), autoscaling, cond)
 
 
 async def _apply(mem: ServerMemory, owner: ObjectRef, manifest: dict[str, Any],
