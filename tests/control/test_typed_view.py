@@ -1,4 +1,4 @@
-"""Below the kopf registrations, the server's loop takes the typed view (:class:`~sglang_operator.api.view.ServerView`),
+"""Below the kopf registrations, the server's loop and the tuning's worker take the typed views (:class:`~sglang_operator.api.view.ServerView`),
 never the raw body: the signatures say so (mypy strict checks every call against them), and this test fails when a
 function of the loop's modules takes a parameter named like a body, or a ``view`` that is not typed as the view."""
 
@@ -14,12 +14,12 @@ import pytest
 from sglang_operator.api.view import ServerView
 
 LOOP = ("handlers", "observer", "gather", "ticks", "apply", "restore", "ledger", "children", "drain", "multinode",
-        "failures", "autoscaling", "server_status", "memory")
-"""The modules of the server's loop: the handler, the tick, the job and the apply path."""
+        "failures", "autoscaling", "server_status", "memory", "tuning", "tunings", "tuning_status")
+"""The modules of the server's loop (the handler, the tick, the job, the apply path) and of the tuning's worker."""
 RAW = {"body", "server_body", "obj", "cr_body"}
 """Parameter names of a raw object."""
 ENTRIES = {
-    "handlers.reconcile", "handlers.track", "handlers.child_event", "handlers.pod_event",  # kopf's registrations
+    "handlers.reconcile", "handlers.track", "handlers.child_event", "handlers.pod_event", "tunings.tuning_event",
     "observer.Observer.track", "observer.Observer.pod_event", "observer.Observer.tuning_event",  # the watch's record
     "observer.Observer.memory", "memory.TuningRequests.apply",  # the memory of a delivered object, by its key
     "memory.key_of", "memory.ServerMemory.__init__",  # the delivered object kept, read typed (ServerMemory.view)

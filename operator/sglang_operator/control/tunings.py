@@ -34,7 +34,7 @@ import kopf
 from sglang_operator.api import GROUP, VERSION
 from sglang_operator.api import tuning as api
 from sglang_operator.api.tuning_status import TuningPhase
-from sglang_operator.api.view import TuningView
+from sglang_operator.api.view import ServerView, TuningView
 from sglang_operator.control import tuning_status
 from sglang_operator.control.memory import Key
 from sglang_operator.control.tuning import WAIT_SECONDS, TuningRunner
@@ -108,7 +108,7 @@ class TuningWorker:
     async def decide(self) -> tuning_queue.Admission:
         """Decide who runs now and act on it (see the module docstring); returns the decision."""
         candidates = self.views.tunings.candidates()
-        servers = {m.key: m.body for m in self.views.memories.values() if m.body is not None}
+        servers = {view.key: view for view in (m.view() for m in self.views.memories.values()) if view is not None}
         admission = tuning_queue.admit(candidates, servers, self.limit)
         for server in self.views.tunings.admit(admission.run):
             self.views.wake(server)
@@ -137,9 +137,10 @@ class TuningWorker:
         self._known = known
         return admission
 
-    def _run_admitted(self, c: tuning_queue.Candidate, servers: dict[Key, Any]) -> None:
+    def _run_admitted(self, c: tuning_queue.Candidate, servers: dict[Key, ServerView]) -> None:
         """Start ``c``'s runner if none runs; wake it when its server changed since the last decision."""
-        rv = str(((servers.get(c.server_key) or {}).get("metadata") or {}).get("resourceVersion") or "")
+        server = servers.get(c.server_key)
+        rv = server.resource_version if server is not None else ""
         got = self.runners.get(c.key)
         if got is None:
             runner = TuningRunner(c.namespace, c.request.name, self.views, probe_limits=self.probe_limits,
