@@ -1,6 +1,7 @@
-"""Below the kopf registrations, the server's loop and the tuning's worker take the typed views (:class:`~sglang_operator.api.view.ServerView`),
-never the raw body: the signatures say so (mypy strict checks every call against them), and this test fails when a
-function of the loop's modules takes a parameter named like a body, or a ``view`` that is not typed as the view."""
+"""Below the kopf registrations, the server's loop and the tuning's worker take the typed views
+(:class:`~sglang_operator.api.view.ServerView`, ``TuningView``), never the raw body: the signatures say so (mypy strict
+checks every call against them), and this test fails when a function of those modules takes a parameter named like a
+body, or a ``view`` that is not typed as the view."""
 
 from __future__ import annotations
 
