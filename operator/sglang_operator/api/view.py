@@ -15,6 +15,7 @@ A view is frozen: what changes (a status patch's answer, what a job applied) is 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -29,6 +30,7 @@ from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.api.tuning import SGLangTuning, parse_tuning, parse_tuning_status
 from sglang_operator.api.tuning_status import SGLangTuningStatus
 
+log = logging.getLogger("sglang_operator.api")
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -41,6 +43,8 @@ def _status_of(body: Mapping[str, Any]) -> SGLangServerStatus:
         return SGLangServerStatus.model_validate(dict(stored))
     except ValidationError:
         if "tuningHold" in stored:
+            log.warning("status.tuningHold of %s does not parse; read as no hold",
+                        (body.get("metadata") or {}).get("name"))
             return parse_status({**body, "status": {k: v for k, v in stored.items() if k != "tuningHold"}})
         return parse_status(body)
 
@@ -68,11 +72,11 @@ class ObjectRef:
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> ObjectRef:
-        """The reference of Kubernetes object ``obj`` (API JSON). Raises ``KeyError`` when it has no
-        ``metadata.name``."""
+        """The reference of Kubernetes object ``obj`` (API JSON; the API server always sends a name and a uid, an
+        object built offline may lack them: empty then)."""
         meta = obj.get("metadata") or {}
         return cls(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""),
-                   str(meta.get("namespace") or "default"), str(meta["name"]), str(meta.get("uid") or ""))
+                   str(meta.get("namespace") or "default"), str(meta.get("name") or ""), str(meta.get("uid") or ""))
 
     def stub(self) -> dict[str, Any]:
         """The object as the few fields an owner reference or an Event's ``involvedObject`` reads:
@@ -104,7 +108,7 @@ class ServerView:
     @classmethod
     def of(cls, body: Mapping[str, Any], status: SGLangServerStatus | None = None) -> ServerView:
         """The view of SGLangServer ``body`` (API JSON); ``status``: its status parsed already (else parsed here,
-        :func:`~sglang_operator.api.server.parse_status`). Raises ``KeyError`` without ``metadata.name``."""
+        :func:`~sglang_operator.api.server.parse_status`; a ``tuningHold`` that does not parse holds nothing)."""
         meta = body.get("metadata") or {}
         stored = body.get("status") or {}
         return cls(
@@ -171,7 +175,8 @@ class ServerView:
         if not applied:
             return self
         return ServerView(self.ref, self.generation, self.resource_version, self.deleting, self.annotations,
-                          self.spec_data, self.status_data, _status_of({"status": {**self.status_data, **applied}}),
+                          self.spec_data, self.status_data, _status_of({"metadata": {"name": self.name},
+                                                                 "status": {**self.status_data, **applied}}),
                           MappingProxyType(dict(applied)))
 
 
@@ -192,7 +197,7 @@ class TuningView:
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> TuningView:
         """The view of SGLangTuning ``body`` (API JSON), its status parsed
-        (:func:`~sglang_operator.api.tuning.parse_tuning_status`). Raises ``KeyError`` without ``metadata.name``."""
+        (:func:`~sglang_operator.api.tuning.parse_tuning_status`). """
         return cls(
             *_identity(body, "SGLangTuning"), str((body.get("spec") or {}).get("mode") or ""),
             parse_tuning_status(body), MappingProxyType(dict(body)))

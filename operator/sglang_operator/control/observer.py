@@ -150,11 +150,6 @@ class Observer(Gathering, Ticking):
                                     probe_limits=self.probe_limits)
         return self._sampler
 
-    @property
-    def servers(self) -> dict[Key, dict[str, Any]]:
-        """The newest view of every tracked server (a copy of the map; read-only use)."""
-        return {m.key: m.body for m in self.memories.values() if m.body is not None}
-
     def memory(self, body: Mapping[str, Any]) -> ServerMemory:
         """The memory of the server ``body`` (created on first sight)."""
         return self.memories.of(key_of(body), str((body.get("metadata") or {}).get("uid") or ""))

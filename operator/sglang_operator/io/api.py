@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, ParamSpec, Protocol, TypeVar
 
@@ -84,10 +85,10 @@ def using(api: KubeAPI) -> Iterator[KubeAPI]:
 def dispatched(name: str) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
     """Mark a function of the io layer as :class:`KubeAPI`'s method ``name``: called, it runs the bound
     implementation's method when one is bound (:func:`using`), else itself. For a method of an object (the
-    discovery's), the first argument (``self``) is not passed on."""
+    discovery's: its first parameter is ``self``), that argument is not passed on."""
 
     def mark(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-        method = "." in fn.__qualname__
+        method = next(iter(inspect.signature(fn).parameters), None) == "self"
 
         @functools.wraps(fn)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:
