@@ -124,13 +124,15 @@ class ServerMemory:
 
     def view(self) -> ServerView | None:
         """The newest object (:attr:`body`) as a :class:`~sglang_operator.api.view.ServerView`: its status parsed
-        once per object delivered, then handed to every function of the tick, the job and the apply path; None
-        before the first sight."""
+        once per resourceVersion (a re-list delivers the same state again: not parsed again), then handed to every
+        function of the tick, the job and the apply path; None before the first sight."""
         if self.body is None:
             return None
         rv = str((self.body.get("metadata") or {}).get("resourceVersion") or "")
-        if self.typed is None or self._typed_from is not self.body or self.typed.resource_version != rv:
+        same = self.typed is not None and (self._typed_from is self.body or (rv and self.typed.resource_version == rv))
+        if not same:  # a resourceVersion names one state of the object: the same one delivered again is not parsed
             self.typed, self._typed_from = ServerView.of(self.body), self.body
+        assert self.typed is not None
         return self.typed
 
     @property
@@ -278,8 +280,9 @@ class TuningRequests:
         """Condition ``SpeculativeSettings`` of a server of ``namespace`` running ``spec`` (``view``: its object as
         stored) against the namespace's known best (:func:`~sglang_operator.decisions.tuning.known_best.
         condition`); None: nothing to say."""
+        stored = view.status_data.get("conditions") or []  # as stored: compared as written, not re-serialized
         return known_best.condition(self.known_best(namespace), spec, generation, now,
-                                    [c.dump() for c in view.status.conditions], view.name)
+                                    [c for c in stored if isinstance(c, dict)], view.name)
 
     def of(self, key: Key) -> tuple[TuningRequest, ...]:
         """The requests of the tunings naming server ``key``, by name, each with ``admitted`` as the tuning queue

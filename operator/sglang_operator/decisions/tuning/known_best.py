@@ -217,11 +217,15 @@ def tuning_setup(server: SGLangServerSpec, workload: Workload, replicas: int = 1
 
 _KEY_FIELDS = set(SetupKey.model_fields) - {"simulated_acceptance"}
 """The fields of a :class:`SetupKey` a tuning's setup and a server's spec give."""
+_SETUP_FIELDS = sorted(_KEY_FIELDS & set(Setup.model_fields))
+"""Those a spec's :class:`Setup` holds (all but the release)."""
 
 
 def _shared(server: SGLangServerSpec) -> dict[str, Any]:
-    """The :class:`Setup` fields of a server's spec that a :class:`SetupKey` holds (by field name)."""
-    return setup_of(server).model_dump(include=_KEY_FIELDS)
+    """The :class:`Setup` fields of a server's spec that a :class:`SetupKey` holds (by field name; validated by
+    :func:`setup_of` already)."""
+    setup = setup_of(server)
+    return {name: getattr(setup, name) for name in _SETUP_FIELDS}
 
 
 def setup_key(setup: TuningSetup) -> SetupKey:
@@ -235,7 +239,7 @@ def server_setup(server: SGLangServerSpec) -> SetupKey | None:
         version = str(resolve_version(server.sglang))
     except ValueError:
         return None
-    return SetupKey(**_shared(server), sglang_version=version)
+    return SetupKey.model_construct(**_shared(server), sglang_version=version)  # every field valid already
 
 
 def server_settings(server: SGLangServerSpec) -> SettingsKey | None:
