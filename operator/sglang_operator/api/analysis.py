@@ -411,10 +411,16 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 """The node label naming a node's GPU model (NVIDIA's GPU feature discovery): part of a :class:`Setup`."""
 
 
-def setup_of(spec: SGLangServerSpec, gpu_product: str | None = None) -> Setup:
-    """The :class:`Setup` of a spec; ``gpu_product`` (the pods' node label :data:`GPU_PRODUCT_LABEL`, when the
+def setup_fields(spec: SGLangServerSpec, gpu_product: str | None = None) -> dict[str, Any]:
+    """The :class:`Setup` fields of a spec, by field name (not validated: :func:`setup_of` validates them, and so does
+    a model holding a subset of them); ``gpu_product`` (the pods' node label :data:`GPU_PRODUCT_LABEL`, when the
     caller knows it) defaults to the spec's nodeSelector for that label."""
-    return Setup(model_path=spec.model.path, model_revision=spec.model.revision,
-                 gpu_product=gpu_product or spec.node_selector.get(GPU_PRODUCT_LABEL),
-                 tensor=spec.parallelism.tensor, pipeline=spec.parallelism.pipeline, data=spec.parallelism.data,
-                 nodes=spec.parallelism.nodes, simulated_acceptance=True if simulated_acceptance(spec.env) else None)
+    return {"model_path": spec.model.path, "model_revision": spec.model.revision,
+            "gpu_product": gpu_product or spec.node_selector.get(GPU_PRODUCT_LABEL),
+            "tensor": spec.parallelism.tensor, "pipeline": spec.parallelism.pipeline, "data": spec.parallelism.data,
+            "nodes": spec.parallelism.nodes, "simulated_acceptance": True if simulated_acceptance(spec.env) else None}
+
+
+def setup_of(spec: SGLangServerSpec, gpu_product: str | None = None) -> Setup:
+    """The :class:`Setup` of a spec (:func:`setup_fields`)."""
+    return Setup(**setup_fields(spec, gpu_product))

@@ -45,7 +45,7 @@ from pydantic import ConfigDict
 
 from sglang_operator.api import tuning as api
 from sglang_operator.api.analysis import GPU_PRODUCT_LABEL as GPU_PRODUCT_LABEL
-from sglang_operator.api.analysis import Setup, setup_of
+from sglang_operator.api.analysis import Setup, setup_fields
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import ConditionType
 from sglang_operator.api.tuning_setup import TuningSetup
@@ -222,10 +222,9 @@ _SETUP_FIELDS = sorted(_KEY_FIELDS & set(Setup.model_fields))
 
 
 def _shared(server: SGLangServerSpec) -> dict[str, Any]:
-    """The :class:`Setup` fields of a server's spec that a :class:`SetupKey` holds (by field name; validated by
-    :func:`setup_of` already)."""
-    setup = setup_of(server)
-    return {name: getattr(setup, name) for name in _SETUP_FIELDS}
+    """The :class:`Setup` fields of a server's spec that a :class:`SetupKey` holds (by field name)."""
+    fields = setup_fields(server)
+    return {name: fields[name] for name in _SETUP_FIELDS}
 
 
 def setup_key(setup: TuningSetup) -> SetupKey:
@@ -239,7 +238,7 @@ def server_setup(server: SGLangServerSpec) -> SetupKey | None:
         version = str(resolve_version(server.sglang))
     except ValueError:
         return None
-    return SetupKey.model_construct(**_shared(server), sglang_version=version)  # every field valid already
+    return SetupKey(**_shared(server), sglang_version=version)
 
 
 def server_settings(server: SGLangServerSpec) -> SettingsKey | None:
