@@ -243,28 +243,29 @@ async def test_a_pod_deleted_during_a_watch_gap_leaves_at_the_resync() -> None:
 
 async def test_a_server_deleted_during_a_watch_gap_leaves_memory_series_and_targets(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = "watch-gap"  # a namespace of its own: the registry is the process's, and other tests' servers are "ns/a"
     kube = FakeKube().install()
     obs = Observer(1.0)
     for name in ("a", "b"):
-        body = kube.put({**server(name), "status": {"revision": "r1"}})
+        body = kube.put({**server(name, ns), "status": {"revision": "r1"}})
         obs.track("ADDED", body)
-        kube.put(pod(f"{name}-1", name, 50))
-        await obs.pods.pods("ns", name)
-    obs.series.export_analysis("ns", "a", judging.state_of({"stableRevision": "r1", "baseline": {
+        kube.put(pod(f"{name}-1", name, 50, ns=ns))
+        await obs.pods.pods(ns, name)
+    obs.series.export_analysis(ns, "a", judging.state_of({"stableRevision": "r1", "baseline": {
         "revision": "r1", "tokensPerSecond": 50.0, "acceptLength": 2.7, "samples": 3, "signal": "probe",
         "at": "2026-01-01T00:00:00Z"}}))
 
     def exported() -> str:
         return "".join(line for line in generate_latest(REGISTRY).decode().splitlines()
-                       if 'sglang_server="a"' in line and 'namespace="ns"' in line)
+                       if 'sglang_server="a"' in line and f'namespace="{ns}"' in line)
 
     assert exported() != ""
-    kube.delete("SGLangServer", "ns", "a")
-    kube.delete("Pod", "ns", "a-1")
-    kube.delete("Pod", "ns", "b-1")
+    kube.delete("SGLangServer", ns, "a")
+    kube.delete("Pod", ns, "a-1")
+    kube.delete("Pod", ns, "b-1")
     await obs.resync()
-    assert ("ns", "a") not in obs.memories and ("ns", "b") in obs.memories
-    assert obs.pods.pods_now("ns", "a") == [] and obs.pods.pods_now("ns", "b") == []
+    assert (ns, "a") not in obs.memories and (ns, "b") in obs.memories
+    assert obs.pods.pods_now(ns, "a") == [] and obs.pods.pods_now(ns, "b") == []
     assert exported() == ""
 
 
