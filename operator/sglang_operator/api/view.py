@@ -85,8 +85,26 @@ class ObjectRef:
                 "metadata": {"namespace": self.namespace, "name": self.name, "uid": self.uid}}
 
 
+class _Referenced:
+    """The identity of a view, read from its :class:`ObjectRef`."""
+
+    ref: ObjectRef
+
+    @property
+    def namespace(self) -> str:
+        return self.ref.namespace
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+    @property
+    def uid(self) -> str:
+        return self.ref.uid
+
+
 @dataclass(frozen=True, eq=False)
-class ServerView:
+class ServerView(_Referenced):
     """One SGLangServer as stored at :attr:`resource_version`: see the module docstring. Build it with :meth:`of`."""
 
     ref: ObjectRef
@@ -118,18 +136,6 @@ class ServerView:
             MappingProxyType(dict(stored)) if stored else _EMPTY,
             status if status is not None else _status_of(body),
         )
-
-    @property
-    def namespace(self) -> str:
-        return self.ref.namespace
-
-    @property
-    def name(self) -> str:
-        return self.ref.name
-
-    @property
-    def uid(self) -> str:
-        return self.ref.uid
 
     @property
     def key(self) -> tuple[str, str]:
@@ -181,7 +187,7 @@ class ServerView:
 
 
 @dataclass(frozen=True, eq=False)
-class TuningView:
+class TuningView(_Referenced):
     """One SGLangTuning as stored at :attr:`resource_version`. Build it with :meth:`of`."""
 
     ref: ObjectRef
@@ -197,18 +203,10 @@ class TuningView:
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> TuningView:
         """The view of SGLangTuning ``body`` (API JSON), its status parsed
-        (:func:`~sglang_operator.api.tuning.parse_tuning_status`). """
+        (:func:`~sglang_operator.api.tuning.parse_tuning_status`)."""
         return cls(
             *_identity(body, "SGLangTuning"), str((body.get("spec") or {}).get("mode") or ""),
             parse_tuning_status(body), MappingProxyType(dict(body)))
-
-    @property
-    def namespace(self) -> str:
-        return self.ref.namespace
-
-    @property
-    def name(self) -> str:
-        return self.ref.name
 
     @cached_property
     def tuning(self) -> SGLangTuning:
