@@ -30,6 +30,16 @@ TRIAL_COMPONENT = TRIAL_POD_COMPONENT
 pods (:func:`~sglang_operator.builders.monitoring.discovery_filters`)."""
 
 
+SHADOW_MULTINODE = "a Shadow trial of a multi-node server (spec.parallelism.nodes > 1) is not supported"
+"""Why no Shadow trial of a LeaderWorkerSet server runs (an InPlace one does: on the server's own groups)."""
+
+
+def shadow_refusal(spec: SGLangServerSpec) -> str | None:
+    """Why a Shadow trial of ``spec`` (the server's, as the trial runs it) cannot run (:data:`SHADOW_MULTINODE`),
+    or None."""
+    return SHADOW_MULTINODE if spec.parallelism.nodes > 1 else None
+
+
 @dataclass(frozen=True)
 class TrialWorkload:
     """A trial rendered: ``manifest`` (the Deployment, owned by the SGLangTuning), ``revision`` (the pod template's
@@ -46,12 +56,11 @@ def trial_workload(spec: SGLangServerSpec, server_name: str, namespace: str, tri
     """Render ``spec`` (the server's, with the trial's settings) as Deployment ``trial``, owned by ``tuning`` (the
     SGLangTuning object: apiVersion, kind, metadata.name/uid), the SGLang container's image pinned to ``digest``
     (the one the server's serving pods run; None: the tag). Raises :class:`~sglang_operator.builders.InvalidSpec`
-    (the release's rules refuse it) or ``ValueError`` for a multi-node spec (a Shadow trial of a LeaderWorkerSet is
-    not supported yet)."""
+    (the release's rules refuse it) or ``ValueError`` for a multi-node spec (:func:`shadow_refusal`)."""
+    if (refused := shadow_refusal(spec)) is not None:
+        raise ValueError(refused)
     as_server = builders.render(SGLangServer(metadata={"name": server_name, "namespace": namespace}, spec=spec))
     rendered = builders.render(SGLangServer(metadata={"name": trial, "namespace": namespace}, spec=spec))
-    if rendered.multinode:
-        raise ValueError("a Shadow trial of a multi-node server (spec.parallelism.nodes > 1) is not supported")
     dep = rendered.workload
     tuning_name = str(tuning["metadata"]["name"])
     for meta in (dep["metadata"], dep["spec"]["template"]["metadata"]):

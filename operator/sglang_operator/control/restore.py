@@ -221,11 +221,12 @@ async def place_canary(view: ServerView, action: PlaceCanary | PromoteCanary, no
 async def apply_trial(view: ServerView, action: ApplyTrial, now: dt.datetime,
                       memory: ServerMemory | None = None) -> dict[str, Any]:
     """Carry out an InPlace tuning's :class:`~sglang_operator.decisions.tuning.inplace.ApplyTrial` as the server's
-    job: the object's spec with the trial's settings on ``spec.replicas`` pods, rendered as the server itself (same
-    name, labels, Service), the image pinned to the digest the stable revision runs, through the one apply path
-    (placement role ``trial``). Returns the status keys to write, with ``tuningHold`` naming the trial — or only
-    ``tuningHold`` with its ``trialFailure`` when it cannot be applied (the spec no longer renders it, another
-    revision than the tuning asked for, a refused child): the tuning fails that trial. Never raises for those."""
+    job: the object's spec with the trial's settings on ``spec.replicas`` pods (``plan.trial_spec``: the one rule
+    the tuning rendered the trial's revision with), rendered as the server itself (same name, labels, Service), the
+    image pinned to the digest the stable revision runs, through the one apply path (placement role ``trial``).
+    Returns the status keys to write, with ``tuningHold`` naming the trial — or only ``tuningHold`` with its
+    ``trialFailure`` when it cannot be applied (the spec no longer renders it, another revision than the tuning
+    asked for, a refused child): the tuning fails that trial. Never raises for those."""
     status = view.status
     hold = status.tuning_hold
     if hold is None or hold.name != action.tuning:
@@ -233,7 +234,7 @@ async def apply_trial(view: ServerView, action: ApplyTrial, now: dt.datetime,
     ns, name = view.namespace, view.name
     try:
         server = view.server
-        spec = plan.trial_spec(view.spec_data, action.settings, replicas=server.spec.replicas)
+        spec = plan.trial_spec(view.spec_data, action.settings, replicas=plan.trial_replicas(server.spec, True))
         rendered = builders.render(view.parse_with(spec))
         if rendered.revision != action.revision:
             raise ValueError(f"the server's spec renders trial {action.trial} as revision {rendered.revision}, not "

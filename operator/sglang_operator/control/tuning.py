@@ -116,14 +116,16 @@ class TuningRunner:
         if server_view is None:
             return await self._wait(tuning, status, "ServerNotFound", f"SGLangServer {self.namespace}/"
                                     f"{spec.server_ref.name} does not exist (spec.serverRef.name)")
+        in_place = spec.mode is TuningMode.IN_PLACE
         try:
             server = server_view.server
-            valid, invalid = plan.points(spec.parameters, server.spec)
-            setup = known_best.tuning_setup(server.spec, spec.workload,
-                                            server.spec.replicas if spec.mode is TuningMode.IN_PLACE else 1)
+            valid, invalid = plan.points(spec.parameters, server.spec, in_place)
+            setup = known_best.tuning_setup(server.spec, spec.workload, plan.trial_replicas(server.spec, in_place))
+            refusal = plan.control_refusal(server.spec, in_place) if status.started_at is None else None
         except (SpecError, ValueError) as err:
             return await self._end(tuning, status, TuningPhase.FAILED, "ServerNotTunable", _why(err), now)
-        in_place = spec.mode is TuningMode.IN_PLACE
+        if refusal is not None:  # before any hold or trial: no trial of this server can run
+            return await self._finish(tuning, lifecycle.control_refused(status, refusal), now)
         stable = None
         if in_place:
             where = lifecycle.in_place(server_view.status, self.name, server.name, status.started_at is not None)
@@ -141,11 +143,10 @@ class TuningRunner:
         if step.kind == "finish":
             ending = lifecycle.finish(spec, status, step.reason)
             telemetry.set_tuning_speedups(self.namespace, self.name, lifecycle.speedups(ending.status))
-            return await self._end(tuning, ending.status, ending.phase, ending.reason, ending.message, now)
+            return await self._finish(tuning, ending, now)
         if step.kind == "start":
             assert step.settings is not None
-            await self._start(tuning, status, spec, server_view, step.settings, now)
-            return True
+            return await self._start(tuning, status, spec, server_view, step.settings, now)
         assert step.trial is not None
         await self._resume(tuning, status, spec, server_view, server, step.trial)
         return True
@@ -174,6 +175,9 @@ class TuningRunner:
         self._backoff = min(WAIT_MAX_SECONDS, 2 * self._backoff)
         return True
 
+    async def _finish(self, tuning: TuningView, ending: lifecycle.Ending, now: dt.datetime) -> bool:
+        return await self._end(tuning, ending.status, ending.phase, ending.reason, ending.message, now)
+
     async def _end(self, tuning: TuningView, status: SGLangTuningStatus, phase: TuningPhase,
                    reason: str, message: str, now: dt.datetime) -> bool:
         generation = tuning.generation
@@ -187,16 +191,21 @@ class TuningRunner:
     # --- act ----------------------------------------------------------------------------------------------------
 
     async def _start(self, tuning: TuningView, status: SGLangTuningStatus, spec: SGLangTuningSpec,
-                     server_view: ServerView, settings: TrialSettings, now: dt.datetime) -> None:
+                     server_view: ServerView, settings: TrialSettings, now: dt.datetime) -> bool:
+        """Start the trial of ``settings`` (its record); False when the tuning ended (its control trial refused)."""
         name = plan.trial_name(self.name, plan.started_count(status.trials))
         try:
             revision = lifecycle.render_trial(tuning.ref, server_view, name, settings,
                                               spec.mode is TuningMode.IN_PLACE)[1].revision
         except (builders.InvalidSpec, SpecError, ValueError) as err:  # validated before: only a changed server
-            await self._write(tuning, lifecycle.refused(status, name, settings, _why(err), now))
-            return
+            refusal = lifecycle.refused(status, name, settings, _why(err), now)
+            if refusal.ending is not None:
+                return await self._finish(tuning, refusal.ending, now)
+            await self._write(tuning, refusal.status)
+            return True
         new, message = lifecycle.started(status, name, settings, revision, now)
         await self._write(tuning, new, "Running", "True", "TrialRunning", message, "TrialStarted")
+        return True
 
     async def _resume(self, tuning: TuningView, status: SGLangTuningStatus, spec: SGLangTuningSpec,
                       server_view: ServerView, server: SGLangServer, trial: Trial) -> None:

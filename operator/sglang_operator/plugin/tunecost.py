@@ -73,8 +73,9 @@ def load_seconds(pods: Iterable[Mapping[str, Any]]) -> float | None:
 def cost(spec: SGLangTuningSpec, server: SGLangServerSpec, pods: Iterable[Mapping[str, Any]] = ()) -> Cost:
     """The :class:`Cost` of a tuning ``spec`` of a server whose spec is ``server`` and whose pods are ``pods``.
     Raises ``ValueError`` when the server's spec does not render (its release unknown)."""
-    valid, invalid = plan.points(spec.parameters, server)
-    replicas = server.replicas if spec.mode is TuningMode.IN_PLACE else 1
+    in_place = spec.mode is TuningMode.IN_PLACE
+    valid, invalid = plan.points(spec.parameters, server, in_place)
+    replicas = plan.trial_replicas(server, in_place)
     return Cost(valid=sum(not p.adaptive for p in valid), invalid=len(invalid),
                 trials=plan.planned_trials(spec, valid), load_seconds=load_seconds(pods),
                 measured_seconds=measured_seconds(spec.workload),
@@ -91,7 +92,7 @@ def lines(c: Cost) -> list[str]:
     load = (f"{c.load_seconds:.0f} s model load (as the server's pods took) + " if c.load_seconds is not None
             else "the model load (unknown: no Ready pod of the server) + ")
     return [
-        f"# plan: {c.valid} valid points, {c.invalid} refused by the release's rules (never run)",
+        f"# plan: {c.valid} valid points, {c.invalid} refused by the API's or the release's rules (never run)",
         f"# at most {c.trials} trials (the control trial and the noise rule's repeats included; the default search "
         "often stops earlier)",
         f"# each: {load}{c.measured_seconds:.0f} s measured at most, on {c.gpus} GPU{'s' if c.gpus != 1 else ''}",

@@ -3,7 +3,7 @@
 
 - :func:`begin`: the first step's status (phase Running, ``startedAt``, the Invalid points, ``trialsTotal``);
 - :func:`started` / :func:`refused`: a trial's record when it starts, or an Invalid one when the server changed so
-  that its point no longer renders;
+  that its point no longer renders (the control trial's refusal ends the tuning: :func:`control_refused`);
 - :func:`measured`: a trial's verdict from what was measured (``Completed`` with its objective, ``Pruned`` or
   ``Failed`` with the reason);
 - :func:`finish`: the recommendation and the phase a finished search ends in; :func:`ended`: the final status with
@@ -25,7 +25,6 @@ from sglang_operator.api.status import ConditionType, SGLangServerStatus
 from sglang_operator.api.tuning_setup import TuningSetup
 from sglang_operator.api.tuning_spec import SGLangTuningSpec
 from sglang_operator.api.tuning_status import (
-    MAX_TRIAL_RECORDS,
     LevelFigures,
     SGLangTuningStatus,
     Trial,
@@ -49,8 +48,8 @@ class TrialFailure(Exception):
         self.reason = reason
 
 
-INVALID_RECORDS = 16
-"""Invalid points recorded in ``status.trials`` at most (with their reasons); ``trialsInvalid`` counts them all."""
+CONTROL_REFUSED = "ControlTrialRefused"
+"""The reason a tuning ends ``Failed`` when its control trial cannot run (:func:`control_refused`)."""
 
 
 def condition(type_: str, status: str, reason: str, message: str, generation: int,
@@ -81,14 +80,13 @@ def begin(status: SGLangTuningStatus, spec: SGLangTuningSpec, tuning: str, valid
     """The first step: (the new status, the message of ``Running=True`` and of the ``TuningStarted`` event).
     ``setup``: what the trials run on (``status.setup``,
     :func:`~sglang_operator.decisions.tuning.known_best.tuning_setup`)."""
-    room = min(INVALID_RECORDS, MAX_TRIAL_RECORDS - spec.budget.max_trial_count - 1)
     total = plan.planned_trials(spec, list(valid))
     new = status.model_copy(update={
         "phase": TuningPhase.RUNNING.value, "started_at": rfc3339(now), "trials_total": total,
-        "trials_invalid": len(invalid), "trials": plan.invalid_records(tuning, list(invalid), room),
+        "trials_invalid": len(invalid), "trials": plan.invalid_records(tuning, list(invalid), plan.invalid_room(spec)),
         "stable_revision": stable, "setup": setup})
-    message = (f"{len(valid)} valid points, {len(invalid)} refused by the release's rules; up to {total} trials "
-               f"(the control trial without speculative decoding included)")
+    message = (f"{len(valid)} valid points, {len(invalid)} refused by the API's or the release's rules (on the spec "
+               f"each trial runs); up to {total} trials (the control trial without speculative decoding included)")
     return new, message
 
 
@@ -100,15 +98,6 @@ def started(status: SGLangTuningStatus, name: str, settings: TrialSettings, revi
     if not settings.speculative:
         update["control_trial"] = name
     return status.model_copy(update=update), f"trial {name}: {settings.summary()} (revision {revision})"
-
-
-def refused(status: SGLangTuningStatus, name: str, settings: TrialSettings, reason: str,
-            now: dt.datetime) -> SGLangTuningStatus:
-    """Trial ``name``'s point no longer renders with the server's spec (validated at the first step: the server
-    changed since): recorded ``Invalid`` with the reason, never started."""
-    record = Trial(name=name, settings=settings, verdict=TrialVerdict.INVALID.value,
-                       reason=plan.api_reason(reason), finished_at=rfc3339(now))
-    return status.model_copy(update={"trials": [*status.trials, record]})
 
 
 def measured(trial: Trial, spec: SGLangTuningSpec, levels: list[LevelFigures] | None,
@@ -158,6 +147,37 @@ def finish(spec: SGLangTuningSpec, status: SGLangTuningStatus, why: str) -> Endi
     speedup = f", {best.speedup:.2f}x over no speculation" if best.speedup is not None else ""
     message = f"{why}: recommends {best.summary} ({best.objective} tok/s{speedup}) from {best.trial}"
     return Ending(TuningPhase.SUCCEEDED, "Recommended", message, new)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A trial refused as it was to start: ``status`` with its ``Invalid`` record, and ``ending`` when the tuning
+    ends with it (the control trial's: :func:`control_refused`), else None (the search goes on without the
+    point)."""
+
+    status: SGLangTuningStatus
+    ending: Ending | None = None
+
+
+def refused(status: SGLangTuningStatus, name: str, settings: TrialSettings, reason: str,
+            now: dt.datetime) -> Refusal:
+    """Trial ``name`` cannot run: its spec no longer renders (``reason``: the API's or SGLang's refusal; the points
+    were validated at the first step: the server changed since). Recorded ``Invalid`` with the reason, never
+    started; the control trial's refusal ends the tuning (:func:`control_refused`): without it no speedup means
+    anything, and the search would only propose it again."""
+    record = Trial(name=name, settings=settings, verdict=TrialVerdict.INVALID.value,
+                   reason=plan.api_reason(reason), finished_at=rfc3339(now))
+    new = status.model_copy(update={"trials": [*status.trials, record]})
+    return Refusal(new, control_refused(new, reason) if not settings.speculative else None)
+
+
+def control_refused(status: SGLangTuningStatus, reason: str) -> Ending:
+    """The end of a tuning whose control trial (the server without speculative decoding) cannot run: ``Failed``,
+    reason :data:`CONTROL_REFUSED`, the message naming the refusal (``reason``: the API's or SGLang's), ``status``
+    as it is (no recommendation)."""
+    message = (f"the control trial (the server without speculative decoding) cannot run, so no trial can: "
+               f"{reason}")
+    return Ending(TuningPhase.FAILED, CONTROL_REFUSED, message, status)
 
 
 def ended(status: SGLangTuningStatus, phase: TuningPhase, reason: str, message: str, generation: int,
@@ -251,7 +271,7 @@ def render_trial(tuning: ObjectRef, server_view: ServerView, name: str, settings
     as the server itself would run it — InPlace on ``spec.replicas`` pods). Raises ``SpecError``,
     :class:`~sglang_operator.builders.InvalidSpec` or ``ValueError``."""
     server = server_view.server
-    spec = plan.trial_spec(server_view.spec_data, settings, replicas=server.spec.replicas if in_place else 1)
+    spec = plan.trial_spec(server_view.spec_data, settings, replicas=plan.trial_replicas(server.spec, in_place))
     trial_server = parse({"apiVersion": server.api_version, "kind": server.kind,
                           "metadata": {"name": server.name, "namespace": server.namespace}, "spec": spec})
     if in_place:

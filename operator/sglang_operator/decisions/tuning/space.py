@@ -10,9 +10,10 @@ Validity follows SGLang and its sweep script (``scripts/playground/bench_specula
   draft-token value would run that same point again: it is counted as invalid, never proposed;
 - a tree (eagleTopk > 1) verifies at most the ``steps × topk`` drafted nodes plus the root: numDraftTokens above
   ``numSteps × eagleTopk + 1`` is invalid (the sweep script drops those points), and below 2 nothing is verified;
-- optionally a caller-given :data:`Validator` (e.g. :func:`spec_validator`: the server's spec rendered with the
-  point and checked with its release's own rules, so ``specV2`` with eagleTopk > 1 or a trtllm_mha backend is
-  refused as the API server and SGLang would refuse it).
+- optionally a caller-given :data:`Validator` (e.g. :func:`spec_validator`: the spec the trial runs — the server's
+  as a trial's workload, :mod:`.trialspec` — rendered with the point and checked with the API's and its release's
+  own rules, so ``specV2`` with eagleTopk > 1 or a trtllm_mha backend is refused as the API server and SGLang would
+  refuse it).
 
 Pure: no I/O, no clock.
 """
@@ -33,9 +34,12 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from sglang_operator.api.server import SpecError
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.tuning_status import settings_text
+from sglang_operator.builders.tuning import shadow_refusal
 from sglang_operator.builders.validate import check
+from sglang_operator.decisions.tuning.trialspec import trial_server_spec
 
 DEFAULT_NUM_STEPS = (1, 2, 3, 4, 5, 6, 7, 8)
 DEFAULT_EAGLE_TOPK = (1, 2, 4, 8)
@@ -200,16 +204,30 @@ def enumerate_space(space: SearchSpace, validator: Validator | None = None) -> t
     return valid, invalid
 
 
-def spec_validator(spec: SGLangServerSpec) -> Validator:
-    """A :data:`Validator` that renders ``spec`` with the point's speculative settings and checks it with the
-    release's own rules (the CRD's CEL rules, :func:`sglang_operator.builders.validate.check`: the flags of the
-    release and SGLang's argument resolution); the first error is the reason. ``spec`` must have
-    ``speculative`` set (its algorithm and draft model are kept)."""
+def spec_validator(spec: SGLangServerSpec, replicas: int = 1, shadow: bool = True) -> Validator:
+    """A :data:`Validator` of the spec each trial runs: ``spec`` as a trial's workload on ``replicas`` pods
+    (:func:`~.trialspec.trial_server_spec`: what cannot apply to a trial dropped, parsed with the API's own rules),
+    with the point's speculative settings, checked with the release's own rules (the CRD's CEL rules,
+    :func:`sglang_operator.builders.validate.check`: the flags of the release and SGLang's argument resolution) and,
+    ``shadow``, a Shadow trial's (:func:`~sglang_operator.builders.tuning.shadow_refusal`); the errors are the
+    reason, as :func:`~.trialspec.trial_refusal` gives them (a refusal of the trial's spec itself refuses every
+    point). ``spec`` must have ``speculative`` set (its
+    algorithm and draft model are kept)."""
     if spec.speculative is None:
         raise ValueError("spec.speculative is required to tune speculative decoding")
-    base = spec.speculative
+    try:
+        trial = trial_server_spec(spec, replicas)
+    except SpecError as err:
+        refused: str | None = "; ".join(err.messages)
+        trial = spec
+    else:
+        refused = shadow_refusal(trial) if shadow else None
+    base = trial.speculative
+    assert base is not None  # the trial keeps the server's speculative block
 
     def verdict(p: Point) -> str | None:
+        if refused is not None:
+            return refused
         fields: dict[str, object] = {**base.model_dump(), "num_steps": p.num_steps, "eagle_topk": p.eagle_topk,
                                      "num_draft_tokens": p.num_draft_tokens}
         if p.adaptive:
@@ -217,14 +235,14 @@ def spec_validator(spec: SGLangServerSpec) -> Validator:
                                   "enabled": True}
         elif base.adaptive is not None and base.adaptive.enabled:
             fields["adaptive"] = None  # a static trial of a server in adaptive mode (trial_spec drops the block)
-        memory = spec.memory.model_copy(update={k: v for k, v in (("max_running_requests", p.max_running_requests),
-                                                                  ("cuda_graph_max_bs", p.cuda_graph_max_bs))
-                                                if v is not None})
+        memory = trial.memory.model_copy(update={k: v for k, v in (("max_running_requests", p.max_running_requests),
+                                                                   ("cuda_graph_max_bs", p.cuda_graph_max_bs))
+                                                 if v is not None})
         try:
             speculative = type(base).model_validate(fields)
         except ValidationError as exc:
             return "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
-        result = check(spec.model_copy(update={"speculative": speculative, "memory": memory}))
-        return result.errors[0] if result.errors else None
+        result = check(trial.model_copy(update={"speculative": speculative, "memory": memory}))
+        return "; ".join(result.errors) if result.errors else None
 
     return verdict

@@ -1,5 +1,6 @@
 """The tuning controller's pure decisions: an SGLangTuning's spec as the search's inputs, its ``status.trials`` as
-the search's finished trials, a trial's server spec, and the recommendation written into status.
+the search's finished trials, the next step, and the recommendation written into status (a trial's server spec:
+:mod:`.trialspec`, re-exported here).
 
 The controller (:mod:`sglang_operator.control.tuning`) reads the SGLangTuning and its server, asks
 :func:`next_step` what to do, does it (apply a trial's workload, wait for it, measure it) and writes what
@@ -11,16 +12,15 @@ Pure: no I/O, no clock (times are passed in).
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.tuning_spec import AlgorithmName, ObjectiveMetric, Parameters, SGLangTuningSpec
 from sglang_operator.api.tuning_status import (
+    MAX_TRIAL_RECORDS,
     REASON_LIMIT,
     BestPoint,
     SGLangTuningStatus,
@@ -49,6 +49,11 @@ from sglang_operator.decisions.tuning.search import (
     suggest,
 )
 from sglang_operator.decisions.tuning.space import InvalidPoint, Point, SearchSpace, enumerate_space, spec_validator
+from sglang_operator.decisions.tuning.trialspec import trial_refusal
+from sglang_operator.decisions.tuning.trialspec import trial_replicas as trial_replicas
+from sglang_operator.decisions.tuning.trialspec import trial_spec as trial_spec
+from sglang_operator.decisions.tuning.trialspec import write_memory as write_memory
+from sglang_operator.decisions.tuning.trialspec import write_speculative as write_speculative
 
 DEFAULT = Algorithm.COORDINATE_ASCENT
 """The search ``algorithmName: Default`` runs (``docs/tuning.md`` says why)."""
@@ -136,13 +141,23 @@ def planned_trials(spec: SGLangTuningSpec, valid: int | Sequence[Point]) -> int:
     return min(most, settings.max_trial_count)
 
 
-def points(params: Parameters, server: SGLangServerSpec) -> tuple[list[Point], list[InvalidPoint]]:
-    """Valid points (cheapest first) and invalid ones with their reasons: the shape rules, then the server's spec
-    rendered with each point and checked with its release's rules (:func:`~.space.spec_validator`). With
-    ``parameters.adaptive`` the valid points include the adaptive-mode ones the release accepts (none before
-    0.5.11, none of a tree), of which the search runs one. Raises ``ValueError`` when the server has no
-    ``spec.speculative``."""
-    return enumerate_space(search_space(params), spec_validator(server))
+def points(params: Parameters, server: SGLangServerSpec,
+           in_place: bool = False) -> tuple[list[Point], list[InvalidPoint]]:
+    """Valid points (cheapest first) and invalid ones with their reasons: the shape rules, then the spec each trial
+    runs (:func:`~.trialspec.trial_spec` of the server's, on :func:`~.trialspec.trial_replicas` pods: ``in_place``,
+    the server's replicas, else one Shadow pod) checked with the API's rules and its release's, and a Shadow trial's
+    (:func:`~.space.spec_validator`). With ``parameters.adaptive`` the valid points include the adaptive-mode ones
+    the release accepts (none before 0.5.11, none of a tree), of which the search runs one. Raises ``ValueError``
+    when the server has no ``spec.speculative``."""
+    validator = spec_validator(server, trial_replicas(server, in_place), shadow=not in_place)
+    return enumerate_space(search_space(params), validator)
+
+
+def control_refusal(server: SGLangServerSpec, in_place: bool = False) -> str | None:
+    """Why the control trial (the server without speculative decoding) cannot run, as :func:`points` validates a
+    point (the API's rules on its trial spec, its release's, a Shadow trial's), or None when it can."""
+    return trial_refusal(server.dump(), TrialSettings(speculative=False), trial_replicas(server, in_place),
+                         shadow=not in_place)
 
 
 def settings_of(point: Point | None) -> TrialSettings:
@@ -163,50 +178,6 @@ def point_of(settings: TrialSettings) -> Point | None:
                  num_draft_tokens=settings.num_draft_tokens or (settings.num_steps or 1) + 1,
                  max_running_requests=settings.max_running_requests, cuda_graph_max_bs=settings.cuda_graph_max_bs,
                  adaptive=bool(settings.adaptive))
-
-
-def trial_spec(server_spec: Mapping[str, Any], settings: TrialSettings, replicas: int = 1) -> dict[str, Any]:
-    """The server's spec (camelCase dict) with the trial's settings: ``spec.speculative`` without it for the
-    control trial, else its numSteps / eagleTopk / numDraftTokens replaced and ``adaptive`` as the settings say
-    (``enabled: true``, the server's ConfigMap kept; removed for a static trial); ``spec.memory.maxRunningRequests``
-    and ``spec.memory.cudaGraphMaxBs`` when set (the builders render the latter under the release's flag name:
-    ``--cuda-graph-max-bs`` up to 0.5.13, ``--cuda-graph-max-bs-decode`` from 0.5.14); ``replicas`` pods. A
-    copy."""
-    spec = copy.deepcopy(dict(server_spec))
-    spec["replicas"] = replicas
-    if not settings.speculative:
-        spec.pop("speculative", None)
-        return spec
-    spec_dec = dict(spec.get("speculative") or {})
-    write_speculative(spec_dec, settings, unset_adaptive_is_static=True)
-    spec["speculative"] = spec_dec
-    write_memory(spec, settings)
-    return spec
-
-
-def write_speculative(block: dict[str, Any], settings: TrialSettings, unset_adaptive_is_static: bool = False) -> None:
-    """Write ``settings`` into ``block`` (a ``spec.speculative`` camelCase dict, in place): numSteps / eagleTopk /
-    numDraftTokens where set; ``adaptive`` ``enabled: true`` (its other keys, the ConfigMap, kept) when the settings
-    are adaptive, removed when they are static (``adaptive`` False, or unset with ``unset_adaptive_is_static``)."""
-    for key, value in (("numSteps", settings.num_steps), ("eagleTopk", settings.eagle_topk),
-                       ("numDraftTokens", settings.num_draft_tokens)):
-        if value is not None:
-            block[key] = value
-    if settings.adaptive:
-        adaptive = block.get("adaptive")
-        block["adaptive"] = {**(adaptive if isinstance(adaptive, dict) else {}), "enabled": True}
-    elif settings.adaptive is False or unset_adaptive_is_static:
-        block.pop("adaptive", None)
-
-
-def write_memory(spec: dict[str, Any], settings: TrialSettings) -> None:
-    """Write ``settings``' maxRunningRequests and cudaGraphMaxBs, where set, into ``spec.memory`` (a camelCase spec
-    dict, in place; its other memory keys kept)."""
-    for key, value in (("maxRunningRequests", settings.max_running_requests),
-                       ("cudaGraphMaxBs", settings.cuda_graph_max_bs)):
-        if value is not None:
-            memory = spec.get("memory")
-            spec["memory"] = {**(memory if isinstance(memory, dict) else {}), key: value}
 
 
 def results(trials: Sequence[Trial]) -> list[TrialResult]:
@@ -255,10 +226,15 @@ def next_step(spec: SGLangTuningSpec, status: SGLangTuningStatus, valid: Sequenc
     the start: its result was never written), else the search's suggestion (:func:`~.search.suggest`), else
     finish — also when ``budget.maxDurationSeconds`` has passed (``elapsed_seconds`` since ``status.startedAt``) or
     a completed trial's objective reached ``objective.goal`` (Katib's early stop; the recommendation still follows
-    the noise rule over the trials measured so far)."""
+    the noise rule over the trials measured so far), or when ``status.trials`` has no room for one more record
+    (:data:`~sglang_operator.api.tuning_status.MAX_TRIAL_RECORDS`, the CRD's cap). A point recorded ``Invalid`` (refused
+    when its trial was to start: the server changed since it was validated) is never proposed again."""
     current = running(status.trials)
     if current is not None:
         return Step("resume", trial=current)
+    if len(status.trials) >= MAX_TRIAL_RECORDS:
+        return Step("finish", reason=f"status.trials holds {len(status.trials)} records, the most the API stores "
+                                     f"({MAX_TRIAL_RECORDS}): no room for another trial")
     if elapsed_seconds >= spec.budget.max_duration_seconds:
         return Step("finish", reason=f"maxDurationSeconds {spec.budget.max_duration_seconds} reached")
     goal = spec.objective.goal
@@ -267,7 +243,8 @@ def next_step(spec: SGLangTuningSpec, status: SGLangTuningStatus, valid: Sequenc
     if reached is not None:
         return Step("finish", reason=f"objective.goal {goal:g} reached by {reached.name} "
                                      f"({reached.settings.summary()}: {reached.objective:g})")
-    s: Suggestion = suggest(search_settings(spec), valid, results(status.trials))
+    refused = {point_of(t.settings) for t in status.trials if t.verdict == TrialVerdict.INVALID.value}
+    s: Suggestion = suggest(search_settings(spec), [p for p in valid if p not in refused], results(status.trials))
     if s.done:
         return Step("finish", reason=s.reason or "search finished")
     return Step("start", settings=settings_of(s.point))
@@ -381,6 +358,17 @@ def counts(trials: Sequence[Trial]) -> dict[str, int]:
 
     return {"trials_completed": n(TrialVerdict.COMPLETED), "trials_failed": n(TrialVerdict.FAILED),
             "trials_pruned": n(TrialVerdict.PRUNED)}
+
+
+INVALID_RECORDS = 16
+"""Invalid points recorded in ``status.trials`` at most (with their reasons); ``trialsInvalid`` counts them all."""
+
+
+def invalid_room(spec: SGLangTuningSpec) -> int:
+    """The Invalid points the first step records at most: :data:`INVALID_RECORDS`, fewer when the trials the budget
+    may start (``maxTrialCount``) and one refused start would not fit beside them in
+    :data:`~sglang_operator.api.tuning_status.MAX_TRIAL_RECORDS` (:func:`next_step` finishes at that cap anyway)."""
+    return max(0, min(INVALID_RECORDS, MAX_TRIAL_RECORDS - spec.budget.max_trial_count - 1))
 
 
 def invalid_records(tuning: str, invalid: Sequence[InvalidPoint], room: int) -> list[Trial]:
