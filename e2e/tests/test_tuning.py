@@ -11,7 +11,8 @@ poller sent a short request every half second and saw none fail); the operator's
 two InPlace tunings (trials on the server's own pods): one deleted mid-trial, one whose operator is SIGKILLed during
 a trial, which resumes without repeating a finished trial (each trial the one the default search asks for after those
 before it; the Shadow resume is the same replay, unit-tested in ``tests/decisions/tuning``); both end with the stable
-revision serving. Quick: 32-token requests, 5 s per level, one repetition, a one-second model load."""
+revision serving. A Shadow tuning of a 4-replica Canary server runs its control trial and recommends (issue 38).
+Quick: 32-token requests, 5 s per level, one repetition, a one-second model load."""
 
 from __future__ import annotations
 
@@ -206,6 +207,51 @@ def test_a_shadow_tuning_recommends_the_best_point_per_level_and_leaves_nothing_
 
     # the final Event is written after the status patch that ends the tuning: wait for it, do not race it
     wait_for("the tuning's Events", lambda: wanted <= reasons(), timeout=30, interval=1)
+
+
+# --- a Canary server: its trials are single workloads (issue 38 item 1) -------------------------------------------
+
+CANARY_REPLICAS = 4
+
+
+def test_a_shadow_tuning_of_a_canary_server_runs_its_control_trial_and_recommends(
+    k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    """A Shadow tuning of the regressed server on 4 replicas with ``strategy: Canary``: every trial, the control
+    trial first, runs on one pod as a plain Deployment (the trial's spec drops what applies to no trial: the
+    canary, the autoscaler), where it used to be refused ("spec.strategy.type is Canary but spec.replicas is 1")
+    until ``status.trials`` was full. Grid over 3/1/4 alone: the control trial and one point, about a minute."""
+    ns, name = namespace, "qwen36-canary"
+    server = sample(BAD)
+    server["spec"]["replicas"] = CANARY_REPLICAS
+    server["spec"]["strategy"] = {"type": "Canary", "canary": {"steps": [{"replicas": 1}, {"replicas": "50%"}]}}
+    k8s_cluster.apply(server, ns)
+    wait_for("the server Ready", lambda: k8s_cluster.get("sglangserver", SERVER, "-n", ns).get("status", {})
+             .get("phase") == "Ready", timeout=180, interval=1)
+    body = tuning(name, parameters={"numSteps": {"list": [3]}}, budget={"maxTrialCount": 2},
+                  algorithm={"algorithmName": "Grid"})
+    body["spec"]["workload"]["concurrency"] = [{"level": 1}]
+    k8s_cluster.apply(body, ns)
+    try:
+        obj = wait_for("the tuning finished", lambda: finished(k8s_cluster, ns, name), timeout=240, interval=1)
+    except AssertionError:
+        print(json.dumps(k8s_cluster.get("sglangtuning", name, "-n", ns).get("status"), indent=1)[:6000])
+        raise
+    status = SGLangTuningStatus.model_validate(obj["status"])
+    for t in status.trials:
+        print(f"  {t.name} {t.settings.summary()} {t.verdict} {t.objective} {(t.reason or '')[-140:]}")
+    assert status.phase == "Succeeded", obj["status"]
+    assert not status.trials_invalid and all(t.verdict != "Invalid" for t in status.trials), obj["status"]
+    control = status.trials[0]
+    assert status.control_trial == control.name == f"{name}-trial-0"
+    assert not control.settings.speculative and control.verdict == "Completed" and control.levels
+    assert status.best is not None and status.best.summary == "3/1/4" and status.best.speedup is not None
+    st = k8s_cluster.get("sglangserver", SERVER, "-n", ns)  # the server as it was: 4 replicas, no canary started
+    assert st["spec"]["strategy"]["type"] == "Canary" and st["spec"]["replicas"] == CANARY_REPLICAS
+    assert "canary" not in (st.get("status") or {})
+    assert len(server_pods(k8s_cluster, ns)) == CANARY_REPLICAS
+    wait_for("no trial workload left", lambda: not k8s_cluster.get(
+        "deployments", "-n", ns, "-l", f"sglang-operator.io/tuning={name}")["items"], timeout=60, interval=1)
 
 
 # --- InPlace: trials on the server's own pods, the stable revision applied again at the end -----------------------
