@@ -53,6 +53,7 @@ class World:
     serving_workload: str | None = None
     speed: dict[str, float] = field(default_factory=lambda: {STABLE_REV: GOOD_TPS, GOOD: GOOD_TPS, BAD: BAD_TPS})
     length: dict[str, float] = field(default_factory=lambda: {STABLE_REV: GOOD_LEN, GOOD: GOOD_LEN, BAD: BAD_LEN})
+    rate: dict[str, float] = field(default_factory=lambda: {STABLE_REV: 0.69, GOOD: 0.69, BAD: 0.88})
     drift: float = 1.0  # every pod's speed times this (load drift: both revisions alike)
     schedulable: bool = True
     crashing: bool = False
@@ -114,7 +115,8 @@ class World:
             return None
         tps = self.speed[revision] * self.drift
         return Sample(kind=SampleKind.MEASURED, revision=revision, start=start, end=self.now,
-                      figures=Figures(decode_tokens_per_second=tps, accept_length=self.length[revision]),
+                      figures=Figures(decode_tokens_per_second=tps, accept_length=self.length[revision],
+                                      accept_rate=self.rate.get(revision)),
                       pods=tuple(v.name for v in views if v.ready), revision_pods=views)
 
     # --- one tick -----------------------------------------------------------------------------------------------
@@ -206,6 +208,8 @@ def test_a_regressed_canary_runs_on_one_pod_is_judged_against_the_same_interval_
     assert "36.0 tok/s" in failed.message
     [verdict] = [v for v in w.verdicts(BAD) if v.verdict.value == "Rejected"]
     assert verdict.canary_steps and verdict.canary_steps[0]["verdict"] == "Failed"
+    # the canary's own figures, never the stable revision's sampled in the same intervals
+    assert (verdict.accept_length, verdict.accept_rate) == (pytest.approx(BAD_LEN), pytest.approx(0.88))
     assert verdict.canary_steps[0]["tokensPerSecond"] == pytest.approx(BAD_TPS)
     assert verdict.canary_steps[0]["stableTokensPerSecond"] == pytest.approx(GOOD_TPS)
     assert w.events("CanaryRemoved") and not w.workloads.get(f"{NAME}-canary")
@@ -223,6 +227,7 @@ def test_a_good_canary_over_a_slower_stable_is_promoted_step_by_step(roundtrip: 
     w = World(strategy=strategy, roundtrip=roundtrip)
     w.speed[STABLE_REV] = BAD_TPS  # the stable is the slower one
     w.length[STABLE_REV] = BAD_LEN
+    w.rate[STABLE_REV] = 0.88
     w.capacity.clear()
     w.apply_spec(GOOD)
     w.run_until(lambda: w.state.stable_revision == GOOD)
@@ -233,6 +238,7 @@ def test_a_good_canary_over_a_slower_stable_is_promoted_step_by_step(roundtrip: 
     assert w.state.baseline.tokens_per_second == pytest.approx(GOOD_TPS)
     [promoted] = [v for v in w.verdicts(GOOD) if v.verdict.value == "Promoted"]
     assert [s["verdict"] for s in promoted.canary_steps or ()] == ["Passed", "Passed"]
+    assert (promoted.accept_length, promoted.accept_rate) == (pytest.approx(GOOD_LEN), pytest.approx(0.69))
     assert [s["replicas"] for s in promoted.canary_steps or ()] == [1, 2]
     splits = [a.reason.split(": ")[-1].split(" ")[0] for a in w.actions if isinstance(a, PlaceCanary)]
     assert "3+1" in splits and "2+2" in splits and "1+3" in splits

@@ -119,3 +119,22 @@ def test_the_accept_rate_of_this_intervals_sample_comes_first() -> None:
     assert accept_rate("r2", sample, RollbackState()) is None
     assert accept_rate("r1", Sample(SampleKind.MEASURED, "r1", NOW, NOW, Figures(accept_rate=float("nan"))),
                        RollbackState()) is None
+
+
+def test_a_verdict_records_the_median_accept_rate_of_its_own_samples() -> None:
+    """The verdict's accept rate is the median of the samples behind it (those that had one: a sample whose pods had
+    not written SGLang's gauges yet has none), like its accept length, not the last sample's alone."""
+    from sglang_operator.api.rollback import RollbackPolicy
+    from sglang_operator.decisions.judging import judge
+
+    status = _verifying_status("9699b6738c", [(50.0, 2.7)] * 3)
+    status["analysis"]["validFigures"] = [
+        {"tokensPerSecond": 50.0, "acceptLength": 2.7, "acceptRate": 0.70},
+        {"tokensPerSecond": 51.0},
+        {"tokensPerSecond": 52.0, "acceptLength": 2.8, "acceptRate": 0.66},
+        {"tokensPerSecond": 53.0, "acceptLength": 2.6, "acceptRate": 0.68}]
+    status["analysis"]["lastSample"] = {"at": "2026-12-01T11:59:30Z", "kind": "Measured", "verdict": "Pass",
+                                        "tokensPerSecond": 53.0, "acceptRate": 0.1}
+    out = judge(status, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1, promote_token="9699b6738c")
+    record = out.status["revisions"][0]
+    assert (record["acceptLength"], record["acceptRate"], record["samples"]) == (2.7, 0.68, 4)

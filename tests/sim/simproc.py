@@ -65,15 +65,21 @@ def start_sim(argv: list[str], *, version: str = "0.5.23", env: dict[str, str] |
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
     sim = RunningSim(proc, f"http://127.0.0.1:{port}")
     if wait_ready:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(f"sglang-sim exited {proc.returncode}: {sim.stop()}")
-            try:
-                if httpx.get(sim.base_url + "/health", timeout=1).status_code == 200:
-                    return sim
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"sglang-sim not healthy in 30 s: {sim.stop()}")
+        wait_healthy(sim)
     return sim
+
+
+def wait_healthy(sim: RunningSim, seconds: float = 30) -> None:
+    """Wait until ``sim`` answers ``/health`` with 200; AssertionError (with its stderr) when it exits or does not
+    within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if sim.proc.poll() is not None:
+            raise AssertionError(f"sglang-sim exited {sim.proc.returncode}: {sim.stop()}")
+        try:
+            if httpx.get(sim.base_url + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"sglang-sim not healthy in {seconds:g} s: {sim.stop()}")

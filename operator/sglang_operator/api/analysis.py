@@ -124,6 +124,9 @@ class SampleFigures(StatusModel):
     """Decode speed, tok/s."""
     accept_length: float | None = None
     """Acceptance length."""
+    accept_rate: float | None = None
+    """Acceptance rate, 0..1 (SGLang's ``sglang:spec_accept_rate`` of the pods whose gauges were refreshed; its
+    formula differs between releases); None where no pod had refreshed it yet."""
 
 
 class LastSample(StatusModel):

@@ -172,8 +172,9 @@ class RevisionRecord(StatusModel):
     samples: int | None = None
     """Samples behind those figures, count."""
     accept_rate: float | None = None
-    """Acceptance rate at the verdict, 0..1: SGLang's ``sglang:spec_accept_rate`` in the last sample (its formula
-    differs between releases; unset where the release reports none)."""
+    """Acceptance rate at the verdict, 0..1: SGLang's ``sglang:spec_accept_rate``, median of the same samples as
+    tokensPerSecond (of those whose pods had refreshed the gauge; else the revision's last sample's); its formula
+    differs between releases; unset where the release reports none."""
     verdict: Annotated[str, Field(json_schema_extra={"enum": [v.value for v in Verdict]})] = "Verifying"
     """Verifying, Promoted, Rejected, Failed, Unverified or Superseded."""
     reason: str | None = None

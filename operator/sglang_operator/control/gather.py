@@ -268,7 +268,8 @@ class Gathering:
         ref = spec.api_key_secret_ref
         if ref is not None and params.signal is Signal.PROBE:
             api_key = await kube.secret_value(ns, ref.name, ref.key)
-        server = ServerRef(ns, name, roles, spec.port, spec.model.served_model_name or spec.model.path, mem.sampling)
+        server = ServerRef(ns, name, roles, spec.port, spec.model.served_model_name or spec.model.path, mem.sampling,
+                           speculative=spec.speculative is not None)
         samples = await self.sampler.sample(  # multi-node: one target per group, its leader
             server, lambda: targets(groups.serving_pods(self.pods.owned_now(ns, name, (mem.uid,)), spec)), params,
             api_key)

@@ -43,6 +43,9 @@ class RecordVerdict:
     accept_length: float | None = None
     samples: int | None = None
     canary_steps: tuple[dict[str, Any], ...] | None = None
+    accept_rate: float | None = None
+    """The median acceptance rate (0..1) of the same samples; None: none of them had one (the ledger then takes
+    the rate of the revision's own last sample, :func:`sglang_operator.decisions.judging.accept_rate`)."""
 
 
 @dataclass(frozen=True)

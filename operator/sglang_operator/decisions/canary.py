@@ -428,7 +428,8 @@ class _Canary:
         given, and the canary's steps."""
         c = self.canary
         return RecordVerdict(c.revision, verdict, message, med.tokens_per_second if med else None,
-                             med.accept_length if med else None, samples, tuple(h.dump() for h in c.history))
+                             med.accept_length if med else None, samples, tuple(h.dump() for h in c.history),
+                             accept_rate=med.accept_rate if med else None)
 
     def fail(self, cause: str, message: str, verdict: str = "Failed") -> None:
         c = self.canary

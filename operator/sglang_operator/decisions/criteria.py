@@ -91,14 +91,17 @@ def check(
 
 
 def medians(figures: Iterable[SampleFigures]) -> SampleFigures | None:
-    """Median decode speed and median acceptance length (of the samples that have one); None when empty."""
+    """Median decode speed, median acceptance length and median acceptance rate (each of the samples that have
+    one: a sample whose pods had not refreshed SGLang's gauges yet has none, never a 0); None when empty."""
     items = list(figures)
     if not items:
         return None
     lengths = [f.accept_length for f in items if f.accept_length is not None]
+    rates = [f.accept_rate for f in items if f.accept_rate is not None]
     return SampleFigures(
         tokens_per_second=statistics.median(f.tokens_per_second for f in items),
         accept_length=statistics.median(lengths) if lengths else None,
+        accept_rate=statistics.median(rates) if rates else None,
     )
 
 
@@ -109,7 +112,14 @@ def measured(sample: Sample | None) -> SampleFigures | None:
     speed = finite(sample.figures.decode_tokens_per_second)
     if speed is None or speed <= 0:
         return None
-    return SampleFigures(tokens_per_second=speed, accept_length=finite(sample.figures.accept_length))
+    return figures_of(sample, speed)
+
+
+def figures_of(sample: Sample, speed: float) -> SampleFigures:
+    """``sample``'s figures kept for a median: ``speed`` (its decode tok/s, checked by the caller), its finite
+    acceptance length and rate."""
+    return SampleFigures(tokens_per_second=speed, accept_length=finite(sample.figures.accept_length),
+                         accept_rate=finite(sample.figures.accept_rate))
 
 
 def figures_text(fig: SampleFigures | None) -> str:

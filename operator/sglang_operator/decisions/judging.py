@@ -79,7 +79,8 @@ def judge(
     verdicts = [a for a in actions if isinstance(a, RecordVerdict)]
     for v in verdicts:
         ledger = status_decisions.judged(ledger, v.revision, v.verdict.value, v.reason, now, v.tokens_per_second,
-                           v.accept_length, v.samples, accept_rate(v.revision, sample, before), v.canary_steps)
+                           v.accept_length, v.samples, v.accept_rate if v.accept_rate is not None
+                           else accept_rate(v.revision, sample, before), v.canary_steps)
     if state.baseline is not None and state.baseline != before.baseline:  # where it came from, on its record
         ledger = baseline.noted(ledger, state.baseline)
     if verdicts or state.baseline != before.baseline:
@@ -113,9 +114,10 @@ def canary_condition(before: CanaryState | None, after: CanaryState | None, gene
 
 
 def accept_rate(revision: str, sample: Sample | None, before: RollbackState) -> float | None:
-    """The acceptance rate to record with a verdict on ``revision``: SGLang's ``sglang:spec_accept_rate`` (0..1, the
-    release's own formula) in this interval's ``sample`` of it, else in the analysis' last sample of it; None where
-    the release reports none (or no sample measured it)."""
+    """The acceptance rate to record with a verdict on ``revision`` that carries none of its own (the median of the
+    samples behind it, :attr:`~sglang_operator.decisions.actions.RecordVerdict.accept_rate`): SGLang's
+    ``sglang:spec_accept_rate`` (0..1, the release's own formula) in this interval's ``sample`` of that same revision,
+    else in the analysis' last sample of it; None where the release reports none (or no sample measured it)."""
     if sample is not None and sample.revision == revision and sample.figures.accept_rate is not None:
         return criteria.finite(sample.figures.accept_rate)
     a = before.analysis
@@ -161,7 +163,8 @@ def promote(state: RollbackState, token: str, policy: RollbackPolicy, now: dt.da
     a.phase, a.since, a.reason, a.message = AnalysisPhase.STABLE, now, "Promoted", message
     a.consecutive_failures = 0
     return state, [RecordVerdict(token, Verdict.PROMOTED, message, med.tokens_per_second, med.accept_length,
-                                 state.baseline.samples), Event("Warning" if early else "Normal", "Promoted", message)]
+                                 state.baseline.samples, accept_rate=med.accept_rate),
+                   Event("Warning" if early else "Normal", "Promoted", message)]
 
 
 def warm_up_ends(analysis: Analysis | None, warmup_seconds: float, now: dt.datetime) -> bool:

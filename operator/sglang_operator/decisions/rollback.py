@@ -278,7 +278,7 @@ class _RollbackDecision(Verdicts):
             why = sample.reason or "no decode speed measured"
             self.last(sample.kind.value, SampleVerdict.SKIPPED, f"inconclusive: {why}", sample)
             return
-        figures = SampleFigures(tokens_per_second=speed, accept_length=criteria.finite(sample.figures.accept_length))
+        figures = criteria.figures_of(sample, speed)
         result = criteria.check(figures, self.policy, self.state.baseline, self.comparable())
         if a.phase == AnalysisPhase.VERIFYING:
             a.valid_samples += 1
@@ -347,7 +347,9 @@ class _RollbackDecision(Verdicts):
         """The analysed revision failed: reject and roll back, or report and leave it running."""
         a, p = self.analysis, self.policy
         med = criteria.medians(a.failing_figures)
-        verdict_figures = (med.tokens_per_second, med.accept_length, len(a.failing_figures)) if med else (None,) * 3
+        verdict_figures: tuple[float | None, float | None, int | None] = (
+            (med.tokens_per_second, med.accept_length, len(a.failing_figures)) if med else (None, None, None))
+        rate = med.accept_rate if med else None
         if self.is_stable():
             self.track_regression(message, med)
             return
@@ -365,9 +367,9 @@ class _RollbackDecision(Verdicts):
         else:
             note = "" if len(recent) < p.max_rollbacks else (
                 f" although {used_up}: it serves nothing ({self.ready_pods()})")
-            self.reject(cause, message, stable, verdict_figures, note)
+            self.reject(cause, message, stable, verdict_figures, note, accept_rate=rate)
             return
-        self.actions.append(RecordVerdict(a.revision, Verdict.FAILED, message, *verdict_figures))
+        self.actions.append(RecordVerdict(a.revision, Verdict.FAILED, message, *verdict_figures, accept_rate=rate))
         self.pause(reason, f"{message}; {why}")
 
     def track_regression(self, message: str, med: SampleFigures | None) -> None:

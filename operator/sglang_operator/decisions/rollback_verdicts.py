@@ -93,7 +93,8 @@ class Verdicts:
         a.valid_figures, a.failing_figures = [], []
         self.enter(AnalysisPhase.STABLE, "Promoted", message)
         self.actions.append(RecordVerdict(a.revision, Verdict.PROMOTED, message, med.tokens_per_second,
-                                          med.accept_length, self.state.baseline.samples))
+                                          med.accept_length, self.state.baseline.samples,
+                                          accept_rate=med.accept_rate))
         self.event("Normal", "Promoted", message)
 
     def serves_nothing(self) -> bool:
@@ -114,7 +115,8 @@ class Verdicts:
         self.reject("NotServing", message, stable, (None, None, None))
 
     def reject(self, cause: str, message: str, stable: str,
-               figures: tuple[float | None, float | None, int | None], note: str = "") -> None:
+               figures: tuple[float | None, float | None, int | None], note: str = "",
+               accept_rate: float | None = None) -> None:
         a = self.analysis
         others = [r for r in self.state.rejected_revisions if r.revision != a.revision]
         rejections = [*others, Rejection(revision=a.revision, reason=message, at=self.now,
@@ -129,7 +131,7 @@ class Verdicts:
         record = RollbackRecord(**{"from": a.revision, "to": stable, "reason": message, "at": self.now})
         self.state.rollbacks = [*self.state.rollbacks, record][-kept:]
         self.enter(AnalysisPhase.ROLLING_BACK, cause, message)
-        self.actions.append(RecordVerdict(a.revision, Verdict.REJECTED, message, *figures))
+        self.actions.append(RecordVerdict(a.revision, Verdict.REJECTED, message, *figures, accept_rate=accept_rate))
         self.event("Warning", "RollingBack", f"{message}; applying the stable revision {stable}{note}")
 
     def reject_canary(self, r: canary.Rejected) -> None:

@@ -91,7 +91,8 @@ def judged(
     """``status.revisions`` with ``revision``'s record given ``verdict`` (``api.status.Verdict``), ``reason``,
     ``judgedAt`` and the figures (tok/s, acceptance length, sample count, acceptance rate 0..1) where given;
     unchanged when the revision has no record. Figures of the rollback decision: ``decisions.rollback.RecordVerdict``;
-    the acceptance rate: the release's own gauge in the last sample (``decisions.judging.accept_rate``);
+    the acceptance rate: the median of the verdict's samples, else the release's own gauge in the revision's last
+    sample (``decisions.judging.accept_rate``);
     ``canary_steps``: the steps of its canary (``CanaryStepRecord`` dicts), when it ran as one."""
     out = []
     for r in ledger:

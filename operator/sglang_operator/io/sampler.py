@@ -10,10 +10,12 @@ the previous and current scrapes into one :class:`~sglang_operator.decisions.sam
   ``sglang_operator_scrape_duration_seconds`` and, when it fails, in
   ``sglang_operator_scrape_errors_total{endpoint="metrics", reason}``.
 - Signal ``probe``: after the scrape that ends an interval, one probe request (the probe prompt, greedy, streamed,
-  with the API key when one is set; :func:`sglang_operator.io.loadgen.stream_once`) goes to the next Ready pod
-  of each revision in turn; the next interval collects its single-stream decode speed, so the probe's tokens and
-  the counters cover the same interval. A probe never outlives its interval, and its answer is read under the
-  operator's :class:`~sglang_operator.decisions.sampling.limits.ProbeLimits` (a breach is counted under
+  with the API key when one is set; :func:`sglang_operator.io.loadgen.stream_once`) goes to a Ready pod of each
+  revision: round robin, except that on a speculative server it stays on a pod until that pod's speculative gauges
+  were written once (:mod:`sglang_operator.decisions.sampling.probing`); the next interval collects its
+  single-stream decode speed, so the probe's tokens and the counters cover the same interval. A probe never
+  outlives its interval, and its answer is read under the operator's
+  :class:`~sglang_operator.decisions.sampling.limits.ProbeLimits` (a breach is counted under
   ``{endpoint="probe", reason}`` with the limit's name, e.g. ``probe_line_too_long``).
 - A pod that was deleted or left Ready while it was scraped is "vanished": its failure is neither an Error
   sample nor a counted scrape error.
@@ -31,10 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_operator.decisions.sampling.cache import SeriesCache
-from sglang_operator.decisions.sampling.compute import ProbeOutcome, Scrape, ScrapeFailure, compute_sample
+from sglang_operator.decisions.sampling.compute import ProbeOutcome, Scrape, ScrapeFailure, compute_sample, refreshed
 from sglang_operator.decisions.sampling.limits import LIMIT_REASONS, ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.sampling.model import PodView, Sample, Signal
 from sglang_operator.decisions.sampling.parse import LineFilter
+from sglang_operator.decisions.sampling.probing import ProbeTurn, next_target
 from sglang_operator.decisions.sampling.retain import BUDGET, RetainError, compact, retained, retained_bytes
 from sglang_operator.decisions.sampling.roles import MetricRoles
 from sglang_operator.io import loadgen
@@ -97,7 +100,10 @@ class SamplerState:
     caches: dict[str, SeriesCache] = field(default_factory=dict)
     last: dt.datetime | None = None
     probes: dict[str, asyncio.Task[ProbeOutcome]] = field(default_factory=dict)
-    turn: dict[str, int] = field(default_factory=dict)
+    turn: dict[str, ProbeTurn] = field(default_factory=dict)
+    refreshed: set[str] = field(default_factory=set)
+    """The live pods whose speculative gauges SGLang has written at least once
+    (:func:`~sglang_operator.decisions.sampling.compute.refreshed`)."""
     reads: tuple[int, int] | None = None
     """``(answered, timed out)``: the scrapes of the last :meth:`Sampler.sample` that got an answer (an error status,
     a breached limit included) and those that got none within their timeout (None: not sampled since the caller
@@ -113,7 +119,8 @@ class SamplerState:
 @dataclass(frozen=True)
 class ServerRef:
     """What the sampler needs to know about one SGLangServer: identity, metric roles of its SGLang release, HTTP
-    port, the model name the probe asks for, and its :class:`SamplerState` (the server's memory's)."""
+    port, the model name the probe asks for, its :class:`SamplerState` (the server's memory's) and whether its spec
+    turns speculative decoding on (``spec.speculative`` set: where the probe goes depends on it)."""
 
     namespace: str
     name: str
@@ -121,6 +128,7 @@ class ServerRef:
     port: int
     model: str
     state: SamplerState = field(default_factory=SamplerState, compare=False)
+    speculative: bool = False
 
 
 def _now() -> dt.datetime:
@@ -203,6 +211,8 @@ class Sampler:
             samples.append(compute_sample(rev, views, current, previous, server.roles, end, params.signal,
                                           params.min_running_requests, outcomes.get(rev), vanished))
         self._remember(state, results, {t.name for t in before})
+        state.refreshed = {p for p in state.refreshed if p in after} | {
+            r.pod for r in results if isinstance(r, Scrape) and refreshed(r.parsed)}
         state.last = end
         if params.signal is Signal.PROBE:
             for rev in sorted({t.revision for t in ready if t.name not in vanished}):
@@ -224,6 +234,7 @@ class Sampler:
         state.retained_bytes.clear()
         state.caches.clear()
         state.turn.clear()
+        state.refreshed.clear()
         state.last = None
 
     async def aclose(self) -> None:
@@ -255,8 +266,6 @@ class Sampler:
             state.retained_bytes[r.pod] = size
         for pod in set(state.caches) - live:
             del state.caches[pod]
-        for pod in set(state.caches) - live:
-            del state.caches[pod]
 
     async def _scrape(self, server: ServerRef, t: Target, params: SamplingParams) -> Scrape | ScrapeFailure:
         assert t.ip is not None
@@ -285,9 +294,9 @@ class Sampler:
             old.cancel()
         if not ready or self._draining(server.namespace, server.name):  # no probe into pods being drained
             return
-        turn = state.turn.get(revision, 0)
-        target = ready[turn % len(ready)]
-        state.turn[revision] = turn + 1
+        name, state.turn[revision] = next_target([t.name for t in ready], state.turn.get(revision, ProbeTurn()),
+                                                 state.refreshed, server.speculative)
+        target = next(t for t in ready if t.name == name)
         timeout = min(params.probe_timeout_seconds, params.interval_seconds)
         task = asyncio.get_running_loop().create_task(
             self._probe(server, target, params, timeout, api_key), name=f"probe {server.namespace}/{target.name}")

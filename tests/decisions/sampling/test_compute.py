@@ -168,11 +168,36 @@ def test_accept_rate_is_not_divided_by_idle_pods() -> None:
     names = ("p0", "p1", "p2", "p3")
     pods = [PodView(n, True, 0) for n in names]
     prev = {n: scrape(T0, n, gen=1000, verify=400) for n in names}
-    curr = {"p0": scrape(T1, "p0", gen=1000 + 64, verify=400 + 24, running=1, accept_rate=0.69),
+    curr = {"p0": scrape(T1, "p0", gen=1000 + 64, verify=400 + 24, running=1, accept_length=2.7, accept_rate=0.69),
             **{n: scrape(T1, n, gen=1000, verify=400, accept_rate=0.0) for n in names[1:]}}
     s = compute_sample("r1", pods, curr, prev, R23, T1, probe=ProbeOutcome("p0", 50.0))
     assert s.kind is SampleKind.MEASURED, s.reason
     assert s.figures.accept_rate == pytest.approx(0.69)
-    curr["p1"] = scrape(T1, "p1", gen=1000 + 192, verify=400 + 96, running=1, accept_rate=0.5)
+    curr["p1"] = scrape(T1, "p1", gen=1000 + 192, verify=400 + 96, running=1, accept_length=2.0, accept_rate=0.5)
     s = compute_sample("r1", pods, curr, prev, R23, T1, probe=ProbeOutcome("p0", 50.0))
     assert s.figures.accept_rate == pytest.approx((64 * 0.69 + 192 * 0.5) / 256)
+
+
+def test_a_gauge_not_yet_written_is_no_data_never_a_zero() -> None:
+    """SGLang writes the speculative gauges every 40 decode steps only: a pod that decoded fewer since it started
+    reads 0 for both. On 0.5.10 (no verify counter) such a pod gives no accept length and no accept rate, even while
+    it decodes; one pod whose gauges were written (and then idle) gives both, unweighted; a written pod that decodes
+    weighs by its tokens and an unwritten one that decodes counts for nothing."""
+    names = ("p0", "p1")
+    pods = [PodView(n, True, 0) for n in names]
+    prev = {n: scrape(T0, n, R10, gen=1000, verify=None) for n in names}
+    unwritten = {"p0": scrape(T1, "p0", R10, gen=1064, verify=None, running=1),
+                 "p1": scrape(T1, "p1", R10, gen=1000, verify=None)}
+    s = compute_sample("r1", pods, unwritten, prev, R10, T1, probe=ProbeOutcome("p0", 50.0))
+    assert s.kind is SampleKind.MEASURED, s.reason
+    assert s.figures.accept_length is None and s.figures.accept_rate is None
+    written_idle = {**unwritten, "p1": scrape(T1, "p1", R10, gen=1000, verify=None, accept_length=2.73,
+                                              accept_rate=0.43)}
+    s = compute_sample("r1", pods, written_idle, prev, R10, T1, probe=ProbeOutcome("p0", 50.0))
+    assert s.figures.accept_length == pytest.approx(2.73)
+    assert s.figures.accept_rate == pytest.approx(0.43)
+    both = {"p0": scrape(T1, "p0", R10, gen=1064, verify=None, running=1, accept_length=2.6, accept_rate=0.4),
+            "p1": written_idle["p1"]}
+    s = compute_sample("r1", pods, both, prev, R10, T1, probe=ProbeOutcome("p0", 50.0))
+    assert s.figures.accept_rate == pytest.approx(0.4)  # p1 generated nothing in the interval: weight 0
+    assert s.figures.accept_length == pytest.approx((2.6 + 2.73) / 2)

@@ -9,6 +9,8 @@ The I/O that scrapes pods is :mod:`sglang_operator.io.sampler` (and, for a tunin
   :class:`~.limits.ProbeLimits`).
 - :mod:`.loghist`: a fixed log-bucket histogram of durations, for quantiles in fixed memory.
 - :mod:`.model`: the typed values of an interval: :class:`~.model.Sample`, its figures, the pods it saw.
+- :mod:`.probing`: which pod of a revision the probe goes to next (one whose speculative gauges are not written yet
+  keeps it).
 - :mod:`.parse`: the filtered parse of Prometheus' text exposition into a :class:`~.parse.Parsed` scrape.
 - :mod:`.retain`: what the sampler keeps of a pod's scrape until the next one, and its bounds.
 - :mod:`.roles`: the metric names each figure reads, per release."""

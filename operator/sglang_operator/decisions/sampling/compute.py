@@ -14,11 +14,17 @@ Rules (Prometheus semantics where Prometheus has them):
   bucket, the second-highest bound when the rank falls into ``+Inf``, ``None`` without a ``+Inf`` bucket, counts
   forced monotonic).
 - **Gauges** are read at the end of the interval: running and queued requests summed over pods, KV-cache usage
-  the max, accept length / cache hit rate the mean of finite values, the accept rate the mean over the pods that
-  decoded in the interval weighted by their generated tokens (an idle pod's gauge reads 0).
+  the max, the cache hit rate the mean of finite values. The speculative gauges (``sglang:spec_accept_length``,
+  ``sglang:spec_accept_rate``) are written by SGLang's scheduler only every ``--decode-log-interval`` (40) decode
+  steps (``managers/scheduler_components/metrics_reporter.py``; ``../shared/sglang/README.md`` "Refresh
+  semantics") and read 0 until a pod's first such window: a pod counts only once its accept-length gauge is above
+  0 (:func:`refreshed`), so a gauge not yet refreshed is no data, never a 0. The accept length is the mean over the
+  refreshed pods, the accept rate their mean weighted by the tokens each generated in the interval (the plain mean
+  of the refreshed pods when none of them decoded in it).
 - **Accept length** = generation-token increase ÷ ``sglang:spec_verify_calls_total`` increase where the release
   has that counter (both grow per finished request; ``../shared/sglang/README.md`` §2), else the
-  ``sglang:spec_accept_length`` gauge (0.5.10); ``None`` when neither shows speculative decoding.
+  ``sglang:spec_accept_length`` gauge of the refreshed pods (0.5.10); ``None`` when neither shows speculative
+  decoding. The accept rate has no counter in any release: always the gauge.
 - **Kind**: Error when a Ready pod's scrape (or the probe) failed and the pod is still there; Inconclusive
   without a Ready pod, when a pod has no previous scrape, when the pods covered differ from the revision's Ready
   pods, when no generation token was produced (idle), below the traffic floor, or without a decode speed;
@@ -171,20 +177,30 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def refreshed(parsed: Parsed) -> bool:
+    """Whether a pod's scrape shows its speculative gauges written at least once: ``sglang:spec_accept_length``
+    above 0 (at least 1 whenever written with speculative decoding on: the bonus token). SGLang writes them every
+    ``--decode-log-interval`` decode steps only, so a pod that has decoded fewer steps since it started reads 0 for
+    both the length and the rate."""
+    return any(math.isfinite(v) and v > 0 for v in parsed.gauges.get(Role.ACCEPT_LENGTH, {}).values())
+
+
 def _decoding_mean(scrapes: Sequence[Scrape], role: Role, generated: Mapping[str, float]) -> float | None:
-    """A per-pod speculative gauge (``sglang:spec_accept_rate``) over the pods that decoded in the interval: the mean
-    of each pod's finite values weighted by its generation-token increase (``generated``, per pod name). An idle pod
-    reports 0 (nothing verified), so a plain mean over 4 pods of which the probe used one divided the rate by 4.
-    Without a pod that decoded: the mean of the values above 0; None when there are none."""
+    """A per-pod speculative gauge (``sglang:spec_accept_rate``) over the pods whose gauges were refreshed
+    (:func:`refreshed`): the mean of each pod's finite values weighted by its generation-token increase in the
+    interval (``generated``, per pod name), so an idle pod does not dilute a busy one; the plain mean over the
+    refreshed pods when none of them decoded in the interval; None without a refreshed pod (a not-yet-written 0 is
+    no data)."""
     num = den = 0.0
-    for s in scrapes:
-        values = [v for v in s.parsed.gauges.get(role, {}).values() if math.isfinite(v)]
-        weight = generated.get(s.pod, 0.0)
+    values_of = {s.pod: [v for v in s.parsed.gauges.get(role, {}).values() if math.isfinite(v)]
+                 for s in scrapes if refreshed(s.parsed)}
+    for pod, values in values_of.items():
+        weight = generated.get(pod, 0.0)
         if values and weight > 0:
             num, den = num + weight * sum(values) / len(values), den + weight
     if den > 0:
         return num / den
-    return _mean([v for v in _gauge_values(scrapes, role) if v > 0])
+    return _mean([v for values in values_of.values() for v in values])
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -214,7 +230,7 @@ def figures(pairs: Sequence[tuple[Scrape, Scrape]], roles: MetricRoles, signal: 
     accept_length = None
     if roles.has(Role.SPEC_VERIFY_CALLS):
         accept_length = _ratio(gen_total, _counter_total(pairs, Role.SPEC_VERIFY_CALLS))
-    if accept_length is None:
+    if accept_length is None:  # the gauge (0.5.10 has no verify counter): the refreshed pods' only
         accept_length = _mean([v for v in _gauge_values(current, Role.ACCEPT_LENGTH) if v > 0])
     ttft = _histogram_total(pairs, Role.TIME_TO_FIRST_TOKEN)
     itl = _histogram_total(pairs, Role.INTER_TOKEN_LATENCY)
