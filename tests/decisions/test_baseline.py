@@ -187,3 +187,19 @@ def test_from_canary_falls_back_to_the_measured_median() -> None:
     scaled = baseline.from_canary(SLOWED, GOOD, "x", figs, [1.1, 1.2, 1.3], "probe", SETUP, T0)
     assert scaled is not None and scaled.tokens_per_second == pytest.approx(1.2 * SLOWED.tokens_per_second)
     assert baseline.from_canary(SLOWED, GOOD, "x", [], [1.2], "probe", SETUP, T0) is None
+
+
+def test_a_measured_baseline_carries_the_median_accept_rate_and_a_canary_its_own() -> None:
+    """status.baseline shows the accept rate beside the accept length: the medians of the promoted revision's own
+    samples (a sample whose pods had not written SGLang's gauges has none and does not count), a canary's own."""
+    from sglang_operator.api.analysis import SampleFigures
+    from sglang_operator.decisions import baseline as rule
+
+    figures = [SampleFigures(tokens_per_second=50.0, accept_length=2.7, accept_rate=0.68),
+               SampleFigures(tokens_per_second=52.0),
+               SampleFigures(tokens_per_second=51.0, accept_length=2.8, accept_rate=0.70)]
+    base = rule.measured("r1", figures, "probe", None, T0)
+    assert base is not None and (base.accept_length, base.accept_rate) == (2.75, 0.69)
+    stable = base.model_copy(update={"accept_rate": 0.5})
+    promoted = rule.from_canary(stable, "r1", "r2", figures, [1.02], "probe", None, T0)
+    assert promoted is not None and promoted.source.value == "canaryRatio" and promoted.accept_rate == 0.69

@@ -100,6 +100,9 @@ class Baseline(StatusModel):
     """Median decode speed, tok/s."""
     accept_length: float | None = None
     """Median acceptance length (unset without speculative decoding)."""
+    accept_rate: float | None = None
+    """Median acceptance rate, 0..1 (SGLang's ``sglang:spec_accept_rate``; its formula differs between releases;
+    unset without speculative decoding). Not a criterion: shown beside the accept length."""
     samples: int
     """Samples behind the medians, count."""
     signal: str = "probe"

@@ -12,15 +12,16 @@ speed unnoticed. Three sources (``status.baseline.source``, :class:`~sglang_oper
   baseline × the median of the canary ÷ stable decode-speed ratios of the same intervals. A slowdown of every pod
   (both revisions) cancels out of the ratio, so the baseline is the canary's speed at the conditions the stable
   baseline was measured at. Used when the stored baseline is the stable revision's (same revision) and of the same
-  signal, and at least one interval was compared; otherwise ``measured``. The accept length is the canary's own median
-  (a slowdown does not move acceptance).
+  signal, and at least one interval was compared; otherwise ``measured``. The accept length and rate are the
+  canary's own medians (a slowdown does not move acceptance).
 - ``refreshed`` (:func:`refresh`): the stable revision's baseline is raised, never lowered, from its own samples,
   only when all hold: the signal is ``probe`` for both (a ``traffic`` speed follows the users' load: a quiet hour is
   not the revision's speed); the setup is comparable; the stable revision is not regressed; a run of consecutive
   passing measured samples (any failing interval empties it) has at least ``max(minSamples,``
   :data:`REFRESH_MIN_SAMPLES` ``)`` samples over at least ``verifySeconds``; and their median decode speed is above the
-  baseline by more than :data:`REFRESH_MARGIN`. The accept length is kept. A transient slowdown can therefore never
-  lower a baseline; a baseline measured during one (``measured``) rises back once the slowdown has passed.
+  baseline by more than :data:`REFRESH_MARGIN`. The accept length and rate are kept. A transient slowdown can
+  therefore never lower a baseline; a baseline measured during one (``measured``) rises back once the slowdown has
+  passed.
 
 The ledger record of the baseline's revision says which (``status.revisions[].baselineSource`` and
 ``baselineTokensPerSecond``, :func:`noted`); ``kubectl sglang history`` shows it.
@@ -48,13 +49,14 @@ PROBE = "probe"
 
 def measured(revision: str, figures: Sequence[SampleFigures], signal: str, setup: Setup | None,
              now: dt.datetime) -> Baseline | None:
-    """The ``measured`` baseline of ``revision``: the medians of ``figures`` (tok/s, accept length); None when
-    there are none."""
+    """The ``measured`` baseline of ``revision``: the medians of ``figures`` (tok/s, accept length, accept rate);
+    None when there are none."""
     med = criteria.medians(figures)
     if med is None:
         return None
     return Baseline(revision=revision, tokens_per_second=med.tokens_per_second, accept_length=med.accept_length,
-                    samples=len(figures), signal=signal, setup=setup, at=now, source=BaselineSource.MEASURED)
+                    accept_rate=med.accept_rate, samples=len(figures), signal=signal, setup=setup, at=now,
+                    source=BaselineSource.MEASURED)
 
 
 def from_canary(stable: Baseline | None, stable_revision: str, revision: str, figures: Sequence[SampleFigures],

@@ -40,8 +40,9 @@ UNDO_MANAGER = "kubectl-sglang"
 """The field manager of ``undo``'s write when no ``kubectl apply`` of either kind manages the object."""
 POLICY_KEYS = ("rollback", "strategy")
 """Spec keys ``undo`` leaves as they are unless asked (``--with-policy``): how revisions are judged and rolled out."""
-SCALE_KEYS = ("replicas",)
-"""Spec keys ``undo`` never takes from the revision: scaling is the user's (a rollback keeps it too)."""
+SCALE_KEYS = ("replicas", "autoscaling")
+"""Spec keys ``undo`` never takes from the revision: scaling is the user's (a rollback keeps it too), and an InPlace
+tuning trial's revision runs without ``autoscaling`` (decisions.tuning.trialspec)."""
 
 
 @dataclass(frozen=True)
