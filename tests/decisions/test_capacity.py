@@ -67,6 +67,20 @@ def test_the_capacity_is_interpolated_between_the_levels_around_the_slo() -> Non
     assert exact is not None and exact.requests == 4
 
 
+def test_a_load_spread_over_n_replicas_gives_the_capacity_of_one() -> None:
+    """An InPlace tuning of 4 replicas spreads each level's c streams over the 4 (the trial's load generator): the
+    same per-request figures at 4 × the concurrency are one replica's capacity 4 times over, never 4 × too high."""
+    one = cap.capacity_of(levels(1), 20)
+    four = cap.capacity_of([level(4 * f.concurrency, cap.per_request(f)) for f in levels(1)], 20,
+                           replicas=4)
+    assert one is not None and four is not None and four.met
+    assert four.requests == pytest.approx(one.requests) and "over 4 replicas" in four.basis
+    none = cap.capacity_of(levels(1), 50, replicas=4)
+    assert none is not None and none.requests == 1  # the SLO never met: still one request per replica
+    with pytest.raises(ValueError, match="replicas must be at least 1"):
+        cap.capacity_of(levels(1), 20, replicas=0)
+
+
 def test_never_extrapolated_and_one_request_when_the_slo_is_never_met() -> None:
     every = cap.capacity_of(levels(1), 10)
     assert every is not None and every.met and every.requests == 8 and "highest level measured" in every.basis

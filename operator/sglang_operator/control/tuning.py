@@ -34,6 +34,7 @@ from sglang_operator.builders.revision import image_digest
 from sglang_operator.control import tuning_status
 from sglang_operator.control.apply import apply_trial_workload, delete_trial_workload, delete_trial_workloads
 from sglang_operator.control.children import ChildApplyError
+from sglang_operator.decisions import groups
 from sglang_operator.decisions import pods as pod_rules
 from sglang_operator.decisions.conditions import parse_time
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
@@ -257,7 +258,9 @@ class TuningRunner:
     async def _in_place_pods(self, tuning: TuningView, server: SGLangServer, trial: Trial,
                              deadline: dt.datetime) -> tuple[list[dict[str, Any]], SGLangVersion]:
         """Wait until the server's loop runs ``trial`` (its hold names it, its revision is applied) and as many of
-        its pods as it was applied with are Ready. Raises :class:`TrialFailure`."""
+        its replicas as it was applied with are Ready; the pods the load goes to (multi-node: one leader per Ready
+        group, :func:`~sglang_operator.decisions.groups.serving_pods`, as the sampler's; a worker serves no HTTP).
+        Raises :class:`TrialFailure`."""
         while True:
             view = await self.views.server_view(self.namespace, server.name)
             if view is None:
@@ -272,7 +275,7 @@ class TuningRunner:
                 pods = await self._pods_of(server.name, view.ref, trial.revision)
                 if (crash := pod_rules.first_crash(pods, REASON_LIMIT)) is not None:
                     raise TrialFailure(crash)
-                ready = pod_rules.ready_with_ip(pods)
+                ready = pod_rules.ready_with_ip(groups.serving_pods(pods, view.server.spec))  # multi-node: leaders
                 if len(ready) >= want:
                     try:
                         rendered = lifecycle.render_trial(tuning.ref, view, trial.name, trial.settings, True)[1]

@@ -11,7 +11,10 @@ it runs would not show it.
 **The capacity** (:func:`capacity_of`): the highest concurrency at which the figure stays at or above the SLO,
 linearly interpolated between the last measured level that keeps it and the next one that does not; the highest
 level measured when every level keeps it (never extrapolated); 1 when none does (the SLO cannot be met: a replica per
-request is the most that can be done, and :attr:`Capacity.met` says so).
+request is the most that can be done, and :attr:`Capacity.met` says so). Per replica: a tuning's load of c streams
+is spread over every replica of its trial (InPlace: the server's ``spec.replicas``, multi-node one leader per group;
+Shadow: 1; :attr:`~sglang_operator.decisions.tuning.known_best.WorkloadKey.replicas`), so the concurrency found is
+divided by those replicas.
 
 **The measurement used** (:func:`measured`): the figures of the settings the serving revision runs, on its setup
 (:func:`~sglang_operator.decisions.tuning.known_best.capacity`), from the workload measured at the most levels
@@ -53,11 +56,21 @@ def _at(level: MeanLevelFigures) -> str:
     return f"at {level.concurrency}: {per_request(level):.1f} tok/s"
 
 
-def capacity_of(levels: Sequence[MeanLevelFigures], slo: float) -> Capacity | None:
-    """The capacity (module docstring) of one settings' ``levels`` for ``slo`` (tok/s per request, > 0); None when
-    no level was measured. Raises ``ValueError`` when ``slo`` is not positive."""
+def capacity_of(levels: Sequence[MeanLevelFigures], slo: float, replicas: int = 1) -> Capacity | None:
+    """The capacity per replica (module docstring) of one settings' ``levels`` for ``slo`` (tok/s per request, > 0),
+    measured with each level's streams spread over ``replicas`` replicas (≥ 1); None when no level was measured.
+    Raises ``ValueError`` when ``slo`` is not positive or ``replicas`` below 1."""
     if slo <= 0:
         raise ValueError(f"slo must be > 0 tok/s per request (got {slo})")
+    if replicas < 1:
+        raise ValueError(f"replicas must be at least 1 (got {replicas})")
+    found = _capacity(levels, slo)
+    if found is None or replicas == 1 or not found.met:
+        return found
+    return Capacity(found.requests / replicas, True, f"{found.basis}, over {replicas} replicas")
+
+
+def _capacity(levels: Sequence[MeanLevelFigures], slo: float) -> Capacity | None:
     ordered = sorted(levels, key=lambda f: f.concurrency)
     if not ordered:
         return None
@@ -102,7 +115,7 @@ def capacity(known: KnownBest, server: SGLangServer, spec: SGLangServerSpec,
     settings = server_settings(spec)
     if got is None or settings is None:
         return None
-    found = capacity_of(got[1], auto.slo.min_tokens_per_second_per_request)
+    found = capacity_of(got[1], auto.slo.min_tokens_per_second_per_request, max(got[0].replicas, 1))
     if found is None:
         return None
     tunings = list(dict.fromkeys(n for f in got[1] for n in f.tunings))[-8:]
