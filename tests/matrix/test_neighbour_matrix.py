@@ -56,6 +56,9 @@ the local cluster, the demo and the e2e tests (a 64-token probe every 5 s, promo
 KEDA = {"maxReplicas": 4, "target": 4, "metric": "measuredCapacity",
         "slo": {"minTokensPerSecondPerRequest": checks.SLO}, "prometheus": {"address": PROM}}
 """``spec.autoscaling`` of the KEDA value: a ScaledObject on Prometheus, the measured capacity as its target."""
+KEDA2 = {**KEDA, "minReplicas": 2}
+"""The KEDA value with ``minReplicas: 2``: what a Canary server needs (a stable replica beside the canary), so Canary
+with KEDA is a working case, not only a refused one."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,8 @@ AXES: tuple[Axis, ...] = (
     Axis("tuning", (Value("noTuning", facts={"tuning": None}), Value("Shadow", facts={"tuning": "Shadow"}),
                     Value("InPlace", facts={"tuning": "InPlace"}))),
     Axis("autoscaling", (Value("noScaling", facts={"keda": False}),
-                         Value("KEDA", {"autoscaling": KEDA}, {"keda": True}))),
+                         Value("KEDA", {"autoscaling": KEDA}, {"keda": True}),
+                         Value("KEDA2", {"autoscaling": KEDA2}, {"keda": True}))),
     Axis("nodes", (Value("1node", {"parallelism": {"nodes": 1}}, {"nodes": 1}),
                    Value("2nodes", {"parallelism": {"nodes": 2}}, {"nodes": 2}))),
 )
@@ -136,6 +140,19 @@ REFUSED: dict[str, Refusal] = {
     "RollingUpdate-4rep-Shadow-noScaling-2nodes": Refusal("tuning", (SHADOW_MULTINODE,)),
     "RollingUpdate-4rep-Shadow-KEDA-2nodes": Refusal("tuning", (SHADOW_MULTINODE,)),
     "Canary-4rep-Shadow-noScaling-2nodes": Refusal("tuning", (SHADOW_MULTINODE,)),
+    # KEDA with minReplicas 2: Canary needs replicas ≥ 2 all the same ...
+    "Canary-1rep-noTuning-KEDA2-1node": _server(CANARY_REPLICAS),
+    "Canary-1rep-noTuning-KEDA2-2nodes": _server(CANARY_REPLICAS),
+    "Canary-1rep-Shadow-KEDA2-1node": _server(CANARY_REPLICAS),
+    "Canary-1rep-Shadow-KEDA2-2nodes": _server(CANARY_REPLICAS),
+    "Canary-1rep-InPlace-KEDA2-1node": _server(CANARY_REPLICAS),
+    "Canary-1rep-InPlace-KEDA2-2nodes": _server(CANARY_REPLICAS),
+    # ... and a Shadow trial of a multi-node server is refused whatever the scaling
+    "Recreate-1rep-Shadow-KEDA2-2nodes": Refusal("tuning", (SHADOW_MULTINODE,)),
+    "Recreate-4rep-Shadow-KEDA2-2nodes": Refusal("tuning", (SHADOW_MULTINODE,)),
+    "RollingUpdate-1rep-Shadow-KEDA2-2nodes": Refusal("tuning", (SHADOW_MULTINODE,)),
+    "RollingUpdate-4rep-Shadow-KEDA2-2nodes": Refusal("tuning", (SHADOW_MULTINODE,)),
+    "Canary-4rep-Shadow-KEDA2-2nodes": Refusal("tuning", (SHADOW_MULTINODE,)),
 }
 """Every refused combination, with where and why (the rule's own words); every other one must work."""
 
@@ -168,7 +185,7 @@ COMBINATIONS = [Combination(vs) for vs in itertools.product(*(a.values for a in 
 
 def test_the_table_names_only_combinations_of_the_axes() -> None:
     ids = [c.id for c in COMBINATIONS]
-    assert len(ids) == len(set(ids)) == 3 * 2 * 3 * 2 * 2
+    assert len(ids) == len(set(ids)) == 3 * 2 * 3 * 3 * 2
     assert set(REFUSED) <= set(ids), sorted(set(REFUSED) - set(ids))
 
 
