@@ -7,6 +7,7 @@ the verifying and trial flags."""
 from __future__ import annotations
 
 import copy
+import math
 import re
 from typing import Any
 
@@ -58,12 +59,37 @@ def test_the_trigger_handles_kedas_traps() -> None:
     assert out["spec"]["fallback"] == {"failureThreshold": 3, "replicas": 1, "behavior": "currentReplicasIfHigher"}
 
 
-@pytest.mark.parametrize(("metric", "expected"), [
-    ("runningRequests", 'sum(sglang:num_running_reqs{namespace="team-a", sglang_server="qwen36-27b"})'),
-    ("queuedRequests", 'sum(sglang:num_queue_reqs{namespace="team-a", sglang_server="qwen36-27b"})'),
+RUNNING = 'sglang:num_running_reqs{namespace="team-a", sglang_server="qwen36-27b"}'
+
+
+@pytest.mark.parametrize(("metric", "signal", "expected"), [
+    ("runningRequests", "probe", f"clamp_min(sum({RUNNING}) - count(count by (revision) ({RUNNING})), 0)"),
+    ("measuredCapacity", "probe", f"clamp_min(sum({RUNNING}) - count(count by (revision) ({RUNNING})), 0)"),
+    ("runningRequests", "traffic", f"sum({RUNNING})"),
+    ("queuedRequests", "probe", 'sum(sglang:num_queue_reqs{namespace="team-a", sglang_server="qwen36-27b"})'),
 ])
-def test_built_in_metrics_sum_the_servers_gauge(metric: str, expected: str) -> None:
-    assert so.query(server({**BASIC, "metric": metric})) == expected
+def test_built_in_metrics_sum_the_servers_gauge(metric: str, signal: str, expected: str) -> None:
+    """The running requests less the operator's probe (one per revision) when it probes (signal ``probe``)."""
+    extra = {"slo": {"minTokensPerSecondPerRequest": 20}} if metric == "measuredCapacity" else {}
+    got = so.query(server({**BASIC, "metric": metric, **extra}, rollback={"signal": signal}))
+    assert got == expected
+
+
+def test_an_idle_server_with_target_one_scales_in_despite_the_probe() -> None:
+    """Issue 41: each idle pod's gauge keeps the 1 its last probe wrote (SGLang writes it on prefill and every 40
+    decode steps only), and a probe may be in flight on one pod per revision; ``target: 1`` must still let the HPA
+    (⌈total ÷ target⌉) go down one replica per window to 1, and a loaded server count its users' requests."""
+    one = server({**BASIC, "target": 1})
+    labels = render(one).workload["spec"]["template"]["metadata"]["labels"]
+    q = so.query(one)
+
+    def idle(pods: int) -> list[dict[str, str]]:
+        return [scraped(labels, f"qwen36-27b-abc-{i}", 1) for i in range(pods)]
+
+    assert [math.ceil(evaluate(q, idle(n)) / 1) for n in (3, 2, 1)] == [2, 1, 0]  # never held at n
+    busy = [scraped(labels, "qwen36-27b-abc-0", 5 + 1), scraped(labels, "qwen36-27b-abc-1", 3)]  # + the probe
+    assert evaluate(q, busy) == 8
+    assert evaluate(so.query(server({**BASIC, "target": 1}, rollback={"signal": "traffic"})), idle(3)) == 3
 
 
 def test_kv_cache_usage_takes_each_pods_largest_rank() -> None:
@@ -78,13 +104,22 @@ def test_a_users_query_gets_namespace_and_server_filled_in() -> None:
 
 
 def evaluate(query: str, series: list[dict[str, str]]) -> float:
-    """``sum(GAUGE{matchers})`` over ``series`` (each a label set with ``__name__`` and ``value``), as Prometheus
-    evaluates the built-in queries (equality matchers only)."""
-    m = re.fullmatch(r"sum\(([a-z_:]+)\{(.*)\}\)", query)
-    assert m is not None, query
-    matchers = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
-    return sum(float(s["value"]) for s in series if s["__name__"] == m.group(1)
-               and all(s.get(k) == v for k, v in matchers.items()))
+    """``sum(GAUGE{matchers})``, or ``clamp_min(sum(G) - count(count by (revision) (G)), 0)``, over ``series`` (each
+    a label set with ``__name__`` and ``value``), as Prometheus evaluates the built-in queries (equality matchers
+    only)."""
+    gauge = r"([a-z_:]+)\{([^}]*)\}"
+    m = re.fullmatch(rf"sum\({gauge}\)", query)
+    probed = re.fullmatch(rf"clamp_min\(sum\({gauge}\) - count\(count by \(revision\) \({gauge}\)\), 0\)", query)
+    assert m is not None or probed is not None, query
+    name, selector = (m or probed).group(1, 2)  # type: ignore[union-attr]
+    if probed is not None:
+        assert probed.group(3, 4) == (name, selector)
+    matchers = dict(re.findall(r'(\w+)="([^"]*)"', selector))
+    chosen = [s for s in series if s["__name__"] == name and all(s.get(k) == v for k, v in matchers.items())]
+    total = sum(float(s["value"]) for s in chosen)
+    if probed is None:
+        return total
+    return max(total - len({s.get("revision") for s in chosen}), 0.0)
 
 
 def scraped(pod_labels: dict[str, str], pod: str, value: float) -> dict[str, str]:
@@ -109,7 +144,7 @@ def test_multi_node_counts_the_leaders_only() -> None:
               scraped({**worker, WORKER_INDEX_LABEL: "1"}, "qwen36-27b-1-1", 3)]
     q = so.query(two_node)
     assert 'worker_index="0"' in q
-    assert evaluate(q, series) == 8
+    assert evaluate(q, series) == 8 - 1  # less the probe of its one revision
 
 
 def test_single_node_counts_every_pod_of_every_revision() -> None:
@@ -118,7 +153,7 @@ def test_single_node_counts_every_pod_of_every_revision() -> None:
     series = [scraped(labels, "qwen36-27b-abc-1", 4), scraped(labels, "qwen36-27b-abc-2", 2),
               scraped({**labels, "sglang-operator.io/revision": "other"}, "qwen36-27b-canary-x", 1)]
     assert "worker_index" not in series[0]  # a Deployment's pod gets no worker_index label
-    assert evaluate(so.query(one), series) == 7
+    assert evaluate(so.query(one), series) == 7 - 2  # less one probe per revision
 
 
 def test_behaviour_defaults_respect_start_up_and_remove_one_replica_per_window() -> None:

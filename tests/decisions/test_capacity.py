@@ -81,6 +81,41 @@ def test_a_load_spread_over_n_replicas_gives_the_capacity_of_one() -> None:
         cap.capacity_of(levels(1), 20, replicas=0)
 
 
+def test_an_inplace_trial_over_3_replicas_gives_a_third_of_its_concurrency() -> None:
+    """Issue 41: the 3 replicas of an InPlace trial each ran a third of the c streams; per replica a third."""
+    spread = cap.capacity_of([level(3 * f.concurrency, cap.per_request(f)) for f in levels(1)], 20, replicas=3)
+    one = cap.capacity_of(levels(1), 20)
+    assert spread is not None and one is not None
+    assert spread.requests == pytest.approx(one.requests) and "over 3 replicas" in spread.basis
+    alone = cap.capacity_of([level(3 * f.concurrency, cap.per_request(f)) for f in levels(1)], 20)
+    assert alone is not None and alone.requests == pytest.approx(3 * one.requests)  # what a missing division gives
+
+
+def test_the_capacity_is_capped_by_max_running_requests() -> None:
+    """Issue 41: SGLang runs at most ``spec.memory.maxRunningRequests`` per replica and queues the rest; a figure
+    above it is never a capacity, and the basis says why it is lower than the levels suggest."""
+    capped = cap.capacity_of(levels(1), 20, max_running_requests=4)
+    assert capped is not None and capped.met and capped.requests == 4
+    assert "capped at maxRunningRequests 4" in capped.basis and "at 6: 20.2 tok/s" in capped.basis
+    above = cap.capacity_of(levels(1), 20, max_running_requests=16)
+    assert above is not None and above.requests == pytest.approx(6.15, abs=0.01) and "capped" not in above.basis
+    spread = cap.capacity_of([level(2 * f.concurrency, cap.per_request(f)) for f in levels(1)], 20, replicas=2,
+                             max_running_requests=5)
+    assert spread is not None and spread.requests == 5  # per replica 6.15, then capped: the cap is per replica
+    with pytest.raises(ValueError, match="max_running_requests must be at least 1"):
+        cap.capacity_of(levels(1), 20, max_running_requests=0)
+    table = known(tuning("mrr", [{"name": "t-trial-1", "settings": {**chain(1), "maxRunningRequests": 4},
+                                  "verdict": "Completed",
+                                  "levels": [{"concurrency": f.concurrency,
+                                              "decodeTokensPerSecond": f.decode_tokens_per_second,
+                                              "outputTokensPerSecond": f.output_tokens_per_second}
+                                             for f in levels(1)]}]))
+    srv = autoscaled(1)
+    srv.spec.memory.max_running_requests = 4
+    got = cap.capacity(table, srv, srv.spec, "r1")  # the serving revision's own spec.memory.maxRunningRequests
+    assert got is not None and got.requests_per_replica == 4 and "capped at maxRunningRequests 4" in got.basis
+
+
 def test_never_extrapolated_and_one_request_when_the_slo_is_never_met() -> None:
     every = cap.capacity_of(levels(1), 10)
     assert every is not None and every.met and every.requests == 8 and "highest level measured" in every.basis

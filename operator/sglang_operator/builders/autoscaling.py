@@ -17,6 +17,11 @@ LeaderWorkerSet under it. One Prometheus trigger, with the traps of KEDA's defau
 - The query selects the series by the labels the operator's PodMonitor gives them (``namespace``,
   ``sglang_server``; :mod:`.monitoring`) and, multi-node, leaders only (``worker_index="0"``: a worker rank's
   ``/metrics`` is a dummy server's).
+- The operator's own probe is no load: with ``spec.rollback.signal: probe`` the sampler sends at most one probe
+  request per revision at a time (:mod:`sglang_operator.io.sampler`), which SGLang counts in
+  ``sglang:num_running_reqs`` like any request. The running-requests queries subtract one per revision that has
+  series (:func:`query`), so ``target`` counts the users' requests only, and an idle server with ``target: 1``
+  scales in.
 
 :func:`pause_annotations` says which of KEDA's pause annotations hold the scaler still: ``paused-scale-in`` while
 a revision is verified (scale-up stays allowed), ``paused-replicas`` at the current count while an in-place trial
@@ -34,6 +39,7 @@ from sglang_operator.api.autoscaling import (
     AutoscalingMetric,
     AutoscalingMode,
 )
+from sglang_operator.api.rollback import Signal
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.builders.labels import COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, selector_labels
 from sglang_operator.builders.monitoring import LEADERS_ONLY
@@ -60,6 +66,8 @@ SGLANG_GAUGES: dict[AutoscalingMetric, str] = {
     AutoscalingMetric.MEASURED_CAPACITY: "sglang:num_running_reqs",
 }
 """The SGLang gauge each built-in metric reads (SGLang's ``SchedulerMetricsCollector``)."""
+PROBED = frozenset({AutoscalingMetric.RUNNING_REQUESTS, AutoscalingMetric.MEASURED_CAPACITY})
+"""The metrics whose gauge counts the operator's probe request (:func:`query` subtracts it)."""
 
 
 class MissingPrometheusAddress(ValueError):
@@ -79,9 +87,12 @@ def query(server: SGLangServer) -> str:
     """The PromQL whose value is the server's total of ``spec.autoscaling.metric`` (one sample).
 
     ``runningRequests``/``queuedRequests``/``measuredCapacity`` (running requests): the gauge summed over the
-    serving pods (data-parallel ranks add up); ``kvCacheUsage``: per pod the largest rank's share, summed over pods;
-    ``query``: the user's expression with ``$namespace`` and ``$server`` replaced. Raises ``ValueError`` when
-    ``spec.autoscaling`` is unset."""
+    serving pods (data-parallel ranks add up); for running requests with ``spec.rollback.signal: probe``, less the
+    operator's probe: one request per revision whose series exist (at most one probe per revision is in flight, and
+    an idle pod's gauge keeps the 1 its last probe wrote: SGLang writes it on prefill and every 40 decode steps
+    only), never below 0; ``kvCacheUsage``: per pod the largest rank's share, summed over pods; ``query``: the
+    user's expression with ``$namespace`` and ``$server`` replaced. Raises ``ValueError`` when ``spec.autoscaling``
+    is unset."""
     auto = _autoscaling(server)
     metric = auto.effective_metric
     if metric is AutoscalingMetric.QUERY:
@@ -90,6 +101,8 @@ def query(server: SGLangServer) -> str:
     gauge = f"{SGLANG_GAUGES[metric]}{{{selector}}}"
     if metric is AutoscalingMetric.KV_CACHE_USAGE:
         return f"sum(max by (pod) ({gauge}))"
+    if metric in PROBED and server.spec.rollback.signal is Signal.PROBE:
+        return f"clamp_min(sum({gauge}) - count(count by (revision) ({gauge})), 0)"
     return f"sum({gauge})"
 
 

@@ -14,7 +14,9 @@ level measured when every level keeps it (never extrapolated); 1 when none does 
 request is the most that can be done, and :attr:`Capacity.met` says so). Per replica: a tuning's load of c streams
 is spread over every replica of its trial (InPlace: the server's ``spec.replicas``, multi-node one leader per group;
 Shadow: 1; :attr:`~sglang_operator.decisions.tuning.known_best.WorkloadKey.replicas`), so the concurrency found is
-divided by those replicas.
+divided by those replicas. Capped by the revision's ``spec.memory.maxRunningRequests`` when set: SGLang runs at most
+that many requests per replica (``--max-running-requests``) and queues the others, so a replica never runs more
+concurrent requests than that, whatever the levels measured (the basis says "capped at maxRunningRequests N").
 
 **The measurement used** (:func:`measured`): the figures of the settings the serving revision runs, on its setup
 (:func:`~sglang_operator.decisions.tuning.known_best.capacity`), from the workload measured at the most levels
@@ -40,11 +42,13 @@ from sglang_operator.decisions.tuning.known_best import capacity as measured_fig
 @dataclass(frozen=True)
 class Capacity:
     """Concurrent requests per replica (``requests``) at the SLO, whether the SLO was met at some level (``met``),
-    and ``basis``: the levels it rests on, as text."""
+    ``basis``: the levels it rests on, as text, and ``bracketed``: whether a level met the SLO and a higher one did
+    not (only then is ``requests`` where the SLO stops being met, rather than a bound below it or a floor)."""
 
     requests: float
     met: bool
     basis: str
+    bracketed: bool = False
 
 
 def per_request(level: MeanLevelFigures) -> float:
@@ -56,18 +60,27 @@ def _at(level: MeanLevelFigures) -> str:
     return f"at {level.concurrency}: {per_request(level):.1f} tok/s"
 
 
-def capacity_of(levels: Sequence[MeanLevelFigures], slo: float, replicas: int = 1) -> Capacity | None:
+def capacity_of(levels: Sequence[MeanLevelFigures], slo: float, replicas: int = 1,
+                max_running_requests: int | None = None) -> Capacity | None:
     """The capacity per replica (module docstring) of one settings' ``levels`` for ``slo`` (tok/s per request, > 0),
-    measured with each level's streams spread over ``replicas`` replicas (≥ 1); None when no level was measured.
-    Raises ``ValueError`` when ``slo`` is not positive or ``replicas`` below 1."""
+    measured with each level's streams spread over ``replicas`` replicas (≥ 1), at most ``max_running_requests``
+    (the revision's ``spec.memory.maxRunningRequests``, ≥ 1; None: no cap); None when no level was measured.
+    Raises ``ValueError`` when ``slo`` is not positive, ``replicas`` or ``max_running_requests`` below 1."""
     if slo <= 0:
         raise ValueError(f"slo must be > 0 tok/s per request (got {slo})")
     if replicas < 1:
         raise ValueError(f"replicas must be at least 1 (got {replicas})")
+    if max_running_requests is not None and max_running_requests < 1:
+        raise ValueError(f"max_running_requests must be at least 1 (got {max_running_requests})")
     found = _capacity(levels, slo)
-    if found is None or replicas == 1 or not found.met:
+    if found is None or not found.met:
         return found
-    return Capacity(found.requests / replicas, True, f"{found.basis}, over {replicas} replicas")
+    if replicas > 1:
+        found = Capacity(found.requests / replicas, True, f"{found.basis}, over {replicas} replicas", found.bracketed)
+    if max_running_requests is not None and found.requests > max_running_requests:
+        found = Capacity(float(max_running_requests), True,
+                         f"{found.basis}, capped at maxRunningRequests {max_running_requests}", found.bracketed)
+    return found
 
 
 def _capacity(levels: Sequence[MeanLevelFigures], slo: float) -> Capacity | None:
@@ -86,7 +99,7 @@ def _capacity(levels: Sequence[MeanLevelFigures], slo: float) -> Capacity | None
     low, high = per_request(last), per_request(after)
     share = (low - slo) / (low - high) if low > high else 0.0
     requests = last.concurrency + share * (after.concurrency - last.concurrency)
-    return Capacity(requests, True, f"{_at(last)}, {_at(after)} per request (SLO {slo:g})")
+    return Capacity(requests, True, f"{_at(last)}, {_at(after)} per request (SLO {slo:g})", bracketed=True)
 
 
 def measured(known: KnownBest, spec: SGLangServerSpec) -> tuple[WorkloadKey, tuple[MeanLevelFigures, ...]] | None:
@@ -115,7 +128,8 @@ def capacity(known: KnownBest, server: SGLangServer, spec: SGLangServerSpec,
     settings = server_settings(spec)
     if got is None or settings is None:
         return None
-    found = capacity_of(got[1], auto.slo.min_tokens_per_second_per_request, max(got[0].replicas, 1))
+    found = capacity_of(got[1], auto.slo.min_tokens_per_second_per_request, max(got[0].replicas, 1),
+                        spec.memory.max_running_requests)
     if found is None:
         return None
     tunings = list(dict.fromkeys(n for f in got[1] for n in f.tunings))[-8:]
