@@ -228,7 +228,7 @@ def test_a_shadow_tuning_of_a_canary_server_runs_its_control_trial_and_recommend
     k8s_cluster.apply(server, ns)
     wait_for("the server Ready", lambda: k8s_cluster.get("sglangserver", SERVER, "-n", ns).get("status", {})
              .get("phase") == "Ready", timeout=180, interval=1)
-    body = tuning(name, parameters={"numSteps": {"list": [3]}}, budget={"maxTrialCount": 2},
+    body = tuning(name, parameters={"numSteps": {"list": [3]}}, budget={"maxTrialCount": 2, "maxFailedTrialCount": 1},
                   algorithm={"algorithmName": "Grid"})
     body["spec"]["workload"]["concurrency"] = [{"level": 1}]
     k8s_cluster.apply(body, ns)
