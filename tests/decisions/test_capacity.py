@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sglang_operator.api.analysis import Analysis, AnalysisPhase
-from sglang_operator.api.autoscaling import AutoscalingStatus, MeasuredCapacity
+from sglang_operator.api.autoscaling import AutoscalingStatus, CapacityBracket, MeasuredCapacity
 from sglang_operator.api.server import parse
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions import autoscaling as scaling
@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "tuning"))
 from test_known_best import SERVER, chain, known, server, tuning
 
 T0 = dt.datetime(2026, 12, 4, tzinfo=dt.UTC)
+BRACKETED = CapacityBracket.BRACKETED
 AUTO = {"minReplicas": 1, "maxReplicas": 4, "metric": "measuredCapacity", "target": 4,
         "slo": {"minTokensPerSecondPerRequest": 20}, "prometheus": {"address": "http://prometheus:9090"}}
 PER_REQUEST = {1: {1: 32.7, 2: 29.1, 4: 23.8, 6: 20.2, 8: 17.5}, 3: {1: 43.5, 2: 37.3, 3: 24.9, 4: 18.7, 8: 9.3}}
@@ -152,8 +153,8 @@ def test_the_workload_measured_at_most_levels_is_the_one_used() -> None:
 
 def test_the_target_is_held_while_judged_and_is_the_configured_one_until_measured() -> None:
     srv = autoscaled(1)
-    a = MeasuredCapacity(requests_per_replica=6.15, settings="1/1/2", revision="r1", basis="…")
-    b = MeasuredCapacity(requests_per_replica=3.79, settings="3/1/4", revision="r2", basis="…")
+    a = MeasuredCapacity(requests_per_replica=6.15, settings="1/1/2", revision="r1", basis="…", bracket=BRACKETED)
+    b = MeasuredCapacity(requests_per_replica=3.79, settings="3/1/4", revision="r2", basis="…", bracket=BRACKETED)
     assert cap.target(srv, None, None, None, verifying=False) == (4, None)  # not measured yet: spec.autoscaling.target
     assert cap.target(srv, a, None, None, verifying=False) == (6.15, a)
     assert cap.target(srv, b, 6.15, a, verifying=True) == (6.15, a)  # verifying r2: r1's capacity holds
@@ -186,6 +187,54 @@ def test_the_scaled_object_threshold_and_status_follow_the_capacity() -> None:
     unmeasured = scaling.want(srv, free, keda=True, prometheus_address=None, had=False)
     _, cond = scaling.report(srv, free, unmeasured, True, None, 1, T0)
     assert unmeasured.target == 4 and cond is not None and "configured target" in cond["message"]
+
+
+def one_level_tuning(per_request: float) -> dict[str, Any]:
+    """A finished tuning of 1/1/2 that measured one level, 4 concurrent requests at ``per_request`` tok/s each."""
+    return tuning("one-level", [{"name": "t-trial-1", "settings": chain(1), "verdict": "Completed",
+                                 "levels": [{"concurrency": 4, "decodeTokensPerSecond": per_request * 1.1,
+                                             "outputTokensPerSecond": per_request * 4}]}])
+
+
+def applied(srv: Any, table: kb.KnownBest) -> tuple[scaling.Want, dict[str, Any], dict[str, Any]]:
+    measured = cap.capacity(table, srv, srv.spec, "r1")
+    free = SGLangServerStatus(revision="r1")
+    wanted = scaling.want(srv, free, keda=True, prometheus_address=None, had=False, measured=measured)
+    body, cond = scaling.report(srv, free, wanted, True, None, 1, T0)
+    assert body is not None and cond is not None and wanted.scaled_object is not None
+    return wanted, body, dict(cond)
+
+
+def test_a_one_level_tuning_keeps_the_configured_target_and_says_why() -> None:
+    """Issue 41: every level met the SLO (one level here), so 4 is a floor, not where the SLO stops being met: the
+    configured target (2, not the 4 measured) holds, the status shows what was measured and the condition says it
+    is not bracketed."""
+    srv = autoscaled(1, {**AUTO, "target": 2, "slo": {"minTokensPerSecondPerRequest": 22}})
+    wanted, body, cond = applied(srv, known(one_level_tuning(25.0)))
+    assert wanted.target == 2 and wanted.scaled_object is not None
+    assert wanted.scaled_object["spec"]["triggers"][0]["metadata"]["threshold"] == "2"
+    assert body["target"] == 2 and body["capacity"]["requestsPerReplica"] == 4
+    assert body["capacity"]["bracket"] == "Unbracketed"
+    assert cond["reason"] == "ScaledObjectApplied"
+    assert "≥ 4 requests per replica at 22 tok/s per request for 1/1/2, not bracketed" in cond["message"]
+    assert "the configured target" in cond["message"] and "one-level" in cond["message"]
+
+
+def test_no_level_meeting_the_slo_keeps_the_configured_target_and_warns() -> None:
+    srv = autoscaled(1, {**AUTO, "target": 2, "slo": {"minTokensPerSecondPerRequest": 22}})
+    wanted, body, cond = applied(srv, known(one_level_tuning(15.0)))
+    assert wanted.target == 2 and body["capacity"]["bracket"] == "NotMet"
+    assert body["capacity"]["requestsPerReplica"] == 1
+    assert cond["status"] == "True" and cond["reason"] == scaling.SLO_NOT_MET
+    assert "warning, 1/1/2 never gave 22 tok/s per request" in cond["message"]
+
+
+def test_a_bracketed_capacity_replaces_the_target_and_a_stored_one_of_before_is_no_bracket() -> None:
+    srv = autoscaled(1)
+    wanted, body, _ = applied(srv, known(measured_tuning()))
+    assert wanted.target == pytest.approx(6.15, abs=0.01) and body["capacity"]["bracket"] == "Bracketed"
+    old = MeasuredCapacity.model_validate({"requestsPerReplica": 6.15, "settings": "1/1/2", "basis": "…"})
+    assert cap.target(srv, old, None, None, verifying=False) == (4, old)  # a status of before: not bracketed
 
 
 @pytest.mark.parametrize(("autoscaling", "message"), [

@@ -322,6 +322,19 @@ class ScaleTarget(StatusModel):
     """The SGLangServer's name."""
 
 
+class CapacityBracket(StrEnum):
+    """How the levels measured bound a capacity (``status.autoscaling.capacity.bracket``, ``decisions/capacity.py``)."""
+
+    BRACKETED = "Bracketed"
+    """A level met the SLO and a higher one did not (or the revision's ``maxRunningRequests`` caps it): the
+    capacity is where the SLO stops being met, and it replaces ``spec.autoscaling.target``."""
+    UNBRACKETED = "Unbracketed"
+    """Every level met the SLO: the capacity is at least the highest level measured, a floor; the configured
+    ``target`` holds."""
+    NOT_MET = "NotMet"
+    """No level met the SLO: the configured ``target`` holds and the ``Autoscaling`` condition warns."""
+
+
 class MeasuredCapacity(StatusModel):
     """A revision's capacity per replica: the highest concurrency at which its speculative settings were measured to
     give each request at least ``slo.minTokensPerSecondPerRequest`` (``decisions/capacity.py``)."""
@@ -338,6 +351,9 @@ class MeasuredCapacity(StatusModel):
     20.2 tok/s per request (≥ 20)``."""
     tunings: list[str] = Field(default_factory=list, max_length=8)
     """The SGLangTunings whose trials measured it."""
+    bracket: CapacityBracket | None = None
+    """Whether the levels bracket the SLO (:class:`CapacityBracket`); only a ``Bracketed`` capacity becomes the
+    target. Unset in a status written before it existed (read as not bracketed)."""
 
 
 
@@ -362,7 +378,8 @@ class AutoscalingStatus(StatusModel):
     """With pause ``Replicas``: the count held (``spec.replicas`` when the pause was decided)."""
     target: Annotated[float | None, Field(gt=0)] = None
     """The target per serving replica in force (KEDA mode): ``spec.autoscaling.target``, or with
-    ``measuredCapacity`` the serving revision's measured capacity once there is one."""
+    ``measuredCapacity`` the serving revision's measured capacity once the levels bracket the SLO (``capacity.bracket``
+    ``Bracketed``)."""
     capacity: MeasuredCapacity | None = None
-    """With ``measuredCapacity``: the serving revision's measured capacity, unset until a finished SGLangTuning of
-    the namespace measured its settings on its setup."""
+    """With ``measuredCapacity``: the serving revision's measured capacity (bracketed or not: what was measured),
+    unset until a finished SGLangTuning of the namespace measured its settings on its setup."""

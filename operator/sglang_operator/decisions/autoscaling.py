@@ -24,6 +24,7 @@ from sglang_operator.api.autoscaling import (
     AutoscalingMode,
     AutoscalingPause,
     AutoscalingStatus,
+    CapacityBracket,
     MeasuredCapacity,
     ScaleTarget,
 )
@@ -45,6 +46,9 @@ NO_PROMETHEUS_ADDRESS = "NoPrometheusAddress"
 """Condition ``Autoscaling=False``: neither ``spec.autoscaling.prometheus.address`` nor ``--prometheus-address``."""
 APPLY_FAILED = "ApplyFailed"
 """Condition ``Autoscaling=False``: the API server refused the ScaledObject, or another owner holds its name."""
+SLO_NOT_MET = "SLONotMet"
+"""Condition ``Autoscaling=True`` (the ScaledObject is applied, on the configured target): no level a tuning measured
+for the serving settings met ``spec.autoscaling.slo`` (``measuredCapacity``); the message warns."""
 
 
 @dataclass(frozen=True)
@@ -148,20 +152,37 @@ def report(server: SGLangServer, status: SGLangServerStatus, wanted: Want, appli
     elif failure is not None:
         cond = condition(ConditionType.AUTOSCALING, "False", APPLY_FAILED, failure, generation, now)
     else:
-        cond = condition(ConditionType.AUTOSCALING, "True", APPLIED,
+        never = wanted.capacity is not None and wanted.capacity.bracket is CapacityBracket.NOT_MET
+        cond = condition(ConditionType.AUTOSCALING, "True", SLO_NOT_MET if never else APPLIED,
                          f"ScaledObject {server.name} scales the server between {auto.effective_min_replicas} and "
-                         f"{auto.max_replicas} replicas on {_on(auto.effective_metric.value, wanted)}",
+                         f"{auto.max_replicas} replicas on {_on(auto.effective_metric.value, wanted, slo_of(server))}",
                          generation, now)
     return out.model_dump(by_alias=True, exclude_none=True, mode="json"), cond
 
 
-def _on(metric: str, wanted: Want) -> str:
-    """``runningRequests (target 4 per replica)``; with a measured capacity, where it comes from."""
+def slo_of(server: SGLangServer) -> float | None:
+    """``spec.autoscaling.slo.minTokensPerSecondPerRequest`` (tok/s per request), None when unset."""
+    auto = server.spec.autoscaling
+    return auto.slo.min_tokens_per_second_per_request if auto is not None and auto.slo is not None else None
+
+
+def _on(metric: str, wanted: Want, slo: float | None) -> str:
+    """``runningRequests (target 4 per replica)``; with a measured capacity, where it comes from, or why the
+    configured target holds (not bracketed, or the SLO never met)."""
     text = f"{metric} (target {scaled_objects.threshold(wanted.target)} per replica"
     got = wanted.capacity
-    if got is not None:
-        text += (f": the measured capacity of {got.settings}, {got.basis}, SGLangTuning "
-                 f"{', '.join(got.tunings) or '?'}")
+    tunings = f"SGLangTuning {', '.join(got.tunings) or '?'}" if got is not None else ""
+    if got is not None and measured_capacity.replaces_target(got):
+        text += f": the measured capacity of {got.settings}, {got.basis}, {tunings}"
+    elif got is not None and got.bracket is CapacityBracket.NOT_MET:
+        text += (f", the configured target: warning, {got.settings} never gave {slo:g} tok/s per request at any "
+                 f"level measured ({got.basis}; {tunings}): the SLO cannot be met on these settings, fewer requests "
+                 "per replica or other settings are needed")
+    elif got is not None:
+        text += (f", the configured target: measured ≥ {got.requests_per_replica:g} requests per replica at "
+                 f"{slo:g} tok/s per request for {got.settings}, not bracketed ({got.basis}; {tunings}): a "
+                 "measured capacity replaces the target only when a level met the SLO and a higher one did not; "
+                 "measure higher levels")
     elif metric == "measuredCapacity":
         text += ", the configured target: no finished SGLangTuning of this namespace measured the serving settings"
     return text + ")"

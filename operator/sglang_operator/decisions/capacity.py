@@ -23,8 +23,13 @@ concurrent requests than that, whatever the levels measured (the basis says "cap
 (then the most measurements, then the longest answers), so that a figure comes from one load throughout.
 
 **The target in force** (:func:`target`): while the server's loop verifies (a revision warms up or verifies, a canary
-runs, an InPlace trial measures) the target stays what it was; otherwise the serving revision's capacity, or the
-configured ``target`` until one is measured. A promotion or a rollback thus rewrites it at the first tick after.
+runs, an InPlace trial measures) the target stays what it was; otherwise the serving revision's capacity when the
+levels **bracket** the SLO (a level met it and a higher one did not, or ``maxRunningRequests`` caps it:
+:attr:`Capacity.bracketed`), else the configured ``target``: a capacity "at the highest level measured" is only a
+floor (one level, or every level met the SLO), and a capacity of 1 when no level met it is no figure to scale on;
+``status.autoscaling.capacity`` shows what was measured either way (its ``bracket`` says which) and the
+``Autoscaling`` condition says why the configured target holds. A promotion or a rollback thus rewrites it at the
+first tick after.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sglang_operator.api.autoscaling import AutoscalingMetric, MeasuredCapacity
+from sglang_operator.api.autoscaling import AutoscalingMetric, CapacityBracket, MeasuredCapacity
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.decisions.tuning.known_best import KnownBest, MeanLevelFigures, WorkloadKey, server_settings
@@ -43,7 +48,8 @@ from sglang_operator.decisions.tuning.known_best import capacity as measured_fig
 class Capacity:
     """Concurrent requests per replica (``requests``) at the SLO, whether the SLO was met at some level (``met``),
     ``basis``: the levels it rests on, as text, and ``bracketed``: whether a level met the SLO and a higher one did
-    not (only then is ``requests`` where the SLO stops being met, rather than a bound below it or a floor)."""
+    not, or ``maxRunningRequests`` caps it (only then is ``requests`` where the replica stops meeting the SLO, rather
+    than a floor or 1 for an SLO never met)."""
 
     requests: float
     met: bool
@@ -77,9 +83,9 @@ def capacity_of(levels: Sequence[MeanLevelFigures], slo: float, replicas: int = 
         return found
     if replicas > 1:
         found = Capacity(found.requests / replicas, True, f"{found.basis}, over {replicas} replicas", found.bracketed)
-    if max_running_requests is not None and found.requests > max_running_requests:
-        found = Capacity(float(max_running_requests), True,
-                         f"{found.basis}, capped at maxRunningRequests {max_running_requests}", found.bracketed)
+    if max_running_requests is not None and found.requests >= max_running_requests:
+        found = Capacity(float(max_running_requests), True,  # exactly known: SGLang never runs more
+                         f"{found.basis}, capped at maxRunningRequests {max_running_requests}", bracketed=True)
     return found
 
 
@@ -133,15 +139,18 @@ def capacity(known: KnownBest, server: SGLangServer, spec: SGLangServerSpec,
     if found is None:
         return None
     tunings = list(dict.fromkeys(n for f in got[1] for n in f.tunings))[-8:]
+    bracket = (CapacityBracket.BRACKETED if found.bracketed else CapacityBracket.UNBRACKETED if found.met
+               else CapacityBracket.NOT_MET)
     return MeasuredCapacity(requests_per_replica=round(found.requests, 2), settings=settings.summary(),
-                            revision=revision, basis=found.basis, tunings=tunings)
+                            revision=revision, basis=found.basis, tunings=tunings, bracket=bracket)
 
 
 def target(server: SGLangServer, measured_now: MeasuredCapacity | None, stored_target: float | None,
            stored_capacity: MeasuredCapacity | None, verifying: bool) -> tuple[float | None, MeasuredCapacity | None]:
     """The target in force and the capacity to show (module docstring): ``measured_now`` the serving revision's
     capacity (:func:`capacity`), ``stored_*`` what ``status.autoscaling`` holds, ``verifying`` whether the loop
-    verifies. ``(None, None)`` without ``spec.autoscaling``."""
+    verifies. ``(None, None)`` without ``spec.autoscaling``; ``(spec.autoscaling.target, measured_now)`` when
+    ``measured_now`` does not bracket the SLO (:func:`replaces_target`)."""
     auto = server.spec.autoscaling
     if auto is None:
         return None, None
@@ -149,6 +158,11 @@ def target(server: SGLangServer, measured_now: MeasuredCapacity | None, stored_t
         return auto.target, None
     if verifying and stored_target is not None:
         return stored_target, stored_capacity
-    if measured_now is not None:
+    if measured_now is not None and replaces_target(measured_now):
         return measured_now.requests_per_replica, measured_now
-    return auto.target, None
+    return auto.target, measured_now
+
+
+def replaces_target(measured_now: MeasuredCapacity) -> bool:
+    """Whether a measured capacity replaces ``spec.autoscaling.target``: only when its levels bracket the SLO."""
+    return measured_now.bracket is CapacityBracket.BRACKETED
