@@ -125,6 +125,9 @@ class TuningRunner:
             refusal = plan.control_refusal(server.spec, in_place) if status.started_at is None else None
         except (SpecError, ValueError) as err:
             return await self._end(tuning, status, TuningPhase.FAILED, "ServerNotTunable", _why(err), now)
+        forced = lifecycle.forced_refused(status, server.name, server.spec.env)
+        if forced is not None:  # made-up figures: never measured, never recorded for the namespace
+            return await self._finish(tuning, forced, now)
         if refusal is not None:  # before any hold or trial: no trial of this server can run
             return await self._finish(tuning, lifecycle.control_refused(status, refusal), now)
         stable = None

@@ -107,6 +107,48 @@ def test_only_the_same_setup_matches_and_an_unknown_gpu_matches_only_an_unknown_
     assert kb.record_of(running) is None and kb.condition(known(running), server(1), 1, NOW) is None
 
 
+def forced(steps: int = 1, **env: str) -> SGLangServerSpec:
+    """``server(steps)`` with ``env`` in its ``spec.env``."""
+    spec = server(steps)
+    return spec.model_copy(update={"env": [{"name": k, "value": v} for k, v in env.items()]})
+
+
+def test_another_images_or_a_forced_acceptance_benchmarks_records_are_never_used() -> None:
+    """Issue 41: the setup key holds the image (its digest when the reference names one) and the forced-acceptance
+    variables with their values, so a benchmark with forced acceptance, or another build of the same release, never
+    steers a production server of the namespace (known best and measured capacity alike)."""
+    other = "lmsysorg/sglang:v0.5.10-cu129-custom"  # the same release, another image
+    assert kb.condition(known(REGRESSED), server(1, image=other), 1, NOW) is None
+    assert kb.capacity(known(REGRESSED), server(1, image=other)) == ()
+    assert kb.capacity(known(REGRESSED), server(1)) != ()  # the same image: used
+    pinned = "lmsysorg/sglang:v0.5.10-cu129@sha256:" + "ab" * 32
+    by_digest = tuning("digest-tune", REGRESSED["status"]["trials"], tuned=server(image=pinned))
+    assert by_digest["status"]["setup"]["image"] == "sha256:" + "ab" * 32
+    same = kb.condition(known(by_digest), server(1, image="mirror.local/sglang:v0.5.10@sha256:" + "ab" * 32), 1, NOW)
+    assert same is not None and same["reason"] == "BelowKnownBest"  # one digest, whatever the tag
+    assert kb.condition(known(by_digest), server(1), 1, NOW) is None  # the tag alone: another key
+    bench = tuning("bench-tune", REGRESSED["status"]["trials"],
+                   tuned=forced(SGLANG_SIMULATE_ACC_LEN="3.2", SGLANG_SIMULATE_ACC_METHOD="multinomial"))
+    assert bench["status"]["setup"]["forcedAcceptance"] == (
+        "SGLANG_SIMULATE_ACC_LEN=3.2,SGLANG_SIMULATE_ACC_METHOD=multinomial")
+    assert kb.condition(known(bench), server(1), 1, NOW) is None  # never steers the production server
+    assert kb.capacity(known(bench), server(1)) == ()
+    assert kb.condition(known(REGRESSED), forced(SGLANG_SIMULATE_ACC_LEN="3.2"), 1, NOW) is None
+    assert kb.condition(known(bench), forced(SGLANG_SIMULATE_ACC_LEN="2.0", SGLANG_SIMULATE_ACC_METHOD="multinomial"),
+                        1, NOW) is None  # another forced length: another key
+
+
+def test_a_tuning_recorded_before_the_image_was_in_the_key_is_read_but_never_matches() -> None:
+    """Decided: a setup stored without ``image`` (before issue 41) still parses and lists in the table, but matches
+    no server (every server's image is known from its spec): it might have measured another image or forced
+    acceptance, which nothing recorded then tells."""
+    old = copy.deepcopy(REGRESSED)
+    del old["status"]["setup"]["image"]
+    record = kb.record_of(old)
+    assert record is not None and record.setup.image is None
+    assert kb.condition(known(old), server(1), 1, NOW) is None and kb.capacity(known(old), server(1)) == ()
+
+
 def test_the_noise_rule_two_standard_deviations_at_least_the_floor() -> None:
     # one measurement each, noise floor 2 %: the margin is 2 × 2 % × sqrt(2) = 5.7 %
     close = tuning("close", [trial(1, chain(3), 54.8), trial(2, chain(2), 52.0)])

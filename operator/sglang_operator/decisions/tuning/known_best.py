@@ -28,7 +28,13 @@ such tuning: no condition (a ``False`` one stored earlier turns ``True``, reason
 changed by itself: the user applies the better settings (``kubectl sglang tune apply <tuning>``).
 
 The GPU product is the spec's node selector ``nvidia.com/gpu.product``; a spec without one has an unknown GPU,
-which matches only another unknown. :meth:`KnownBest.figures` gives the measured figures per level of one setup
+which matches only another unknown. The image is the digest of ``spec.sglang.image`` when the reference names one
+(``repo:tag@sha256:…`` and ``repo@sha256:…`` match), else the reference (:func:`image_key`); the digest the pods
+actually ran (the ledger's, learned later) is not used, so both sides come from the spec. Forced acceptance is
+``spec.env``'s ``SGLANG_SIMULATE_ACC_*`` with their values (:func:`forced_acceptance`): a benchmark server that
+forces it matches only a tuning of the same forcing, never a production server. A tuning recorded before the image
+was part of the key (``status.setup.image`` unset) matches no server (every server's image is known): its figures
+stay readable but are no longer used. :meth:`KnownBest.figures` gives the measured figures per level of one setup
 and settings (a revision's measured capacity, for autoscaling).
 """
 
@@ -45,7 +51,7 @@ from pydantic import ConfigDict
 
 from sglang_operator.api import tuning as api
 from sglang_operator.api.analysis import GPU_PRODUCT_LABEL as GPU_PRODUCT_LABEL
-from sglang_operator.api.analysis import Setup, setup_fields
+from sglang_operator.api.analysis import Setup, setup_fields, simulated_acceptance
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.status import ConditionType
 from sglang_operator.api.tuning_setup import TuningSetup
@@ -53,6 +59,7 @@ from sglang_operator.api.tuning_spec import Workload
 from sglang_operator.api.tuning_status import TrialSettings, TrialVerdict, TuningPhase, settings_text
 from sglang_operator.builders.command import derive_num_draft_tokens
 from sglang_operator.builders.dialect import resolve_version
+from sglang_operator.builders.revision import has_digest
 from sglang_operator.decisions.conditions import Condition
 from sglang_operator.decisions.conditions import condition as make_condition
 from sglang_operator.decisions.tuning.decide import noise_estimate
@@ -69,16 +76,22 @@ FINISHED = (TuningPhase.SUCCEEDED.value, TuningPhase.FAILED.value, TuningPhase.C
 
 class SetupKey(Setup):
     """What a server and a tuning must share for figures to compare: the revisions' :class:`Setup` (model, GPU
-    product (None: unknown), parallelism; ``simulated_acceptance`` left unset) at one SGLang release; immutable."""
+    product (None: unknown), parallelism; ``simulated_acceptance`` left unset) at one SGLang release, of one image
+    (:func:`image_key`; None: recorded before it was known) and forced acceptance (:func:`forced_acceptance`);
+    immutable."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     sglang_version: str
+    image: str | None = None
+    forced_acceptance: str | None = None
 
     def text(self) -> str:
         par = f"TP{self.tensor}" + (f" PP{self.pipeline}" if self.pipeline > 1 else "") + (
             f" DP{self.data}" if self.data > 1 else "") + (f" ×{self.nodes} nodes" if self.nodes > 1 else "")
-        return f"{self.model_path} on {self.gpu_product or 'unknown GPU'} {par}, SGLang {self.sglang_version}"
+        forced = f", forced acceptance {self.forced_acceptance}" if self.forced_acceptance else ""
+        return (f"{self.model_path} on {self.gpu_product or 'unknown GPU'} {par}, SGLang {self.sglang_version}"
+                f"{forced}")
 
 
 class WorkloadKey(TuningModel):
@@ -208,7 +221,7 @@ def tuning_setup(server: SGLangServerSpec, workload: Workload, replicas: int = 1
     :class:`~sglang_operator.builders.dialect.VersionError` when the release cannot be resolved."""
     s, m = server.speculative, server.memory
     return TuningSetup(
-        **_shared(server), sglang_version=str(resolve_version(server.sglang)),
+        **_shared(server), sglang_version=str(resolve_version(server.sglang)), **_own(server),
         prompts_hash=prompts_hash(workload.prompts), max_output_tokens=workload.max_output_tokens, replicas=replicas,
         algorithm=s.algorithm.value if s is not None else None, draft_model_path=s.draft_model_path if s else None,
         spec_v2=True if s is not None and s.spec_v2 else None, max_running_requests=m.max_running_requests,
@@ -219,6 +232,27 @@ _KEY_FIELDS = set(SetupKey.model_fields) - {"simulated_acceptance"}
 """The fields of a :class:`SetupKey` a tuning's setup and a server's spec give."""
 _SETUP_FIELDS = sorted(_KEY_FIELDS & set(Setup.model_fields))
 """Those a spec's :class:`Setup` holds (all but the release)."""
+
+
+def image_key(image: str) -> str:
+    """The image part of a setup: the digest (``sha256:…``) of a reference that names one, else the reference."""
+    return image.partition("@")[2] if has_digest(image) else image
+
+
+def forced_acceptance(env: Sequence[dict[str, Any]]) -> str | None:
+    """``spec.env``'s forced-acceptance variables (``SGLANG_SIMULATE_ACC_*``,
+    :data:`~sglang_operator.api.analysis.SIMULATED_ACCEPTANCE_ENV`) as ``NAME=value`` joined by ``,`` in name order
+    (a ``valueFrom`` reads ``NAME=<valueFrom>``); None without any."""
+    named = simulated_acceptance(list(env))
+    if not named:
+        return None
+    values = {str(e.get("name")): str(e["value"]) if e.get("value") is not None else "<valueFrom>" for e in env}
+    return ",".join(f"{n}={values[n]}" for n in sorted(set(named)))
+
+
+def _own(server: SGLangServerSpec) -> dict[str, Any]:
+    """The :class:`SetupKey` fields of a spec beyond the :class:`Setup`'s: the image and forced acceptance."""
+    return {"image": image_key(server.sglang.image), "forced_acceptance": forced_acceptance(server.env)}
 
 
 def _shared(server: SGLangServerSpec) -> dict[str, Any]:
@@ -238,7 +272,7 @@ def server_setup(server: SGLangServerSpec) -> SetupKey | None:
         version = str(resolve_version(server.sglang))
     except ValueError:
         return None
-    return SetupKey(**_shared(server), sglang_version=version)
+    return SetupKey(**_shared(server), sglang_version=version, **_own(server))
 
 
 def server_settings(server: SGLangServerSpec) -> SettingsKey | None:

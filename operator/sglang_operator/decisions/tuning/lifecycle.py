@@ -4,6 +4,8 @@
 - :func:`begin`: the first step's status (phase Running, ``startedAt``, the Invalid points, ``trialsTotal``);
 - :func:`started` / :func:`refused`: a trial's record when it starts, or an Invalid one when the server changed so
   that its point no longer renders (the control trial's refusal ends the tuning: :func:`control_refused`);
+- :func:`forced_refused`: a server that forces SGLang's acceptance is never tuned (``Failed``,
+  ``ForcedAcceptance``);
 - :func:`measured`: a trial's verdict from what was measured (``Completed`` with its objective, ``Pruned`` or
   ``Failed`` with the reason);
 - :func:`finish`: the recommendation and the phase a finished search ends in; :func:`ended`: the final status with
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from sglang_operator import builders
+from sglang_operator.api.analysis import simulated_acceptance
 from sglang_operator.api.server import parse
 from sglang_operator.api.status import ConditionType, SGLangServerStatus
 from sglang_operator.api.tuning_setup import TuningSetup
@@ -50,6 +53,8 @@ class TrialFailure(Exception):
 
 CONTROL_REFUSED = "ControlTrialRefused"
 """The reason a tuning ends ``Failed`` when its control trial cannot run (:func:`control_refused`)."""
+FORCED_ACCEPTANCE = "ForcedAcceptance"
+"""The reason a tuning ends ``Failed`` when its server forces SGLang's acceptance (:func:`forced_refused`)."""
 
 
 def condition(type_: str, status: str, reason: str, message: str, generation: int,
@@ -178,6 +183,22 @@ def control_refused(status: SGLangTuningStatus, reason: str) -> Ending:
     message = (f"the control trial (the server without speculative decoding) cannot run, so no trial can: "
                f"{reason}")
     return Ending(TuningPhase.FAILED, CONTROL_REFUSED, message, status)
+
+
+def forced_refused(status: SGLangTuningStatus, server: str, env: Sequence[dict[str, Any]]) -> Ending | None:
+    """The end of a tuning of SGLangServer ``server`` whose ``spec.env`` (``env``) forces SGLang's acceptance
+    (``SGLANG_SIMULATE_ACC_*``, :data:`~sglang_operator.api.analysis.SIMULATED_ACCEPTANCE_ENV`): ``Failed``, reason
+    :data:`FORCED_ACCEPTANCE`, the message naming the variables; None when it forces nothing. Checked at every step
+    (a variable added during the tuning ends it before its next trial): every figure of such a server is made up, and
+    recorded it would steer the namespace's known best and measured capacity."""
+    names = simulated_acceptance(list(env))
+    if not names:
+        return None
+    message = (f"SGLangServer {server} forces SGLang's acceptance ({', '.join(names)} in spec.env): SGLang then "
+               "commits draft tokens it never verified, so every accept length and tok/s a trial measures is made "
+               "up; remove the variables to tune the server (a benchmark of forced acceptance is a load test, not "
+               "a tuning)")
+    return Ending(TuningPhase.FAILED, FORCED_ACCEPTANCE, message, status)
 
 
 def ended(status: SGLangTuningStatus, phase: TuningPhase, reason: str, message: str, generation: int,
