@@ -36,7 +36,9 @@ to the same end. The machine (docs/canary.md):
   abort, a progress deadline without a Ready canary pod and a crash loop before Ready are removed whatever the
   action. A canary's removal is not a rollback: it is not counted in ``status.rollbacks`` or against
   ``maxRollbacks`` (the stable revision never stopped serving).
-- **Scaling** during a canary changes the stable workload only (percent steps follow the new ``replicas``).
+- **Scaling** during a canary recomputes the canary's count from the new ``replicas`` (a percent step follows it,
+  every step stays at most ``replicas`` − 1; :meth:`~sglang_operator.api.spec.CanaryStrategy.step_replicas`) and the
+  stable workload takes the rest; a larger canary grows one pod at a time, a smaller one shrinks at once.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """``algorithmName: TPE``: Optuna's Tree-structured Parzen Estimator (``optuna.samplers.TPESampler``) through its
-ask-and-tell interface, the sampler the nearest peer tuner uses. Optuna is imported only when this algorithm is
-chosen (it is an optional dependency: the ``tpe`` extra, which the operator's image installs).
+ask-and-tell interface, the sampler the nearest peer tuner uses. Optuna is a hard dependency of the operator
+(``pyproject.toml`` ``dependencies``: ``optuna>=3.6``; there is no ``tpe`` extra), imported only when this algorithm
+is chosen, so the operator's start does not pay for it.
 
 Replayable like every algorithm of :func:`~.search.suggest`: at every ask, a fresh in-memory study is rebuilt from
 the points measured so far (each told its first value; a failed or pruned one 0) and asked with a fresh sampler
