@@ -36,7 +36,9 @@ QUICK = {"replicas": 1, "samples": 2, "judgeSeconds": 10}
 
 @pytest.fixture(scope="module")
 def operator(k8s_cluster: K8sCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with running_operator(k8s_cluster, tmp_path_factory.mktemp("operator")) as op:
+    # sample_interval None: each server's own intervalSeconds (the fast policy's 5 s, a probe timeout of 4 s), the
+    # 15 s a first revision is judged in; the default 2 s override would cut the probe at 2 s
+    with running_operator(k8s_cluster, tmp_path_factory.mktemp("operator"), sample_interval=None) as op:
         yield op
 
 
