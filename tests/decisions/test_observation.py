@@ -80,4 +80,4 @@ def test_a_spec_revision_not_running_and_not_rejected_is_applied() -> None:
     assert d.apply is not None and d.apply.revision == OTHER, d.events
     kept = decide(view(stored), observed(run.now), FAST)  # the spec asks for what runs: nothing to apply
     assert kept.apply is None and kept.delta.keys() <= {"conditions", "phase", "replicas", "readyReplicas",
-                                                         "updatedReplicas", "observedGeneration", "analysis"}
+                                                         "updatedReplicas", "observedGeneration", "analysis", "summary"}

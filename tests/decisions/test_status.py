@@ -109,3 +109,23 @@ def test_merge_patch_nulls_nested_keys_that_are_gone() -> None:
     assert patch == {"analysis": {"revision": "c", "phase": "WarmingUp", "warmedUpAt": None, "readySince": None},
                      "rollbacks": []}
     assert merge_patch(old, {"phase": "Degraded", "analysis": None}) == {"phase": "Degraded", "analysis": None}
+
+
+def test_no_settings_differ_claims_sglang_runs_as_asked_unless_read_back():
+    health = pod_health([ready_pod("r1")], 1, "r1", 1, NOW)
+    base = applied({}, render_status("r1"), [], entry("r1", 1), 1, 10, NOW)
+    asked = observed(base, health, 1, NOW, {"numDraftTokens": 4}, [], {})
+    assert find(asked["conditions"], "SettingsDiffer")["reason"] == "AsRequested"  # read back and equal
+    # a new revision: the last one's "as requested" no longer holds until the new one is read back
+    merged = {**base, **asked}
+    second = applied(merged, render_status("r2"), [], entry("r2", 2), 2, 10, NOW)
+    differ = find(second["conditions"], "SettingsDiffer")
+    assert (differ["status"], differ["reason"]) == ("Unknown", "NotReadBack") and "r2" in differ["message"]
+    # its pod answers, but not as SGLang: Unknown with the one sentence, never False
+    sentence = ("pod a-0 answers /server_info with a JSON object without SGLang's server arguments: the image "
+                "nginx:1.27 does not serve SGLang; set spec.sglang.image to an SGLang image")
+    foreign = observed({**merged, **second}, pod_health([ready_pod("r2")], 1, "r2", 2, NOW), 2, NOW, None, None, {},
+                       not_sglang=sentence)
+    differ = find(foreign["conditions"], "SettingsDiffer")
+    assert (differ["status"], differ["reason"], differ["message"]) == ("Unknown", "NotSGLang", sentence)
+    assert "effective" not in foreign

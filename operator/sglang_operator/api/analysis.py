@@ -263,6 +263,10 @@ class Rejection(StatusModel):
     """When."""
     retry_token: str | None = None
     """Value of ``sglang-operator.io/retry`` when it was rejected (any other value allows one new attempt)."""
+    canary_reason: str | None = None
+    """The CamelCase reason its canary was removed for (``Regressed``, ``Aborted``, ``CrashLoop``,
+    ``ProgressDeadlineExceeded``, ``Inconclusive``, ``Unstable``…) when it was rejected as a canary: no rollback (the
+    stable revision never stopped serving); unset for a revision rolled back."""
 
 
 class RollbackRecord(StatusModel):

@@ -109,7 +109,8 @@ PRINTER_COLUMNS = [  # priority 0: the default `kubectl get sgls` (8 and NAME); 
          "Ready condition: every desired replica is Ready at the current revision"),
     _col("Available", '.status.conditions[?(@.type=="Available")].status', "string",
          "Available condition: at least one replica serves", priority=1),
-    _col("Replicas", ".status.readyReplicas", "integer", "Ready replicas (of Desired)"),
+    _col("Replicas", ".status.summary.ready", "string",
+         "Ready replicas (of Desired); during a canary stable+canary Ready pods, e.g. 3+1"),
     _col("Desired", ".spec.replicas", "integer", "Desired replicas", priority=1),
     _col("SpecValid", '.status.conditions[?(@.type=="SpecValid")].status', "string",
          "SpecValid condition: False when the latest spec was refused (the last valid revision keeps running)",
@@ -125,12 +126,15 @@ PRINTER_COLUMNS = [  # priority 0: the default `kubectl get sgls` (8 and NAME); 
     _col("AcceptLen", ".status.acceptLength", "number", "Acceptance length of the serving revision"),
     _col("Tok/s", ".status.tokensPerSecond", "number", "Decode speed of the serving revision, tok/s"),
     _col("Revision", ".status.revision", "string", "Serving revision (after a rollback: the stable one)"),
-    _col("Analysis", ".status.analysis.phase", "string",
-         "Rollback analysis of the serving revision: WarmingUp, Verifying, Stable, RollingBack, RolledBack, Paused"),
-    _col("Reason", ".status.analysis.reason", "string",
+    _col("Analysis", ".status.summary.analysis", "string",
+         "Rollback analysis of the serving revision: WarmingUp, Verifying, Stable, RollingBack, RolledBack, Paused; "
+         "Canary while a canary runs"),
+    _col("Reason", ".status.summary.reason", "string",
          "Why the analysis is in its phase: e.g. Paused for MaxRollbacksReached, NoStableRevision, NotRolledBack, "
-         "MeasurementErrors or SimulatedAcceptance (kubectl sglang retry resumes it), RollingBack for CrashLoop, "
-         "Regressed, ProgressDeadlineExceeded"),
+         "MeasurementErrors, NotSGLang or SimulatedAcceptance (kubectl sglang retry resumes it), RollingBack for "
+         "CrashLoop, Regressed, ProgressDeadlineExceeded, Stable for CanaryRegressed or CanaryAborted (the spec's "
+         "revision was removed as a canary); during a canary its step: Stepping 1/2, Pending 1/2, Held 1/2, "
+         "Promoting, Removing Regressed"),
     _col("Stable", ".status.stableRevision", "string", "Stable revision (what a rollback returns to)", priority=1),
     _col("Canary", ".status.canary.split", "string",
          "Pods wanted during a canary, stable+canary (e.g. 3+1); empty when no canary runs", priority=1),

@@ -219,6 +219,19 @@ class TuningHold(StatusModel):
     the trial with it; the server's loop does not try it again."""
 
 
+class StatusSummary(StatusModel):
+    """What the default ``kubectl get sgls`` columns REPLICAS, ANALYSIS and REASON show, written by the observer every
+    tick it changes (:func:`sglang_operator.decisions.status.summary`): one row that is true during a canary too."""
+
+    ready: str
+    """Ready replicas: ``4``; during a canary ``stable+canary`` Ready pods, e.g. ``3+1``."""
+    analysis: str | None = None
+    """``analysis.phase``; ``Canary`` while a canary runs (``status.canary``)."""
+    reason: str | None = None
+    """``analysis.reason``; while a canary runs its ``Canary`` condition's reason and step: ``Stepping 1/2``,
+    ``Pending 1/2``, ``Held 1/2``, ``Promoting``, ``Removing Regressed``."""
+
+
 class SGLangServerStatus(StatusModel):
     """Observed state of an SGLang server."""
 
@@ -270,6 +283,8 @@ class SGLangServerStatus(StatusModel):
     """Automatic rollbacks, oldest first, the newest few kept."""
     canary: CanaryState | None = None
     """The canary in progress (``spec.strategy.type: Canary``), unset when none runs."""
+    summary: StatusSummary | None = None
+    """The row ``kubectl get sgls`` shows (REPLICAS, ANALYSIS, REASON), canary-aware."""
     serving_workload: str | None = None
     """Name of the Deployment serving ``revision``: unset for ``<name>``; ``<name>-canary`` after a canary was
     promoted (the canary's workload took every replica; the next canary runs in ``<name>``)."""

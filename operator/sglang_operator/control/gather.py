@@ -77,38 +77,53 @@ def requested_settings(server_spec: Any, num_draft_tokens: int | None) -> dict[s
 
 async def read_effective(
     http: SGLangHTTP, url: str, version: str, status: SGLangServerStatus, server_spec: Any, namespace: str = "default",
-    reads: list[str] | None = None,
-) -> tuple[dict[str, Any] | None, list[str] | None]:
-    """(new effective settings or None, differences or None) of a Ready server at ``url``.
+    reads: list[str] | None = None, pod: str = "",
+) -> tuple[dict[str, Any] | None, list[str] | None, str | None]:
+    """(new effective settings or None, differences or None, why the pod is not SGLang or None) of a Ready server at
+    ``url`` (its pod ``pod``).
 
     ``/server_info`` is read once per revision (within the client's default deadline,
-    :data:`~sglang_operator.io.sglang_http.READ_TIMEOUT_SECONDS`); the differences are recomputed every call from
-    the effective settings (new or already in status). Failures are logged and counted, never raised. ``reads``:
-    when given, the read's outcome is appended to it (``answered``, or the :class:`ScrapeError` reason)."""
-    effective = None
+    :data:`~sglang_operator.io.sglang_http.READ_TIMEOUT_SECONDS`), again at every call while it has not answered as
+    SGLang; the differences are recomputed every call from the effective settings (new or already in status), None
+    while none were read back (:func:`~sglang_operator.decisions.effective.read_back`). An answer that is not
+    SGLang's (not a JSON object, or one without any of SGLang's server arguments) gives no settings and the sentence
+    of :func:`~sglang_operator.decisions.effective.not_sglang` naming ``spec.sglang.image``. Failures are logged and
+    counted, never raised. ``reads``: when given, the read's outcome is appended to it (``answered``, or the
+    :class:`ScrapeError` reason)."""
+    effective, foreign = None, None
     stored = status.effective.dump() if status.effective is not None else None
-    if not stored:
+    if not effective_rules.read_back(stored):
+        path = "/server_info"
         try:
             path = dialect(parse_version(version)).server_info_path
             ref = server_spec.api_key_secret_ref  # SGLang's --api-key guards /server_info (not /metrics)
             api_key = await kube.secret_value(namespace, ref.name, ref.key) if ref is not None else None
-            effective = effective_rules.effective_settings(await http.server_info(url, path, api_key=api_key))
+            info = await http.server_info(url, path, api_key=api_key)
+            if effective_rules.serves_sglang(info):
+                effective = effective_rules.effective_settings(info)
+            else:
+                foreign = effective_rules.not_sglang(pod or url, path, server_spec.sglang.image,
+                                                     "a JSON object without SGLang's server arguments")
             if reads is not None:
                 reads.append("answered")
         except ScrapeError as err:
             telemetry.count_scrape_error("server_info", err.reason)
             log.debug("server info not read yet: %s", err)
+            if err.reason == "parse":  # an answer, but not a JSON object: not SGLang
+                foreign = effective_rules.not_sglang(pod or url, path, server_spec.sglang.image,
+                                                     "a body that is not a JSON object")
             if reads is not None:
                 reads.append("answered" if err.reason in ANSWERED else err.reason)
-    known = effective or stored
+    known = effective_rules.read_back(effective or stored)
     diffs = None
     if known:
         diffs = effective_rules.differences(requested_settings(server_spec, status.num_draft_tokens), known)
-    return effective, diffs
+    return effective, diffs, foreign
 
 
-Reads = tuple[dict[str, Any] | None, list[str] | None, list[Sample] | None, dict[str, Any], float]
-"""What the reads of one observation found: (effective settings, differences, samples, status figures, interval s)."""
+Reads = tuple[dict[str, Any] | None, list[str] | None, list[Sample] | None, dict[str, Any], float, str | None]
+"""What the reads of one observation found: (effective settings, differences, samples, status figures, interval s,
+why the serving pod is not SGLang)."""
 
 
 def _revision_of(pod: Mapping[str, Any]) -> str | None:
@@ -152,9 +167,9 @@ class Gathering:
         policy = server.spec.rollback
         if judging.warm_up_ends(status.analysis, policy.warmup_seconds, now):  # align the first judged interval
             Sampler.restart_interval(mem.sampling)
-        effective, diffs, samples, figures, interval = await self._read_pods(mem, view, spec, policy, health, pods,
-                                                                            now)
-        known = effective or (status.effective.dump() if status.effective is not None else None)
+        effective, diffs, samples, figures, interval, foreign = await self._read_pods(mem, view, spec, policy, health,
+                                                                                     pods, now)
+        known = effective_rules.read_back(effective or (status.effective.dump() if status.effective else None)) or None
         self.series.export_effective(server.namespace, server.name, revision, known)  # for 0.5.10's missing gauges
         policy = policy.model_copy(update={"interval_seconds": max(1, round(interval))})
         sample = judging.sample_for(samples, revision)
@@ -176,7 +191,7 @@ class Gathering:
         observation = Observation(
             revision=revision, desired_pods=health_spec.replicas, setup=setup_of(spec), pods=stable_views,
             spec_revision=None if mem.apply_failure else self._spec_revision(mem, server, view),  # kopf retries
-            retry_token=restore.retry_token(view), canary=canary_obs)
+            retry_token=restore.retry_token(view), canary=canary_obs, not_sglang=foreign)
         speculative = speculative_condition(
             spec.speculative.algorithm.value if spec.speculative else None,
             known,
@@ -195,28 +210,31 @@ class Gathering:
     async def _read_pods(self, mem: ServerMemory, view: ServerView, spec: SGLangServerSpec, policy: Any, health: Any,
                          pods: list[dict[str, Any]], now: dt.datetime) -> Reads:
         """``/server_info`` (when Ready) and the interval's samples, read at the same time without an observer slot,
-        unless the server's back-off says wait: (effective, diffs, samples, figures, interval seconds)."""
+        unless the server's back-off says wait: (effective, diffs, samples, figures, interval seconds, why the serving
+        pod is not SGLang)."""
         status = view.status
         ready = [t.name for t in targets(pods) if t.ready and t.ip]
         clock = time.monotonic()
         interval = float(self.sample_interval or policy.interval_seconds)
         if not backoff.may_read(mem.read_backoff, clock, ready):  # no answer lately: the watch alone this time
             stored = status.effective.dump() if status.effective is not None else None
+            stored = effective_rules.read_back(stored)
             diffs = effective_rules.differences(requested_settings(spec, status.num_draft_tokens), stored) \
                 if stored and health.phase == "Ready" and health.pod_ips else None
-            return None, diffs, None, {}, interval
+            return None, diffs, None, {}, interval, None
         reads: list[str] = []
         info = None
         if health.phase == "Ready" and health.pod_ips:
+            pod = next((t.name for t in targets(pods) if t.ip == health.pod_ips[0]), health.pod_ips[0])
             info = read_effective(self.http, base_url(health.pod_ips[0], spec.port), status.sglang_version or "",
-                                  status, spec, mem.namespace, reads)
+                                  status, spec, mem.namespace, reads, pod)
         mem.sampling.reads = None
         async with slot_released():
             if info is not None:
-                (effective, diffs), (samples, figures, interval) = await asyncio.gather(
+                (effective, diffs, foreign), (samples, figures, interval) = await asyncio.gather(
                     info, self.sample(view, spec, policy, now, mem))
             else:
-                effective, diffs = None, None
+                effective, diffs, foreign = None, None, None
                 samples, figures, interval = await self.sample(view, spec, policy, now, mem)
         if info is not None:
             await self._note_digest(mem, str(status.revision), pods)
@@ -225,7 +243,7 @@ class Gathering:
             reads += ["answered"] * answered + ["timeout"] * timed_out
         mem.read_backoff = backoff.after_reads(mem.read_backoff, time.monotonic(), interval, ready,
                                                answered=reads.count("answered"), timed_out=reads.count("timeout"))
-        return effective, diffs, samples, figures, interval
+        return effective, diffs, samples, figures, interval, foreign
 
     @staticmethod
     def _spec_hash(mem: ServerMemory, view: ServerView) -> str:

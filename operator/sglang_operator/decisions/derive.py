@@ -2,7 +2,8 @@
 
 Pod health (:func:`sglang_operator.decisions.pods.pod_health`) says ``Degraded=False`` whenever the pods are fine;
 after a rollback the pods ARE fine, so the analysis must win or a rollback would be erased within a tick.
-:func:`derive` therefore overrides pod health's ``Degraded`` with the analysis' (``RolledBack`` / ``Regressed``)
+:func:`derive` therefore overrides pod health's ``Degraded`` with the analysis' (``RolledBack`` / ``Regressed`` /
+``Canary<reason>``)
 unless the pods themselves are in trouble (their reason is the more urgent one), and adds ``StableRegressed`` and
 ``SpeculativeDecodingActive``. Conditions use the ``metav1.Condition`` dict shape of
 :mod:`sglang_operator.decisions.conditions`; the observer merges the result into ``status.conditions``.
@@ -20,7 +21,7 @@ from sglang_operator.api.rollback import RollbackAction
 from sglang_operator.api.status import ConditionType
 from sglang_operator.decisions.conditions import Condition, condition
 from sglang_operator.decisions.rollback import RETRY_ANNOTATION
-from sglang_operator.decisions.rollback_state import PAUSED_FAILED_REASONS, RollbackState
+from sglang_operator.decisions.rollback_state import CANARY_REASON_PREFIX, PAUSED_FAILED_REASONS, RollbackState
 
 ANALYSIS_PAUSED = "AnalysisPaused"
 """``Degraded`` reason while the rollback analysis is Paused without a failed revision (it judges nothing)."""
@@ -34,10 +35,13 @@ def analysis_conditions(
 
     ``Degraded=True`` reason ``RolledBack`` while RollingBack / RolledBack (message: the rejected revision's
     numbers against the baseline's, e.g. ``9f4c2d9294: 36.0 tok/s, accept length 1.75 < 0.85 × 51.6 tok/s, 0.9 ×
-    2.73 of 9699b6738c``); reason ``Regressed`` while a failed revision is left running (Paused: action Alert,
-    no stable revision, maxRollbacks reached); reason :data:`ANALYSIS_PAUSED` while the analysis is Paused for
-    another reason (``MeasurementErrors``: the pods answer but cannot be measured, e.g. an image that is not SGLang;
-    ``SimulatedAcceptance``): the revision runs unjudged, the message names the analysis' reason.
+    2.73 of 9699b6738c``); the analysis' reason (``CanaryRegressed``, ``CanaryAborted``…) while the spec asks for a
+    revision its canary failed (never ``RolledBack``: the stable revision never stopped serving); reason
+    ``Regressed`` while a failed revision is left running (Paused: action Alert, no stable revision, maxRollbacks
+    reached); reason :data:`ANALYSIS_PAUSED` while the analysis is Paused for another reason (``NotSGLang``: the
+    image answers HTTP but not as SGLang, the message names ``spec.sglang.image``; ``MeasurementErrors``: the pods
+    answer but cannot be measured; ``SimulatedAcceptance``): the revision runs unjudged, the message names the
+    analysis' reason.
     """
     if action == RollbackAction.DRY_RUN:
         return []
@@ -47,6 +51,11 @@ def analysis_conditions(
         message = truncate(a.message or "")
         if a.phase in (AnalysisPhase.ROLLING_BACK, AnalysisPhase.ROLLED_BACK):
             out.append(condition(ConditionType.DEGRADED, "True", "RolledBack", message, generation, now))
+        elif a.phase == AnalysisPhase.STABLE and (a.reason or "").startswith(CANARY_REASON_PREFIX):
+            out.append(condition(ConditionType.DEGRADED, "True", str(a.reason), truncate(
+                f"the spec's revision was removed as a canary: {a.message}; the stable revision {a.revision} "
+                f"serves (no rollback); change the annotation {RETRY_ANNOTATION} (kubectl sglang retry) to try it "
+                f"again"), generation, now))
         elif a.phase == AnalysisPhase.PAUSED and a.reason in PAUSED_FAILED_REASONS:
             out.append(condition(ConditionType.DEGRADED, "True", "Regressed", message, generation, now))
         elif a.phase == AnalysisPhase.PAUSED:  # not judged (MeasurementErrors, SimulatedAcceptance): say so

@@ -65,6 +65,33 @@ def effective_settings(server_info: Mapping[str, Any]) -> dict[str, Any]:
     return {k: c for k, v in raw.items() if (c := _clean(k, v)) is not None}
 
 
+SGLANG_KEYS = ("model_path", "tp_size", "served_model_name", *FIELDS.values())
+"""``ServerArgs`` fields every SGLang release's ``/server_info`` carries (some may be null): a JSON object with none of
+them is not SGLang's answer."""
+NOT_SGLANG = "NotSGLang"
+"""Reason (analysis Paused, SettingsDiffer Unknown) when the pods answer HTTP but not as SGLang."""
+
+
+def serves_sglang(server_info: Mapping[str, Any]) -> bool:
+    """Whether a ``/server_info`` JSON object is SGLang's: it has at least one of :data:`SGLANG_KEYS`."""
+    return any(key in server_info for key in SGLANG_KEYS)
+
+
+def not_sglang(pod: str, path: str, image: str, answer: str) -> str:
+    """The one sentence naming a pod that answers HTTP but not as SGLang, and the field to fix. ``path``: the endpoint
+    read (``/server_info``); ``answer``: what it answered, in words (``a JSON object without SGLang's server
+    arguments``, ``a body that is not JSON``), never the body itself (the pod runs any image: its answer is
+    untrusted and may be anything)."""
+    return (f"pod {pod} answers {path} with {answer}: the image {truncate(image, 120)} does not serve SGLang; set "
+            f"spec.sglang.image to an SGLang image (the new revision is verified from the start)")
+
+
+def read_back(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The :data:`FIELDS` keys of ``settings`` (``status.effective`` or a new read): empty when SGLang's settings were
+    never read back (then no condition may claim SGLang runs as asked)."""
+    return {k: v for k, v in (settings or {}).items() if k in FIELDS}
+
+
 def _norm(key: str, value: Any) -> Any:
     if key == "algorithm" and isinstance(value, str):
         return _SAME_ALGORITHM.get(value.upper(), value.upper())
@@ -79,7 +106,7 @@ def differences(requested: Mapping[str, Any], effective: Mapping[str, Any]) -> l
     Only keys present in ``requested`` (what the spec set or the operator derived) are compared;
     a key SGLang did not report is not a difference.
     """
-    diffs = []
+    diffs: list[str] = []
     for key, want in requested.items():
         if key not in FIELDS or want is None or key not in effective:
             continue

@@ -33,7 +33,7 @@ from sglang_operator.decisions.conditions import Condition, condition
 from sglang_operator.decisions.derive import derive
 from sglang_operator.decisions.pods import PodHealth
 from sglang_operator.decisions.rollback import Apply, Event
-from sglang_operator.decisions.rollback_state import Observation, RollbackState
+from sglang_operator.decisions.rollback_state import CANARY_REASON_PREFIX, Observation, RollbackState
 from sglang_operator.decisions.sampling.model import Sample
 from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.decisions.tuning import inplace
@@ -167,14 +167,18 @@ def decide(view: ServerView, observed: Observed, policy: RollbackPolicy) -> Obse
         conditions = [c for c in conditions if c["type"] != "Degraded"] + [
             condition("Degraded", "True", o.apply_failure_reason, truncate(o.apply_failure), o.generation, o.now)]
     new = status_decisions.observed(status, replace(o.health, conditions=conditions), o.generation, o.now,
-                                    o.effective, o.diffs, o.figures)
+                                    o.effective, o.diffs, o.figures, o.observation.not_sglang)
     new = {**applied, **new, **judged.status,
            "tuningHold": hold.model_dump(by_alias=True, exclude_none=True, mode="json") if hold else None}
+    seen = o.observation.canary  # the printer columns' row: both sides of a canary
+    split = (seen.stable_ready, sum(p.ready for p in seen.pods)) if seen is not None else None
+    new["summary"] = status_decisions.summary(new.get("readyReplicas"), new.get("analysis"), new.get("canary"), split)
     delta = status_decisions.changed(stored, new)
     events: list[Event] = []
     old_d, new_d = _degraded(status.get("conditions") or []), _degraded(new["conditions"])
     if new_d.get("status") == "True" and old_d.get("reason") != new_d.get("reason") \
-            and new_d.get("reason") not in ANALYSIS_REASONS:  # the analysis posts its own events
+            and new_d.get("reason") not in ANALYSIS_REASONS \
+            and not str(new_d.get("reason")).startswith(CANARY_REASON_PREFIX):  # the analysis posts its own events
         events.append(Event("Warning", str(new_d["reason"]), str(new_d.get("message", ""))))
     if o.diffs and "conditions" in delta and o.diffs != o.previous_diffs:
         events.append(Event("Warning", "SettingsDiffer", "; ".join(o.diffs)))

@@ -17,7 +17,9 @@ verdicts (promote, reject, pause) in :mod:`sglang_operator.decisions.rollback_ve
   missing Secret: the kubelet's reason quoted) fails the revision at once (:mod:`sglang_operator.decisions.starts`);
   a pod that has been Ready once is left to the deadline (readiness blips).
 - Verifying: every sample whose interval starts after the warm-up counts. Inconclusive samples (no data) count for
-  nothing; errors count only towards ``errorThreshold`` in a row → Paused; a measured sample passes or fails
+  nothing; errors count only towards ``errorThreshold`` in a row → Paused (``MeasurementErrors``); a pod whose
+  ``/server_info`` answered but not as SGLang (``Observation.not_sglang``) is Paused at its first sample
+  (``NotSGLang``, the sentence naming ``spec.sglang.image``); a measured sample passes or fails
   (:func:`sglang_operator.decisions.criteria.check`); a pod of the revision restarting or leaving Ready makes the
   interval a failure. ``failureThreshold`` failures in a row fail the revision; ``minSamples`` measured samples
   and ``verifySeconds`` promote it. The baseline's rule (its sources, the upward-only refresh of the stable one):
@@ -42,6 +44,7 @@ import datetime as dt
 
 from sglang_operator.api.analysis import (
     AnalysisPhase,
+    CanaryPhase,
     PodStart,
     SampleFigures,
     SampleVerdict,
@@ -53,7 +56,14 @@ from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.status import Verdict
 from sglang_operator.decisions import baseline, canary, criteria, starts
 from sglang_operator.decisions.actions import Action, Apply, Event, RecordVerdict
-from sglang_operator.decisions.rollback_state import FIGURES_KEPT, Observation, RollbackState, Target
+from sglang_operator.decisions.effective import NOT_SGLANG
+from sglang_operator.decisions.rollback_state import (
+    CANARY_REASON_PREFIX,
+    FIGURES_KEPT,
+    Observation,
+    RollbackState,
+    Target,
+)
 from sglang_operator.decisions.rollback_verdicts import Verdicts
 from sglang_operator.decisions.sampling.model import PodView, Sample, SampleKind
 
@@ -144,7 +154,13 @@ class _RollbackDecision(Verdicts):
             if out.baseline is not None:
                 self.state.baseline = out.baseline
             self.state.rejected_revisions = [r for r in self.state.rejected_revisions if r.revision != out.promoted]
-            if self.state.analysis is not None and self.state.analysis.revision == out.promoted:
+            a = self.state.analysis
+            if a is not None and a.revision == out.promoted:
+                if a.phase == AnalysisPhase.WARMING_UP:  # its pods were warmed up and judged as the canary's
+                    a.ready_since = a.warmed_up_at = a.last_interval_at = self.now
+                    a.pod_restarts, a.pod_starts = {p.name: p.restarts for p in self.obs.pods}, {}
+                    self.enter(AnalysisPhase.STABLE, "Promoted", f"stable revision {a.revision} (promoted by its "
+                                                                 f"canary)")
                 self.settle_stable_phase()
         return out.owns
 
@@ -159,6 +175,9 @@ class _RollbackDecision(Verdicts):
             self.event("Warning", "RolledBack", f"{a.message}; the stable revision {rev} is applied again")
             return
         self.fresh(AnalysisPhase.WARMING_UP)
+        c = self.state.canary
+        if c is not None and c.phase is CanaryPhase.PROMOTING and c.revision == rev:
+            return  # a promoted canary: Stable in this same tick (run_canary), its pods warmed up and judged already
         self.event("Normal", "WarmingUp", f"revision {rev}: warming up, {self.policy.warmup_seconds} s once all "
                                           f"pods are Ready (deadline {self.policy.progress_deadline_seconds} s)")
 
@@ -254,6 +273,12 @@ class _RollbackDecision(Verdicts):
             self.pause("SimulatedAcceptance", f"{a.revision}: {SIMULATED_ACCEPTANCE}")
             if not self.is_stable():
                 self.actions.append(RecordVerdict(a.revision, Verdict.UNVERIFIED, SIMULATED_ACCEPTANCE))
+            return
+        if self.obs.not_sglang:  # its /server_info answered, not as SGLang: nothing of it can be measured
+            self.last(sample.kind.value, SampleVerdict.SKIPPED, self.obs.not_sglang, sample)
+            self.pause(NOT_SGLANG, f"{a.revision}: {self.obs.not_sglang}")
+            if not self.is_stable():
+                self.actions.append(RecordVerdict(a.revision, Verdict.UNVERIFIED, self.obs.not_sglang))
             return
         a.last_interval_at = sample.end
         if a.disruption:
@@ -402,10 +427,15 @@ class _RollbackDecision(Verdicts):
             return
         target = what_should_run(self.wanted, self.state, self.obs.retry_token)
         rejected = self.state.rejection(self.wanted)
-        if self.wanted != a.revision and target.revision == a.revision and rejected is not None:
+        held_back = self.wanted != a.revision and target.revision == a.revision and rejected is not None
+        if held_back and rejected is not None and rejected.canary_reason:  # never a rollback: still Stable
+            reason = CANARY_REASON_PREFIX + rejected.canary_reason
+            if a.phase != AnalysisPhase.STABLE or a.reason != reason:
+                self.enter(AnalysisPhase.STABLE, reason, rejected.reason)
+        elif held_back and rejected is not None:
             if a.phase != AnalysisPhase.ROLLED_BACK:
                 self.enter(AnalysisPhase.ROLLED_BACK, "Rejected", rejected.reason)
-        elif a.phase == AnalysisPhase.ROLLED_BACK:
+        elif a.phase == AnalysisPhase.ROLLED_BACK or (a.reason or "").startswith(CANARY_REASON_PREFIX):
             self.enter(AnalysisPhase.STABLE, "Promoted", f"stable revision {a.revision}")
 
     def converge(self, token_changed: bool) -> None:

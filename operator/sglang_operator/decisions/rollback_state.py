@@ -37,6 +37,10 @@ ROLLBACKS_KEPT = 10
 """Rollback records kept (at least ``maxRollbacks``, so the window count stays right)."""
 PAUSED_FAILED_REASONS = ("NoStableRevision", "NotRolledBack", "MaxRollbacksReached")
 """Paused reasons for a failed revision left running (``Degraded`` reason ``Regressed``)."""
+CANARY_REASON_PREFIX = "Canary"
+"""Prefix of the analysis' reason (phase ``Stable``) and of ``Degraded``'s while the spec asks for a revision its
+canary failed: ``Canary`` + the canary's reason (``CanaryRegressed``, ``CanaryAborted``…). A removed canary is no
+rollback, so never ``RolledBack``."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,10 @@ class Observation:
     retry_token: str | None = None
     canary: canary.CanaryObservation | None = None
     """What was seen for a canary (``spec.strategy.type: Canary``, or one in progress); None: no canary policy."""
+    not_sglang: str | None = None
+    """Why the serving revision's pod is not SGLang, one sentence naming ``spec.sglang.image``
+    (:func:`~sglang_operator.decisions.effective.not_sglang`): its ``/server_info`` answered, but not as SGLang; None:
+    SGLang, or not known this tick."""
 
 
 @dataclass(frozen=True)

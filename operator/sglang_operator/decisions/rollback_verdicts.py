@@ -140,7 +140,7 @@ class Verdicts:
         revision, message = r.record.revision, r.record.reason
         others = [x for x in self.state.rejected_revisions if x.revision != revision]
         rejections = [*others, Rejection(revision=revision, reason=message, at=self.now,
-                                         retry_token=self.obs.retry_token)]
+                                         retry_token=self.obs.retry_token, canary_reason=r.cause)]
         self.state.rejected_revisions, evicted = kept_rejections(rejections, self.wanted)
         for old in evicted:
             self.event("Warning", "RejectionForgotten",

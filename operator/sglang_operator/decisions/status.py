@@ -15,7 +15,7 @@ from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import without_default_prompt
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions.conditions import Condition, condition, merge, parse_time, rfc3339, same
-from sglang_operator.decisions.effective import active_tier
+from sglang_operator.decisions.effective import NOT_SGLANG, active_tier
 from sglang_operator.decisions.pods import PodHealth
 from sglang_operator.decisions.sampling.model import Figures
 
@@ -118,7 +118,7 @@ def applied(
     ``Superseded``; one returned to is ``Verifying`` again unless it was ``Promoted``); the newest record's
     ``spec`` is the spec last applied; the ledger keeps the newest ``history_limit`` records and always the
     stable one (``status.stableRevision``). A new revision resets what was read from the old pods (effective settings,
-    metrics) and sets phase Progressing.
+    metrics; ``SettingsDiffer`` Unknown ``NotReadBack`` until its own are read back) and sets phase Progressing.
     """
     if warnings:
         valid = condition(SPEC_VALID, "True", "ValidWithWarnings", truncate("; ".join(warnings)), generation, now)
@@ -149,6 +149,8 @@ def applied(
                 "tokensPerSecond": None}
         conds.append(condition("Progressing", "True", "NewRevision", f"rolling out revision {revision}",
                                generation, now))
+        conds.append(condition(SETTINGS_DIFFER, "Unknown", "NotReadBack", f"revision {revision}: SGLang's "
+                               "/server_info not read back yet", generation, now))  # no claim from the last one
     out["conditions"] = merge(status.get("conditions") or [], conds)
     return out
 
@@ -156,13 +158,15 @@ def applied(
 def observed(
     status: Mapping[str, Any], health: PodHealth, generation: int, now: dt.datetime,
     effective: Mapping[str, Any] | None = None, differences: list[str] | None = None,
-    metrics: Mapping[str, float | None] | None = None,
+    metrics: Mapping[str, float | None] | None = None, not_sglang: str | None = None,
 ) -> dict[str, Any]:
     """Status after observing the pods (``health``) and, when Ready, SGLang's effective settings and metrics.
 
     ``effective``: keys as ``decisions.effective.FIELDS`` (+ ``avgSpecAcceptLength``), written once per
-    revision; ``differences`` (None: unknown) gives condition SettingsDiffer (True with both values per key).
-    ``metrics``: ``acceptLength``, ``acceptRate``, ``tokensPerSecond`` (tok/s).
+    revision; ``differences`` (None: unknown, e.g. nothing read back) gives condition SettingsDiffer (True with both
+    values per key, False ``AsRequested`` only from settings read back from ``/server_info``); ``not_sglang``: why
+    the pod is not SGLang (:func:`~sglang_operator.decisions.effective.not_sglang`), SettingsDiffer Unknown reason
+    ``NotSGLang`` with that sentence. ``metrics``: ``acceptLength``, ``acceptRate``, ``tokensPerSecond`` (tok/s).
     """
     conds = list(health.conditions)
     out: dict[str, Any] = {
@@ -170,7 +174,9 @@ def observed(
     }
     if effective is not None:
         out["effective"] = {**effective, "observedAt": rfc3339(now)}
-    if differences is not None:  # recomputed every tick from status.effective, so nothing can erase it for good
+    if not_sglang is not None:
+        conds.append(condition(SETTINGS_DIFFER, "Unknown", NOT_SGLANG, truncate(not_sglang), generation, now))
+    elif differences is not None:  # recomputed every tick from status.effective, so nothing can erase it for good
         if differences:
             conds.append(condition(SETTINGS_DIFFER, "True", "SGLangResolvedOtherwise",
                                    "; ".join(differences), generation, now))
@@ -184,6 +190,36 @@ def observed(
         out |= fresh
         out["metricsUpdatedAt"] = rfc3339(now)
     out["conditions"] = merge(status.get("conditions") or [], conds)
+    return out
+
+
+def summary(ready_replicas: int | None, analysis: Mapping[str, Any] | None, canary: Mapping[str, Any] | None,
+            split_ready: tuple[int, int] | None = None) -> dict[str, Any]:
+    """``status.summary`` (:class:`~sglang_operator.api.status.StatusSummary`, camelCase): the default printer
+    columns' row. ``ready_replicas``: pod health's Ready count; ``analysis``, ``canary``: ``status.analysis`` and
+    ``status.canary`` as they are written this tick (None: none); ``split_ready``: (Ready pods of the serving
+    revision, Ready pods of the canary's revision) seen this tick. While a canary runs: ``ready`` is
+    ``stable+canary`` (e.g. ``3+1``), ``analysis`` ``Canary`` and ``reason`` the ``Canary`` condition's reason with
+    the step (:func:`sglang_operator.decisions.judging.canary_condition`): ``Stepping 1/2``, ``Pending 1/2``,
+    ``Held 1/2``, ``Promoting``, ``Removing Regressed``; else the Ready count and the analysis' phase and reason."""
+    if canary is not None:
+        stable, mine = split_ready if split_ready is not None else (ready_replicas or 0, 0)
+        phase, steps = str(canary.get("phase")), int(canary.get("steps") or 1)
+        at = f"{min(int(canary.get('step') or 0) + 1, steps)}/{steps}"
+        if phase == "Removing":
+            reason = f"Removing {canary['reason']}" if canary.get("reason") else "Removing"
+        elif canary.get("pending"):
+            reason = f"Pending {at}"
+        elif phase == "Promoting":
+            reason = "Promoting"
+        else:
+            reason = f"{phase} {at}"
+        return {"ready": f"{stable}+{mine}", "analysis": "Canary", "reason": reason}
+    out: dict[str, Any] = {"ready": str(ready_replicas or 0)}
+    if analysis is not None:
+        out |= {k: analysis[k] for k in ("phase", "reason") if analysis.get(k)}
+        if "phase" in out:
+            out["analysis"] = out.pop("phase")
     return out
 
 
