@@ -5,7 +5,9 @@ module pays one first promotion and no namespace or operator start per scenario;
 
 (b) the known-good spec applied as a canary over a slower (regressed) stable revision is promoted step by step and
     ends with every replica on it, its baseline set, served by ``NAME-canary`` with no pod restarted; the status never
-    reads PHASE Stopped or AVAILABLE False on the way (the end of a promotion did for about 10 s).
+    reads PHASE Stopped or AVAILABLE False on the way (the end of a promotion did for about 10 s); both revisions keep
+    their accept length and rate (0.5.10: gauges only) within 10 % of the simulator's in the ledger and the baseline
+    (``test_accept_figures.py`` does the same on 0.5.23, with ``history``).
 (a) the regressed spec applied with the default canary (one step of one replica, maxSurge 0) over the known-good
     stable: only one pod ever runs the regressed revision, it is judged against the stable pods in the same
     intervals and removed; a watcher records the ready capacity, never below 3; the spec is unchanged; ``history``
@@ -40,6 +42,7 @@ from typing import Any
 
 import pytest
 
+from e2e.accept_figures import off_by
 from e2e.conftest import BackgroundPoll, K8sCluster, wait_for
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, GOOD, sample
@@ -258,6 +261,11 @@ def test_b_a_good_canary_over_a_slower_stable_is_promoted_step_by_step(k8s_clust
     assert dep["spec"]["replicas"] == 4
     record = next(r for r in s["revisions"] if r["revision"] == new)
     assert [st["verdict"] for st in record["canarySteps"]] == ["Passed", "Passed"], record
+    # both revisions keep accept length and rate (0.5.10: gauges only), in the ledger and the baseline each set
+    first = next(r for r in s["revisions"] if r["revision"] == stable)
+    for figures, obj in ((first, canary_spec(BAD)), (server["baseline"], canary_spec(BAD)), (record, good),
+                         (s["baseline"], good)):
+        assert not off_by(figures, obj["spec"], "0.5.10"), (off_by(figures, obj["spec"], "0.5.10"), figures)
     assert [st["replicas"] for st in record["canarySteps"]] == [1, 2]
     # no pod of the new revision was restarted for the promotion: 4 pods ever ran it
     assert len(watch.pods.get(new, set())) == 4, watch.pods
