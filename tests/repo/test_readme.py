@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 PREFIXES = ("kubectl sglang ", "sglang-operator ", "python -m ", "bash ", "./")
 MOVED_TO = ["README.md", "docs/README-map.md", "docs/configuration.md", "docs/install.md", "docs/commands.md",
-            "docs/bounds-and-sizing.md", "docs/development.md", "docs/monitoring.md", "CHANGELOG.md"]
+            "docs/bounds-and-sizing.md", "docs/development.md", "docs/monitoring.md", "CHANGELOG.md",
+            "docs/local-cluster.md", "docs/troubleshooting.md"]
 
 
 def shown_commands(text: str) -> list[str]:
@@ -138,7 +139,8 @@ def test_every_command_the_readme_shows_exists(command_line: str) -> None:
 
 
 def test_every_cli_command_the_reference_shows_exists() -> None:
-    for page in ("docs/commands.md", "docs/install.md", "docs/development.md", "docs/monitoring.md"):
+    for page in ("docs/commands.md", "docs/install.md", "docs/development.md", "docs/monitoring.md",
+                 "docs/local-cluster.md", "docs/troubleshooting.md"):
         for command_line in shown_commands((ROOT / page).read_text()):
             if command_line.startswith(("kubectl sglang ", "sglang-operator ")):
                 check_cli(command_line.replace("...", "").replace("[", "").replace("]", ""))
