@@ -399,9 +399,12 @@ def test_f_after_the_drift_a_revision_at_two_thirds_of_the_speed_without_a_canar
     drifted = record["canarySteps"][-1]["tokensPerSecond"]  # (c)'s canary, measured while every pod was slower
     print(f"(f) baseline of {stable}: {base['tokensPerSecond']:.1f} tok/s ({base.get('source')}, ratio "
           f"{base.get('ratio')}); the canary's drifted median {drifted:.1f} tok/s")
-    assert base["revision"] == stable and base["source"] == "canaryRatio", base
+    # canaryRatio; or refreshed, when since (c) a full window of the stable's own samples ran more than 3 % above it
+    # (decisions/baseline.py: a lighter machine than the one (c)'s baseline was measured on), never the drifted median
+    source = base["source"]
+    assert base["revision"] == stable and source in ("canaryRatio", "refreshed"), base
     assert base["tokensPerSecond"] > 1.2 * drifted, (base, drifted)
-    assert record["baselineSource"] == "canaryRatio", record
+    assert record["baselineSource"] == source, record
     slow = sample(GOOD)
     slow["spec"]["replicas"] = 4
     slow["spec"]["strategy"] = {"type": "Recreate"}
@@ -417,7 +420,7 @@ def test_f_after_the_drift_a_revision_at_two_thirds_of_the_speed_without_a_canar
     assert f"tok/s of {stable}" in rejected["reason"] and "0.85 ×" in rejected["reason"], rejected
     assert s["stableRevision"] == stable and s["baseline"]["tokensPerSecond"] >= base["tokensPerSecond"]
     shown = history(k8s, ns)
-    assert f"baseline: {stable} " in shown and "(canaryRatio:" in shown, shown
+    assert f"baseline: {stable} " in shown and f"({source}" in shown, shown
     # the BASELINE cell: in the ★ row, or (a table too wide for the terminal) on its own line after the table
-    assert any("canaryRatio" in line for line in shown.splitlines() if line.startswith("★") or
+    assert any(source in line for line in shown.splitlines() if line.startswith("★") or
                line.startswith(f"{stable} baseline:")), shown
