@@ -1,6 +1,7 @@
 """One container of a pod, run as a local process: start, exit detection, restart back-off
 (CrashLoopBackOff: immediate first restart, then 10 s doubling to 300 s, reset after 10 min of
-running, like the kubelet), probes, termination message, and the ContainerStatus it reports.
+running, like the kubelet), image pulls that fail (ErrImagePull, then ImagePullBackOff until the next pull: 10 s
+doubling to 300 s, the kubelet's image back-off), probes, termination message, and the ContainerStatus it reports.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class ContainerRunner:
         self.liveness: ProbeState | None = None
         self.startup: ProbeState | None = None
         self.done = False  # terminated for good (restartPolicy does not restart it)
+        self.pull_failures = 0
+        self.pull_backoff_at = 0.0  # when a failed pull's ErrImagePull turns into ImagePullBackOff
 
     # -- process -----------------------------------------------------------------------------
     def wants_start(self, t: float) -> bool:
@@ -79,6 +82,27 @@ class ContainerRunner:
         """The container could not be started (bad env reference, no image rule)."""
         self.state = {"waiting": {"reason": reason, "message": message}}
         self.next_start = time.monotonic() + retry_in
+
+    def pull_failed(self, message: str) -> None:
+        """The image could not be pulled: waiting ``ErrImagePull`` with the runtime's ``message``; the next pull
+        after the kubelet's image back-off (``backoff_base`` doubling to 300 s, ``image_manager.go``: the pod's
+        UID and image are the key), shown as ``ImagePullBackOff`` from half of it (:meth:`tick`)."""
+        t = time.monotonic()
+        delay = min(MAX_BACKOFF, self.backoff_base * 2 ** self.pull_failures)
+        self.pull_failures += 1
+        self.state = {"waiting": {"reason": "ErrImagePull", "message": message}}
+        self.next_start = t + delay
+        self.pull_backoff_at = t + delay / 2
+
+    def tick(self, t: float) -> bool:
+        """Time-driven status changes; True if the status changed: a failed pull waits in ``ImagePullBackOff``
+        with the kubelet's ``Back-off pulling image "<image>"``."""
+        waiting = self.state.get("waiting") or {}
+        if waiting.get("reason") == "ErrImagePull" and t >= self.pull_backoff_at:
+            self.state = {"waiting": {"reason": "ImagePullBackOff",
+                                      "message": f'Back-off pulling image "{self.spec.get("image", "")}"'}}
+            return True
+        return False
 
     def poll(self, pod_ref: str) -> bool:
         """Detect an exit; return True if the status changed."""

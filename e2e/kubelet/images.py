@@ -2,7 +2,8 @@
 
 :func:`launch_spec` turns a container of a pod into the argv, env and cwd of a local process, as a
 container runtime would: env from ``value`` / ``valueFrom`` (secretKeyRef, configMapKeyRef, fieldRef)
-/ ``envFrom``, ``$(VAR)`` expansion in command/args/env, then the mapping's own env.
+/ ``envFrom``, ``$(VAR)`` expansion in command/args/env, then the mapping's own env. :func:`pull_error` says
+whether a registry would serve the image (a rule's ``pull``), in containerd's words when it would not.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any
 import yaml
 
 from e2e.kubelet.rest import JSON, ApiError, Rest
+from sglang_operator.sglang import catalog
+from sglang_operator.sglang.versions import SGLangVersionError, parse_image_tag
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHONPATH = os.pathsep.join(str(REPO / d) for d in ("operator", "sim", "tools", ""))
@@ -35,6 +38,12 @@ class ImageRule:
     command: list[str]
     append_container_argv: bool
     env: dict[str, str]
+    pull: str = ""
+    """Which references a registry would serve (:data:`PULL_CHECKS`; "" : every one)."""
+
+
+PULL_CHECKS = ("sglang-releases",)
+"""Values of a rule's ``pull``: ``sglang-releases``, the tag names a release of the operator's flag tables."""
 
 
 def load_rules(path: Path) -> list[ImageRule]:
@@ -44,10 +53,57 @@ def load_rules(path: Path) -> list[ImageRule]:
     for i, e in enumerate(data.get("images", [])):
         if not isinstance(e.get("match"), str) or not isinstance(e.get("command"), list):
             raise ValueError(f"{path}: images[{i}] needs `match` (string) and `command` (list)")
+        pull = str(e.get("pull") or "")
+        if pull and pull not in PULL_CHECKS:
+            raise ValueError(f"{path}: images[{i}].pull is {pull!r}; known: {', '.join(PULL_CHECKS)}")
         rules.append(ImageRule(e["match"], [str(a) for a in e["command"]],
                                bool(e.get("append_container_argv", False)),
-                               {str(k): str(v) for k, v in (e.get("env") or {}).items()}))
+                               {str(k): str(v) for k, v in (e.get("env") or {}).items()}, pull))
     return rules
+
+
+def find_rule(rules: list[ImageRule], image: str) -> ImageRule:
+    """The first rule whose ``match`` matches ``image``; raises LookupError if none does."""
+    rule = next((r for r in rules if fnmatch.fnmatchcase(image, r.match)), None)
+    if rule is None:
+        raise LookupError(f"no entry in images.yaml matches image {image!r}")
+    return rule
+
+
+def canonical_reference(image: str) -> str:
+    """The reference as containerd resolves it: ``lmsysorg/sglang:v0.5.10`` → ``docker.io/lmsysorg/sglang:v0.5.10``,
+    ``busybox`` → ``docker.io/library/busybox:latest``; a reference naming its registry unchanged."""
+    name, at, digest = image.partition("@")
+    first = name.split("/", 1)[0]
+    if "/" not in name:
+        name = "docker.io/library/" + name
+    elif "." not in first and ":" not in first and first != "localhost":
+        name = "docker.io/" + name
+    if not at and ":" not in name.rsplit("/", 1)[-1]:
+        name += ":latest"
+    return name + at + digest
+
+
+def _sglang_release_pulls(image: str) -> bool:
+    try:
+        return catalog.get(parse_image_tag(image)) is not None
+    except SGLangVersionError:
+        return False
+
+
+def pull_error(rules: list[ImageRule], image: str) -> str | None:
+    """Why pulling ``image`` fails, as the kubelet reports it under ``ErrImagePull`` (containerd's error through
+    CRI: ``rpc error: code = NotFound desc = failed to pull and unpack image "docker.io/…": failed to resolve
+    reference "docker.io/…": docker.io/…: not found``), or None when it pulls. Only a rule with ``pull`` refuses:
+    ``sglang-releases`` pulls a tag whose release (``sglang_operator.sglang.versions.parse_image_tag``) is one of
+    the flag tables' releases (``sglang_operator.sglang.catalog``), whatever its suffix (``-cu129``, a digest). An
+    image no rule matches pulls (:func:`launch_spec` refuses it)."""
+    rule = next((r for r in rules if fnmatch.fnmatchcase(image, r.match)), None)
+    if rule is None or not rule.pull or _sglang_release_pulls(image):
+        return None
+    ref = canonical_reference(image)
+    return (f'rpc error: code = NotFound desc = failed to pull and unpack image "{ref}": '
+            f'failed to resolve reference "{ref}": {ref}: not found')
 
 
 def image_version(image: str) -> str:
@@ -134,9 +190,7 @@ def launch_spec(rules: list[ImageRule], pod: JSON, container: JSON, env: dict[st
                 pod_ip: str, gpu_product: str) -> tuple[list[str], dict[str, str]]:
     """argv and full environment for ``container``; raises LookupError if no rule matches."""
     image = container.get("image", "")
-    rule = next((r for r in rules if fnmatch.fnmatchcase(image, r.match)), None)
-    if rule is None:
-        raise LookupError(f"no entry in images.yaml matches image {image!r}")
+    rule = find_rule(rules, image)
     ports = ",".join(str(p["containerPort"]) for p in container.get("ports") or []
                      if p.get("protocol", "TCP") == "TCP")
     values = {"python": sys.executable, "pod_ip": pod_ip, "ports": ports,

@@ -1,7 +1,8 @@
 """One pod on a fake node: a worker thread that runs its containers and writes its status.
 
-The worker owns the pod from binding to removal: it takes a 127.x IP, starts every container
-(``spec.containers``; init containers are not run), polls exits and probes every 0.25 s, patches
+The worker owns the pod from binding to removal: it takes a 127.x IP, pulls and starts every container
+(``spec.containers``; init containers are not run; an image ``images.yaml`` says no registry serves fails to pull
+as on a kubelet), polls exits and probes every 0.25 s, patches
 ``pods/<name>/status`` (merge patch) whenever the status changes, and on ``deletionTimestamp``
 stops the processes (SIGTERM, SIGKILL after the grace period) and deletes the pod with grace 0.
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from e2e.kubelet.container import ContainerRunner
-from e2e.kubelet.images import ImageRule, container_env, launch_spec
+from e2e.kubelet.images import ImageRule, container_env, launch_spec, pull_error
 from e2e.kubelet.nodes import now
 from e2e.kubelet.rest import JSON, ApiError, Rest
 
@@ -134,7 +135,12 @@ class PodWorker(threading.Thread):
         node = pod["spec"]["nodeName"]
         for r in self.runners:
             r.poll(self.ref)
+            r.tick(t)
             if r.wants_start(t):
+                failed = pull_error(self.ctx.rules, r.spec.get("image", ""))
+                if failed is not None:  # the kubelet pulls before it makes the container's config
+                    r.pull_failed(failed)
+                    continue
                 try:
                     env = container_env(self.ctx.rest, pod, r.spec)
                     argv, full_env = launch_spec(self.ctx.rules, pod, r.spec, env, self.ip,

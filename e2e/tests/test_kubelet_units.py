@@ -12,7 +12,7 @@ import pytest
 from e2e.cluster import Cluster, ClusterError
 from e2e.cluster.launcher import worker_pod_cidr
 from e2e.kubelet.container import ContainerRunner
-from e2e.kubelet.images import expand, image_version, launch_spec, load_rules
+from e2e.kubelet.images import expand, image_version, launch_spec, load_rules, pull_error
 from e2e.kubelet.kubelet import IPAllocator
 
 RULES = load_rules(Path(__file__).resolve().parents[1] / "images.yaml")
@@ -55,6 +55,40 @@ def test_unknown_image_gets_the_idle_placeholder_on_its_ports() -> None:
     argv, _ = launch_spec(RULES, POD, c, {}, "127.1.0.3", "")
     assert argv[:3] == [sys.executable, "-m", "e2e.kubelet.echo"]
     assert "--idle" in argv and argv[argv.index("--ports") + 1] == "81,82"
+
+
+@pytest.mark.parametrize("image", [
+    "lmsysorg/sglang:v0.5.10-cu129", "lmsysorg/sglang:v0.4.9.post6-cu126", "lmsysorg/sglang:0.5.23-cu130-runtime",
+    "lmsysorg/sglang:v0.5.10-cu129@sha256:" + "ab" * 32, "quay.io/some/thing:1", "lmsysorg/sglang"])
+def test_a_pinned_release_and_other_images_pull(image: str) -> None:
+    assert pull_error(RULES, image) is None
+
+
+@pytest.mark.parametrize("tag", ["v0.5.100-cu129", "v0.5.1O", "v0.5.0", "latest", "v0.3.0-cu124"])
+def test_an_sglang_tag_no_pinned_release_has_is_not_found(tag: str) -> None:
+    ref = f"docker.io/lmsysorg/sglang:{tag}"
+    assert pull_error(RULES, f"lmsysorg/sglang:{tag}") == (
+        f'rpc error: code = NotFound desc = failed to pull and unpack image "{ref}": failed to resolve reference '
+        f'"{ref}": {ref}: not found')
+
+
+def test_a_failed_pull_waits_err_image_pull_then_image_pull_back_off(tmp_path: Path) -> None:
+    r = ContainerRunner({"name": "c", "image": "lmsysorg/sglang:v0.5.100-cu129"}, tmp_path, "Always",
+                        backoff_base=0.4)
+    delays = []
+    for _ in range(2):
+        r.pull_failed("rpc error: not found")
+        t = time.monotonic()
+        delays.append(r.next_start - t)
+        assert r.state == {"waiting": {"reason": "ErrImagePull", "message": "rpc error: not found"}}
+        assert not r.tick(t) and not r.wants_start(t)
+        assert r.tick(r.pull_backoff_at)
+        assert r.state["waiting"] == {"reason": "ImagePullBackOff",
+                                      "message": 'Back-off pulling image "lmsysorg/sglang:v0.5.100-cu129"'}
+        assert r.wants_start(r.next_start)
+    assert 0.3 < delays[0] <= 0.4 < delays[1] <= 0.8  # the image back-off doubles
+    status = r.status()
+    assert status["restartCount"] == 0 and not status["started"] and "containerID" not in status
 
 
 def test_ip_allocator_never_hands_out_an_address_twice() -> None:

@@ -4,7 +4,8 @@ Usage: ``sglang-sim [python -m sglang.launch_server | sglang serve] ARGS [--sim-
 ``--node-rank`` ≥ 1 it runs a non-zero node rank (:mod:`.follower`: dummy health server only).
 Exit status: 0 after SIGTERM/SIGINT; 2 for argparse-level errors (unknown/renamed flag, bad value) and bad
 ``--sim-*`` options; 1 for errors SGLang raises during resolution or start-up (speculative/mamba rules,
-out of memory), each with SGLang's message on stderr.
+out of memory), each with SGLang's message on stderr, and for a model the simulator cannot size (no profile, no
+config: :func:`sglang_sim.profiles.load_model_profile`), refused where SGLang reads the model's config.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sglang_sim.facts import SimArgError, resolve, version_facts
 from sglang_sim.follower import follow, node_rank
 from sglang_sim.launch import launch
 from sglang_sim.logfmt import SimLogger
+from sglang_sim.profiles import UnknownModel, load_model_profile
 
 LEGACY_WARNING = (
     "{path}:{line}: UserWarning: 'python -m sglang.launch_server' is still supported, but 'sglang serve' is the "
@@ -48,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(str(exc), file=sys.stderr)
         return exc.exit_code
+    try:  # SGLang reads the model's config while resolving its arguments, before loading anything
+        load_model_profile(str(resolved.server_args.get("model_path") or ""))
+    except UnknownModel as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
     logger = SimLogger(log_ms=env.get("SGLANG_LOG_MS") in ("1", "true"))
     try:
         if node_rank(resolved.server_args) >= 1:  # multi-node: only rank 0 serves the API

@@ -1,7 +1,8 @@
 """Node ranks ≥ 1 of a multi-node ``sglang-sim`` (``--nnodes N --node-rank R --dist-init-addr HOST:PORT``).
 
 As SGLang (``python/sglang/srt/entrypoints/engine.py``: ``node_rank >= 1`` runs no tokenizer and no HTTP API):
-the node starts its share of the TP/PP ranks (tp × pp ÷ nnodes), loads their weights, and once its schedulers
+the node starts its share of the TP/PP ranks (tp × pp ÷ nnodes), loads their weights (weights larger than the GPU:
+PyTorch's out-of-memory error, exit 1, :func:`sglang_sim.memory.check_weights`), and once its schedulers
 are ready starts the dummy health server (:func:`sglang_sim.server.build_dummy_app`) on
 ``--host``/``--port``, then runs until SIGTERM. Only rank 0 (:mod:`.launch`) serves the real API.
 
@@ -28,6 +29,7 @@ from aiohttp import web
 from sglang_sim.cli import SimCommand
 from sglang_sim.facts import Resolved
 from sglang_sim.logfmt import SimLogger, rank_prefix
+from sglang_sim.memory import StartupError, check_weights
 from sglang_sim.profiles import load_gpu_profile, load_model_profile
 from sglang_sim.server import build_dummy_app
 
@@ -86,6 +88,15 @@ async def follow(cmd: SimCommand, resolved: Resolved, env: Mapping[str, str], lo
                 "sglang-sim does not resolve or connect to it)", rank_prefix(tp, tp_rank=r))
     model = load_model_profile(str(args.get("model_path") or ""))
     gpu = load_gpu_profile(cmd.options.get("gpu"))
+    for r in ranks:
+        log.log(f"Load weight begin. avail mem={gpu.avail_gib:.2f} GB", rank_prefix(tp, tp_rank=r))
+    try:
+        check_weights(model, gpu, tp, bool(args.get("speculative_algorithm")))
+    except StartupError as exc:
+        log.log(f"Scheduler hit an exception: Traceback (most recent call last):\n{exc}",
+                rank_prefix(tp, tp_rank=ranks[0]))
+        print(str(exc), file=sys.stderr)
+        return 1
     t0 = time.monotonic()
     await asyncio.sleep(float(cmd.options["load_seconds"]))
     share = model.weights_gib / tp

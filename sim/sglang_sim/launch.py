@@ -2,7 +2,8 @@
 
 Order (``python/sglang/srt/entrypoints/http_server.py:launch_server``, ``engine.py``, ``model_runner.py``,
 ``model_runner_kv_cache_mixin.py``, ``scheduler.py``): ``server_args=ServerArgs(...)``; per TP rank ``Load weight
-begin`` … (``--sim-load-seconds``) … ``Load weight end. elapsed=… s, type=<Arch>, avail mem=… GB, mem usage=… GB.``
+begin`` (weights larger than the GPU: PyTorch's out-of-memory error at once, exit 1) … (``--sim-load-seconds``) …
+``Load weight end. elapsed=… s, type=<Arch>, avail mem=… GB, mem usage=… GB.``
 (then the draft model, ``type=<Arch>MTP`` for NEXTN); memory pools (or SGLang's out-of-memory error and exit 1);
 ``max_total_num_tokens=…`` line; only then does the HTTP port open (so probes get "connection refused" while
 weights load, as with SGLang); warm-up (health endpoints 503); ``The server is fired up and ready to roll!``.
@@ -30,7 +31,15 @@ from sglang_sim.engine import Engine, EngineConfig, EngineCrash, SimRequest
 from sglang_sim.facts import Resolved, VersionFacts
 from sglang_sim.faults import Faults, faults_from
 from sglang_sim.logfmt import SimLogger, rank_prefix
-from sglang_sim.memory import GraphPlan, MemoryPlan, StartupError, eager_oom_message, plan_graphs, plan_memory
+from sglang_sim.memory import (
+    GraphPlan,
+    MemoryPlan,
+    StartupError,
+    check_weights,
+    eager_oom_message,
+    plan_graphs,
+    plan_memory,
+)
 from sglang_sim.metrics import MetricsContext
 from sglang_sim.profiles import GPUProfile, ModelProfile, load_gpu_profile, load_model_profile
 from sglang_sim.server import build_app, crash_watch
@@ -163,6 +172,11 @@ async def launch(cmd: SimCommand, facts: VersionFacts, resolved: Resolved, env: 
     log.log(_server_args_line(args))
     for rank in range(tp):
         log.log(f"Load weight begin. avail mem={gpu.avail_gib:.2f} GB", rank_prefix(tp, tp_rank=rank))
+    try:  # the parameters are allocated as the model is built, before any weight is read
+        check_weights(load_model_profile(str(args.get("model_path") or "")), gpu, tp, spec_shape(args) is not None)
+    except StartupError as exc:
+        _scheduler_died(log, tp, str(exc))
+        return 1
     t0 = time.monotonic()
     await asyncio.sleep(float(opts["load_seconds"]))
     faults = faults_from(cmd.faults, dict(env))

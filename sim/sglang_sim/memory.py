@@ -8,6 +8,9 @@ spec-decoding mamba intermediate states (per request × max_running_requests × 
 split between mamba state and KV cache by ``mamba_full_memory_ratio`` (default 0.9); the request-to-token
 table costs (max_running_requests + 1) × (context_len + 4 + num_draft_tokens) × 4 bytes.
 
+Weights that do not fit the GPU at all (:func:`check_weights`, before any pool) end the start-up as PyTorch does
+while SGLang allocates the model's parameters.
+
 CUDA graphs (:func:`plan_graphs`, after the pools, as ``model_runner.init_device_graphs`` runs): the batch sizes
 of ``cuda_graph_runner.py:get_batch_sizes_to_capture``, each graph holding ``bs × tokens per bs`` tokens
 (``num_draft_tokens`` for the target's verify graphs) of activations (:attr:`ModelProfile.activation_mib_per_token`)
@@ -66,6 +69,51 @@ class MemoryPlan:
     context_len: int
 
 
+def format_size(gib: float) -> str:
+    """A size as PyTorch's allocator prints it (``c10/cuda/CUDACachingAllocator.cpp``: ``format_size``)."""
+    size = gib * GIB
+    if size <= 1024:
+        return f"{int(size)} bytes"
+    if size <= 1024 * 1024:
+        return f"{size / 1024:.2f} KiB"
+    if size <= GIB:
+        return f"{size / MIB:.2f} MiB"
+    return f"{gib:.2f} GiB"
+
+
+def torch_oom(gpu: GPUProfile, tried_gib: float, free_gib: float, allocated_gib: float) -> str:
+    """PyTorch's ``torch.OutOfMemoryError`` for an allocation of ``tried_gib`` with ``free_gib`` left on the GPU and
+    ``allocated_gib`` held by this process's tensors (the rest of what it uses is its CUDA context:
+    ``memory_gib - avail_gib`` of the GPU profile)."""
+    in_use = gpu.memory_gib - gpu.avail_gib + allocated_gib
+    return (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {format_size(tried_gib)}. GPU 0 has a "
+            f"total capacity of {format_size(gpu.memory_gib)} of which {format_size(free_gib)} is free. Including "
+            f"non-PyTorch memory, this process has {format_size(in_use)} memory in use. Of the allocated memory "
+            f"{format_size(allocated_gib)} is allocated by PyTorch, and 0 bytes is reserved by PyTorch but "
+            "unallocated. If reserved but unallocated memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
+            "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
+
+
+def check_weights(model: ModelProfile, gpu: GPUProfile, tp: int, spec: bool) -> None:
+    """Raise :class:`StartupError` with PyTorch's out-of-memory error when one GPU's share of the weights (the
+    target's, plus the draft's under speculative decoding) exceeds what the GPU has free before loading.
+
+    SGLang has no check of its own there: ``DefaultModelLoader.load_model`` (``python/sglang/srt/model_loader/
+    loader.py``) builds the model under ``with target_device:``, so every parameter is allocated on the GPU as its
+    layer is created, and the first layer that does not fit raises ``torch.OutOfMemoryError`` (PyTorch's
+    ``CUDACachingAllocator``), which the scheduler process logs as ``Scheduler hit an exception`` before the server
+    exits (``python/sglang/srt/managers/scheduler.py:run_scheduler_process``). The allocation that fails here is one
+    layer's share; the layers before it are allocated."""
+    share = (model.weights_gib + (model.draft_weights_gib if spec else 0.0)) / tp
+    if share <= gpu.avail_gib:
+        return
+    layer = model.weights_gib / tp / model.num_layers
+    allocated = min(int(gpu.avail_gib / layer) * layer, model.weights_gib / tp) if layer > 0 else 0.0
+    tried = layer if allocated < model.weights_gib / tp else share - allocated
+    raise StartupError(torch_oom(gpu, tried, gpu.avail_gib - allocated, allocated))
+
+
 def default_mem_fraction_static(gpu: GPUProfile, tp: int, spec_on: bool, chunked_prefill_size: int | None,
                                 cuda_graph_max_bs: int | None) -> float:
     """SGLang's automatic ``mem_fraction_static`` (0.5.10 ``server_args.py``), gpu memory in MiB."""
@@ -106,10 +154,12 @@ def check_context_length(model: ModelProfile, args: dict[str, Any], env: dict[st
 
 def plan_memory(model: ModelProfile, gpu: GPUProfile, args: dict[str, Any], shape: SpecShape | None,
                 env: dict[str, str]) -> MemoryPlan:
-    """Lay out memory for resolved server ``args``; raises :class:`StartupError` with SGLang's
-    ``RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. ...`` when nothing is
-    left for the KV cache or for one request's mamba state."""
+    """Lay out memory for resolved server ``args``; raises :class:`StartupError` with PyTorch's out-of-memory
+    error when the weights do not fit the GPU at all (:func:`check_weights`), with SGLang's ``RuntimeError: Not
+    enough memory. Please try to increase --mem-fraction-static. ...`` (``model_runner_kv_cache_mixin.py``) when
+    they fit but nothing is left of the static budget for the KV cache or for one request's mamba state."""
     tp = _int(args, "tp_size") or 1
+    check_weights(model, gpu, tp, shape is not None)
     ctx = check_context_length(model, args, env)
     frac = args.get("mem_fraction_static")
     if frac is None:
@@ -140,7 +190,9 @@ def plan_memory(model: ModelProfile, gpu: GPUProfile, args: dict[str, Any], shap
             mamba_size = max(int(rest * ratio / (1 + ratio) / per_req), 0)
         mamba_gib = mamba_size * per_req
         rest -= mamba_gib
-    kv_bytes = model.kv_bytes_per_token / tp * KV_DTYPE_BYTES.get(str(args.get("kv_cache_dtype") or "auto"), 2.0) / 2
+    kv_shards = 1 if model.kv_latent else tp
+    kv_dtype = KV_DTYPE_BYTES.get(str(args.get("kv_cache_dtype") or "auto"), 2.0)
+    kv_bytes = model.kv_bytes_per_token / kv_shards * kv_dtype / 2
     tokens = int(rest * GIB // kv_bytes) if rest > 0 else 0
     if args.get("max_total_tokens") is not None:
         tokens = min(tokens, int(args["max_total_tokens"]))

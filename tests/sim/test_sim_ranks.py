@@ -9,7 +9,8 @@ from sglang_sim.follower import JoinError, node_tp_ranks, parse_dist_init_addr
 from simproc import start_sim
 
 GROUP = ["--model-path", "deepseek-ai/DeepSeek-V3", "--trust-remote-code", "--tp-size", "16", "--nnodes", "2",
-         "--dist-init-addr", "dsv3-0.dsv3-0.ml:20000", "--enable-metrics"]
+         "--dist-init-addr", "dsv3-0.dsv3-0.ml:20000", "--enable-metrics",
+         "--mem-fraction-static", "0.9"]  # 39 GiB of weights per RTX A6000 leave nothing at the automatic 0.81
 
 
 def test_rank_1_answers_health_with_a_dummy_and_serves_no_api() -> None:
@@ -49,7 +50,7 @@ def test_rank_0_of_a_group_serves_the_api_with_the_group_settings() -> None:
     (["--nnodes", "2", "--node-rank", "1"], "Empty address string"),
 ])
 def test_a_rank_that_cannot_join_exits_1(argv: list[str], message: str) -> None:
-    sim = start_sim(["--model-path", "m", "--tp-size", "2", *argv], wait_ready=False)
+    sim = start_sim(["--model-path", "Qwen/Qwen3-8B", "--tp-size", "2", *argv], wait_ready=False)
     sim.proc.wait(30)
     err = sim.stop()
     assert sim.proc.returncode == 1 and message in err
