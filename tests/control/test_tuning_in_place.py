@@ -3,7 +3,9 @@ acts. The hold is taken by the server's tick; the trial the tuning records is ap
 the one apply path and recorded by the server's next tick in ONE status patch (with a resourceVersion); the tuning
 never patches the server (the fake's write log says who wrote what); a scale during a trial cancels nothing and
 moves no replica; a spec change ends the hold and cancels the tuning; the tuning's end or deletion applies the
-stable revision again and then removes the hold."""
+stable revision again and then removes the hold; a tuning deleted and created again under the same name (another
+uid) inherits nothing: the old hold is released at the server's next tick; a hold older than the operator's bound is
+released with reason HoldExpired and its tuning cancelled."""
 
 from __future__ import annotations
 
@@ -73,13 +75,14 @@ class World:
         self.obs.tunings.admit(queue.admit(self.obs.tunings.candidates(), servers, queue.DEFAULT_LIMIT).run)
         await asyncio.gather(*list(self.obs._woken))
 
-    async def tick(self) -> None:
-        """One observation of the server from its newest view, then its job (if one was started) to its end."""
+    async def tick(self, later: dt.timedelta = dt.timedelta()) -> None:
+        """One observation of the server from its newest view (``later`` than now), then its job (if one was started)
+        to its end."""
         self.obs.track("MODIFIED", self.fk.server("s"))
         mem = self.obs.memory(self.fk.server("s"))
         async with mem.lock:
             assert mem.body is not None
-            await self.obs.observe(mem.view(), dt.datetime.now(dt.UTC))
+            await self.obs.observe(mem.view(), dt.datetime.now(dt.UTC) + later)
         if mem.job is not None:
             await mem.job
             mem.job = None
@@ -246,3 +249,85 @@ async def test_a_second_tuning_waits_while_the_first_holds_the_server(world: Wor
     writes = len(world.fk.writes)
     assert await runner.step()  # waiting still: the same condition is not written again
     assert world.fk.writes[writes:] == []
+
+
+def created_again(world: World, missed_delete: bool) -> None:
+    """SGLangTuning ``tune`` deleted and created again under its name (another uid), both watch events recorded (or
+    only the new object's: the deletion missed during a watch gap) before the server's next tick; its queue admits
+    it; the new object's runner replaces the old one's."""
+    world.fk.delete("SGLangTuning", "ns", "tune")
+    if not missed_delete:
+        world.obs.tunings.apply("DELETED", TUNING)
+    again = copy.deepcopy(TUNING)
+    again["metadata"]["uid"] = "uid-tune-again"
+    world.fk.put(again)
+    world.obs.tunings.apply("ADDED", world.tuning())
+    world.obs.tunings.admit(queue.admit(world.obs.tunings.candidates(), {("ns", "s")}, queue.DEFAULT_LIMIT).run)
+    world.runner = ctl.TuningRunner("ns", "tune", world.obs)
+
+
+@pytest.mark.parametrize("missed_delete", [False, True])
+async def test_a_tuning_created_again_under_its_name_releases_the_old_hold_within_one_tick(
+        world: World, missed_delete: bool) -> None:
+    stable = await world.create_server()
+    await world.tuning_changed("ADDED")
+    await world.step()  # begins: held between trials
+    old = parse_status(world.fk.server("s")).tuning_hold
+    assert old is not None and old.uid == "uid-tune" and old.since is not None
+    created_again(world, missed_delete)
+    await world.tick()  # one tick: the old hold is released (the stable revision serves: removed at once)
+    status = parse_status(world.fk.server("s"))
+    held = status.condition("TuningHeld")
+    assert status.tuning_hold is None and held is not None and (held.status, held.reason) == ("False", "Released")
+    await world.tick()  # the new tuning, not begun, takes a hold of its own
+    hold = parse_status(world.fk.server("s")).tuning_hold
+    assert hold is not None and (hold.uid, hold.stable_revision, hold.trial) == ("uid-tune-again", stable, None)
+    assert hold.since is not None and hold.since > old.since
+    await world.step()  # and begins under it
+    assert world.tuning()["status"]["startedAt"]
+
+
+async def test_a_tuning_created_again_during_a_trial_gets_nothing_of_the_old_hold(world: World) -> None:
+    stable, trial = await held_with_trial(world)
+    created_again(world, missed_delete=False)
+    await world.tick()  # one tick: the old trial's pods go (the stable revision applied), no trial applied for it
+    assert deployment(world.fk) == (stable, 2)
+    status = parse_status(world.fk.server("s"))
+    assert status.tuning_hold is not None and (status.tuning_hold.uid, status.tuning_hold.released) == (
+        "uid-tune", "Released")
+    assert await world.runner.step()  # the new tuning waits: the hold of its name is not its own
+    running = next(c for c in world.tuning()["status"]["conditions"] if c["type"] == "Running")
+    assert (running["status"], running["reason"]) == ("False", "HeldByTuning") and "earlier" in running["message"]
+    assert "startedAt" not in world.tuning()["status"]
+    await world.tick()  # the stable revision recorded: the old hold removed
+    status = parse_status(world.fk.server("s"))
+    assert status.revision == stable and status.tuning_hold is None and trial != stable
+    await world.tick()
+    hold = parse_status(world.fk.server("s")).tuning_hold
+    assert hold is not None and (hold.uid, hold.stable_revision) == ("uid-tune-again", stable)
+
+
+async def test_a_hold_past_the_bound_is_released_with_its_reason_and_the_tuning_cancelled(world: World) -> None:
+    stable, trial = await held_with_trial(world)
+    bound = world.obs.hold_max_seconds
+    assert bound == handlers.Config().in_place_hold_max_seconds == 10800
+    await world.tick(dt.timedelta(seconds=bound - 60))  # not yet
+    status = parse_status(world.fk.server("s"))
+    assert status.tuning_hold is not None and status.tuning_hold.released is None and status.revision == trial
+    events = len(world.fk.events)
+    await world.tick(dt.timedelta(seconds=bound + 1))  # past it: the stable revision applied, the hold standing
+    assert deployment(world.fk) == (stable, 2)
+    status = parse_status(world.fk.server("s"))
+    assert status.tuning_hold is not None and status.tuning_hold.released == "HoldExpired"
+    said = [e for e in world.fk.events[events:] if e[2] == "HoldExpired"]
+    assert len(said) == 1 and said[0][:2] == ("s", "Warning") and "10800 s" in said[0][3]
+    await world.tick(dt.timedelta(seconds=bound + 2))  # recorded: the hold removed
+    status = parse_status(world.fk.server("s"))
+    held = status.condition("TuningHeld")
+    assert status.revision == stable and status.tuning_hold is None
+    assert held is not None and (held.status, held.reason) == ("False", "HoldExpired")
+    assert [e for e in world.fk.events[events:] if e[2] == "HoldExpired"] == said  # said once
+    assert not await world.runner.step()  # the tuning sees it and ends
+    tuning = world.tuning()["status"]
+    running = next(c for c in tuning["conditions"] if c["type"] == "Running")
+    assert tuning["phase"] == "Cancelled" and running["reason"] == "HoldExpired"

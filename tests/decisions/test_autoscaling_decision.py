@@ -144,6 +144,6 @@ def test_a_scale_is_no_new_revision_and_no_spec_change_for_a_tuning() -> None:
     held = SGLangServerStatus(revision="r9", tuning_hold=hold)
     request = inplace.TuningRequest(name="tune", in_place=True, active=True, started=True, trial="tune-trial-1",
                                     trial_revision="r9")
-    step = inplace.step(held, 2, holds.spec_hash(spec3), (request,))  # generation 2: the scale
+    step = inplace.step(held, 2, holds.spec_hash(spec3), (request,), T0)  # generation 2: the scale
     assert step.hold is not None and step.hold.trial_revision == "r9" and step.hold.generation == 2
     assert step.ended is None

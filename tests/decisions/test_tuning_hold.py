@@ -1,8 +1,9 @@
 """An InPlace SGLangTuning's hold on its server, decided by the server's own tick from what the tuning asks
 (decisions/tuning/inplace.py, decisions/tuning/hold.py, decisions/observation.py): the hold taken for a tuning
 that has not begun, the trial applied by the server's job, no verdict and no convergence while held, the release
-(stable revision applied, then the hold removed), a spec change ending the hold at once, a scale keeping it, and
-the canary/tuning exclusion."""
+(stable revision applied, then the hold removed), a spec change ending the hold at once, a scale keeping it, the
+canary/tuning exclusion, the hold as the tuning object's (its uid: a tuning created again under the same name
+inherits nothing) and bounded in time (``--in-place-hold-max-seconds``), and the one spec-without-replicas rule."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from rollback_driver import FAST, GOOD, OTHER, T0, Run
 from test_observation import observed, persisted, view
 
 from sglang_operator.api.analysis import CanaryPhase, CanaryState
+from sglang_operator.api.rollback import same_spec, without_replicas
 from sglang_operator.api.status import SGLangServerStatus, TuningHold
-from sglang_operator.api.tuning_status import TrialSettings
+from sglang_operator.api.tuning_status import Trial, TrialSettings
 from sglang_operator.decisions.observation import Observed, decide, verifying
 from sglang_operator.decisions.rollback import Apply
 from sglang_operator.decisions.tuning import hold as holds
-from sglang_operator.decisions.tuning import inplace
+from sglang_operator.decisions.tuning import inplace, lifecycle
 from sglang_operator.decisions.tuning.inplace import ApplyTrial, TuningRequest
 
 TRIAL = "9f4c2d9294"
@@ -203,3 +205,112 @@ def test_a_tunings_request_is_read_from_its_spec_and_status() -> None:
     ended = inplace.request_of({**body, "status": {**body["status"], "phase": "Succeeded"}})
     deleting = inplace.request_of({**body, "metadata": {**body["metadata"], "deletionTimestamp": "x"}})
     assert ended is not None and not ended.active and deleting is not None and not deleting.active
+
+
+def owned_hold(uid: str = "uid-1", since: dt.datetime | None = T0, trial: bool = True,
+               released: str | None = None) -> dict[str, Any]:
+    """A hold that records its tuning's uid and when it began."""
+    return {**hold(trial=trial), "uid": uid, **({"since": since.isoformat()} if since else {}),
+            **({"released": released} if released else {})}
+
+
+def test_acquire_records_the_tunings_uid_and_when_the_hold_began() -> None:
+    status = SGLangServerStatus(revision=GOOD, stable_revision=GOOD)
+    got = holds.acquire(status, "tune", 3, HASH, "uid-1", T0)
+    assert got.hold is not None and (got.hold.uid, got.hold.since) == ("uid-1", T0)
+    mine = status.model_copy(update={"tuning_hold": got.hold})
+    assert holds.acquire(mine, "tune", 3, HASH, "uid-1", T0 + dt.timedelta(seconds=9)).hold == got.hold
+    again = holds.acquire(mine, "tune", 3, HASH, "uid-2", T0)  # created again under the same name: not its hold
+    assert again.hold is None and again.reason == "HeldByTuning" and "earlier SGLangTuning tune" in again.message
+    assert holds.owns(got.hold, "tune", "uid-1") and not holds.owns(got.hold, "tune", "uid-2")
+    assert holds.owns(got.hold, "tune", "") and not holds.owns(got.hold, "other", "uid-1")
+
+
+def test_a_tuning_created_again_under_the_same_name_releases_the_old_hold_in_one_tick() -> None:
+    stored = promoted() | {"tuningHold": owned_hold(trial=False)}  # between trials: the stable revision serves
+    stored = persisted(stored, decide(view(stored), seen(revision=GOOD, tunings=(asking(trial=False),)), FAST))
+    new = dataclasses.replace(asking(trial=False, started=False), uid="uid-2")  # deleted, created again, not begun
+    d = decide(view(stored), seen(T0 + dt.timedelta(seconds=1), revision=GOOD, tunings=(new,)), FAST)
+    assert d.apply is None and d.delta["tuningHold"] is None  # released in this very tick
+    cond = d.status.condition("TuningHeld")
+    assert cond is not None and (cond.status, cond.reason) == ("False", inplace.RELEASED)
+    # the next tick gives the new tuning a hold of its own (its uid, its time, the revision serving now)
+    stored = persisted(stored, d)
+    later = T0 + dt.timedelta(seconds=2)
+    d = decide(view(stored), seen(later, revision=GOOD, tunings=(new,)), FAST)
+    assert d.status.tuning_hold is not None
+    assert (d.status.tuning_hold.uid, d.status.tuning_hold.since, d.status.tuning_hold.stable_revision) == (
+        "uid-2", later, GOOD)
+
+
+def test_during_a_trial_the_old_hold_is_released_in_one_tick_and_never_serves_the_new_tuning() -> None:
+    stored = promoted() | {"revision": TRIAL, "tuningHold": owned_hold()}
+    new = dataclasses.replace(asking(started=False), uid="uid-2")  # the new tuning asks a trial of the same name
+    d = decide(view(stored), seen(T0 + dt.timedelta(seconds=1), tunings=(new,)), FAST)
+    assert isinstance(d.apply, Apply) and d.apply.revision == GOOD and "is gone" in d.apply.reason  # no ApplyTrial
+    assert d.status.tuning_hold is not None and d.status.tuning_hold.released == inplace.RELEASED
+    assert d.status.tuning_hold.uid == "uid-1"
+    d = decide(view(persisted(stored, d), {"revision": GOOD}), seen(revision=GOOD, tunings=(new,)), FAST)
+    assert d.apply is None and d.status.tuning_hold is None  # removed once the stable revision is applied
+
+
+def test_a_hold_older_than_the_bound_is_released_with_its_reason_and_one_event() -> None:
+    stored = promoted() | {"revision": TRIAL, "tuningHold": owned_hold()}
+    mine = dataclasses.replace(asking(), uid="uid-1")
+    young = decide(view(stored), dataclasses.replace(seen(T0 + dt.timedelta(seconds=599), tunings=(mine,)),
+                                                     hold_max_seconds=600), FAST)
+    assert young.apply is None and young.status.tuning_hold is not None and young.status.tuning_hold.released is None
+    old = dataclasses.replace(seen(T0 + dt.timedelta(seconds=600), tunings=(mine,)), hold_max_seconds=600)
+    d = decide(view(stored), old, FAST)
+    assert isinstance(d.apply, Apply) and d.apply.revision == GOOD  # the stable revision first, the hold standing
+    assert d.status.tuning_hold is not None and d.status.tuning_hold.released == inplace.EXPIRED
+    assert [(e.type, e.reason) for e in d.events if e.reason == inplace.EXPIRED] == [("Warning", "HoldExpired")]
+    stored = persisted(stored, d)
+    done = dataclasses.replace(seen(T0 + dt.timedelta(seconds=605), revision=GOOD, tunings=(mine,)),
+                               hold_max_seconds=600)
+    d = decide(view(stored, {"revision": GOOD}), done, FAST)
+    assert d.apply is None and d.delta["tuningHold"] is None
+    assert [e for e in d.events if e.reason == inplace.EXPIRED] == []  # said once
+    cond = d.status.condition("TuningHeld")
+    assert cond is not None and (cond.status, cond.reason) == ("False", inplace.EXPIRED) and "600 s" in cond.message
+    # between trials the expired hold goes in the same tick, with its event
+    between = promoted() | {"tuningHold": owned_hold(trial=False)}
+    d = decide(view(between), dataclasses.replace(seen(T0 + dt.timedelta(hours=4), revision=GOOD, tunings=(mine,)),
+                                                  hold_max_seconds=holds.MAX_SECONDS), FAST)
+    assert d.apply is None and d.status.tuning_hold is None
+    assert [e.reason for e in d.events if e.reason == inplace.EXPIRED] == ["HoldExpired"]
+
+
+def test_an_older_operators_hold_gets_its_tunings_uid_and_is_bounded_from_the_first_tick() -> None:
+    stored = promoted() | {"revision": TRIAL, "tuningHold": hold()}  # no uid, no since
+    mine = dataclasses.replace(asking(), uid="uid-1")
+    now = T0 + dt.timedelta(days=2)
+    d = decide(view(stored), seen(now, tunings=(mine,)), FAST)
+    assert d.apply is None and d.status.tuning_hold is not None
+    assert (d.status.tuning_hold.uid, d.status.tuning_hold.since) == ("uid-1", now)
+
+
+def test_the_tuning_sees_a_hold_of_its_name_with_another_uid_or_an_expired_one_as_not_its_own() -> None:
+    trial = Trial(name="tune-trial-1", settings=SETTINGS, revision=TRIAL)
+    status = SGLangServerStatus.model_validate({"revision": TRIAL, "tuningHold": owned_hold()})
+    assert lifecycle.in_place(status, "tune", "s", True, "uid-1").kind == "held"
+    assert lifecycle.trial_state(status, "tune", trial, "uid-1") == ("running", "")
+    other = lifecycle.in_place(status, "tune", "s", False, "uid-2")
+    assert (other.kind, other.reason) == ("waiting", "HeldByTuning") and "earlier" in other.message
+    assert lifecycle.trial_state(status, "tune", trial, "uid-2")[0] == "lost"
+    expired = SGLangServerStatus.model_validate({"revision": TRIAL,
+                                                 "tuningHold": owned_hold(released=inplace.EXPIRED)})
+    lost = lifecycle.in_place(expired, "tune", "s", True, "uid-1")
+    assert (lost.kind, lost.reason) == ("lost", "HoldExpired")
+    assert lifecycle.trial_state(expired, "tune", trial, "uid-1")[0] == "lost"
+    releasing = SGLangServerStatus.model_validate({"revision": TRIAL,
+                                                   "tuningHold": owned_hold(released=inplace.RELEASED)})
+    assert lifecycle.in_place(releasing, "tune", "s", True, "uid-1").kind == "held"  # its end: nothing new to say
+
+
+def test_the_one_spec_without_replicas_rule() -> None:
+    spec = {"replicas": 2, "model": {"path": "m"}, "rollback": {"probe": {"prompt": ""}}}
+    assert without_replicas(spec) == {"model": {"path": "m"}, "rollback": {"probe": {}}}
+    assert same_spec(spec, {**spec, "replicas": 7}) and not same_spec(spec, {**spec, "model": {"path": "x"}})
+    assert not same_spec(None, spec)
+    assert holds.spec_hash(spec) == holds.spec_hash(without_replicas({**spec, "replicas": 9}))

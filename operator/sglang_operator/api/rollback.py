@@ -117,6 +117,23 @@ def without_default_prompt(spec: Mapping[str, Any]) -> dict[str, Any]:
     return {**spec, "rollback": {**rollback, "probe": {k: v for k, v in probe.items() if k != "prompt"}}}
 
 
+def without_replicas(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The SGLangServer ``spec`` dict (camelCase, as stored) a revision is: without ``replicas`` (scaling is the
+    user's or an autoscaler's, never the revision's) and without a default probe prompt
+    (:func:`without_default_prompt`). The one rule that tells a spec change from a scale: :func:`same_spec` (the
+    ledger, the observer, the reconcile handler) and an InPlace hold's ``specHash``
+    (:func:`sglang_operator.decisions.tuning.hold.spec_hash`)."""
+    return {k: v for k, v in without_default_prompt(spec).items() if k != "replicas"}
+
+
+def same_spec(a: Any, b: Any) -> bool:
+    """Whether SGLangServer specs ``a`` and ``b`` (camelCase dicts; anything else: False) are the same revision's:
+    equal :func:`without_replicas`."""
+    if not isinstance(a, Mapping) or not isinstance(b, Mapping):
+        return False
+    return without_replicas(a) == without_replicas(b)
+
+
 class RollbackPolicy(ApiModel):
     """How each new revision is judged and when the operator returns to the stable revision. Every field is
     optional; the defaults suit production (earliest rollback: warmupSeconds + failureThreshold ×

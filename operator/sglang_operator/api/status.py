@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from sglang_operator.api.analysis import (
     Analysis,
@@ -201,6 +201,17 @@ class TuningHold(StatusModel):
 
     name: str
     """The SGLangTuning's name (same namespace)."""
+    uid: Annotated[str | None, Field(max_length=128)] = None
+    """The SGLangTuning's ``metadata.uid``: the hold is that object's, not its name's. A tuning deleted and
+    created again under the same name (another uid) does not inherit it: the server's next tick releases it. Unset
+    (a hold written by an older operator): the tuning of that name, whose uid the next tick records."""
+    since: AwareDatetime | None = None
+    """When the hold began. A hold older than the operator's ``--in-place-hold-max-seconds`` (chart value
+    ``inPlaceHoldMaxSeconds``) is released (reason ``HoldExpired``) and its tuning cancelled. Unset (a hold written by
+    an older operator): the next tick records its own time."""
+    released: Annotated[str | None, Field(max_length=64)] = None
+    """Set while the hold is being released (the stable revision is applied again before it is removed), with why:
+    ``Released`` (the tuning ended, or is gone), ``HoldExpired`` (older than the bound). No trial is applied then."""
     stable_revision: str
     """The revision serving when the tuning began: applied again at the end (success, failure, deletion, restart)."""
     generation: int

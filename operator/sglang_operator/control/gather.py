@@ -140,6 +140,7 @@ class Gathering:
     tunings: TuningRequests
     memories: Memories
     sample_interval: float | None
+    hold_max_seconds: float | None
 
     if TYPE_CHECKING:
         @property
@@ -204,7 +205,7 @@ class Gathering:
             promote_token=view.annotations.get(judging.PROMOTE_ANNOTATION),
             apply_failure=mem.apply_failure, apply_failure_reason=mem.apply_failure_reason, previous_diffs=mem.diffs,
             tunings=self.tunings.of(mem.key),
-            spec_hash=self._spec_hash(mem, view),
+            spec_hash=self._spec_hash(mem, view), hold_max_seconds=self.hold_max_seconds,
             settings=self.tunings.settings_condition(server.namespace, spec, generation, now, view)), policy
 
     async def _read_pods(self, mem: ServerMemory, view: ServerView, spec: SGLangServerSpec, policy: Any, health: Any,

@@ -41,6 +41,7 @@ import kopf
 from sglang_operator import builders
 from sglang_operator.api import GROUP, PLURAL, VERSION
 from sglang_operator.api.base import truncate
+from sglang_operator.api.rollback import same_spec
 from sglang_operator.api.server import SpecError
 from sglang_operator.api.view import ServerView
 from sglang_operator.builders.labels import MANAGED_BY
@@ -48,7 +49,7 @@ from sglang_operator.control import restore, server_status, tunings  # tunings: 
 from sglang_operator.control.apply import ApplyOptions, apply_placement, placement
 from sglang_operator.control.children import ChildApplyError, LeaderWorkerSetMissing, up_to_date
 from sglang_operator.control.memory import ServerMemory
-from sglang_operator.control.observer import RESYNC_SECONDS, Observer, same_spec
+from sglang_operator.control.observer import RESYNC_SECONDS, Observer
 from sglang_operator.decisions import groups
 from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.conditions import condition, merge
@@ -112,6 +113,8 @@ class Config:
     """Tuning trials' streamed requests in flight at most, all trials together (``--trial-streams``)."""
     max_running_tunings: int = DEFAULT_RUNNING_TUNINGS
     """SGLangTunings running at once, at most one per server (``--max-running-tunings``)."""
+    in_place_hold_max_seconds: float = holds.MAX_SECONDS
+    """Seconds an InPlace SGLangTuning may hold its server (``--in-place-hold-max-seconds``)."""
 
 
 def observer_of(memo: Any) -> Observer:
@@ -343,7 +346,8 @@ async def start_observer(memo: Any, **_: Any) -> None:
     config = getattr(memo, "config", None) or Config()
     memo.observer = Observer(config.status_interval, config.sample_interval, config.resync_seconds,
                              config.namespaces, scrape_limits=config.scrape_limits,
-                             probe_limits=config.probe_limits, trial_streams=config.trial_streams)
+                             probe_limits=config.probe_limits, trial_streams=config.trial_streams,
+                             hold_max_seconds=getattr(config, "in_place_hold_max_seconds", holds.MAX_SECONDS))
     freeze_heap()
     READINESS.start(kube.sglangserver_uids)
     memo.observer.start()

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from sglang_operator import builders
-from sglang_operator.api.rollback import without_default_prompt
+from sglang_operator.api.rollback import same_spec
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.view import ObjectRef, ServerView
 from sglang_operator.builders.labels import REVISION_LABEL
@@ -134,21 +134,13 @@ def render_revision(view: ServerView, cr: Mapping[str, Any]) -> builders.Rendere
     rendered = builders.render(server)
     if rendered.revision != _hash(cr):
         record = view.status.record(_hash(cr))
-        if record is None or not _same(record.spec, cr["data"]["spec"]):
+        if record is None or not same_spec(record.spec, cr["data"]["spec"]):
             raise ForeignRevision(f"ControllerRevision {cr['metadata'].get('name')} renders as revision "
                                   f"{rendered.revision}, not {_hash(cr)}, and status.revisions does not hold that "
                                   f"spec: not applied")
         log.warning("%s: ledger entry %s renders as %s (operator upgrade?); applying it under its recorded hash",
                     server.name, _hash(cr), rendered.revision)
     return pinned(rendered, recorded_digest(cr), _hash(cr))
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Whether specs ``a`` and ``b`` (camelCase dicts) are the same, ``replicas`` and a default probe prompt aside."""
-    if not isinstance(a, Mapping) or not isinstance(b, Mapping):
-        return False
-    a, b = without_default_prompt(a), without_default_prompt(b)
-    return {k: v for k, v in a.items() if k != "replicas"} == {k: v for k, v in b.items() if k != "replicas"}
 
 
 def workload_image(workload: Mapping[str, Any] | None) -> str | None:

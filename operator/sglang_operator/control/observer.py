@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator import builders
-from sglang_operator.api.rollback import without_default_prompt
+from sglang_operator.api.rollback import same_spec
 from sglang_operator.api.server import SGLangServer, SpecError
 from sglang_operator.api.spec import SGLangServerSpec
 from sglang_operator.api.view import ServerView
@@ -58,6 +58,7 @@ from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.observation import ObservationDecision, ServerAction, decide
 from sglang_operator.decisions.rollback import Apply
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
+from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.decisions.tuning.inplace import ApplyTrial
 from sglang_operator.io import kube
 from sglang_operator.io.pods import PodCache
@@ -109,12 +110,16 @@ class Observer(Gathering, Ticking):
     ``namespaces``: the watched namespaces (empty: clusterwide), for the resync's LIST. ``scrape_limits`` and
     ``probe_limits``: the bounds on what the HTTP client and the sampler read from a pod (defaults
     :class:`ScrapeLimits`, :class:`ProbeLimits`; ``/server_info`` shares the scrape's body limit); ``trial_streams``:
-    the HTTP client's cap on tuning trials' streams in flight (:mod:`sglang_operator.io.trialstreams`)."""
+    the HTTP client's cap on tuning trials' streams in flight (:mod:`sglang_operator.io.trialstreams`);
+    ``hold_max_seconds``: how long an InPlace tuning may hold a server (``--in-place-hold-max-seconds``; None: no
+    bound)."""
 
     def __init__(self, interval: float, sample_interval: float | None = None, resync_seconds: float = RESYNC_SECONDS,
                  namespaces: tuple[str, ...] = (), *, scrape_limits: ScrapeLimits | None = None,
-                 probe_limits: ProbeLimits | None = None, trial_streams: int = TRIAL_STREAMS) -> None:
+                 probe_limits: ProbeLimits | None = None, trial_streams: int = TRIAL_STREAMS,
+                 hold_max_seconds: float | None = holds.MAX_SECONDS) -> None:
         self.interval = interval
+        self.hold_max_seconds = hold_max_seconds
         self.trial_streams = trial_streams
         self.scrape_limits = scrape_limits or ScrapeLimits()
         self.probe_limits = probe_limits or ProbeLimits()
@@ -442,13 +447,3 @@ class Observer(Gathering, Ticking):
             except Exception:  # never let the loop die silently: log and go on next tick
                 log.exception("observer tick failed")
             await asyncio.sleep(max(0.05, self.interval - (loop.time() - started)))
-
-
-def same_spec(applied: Any, spec: Any) -> bool:
-    """Whether the spec ``applied`` (a ledger record's) is ``spec`` (the object's), ``replicas`` aside (scaling is
-    the user's, not the revision's; a default probe prompt, empty or an older object's copy of the built-in text, is
-    no difference)."""
-    if not isinstance(applied, Mapping) or not isinstance(spec, Mapping):
-        return False
-    a, b = without_default_prompt(applied), without_default_prompt(spec)
-    return {k: v for k, v in a.items() if k != "replicas"} == {k: v for k, v in b.items() if k != "replicas"}

@@ -30,6 +30,7 @@ from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
 from sglang_operator.decisions.placement import holds_back
 from sglang_operator.decisions.rollback import RETRY_ANNOTATION, what_should_run
 from sglang_operator.decisions.rollback_state import RollbackState, Target
+from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.decisions.tuning import trials as plan
 from sglang_operator.decisions.tuning.inplace import ApplyTrial
 from sglang_operator.io import kube
@@ -229,7 +230,7 @@ async def apply_trial(view: ServerView, action: ApplyTrial, now: dt.datetime,
     asked for, a refused child): the tuning fails that trial. Never raises for those."""
     status = view.status
     hold = status.tuning_hold
-    if hold is None or hold.name != action.tuning:
+    if hold is None or not holds.owns(hold, action.tuning, action.uid):
         raise ValueError(f"SGLangServer {view.name} is not held by SGLangTuning {action.tuning}")
     ns, name = view.namespace, view.name
     try:

@@ -132,7 +132,8 @@ class TuningRunner:
             return await self._finish(tuning, lifecycle.control_refused(status, refusal), now)
         stable = None
         if in_place:
-            where = lifecycle.in_place(server_view.status, self.name, server.name, status.started_at is not None)
+            where = lifecycle.in_place(server_view.status, self.name, server.name, status.started_at is not None,
+                                       tuning.uid)
             if where.kind == "lost":
                 return await self._end(tuning, status, TuningPhase.CANCELLED, where.reason, where.message, now)
             if where.kind == "waiting":
@@ -269,7 +270,7 @@ class TuningRunner:
             if view is None:
                 raise TrialFailure(f"SGLangServer {server.name} is gone")
             status = view.status
-            state, why = lifecycle.trial_state(status, self.name, trial)
+            state, why = lifecycle.trial_state(status, self.name, trial, tuning.uid)
             if state in ("failed", "lost"):
                 raise TrialFailure(f"the server's loop did not run trial {trial.name}: {why}")
             if state == "running":

@@ -59,7 +59,8 @@ class Observed:
     (:class:`~sglang_operator.decisions.tuning.inplace.TuningRequest`); ``spec_hash``: the object's spec hashed
     without ``replicas`` (:func:`~sglang_operator.decisions.tuning.hold.spec_hash`); ``settings``: the
     ``SpeculativeSettings`` condition against the namespace's known best
-    (:func:`~sglang_operator.decisions.tuning.known_best.condition`; None: nothing to say)."""
+    (:func:`~sglang_operator.decisions.tuning.known_best.condition`; None: nothing to say); ``hold_max_seconds``: how
+    long an InPlace tuning's hold may stand (``--in-place-hold-max-seconds``; None: no bound)."""
 
     now: dt.datetime
     generation: int
@@ -77,6 +78,7 @@ class Observed:
     tunings: tuple[TuningRequest, ...] = ()
     spec_hash: str | None = None
     settings: Condition | None = None
+    hold_max_seconds: float | None = holds.MAX_SECONDS
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,19 @@ def held(status: Mapping[str, Any], hold: TuningHold, pod_conditions: list[Condi
     return judging.Judged(state, {}, [*conditions, holds.held_condition(hold, generation, now)])
 
 
+def _expiry(before: TuningHold | None, after: TuningHold | None, ended: str | None,
+            max_seconds: float | None) -> str | None:
+    """What to say when an InPlace hold is released for its age (``before``: the stored hold, ``after``: the one to
+    store, ``ended``: why a hold ended in this tick); None when it is not."""
+    gone = after is None and ended == inplace.EXPIRED and before is not None
+    hold = after if after is not None and after.released == inplace.EXPIRED else before if gone else None
+    if hold is None:
+        return None
+    return (f"SGLangTuning {hold.name} (InPlace) held the server longer than {max_seconds or 0:.0f} s "
+            f"(--in-place-hold-max-seconds): the hold is released, the tuning cancelled, revision "
+            f"{hold.stable_revision} serves again")
+
+
 def decide(view: ServerView, observed: Observed, policy: RollbackPolicy) -> ObservationDecision:
     """Decide one observation of the server of ``view``: its stored status (:attr:`ServerView.status_data`, as the API
     server holds it), what the server's job applied since and the next patch writes (:attr:`ServerView.applied`: the
@@ -146,7 +161,7 @@ def decide(view: ServerView, observed: Observed, policy: RollbackPolicy) -> Obse
     status = {**stored, **applied}
     o = observed
     revision = str(status.get("revision"))
-    hold_step = inplace.step(typed, o.generation, o.spec_hash, o.tunings)
+    hold_step = inplace.step(typed, o.generation, o.spec_hash, o.tunings, o.now, o.hold_max_seconds)
     hold = hold_step.hold
     if hold is not None:
         judged = held(status, hold, list(o.health.conditions), policy, o.now, o.generation, o.speculative, typed)
@@ -158,9 +173,10 @@ def decide(view: ServerView, observed: Observed, policy: RollbackPolicy) -> Obse
     conditions = judged.conditions if o.settings is None or hold is not None else [*judged.conditions, o.settings]
     was_held = any(c.get("type") == ConditionType.TUNING_HELD and c.get("status") == "True"
                    for c in status.get("conditions") or [])
+    expiry = _expiry(typed.tuning_hold, hold, hold_step.ended, o.hold_max_seconds)
     if hold is None and was_held:
         why = ("the server's spec changed: the InPlace tuning is cancelled, the spec's revision is applied"
-               if hold_step.ended == inplace.SPEC_CHANGED else "no InPlace tuning holds the server")
+               if hold_step.ended == inplace.SPEC_CHANGED else expiry or "no InPlace tuning holds the server")
         conditions = [*conditions, condition(ConditionType.TUNING_HELD, "False", hold_step.ended or inplace.RELEASED,
                                              why, o.generation, o.now)]
     if o.apply_failure:  # the reconcile handler could not apply the spec (kopf retries): say so, not "healthy"
@@ -183,6 +199,9 @@ def decide(view: ServerView, observed: Observed, policy: RollbackPolicy) -> Obse
     if o.diffs and "conditions" in delta and o.diffs != o.previous_diffs:
         events.append(Event("Warning", "SettingsDiffer", "; ".join(o.diffs)))
     events += [a for a in judged.actions if isinstance(a, Event)]
+    before = typed.tuning_hold
+    if expiry and (before is None or before.released != inplace.EXPIRED):  # once, when the expiry is decided
+        events.append(Event("Warning", inplace.EXPIRED, expiry))
     apply: ServerAction | None = hold_step.action or next(
         (a for a in reversed(judged.actions) if isinstance(a, Apply | PlaceCanary | PromoteCanary)), None)
     return ObservationDecision(new, delta, events, apply, judged.state, o.diffs)

@@ -22,6 +22,7 @@ import yaml
 from sglang_operator.api import crd as crds
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.decisions.sampling import limits as sampling_limits
+from sglang_operator.decisions.tuning.hold import MAX_SECONDS as HOLD_MAX_SECONDS
 from sglang_operator.io.trialstreams import TRIAL_STREAMS
 from sglang_operator.process.leader import LeaderElectionConfig
 
@@ -316,6 +317,11 @@ def run(
     max_running_tunings: Annotated[int, typer.Option(
         min=1, help="SGLangTunings running at once, all namespaces together, at most one per SGLangServer; the "
                     "others wait (phase Pending, Running=False reason Queued), oldest first")] = 2,
+    in_place_hold_max_seconds: Annotated[float, typer.Option(
+        min=60.0, envvar="SGLANG_OPERATOR_IN_PLACE_HOLD_MAX_SECONDS",
+        help="seconds an InPlace SGLangTuning may hold its server at most; an older hold is released (Warning "
+             "event and TuningHeld=False reason HoldExpired), the stable revision applied again and the tuning "
+             "cancelled")] = HOLD_MAX_SECONDS,
     scrape_body_limit: Annotated[int, typer.Option(
         min=1, help="bytes at most of one /metrics or /server_info body of an SGLang pod (Prometheus' "
                     "body_size_limit); a larger one is a scrape error too_large")] = sampling_limits.BODY_BYTES,
@@ -383,7 +389,7 @@ def run(
                                               scrape_retained_series, scrape_retained_bytes),
                probe_limits=sampling_limits.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit),
                metrics_server=metrics_server, readiness_port=readiness_port, trial_streams=trial_streams,
-               max_running_tunings=max_running_tunings)
+               max_running_tunings=max_running_tunings, in_place_hold_max_seconds=in_place_hold_max_seconds)
 
 
 @app.command("prometheus-config")

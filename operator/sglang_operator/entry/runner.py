@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 import kopf
 
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
+from sglang_operator.decisions.tuning.hold import MAX_SECONDS as HOLD_MAX_SECONDS
 from sglang_operator.io.trialstreams import TRIAL_STREAMS
 from sglang_operator.process.leader import LeaderElectionConfig
 from sglang_operator.process.metrics_http import MetricsServerConfig
@@ -164,6 +165,7 @@ def run(
     readiness_port: int = 0,
     trial_streams: int = TRIAL_STREAMS,
     max_running_tunings: int = 2,
+    in_place_hold_max_seconds: float = HOLD_MAX_SECONDS,
 ) -> None:
     """Block running the operator until SIGINT/SIGTERM.
 
@@ -177,7 +179,8 @@ def run(
     ``metrics_port``: the operator's ``/metrics`` (0: not served; exits with a message when the port is taken or,
     with ``metrics_server.cert_dir``, a certificate file cannot serve, naming it);
     ``sample_interval``: seconds between two samples of every server, replacing ``spec.rollback.intervalSeconds``
-    (None: each server's own); ``resync_seconds``: between two resyncs of the observer (0: never). The seconds
+    (None: each server's own); ``resync_seconds``: between two resyncs of the observer (0: never), and between two
+    reads of an absent optional CRD, KEDA's or the PodMonitor's (:mod:`sglang_operator.io.crd_presence`). The seconds
     between two observations of a server come from ``SGLANG_OPERATOR_STATUS_INTERVAL`` (default 5).
     ``scrape_limits``, ``probe_limits``: the bounds on what is read from an SGLang pod (defaults: those of
     :mod:`sglang_operator.decisions.sampling.limits`). ``metrics_server``: the metrics port's timeouts, connection cap
@@ -186,7 +189,8 @@ def run(
     (:func:`sglang_operator.process.metrics_http.serve_readiness`; 0: not served apart). ``trial_streams``: the cap
     on tuning trials' streamed requests in flight, all trials together (:mod:`sglang_operator.io.trialstreams`).
     ``max_running_tunings``: SGLangTunings running at once, at most one per server
-    (:mod:`sglang_operator.decisions.tuning.queue`).
+    (:mod:`sglang_operator.decisions.tuning.queue`). ``in_place_hold_max_seconds``: how long an InPlace SGLangTuning
+    may hold its server (:func:`sglang_operator.decisions.tuning.hold.expired`).
     These reach the handlers as kopf's ``memo.config`` (:class:`sglang_operator.control.handlers.Config`).
     """
     from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
@@ -195,12 +199,14 @@ def run(
     from sglang_operator.io.keda import SCALED_OBJECTS
 
     SCALED_OBJECTS.configure(prometheus_address)
+    for optional in (POD_MONITORS, SCALED_OBJECTS):  # an absent CRD is read again at every resync
+        optional.recheck_every(resync_seconds)
     handlers = importlib.import_module("sglang_operator.control.handlers")  # registers the handlers
     memo = kopf.Memo(config=handlers.Config(
         status_interval=float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5")), sample_interval=sample_interval,
         resync_seconds=resync_seconds, namespaces=tuple(namespaces), scrape_limits=scrape_limits or ScrapeLimits(),
         probe_limits=probe_limits or ProbeLimits(), trial_streams=trial_streams,
-        max_running_tunings=max_running_tunings))
+        max_running_tunings=max_running_tunings, in_place_hold_max_seconds=in_place_hold_max_seconds))
     handlers.READINESS.namespaces = list(namespaces)  # the startup LIST of /readyz (sglang_operator.process.readiness)
     kopf.on.startup()(configure)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,

@@ -39,6 +39,7 @@ from sglang_operator.api.view import ObjectRef, ServerView
 from sglang_operator.builders.tuning import trial_workload
 from sglang_operator.decisions import conditions
 from sglang_operator.decisions.conditions import merge, rfc3339
+from sglang_operator.decisions.tuning import hold as hold_rules
 from sglang_operator.decisions.tuning import inplace
 from sglang_operator.decisions.tuning import trials as plan
 
@@ -222,22 +223,32 @@ class HoldView:
     stable: str | None = None
 
 
-def in_place(server: SGLangServerStatus, tuning: str, server_name: str, began: bool) -> HoldView:
-    """Where InPlace tuning ``tuning`` stands with SGLangServer ``server_name`` whose status is ``server``
-    (``began``: the tuning's ``startedAt`` is set)."""
+def in_place(server: SGLangServerStatus, tuning: str, server_name: str, began: bool, uid: str = "") -> HoldView:
+    """Where InPlace tuning ``tuning`` (``metadata.uid`` ``uid``; empty: by name alone) stands with SGLangServer
+    ``server_name`` whose status is ``server`` (``began``: the tuning's ``startedAt`` is set). A hold released for its
+    age (``released: HoldExpired``) is no longer the tuning's; a hold of an earlier tuning of the same name (another
+    uid) is not either: the tuning waits for its own."""
     hold = server.tuning_hold
-    if hold is not None and hold.name == tuning:
+    mine = hold is not None and hold_rules.owns(hold, tuning, uid)
+    if hold is not None and mine and hold.released != inplace.EXPIRED:
         return HoldView("held", stable=hold.stable_revision)
     if began:
         held = server.condition(ConditionType.TUNING_HELD)
         if held is not None and held.status == "False" and held.reason == inplace.SPEC_CHANGED:
             return HoldView("lost", "SpecChanged", f"the spec of SGLangServer {server_name} changed: the tuning is "
                             "cancelled, the spec's revision is applied")
+        if (hold is not None and mine and hold.released == inplace.EXPIRED) or (
+                hold is None and held is not None and held.status == "False" and held.reason == inplace.EXPIRED):
+            return HoldView("lost", inplace.EXPIRED, f"SGLangServer {server_name} was held by this tuning longer than "
+                            "the operator allows (--in-place-hold-max-seconds, chart value inPlaceHoldMaxSeconds): "
+                            "the hold is released, the tuning cancelled")
         return HoldView("lost", "HoldLost", f"SGLangServer {server_name} is no longer held by this tuning "
                         "(status.tuningHold)")
+    if hold is not None and not mine:
+        return HoldView("waiting", "HeldByTuning", hold_rules.held_by(hold, tuning))
     if hold is not None:
-        return HoldView("waiting", "HeldByTuning", f"SGLangTuning {hold.name} holds the server (InPlace); this "
-                        "tuning waits until it ends")
+        return HoldView("waiting", "HoldReleasing", f"SGLangServer {server_name}'s loop is releasing this tuning's "
+                        f"hold ({hold.released}); the tuning waits for the server to be free")
     if server.canary is not None:
         return HoldView("waiting", "CanaryInProgress", f"a canary of revision {server.canary.revision} runs on the "
                         "server; the InPlace tuning waits until it is promoted or aborted")
@@ -246,13 +257,17 @@ def in_place(server: SGLangServerStatus, tuning: str, server_name: str, began: b
     return HoldView("waiting", "WaitingForHold", f"waiting for SGLangServer {server_name}'s loop to hold it")
 
 
-def trial_state(server: SGLangServerStatus, tuning: str, trial: Trial) -> tuple[str, str]:
-    """Whether the server runs InPlace trial ``trial`` it was asked for: ``("running", "")`` (its hold names the
-    trial and its revision is applied), ``("failed", why)`` (the server's loop could not apply it), ``("lost", why)``
-    (no hold of this tuning any more), or ``("pending", "")``."""
+def trial_state(server: SGLangServerStatus, tuning: str, trial: Trial, uid: str = "") -> tuple[str, str]:
+    """Whether the server runs InPlace trial ``trial`` it was asked for by tuning ``tuning`` (``metadata.uid``
+    ``uid``): ``("running", "")`` (its hold names the trial and its revision is applied), ``("failed", why)`` (the
+    server's loop could not apply it), ``("lost", why)`` (no hold of this tuning any more, or one released for its
+    age), or ``("pending", "")``."""
     hold = server.tuning_hold
-    if hold is None or hold.name != tuning:
+    if hold is None or not hold_rules.owns(hold, tuning, uid):
         return "lost", "the server is no longer held by this tuning"
+    if hold.released == inplace.EXPIRED:
+        return "lost", "the server's loop released this tuning's hold: it held the server longer than the operator " \
+            "allows (--in-place-hold-max-seconds)"
     if hold.trial == trial.name and hold.trial_failure:
         return "failed", hold.trial_failure
     if hold.trial == trial.name and server.revision == trial.revision:
