@@ -1,10 +1,12 @@
 """Whether an optional API (a CustomResourceDefinition of another project) is served, as one operator process last
 read it (glue: reads the API server through :func:`sglang_operator.io.kube.crd_served`).
 
-:class:`CrdPresence` reads it once when first asked and again every :data:`RECHECK_SECONDS` while it is absent, so
-an API installed later is picked up without a restart; a present API is kept until :meth:`CrdPresence.forget` (an
-apply answered 404). The PodMonitor policy (:mod:`sglang_operator.io.discovery`) and KEDA's ScaledObjects
-(:mod:`sglang_operator.io.keda`) are its two users.
+:class:`CrdPresence` reads it once when first asked and again, while it is absent, once per resync period of the
+operator (``--resync-seconds``, set by :meth:`CrdPresence.recheck_every`; :data:`RECHECK_SECONDS` when resyncs are
+off), so an API installed later is picked up within one resync without a restart, at the cost of at most one GET of
+the CRD per period; a present API is kept until :meth:`CrdPresence.forget` (an apply answered 404). The PodMonitor
+policy (:mod:`sglang_operator.io.discovery`) and KEDA's ScaledObjects (:mod:`sglang_operator.io.keda`) are its two
+users.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import time
 from collections.abc import Awaitable, Callable
 
 RECHECK_SECONDS = 300.0
-"""Seconds between two reads of an API found absent."""
+"""Seconds between two reads of an API found absent, unless :meth:`CrdPresence.recheck_every` set the resync
+period (the operator's default ``--resync-seconds`` is the same 300 s)."""
 
 
 class CrdPresence:
@@ -30,6 +33,13 @@ class CrdPresence:
         self._clock = clock
         self._present: bool | None = None
         self._checked_at = 0.0
+        self.recheck_seconds = RECHECK_SECONDS
+        """Seconds between two reads while absent."""
+
+    def recheck_every(self, seconds: float) -> None:
+        """Read an absent API again every ``seconds`` (the operator's resync period); 0 or less (resyncs off):
+        every :data:`RECHECK_SECONDS`."""
+        self.recheck_seconds = seconds if seconds > 0 else RECHECK_SECONDS
 
     async def discover(self) -> bool:
         """Read whether the API is served now; errors count as absent and are logged."""
@@ -37,11 +47,12 @@ class CrdPresence:
             present = await self._probe()
         except Exception as err:  # RBAC, network: retried at the next re-check
             self._log.warning("%s: could not read CRD %s (%s); retrying in %.0f s", self._what, self._crd_name, err,
-                              RECHECK_SECONDS)
+                              self.recheck_seconds)
             present = False
         if present != self._present:
+            absent = f"{self._absent} (read again every {self.recheck_seconds:.0f} s)"
             self._log.info("%s: %s/%s %s", self._what, self._crd_name.split(".", 1)[1], self._version,
-                           self._found if present else self._absent)
+                           self._found if present else absent)
         self._present, self._checked_at = present, self._clock()
         return present
 
@@ -51,7 +62,7 @@ class CrdPresence:
 
     async def served(self) -> bool:
         """Whether the API is served: the last read, read again when never made, or when absent and
-        :data:`RECHECK_SECONDS` passed."""
-        if self._present is None or (not self._present and self._clock() - self._checked_at >= RECHECK_SECONDS):
+        :attr:`recheck_seconds` passed since the last read."""
+        if self._present is None or (not self._present and self._clock() - self._checked_at >= self.recheck_seconds):
             return await self.discover()
         return self._present

@@ -4,7 +4,8 @@
 Operator's ``monitoring.coreos.com/v1`` PodMonitor API exists, i.e. the CRD ``podmonitors.monitoring.coreos.com``
 is Established and serves ``v1`` (read with the ``get customresourcedefinitions`` the operator has for kopf
 anyway). Discovered once at start-up (:meth:`PodMonitors.discover`) and re-checked every
-:data:`RECHECK_SECONDS` while absent, so CRDs installed later are picked up without a restart.
+resync (``--resync-seconds``) while absent, so CRDs installed later are picked up within one resync without a
+restart (:mod:`sglang_operator.io.crd_presence`).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class PodMonitors(CrdPresence):
     @dispatched("pod_monitors_wanted")
     async def wanted(self) -> bool:
         """Whether to apply PodMonitors now: the mode, and in auto the discovery (re-read when never made, or
-        when absent and :data:`RECHECK_SECONDS` passed)."""
+        when absent and a resync period passed)."""
         if self.mode is PodMonitorMode.NEVER:
             return False
         if self.mode is PodMonitorMode.ALWAYS:

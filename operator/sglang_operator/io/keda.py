@@ -4,7 +4,8 @@
 (:mod:`sglang_operator.builders.autoscaling`); it can be applied only when the CRD ``scaledobjects.keda.sh`` is
 Established and serves ``v1alpha1`` (read with the ``get customresourcedefinitions`` the operator has for kopf
 anyway). :class:`ScaledObjects` discovers it once and
-re-checks every :data:`RECHECK_SECONDS` while absent, so KEDA installed later needs no restart and no edit.
+re-checks at every resync (``--resync-seconds``) while absent, so KEDA installed later is picked up within one resync,
+with no restart and no edit.
 ``prometheus_address`` is ``--prometheus-address`` (the chart's ``autoscaling.prometheusAddress``): the Prometheus a
 ScaledObject queries when ``spec.autoscaling.prometheus`` is unset.
 """
@@ -50,7 +51,7 @@ class ScaledObjects(CrdPresence):
 
     async def available(self) -> bool:
         """Whether the ScaledObject API exists now (re-read when never read, or when absent and
-        :data:`RECHECK_SECONDS` passed); errors count as absent and are logged."""
+        a resync period passed); errors count as absent and are logged."""
         return await self.served()
 
 
