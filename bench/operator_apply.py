@@ -200,8 +200,9 @@ async def floor_writes(namespace: str, count: int, rate: float) -> dict[str, flo
     from sglang_operator.io import revisions as ledger_api
     from sglang_operator.io.kube import sglangserver_resource
 
-    kube._client = None  # the process-wide client of an earlier phase belongs to another event loop
+    kube.reset_client()  # the process-wide client of an earlier phase belongs to another event loop
     creator = AsyncClient(KubeConfig.from_file(ADMIN_KUBECONFIG))  # the user; the writes: $KUBECONFIG, the floor SA
+    kopf = AsyncClient()  # kopf's own client ($KUBECONFIG, the floor SA): the operator's is private to its io writers
     res = sglangserver_resource()
     servers = [parse(sample(f"floor-{i:04d}", namespace)) for i in range(count)]
     renders = [builders.render(s) for s in servers]  # rendering is not the API server's work: done ahead
@@ -224,7 +225,7 @@ async def floor_writes(namespace: str, count: int, rate: float) -> dict[str, flo
         await kube_write.patch_status(namespace, name, None, st.applied(
             {}, rendered.status, rendered.warnings, entry, 1, server.spec.rollback.history_limit, now))
         await kube_write.post_event(created, "Normal", "Created", f"revision {rendered.revision}")
-        await kube.client().patch(res, name, {"metadata": {"annotations": {  # kopf's, after the handler
+        await kopf.patch(res, name, {"metadata": {"annotations": {  # kopf's, after the handler
             "sglang-operator.io/last-handled-configuration": json.dumps({"spec": spec})}}},
             namespace=namespace, patch_type=PatchType.MERGE)
         await asyncio.sleep(offset_in_interval(created["metadata"]) * OBSERVER_INTERVAL)  # the observer's first look
@@ -243,6 +244,7 @@ async def floor_writes(namespace: str, count: int, rate: float) -> dict[str, flo
         return await open_loop(count, rate, one)
     finally:
         await creator.close()
+        await kopf.close()
 
 
 def measure(namespace: str, count: int, rate: float, write: Any) -> Phase:

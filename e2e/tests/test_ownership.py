@@ -209,7 +209,7 @@ def test_a_delete_with_another_uid_is_refused_by_the_api_server(
                        "spec": {"ports": [{"port": 80}]}}, namespace)
     uid = k8s_cluster.get("service", "victim", "-n", namespace)["metadata"]["uid"]
     monkeypatch.setenv("KUBECONFIG", str(k8s_cluster.kubeconfig))
-    monkeypatch.setattr(kube, "_client", None)
+    kube.reset_client()  # the process-wide client of another event loop, if one was made
 
     async def deletes() -> tuple[int, bool, bool]:
         try:
@@ -221,7 +221,7 @@ def test_a_delete_with_another_uid_is_refused_by_the_api_server(
             still = await kube.get_object("Service", namespace, "victim") is not None
             return code, still, await kube_write.delete_object("Service", namespace, "victim", uid=uid)
         finally:
-            await kube.client().close()
+            await kube.close_client()
 
     code, still, deleted = asyncio.run(deletes())
     assert (code, still, deleted) == (409, True, True)

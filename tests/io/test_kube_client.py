@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sglang_operator.io import kube, kube_write
+from sglang_operator.io import _client, kube_write
 
 
 class _SlowAPI:
@@ -34,7 +34,7 @@ def _manifest(kind: str, i: int) -> dict[str, Any]:
 
 async def test_service_applies_are_bounded_and_other_kinds_are_not(monkeypatch: pytest.MonkeyPatch) -> None:
     api = _SlowAPI()
-    monkeypatch.setattr(kube, "client", lambda: api)
+    monkeypatch.setattr(_client, "client", lambda: api)
     count = kube_write.SERVICE_APPLIES * 3
     tasks = [asyncio.create_task(kube_write.apply(_manifest(kind, i)))
              for i in range(count) for kind in ("Service", "Deployment")]

@@ -1,10 +1,13 @@
 """I/O: the Kubernetes API, SGLang's HTTP endpoints, the sampler and the trial bench.
 
+- :mod:`._client`: the operator's process-wide Kubernetes client, private to :mod:`.kube`, :mod:`.kube_write` and
+  :mod:`.revisions` (an import-linter contract; ``tests/repo/test_client_writes.py`` finds a write with it elsewhere).
 - :mod:`.api`: the Kubernetes API as one protocol (``KubeAPI``); an implementation is handed in with ``using``/``bind``
-  (the offline tests' fake), else the calls go to the cluster.
+  (the offline tests' fake), else the calls go to the cluster; the fence is checked in its wrapper of every write.
 - :mod:`.crd_presence`: whether a CustomResourceDefinition's API is served, read again after a while.
 - :mod:`.discovery`: whether the operator applies a PodMonitor per server (is the API served).
-- :mod:`.fence`: fencing: every write first asks whether this process may still write (the Lease).
+- :mod:`.fence`: fencing: every write first asks whether this process may still write (the Lease), in the dispatch
+  wrapper of :mod:`.api`, so the fake passes it too.
 - :mod:`.keda`: whether KEDA's ScaledObject API exists, and the default Prometheus address.
 - :mod:`.kube`: Kubernetes reads.
 - :mod:`.kube_write`: Kubernetes writes (only the apply path, the ledger and the status writers import it).

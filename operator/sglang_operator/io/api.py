@@ -7,6 +7,12 @@ each marked :func:`dispatched`: while an implementation is bound (:func:`using`,
 is seen by the tasks it starts, never by another test's), the call goes to its method of that name; else the function
 runs against the cluster. No module attribute is replaced (nothing is monkeypatched), and mypy checks the implementation
 against :class:`KubeAPI`.
+
+The writes are marked ``dispatched(name, fence=...)``: the wrapper asks the fence
+(:data:`sglang_operator.io.fence.FENCE`) before either runs, so a write refused to a process that does not lead is
+refused to the bound implementation too (the offline tests' fake passes the fence as the cluster's calls do). The
+process-wide client the cluster's functions use is private to them (:mod:`sglang_operator.io._client`, the
+import-linter contract ``client``).
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ import contextvars
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
+
+from sglang_operator.io.fence import FENCE, NotLeader
 
 Obj = dict[str, Any]
 P = ParamSpec("P")
@@ -82,16 +90,47 @@ def using(api: KubeAPI) -> Iterator[KubeAPI]:
         _BOUND.reset(token)
 
 
-def dispatched(name: str) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+FENCED: dict[str, str] = {}
+"""The writes: :class:`KubeAPI`'s method name -> what the fence calls it (``dispatched(name, fence=...)``)."""
+
+
+def _target(arguments: Mapping[str, Any]) -> str:
+    """The object a write's arguments name, for the fence's message: ``Kind namespace/name`` of a ``manifest`` or an
+    ``obj`` (an Event's subject), else ``[kind] namespace/name``."""
+    obj = arguments.get("manifest") or arguments.get("obj")
+    if isinstance(obj, Mapping):
+        meta = obj.get("metadata") or {}
+        return f"{obj.get('kind')} {meta.get('namespace')}/{meta.get('name')}"
+    where = f"{arguments.get('namespace')}/{arguments.get('name')}"
+    return f"{arguments['kind']} {where}" if arguments.get("kind") else where
+
+
+def dispatched(name: str, fence: str | None = None,
+               quiet: bool = False) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
     """Mark a function of the io layer as :class:`KubeAPI`'s method ``name``: called, it runs the bound
     implementation's method when one is bound (:func:`using`), else itself. For a method of an object (the
-    discovery's: its first parameter is ``self``), that argument is not passed on."""
+    discovery's: its first parameter is ``self``), that argument is not passed on.
+
+    ``fence`` (a write: what the fence's log calls it, e.g. ``"apply"``): first the fence is asked
+    (:meth:`sglang_operator.io.fence.Fence.check`, whichever implementation then runs, the cluster's or a bound
+    one); refused, the call raises :class:`~sglang_operator.io.fence.NotLeader` (``quiet``: returns None, for a
+    write that is informative only, an Event) and neither runs."""
 
     def mark(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-        method = next(iter(inspect.signature(fn).parameters), None) == "self"
+        signature = inspect.signature(fn)
+        method = next(iter(signature.parameters), None) == "self"
+        if fence is not None:
+            FENCED[name] = fence
 
         @functools.wraps(fn)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            if fence is not None:
+                try:
+                    FENCE.check(lambda: f"{fence} {_target(signature.bind(*args, **kwargs).arguments)}")
+                except NotLeader:
+                    if quiet:
+                        return cast(R, None)
+                    raise
             api = _BOUND.get()
             if api is None:
                 return await fn(*args, **kwargs)

@@ -4,6 +4,9 @@ Lease with at least ``renewDeadline`` of validity left (:func:`sglang_operator.p
 that cannot be sure, e.g. one resumed after a SIGSTOP longer than that, writes nothing before a candidate could
 have taken over, and its renewal loop ends the process. Without leader election the process is alone and always
 may. The Lease's own writes are not fenced.
+
+The check is made in :func:`sglang_operator.io.api.dispatched`'s wrapper of every write (``fence=``), before the
+cluster's call or a bound implementation's (the offline tests' fake) runs.
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ class Fence:
         (the runner's: end the process at once, as a lost Lease does, before kopf could write anything either)."""
         self._may_write, self._expired, self._on_expired = may_write, expired, on_expired
 
-    def check(self, what: str) -> None:
-        """Raise :class:`NotLeader` unless this process may write now; ``what`` names the write (logged)."""
+    def check(self, what: str | Callable[[], str]) -> None:
+        """Raise :class:`NotLeader` unless this process may write now; ``what`` names the write (logged), or makes
+        that name when called (only for a refused write)."""
         if not self._may_write():
+            what = what if isinstance(what, str) else what()
             self.refused += 1
             log.warning("not leading with margin: %s not written", what)
             if self._expired():

@@ -1,10 +1,11 @@
 """Kubernetes reads for the operator (the writes are :mod:`sglang_operator.io.kube_write`, which only the apply
 path, the ledger and each kind's status writer may import: docs/architecture.md, "Who writes what").
 
-Uses lightkube's ``AsyncClient`` (server-side apply with field manager ``sglang-operator``;
-configuration from ``KUBECONFIG`` or the in-cluster service account). Objects go in and come out as
-plain dicts in the API's JSON shape. Errors: ``lightkube.ApiError`` (with the API server's status)
-propagates to the caller; kopf turns it into a retry.
+Reads through the process-wide client of :mod:`sglang_operator.io._client`, private to this module, the writes'
+(:mod:`~sglang_operator.io.kube_write`) and the ledger's (:mod:`~sglang_operator.io.revisions`): no other module
+imports it (the import-linter contract ``client``), nor writes with a lightkube client
+(``tests/repo/test_client_writes.py``). Objects go in and come out as plain dicts in the API's JSON shape. Errors:
+``lightkube.ApiError`` (with the API server's status) propagates to the caller; kopf turns it into a retry.
 """
 
 from __future__ import annotations
@@ -12,26 +13,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lightkube import AsyncClient
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 
+from sglang_operator.io import _client
+from sglang_operator.io._client import FIELD_MANAGER as FIELD_MANAGER
 from sglang_operator.io.api import dispatched
 
-FIELD_MANAGER = "sglang-operator"
 
-_client: AsyncClient | None = None
+def reset_client() -> None:
+    """Forget the process-wide client without closing it (one made on an event loop that has ended: tests and
+    benchmarks that run several); the next read or write makes a new one."""
+    _client.forget()
 
 
-def client() -> AsyncClient:
-    """The process-wide client, created on first use. HTTP/1.1 (httpx's pool: up to 100 connections, 20 kept
-    alive): the slow kind, Service applies, is bounded apart (:data:`SERVICE_APPLIES`), so slow answers cannot hold
-    every connection. Not HTTP/2: ``h2`` Huffman-encodes the never-indexed Authorization header on every request, which
-    cost more CPU per request than the multiplexing saved (docs/architecture.md, "Under load")."""
-    global _client
-    if _client is None:
-        _client = AsyncClient(field_manager=FIELD_MANAGER, http2=False)
-    return _client
+async def close_client() -> None:
+    """Close the process-wide client, if one was made, and forget it."""
+    await _client.close()
 
 
 def as_dict(obj: Any) -> dict[str, Any]:
@@ -67,7 +65,7 @@ async def get_object(kind: str, namespace: str, name: str) -> dict[str, Any] | N
     from lightkube import ApiError
 
     try:
-        obj = await client().get(child_resource(kind), name, namespace=namespace)
+        obj = await _client.client().get(child_resource(kind), name, namespace=namespace)
     except ApiError as exc:
         if exc.status.code == 404:
             return None
@@ -83,7 +81,7 @@ async def crd_served(name: str, version: str) -> bool:
     from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
     try:
-        crd = await client().get(CustomResourceDefinition, name)
+        crd = await _client.client().get(CustomResourceDefinition, name)
     except ApiError as err:
         if err.status.code == 404:
             return False
@@ -96,7 +94,7 @@ async def crd_served(name: str, version: str) -> bool:
 @dispatched("list_pods")
 async def list_pods(namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
     """Pods in ``namespace`` carrying all ``labels``."""
-    return [as_dict(p) async for p in client().list(Pod, namespace=namespace, labels=dict(labels))]
+    return [as_dict(p) async for p in _client.client().list(Pod, namespace=namespace, labels=dict(labels))]
 
 
 async def get_deployment(namespace: str, name: str) -> dict[str, Any] | None:
@@ -104,7 +102,7 @@ async def get_deployment(namespace: str, name: str) -> dict[str, Any] | None:
     from lightkube import ApiError
 
     try:
-        dep = await client().get(Deployment, name, namespace=namespace)
+        dep = await _client.client().get(Deployment, name, namespace=namespace)
     except ApiError as exc:
         if exc.status.code == 404:
             return None
@@ -153,7 +151,8 @@ async def sglangserver_uids(namespaces: Sequence[str]) -> set[str]:
     from lightkube import ALL_NS
 
     scopes: Sequence[Any] = list(namespaces) or [ALL_NS]
-    return {str(obj.metadata.uid) for ns in scopes async for obj in client().list(_sglangserver(), namespace=ns)}
+    return {str(obj.metadata.uid)
+            for ns in scopes async for obj in _client.client().list(_sglangserver(), namespace=ns)}
 
 
 @dispatched("sglangserver_keys")
@@ -164,7 +163,7 @@ async def sglangserver_keys(namespaces: Sequence[str]) -> dict[tuple[str, str], 
 
     scopes: Sequence[Any] = list(namespaces) or [ALL_NS]
     return {(str(obj.metadata.namespace), str(obj.metadata.name)): str(obj.metadata.uid or "")
-            for ns in scopes async for obj in client().list(_sglangserver(), namespace=ns)}
+            for ns in scopes async for obj in _client.client().list(_sglangserver(), namespace=ns)}
 
 
 @dispatched("sglangtunings")
@@ -174,7 +173,7 @@ async def sglangtunings(namespaces: Sequence[str]) -> list[dict[str, Any]]:
     from lightkube import ALL_NS
 
     scopes: Sequence[Any] = list(namespaces) or [ALL_NS]
-    return [as_dict(obj) for ns in scopes async for obj in client().list(sglangtuning_resource(), namespace=ns)]
+    return [as_dict(obj) for ns in scopes async for obj in _client.client().list(sglangtuning_resource(), namespace=ns)]
 
 
 @dispatched("secret_value")
@@ -187,7 +186,7 @@ async def secret_value(namespace: str, name: str, key: str) -> str | None:
     from lightkube.resources.core_v1 import Secret
 
     try:
-        secret = await client().get(Secret, name, namespace=namespace)
+        secret = await _client.client().get(Secret, name, namespace=namespace)
     except ApiError as exc:
         logging.getLogger(__name__).warning("secret %s/%s not readable: %s", namespace, name, exc)
         return None
@@ -200,7 +199,7 @@ async def _get_stored(resource: Any, namespace: str, name: str) -> dict[str, Any
     from lightkube import ApiError
 
     try:
-        return as_dict(await client().get(resource, name, namespace=namespace))
+        return as_dict(await _client.client().get(resource, name, namespace=namespace))
     except ApiError as exc:
         if exc.status.code == 404:
             return None

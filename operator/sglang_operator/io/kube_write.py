@@ -6,8 +6,11 @@ contract (``.importlinter``, "writers") lets only the apply path (:mod:`sglang_o
 (:mod:`sglang_operator.control.server_status`, :mod:`sglang_operator.control.tuning_status`) import it: the map is
 docs/architecture.md, "Who writes what".
 
-Every write checks the leadership fence first (:data:`sglang_operator.io.fence.FENCE`). Errors:
-``lightkube.ApiError`` propagates unless a function says otherwise.
+Every write is marked ``dispatched(name, fence=...)`` (:mod:`sglang_operator.io.api`): its wrapper checks the
+leadership fence (:data:`sglang_operator.io.fence.FENCE`) first, before this function or a bound implementation (the
+offline tests' fake) runs. The client is the private one of :mod:`sglang_operator.io._client`. Errors:
+``lightkube.ApiError`` propagates unless a function says otherwise; a write refused by the fence raises
+:class:`~sglang_operator.io.fence.NotLeader` (an Event is dropped).
 """
 
 from __future__ import annotations
@@ -20,10 +23,9 @@ from typing import Any
 
 from sglang_operator.api.base import truncate
 from sglang_operator.decisions.conditions import rfc3339
-from sglang_operator.io import kube
+from sglang_operator.io import _client, kube
+from sglang_operator.io._client import FIELD_MANAGER
 from sglang_operator.io.api import dispatched
-from sglang_operator.io.fence import FENCE, NotLeader
-from sglang_operator.io.kube import FIELD_MANAGER
 
 SERVICE_APPLIES = 16
 """Service applies in flight at once. The API server allocates ClusterIPs one at a time (``MetaAllocator``'s mutex
@@ -41,7 +43,7 @@ def _slots(kind: str) -> contextlib.AbstractAsyncContextManager[Any]:
     return _service_slots.setdefault(loop, asyncio.Semaphore(SERVICE_APPLIES))
 
 
-@dispatched("delete_object")
+@dispatched("delete_object", fence="delete")
 async def delete_object(kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
     """Delete child ``kind`` ``namespace/name`` (a canary's Deployment, the old serving one after a promotion, a
     trial's) with background propagation (its ReplicaSets and pods follow); with ``uid``, only that very object
@@ -50,9 +52,8 @@ async def delete_object(kind: str, namespace: str, name: str, uid: str | None = 
     other answers (409 when ``uid`` is not the object's)."""
     from lightkube import ApiError
 
-    FENCE.check(f"delete {kind} {namespace}/{name}")
     try:
-        await delete_with_uid(kube.child_resource(kind), namespace, name, uid)
+        await _client.delete_with_uid(kube.child_resource(kind), namespace, name, uid)
     except ApiError as exc:
         if exc.status.code == 404:
             return False
@@ -60,21 +61,7 @@ async def delete_object(kind: str, namespace: str, name: str, uid: str | None = 
     return True
 
 
-async def delete_with_uid(resource: Any, namespace: str, name: str, uid: str | None) -> None:
-    """DELETE ``namespace/name`` of lightkube ``resource`` with background propagation and, with ``uid``, that uid
-    as ``DeleteOptions.preconditions.uid`` (the API server answers 409 Conflict when the object's uid is another).
-    No fence check (the caller's). Raises ``lightkube.ApiError``."""
-    options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
-    if uid:
-        options["preconditions"] = {"uid": uid}
-    # lightkube's delete sends no body, and preconditions travel only in one: its request is built here
-    generic: Any = kube.client()._client
-    request = generic.prepare_request("delete", resource, name=name, namespace=namespace)
-    request.data = options
-    generic.handle_response("delete", await generic.send(generic.build_adapter_request(request)), request)
-
-
-@dispatched("patch_replicas")
+@dispatched("patch_replicas", fence="scale")
 async def patch_replicas(kind: str, namespace: str, name: str, replicas: int) -> None:
     """Set ``spec.replicas`` of workload ``kind`` ``namespace/name`` and nothing else (a JSON merge patch of that one
     field): a canary's stable share when the live workload runs the revision already, so no re-render of its pod
@@ -82,12 +69,11 @@ async def patch_replicas(kind: str, namespace: str, name: str, replicas: int) ->
     ``lightkube.ApiError`` (404 when it does not exist)."""
     from lightkube.types import PatchType
 
-    FENCE.check(f"scale {kind} {namespace}/{name}")
-    await kube.client().patch(kube.child_resource(kind), name, {"spec": {"replicas": replicas}}, namespace=namespace,
-                         patch_type=PatchType.MERGE, field_manager=FIELD_MANAGER)
+    await _client.client().patch(kube.child_resource(kind), name, {"spec": {"replicas": replicas}},
+                                 namespace=namespace, patch_type=PatchType.MERGE, field_manager=FIELD_MANAGER)
 
 
-@dispatched("apply")
+@dispatched("apply", fence="apply")
 async def apply(manifest: Mapping[str, Any], dry_run: bool = False) -> None:
     """Server-side apply ``manifest`` (a Deployment, LeaderWorkerSet, Service or PodMonitor dict, sent as is: no
     field is dropped by a client-side model) with ``force`` (the operator owns the fields it renders); at most
@@ -96,27 +82,25 @@ async def apply(manifest: Mapping[str, Any], dry_run: bool = False) -> None:
     from lightkube.types import PatchType
 
     meta = manifest["metadata"]
-    FENCE.check(f"apply {manifest['kind']} {meta.get('namespace')}/{meta['name']}")
     async with _slots(str(manifest["kind"])):
-        await kube.client().patch(kube.child_resource(manifest["kind"]), meta["name"], dict(manifest),
-                             namespace=meta.get("namespace"), patch_type=PatchType.APPLY,
-                             field_manager=FIELD_MANAGER, force=True, dry_run=dry_run)
+        await _client.client().patch(kube.child_resource(manifest["kind"]), meta["name"], dict(manifest),
+                                     namespace=meta.get("namespace"), patch_type=PatchType.APPLY,
+                                     field_manager=FIELD_MANAGER, force=True, dry_run=dry_run)
 
 
-async def _patch_stored_status(resource: Any, what: str, namespace: str, name: str, resource_version: str | None,
+async def _patch_stored_status(resource: Any, namespace: str, name: str, resource_version: str | None,
                                status: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Merge-patch the ``status`` subresource of ``resource`` ``namespace/name`` (``what``: its kind in the fence's
-    message), with ``resource_version`` as a precondition; None on 409 Conflict / 404."""
+    """Merge-patch the ``status`` subresource of ``resource`` ``namespace/name``, with ``resource_version`` as a
+    precondition; None on 409 Conflict / 404. No fence check: called only by the fenced writes below."""
     from lightkube import ApiError
     from lightkube.types import PatchType
 
-    FENCE.check(f"status of {what}{namespace}/{name}")
     body: dict[str, Any] = {"status": dict(status)}
     if resource_version:
         body["metadata"] = {"resourceVersion": resource_version}
     try:
-        patched = await kube.client().patch(resource.Status, name, body, namespace=namespace,
-                                            patch_type=PatchType.MERGE)
+        patched = await _client.client().patch(resource.Status, name, body, namespace=namespace,
+                                               patch_type=PatchType.MERGE)
     except ApiError as exc:
         if exc.status.code in (404, 409):
             return None
@@ -124,7 +108,7 @@ async def _patch_stored_status(resource: Any, what: str, namespace: str, name: s
     return kube.as_dict(patched)
 
 
-@dispatched("patch_status")
+@dispatched("patch_status", fence="status of SGLangServer")
 async def patch_status(namespace: str, name: str, resource_version: str | None,
                        status: Mapping[str, Any]) -> dict[str, Any] | None:
     """Merge-patch an SGLangServer's ``status`` subresource; with ``resource_version`` as a precondition.
@@ -133,19 +117,18 @@ async def patch_status(namespace: str, name: str, resource_version: str | None,
     Conflict) or is gone (404); other errors raise, and :class:`~sglang_operator.io.fence.NotLeader` when this
     process may not write.
     """
-    return await _patch_stored_status(kube.sglangserver_resource(), "", namespace, name, resource_version, status)
+    return await _patch_stored_status(kube.sglangserver_resource(), namespace, name, resource_version, status)
 
 
-@dispatched("patch_tuning_status")
+@dispatched("patch_tuning_status", fence="status of SGLangTuning")
 async def patch_tuning_status(namespace: str, name: str, resource_version: str | None,
                               status: Mapping[str, Any]) -> dict[str, Any] | None:
     """Merge-patch an SGLangTuning's ``status`` subresource with ``resource_version`` as a precondition (as
     :func:`patch_status`). Returns the object as patched, or None on 409 Conflict / 404; other errors raise."""
-    return await _patch_stored_status(kube.sglangtuning_resource(), "SGLangTuning ", namespace, name, resource_version,
-                                      status)
+    return await _patch_stored_status(kube.sglangtuning_resource(), namespace, name, resource_version, status)
 
 
-@dispatched("post_event")
+@dispatched("post_event", fence="event about", quiet=True)
 async def post_event(obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
     """Post a ``v1`` Event about ``obj`` (the way kopf does: source component ``sglang-operator``).
     Failures are logged, not raised: an event is informative only (one refused by the fence is not posted)."""
@@ -157,10 +140,6 @@ async def post_event(obj: Mapping[str, Any], type_: str, reason: str, message: s
     from lightkube.resources.core_v1 import Event
 
     meta = obj["metadata"]
-    try:
-        FENCE.check(f"event {reason} of {meta.get('namespace')}/{meta['name']}")
-    except NotLeader:
-        return
     now = rfc3339(dt.datetime.now(dt.UTC))
     event = {
         "apiVersion": "v1", "kind": "Event",
@@ -173,6 +152,6 @@ async def post_event(obj: Mapping[str, Any], type_: str, reason: str, message: s
     }
     try:
         ev: Any = Event.from_dict(event)
-        await kube.client().create(ev)
+        await _client.client().create(ev)
     except ApiError as exc:
         logging.getLogger(__name__).warning("event %s not posted: %s", reason, exc)
