@@ -20,7 +20,15 @@ from typer.testing import CliRunner
 from sglang_operator import builders
 from sglang_operator.api.server import parse
 from sglang_operator.api.tuning import SGLangTuning, parse_tuning
-from sglang_operator.api.tuning_status import BestPoint, LevelFigures, SGLangTuningStatus, Trial, TrialSettings
+from sglang_operator.api.tuning_status import (
+    BestPoint,
+    LevelFigures,
+    SGLangTuningStatus,
+    Trial,
+    TrialSettings,
+    objective_text,
+    speedup_of,
+)
 from sglang_operator.plugin import tune, tuneplan
 from sglang_operator.plugin.commands import app as kubectl_sglang
 
@@ -36,16 +44,23 @@ def _levels(c1: tuple[float, float, float], c16: tuple[float, float, float]) -> 
             for c, (d, o, a) in ((1, c1), (16, c16))]
 
 
+def _ratio(c1: tuple[float, float, float], c16: tuple[float, float, float]) -> float:
+    """The sample's objective (decodeTokensPerSecond over levels 1 ×2 and 16): the weighted mean of c1's decode tok/s
+    ÷ the control trial's 31 and c16's output tok/s ÷ its 380."""
+    return round((2 * c1[0] / 31.0 + c16[1] / 380.0) / 3, 3)
+
+
 def _trial(n: int, steps: int | None, topk: int | None, ndt: int | None, c1: tuple[float, float, float],
            c16: tuple[float, float, float], **extra: Any) -> Trial:
     settings = TrialSettings(speculative=steps is not None, num_steps=steps, eagle_topk=topk, num_draft_tokens=ndt)
     return Trial(name=f"qwen36-27b-tune-trial-{n}", settings=settings, verdict="Completed", levels=_levels(c1, c16),
-                 objective=c1[0], **extra)
+                 objective=_ratio(c1, c16), **extra)
 
 
 def fixture() -> SGLangTuning:
     """The published case, tuned: 3/1/4 wins at concurrency 1 (52 tok/s vs 36 without speculation ... 1/1/2 is the
-    regressed default), 2/1/3 at 16; one trial ran out of memory."""
+    regressed default), 2/1/3 at 16; one trial ran out of memory. The sample weighs levels 1 and 16: a trial's
+    objective is its weighted ratio to the control trial; each level's best is in tok/s."""
     trials = [
         _trial(0, None, None, None, (31.0, 29.0, 1.0), (25.0, 380.0, 1.0)),  # control: no speculation
         _trial(1, 1, 1, 2, (36.0, 34.0, 1.75), (28.0, 420.0, 1.75)),
@@ -55,11 +70,13 @@ def fixture() -> SGLangTuning:
         Trial(name="qwen36-27b-tune-trial-5", settings=TrialSettings(num_steps=6, eagle_topk=4, num_draft_tokens=16),
               verdict="Failed", reason="RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"),
     ]
-    best = BestPoint(trial=trials[2].name, settings=trials[2].settings, summary="3/1/4", objective=52.0,
-                     speedup=52.0 / 31.0)
-    per_level = [best.model_copy(update={"concurrency": 1}),
+    best = BestPoint(trial=trials[2].name, settings=trials[2].settings, summary="3/1/4", objective=trials[2].objective,
+                     objective_summary=objective_text(trials[2].objective, True), speedup=speedup_of(49.0, 29.0))
+    per_level = [best.model_copy(update={"concurrency": 1, "objective": 52.0,
+                                         "objective_summary": objective_text(52.0, False)}),
                  BestPoint(concurrency=16, trial=trials[3].name, settings=trials[3].settings, summary="2/1/3",
-                           objective=470.0, speedup=470.0 / 380.0)]
+                           objective=470.0, objective_summary=objective_text(470.0, False),
+                           speedup=speedup_of(470.0, 380.0))]
     status = SGLangTuningStatus(phase="Succeeded", progress="5/5", trials_total=5, trials_completed=4,
                                 trials_failed=1, trials=trials, control_trial=trials[0].name, best=best,
                                 best_per_level=per_level)
@@ -126,12 +143,17 @@ def test_status_table_and_json(monkeypatch: pytest.MonkeyPatch) -> None:
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
     row = next(line for line in lines if "trial-2" in line)
-    assert "★" in row and "3/1/4" in row and "52.0" in row and "2.72" in row
+    assert "★" in row and "3/1/4" in row and "1.51" in row and "52.0" in row and "2.72" in row
     assert "◇" in next(line for line in lines if "trial-0" in line) and "no speculation" in out.output
     assert "qwen36-27b-tune-trial-5: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB" in lines
-    assert "c16 OUT TOK/S" in out.output
-    assert "best: 3/1/4 (qwen36-27b-tune-trial-2), objective 52.0, 1.68× no speculation" in out.output
-    assert "at concurrency 16: 2/1/3 (qwen36-27b-tune-trial-3), 470.0, 1.24× no speculation" in out.output
+    assert "c16 OUT TOK/S" in out.output and "OBJECTIVE (× CONTROL)" in out.output
+    # the title says what the objective is: a weighted ratio, not decode tok/s
+    assert "(decodeTokensPerSecond, weighted ratio to the control trial over c1 ×2, c16)" in out.output
+    # the speedup as stored (two decimals), the same figure kubectl get's SPEEDUP column and the plot show
+    assert ("best: 3/1/4 (qwen36-27b-tune-trial-2), objective 1.51× control, 1.69× no speculation (output tok/s at "
+            "c1)") in out.output
+    assert ("at concurrency 16: 2/1/3 (qwen36-27b-tune-trial-3), 470.0 tok/s, 1.24× no speculation (output tok/s at "
+            "c16)") in out.output
     js = runner.invoke(kubectl_sglang, ["tune", "status", "qwen36-27b-tune", "-n", "ns", "-o", "json"])
     doc = json.loads(js.output)
     assert doc["server"] == "qwen36-27b" and doc["status"]["best"]["summary"] == "3/1/4"
@@ -141,7 +163,11 @@ def test_status_table_and_json(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_status_of_a_new_tuning() -> None:
     fresh = SGLangTuning.model_validate({**SAMPLE, "status": None})
     header, rows = tuneplan.status_rows(fresh)
-    assert rows == [] and header[-1] == "OBJECTIVE" and tuneplan.reason_lines(fresh) == []
+    assert rows == [] and header[-1] == "OBJECTIVE (× CONTROL)" and tuneplan.reason_lines(fresh) == []
+    one_level = SGLangTuning.model_validate({**SAMPLE, "spec": {**SAMPLE["spec"], "workload": {"concurrency": [
+        {"level": 1}]}}, "status": None})
+    assert tuneplan.status_rows(one_level)[0][-1] == "OBJECTIVE (TOK/S)"
+    assert tuneplan.objective_title(one_level) == "decodeTokensPerSecond"
     assert tuneplan.summary_lines(fresh) == ["phase: Pending, trials 0/? (completed 0, failed 0, pruned 0, invalid 0)",
                                              "no recommendation yet"]
 
@@ -149,13 +175,27 @@ def test_status_of_a_new_tuning() -> None:
 # --- plot ----------------------------------------------------------------------------------------------------
 
 
-def test_plot_writes_a_png(tmp_path: Path) -> None:
+def test_plot_writes_a_png(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("matplotlib")
+    from sglang_operator.plugin import tuneplot
     from sglang_operator.plugin.tuneplot import plot_tuning
 
     out = plot_tuning(fixture(), tmp_path / "plots" / "tune.png")
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+    titles: list[str] = []
+    real = tuneplot.panel_title
+
+    def recorded(*a: Any) -> str:
+        titles.append(real(*a))
+        return titles[-1]
+
+    monkeypatch.setattr(tuneplot, "panel_title", recorded)
+    plot_tuning(fixture(), tmp_path / "again.png")
+    # the speedup of each level's best as stored (bestPerLevel[].speedup), in the panel holding it, no other
+    starred = [t for t in titles if "★" in t]
+    assert starred == ["concurrency 1, topk 1\nno speculation: 31 tok/s\n★ 1.69× no speculation (output tok/s)",
+                       "concurrency 16, topk 1\nno speculation: 380 tok/s\n★ 1.24× no speculation (output tok/s)"]
     with pytest.raises(ValueError, match="no measured trial"):
         plot_tuning(SGLangTuning.model_validate({**SAMPLE, "status": None}), tmp_path / "none.png")
 

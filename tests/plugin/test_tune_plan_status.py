@@ -82,6 +82,62 @@ def test_start_dry_run_prints_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     assert yaml.safe_load(out.output)["metadata"]["name"] == "t1"
 
 
+def test_the_plan_counts_refused_points_per_rule_with_an_example() -> None:
+    """Unset numDraftTokens is derived per shape (no chain refused for a draft-token count nobody listed); what the
+    rules refuse is counted per rule, with one point and its message."""
+    server = parse(SERVER).spec  # specV2: chains only
+    chains = SGLangTuningSpec.model_validate({"serverRef": {"name": "qwen36-27b"}, "parameters": {
+        "numSteps": {"min": 1, "max": 8}}, "workload": {"concurrency": [{"level": 1}, {"level": 16}]}})
+    c = tunecost.cost(chains, server)
+    assert (c.valid, c.invalid, c.refused, c.unused) == (8, 0, (), ())
+    assert tunecost.lines(c)[0] == "# plan: 8 valid points, 0 refused by the API's or the release's rules (never run)"
+    trees = SGLangTuningSpec.model_validate({"serverRef": {"name": "qwen36-27b"}, "parameters": {
+        "numSteps": {"min": 1, "max": 8}, "eagleTopk": {"list": [1, 2, 4]}}})
+    c = tunecost.cost(trees, server)
+    # every tree of steps s and topk k: draft tokens 2 .. s × k + 1 (none above), all refused by the one rule
+    assert c.valid == 8 and c.invalid == sum(s * k for s in range(1, 9) for k in (2, 4)) == 216
+    assert len(c.refused) == 1 and c.refused[0].count == 216 and c.refused[0].example == "1/2/2"
+    lines = tunecost.lines(c)
+    assert lines[0].endswith("refused by the API's or the release's rules (never run), per rule:")
+    assert lines[1].startswith("#   216 refused, e.g. 1/2/2: spec.speculative.specV2 needs eagleTopk 1")
+    assert c.unused == (c.unused[0],) and c.unused[0].startswith("--topk 2,4: every point with these values is "
+                                                                 "refused") and "specV2" in c.unused[0]
+    listed = SGLangTuningSpec.model_validate({"serverRef": {"name": "qwen36-27b"}, "parameters": {
+        "numSteps": {"min": 1, "max": 3}, "numDraftTokens": {"list": [2, 3, 9]}}})
+    c = tunecost.cost(listed, server)
+    # listed draft tokens apply to chains too (each one point, steps + 1): the others are counted, one rule
+    assert c.valid == 3 and [(r.count, r.example) for r in c.refused] == [(2 + 2 + 3, "1/1/3")]
+    assert c.unused == ("--draft-tokens 9: every point with this value is refused by the API's or the release's "
+                        "rules, so it would search nothing (e.g. 1/1/9: eagleTopk 1 is a chain (SGLang: "
+                        "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+                        "speculative_eagle_topk == 1): numDraftTokens 9 would run 1/1/2 again); drop it or change the "
+                        "server",)
+
+
+def test_start_refuses_an_option_value_no_point_can_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--topk 1,2,4`` on a specV2 server: topk 2 and 4 would search nothing. The dry run prints the plan and the
+    refusal (exit 2); without --dry-run nothing is created."""
+    monkeypatch.setattr(tune, "_make_client", lambda: FakeClient([]))
+    args = ["tune", "start", "qwen36-27b", "-n", "ns", "--name", "t1", "--steps", "1-8", "--topk", "1,2,4"]
+    out = runner.invoke(kubectl_sglang, [*args, "--dry-run"])
+    assert out.exit_code == 2, out.output
+    assert "#   216 refused, e.g. 1/2/2: spec.speculative.specV2 needs eagleTopk 1" in out.output
+    assert "error: --topk 2,4: every point with these values is refused" in out.output
+    created: list[Any] = []
+
+    def create(obj: Any, **_: Any) -> Any:
+        created.append(obj)
+        return obj
+
+    client = FakeClient([])
+    client.create = create  # type: ignore[attr-defined]
+    monkeypatch.setattr(tune, "_make_client", lambda: client)
+    out = runner.invoke(kubectl_sglang, args)
+    assert out.exit_code == 2 and "--topk 2,4" in out.output and created == []
+    out = runner.invoke(kubectl_sglang, [*args[:-2], "--topk", "1"])
+    assert out.exit_code == 0 and "/t1 created" in out.output and len(created) == 1, out.output
+
+
 def tuning(status: dict[str, Any]) -> api.SGLangTuning:
     return api.SGLangTuning.model_validate({"metadata": {"name": "t", "namespace": "ns"},
                                             "spec": {"serverRef": {"name": "qwen36-27b"}}, "status": status})

@@ -153,8 +153,11 @@ TUNING_PRINTER_COLUMNS = [
     _col("Phase", ".status.phase", "string", "Pending, Running, Succeeded, Failed or Cancelled"),
     _col("Trials", ".status.progress", "string", "Trials done / trials planned"),
     _col("Best", ".status.best.summary", "string", "Best settings so far: steps/topk/draft tokens"),
-    _col("Objective", ".status.best.objective", "number", "Objective value of the best trial"),
-    _col("Speedup", ".status.best.speedup", "number", "Best objective ÷ the no-speculation control trial's"),
+    _col("Objective", ".status.best.objectiveSummary", "string",
+         "Objective of the best trial with its unit: tok/s, or with several weighted workload levels the weighted "
+         "ratio to the no-speculation control trial (1.43× control)"),
+    _col("Speedup", ".status.best.speedup", "number",
+         "Best trial's output tok/s ÷ the no-speculation control trial's (at the objective's level), two decimals"),
     _col("Age", ".metadata.creationTimestamp", "date", "Age"),
 ]
 

@@ -406,6 +406,13 @@ class SGLangTuningSpec(ApiModel):
     disruption: Disruption = Disruption.FORBIDDEN
     """``Allowed`` lets an InPlace tuning restart the server's pods for every trial."""
 
+    def relative_objective(self) -> bool:
+        """Whether a trial's overall objective is the weighted ratio to the control trial (dimensionless, 1.0: as
+        fast) rather than tok/s: two or more workload levels with decodeTokensPerSecond or outputTokensPerSecond
+        (goodput picks its best level and stays tok/s)."""
+        return len(self.workload.concurrency) > 1 and \
+            self.objective.objective_metric_name is not ObjectiveMetric.GOODPUT
+
     cel_rules = (
         CelRule(
             "self.mode != 'InPlace' || self.disruption == 'Allowed'",

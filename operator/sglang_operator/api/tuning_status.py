@@ -25,6 +25,26 @@ REASON_LIMIT = 1024
 :data:`sglang_operator.api.base.MESSAGE_LIMIT`)."""
 
 ShortText = Annotated[str, Field(max_length=STRING_LIMIT)]
+SPEEDUP_DIGITS = 2
+"""Decimals of every speedup (:func:`speedup_of`)."""
+
+
+def speedup_of(value: float, control: float) -> float | None:
+    """``value`` ÷ ``control`` (a point's mean output tok/s over the control trial's) rounded to
+    :data:`SPEEDUP_DIGITS` decimals, None when ``control`` is not positive: the one computation of a speedup.
+    ``status.best.speedup`` and ``bestPerLevel[].speedup`` store it, and every view shows the stored value as it is
+    (``kubectl get sgtune``'s SPEEDUP, ``kubectl sglang tune status`` and ``tune plot``, the events, the gauge
+    ``sglang_operator_tuning_best_speedup``)."""
+    return round(value / control, SPEEDUP_DIGITS) if control > 0 else None
+
+
+def objective_text(value: float | None, relative: bool) -> str:
+    """An objective with its unit: ``52.0 tok/s``; ``relative`` (a tuning of two or more weighted workload levels
+    with a decode or output objective, :meth:`~sglang_operator.api.tuning_spec.SGLangTuningSpec.relative_objective`)
+    the weighted ratio to the control trial, ``1.43× control``; ``-`` for None."""
+    if value is None:
+        return "-"
+    return f"{value:.2f}× control" if relative else f"{value:.1f} tok/s"
 
 
 class TuningPhase(StrEnum):
@@ -177,11 +197,14 @@ class BestPoint(StatusModel):
     summary: ShortText = ""
     """Its settings in short form (``3/1/4``)."""
     objective: float | None = None
-    """Its objective value (the mean over its measurements; overall with several levels: the weighted ratio to
-    the control trial)."""
+    """Its objective value (the mean over its measurements): tok/s; overall with several weighted workload levels
+    (decodeTokensPerSecond, outputTokensPerSecond) the weighted ratio to the control trial, dimensionless."""
+    objective_summary: ShortText = ""
+    """``objective`` with its unit, for ``kubectl get``: ``52.0 tok/s``, or ``1.43× control`` for the weighted ratio
+    to the control trial."""
     speedup: float | None = None
     """Its mean output tok/s ÷ the control trial's (no speculative decoding) at the same concurrency (overall: the
-    objective's level): what speculation buys on this server; below 1 it costs
+    objective's level), two decimals: what speculation buys on this server; below 1 it costs
     (:func:`sglang_operator.decisions.tuning.objective.speedups`)."""
 
 

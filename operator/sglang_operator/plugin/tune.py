@@ -2,8 +2,10 @@
 ``kubectl sglang tune ...``), against the cluster in ``$KUBECONFIG``.
 
 - ``start SERVER``: creates an SGLangTuning of the server (validated by the API's Python mirror of the CRD's rules
-  first: a refused option never reaches the cluster; ``--dry-run`` prints it instead, with the plan: valid and
-  refused points, trials at most, wall time and GPU-hours, :mod:`sglang_operator.plugin.tunecost`).
+  first: a refused option never reaches the cluster; an option value every point of which the server's release
+  refuses, e.g. ``--topk 2`` on a ``specV2`` server, is refused too, with one of the release's messages;
+  ``--dry-run`` prints it instead, with the plan: valid points, the refused ones per rule with an example message,
+  trials at most, wall time and GPU-hours, :mod:`sglang_operator.plugin.tunecost`).
 - ``status NAME``: the trials (settings, verdict, objective, figures per concurrency level), the recommendation and
   its speedup over no speculative decoding; ``-o json``.
 - ``plot NAME -o FILE.png``: the objective over (steps, draft tokens) per topk and concurrency level, the winner
@@ -32,6 +34,7 @@ from rich.table import Table
 from sglang_operator.api.names import did_you_mean
 from sglang_operator.api.server import SpecError
 from sglang_operator.api.tuning import SGLangTuning, parse_tuning
+from sglang_operator.api.tuning_spec import TuningMode
 from sglang_operator.plugin import specwrite, tunebest, tuneplan
 from sglang_operator.plugin import undo as undo_plan
 
@@ -103,7 +106,9 @@ def start(
     name: Annotated[str | None, typer.Option(help="name of the SGLangTuning (default: <server>-tune-<random>)")]
     = None,
     steps: Annotated[str | None, typer.Option(help="--speculative-num-steps values: 1-8, 1-8/2 or 1,2,4")] = None,
-    topk: Annotated[str | None, typer.Option(help="--speculative-eagle-topk values (default 1: chains)")] = None,
+    topk: Annotated[str | None, typer.Option(
+        help="--speculative-eagle-topk values (default 1: chains; a tree, topk > 1, needs a server without specV2)")]
+    = None,
     draft_tokens: Annotated[str | None, typer.Option(
         help="--speculative-num-draft-tokens values (default: steps + 1 for chains, up to steps x topk + 1 for "
              "trees)")] = None,
@@ -138,7 +143,8 @@ def start(
 ) -> None:
     """Create an SGLangTuning of SERVER: search the speculative settings given (default: 1-8 steps, chains), measure
     each trial under the workload, recommend the best. Every option is checked against the CRD's rules before
-    anything is sent."""
+    anything is sent, and every value of --steps, --topk, --draft-tokens, --max-running-requests and
+    --cuda-graph-max-bs against the server's release: a value no point can run with is refused (exit 2)."""
     opts = tuneplan.StartOptions(
         server=server, namespace=namespace, name=name, steps=steps, topk=topk, draft_tokens=draft_tokens,
         adaptive=adaptive, max_running_requests=max_running_requests, cuda_graph_max_bs=cuda_graph_max_bs,
@@ -154,15 +160,21 @@ def start(
         raise _fail(str(err), 2) from None
     if dry_run:
         typer.echo(yaml.safe_dump(body, sort_keys=False), nl=False)
-        for line in _plan_lines(body, namespace, server):
+        lines, unused = _plan(body, namespace, server)
+        for line in lines:
             typer.echo(line)
+        if unused:
+            raise _fail("; ".join(unused), 2)
         return
     from lightkube import ApiError
 
     from sglang_operator.io.kube import sglangtuning_resource
 
     client = _client()
-    _server(client, namespace, server)  # a missing server: say so (with the closest name) before creating
+    server_body = _server(client, namespace, server)  # a missing server: say so (with the closest name) first
+    unused = _unused(body, server_body)
+    if unused:
+        raise _fail("; ".join(unused), 2)
     resource = sglangtuning_resource()
     try:
         created = client.create(resource(metadata=body["metadata"], spec=body["spec"]), namespace=namespace)
@@ -172,9 +184,10 @@ def start(
                f"(kubectl sglang tune status {created.metadata.name} -n {namespace})")
 
 
-def _plan_lines(body: dict[str, Any], namespace: str, server: str) -> list[str]:
-    """The dry run's plan (:mod:`sglang_operator.plugin.tunecost`) as comment lines: from the server's spec and its
-    pods when a cluster answers, else one line saying why there is none."""
+def _plan(body: dict[str, Any], namespace: str, server: str) -> tuple[list[str], list[str]]:
+    """The dry run's plan (:mod:`sglang_operator.plugin.tunecost`) as comment lines, from the server's spec and its
+    pods when a cluster answers, else one line saying why there is none; and the option values no point could run
+    with (:func:`~sglang_operator.plugin.tunecost.unused_values`: refused)."""
     from lightkube.resources.core_v1 import Pod
 
     from sglang_operator.api.server import parse
@@ -188,12 +201,28 @@ def _plan_lines(body: dict[str, Any], namespace: str, server: str) -> list[str]:
                                                   labels={"app.kubernetes.io/instance": server})]
     except Exception:  # no cluster, no such server
         return [f"# no plan: SGLangServer {namespace}/{server} could not be read (the trials, wall time and GPU-hours "
-                "need its spec)"]
+                "need its spec)"], []
     try:
         spec = SGLangTuning.model_validate(body).spec
-        return tunecost.lines(tunecost.cost(spec, parse(server_body).spec, pods))
+        cost = tunecost.cost(spec, parse(server_body).spec, pods)
     except (SpecError, ValueError) as err:
-        return [f"# no plan: {err}"]
+        return [f"# no plan: {err}"], []
+    return tunecost.lines(cost), list(cost.unused)
+
+
+def _unused(body: dict[str, Any], server_body: dict[str, Any]) -> list[str]:
+    """:func:`~sglang_operator.plugin.tunecost.unused_values` of the tuning ``body`` on the server ``server_body``;
+    none when the server's spec does not parse or render (the operator says why in the tuning's status)."""
+    from sglang_operator.api.server import parse
+    from sglang_operator.decisions.tuning import trials as plan
+    from sglang_operator.plugin import tunecost
+
+    try:
+        spec = SGLangTuning.model_validate(body).spec
+        valid, invalid = plan.points(spec.parameters, parse(server_body).spec, spec.mode is TuningMode.IN_PLACE)
+    except (SpecError, ValueError):
+        return []
+    return tunecost.unused_values(spec, valid, invalid)
 
 
 @app.command()
@@ -213,7 +242,7 @@ def _print_status(tuning: SGLangTuning, output: str) -> None:
         raise _fail(f"--output {output!r} is not one of table, json{did_you_mean(output, ['table', 'json'])}", 2)
     header, rows = tuneplan.status_rows(tuning)
     table = Table(title=f"SGLangTuning {tuning.namespace}/{tuning.metadata.get('name')} of "
-                  f"{tuning.spec.server_ref.name} ({tuning.spec.objective.objective_metric_name.value})",
+                  f"{tuning.spec.server_ref.name} ({tuneplan.objective_title(tuning)})",
                   title_justify="left")
     for col in header:
         table.add_column(col, no_wrap=True)

@@ -22,7 +22,13 @@ from sglang_operator.api.names import did_you_mean
 from sglang_operator.api.server import SpecError
 from sglang_operator.api.tuning import API_VERSION, KIND, NAME_LIMIT, SGLangTuning, parse_tuning
 from sglang_operator.api.tuning_spec import AlgorithmName, ObjectiveMetric, TuningMode
-from sglang_operator.api.tuning_status import LevelFigures, SGLangTuningStatus, TrialSettings, TrialVerdict
+from sglang_operator.api.tuning_status import (
+    LevelFigures,
+    SGLangTuningStatus,
+    TrialSettings,
+    TrialVerdict,
+    objective_text,
+)
 from sglang_operator.decisions.tuning.trials import write_memory, write_speculative
 
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*(?:/\s*(\d+)\s*)?$")
@@ -187,10 +193,11 @@ def _num(value: float | None, digits: int = 1) -> str:
 
 def level_score(objective: ObjectiveMetric, f: LevelFigures) -> float | None:
     """The figure a plot or table shows for one level: the level's ``objective`` when the controller set it, else
-    decode tok/s (``decodeTokensPerSecond``) or output tok/s (the others)."""
+    what it would be (:func:`~sglang_operator.decisions.tuning.trials.level_objective`): decode tok/s at
+    concurrency 1 with ``decodeTokensPerSecond``, output tok/s otherwise."""
     if f.objective is not None:
         return f.objective
-    if objective is ObjectiveMetric.DECODE_TOKENS_PER_SECOND:
+    if objective is ObjectiveMetric.DECODE_TOKENS_PER_SECOND and f.concurrency == 1:
         return f.decode_tokens_per_second
     return f.output_tokens_per_second
 
@@ -200,13 +207,32 @@ def status_levels(status: SGLangTuningStatus) -> list[int]:
     return sorted({f.concurrency for t in status.trials for f in t.levels})
 
 
+def objective_header(tuning: SGLangTuning) -> str:
+    """The OBJECTIVE column's header with the unit of its values: ``OBJECTIVE (TOK/S)``, or ``OBJECTIVE (× CONTROL)``
+    when a trial's objective is the weighted ratio to the control trial (two or more workload levels:
+    :meth:`~sglang_operator.api.tuning_spec.SGLangTuningSpec.relative_objective`)."""
+    return "OBJECTIVE (× CONTROL)" if tuning.spec.relative_objective() else "OBJECTIVE (TOK/S)"
+
+
+def objective_title(tuning: SGLangTuning) -> str:
+    """What the objective is, for a title: ``decodeTokensPerSecond``, and with two or more workload levels how they
+    are weighed (``decodeTokensPerSecond, weighted ratio to the control trial over c1 ×3, c16``)."""
+    spec = tuning.spec
+    metric = spec.objective.objective_metric_name.value
+    if not spec.relative_objective():
+        return metric
+    levels = ", ".join(f"c{c.level}" + (f" ×{c.weight:g}" if c.weight != 1 else "") for c in spec.workload.concurrency)
+    return f"{metric}, weighted ratio to the control trial over {levels}"
+
+
 def status_rows(tuning: SGLangTuning) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of ``tune status``'s trial table: name, settings, verdict, objective, per level output tok/s,
-    decode tok/s and accept length (the best trial marked ★, the control trial ◇); reasons are
-    :func:`reason_lines`."""
+    """(header, rows) of ``tune status``'s trial table: name, settings, verdict, objective (its unit in the header:
+    :func:`objective_header`), per level output tok/s, decode tok/s and accept length (the best trial marked ★, the
+    control trial ◇); reasons are :func:`reason_lines`."""
     status = tuning.status or SGLangTuningStatus()
     levels = status_levels(status)
-    header = ["", "TRIAL", "SETTINGS", "VERDICT", "OBJECTIVE"]
+    relative = tuning.spec.relative_objective()
+    header = ["", "TRIAL", "SETTINGS", "VERDICT", objective_header(tuning)]
     for c in levels:
         header += [f"c{c} OUT TOK/S", f"c{c} DECODE TOK/S", f"c{c} ACCEPT"]
     best = status.best.trial if status.best else None
@@ -215,7 +241,7 @@ def status_rows(tuning: SGLangTuning) -> tuple[list[str], list[list[str]]]:
         if t.verdict == TrialVerdict.INVALID.value:  # one line under the table (:func:`invalid_line`)
             continue
         mark = "★" if t.name == best else "◇" if t.name == status.control_trial else ""
-        row = [mark, t.name, t.settings.summary(), t.verdict or "Running", _num(t.objective)]
+        row = [mark, t.name, t.settings.summary(), t.verdict or "Running", _num(t.objective, 2 if relative else 1)]
         by_level = {f.concurrency: f for f in t.levels}
         for c in levels:
             f = by_level.get(c)
@@ -292,13 +318,24 @@ def summary_lines(tuning: SGLangTuning) -> list[str]:
         lines.append("no recommendation yet")
         return lines
     b = status.best
-    speedup = f", {b.speedup:.2f}× no speculation" if b.speedup is not None else ""
-    lines.append(f"best: {b.summary or b.settings.summary()} ({b.trial}), objective {_num(b.objective)}{speedup}")
+    objective = b.objective_summary or objective_text(b.objective, tuning.spec.relative_objective())
+    level = tuning.spec.objective.concurrency or 1
+    lines.append(f"best: {b.summary or b.settings.summary()} ({b.trial}), objective {objective}"
+                 f"{speedup_text(b.speedup, level)}")
     for p in status.best_per_level:
-        speedup = f", {p.speedup:.2f}× no speculation" if p.speedup is not None else ""
         lines.append(f"  at concurrency {p.concurrency}: {p.summary or p.settings.summary()} ({p.trial}), "
-                     f"{_num(p.objective)}{speedup}")
+                     f"{p.objective_summary or objective_text(p.objective, False)}"
+                     f"{speedup_text(p.speedup, p.concurrency)}")
     return lines
+
+
+def speedup_text(speedup: float | None, concurrency: int | None) -> str:
+    """``, 2.43× no speculation (output tok/s at c1)``: a stored speedup
+    (:func:`~sglang_operator.api.tuning_status.speedup_of`, two decimals) as ``tune status`` and ``tune plot`` show
+    it; empty for None."""
+    if speedup is None:
+        return ""
+    return f", {speedup:.2f}× no speculation (output tok/s" + (f" at c{concurrency})" if concurrency else ")")
 
 
 def status_json(tuning: SGLangTuning) -> dict[str, Any]:

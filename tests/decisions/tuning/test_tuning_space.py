@@ -29,6 +29,17 @@ def P(s: int, k: int, n: int) -> Point:
     return Point(num_steps=s, eagle_topk=k, num_draft_tokens=n)
 
 
+def test_derived_draft_tokens_refuse_nothing_and_keep_every_valid_point() -> None:
+    """A tuning without numDraftTokens (``derived_draft_tokens``): chains get numSteps + 1 only and each tree the
+    values up to its numSteps × eagleTopk + 1, so none is refused for a count nobody listed; the valid points are
+    those of the same values listed."""
+    values = dict(num_steps=range(1, 9), eagle_topk=(1, 2, 4), num_draft_tokens=range(2, 34))
+    derived_valid, derived_invalid = enumerate_space(SearchSpace(**values, derived_draft_tokens=True))
+    listed_valid, listed_invalid = enumerate_space(SearchSpace(**values))
+    assert derived_invalid == [] and len(listed_invalid) > 400
+    assert derived_valid == listed_valid and len(derived_valid) == 8 + sum(s * k for s in range(1, 9) for k in (2, 4))
+
+
 def test_default_space_counts_invalid_points_and_keeps_sglang_rules() -> None:
     valid, invalid = enumerate_space(SearchSpace())
     # chains: one per numSteps; trees: numDraftTokens <= steps * topk + 1 (the sweep script's filter)

@@ -101,8 +101,12 @@ def test_the_recommendation_per_level_with_speedups_and_a_failed_point_never_win
     assert best is not None and best.summary == "3/1/4" and best.trial == "t-trial-1"
     by_level = {b.concurrency: b for b in per_level}
     assert by_level[1].summary == "3/1/4" and by_level[16].summary == "1/1/2"
-    assert by_level[16].speedup is not None and abs(by_level[16].speedup - 209.5 / 150.0) < 1e-3
+    assert by_level[16].speedup == round(209.5 / 150.0, 2) == 1.40  # one computation, two decimals, stored so
     assert by_level[1].objective == 52.25 and by_level[16].objective == 209.5  # per level: tok/s
+    assert (by_level[1].objective_summary, by_level[16].objective_summary) == ("52.2 tok/s", "209.5 tok/s")
+    # overall, over two weighted levels: the weighted ratio to the control trial, named so for kubectl get
+    assert best.objective is not None and best.objective_summary == f"{best.objective:.2f}× control"
+    assert best.speedup == by_level[1].speedup  # output tok/s at the objective's level (1), the same figure
     assert plan.counts(trials) == {"trials_completed": 5, "trials_failed": 1, "trials_pruned": 0}
 
 

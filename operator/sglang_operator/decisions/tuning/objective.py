@@ -27,6 +27,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from sglang_operator.api.tuning_status import TrialVerdict as TrialVerdict
+from sglang_operator.api.tuning_status import speedup_of
 from sglang_operator.decisions.tuning.space import Point, TuningModel
 
 
@@ -170,13 +171,14 @@ def levels(trials: Iterable[TrialResult]) -> list[int]:
 
 def speedups(trials: Sequence[TrialResult], point: Point | None) -> dict[int, float]:
     """Per concurrency level: ``point``'s mean output tok/s ÷ the control trial's (what speculation buys on this
-    server; below 1 it costs). Levels without both figures are left out."""
+    server; below 1 it costs), two decimals (:func:`~sglang_operator.api.tuning_status.speedup_of`, the one
+    computation every view shows). Levels without both figures are left out."""
     out: dict[int, float] = {}
     for c in levels(trials):
         mine = _mean_level(trials, point, c)
         control = _mean_level(trials, None, c)
-        if mine is not None and control:
-            out[c] = mine / control
+        if mine is not None and control and (ratio := speedup_of(mine, control)) is not None:
+            out[c] = ratio
     return out
 
 

@@ -133,6 +133,10 @@ class SearchSpace(TuningModel):
     max_running_requests: tuple[int, ...] = ()
     cuda_graph_max_bs: tuple[int, ...] = ()
     adaptive: bool = False
+    derived_draft_tokens: bool = False
+    """``num_draft_tokens`` was derived, not asked for (the tuning's ``numDraftTokens`` unset): a chain gets only
+    ``numSteps + 1`` and a tree only the values up to its ``numSteps × eagleTopk + 1``, so no point is counted
+    invalid for a draft-token count nobody listed."""
 
     @model_validator(mode="before")
     @classmethod
@@ -156,13 +160,18 @@ class SearchSpace(TuningModel):
 
     def candidates(self) -> list[Point]:
         """Every combination the sets name, chains once per numSteps with every listed draft-token value too (so
-        that the invalid ones are counted); each with every maxRunningRequests × cudaGraphMaxBs value (when listed),
-        and again in adaptive mode when ``adaptive`` (after all static ones)."""
+        that the invalid ones are counted; :attr:`derived_draft_tokens`: a chain's numSteps + 1 and a tree's values
+        up to numSteps × eagleTopk + 1 only); each with every maxRunningRequests × cudaGraphMaxBs value (when
+        listed), and again in adaptive mode when ``adaptive`` (after all static ones)."""
         out: list[Point] = []
         extras = [(m, b) for m in (self.max_running_requests or (None,)) for b in (self.cuda_graph_max_bs or (None,))]
         for steps in self.num_steps:
             for topk in self.eagle_topk:
-                ndts = sorted({steps + 1, *self.num_draft_tokens}) if topk == 1 else self.num_draft_tokens
+                if self.derived_draft_tokens:
+                    ndts: Iterable[int] = [steps + 1] if topk == 1 else \
+                        [n for n in self.num_draft_tokens if n <= steps * topk + 1]
+                else:
+                    ndts = sorted({steps + 1, *self.num_draft_tokens}) if topk == 1 else self.num_draft_tokens
                 out += [Point(num_steps=steps, eagle_topk=topk, num_draft_tokens=n, max_running_requests=m,
                               cuda_graph_max_bs=b) for n in ndts for m, b in extras]
         if self.adaptive:

@@ -28,6 +28,7 @@ from sglang_operator.api.tuning_status import (
     TrialSettings,
     TrialVerdict,
     TuningPhase,
+    objective_text,
 )
 from sglang_operator.api.tuning_status import LevelFigures as ApiLevelFigures
 from sglang_operator.decisions.tuning.decide import decide
@@ -107,9 +108,10 @@ def search_settings(spec: SGLangTuningSpec) -> SearchSettings:
 
 def search_space(params: Parameters) -> SearchSpace:
     """``spec.parameters`` as a :class:`~.space.SearchSpace`. numDraftTokens unset: SGLang's rule (chains get
-    numSteps + 1 anyway; trees every value from the smallest numSteps + 1 to numSteps × eagleTopk + 1, the
-    larger ones then refused per point by the shape rule). ``maxRunningRequests`` / ``cudaGraphMaxBs`` unset: not
-    searched (the server's own value); ``adaptive``: the points in adaptive mode too."""
+    numSteps + 1 anyway; each tree every value from the smallest numSteps + 1 to its own numSteps × eagleTopk + 1:
+    :attr:`~.space.SearchSpace.derived_draft_tokens`, no point refused for a value nobody listed).
+    ``maxRunningRequests`` / ``cudaGraphMaxBs`` unset: not searched (the server's own value); ``adaptive``: the
+    points in adaptive mode too."""
     steps = params.num_steps.values()
     topks = params.eagle_topk.values()
     if params.num_draft_tokens is not None:
@@ -119,6 +121,7 @@ def search_space(params: Parameters) -> SearchSpace:
     else:
         ndts = ()
     return SearchSpace(num_steps=steps, eagle_topk=topks, num_draft_tokens=ndts,
+                       derived_draft_tokens=params.num_draft_tokens is None,
                        max_running_requests=params.max_running_requests.values()
                        if params.max_running_requests is not None else (),
                        cuda_graph_max_bs=params.cuda_graph_max_bs.values() if params.cuda_graph_max_bs is not None
@@ -334,9 +337,10 @@ def _best_point(trials: Sequence[Trial], objective: Objective, concurrency: int 
     settings = settings_of(d.best)
     name = next((t.name for t in trials if t.verdict == TrialVerdict.COMPLETED.value
                  and point_of(t.settings) == d.best), "")
+    value = round(d.value, 3)
     return BestPoint(concurrency=concurrency, trial=name, settings=settings, summary=settings.summary(),
-                         objective=round(d.value, 3), speedup=round(d.speedup[speedup_level], 4)
-                         if speedup_level in d.speedup else None)
+                     objective=value, objective_summary=objective_text(value, objective.weighted),
+                     speedup=d.speedup.get(speedup_level))
 
 
 def recommendation(spec: SGLangTuningSpec, trials: Sequence[Trial]) -> tuple[BestPoint | None,
