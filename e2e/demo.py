@@ -10,8 +10,14 @@
                                      # mode: trials beside the server) climb from it to a better point; prints each
                                      # step of the climb, `tune status` and the plot (`tune plot`, with matplotlib),
                                      # and checks the recommendation is at least as fast as the known-good 3/1/4
-    python -m e2e.demo --keep        # keep everything running until Ctrl-C (prints the KUBECONFIG export; with
-                                     # --tune, the printed `kubectl sglang tune apply` can then be run)
+    python -m e2e.demo --keep        # keep everything running until Ctrl-C or SIGTERM (prints the KUBECONFIG
+                                     # export; with --tune, the printed `kubectl sglang tune apply` can then be
+                                     # run); the work directory (operator log, the plot) is kept too
+    python -m e2e.demo --pod-cidr 127.5.0.0/16   # pod IPs from another loopback network (as `python -m e2e.cluster
+                                     # up --pod-cidr`): beside another local cluster
+
+Ctrl-C and SIGTERM end it the same way, at any point: the operator and the cluster are stopped and the work
+directory (the operator's log, ``--tune``'s plot) is removed unless ``--keep``.
 
 Both samples are applied from ``samples/local/``: the published ones with the fast rollback policy (printed;
 production defaults stay in ``samples/``) and the simulator's one-second model load. Every SGLang pod runs the
@@ -26,6 +32,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -236,7 +243,7 @@ def tune(cluster: Cluster, workdir: Path) -> None:
     else:
         raise SystemExit(f"demo: the tuning did not finish; status: {json.dumps(st)}")
     print(ledger_cli(cluster, "tune", "status", TUNING))
-    image = workdir.parent / f"{TUNING}.png"
+    image = plot_path(workdir)
     try:
         print(ledger_cli(cluster, "tune", "plot", TUNING, "-o", str(image)))
     except SystemExit as exc:
@@ -321,15 +328,49 @@ def serve_and_regress(cluster: Cluster, regress_too: bool) -> None:
         regress(cluster, good)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m e2e.demo", description=__doc__.split("\n")[0])
+def plot_path(workdir: Path) -> Path:
+    """Where ``--tune`` writes ``tune plot``'s image: in the demo's work directory, removed with it at exit unless
+    ``--keep``."""
+    return workdir / f"{TUNING}.png"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m e2e.demo", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--regress", action="store_true",
                         help="then apply the regressed configuration and follow the automatic rollback")
     parser.add_argument("--tune", action="store_true",
                         help="serve the regressed configuration and let an SGLangTuning recommend a better one")
-    parser.add_argument("--keep", action="store_true", help="keep running until Ctrl-C")
-    args = parser.parse_args()
-    cluster = Cluster(build(), NodeOptions())
+    parser.add_argument("--keep", action="store_true",
+                        help="keep running until Ctrl-C or SIGTERM, and keep the work directory (log, plot)")
+    parser.add_argument("--pod-cidr", default=None,
+                        help="loopback network for pod IPs (default: 127.1.0.0/16), as python -m e2e.cluster up")
+    return parser.parse_args(argv)
+
+
+def node_options(args: argparse.Namespace) -> NodeOptions:
+    """The fake nodes: the defaults, with ``--pod-cidr`` when given."""
+    return NodeOptions(**({"pod_cidr": args.pod_cidr} if args.pod_cidr else {}))
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does: the same clean-up (operator, cluster, work directory) runs
+    in ``main``'s ``finally``, also while ``--keep`` waits."""
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def ignore_sigterm() -> None:
+    """During the clean-up: a second SIGTERM does not cut it short (a cluster left half-stopped); a second Ctrl-C
+    still does, on purpose."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    interrupt_on_sigterm()
+    cluster = Cluster(build(), node_options(args))
     op: OperatorProcess | None = None
     workdir: Path | None = None
     try:
@@ -353,12 +394,13 @@ def main() -> None:
         print(f"\n-- demo done in {time.monotonic() - T0:.0f} s (cluster start included)")
         if args.keep:
             print(f"\nexport KUBECONFIG={cluster.kubeconfig}\nexport PATH={cluster.bin_dir}:$PATH\n"
-                  "# Ctrl-C stops the operator and the cluster")
+                  f"# Ctrl-C (or SIGTERM) stops the operator and the cluster; {workdir} is kept")
             while True:
                 time.sleep(3600)
     except KeyboardInterrupt:
         pass
     finally:
+        ignore_sigterm()
         if op is not None:
             op.stop()
         cluster.stop()

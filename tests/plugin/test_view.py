@@ -16,8 +16,10 @@ from sglang_operator.plugin.view import (
     history_cells,
     history_rows,
     history_table,
+    no_status_hint,
     parse_flags,
     promote_warning,
+    watched_namespaces,
 )
 
 GOOD = ("SGLANG_ENABLE_SPEC_V2=1 sglang serve --model-path Qwen/Qwen3.6-27B --tp-size 2 --enable-metrics "
@@ -166,3 +168,55 @@ def test_history_shows_canary_steps() -> None:
     assert lines[0] == ("9f4c2d9294: canary step 1 at 3+1 (stable+canary): Failed, 36.0 vs 51.6 tok/s of the stable "
                         "pods (3 intervals); 36.0 tok/s < 0.85 × 51.6")
     assert lines[1] == "5b7e01aa42: canary step 1/2 at 3+1 (stable+canary), 2 intervals passed at this step"
+
+
+def operator_deployment(namespace: str, name: str, watch: list[str], ready: int = 1) -> dict[str, object]:
+    """The chart's operator Deployment, as listed (``--namespace=`` per watchNamespaces entry)."""
+    args = ["--liveness=http://0.0.0.0:8080/healthz", "--leader-elect-resource-namespace=ops",
+            *(f"--namespace={n}" for n in watch)]
+    return {"metadata": {"namespace": namespace, "name": name}, "spec": {"replicas": 2, "template": {"spec": {
+        "containers": [{"name": "operator", "command": ["sglang-operator", "run"], "args": args}]}}},
+            "status": {"readyReplicas": ready}}
+
+
+def test_a_server_without_status_says_which_operator_watches_its_namespace() -> None:
+    scoped = operator_deployment("ops", "rel-sglang-operator", ["team-a", "team-b"])
+    assert watched_namespaces(scoped) == ("team-a", "team-b")
+    assert watched_namespaces(operator_deployment("ops", "all", [])) is None
+    assert watched_namespaces({"spec": {"template": {"spec": {"containers": [
+        {"args": ["run", "-n", "x", "--namespace", "y"]}]}}}}) == ("x", "y")
+    head = "SGLangServer ml/qwen36-27b has no status: no operator has reconciled it."
+    lines = no_status_hint("ml", "qwen36-27b", [scoped])
+    assert lines[0] == head
+    assert lines[1].startswith("No operator watches namespace ml: ops/rel-sglang-operator watches team-a, team-b. "
+                               "Add ml to the chart's watchNamespaces")
+    assert "My server has no status" in lines[1]
+    watching = no_status_hint("team-b", "s", [scoped, operator_deployment("ops2", "everywhere", [], ready=0)])
+    assert watching[1].startswith("Watching namespace team-b: ops/rel-sglang-operator (namespaces team-a, team-b, "
+                                  "1/2 ready); ops2/everywhere (every namespace, 0/2 ready). Is it running")
+    assert "No sglang-operator Deployment" in no_status_hint("ml", "s", [])[1]
+    assert "could not be listed" in no_status_hint("ml", "s", None)[1]
+
+
+def test_history_of_a_server_without_status_prints_the_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from sglang_operator.plugin import commands
+
+    class Client:
+        def get(self, *_: object, **__: object) -> object:
+            return type("S", (), {"to_dict": lambda _s: {"metadata": {"name": "qwen36-27b", "namespace": "ml"},
+                                                         "spec": {}}})()
+
+        def list(self, resource: object, **kwargs: object) -> list[object]:
+            if getattr(resource, "__name__", "") == "Deployment":
+                assert kwargs["namespace"] == "*" and kwargs["labels"] == {"app.kubernetes.io/name": "sglang-operator"}
+                dep = operator_deployment("ops", "rel-sglang-operator", ["team-a"])
+                return [type("D", (), {"to_dict": lambda _s: dep})()]
+            return []
+
+    monkeypatch.setattr(commands, "_client", lambda: Client())
+    out = CliRunner().invoke(commands.app, ["history", "qwen36-27b", "-n", "ml"])
+    assert out.exit_code == 0, out.output
+    assert "No operator watches namespace ml: ops/rel-sglang-operator watches team-a" in out.output
+    assert "REVISION" in out.output  # the (empty) table still follows

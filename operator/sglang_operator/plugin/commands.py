@@ -98,6 +98,28 @@ def _spec_revision(body: dict[str, Any]) -> str | None:
         return None
 
 
+def _operators(client: Any) -> list[dict[str, Any]] | None:
+    """The operator Deployments of every namespace (label :data:`~sglang_operator.plugin.view.OPERATOR_APP_LABEL`),
+    None when they cannot be listed (no permission)."""
+    from lightkube import ALL_NS, ApiError
+    from lightkube.resources.apps_v1 import Deployment
+
+    key, value = view.OPERATOR_APP_LABEL
+    try:
+        return [d.to_dict() for d in client.list(Deployment, namespace=ALL_NS, labels={key: value})]
+    except (ApiError, OSError):
+        return None
+
+
+def _hint_without_status(client: Any, namespace: str, name: str, body: dict[str, Any]) -> None:
+    """On stderr, why a server without any status has none (:func:`~sglang_operator.plugin.view.no_status_hint`):
+    no operator watches its namespace, or which one does."""
+    if body.get("status"):
+        return
+    for line in view.no_status_hint(namespace, name, _operators(client)):
+        typer.echo(line, err=True)
+
+
 def _width() -> int:
     """Columns of the terminal (``$COLUMNS``, else stdout's terminal), 200 when output goes to no terminal."""
     return shutil.get_terminal_size((200, 24)).columns
@@ -109,6 +131,7 @@ def history(name: Name, namespace: Namespace = "default", output: Output = "tabl
     serving marked ▶)."""
     client = _client()
     body = _server(client, namespace, name)
+    _hint_without_status(client, namespace, name, body)
     rows = view.history_rows(parse_status(body), _revisions(client, namespace, name), dt.datetime.now(dt.UTC))
     if output == "json":
         typer.echo(json.dumps([r.as_json() for r in rows], indent=2))
@@ -136,6 +159,7 @@ def diff(
     """Show the SGLang flags (and environment) two revisions differ in, side by side."""
     client = _client()
     body = _server(client, namespace, name)
+    _hint_without_status(client, namespace, name, body)
     status = parse_status(body)
     revisions = _revisions(client, namespace, name)
     rev_a = rev_a or _spec_revision(body) or status.revision
@@ -195,6 +219,7 @@ def promote(name: Name, namespace: Namespace = "default") -> None:
         return
     serving = status.revision
     if not serving:
+        _hint_without_status(client, namespace, name, body)
         raise _fail(f"{name} serves no revision yet")
     _annotate(client, namespace, name, PROMOTE_ANNOTATION, serving)
     typer.echo(f"sglangserver.{GROUP}/{name} promotion of revision {serving} requested")

@@ -1,4 +1,5 @@
-"""Pure views of an SGLangServer's ledger for the CLI: history rows and the SGLang flags two revisions differ in.
+"""Pure views of an SGLangServer's ledger for the CLI: history rows and the SGLang flags two revisions differ in;
+why a server has no status at all (:func:`no_status_hint`: no operator watches its namespace).
 
 Inputs are the API's JSON shapes: the SGLangServer ``status`` (``revisions[]``, ``stableRevision``,
 ``rejectedRevisions[]``, ``revision``) and its ledger ControllerRevisions
@@ -164,7 +165,7 @@ def history_table(rows: Sequence[HistoryRow], width: int) -> list[str]:
     cells = history_cells(rows)
 
     def widths(columns: int) -> list[int]:
-        return [max(len(HISTORY_COLUMNS[i]), *(len(c[i]) for c in cells)) for i in range(columns)]
+        return [max([len(HISTORY_COLUMNS[i]), *(len(c[i]) for c in cells)]) for i in range(columns)]  # no row yet
 
     columns = len(HISTORY_COLUMNS)
     while columns > len(HISTORY_COLUMNS) - 2 and sum(widths(columns)) + GAP * (columns - 1) > width:
@@ -225,3 +226,54 @@ def promote_warning(status: SGLangServerStatus, min_samples: int) -> str | None:
 def now_rfc3339(now: dt.datetime) -> str:
     """``now`` as the annotation value ``retry`` writes (RFC 3339; any change of value is what counts)."""
     return rfc3339(now)
+
+
+NO_STATUS_DOC = 'docs/troubleshooting.md, "My server has no status"'
+OPERATOR_APP_LABEL = ("app.kubernetes.io/name", "sglang-operator")
+"""The label of the chart's operator Deployment (and its pods) the hint looks for."""
+
+
+def watched_namespaces(deployment: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The namespaces an operator Deployment's ``sglang-operator run`` watches: its ``--namespace`` / ``-n``
+    arguments (the chart's ``watchNamespaces``), None when it has none (every namespace)."""
+    found: list[str] = []
+    for container in ((deployment.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []:
+        words = [str(w) for w in (*(container.get("command") or ()), *(container.get("args") or ()))]
+        for i, word in enumerate(words):
+            if word.startswith("--namespace="):
+                found.append(word.split("=", 1)[1])
+            elif word in ("--namespace", "-n") and i + 1 < len(words):
+                found.append(words[i + 1])
+    return tuple(found) or None
+
+
+def no_status_hint(namespace: str, name: str, operators: Sequence[Mapping[str, Any]] | None) -> list[str]:
+    """Why SGLangServer ``namespace``/``name`` may have no status (no operator reconciled it; the operator writes one
+    for every server it reconciles, even an invalid one), from the operator Deployments of the cluster
+    (``operators``: labelled :data:`OPERATOR_APP_LABEL`; None when they could not be listed): that no operator
+    watches ``namespace`` (each one's ``--namespace`` named), or which one does and what to check then."""
+    head = f"SGLangServer {namespace}/{name} has no status: no operator has reconciled it."
+    if operators is None:
+        return [head, f"Operator Deployments could not be listed: is an operator running, and does it watch namespace "
+                      f"{namespace} (sglang-operator run --namespace, chart value watchNamespaces)? ({NO_STATUS_DOC})"]
+    if not operators:
+        return [head, f"No sglang-operator Deployment (label {'='.join(OPERATOR_APP_LABEL)}) in the cluster: an "
+                      f"operator run as a process (sglang-operator run) must watch namespace {namespace} "
+                      f"({NO_STATUS_DOC})"]
+    watching, others = [], []
+    for d in operators:
+        meta = d.get("metadata") or {}
+        who = f"{meta.get('namespace')}/{meta.get('name')}"
+        scope = watched_namespaces(d)
+        ready = f"{(d.get('status') or {}).get('readyReplicas') or 0}/{(d.get('spec') or {}).get('replicas', 1)} ready"
+        if scope is None or namespace in scope:
+            watching.append(f"{who} ({'every namespace' if scope is None else 'namespaces ' + ', '.join(scope)}, "
+                            f"{ready})")
+        else:
+            others.append(f"{who} watches {', '.join(scope)}")
+    if not watching:
+        return [head, f"No operator watches namespace {namespace}: " + "; ".join(others)
+                + f". Add {namespace} to the chart's watchNamespaces (sglang-operator run --namespace) or create the "
+                  f"server in a watched namespace ({NO_STATUS_DOC})"]
+    return [head, f"Watching namespace {namespace}: {'; '.join(watching)}. Is it running, the leader, still resuming? "
+                  f"Its log says why ({NO_STATUS_DOC})"]
