@@ -368,8 +368,10 @@ class ServiceType(StrEnum):
 
 
 class SGLangServerSpec(ApiModel):
-    """Desired state of an SGLang server. The operator renders it into the target release's launch flags,
-    one Deployment (strategy Recreate) and one Service."""
+    """Desired state of an SGLang server. The operator renders it into the target release's launch flags, one
+    Deployment (``spec.strategy``: Recreate by default, RollingUpdate, or Canary with a second Deployment
+    ``<name>-canary`` while a canary runs) or, with ``parallelism.nodes`` above 1, a LeaderWorkerSet; one Service;
+    a PodMonitor when the Prometheus Operator is installed; a ScaledObject with ``autoscaling.mode: KEDA``."""
 
     sglang: SGLangImage
     """SGLang image and release."""
