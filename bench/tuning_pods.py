@@ -163,7 +163,7 @@ WORKLOAD: dict[str, Any] = {"maxOutputTokens": 64, "secondsPerLevel": 5, "warmup
                             "concurrency": [{"level": CONCURRENCY}]}
 """``spec.workload``: short trials at concurrency 1; ``repetitions`` left at its default."""
 MIN_BUDGET = 4
-"""Trials (control included) the search gets at least, as ``bench/tuning.py`` ``bench_one`` gives them."""
+"""Trials (control included) the search gets at least, as ``bench/tuning.py`` gives them (its ``MIN_BUDGET``)."""
 SERVER_READY_SECONDS = 180
 TRIAL_TIMEOUT_SECONDS = 60
 """Wall seconds a trial is given in :func:`follow`'s deadline (budget × this; trials took 18-35 s)."""
