@@ -10,6 +10,10 @@
                                      # mode: trials beside the server) climb from it to a better point; prints each
                                      # step of the climb, `tune status` and the plot (`tune plot`, with matplotlib),
                                      # and checks the recommendation is at least as fast as the known-good 3/1/4
+    python -m e2e.demo --autoscale   # instead: KEDA and Prometheus too (as `python -m e2e.cluster up --keda`), the
+                                     # README's autoscaling example (samples/local/qwen3.6-27b-autoscaling.yaml)
+                                     # applied, 12 streams (as `python -m e2e.load`): KEDA's HPA scales it 1 -> 3,
+                                     # and back to 1 once the streams stop
     python -m e2e.demo --keep        # keep everything running until Ctrl-C or SIGTERM (prints the KUBECONFIG
                                      # export; with --tune, the printed `kubectl sglang tune apply` can then be
                                      # run); the work directory (operator log, the plot) is kept too
@@ -42,8 +46,9 @@ from pathlib import Path
 from typing import Any
 
 from e2e.build_k8s import build
-from e2e.cluster import Cluster, NodeOptions
+from e2e.cluster import Cluster, ClusterError, NodeOptions, autoscale
 from e2e.conftest import K8sCluster
+from e2e.load import STREAMS, Load, Server
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import BAD, FAST_POLICY, GOOD, LOCAL, ROOT, earliest_rollback_seconds, policy
 from sglang_operator.io.loadgen import probe
@@ -328,6 +333,73 @@ def serve_and_regress(cluster: Cluster, regress_too: bool) -> None:
         regress(cluster, good)
 
 
+AUTOSCALED = "qwen3.6-27b-autoscaling.yaml"
+"""The README's autoscaling example (``samples/local/``)."""
+
+
+def start_autoscaling(cluster: Cluster) -> autoscale.Autoscaling:
+    """KEDA and Prometheus, as ``python -m e2e.cluster up --keda`` starts them (built first when missing)."""
+    from e2e.build_keda import build as build_keda
+    from e2e.tools import build_prometheus
+
+    try:
+        scaling = autoscale.start(cluster, keda_home=build_keda(), prometheus_binary=build_prometheus() / "prometheus")
+    except ClusterError as exc:
+        raise SystemExit(f"demo: KEDA did not start: {exc}") from exc
+    print("-- " + "\n-- ".join(line.removeprefix("# ") for line in scaling.describe()))
+    return scaling
+
+
+def hpa_active(cluster: Cluster) -> bool:
+    """Whether KEDA's HPA for the server reads the metric (its ScalingActive condition)."""
+    try:
+        hpa = json.loads(kubectl(cluster, "get", "hpa", f"keda-hpa-{NAME}", "-o", "json"))
+    except subprocess.CalledProcessError:
+        return False
+    return any(c["type"] == "ScalingActive" and c["status"] == "True" for c in hpa["status"].get("conditions") or [])
+
+
+def follow_scale(server: Server, what: str, done: Callable[[int | None, int], bool], t0: float,
+                 timeout: float = 180) -> None:
+    """Print ``spec.replicas`` and the Ready pods whenever they change (seconds since ``t0``) until ``done``."""
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        now = (server.replicas(), len(server.ready_urls()))
+        if now != last:
+            print(f"   {time.monotonic() - t0:6.1f} s  spec.replicas {now[0]}, Ready pods {now[1]}")
+            last = now
+        if done(*now):
+            return
+        time.sleep(1)
+    raise SystemExit(f"demo: {what} not reached after {timeout:.0f} s")
+
+
+def autoscaled(cluster: Cluster) -> None:
+    """The README's autoscaling example: applied, served, scaled 1 -> 3 under 12 streams, back to 1 without."""
+    apply_sample(cluster, AUTOSCALED)
+    follow(cluster, "the server Ready", lambda st: cond(st, "Ready").get("status") == "True"
+           and cond(st, "Autoscaling").get("status") == "True")
+    told = cond(status(cluster), "Autoscaling")
+    print(f"-- Autoscaling={told['status']} reason {told['reason']}: {told['message']}")
+    deadline = time.monotonic() + 120
+    while not hpa_active(cluster):
+        if time.monotonic() > deadline:
+            raise SystemExit("demo: KEDA's HPA does not read the metric after 120 s (ScalingActive)")
+        time.sleep(1)
+    print(f"-- KEDA's HPA keda-hpa-{NAME} reads the metric from Prometheus (ScalingActive=True)")
+    server = Server(NAME, "default", str(cluster.kubectl), str(cluster.kubeconfig))
+    url = server.ready_urls()[0]
+    print(f"\n-- {STREAMS} concurrent streams to {url} (python -m e2e.load {NAME}): running requests {STREAMS}, "
+          f"target 4 per replica -> 3 replicas")
+    t0 = time.monotonic()
+    with Load(url, server.ready_urls):
+        follow_scale(server, "3 Ready replicas", lambda n, ready: n == 3 and ready == 3, t0)
+    print("\n-- the streams stopped: back to 1, one replica per 30 s (spec.autoscaling.behavior.scaleDown)")
+    t1 = time.monotonic()
+    follow_scale(server, "1 replica", lambda n, ready: n == 1 and ready == 1, t1, timeout=240)
+    print("\n" + kubectl(cluster, "get", "sgls,hpa,scaledobject").rstrip())
+
+
 def plot_path(workdir: Path) -> Path:
     """Where ``--tune`` writes ``tune plot``'s image: in the demo's work directory, removed with it at exit unless
     ``--keep``."""
@@ -340,6 +412,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="then apply the regressed configuration and follow the automatic rollback")
     parser.add_argument("--tune", action="store_true",
                         help="serve the regressed configuration and let an SGLangTuning recommend a better one")
+    parser.add_argument("--autoscale", action="store_true",
+                        help="instead: start KEDA and Prometheus too (as python -m e2e.cluster up --keda), apply the "
+                             "README's autoscaling example and follow KEDA scaling it 1 -> 3 under load and back")
     parser.add_argument("--keep", action="store_true",
                         help="keep running until Ctrl-C or SIGTERM, and keep the work directory (log, plot)")
     parser.add_argument("--pod-cidr", default=None,
@@ -372,6 +447,7 @@ def main(argv: list[str] | None = None) -> None:
     interrupt_on_sigterm()
     cluster = Cluster(build(), node_options(args))
     op: OperatorProcess | None = None
+    scaling: autoscale.Autoscaling | None = None
     workdir: Path | None = None
     try:
         cluster.start()
@@ -383,11 +459,15 @@ def main(argv: list[str] | None = None) -> None:
             # both Established before the operator starts: a watch begun before its CRD is served never recovers
             k8s.install_crd(ROOT / "crds" / crd, name)  # polls until Established
             print(f"-- CRD {name} installed (crds/{crd}), Established")
+        if args.autoscale:
+            scaling = start_autoscaling(cluster)
         workdir = Path(tempfile.mkdtemp(prefix="sglang-demo-"))
         op = OperatorProcess(cluster.kubeconfig, workdir / "operator.log", status_interval=1.0, sample_interval=None)
         op.start()
         print(f"-- operator running (log: {op.log_path}); samples every spec.rollback.intervalSeconds")
-        if args.tune:
+        if args.autoscale:
+            autoscaled(cluster)
+        elif args.tune:
             tune(cluster, workdir)
         else:
             serve_and_regress(cluster, args.regress)
@@ -403,6 +483,8 @@ def main(argv: list[str] | None = None) -> None:
         ignore_sigterm()
         if op is not None:
             op.stop()
+        if scaling is not None:  # after the operator: it would apply the ScaledObjects KEDA's stop deletes again
+            scaling.stop()
         cluster.stop()
         if workdir is not None and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

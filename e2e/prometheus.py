@@ -1,6 +1,7 @@
 """A real Prometheus 3 for tests: the binary from ``python -m e2e.tools prometheus``, started on a free loopback
-port with a configuration the test composes (the ``sglang-operator prometheus-config`` output or the Prometheus
-Operator's, :mod:`e2e.prometheus_operator`, plus rule files), a throw-away TSDB, and its HTTP API as small helpers.
+port (or a given one: ``python -m e2e.cluster up --keda``'s 9090) with a configuration the test composes (the
+``sglang-operator prometheus-config`` output or the Prometheus Operator's, :mod:`e2e.prometheus_operator`, plus
+rule files), a throw-away TSDB, and its HTTP API as small helpers.
 
 :class:`PrometheusProcess` ``start()`` waits for ``/-/ready``; ``stop()`` ends it (SIGTERM, then SIGKILL) and
 leaves no process behind. Queries raise :class:`PrometheusError` with Prometheus' own error message.
@@ -33,12 +34,13 @@ class PrometheusError(RuntimeError):
 
 class PrometheusProcess:
     """One Prometheus: ``binary``, its directory ``workdir`` (config, TSDB, log), ``config`` (a dict written as
-    ``prometheus.yml``)."""
+    ``prometheus.yml``), ``port`` on 127.0.0.1 (0: a free one)."""
 
-    def __init__(self, binary: Path, workdir: Path, config: dict[str, Any]) -> None:
+    def __init__(self, binary: Path, workdir: Path, config: dict[str, Any], port: int = 0) -> None:
         self.binary = binary
         self.workdir = workdir
         self.config = config
+        self.requested_port = port
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / "prometheus.log"
@@ -51,7 +53,7 @@ class PrometheusProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         config_file = self.workdir / "prometheus.yml"
         config_file.write_text(yaml.safe_dump(self.config, sort_keys=False))
-        self.port = free_port()
+        self.port = self.requested_port or free_port()
         argv = [str(self.binary), f"--config.file={config_file}", f"--storage.tsdb.path={self.workdir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=info"]
         self.proc = background.spawn(argv, self.log_path)

@@ -38,6 +38,7 @@ import socket
 import subprocess
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -113,13 +114,17 @@ def api_objects(address: str, port: int, ca_bundle: bytes) -> list[dict[str, Any
 @dataclass
 class KedaStack:
     """KEDA's operator and metrics API server for ``cluster`` (a started local
-    :class:`~e2e.cluster.launcher.Cluster`)."""
+    :class:`~e2e.cluster.launcher.Cluster`); ``home``: the build's cache directory (default: the built one, or
+    ``pytest.fail`` naming ``python -m e2e.build_keda``). ``crds_established_at``: when KEDA's CRDs were all
+    Established (``time.monotonic()``), what an operator started before can notice from then on."""
 
     cluster: Cluster
+    home: Path | None = None
     operator: Component | None = None
     adapter: Component | None = None
     address: str = ""
     startup_seconds: float = 0.0
+    crds_established_at: float = 0.0
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True,
                 timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -134,7 +139,7 @@ class KedaStack:
         through the API server. Raises :class:`ClusterError` with both logs' tails on failure; ``pytest.fail``
         naming ``python -m e2e.build_keda`` when the binaries are missing."""
         t0 = time.monotonic()
-        home = build_keda.require()
+        home = self.home or build_keda.require()
         assert self.cluster.workdir is not None
         wd = self.cluster.workdir / "keda"
         self.address = host_address()
@@ -145,6 +150,7 @@ class KedaStack:
         for crd in crds:
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
         self._wait_established([yaml.safe_load(c.read_text())["metadata"]["name"] for c in crds], timeout)
+        self.crds_established_at = time.monotonic()
         if self.kubectl("get", "namespace", NAMESPACE, check=False).returncode != 0:
             self.kubectl("create", "namespace", NAMESPACE)
         env = {"KEDA_CLUSTER_OBJECT_NAMESPACE": NAMESPACE, "WATCH_NAMESPACE": "", "POD_NAMESPACE": NAMESPACE}

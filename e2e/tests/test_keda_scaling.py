@@ -16,24 +16,21 @@ The ScaledObject is the one ``builders.autoscaling.scaled_object`` renders for t
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import copy
 import json
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
 from e2e.cluster.keda import KedaStack
 from e2e.conftest import BackgroundPoll, K8sCluster, running_operator, wait_for
+from e2e.load import STREAMS, Load  # Load: also test_keda_judging's (imported from here)
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import FAST_POLICY
 from e2e.prometheus import PrometheusProcess
@@ -41,13 +38,9 @@ from e2e.tests.test_invalid_specs import valid_server
 from e2e.tools import require_prometheus
 from sglang_operator.api import parse
 from sglang_operator.builders import autoscaling as so
-from sglang_operator.io.loadgen import served_model, stream_once
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
 NAME = "scaled"
-STREAMS = 12
-MAX_TOKENS = 2048  # a stream lasts tens of seconds on the simulator: the 12 are nearly always all running
-# (valid_server's memory.maxRunningRequests is 16: the 12 streams and the operator's probes run, none queue)
 SCRAPE = "2s"
 SCALE_DOWN_WINDOW = 20  # seconds: spec.autoscaling.behavior.scaleDown (one replica per window)
 AUTOSCALING: dict[str, Any] = {
@@ -192,55 +185,6 @@ class Replicas(BackgroundPoll):
         """The lowest count from ``since`` on (the count in force at ``since`` included)."""
         before = [r for t, r in self.seen if t <= since][-1:]
         return min(before + [r for t, r in self.seen if t > since])
-
-
-class Load:
-    """``STREAMS`` concurrent streams to ``url`` (a Ready pod of the server), each sent again as soon as it ends,
-    until :meth:`stop` cancels them (the simulator aborts a request whose client went away). ``follow``: the Ready
-    pods' URLs now; after a failed stream its worker moves to one of them (pods replaced by a new revision)."""
-
-    def __init__(self, url: str, follow: Callable[[], list[str]] | None = None) -> None:
-        self.url = url
-        self.follow = follow
-        self.finished = self.errors = 0
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.task: asyncio.Future[Any] | None = None
-        self.thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
-
-    async def _main(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        limits = httpx.Limits(max_connections=STREAMS + 4, max_keepalive_connections=STREAMS + 4)
-        async with httpx.AsyncClient(timeout=300, limits=limits) as client:
-            model = await served_model(client, self.url)
-
-            async def worker(index: int) -> None:
-                url = self.url
-                while True:
-                    res = await stream_once(client, url, model, max_tokens=MAX_TOKENS)
-                    if res.error:
-                        self.errors += 1
-                        await asyncio.sleep(0.5)
-                        urls = await asyncio.to_thread(self.follow) if self.follow is not None else []
-                        url = urls[index % len(urls)] if urls else url
-                    else:
-                        self.finished += 1
-
-            self.task = asyncio.gather(*(worker(i) for i in range(STREAMS)))
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
-
-    def __enter__(self) -> Load:
-        self.thread.start()
-        wait_for("the load's streams", lambda: self.task is not None, timeout=30, interval=0.1)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        if self.loop is not None and self.task is not None and not self.task.done():
-            self.loop.call_soon_threadsafe(self.task.cancel)
-        self.thread.join(60)
 
 
 def scaled_server(k8s: K8sCluster, ns: str, prom: PrometheusProcess) -> str:

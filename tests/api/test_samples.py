@@ -38,3 +38,17 @@ def test_the_fast_policy_promotes_in_seconds_not_minutes() -> None:
     default = RollbackPolicy()
     assert fast.warmup_seconds + fast.verify_seconds <= 30 < default.warmup_seconds + default.verify_seconds
     assert fast.interval_seconds * fast.min_samples <= 15
+
+
+def test_the_autoscaling_sample_is_the_local_known_good_one_plus_autoscaling() -> None:
+    """The README's autoscaling example: nothing but ``spec.autoscaling`` added, no ``spec.replicas`` (re-applying it
+    keeps the autoscaler's count), Prometheus where ``python -m e2e.cluster up --keda`` starts it."""
+    local = ROOT / "samples" / "local"
+    auto = load(local / "qwen3.6-27b-autoscaling.yaml")
+    stripped = copy.deepcopy(auto)
+    autoscaling = stripped["spec"].pop("autoscaling")
+    assert stripped == load(local / NAMES[0])
+    assert "replicas" not in auto["spec"]
+    assert autoscaling["prometheus"] == {"address": "http://127.0.0.1:9090"}  # e2e/cluster/autoscale.py's port
+    server = SGLangServer.model_validate(auto)
+    assert server.spec.autoscaling is not None and server.spec.autoscaling.max_replicas == 3
