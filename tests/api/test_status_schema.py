@@ -22,6 +22,7 @@ from rollback_driver import BAD, BAD_LEN, BAD_TPS, FAST, GOOD, T0, Run
 
 from sglang_operator.api.crd import crd
 from sglang_operator.api.rollback import RollbackAction
+from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.derive import derive, speculative_condition
 from sglang_operator.decisions.pods import pod_health
@@ -115,8 +116,8 @@ def ledger_status() -> dict[str, Any]:
     now = T0
     entry = st.ledger_entry(GOOD, 1, "python -m sglang.launch_server ...", {"image": "lmsysorg/sglang:v0.5.10"},
                             {"model": {"path": "Qwen/Qwen3.6-27B"}}, now)
-    status = st.applied({}, {"revision": GOOD, "command": "...", "sglangVersion": "0.5.10", "numDraftTokens": 4},
-                        ["a warning"], entry, 1, 10, now)
+    rendered = {"revision": GOOD, "command": "...", "sglangVersion": "0.5.10", "numDraftTokens": 4}
+    status = st.applied(SGLangServerStatus(), rendered, ["a warning"], entry, 1, 10, now)
     status["revisions"] = st.judged(status["revisions"], GOOD, "Promoted", "promoted", now, 51.6, 2.725, 20)
     status["stableRevision"] = GOOD
     return status
@@ -130,9 +131,10 @@ def test_every_ledger_and_observed_key_is_declared(ledger_status: dict[str, Any]
     health = pod_health([pod], 1, GOOD, 1, now)
     effective = {"algorithm": "EAGLE", "numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4, "maxRunningRequests": 16,
                  "memFractionStatic": 0.88, "contextLength": 131072, "avgSpecAcceptLength": 2.7}
-    observed = st.observed(ledger_status, health, 1, now, effective, ["numSteps: spec 3, SGLang 1"],
+    stored = SGLangServerStatus.model_validate(ledger_status)
+    observed = st.observed(stored, health, 1, now, effective, ["numSteps: spec 3, SGLang 1"],
                            {"acceptLength": 2.7, "acceptRate": 0.57, "tokensPerSecond": 51.6})
-    refused = st.invalid(ledger_status, ["spec.x: bad"], 2, now)
+    refused = st.invalid(stored, ["spec.x: bad"], 2, now)
     for status in (ledger_status, observed, refused):
         assert undeclared(status, schema) == []
 

@@ -14,7 +14,7 @@ import pytest
 from e2e.tests.test_invalid_specs import valid_server
 from sglang_operator import builders
 from sglang_operator.api import parse
-from sglang_operator.api.status import SGLangServerStatus
+from sglang_operator.api.status import EffectiveSettings, SGLangServerStatus
 from sglang_operator.builders.command import ADAPTIVE_CONFIG_DIR
 from sglang_operator.decisions import effective as eff
 from sglang_operator.decisions.sampling.model import Figures
@@ -84,10 +84,15 @@ def test_server_info_gives_adaptive_and_differences_name_a_silent_fallback() -> 
 
 def test_the_active_tier_comes_from_the_gauge_when_adaptive() -> None:
     stored = {"adaptive": True, "numSteps": 3, "numDraftTokens": 4}
-    assert eff.active_tier(stored, 7.0, 8.0) == {"activeNumSteps": 7, "activeNumDraftTokens": 8}
-    assert eff.active_tier({**stored, "activeNumSteps": 7, "activeNumDraftTokens": 8}, 7.0, 8.0) == {}  # unchanged
-    assert eff.active_tier({**stored, "adaptive": False}, 7.0, 8.0) == {}
-    assert eff.active_tier(stored, None, None) == {}  # 0.5.11-0.5.12: no such gauge
+
+    def tier(effective: dict[str, Any], steps: float | None, drafts: float | None) -> dict[str, int]:
+        return eff.active_tier(EffectiveSettings.model_validate(effective), steps, drafts)
+
+    assert tier(stored, 7.0, 8.0) == {"activeNumSteps": 7, "activeNumDraftTokens": 8}
+    assert tier({**stored, "activeNumSteps": 7, "activeNumDraftTokens": 8}, 7.0, 8.0) == {}  # unchanged
+    assert tier({**stored, "adaptive": False}, 7.0, 8.0) == {}
+    assert tier(stored, None, None) == {}  # 0.5.11-0.5.12: no such gauge
+    assert eff.active_tier(None, 7.0, 8.0) == {}  # never read back
     status = SGLangServerStatus.model_validate({"effective": stored, "acceptLength": 2.7, "tokensPerSecond": 55.0,
                                                 "metricsUpdatedAt": NOW.isoformat()})
     patch = figures_patch(status, Figures(accept_length=2.7, decode_tokens_per_second=55.0, num_steps=7,

@@ -20,12 +20,13 @@ from rollback_driver import BAD, OTHER, Run
 
 from sglang_operator import builders
 from sglang_operator.api.server import parse
+from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.api.view import ServerView
 from sglang_operator.control import children, handlers, restore
 from sglang_operator.control.memory import ServerMemory
 from sglang_operator.control.observer import Observer
-from sglang_operator.decisions import judging
 from sglang_operator.decisions.rollback import Apply
+from sglang_operator.decisions.rollback_state import RollbackState
 from sglang_operator.io.pods import PodCache
 
 SAMPLE: dict[str, Any] = yaml.safe_load(
@@ -251,9 +252,9 @@ async def test_a_server_deleted_during_a_watch_gap_leaves_memory_series_and_targ
         obs.track("ADDED", body)
         kube.put(pod(f"{name}-1", name, 50, ns=ns))
         await obs.pods.pods(ns, name)
-    obs.series.export_analysis(ns, "a", judging.state_of({"stableRevision": "r1", "baseline": {
-        "revision": "r1", "tokensPerSecond": 50.0, "acceptLength": 2.7, "samples": 3, "signal": "probe",
-        "at": "2026-01-01T00:00:00Z"}}))
+    obs.series.export_analysis(ns, "a", RollbackState.from_status(SGLangServerStatus.model_validate({
+        "stableRevision": "r1", "baseline": {"revision": "r1", "tokensPerSecond": 50.0, "acceptLength": 2.7,
+                                             "samples": 3, "signal": "probe", "at": "2026-01-01T00:00:00Z"}})))
 
     def exported() -> str:
         return "".join(line for line in generate_latest(REGISTRY).decode().splitlines()

@@ -22,6 +22,7 @@ from sglang_operator.builders import autoscaling as so
 from sglang_operator.decisions import autoscaling as scaling
 from sglang_operator.decisions.observation import ObservationDecision
 from sglang_operator.decisions.rollback_state import RollbackState
+from sglang_operator.decisions.status import changed
 from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.decisions.tuning import inplace
 
@@ -109,7 +110,7 @@ def test_only_a_scaled_object_the_operator_had_is_deleted(auto: dict[str, Any] |
 
 
 def decision(conditions: list[dict[str, Any]]) -> ObservationDecision:
-    return ObservationDecision({"conditions": conditions, "phase": "Ready"}, {}, [], None, RollbackState())
+    return ObservationDecision({"conditions": conditions, "phase": "Ready"}, [], None, RollbackState())
 
 
 def test_the_condition_keeps_its_transition_time_and_leaves_with_autoscaling() -> None:
@@ -120,14 +121,14 @@ def test_the_condition_keeps_its_transition_time_and_leaves_with_autoscaling() -
                                                     "kind": "SGLangServer", "name": "s"},
                     "scaledObject": "s", "judging": False, "target": AUTO["target"]}
     assert cond is not None
-    first = scaling.with_autoscaling(decision([]), {}, auto, cond)
-    stored = first.status_json
-    assert first.delta["autoscaling"] == auto and first.status.autoscaling is not None
+    first = scaling.with_autoscaling(decision([]), auto, cond)
+    stored = first.status_json  # the observer writes what differs from the stored status (control/server_status.py)
+    assert changed({}, stored)["autoscaling"] == auto and first.status.autoscaling is not None
     _, later = scaling.report(srv, status(AnalysisPhase.STABLE), w, True, None, 1, T0 + dt.timedelta(hours=1))
-    again = scaling.with_autoscaling(decision(stored["conditions"]), stored, auto, later)
-    assert again.delta == {}  # the same condition at a later tick: nothing to write
-    gone = scaling.with_autoscaling(decision(stored["conditions"]), stored, None, None)
-    assert gone.delta == {"conditions": [], "autoscaling": None}
+    again = scaling.with_autoscaling(decision(stored["conditions"]), auto, later)
+    assert changed(stored, again.status_json) == {}  # the same condition at a later tick: nothing to write
+    gone = scaling.with_autoscaling(decision(stored["conditions"]), None, None)
+    assert changed(stored, gone.status_json) == {"conditions": [], "autoscaling": None}
     failed = scaling.report(srv, status(AnalysisPhase.STABLE), w, False, "applying the ScaledObject failed", 1, T0)
     assert failed[1] is not None and (failed[1]["status"], failed[1]["reason"]) == ("False", scaling.APPLY_FAILED)
     assert failed[0] is not None and "scaledObject" not in failed[0]

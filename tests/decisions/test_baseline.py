@@ -327,7 +327,7 @@ def test_a_stable_revision_refreshes_through_step_with_an_event_and_the_ledger_s
         sample = Sample(kind=SampleKind.MEASURED, revision=GOOD, start=start, end=now,
                         figures=Figures(decode_tokens_per_second=GOOD_TPS, accept_length=GOOD_LEN), pods=("p0",),
                         revision_pods=pods)
-        out = judging.judge(status, sample, FAST, now, observed, [], 1)
+        out = judging.judge(SGLangServerStatus.model_validate(status), sample, FAST, now, observed, [], 1)
         status = {**status, **{k: v for k, v in out.status.items() if v is not None}}
         events += [a for a in out.actions if not isinstance(a, RecordVerdict) and a.reason == "BaselineRefreshed"]
     typed = SGLangServerStatus.model_validate(status)

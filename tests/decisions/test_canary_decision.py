@@ -145,7 +145,8 @@ class World:
         c = self.state.canary
         stable_sample = self.sample(self.revision, start) if sample else None
         canary_sample = self.sample(c.revision, start) if sample and c is not None else None
-        state = judging.state_of(self.state.status_patch()) if self.roundtrip else self.state
+        state = RollbackState.from_status(SGLangServerStatus.model_validate(self.state.status_patch())) \
+            if self.roundtrip else self.state
         self.state, actions = step(state, stable_sample, self.policy, self.now,
                                    observed=self.observation(canary_sample))
         if self.roundtrip:
@@ -292,7 +293,7 @@ def test_pending_canary_shows_the_schedulers_message_in_the_canary_condition() -
     w.apply_spec(GOOD)
     w.tick()
     w.tick()
-    judged = judging.judge(w.state.status_patch() | {"revisions": []}, None, w.policy, w.now,
+    judged = judging.judge(SGLangServerStatus.model_validate(w.state.status_patch()), None, w.policy, w.now,
                            w.observation(None), [], 1)
     cond = next(c for c in judged.conditions if c["type"] == "Canary")
     assert cond["status"] == "True" and cond["reason"] == "Pending" and "Insufficient" in cond["message"]

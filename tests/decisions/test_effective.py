@@ -51,6 +51,7 @@ async def test_a_huge_server_info_string_is_truncated_in_status_and_the_patch_st
 
     from e2e.cluster.procs import free_port
     from sglang_operator.api.base import MESSAGE_LIMIT, TRUNCATED, VALUE_LIMIT
+    from sglang_operator.api.status import SGLangServerStatus
     from sglang_operator.decisions import status as st
     from sglang_operator.decisions.conditions import find
     from sglang_operator.decisions.pods import PodHealth
@@ -80,7 +81,7 @@ async def test_a_huge_server_info_string_is_truncated_in_status_and_the_patch_st
     diffs = differences({"algorithm": "NEXTN", "numSteps": 1}, eff)
     now = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
     health = PodHealth(1, 1, 1, "Running")
-    new = st.observed({}, health, 1, now, effective=eff, differences=diffs)
+    new = st.observed(SGLangServerStatus(), health, 1, now, effective=eff, differences=diffs)
     patch = st.merge_patch({}, st.changed({}, new))
     cond = find(patch["conditions"], st.SETTINGS_DIFFER)
     assert cond is not None and cond["status"] == "True" and len(cond["message"]) <= MESSAGE_LIMIT

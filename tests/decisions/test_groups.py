@@ -113,8 +113,8 @@ def test_server_health_picks_groups_for_multinode_specs() -> None:
 
 
 def test_lws_missing_status_says_how_to_install_and_is_recognised() -> None:
-    out = lws_missing({"conditions": [{"type": "Degraded", "status": "False", "reason": "AllReplicasReady"}]},
-                      ["a warning"], 3, NOW)
+    stored = {"conditions": [{"type": "Degraded", "status": "False", "reason": "AllReplicasReady"}]}
+    out = lws_missing(SGLangServerStatus.model_validate(stored), ["a warning"], 3, NOW)
     ready = find(out["conditions"], "Ready")
     assert ready["status"] == "False" and ready["reason"] == LWS_MISSING
     assert "leaderworkerset.x-k8s.io/v1" in ready["message"] and "kubectl apply --server-side" in ready["message"]

@@ -1,10 +1,11 @@
-"""The observer's tick of the rollback analysis over status dicts (reconcile.judging)."""
+"""The observer's tick of the rollback analysis over the typed status (decisions/judging.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
 from sglang_operator.api.analysis import Analysis
+from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions.judging import warm_up_ends
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
@@ -33,6 +34,11 @@ def _verifying_status(revision: str, valid: list[tuple[float, float]]) -> dict:
                          "validFigures": [{"tokensPerSecond": t, "acceptLength": a} for t, a in valid]}}
 
 
+def _typed(status: dict) -> SGLangServerStatus:
+    """A status as stored, parsed as the observer reads it (once per view)."""
+    return SGLangServerStatus.model_validate(status)
+
+
 def _observation(revision: str):  # type: ignore[no-untyped-def]
     from sglang_operator.api.analysis import Setup
     from sglang_operator.decisions.rollback_state import Observation
@@ -47,7 +53,7 @@ def test_a_users_promotion_makes_the_verifying_revision_stable_with_its_median()
     from sglang_operator.decisions.judging import judge
 
     status = _verifying_status("9699b6738c", [(50.0, 2.7), (52.0, 2.75), (51.0, 2.72)])
-    out = judge(status, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
+    out = judge(_typed(status), None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
                 promote_token="9699b6738c")
     assert out.state.stable_revision == "9699b6738c"
     assert out.status["baseline"]["tokensPerSecond"] == 51.0 and out.status["baseline"]["acceptLength"] == 2.72
@@ -55,10 +61,10 @@ def test_a_users_promotion_makes_the_verifying_revision_stable_with_its_median()
     assert out.status["revisions"][0]["verdict"] == "Promoted"
     assert any(getattr(a, "reason", "") == "Promoted" for a in out.actions)
     # a token naming another revision, or one already acted on, does nothing
-    again = judge({**status, **out.status}, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
+    again = judge(_typed({**status, **out.status}), None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
                   promote_token="9699b6738c")
     assert not [a for a in again.actions if getattr(a, "reason", "") == "Promoted"]
-    other = judge(status, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1, promote_token="abc")
+    other = judge(_typed(status), None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1, promote_token="abc")
     assert other.state.stable_revision is None
 
 
@@ -67,10 +73,11 @@ def test_a_promotion_without_a_measured_sample_is_refused_once() -> None:
     from sglang_operator.decisions.judging import judge
 
     status = _verifying_status("9699b6738c", [])
-    out = judge(status, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1, promote_token="9699b6738c")
+    out = judge(_typed(status), None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
+                promote_token="9699b6738c")
     assert out.state.stable_revision is None
     assert [getattr(a, "reason", "") for a in out.actions].count("PromoteRefused") == 1
-    again = judge({**status, **out.status}, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
+    again = judge(_typed({**status, **out.status}), None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
                   promote_token="9699b6738c")
     assert not [a for a in again.actions if getattr(a, "reason", "") == "PromoteRefused"]
 
@@ -80,13 +87,13 @@ def test_a_promotion_with_fewer_than_min_samples_says_so_in_a_warning() -> None:
     from sglang_operator.api.rollback import RollbackPolicy
     from sglang_operator.decisions.judging import judge
 
-    out = judge(_verifying_status("9699b6738c", [(50.0, 2.7)]), None, RollbackPolicy(), NOW,
+    out = judge(_typed(_verifying_status("9699b6738c", [(50.0, 2.7)])), None, RollbackPolicy(), NOW,
                 _observation("9699b6738c"), [], 1, promote_token="9699b6738c")
     [event] = [a for a in out.actions if getattr(a, "reason", "") == "Promoted"]
     assert event.type == "Warning"  # type: ignore[union-attr]
     assert "(median of 1 sample)" in event.message  # type: ignore[union-attr]
     assert "only 1 sample of minSamples 5" in event.message  # type: ignore[union-attr]
-    enough = judge(_verifying_status("9699b6738c", [(50.0, 2.7)] * 5), None, RollbackPolicy(), NOW,
+    enough = judge(_typed(_verifying_status("9699b6738c", [(50.0, 2.7)] * 5)), None, RollbackPolicy(), NOW,
                    _observation("9699b6738c"), [], 1, promote_token="9699b6738c")
     [event] = [a for a in enough.actions if getattr(a, "reason", "") == "Promoted"]
     assert event.type == "Normal" and "minSamples" not in event.message  # type: ignore[union-attr]
@@ -102,10 +109,12 @@ def test_a_verdict_records_the_accept_rate_the_release_reported() -> None:
     status = _verifying_status("9699b6738c", [(50.0, 2.7)])
     status["analysis"]["lastSample"] = {"at": "2026-12-01T11:59:30Z", "kind": "Measured", "verdict": "Pass",
                                         "tokensPerSecond": 50.0, "acceptLength": 2.7, "acceptRate": 0.5671}
-    out = judge(status, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1, promote_token="9699b6738c")
+    out = judge(_typed(status), None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
+                promote_token="9699b6738c")
     assert out.status["revisions"][0]["acceptRate"] == 0.567
     del status["analysis"]["lastSample"]["acceptRate"]
-    out = judge(status, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1, promote_token="9699b6738c")
+    out = judge(_typed(status), None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
+                promote_token="9699b6738c")
     assert "acceptRate" not in out.status["revisions"][0]
 
 
@@ -135,6 +144,7 @@ def test_a_verdict_records_the_median_accept_rate_of_its_own_samples() -> None:
         {"tokensPerSecond": 53.0, "acceptLength": 2.6, "acceptRate": 0.68}]
     status["analysis"]["lastSample"] = {"at": "2026-12-01T11:59:30Z", "kind": "Measured", "verdict": "Pass",
                                         "tokensPerSecond": 53.0, "acceptRate": 0.1}
-    out = judge(status, None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1, promote_token="9699b6738c")
+    out = judge(_typed(status), None, RollbackPolicy(), NOW, _observation("9699b6738c"), [], 1,
+                promote_token="9699b6738c")
     record = out.status["revisions"][0]
     assert (record["acceptLength"], record["acceptRate"], record["samples"]) == (2.7, 0.68, 4)

@@ -11,6 +11,7 @@ from rollback_driver import BAD, BAD_LEN, BAD_TPS, FAST, GOOD, Run
 from test_rollback import ROLLBACK_MESSAGE
 
 from sglang_operator.api.rollback import RollbackAction
+from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.decisions import status as st
 from sglang_operator.decisions.conditions import Condition, find
 from sglang_operator.decisions.derive import derive, speculative_condition
@@ -120,7 +121,8 @@ def test_the_observers_status_keeps_the_rollback_tick_after_tick() -> None:
                "status": {"podIP": "127.1.0.2", "conditions": [{"type": "Ready", "status": "True"}]}}
         health = pod_health([pod], 1, GOOD, 1, run.now)
         derived = derive(health.conditions, run.state, RollbackAction.ROLLBACK, 1, run.now)
-        status |= st.observed(status, dataclasses.replace(health, conditions=derived), 1, run.now)
+        typed = SGLangServerStatus.model_validate(status)
+        status |= st.observed(typed, dataclasses.replace(health, conditions=derived), 1, run.now)
         degraded = find(status["conditions"], "Degraded")
         assert degraded is not None and (degraded["status"], degraded["reason"]) == ("True", "RolledBack")
     assert run.phase == "RolledBack"

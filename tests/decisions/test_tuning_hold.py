@@ -12,13 +12,13 @@ import datetime as dt
 from typing import Any
 
 from rollback_driver import FAST, GOOD, OTHER, T0, Run
-from test_observation import observed, persisted, view
+from test_observation import observed, persisted, tick, view
 
 from sglang_operator.api.analysis import CanaryPhase, CanaryState
 from sglang_operator.api.rollback import same_spec, without_replicas
 from sglang_operator.api.status import SGLangServerStatus, TuningHold
 from sglang_operator.api.tuning_status import Trial, TrialSettings
-from sglang_operator.decisions.observation import Observed, decide, verifying
+from sglang_operator.decisions.observation import Observed, verifying
 from sglang_operator.decisions.rollback import Apply
 from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.decisions.tuning import inplace, lifecycle
@@ -80,10 +80,10 @@ def test_the_servers_tick_takes_the_hold_for_the_oldest_tuning_that_has_not_begu
     young = dataclasses.replace(asking(trial=False, started=False, name="young"), created="2026-01-02T00:00:00Z")
     old = dataclasses.replace(asking(trial=False, started=False, name="old"), created="2026-01-01T00:00:00Z")
     began = asking(trial=False, started=True, name="began")  # began once and lost its hold: never again
-    d = decide(view(stored), seen(revision=GOOD, tunings=(began, young, old)), FAST)
+    d = tick(view(stored), seen(revision=GOOD, tunings=(began, young, old)), FAST)
     assert d.status.tuning_hold is not None and d.status.tuning_hold.name == "old"
     assert d.status.tuning_hold.spec_hash == HASH and d.apply is None
-    alone = decide(view(stored), seen(revision=GOOD, tunings=(began,)), FAST)
+    alone = tick(view(stored), seen(revision=GOOD, tunings=(began,)), FAST)
     assert alone.status.tuning_hold is None and "tuningHold" not in alone.delta
 
 
@@ -92,23 +92,23 @@ def test_the_hold_goes_only_to_a_tuning_the_queue_admitted() -> None:
     queued = dataclasses.replace(asking(trial=False, started=False, name="queued"), admitted=False,
                                  created="2026-01-01T00:00:00Z")
     admitted = dataclasses.replace(asking(trial=False, started=False, name="admitted"), created="2026-01-02T00:00:00Z")
-    d = decide(view(stored), seen(revision=GOOD, tunings=(queued, admitted)), FAST)
+    d = tick(view(stored), seen(revision=GOOD, tunings=(queued, admitted)), FAST)
     assert d.status.tuning_hold is not None and d.status.tuning_hold.name == "admitted"
-    alone = decide(view(stored), seen(revision=GOOD, tunings=(queued,)), FAST)
+    alone = tick(view(stored), seen(revision=GOOD, tunings=(queued,)), FAST)
     assert alone.status.tuning_hold is None
 
 
 def test_the_wanted_trial_is_applied_by_the_servers_job_once() -> None:
     stored = promoted() | {"tuningHold": hold(trial=False)}
-    d = decide(view(stored), seen(revision=GOOD, tunings=(asking(),)), FAST)
+    d = tick(view(stored), seen(revision=GOOD, tunings=(asking(),)), FAST)
     assert d.apply == ApplyTrial("tune", "tune-trial-1", TRIAL, SETTINGS)
     assert not d.verifying  # between trials: nothing measured yet
     # the job applied it: its keys (revision, tuningHold with the trial) are merged into the next tick
     applied = {"revision": TRIAL, "tuningHold": hold()}
-    again = decide(view(stored, applied), seen(tunings=(asking(),)), FAST)
+    again = tick(view(stored, applied), seen(tunings=(asking(),)), FAST)
     assert again.apply is None and again.delta["tuningHold"]["trial"] == "tune-trial-1" and again.verifying
     failed = {"tuningHold": {**hold(), "trialFailure": "refused"}}
-    assert decide(view(stored, failed), seen(revision=GOOD, tunings=(asking(),)), FAST).apply is None  # never retried
+    assert tick(view(stored, failed), seen(revision=GOOD, tunings=(asking(),)), FAST).apply is None  # never retried
 
 
 def test_while_held_the_trial_runs_unjudged_and_nothing_converges_to_the_spec() -> None:
@@ -116,7 +116,7 @@ def test_while_held_the_trial_runs_unjudged_and_nothing_converges_to_the_spec() 
     before = SGLangServerStatus.model_validate(stored)
     # the trial's revision runs; the spec asks for GOOD; minutes pass: no apply, no verdict, no rollback
     for s in range(0, 600, 30):
-        d = decide(view(stored), seen(T0 + dt.timedelta(seconds=s), tunings=(asking(),)), FAST)
+        d = tick(view(stored), seen(T0 + dt.timedelta(seconds=s), tunings=(asking(),)), FAST)
         assert d.apply is None
         assert "revisions" not in d.delta and "rejectedRevisions" not in d.delta and "rollbacks" not in d.delta
         assert d.state.analysis == before.analysis and d.state.stable_revision == GOOD
@@ -127,19 +127,19 @@ def test_while_held_the_trial_runs_unjudged_and_nothing_converges_to_the_spec() 
 
 def test_without_the_hold_the_same_tick_converges_to_the_spec() -> None:
     stored = promoted() | {"revision": TRIAL}
-    d = decide(view(stored), seen(T0 + dt.timedelta(seconds=600)), FAST)
+    d = tick(view(stored), seen(T0 + dt.timedelta(seconds=600)), FAST)
     assert isinstance(d.apply, Apply) and d.apply.revision == GOOD
 
 
 def test_the_end_applies_the_stable_revision_first_and_then_removes_the_hold() -> None:
     stored = promoted() | {"revision": TRIAL, "tuningHold": hold()}
-    stored = persisted(stored, decide(view(stored), seen(tunings=(asking(),)), FAST))  # held: TuningHeld=True
+    stored = persisted(stored, tick(view(stored), seen(tunings=(asking(),)), FAST))  # held: TuningHeld=True
     for gone in ((), (asking(active=False),)):  # deleted, or ended (Succeeded, Failed, Cancelled)
-        d = decide(view(stored), seen(tunings=gone), FAST)
+        d = tick(view(stored), seen(tunings=gone), FAST)
         assert isinstance(d.apply, Apply) and d.apply.revision == GOOD
         assert d.status.tuning_hold is not None  # held until the stable revision is applied: no trial pod judged
     applied = {"revision": GOOD}
-    d = decide(view(stored, applied), seen(revision=GOOD), FAST)
+    d = tick(view(stored, applied), seen(revision=GOOD), FAST)
     assert d.apply is None and d.delta["tuningHold"] is None
     cond = d.status.condition("TuningHeld")
     assert cond is not None and (cond.status, cond.reason) == ("False", "Released")
@@ -147,13 +147,13 @@ def test_the_end_applies_the_stable_revision_first_and_then_removes_the_hold() -
 
 def test_a_spec_change_ends_the_hold_at_once_and_a_scale_does_not() -> None:
     stored = promoted() | {"revision": TRIAL, "tuningHold": hold(generation=1)}
-    stored = persisted(stored, decide(view(stored), seen(tunings=(asking(),)), FAST))
-    scaled = decide(view(stored), seen(T0 + dt.timedelta(seconds=1), generation=2, tunings=(asking(),)), FAST)
+    stored = persisted(stored, tick(view(stored), seen(tunings=(asking(),)), FAST))
+    scaled = tick(view(stored), seen(T0 + dt.timedelta(seconds=1), generation=2, tunings=(asking(),)), FAST)
     assert scaled.apply is None and scaled.status.tuning_hold is not None
     assert scaled.status.tuning_hold.generation == 2  # the hold follows the scale
     changed = seen(T0 + dt.timedelta(seconds=2), spec_revision=OTHER, generation=3, spec_hash="h2",
                    tunings=(asking(),))
-    d = decide(view(persisted(stored, scaled)), changed, FAST)
+    d = tick(view(persisted(stored, scaled)), changed, FAST)
     assert isinstance(d.apply, Apply) and d.apply.revision == OTHER  # the spec's revision, not the stable one
     cond = d.status.condition("TuningHeld")
     assert cond is not None and (cond.status, cond.reason) == ("False", inplace.SPEC_CHANGED)
@@ -179,7 +179,7 @@ def test_release_applies_the_stable_revision_unless_it_serves_or_the_spec_change
 
 def test_a_hand_edited_hold_holds_nothing() -> None:
     stored = promoted() | {"revision": TRIAL, "tuningHold": {"name": "tune"}}
-    d = decide(view(stored), seen(T0 + dt.timedelta(seconds=600), tunings=(asking(),)), FAST)
+    d = tick(view(stored), seen(T0 + dt.timedelta(seconds=600), tunings=(asking(),)), FAST)
     assert isinstance(d.apply, Apply)
 
 
@@ -228,16 +228,16 @@ def test_acquire_records_the_tunings_uid_and_when_the_hold_began() -> None:
 
 def test_a_tuning_created_again_under_the_same_name_releases_the_old_hold_in_one_tick() -> None:
     stored = promoted() | {"tuningHold": owned_hold(trial=False)}  # between trials: the stable revision serves
-    stored = persisted(stored, decide(view(stored), seen(revision=GOOD, tunings=(asking(trial=False),)), FAST))
+    stored = persisted(stored, tick(view(stored), seen(revision=GOOD, tunings=(asking(trial=False),)), FAST))
     new = dataclasses.replace(asking(trial=False, started=False), uid="uid-2")  # deleted, created again, not begun
-    d = decide(view(stored), seen(T0 + dt.timedelta(seconds=1), revision=GOOD, tunings=(new,)), FAST)
+    d = tick(view(stored), seen(T0 + dt.timedelta(seconds=1), revision=GOOD, tunings=(new,)), FAST)
     assert d.apply is None and d.delta["tuningHold"] is None  # released in this very tick
     cond = d.status.condition("TuningHeld")
     assert cond is not None and (cond.status, cond.reason) == ("False", inplace.RELEASED)
     # the next tick gives the new tuning a hold of its own (its uid, its time, the revision serving now)
     stored = persisted(stored, d)
     later = T0 + dt.timedelta(seconds=2)
-    d = decide(view(stored), seen(later, revision=GOOD, tunings=(new,)), FAST)
+    d = tick(view(stored), seen(later, revision=GOOD, tunings=(new,)), FAST)
     assert d.status.tuning_hold is not None
     assert (d.status.tuning_hold.uid, d.status.tuning_hold.since, d.status.tuning_hold.stable_revision) == (
         "uid-2", later, GOOD)
@@ -246,36 +246,36 @@ def test_a_tuning_created_again_under_the_same_name_releases_the_old_hold_in_one
 def test_during_a_trial_the_old_hold_is_released_in_one_tick_and_never_serves_the_new_tuning() -> None:
     stored = promoted() | {"revision": TRIAL, "tuningHold": owned_hold()}
     new = dataclasses.replace(asking(started=False), uid="uid-2")  # the new tuning asks a trial of the same name
-    d = decide(view(stored), seen(T0 + dt.timedelta(seconds=1), tunings=(new,)), FAST)
+    d = tick(view(stored), seen(T0 + dt.timedelta(seconds=1), tunings=(new,)), FAST)
     assert isinstance(d.apply, Apply) and d.apply.revision == GOOD and "is gone" in d.apply.reason  # no ApplyTrial
     assert d.status.tuning_hold is not None and d.status.tuning_hold.released == inplace.RELEASED
     assert d.status.tuning_hold.uid == "uid-1"
-    d = decide(view(persisted(stored, d), {"revision": GOOD}), seen(revision=GOOD, tunings=(new,)), FAST)
+    d = tick(view(persisted(stored, d), {"revision": GOOD}), seen(revision=GOOD, tunings=(new,)), FAST)
     assert d.apply is None and d.status.tuning_hold is None  # removed once the stable revision is applied
 
 
 def test_a_hold_older_than_the_bound_is_released_with_its_reason_and_one_event() -> None:
     stored = promoted() | {"revision": TRIAL, "tuningHold": owned_hold()}
     mine = dataclasses.replace(asking(), uid="uid-1")
-    young = decide(view(stored), dataclasses.replace(seen(T0 + dt.timedelta(seconds=599), tunings=(mine,)),
+    young = tick(view(stored), dataclasses.replace(seen(T0 + dt.timedelta(seconds=599), tunings=(mine,)),
                                                      hold_max_seconds=600), FAST)
     assert young.apply is None and young.status.tuning_hold is not None and young.status.tuning_hold.released is None
     old = dataclasses.replace(seen(T0 + dt.timedelta(seconds=600), tunings=(mine,)), hold_max_seconds=600)
-    d = decide(view(stored), old, FAST)
+    d = tick(view(stored), old, FAST)
     assert isinstance(d.apply, Apply) and d.apply.revision == GOOD  # the stable revision first, the hold standing
     assert d.status.tuning_hold is not None and d.status.tuning_hold.released == inplace.EXPIRED
     assert [(e.type, e.reason) for e in d.events if e.reason == inplace.EXPIRED] == [("Warning", "HoldExpired")]
     stored = persisted(stored, d)
     done = dataclasses.replace(seen(T0 + dt.timedelta(seconds=605), revision=GOOD, tunings=(mine,)),
                                hold_max_seconds=600)
-    d = decide(view(stored, {"revision": GOOD}), done, FAST)
+    d = tick(view(stored, {"revision": GOOD}), done, FAST)
     assert d.apply is None and d.delta["tuningHold"] is None
     assert [e for e in d.events if e.reason == inplace.EXPIRED] == []  # said once
     cond = d.status.condition("TuningHeld")
     assert cond is not None and (cond.status, cond.reason) == ("False", inplace.EXPIRED) and "600 s" in cond.message
     # between trials the expired hold goes in the same tick, with its event
     between = promoted() | {"tuningHold": owned_hold(trial=False)}
-    d = decide(view(between), dataclasses.replace(seen(T0 + dt.timedelta(hours=4), revision=GOOD, tunings=(mine,)),
+    d = tick(view(between), dataclasses.replace(seen(T0 + dt.timedelta(hours=4), revision=GOOD, tunings=(mine,)),
                                                   hold_max_seconds=holds.MAX_SECONDS), FAST)
     assert d.apply is None and d.status.tuning_hold is None
     assert [e.reason for e in d.events if e.reason == inplace.EXPIRED] == ["HoldExpired"]
@@ -285,7 +285,7 @@ def test_an_older_operators_hold_gets_its_tunings_uid_and_is_bounded_from_the_fi
     stored = promoted() | {"revision": TRIAL, "tuningHold": hold()}  # no uid, no since
     mine = dataclasses.replace(asking(), uid="uid-1")
     now = T0 + dt.timedelta(days=2)
-    d = decide(view(stored), seen(now, tunings=(mine,)), FAST)
+    d = tick(view(stored), seen(now, tunings=(mine,)), FAST)
     assert d.apply is None and d.status.tuning_hold is not None
     assert (d.status.tuning_hold.uid, d.status.tuning_hold.since) == ("uid-1", now)
 

@@ -242,7 +242,7 @@ async def apply_placement(view: ServerView, placements: Sequence[Placement], now
     except SpecError:
         summary = {}
     entry = status_decisions.ledger_entry(p.revision, generation, p.rendered.command.command_line, summary, p.spec, now)
-    new = status_decisions.applied(view.status_data, p.rendered.status, list(options.warnings), entry, generation,
+    new = status_decisions.applied(view.status, p.rendered.status, list(options.warnings), entry, generation,
                                    history, now)
     served = workload["metadata"]["name"]
     new["servingWorkload"] = None if served == name else served

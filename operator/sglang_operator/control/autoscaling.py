@@ -86,7 +86,7 @@ async def follow(mem: ServerMemory, view: ServerView, server: SGLangServer, deci
     elif wanted.delete:
         await _delete(mem, view.ref)
     autoscaling, cond = scaling.report(server, decided, wanted, applied, failure, view.generation, now)
-    return scaling.with_autoscaling(decision, dict(view.status_data), autoscaling, cond)
+    return scaling.with_autoscaling(decision, autoscaling, cond)
 
 
 async def _apply(mem: ServerMemory, owner: ObjectRef, manifest: dict[str, Any],

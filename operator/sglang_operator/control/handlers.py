@@ -187,7 +187,7 @@ async def _unchanged_since_applied(view: ServerView, rendered: builders.Rendered
 async def _reconcile(view: ServerView, reason: str, logger: Logger, observer: Observer,
                      memory: ServerMemory) -> None:
     generation = view.generation
-    status = view.status_data
+    status = view.status
     now = _now()
     before = view.status.revision  # the revision applied before this call
     logger.debug("reconcile (%s) of generation %s", reason, generation)

@@ -280,9 +280,8 @@ class TuningRequests:
         """Condition ``SpeculativeSettings`` of a server of ``namespace`` running ``spec`` (``view``: its object as
         stored) against the namespace's known best (:func:`~sglang_operator.decisions.tuning.known_best.
         condition`); None: nothing to say."""
-        stored = view.status_data.get("conditions") or []  # as stored: compared as written, not re-serialized
-        return known_best.condition(self.known_best(namespace), spec, generation, now,
-                                    [c for c in stored if isinstance(c, dict)], view.name)
+        return known_best.condition(self.known_best(namespace), spec, generation, now, view.status.conditions,
+                                    view.name)
 
     def of(self, key: Key) -> tuple[TuningRequest, ...]:
         """The requests of the tunings naming server ``key``, by name, each with ``admitted`` as the tuning queue

@@ -245,7 +245,8 @@ class Observer(Gathering, Ticking):
             server, spec = self._parsed(mem, merged)
         except SpecError:
             return
-        decided = decide(merged, *await self.gather(mem, merged, server, spec, now))
+        observed, policy = await self.gather(mem, merged, server, spec, now)
+        decided = decide(status, observed, policy, merged.applied)
         measured = capacity.capacity(self.tunings.known_best(server.namespace), server, spec, status.revision) \
             if capacity.uses_measured_capacity(server) else None
         await self.persist(mem, view, await autoscaling.follow(mem, view, server, decided, now, measured=measured),
@@ -267,12 +268,13 @@ class Observer(Gathering, Ticking):
 
     async def persist(self, mem: ServerMemory, view: ServerView, decision: ObservationDecision,
                       now: dt.datetime) -> None:
-        """Write ``decision`` for ``view`` (the view it was decided from): ONE status patch with the view's
-        resourceVersion (refused as stale: the view is marked and nothing else is written; the watch's newer object is
-        decided again), then the events, then the apply as the server's job, only from a view known to be current
-        (the patch's answer, else one GET)."""
-        if decision.delta:
-            patched = await server_status.patch(view, status_decisions.merge_patch(view.status_data, decision.delta))
+        """Write ``decision`` for ``view`` (the view it was decided from): ONE status patch, what of the decided status
+        differs from the status as stored (:func:`~sglang_operator.control.server_status.write_changed`), with the
+        view's resourceVersion (refused as stale: the view is marked and nothing else is written; the watch's newer
+        object is decided again), then the events, then the apply as the server's job, only from a view known to be
+        current (the patch's answer, else one GET)."""
+        patched, delta = await server_status.write_changed(view, decision.status_json)
+        if delta:
             if patched is None:  # stale view: decide again on the watch's newer object, never on this one
                 mem.stale_rv = view.resource_version
                 return

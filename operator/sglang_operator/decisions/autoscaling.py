@@ -32,7 +32,6 @@ from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.status import ConditionType, SGLangServerStatus
 from sglang_operator.builders import autoscaling as scaled_objects
 from sglang_operator.decisions import capacity as measured_capacity
-from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.conditions import Condition, condition, merge
 from sglang_operator.decisions.observation import ObservationDecision, verifying
 
@@ -188,10 +187,10 @@ def _on(metric: str, wanted: Want, slo: float | None) -> str:
     return text + ")"
 
 
-def with_autoscaling(decision: ObservationDecision, stored: dict[str, Any], autoscaling: dict[str, Any] | None,
+def with_autoscaling(decision: ObservationDecision, autoscaling: dict[str, Any] | None,
                      cond: Condition | None) -> ObservationDecision:
-    """``decision`` with ``status.autoscaling`` and the ``Autoscaling`` condition (None: removed) in its status and
-    its delta against ``stored`` (the status as the API server holds it): still one status patch."""
+    """``decision`` with ``status.autoscaling`` and the ``Autoscaling`` condition (None: removed) in its status: still
+    one status patch."""
     new = dict(decision.status_json)
     conditions = list(new.get("conditions") or [])
     if cond is None:
@@ -200,4 +199,4 @@ def with_autoscaling(decision: ObservationDecision, stored: dict[str, Any], auto
         conditions = merge(conditions, [cond])
     new["conditions"] = conditions
     new["autoscaling"] = autoscaling
-    return replace(decision, status_json=new, delta=status_decisions.changed(stored, new))
+    return replace(decision, status_json=new)

@@ -8,11 +8,12 @@ A condition is a dict ``{type, status, reason, message, lastTransitionTime, obse
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any, Literal
 
 from sglang_operator.api.base import truncate
+from sglang_operator.api.status import Condition as StoredCondition
 
 Status = Literal["True", "False", "Unknown"]
 Condition = dict[str, Any]
@@ -63,6 +64,21 @@ def merge(old: Iterable[Condition], new: Iterable[Condition]) -> list[Condition]
     return [by_type[t] for t in sorted(by_type)]
 
 
+def merge_stored(old: Sequence[StoredCondition], new: Iterable[Condition]) -> list[Condition]:
+    """:func:`merge` of the conditions of a typed status (``SGLangServerStatus.conditions``) and ``new``: the old
+    ones ``new`` does not replace kept as they were read (the keys they had), of those it replaces only their
+    ``status`` and ``lastTransitionTime`` read (the only ones :func:`merge` reads of a replaced condition)."""
+    new = list(new)
+    replaced = {c["type"] for c in new}
+    return merge([{"type": c.type, "status": c.status, "lastTransitionTime": c.last_transition_time}
+                  if c.type in replaced else _as_read(c) for c in old], new)
+
+
+def _as_read(c: StoredCondition) -> Condition:
+    """A typed condition as the dict it was read from (the keys it had)."""
+    return c.model_dump(by_alias=True, exclude_unset=True)
+
+
 def find(conditions: Iterable[Condition], type_: str) -> Condition | None:
     """The condition of ``type_``, or None."""
     return next((c for c in conditions if c.get("type") == type_), None)
@@ -76,3 +92,8 @@ def same(a: Iterable[Condition], b: Iterable[Condition]) -> bool:
             for c in cs
         )
     return key(a) == key(b)
+
+
+def same_stored(a: Sequence[StoredCondition], b: Iterable[Condition]) -> bool:
+    """:func:`same` for the conditions of a typed status (``SGLangServerStatus.conditions``) and ``b``."""
+    return same([_as_read(c) for c in a], b)

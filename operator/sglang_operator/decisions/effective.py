@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sglang_operator.api.base import VALUE_LIMIT, truncate
+from sglang_operator.api.status import EffectiveSettings
 
 #: status key (camelCase) -> SGLang ``ServerArgs`` field.
 FIELDS: dict[str, str] = {
@@ -115,16 +116,17 @@ def differences(requested: Mapping[str, Any], effective: Mapping[str, Any]) -> l
     return diffs
 
 
-def active_tier(effective: Mapping[str, Any] | None, num_steps: float | None,
+def active_tier(effective: EffectiveSettings | None, num_steps: float | None,
                 num_draft_tokens: float | None) -> dict[str, int]:
     """``{activeNumSteps, activeNumDraftTokens}`` to write into ``status.effective`` for a server in adaptive mode
-    (``effective`` as stored, ``adaptive`` true), from the ``sglang:spec_num_steps`` / ``sglang:spec_num_draft_tokens``
-    gauges of the latest sample (the max over pods; None where the release has no such gauge, before 0.5.13); ``{}``
-    when not adaptive, unknown, or unchanged."""
-    if not effective or effective.get("adaptive") is not True:
+    (``effective``: ``status.effective``, ``adaptive`` true), from the ``sglang:spec_num_steps`` /
+    ``sglang:spec_num_draft_tokens`` gauges of the latest sample (the max over pods; None where the release has no
+    such gauge, before 0.5.13); ``{}`` when not adaptive, unknown, or unchanged."""
+    if effective is None or effective.adaptive is not True:
         return {}
     out: dict[str, int] = {}
     for key, value in (("activeNumSteps", num_steps), ("activeNumDraftTokens", num_draft_tokens)):
         if value is not None and math.isfinite(value) and float(value).is_integer() and value >= 0:
             out[key] = int(value)
-    return out if any(effective.get(k) != v for k, v in out.items()) else {}
+    stored = {"activeNumSteps": effective.active_num_steps, "activeNumDraftTokens": effective.active_num_draft_tokens}
+    return out if any(stored[k] != v for k, v in out.items()) else {}

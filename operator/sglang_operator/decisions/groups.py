@@ -36,7 +36,7 @@ from sglang_operator.builders.leaderworkerset import (
     SET_NAME_LABEL,
     WORKER_INDEX_LABEL,
 )
-from sglang_operator.decisions.conditions import condition, merge
+from sglang_operator.decisions.conditions import condition, merge_stored
 from sglang_operator.decisions.pods import PodHealth, crash_text, is_ready, never_starts, pod_health, restart_count
 from sglang_operator.decisions.sampling.model import PodView
 
@@ -217,7 +217,7 @@ def lws_missing_message(api: str = API_VERSION) -> str:
             "applied until then; the operator checks again every status interval, no edit needed")
 
 
-def lws_missing(status: Mapping[str, Any], warnings: list[str], generation: int, now: dt.datetime) -> dict[str, Any]:
+def lws_missing(status: SGLangServerStatus, warnings: list[str], generation: int, now: dt.datetime) -> dict[str, Any]:
     """Status while the LeaderWorkerSet API is missing: ``Ready=False`` reason ``LeaderWorkerSetMissing``
     (:func:`lws_missing_message`), ``Progressing=False`` with the same reason, ``SpecValid=True`` (the spec is
     valid: the cluster lacks a component; reason ``ValidWithWarnings`` listing ``warnings`` when any), phase
@@ -231,7 +231,7 @@ def lws_missing(status: Mapping[str, Any], warnings: list[str], generation: int,
     conds = [valid, condition("Ready", "False", LWS_MISSING, msg, generation, now),
              condition("Progressing", "False", LWS_MISSING, msg, generation, now)]
     return {"phase": "Pending", "observedGeneration": generation,
-            "conditions": merge(status.get("conditions") or [], conds)}
+            "conditions": merge_stored(status.conditions, conds)}
 
 
 def waiting_for_lws(status: SGLangServerStatus) -> bool:

@@ -1,21 +1,19 @@
-"""One observer tick of the rollback analysis for one SGLangServer, as a pure function over status dicts.
+"""One observer tick of the rollback analysis for one SGLangServer, as a pure function of its typed status.
 
-:func:`judge` turns the stored ``status`` into the typed
-:class:`~sglang_operator.decisions.rollback_state.RollbackState`, runs :func:`~sglang_operator.decisions.rollback.step`,
-writes the ledger verdicts it decided (:func:`sglang_operator.decisions.status.judged`) and derives every condition
-the observer owns (:func:`sglang_operator.decisions.derive.derive`). The observer merges :attr:`Judged.status` into
-its one status patch and carries out :attr:`Judged.actions` (events, applying a revision). No I/O, no clock.
+:func:`judge` reads the analysis held in ``status`` (:class:`~sglang_operator.api.status.SGLangServerStatus`,
+parsed once per view) as the typed :class:`~sglang_operator.decisions.rollback_state.RollbackState`, runs
+:func:`~sglang_operator.decisions.rollback.step`, writes the ledger verdicts it decided
+(:func:`sglang_operator.decisions.status.judged`) and derives every condition the observer owns
+(:func:`sglang_operator.decisions.derive.derive`). The observer merges :attr:`Judged.status` into its one status
+patch and carries out :attr:`Judged.actions` (events, applying a revision). No I/O, no clock.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-from pydantic import ValidationError
 
 from sglang_operator.api.analysis import Analysis, AnalysisPhase, CanaryPhase, CanaryState
 from sglang_operator.api.base import PROMOTE_ANNOTATION as PROMOTE_ANNOTATION
@@ -30,8 +28,6 @@ from sglang_operator.decisions.rollback import Action, Event, RecordVerdict, ste
 from sglang_operator.decisions.rollback_state import Observation, RollbackState
 from sglang_operator.decisions.sampling.model import Sample
 
-log = logging.getLogger("sglang_operator.judging")
-
 
 @dataclass(frozen=True)
 class Judged:
@@ -45,45 +41,35 @@ class Judged:
     actions: list[Action] = field(default_factory=list)
 
 
-def state_of(status: Mapping[str, Any]) -> RollbackState:
-    """The analysis held in a stored ``status`` dict; an unparsable one (edited by hand) starts empty, logged."""
-    try:
-        return RollbackState.from_status(SGLangServerStatus.model_validate(dict(status)))
-    except ValidationError as err:
-        log.warning("status does not parse, the rollback analysis starts afresh: %s", err)
-        return RollbackState()
-
-
 def sample_for(samples: Sequence[Sample] | None, revision: str) -> Sample | None:
     """The sample of ``revision`` among one interval's ``samples`` (None: not sampled this tick)."""
     return next((s for s in samples or () if s.revision == revision), None)
 
 
 def judge(
-    status: Mapping[str, Any], sample: Sample | None, policy: RollbackPolicy, now: dt.datetime,
+    status: SGLangServerStatus, sample: Sample | None, policy: RollbackPolicy, now: dt.datetime,
     observed: Observation, pod_conditions: list[Condition], generation: int,
     speculative: Condition | None = None, promote_token: str | None = None,
-    typed: SGLangServerStatus | None = None,
 ) -> Judged:
-    """One tick: ``status`` as stored, the interval's ``sample`` of the applied revision (or None), the policy of
-    the object's spec, what the observer saw (``observed``), pod health's conditions, the
-    ``SpeculativeDecodingActive`` condition when it can be told, and the annotation :data:`PROMOTE_ANNOTATION`
-    (:func:`promote`). ``typed``: ``status`` parsed already (the caller's cache; read, never modified)."""
-    before = RollbackState.from_status(typed) if typed is not None else state_of(status)
+    """One tick: ``status`` (the stored status with what the server's job applied, typed; read, never modified), the
+    interval's ``sample`` of the applied revision (or None), the policy of the object's spec, what the observer saw
+    (``observed``), pod health's conditions, the ``SpeculativeDecodingActive`` condition when it can be told, and
+    the annotation :data:`PROMOTE_ANNOTATION` (:func:`promote`)."""
+    before = RollbackState.from_status(status)
     state, actions = step(before, sample, policy, now, observed=observed)
     if promote_token is not None:
         state, more = promote(state, promote_token, policy, now, observed)
         actions += more
     out: dict[str, Any] = state.status_patch()
-    ledger = [dict(r) for r in status.get("revisions") or []]
     verdicts = [a for a in actions if isinstance(a, RecordVerdict)]
-    for v in verdicts:
-        ledger = status_decisions.judged(ledger, v.revision, v.verdict.value, v.reason, now, v.tokens_per_second,
-                           v.accept_length, v.samples, v.accept_rate if v.accept_rate is not None
-                           else accept_rate(v.revision, sample, before), v.canary_steps)
-    if state.baseline is not None and state.baseline != before.baseline:  # where it came from, on its record
-        ledger = baseline.noted(ledger, state.baseline)
-    if verdicts or state.baseline != before.baseline:
+    if verdicts or state.baseline != before.baseline:  # the ledger rewritten: a verdict, a baseline's source
+        ledger = status_decisions.ledger_of(status)
+        for v in verdicts:
+            ledger = status_decisions.judged(ledger, v.revision, v.verdict.value, v.reason, now, v.tokens_per_second,
+                                             v.accept_length, v.samples, v.accept_rate if v.accept_rate is not None
+                                             else accept_rate(v.revision, sample, before), v.canary_steps)
+        if state.baseline is not None and state.baseline != before.baseline:  # where it came from, on its record
+            ledger = baseline.noted(ledger, state.baseline)
         out["revisions"] = ledger
     conditions = derive(pod_conditions, state, policy.action, generation, now, speculative)
     canary_cond = canary_condition(before.canary, state.canary, generation, now)

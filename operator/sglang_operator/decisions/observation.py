@@ -2,9 +2,10 @@
 "The control loop").
 
 The observer (:mod:`sglang_operator.control.observer`) *gathers* what it saw into an :class:`Observed` (pods'
-health, what SGLang reports it runs, the interval's samples, the analysis' inputs), :func:`decide` turns the stored
-status and that into an :class:`ObservationDecision` — the new status keys and their delta, the events to post in
-order, at most one revision to apply — and the observer *persists* it: one status patch (with the view's
+health, what SGLang reports it runs, the interval's samples, the analysis' inputs), :func:`decide` turns the status
+(typed: :class:`~sglang_operator.api.status.SGLangServerStatus`, parsed once per view) and that into an
+:class:`ObservationDecision` — the new status keys, the events to post in order, at most one revision to apply — and
+the observer *persists* it: one status patch (what differs from the status as stored, with the view's
 resourceVersion), then the events, then the apply. No I/O, no clock: ``observed.now`` is the tick's time.
 
 Decided here, not in the glue: the rollback analysis (:func:`sglang_operator.decisions.judging.judge`), the
@@ -19,17 +20,17 @@ import datetime as dt
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from sglang_operator.api.analysis import AnalysisPhase
 from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.status import ConditionType, SGLangServerStatus, TuningHold
-from sglang_operator.api.view import ServerView
 from sglang_operator.decisions import judging
 from sglang_operator.decisions import status as status_decisions
 from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
-from sglang_operator.decisions.conditions import Condition, condition
+from sglang_operator.decisions.conditions import Condition, condition, find, same_stored
 from sglang_operator.decisions.derive import derive
 from sglang_operator.decisions.pods import PodHealth
 from sglang_operator.decisions.rollback import Apply, Event
@@ -45,6 +46,7 @@ converged, the stable revision after a tuning), place or promote a canary, or ap
 
 ANALYSIS_REASONS = ("RolledBack", "Regressed", "AnalysisPaused")
 """Degraded reasons the rollback analysis gives (it posts its own events for them)."""
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -84,14 +86,12 @@ class Observed:
 @dataclass(frozen=True)
 class ObservationDecision:
     """What to persist: ``status_json`` (every key the observation owns, with what the server's job applied merged
-    in, as JSON) and :attr:`status` (the same, typed), ``delta`` (the keys that differ from the stored status: the
-    one merge patch; empty: no write), ``events`` in the order to post them, ``apply`` (at most one revision to
-    apply, or the canary's placement or promotion, as the server's job), ``state`` (the analysis, for the
-    operator's series), ``diffs`` (the SettingsDiffer
-    differences observed, for the server's memory)."""
+    in, as JSON: the observer writes what of it differs from the status as stored, one merge patch, nothing when
+    nothing differs) and :attr:`status` (the same, typed), ``events`` in the order to post them, ``apply`` (at most
+    one revision to apply, or the canary's placement or promotion, as the server's job), ``state`` (the analysis,
+    for the operator's series), ``diffs`` (the SettingsDiffer differences observed, for the server's memory)."""
 
     status_json: dict[str, Any]
-    delta: dict[str, Any]
     events: list[Event]
     apply: ServerAction | None
     state: RollbackState
@@ -106,13 +106,9 @@ class ObservationDecision:
     @functools.cached_property
     def status(self) -> SGLangServerStatus:
         """The new status as :class:`SGLangServerStatus`, parsed at its first read (the observer persists
-        ``delta`` and reads the next view's status typed, so a tick pays no second parse). Raises
+        what differs and reads the next view's status typed, so a tick pays no second parse). Raises
         ``pydantic.ValidationError`` if the decision broke the status schema (a bug)."""
         return SGLangServerStatus.model_validate(self.status_json)
-
-
-def _degraded(conditions: list[dict[str, Any]]) -> dict[str, Any]:
-    return next((c for c in conditions if c.get("type") == "Degraded"), {})
 
 
 def verifying(status: SGLangServerStatus) -> bool:
@@ -126,13 +122,12 @@ def verifying(status: SGLangServerStatus) -> bool:
     return status.canary is not None or (hold is not None and hold.trial is not None)
 
 
-def held(status: Mapping[str, Any], hold: TuningHold, pod_conditions: list[Condition], policy: RollbackPolicy,
-         now: dt.datetime, generation: int, speculative: Condition | None,
-         typed: SGLangServerStatus) -> judging.Judged:
-    """A tick while an InPlace tuning holds the server: the analysis as stored, unchanged (no sample judged, no
+def held(status: SGLangServerStatus, hold: TuningHold, pod_conditions: list[Condition], policy: RollbackPolicy,
+         now: dt.datetime, generation: int, speculative: Condition | None) -> judging.Judged:
+    """A tick while an InPlace tuning holds the server: the analysis in ``status``, unchanged (no sample judged, no
     verdict, rejection or rollback, no revision converged to, no canary started), pod health's conditions with
     ``TuningHeld=True``."""
-    state = RollbackState.from_status(typed)
+    state = RollbackState.from_status(status)
     conditions = derive(pod_conditions, state, policy.action, generation, now, speculative)
     return judging.Judged(state, {}, [*conditions, holds.held_condition(hold, generation, now)])
 
@@ -150,30 +145,28 @@ def _expiry(before: TuningHold | None, after: TuningHold | None, ended: str | No
             f"{hold.stable_revision} serves again")
 
 
-def decide(view: ServerView, observed: Observed, policy: RollbackPolicy) -> ObservationDecision:
-    """Decide one observation of the server of ``view``: its stored status (:attr:`ServerView.status_data`, as the API
-    server holds it), what the server's job applied since and the next patch writes (:attr:`ServerView.applied`: the
-    analysis follows it) and both typed (:attr:`ServerView.status`), what was ``observed``, and the policy of the
-    object's spec (its ``intervalSeconds`` the sampling interval in force). The hold of an InPlace tuning
-    (:func:`sglang_operator.decisions.tuning.inplace.step`) comes first: while it stands, the analysis is held.
-    Pure."""
-    stored, applied, typed = view.status_data, view.applied, view.status
-    status = {**stored, **applied}
+def decide(status: SGLangServerStatus, observed: Observed, policy: RollbackPolicy,
+           applied: Mapping[str, Any] = _NOTHING) -> ObservationDecision:
+    """Decide one observation of a server: its ``status`` (the stored one with what the server's job applied since
+    merged in, typed: :attr:`~sglang_operator.api.view.ServerView.status`; the analysis follows it), ``applied``
+    (those keys as the job wrote them, :attr:`~sglang_operator.api.view.ServerView.applied`: this tick's one patch
+    writes them), what was ``observed``, and the policy of the object's spec (its ``intervalSeconds`` the sampling
+    interval in force). The hold of an InPlace tuning (:func:`sglang_operator.decisions.tuning.inplace.step`) comes
+    first: while it stands, the analysis is held. Pure."""
     o = observed
-    revision = str(status.get("revision"))
-    hold_step = inplace.step(typed, o.generation, o.spec_hash, o.tunings, o.now, o.hold_max_seconds)
+    revision = str(status.revision)
+    hold_step = inplace.step(status, o.generation, o.spec_hash, o.tunings, o.now, o.hold_max_seconds)
     hold = hold_step.hold
     if hold is not None:
-        judged = held(status, hold, list(o.health.conditions), policy, o.now, o.generation, o.speculative, typed)
+        judged = held(status, hold, list(o.health.conditions), policy, o.now, o.generation, o.speculative)
     else:
         judged = judging.judge(status, judging.sample_for(o.samples, revision), policy, o.now,
-                                   o.observation, list(o.health.conditions), o.generation, o.speculative,
-                                   o.promote_token, typed)
+                               o.observation, list(o.health.conditions), o.generation, o.speculative,
+                               o.promote_token)
     # the known best compares what the spec runs, never an InPlace tuning's trial (held: left as it was)
     conditions = judged.conditions if o.settings is None or hold is not None else [*judged.conditions, o.settings]
-    was_held = any(c.get("type") == ConditionType.TUNING_HELD and c.get("status") == "True"
-                   for c in status.get("conditions") or [])
-    expiry = _expiry(typed.tuning_hold, hold, hold_step.ended, o.hold_max_seconds)
+    was_held = any(c.type == ConditionType.TUNING_HELD and c.status == "True" for c in status.conditions)
+    expiry = _expiry(status.tuning_hold, hold, hold_step.ended, o.hold_max_seconds)
     if hold is None and was_held:
         why = ("the server's spec changed: the InPlace tuning is cancelled, the spec's revision is applied"
                if hold_step.ended == inplace.SPEC_CHANGED else expiry or "no InPlace tuning holds the server")
@@ -189,19 +182,18 @@ def decide(view: ServerView, observed: Observed, policy: RollbackPolicy) -> Obse
     seen = o.observation.canary  # the printer columns' row: both sides of a canary
     split = (seen.stable_ready, sum(p.ready for p in seen.pods)) if seen is not None else None
     new["summary"] = status_decisions.summary(new.get("readyReplicas"), new.get("analysis"), new.get("canary"), split)
-    delta = status_decisions.changed(stored, new)
     events: list[Event] = []
-    old_d, new_d = _degraded(status.get("conditions") or []), _degraded(new["conditions"])
-    if new_d.get("status") == "True" and old_d.get("reason") != new_d.get("reason") \
+    old_d, new_d = status.condition(ConditionType.DEGRADED), find(new["conditions"], ConditionType.DEGRADED) or {}
+    if new_d.get("status") == "True" and (old_d.reason if old_d is not None else None) != new_d.get("reason") \
             and new_d.get("reason") not in ANALYSIS_REASONS \
             and not str(new_d.get("reason")).startswith(CANARY_REASON_PREFIX):  # the analysis posts its own events
         events.append(Event("Warning", str(new_d["reason"]), str(new_d.get("message", ""))))
-    if o.diffs and "conditions" in delta and o.diffs != o.previous_diffs:
+    if o.diffs and o.diffs != o.previous_diffs and not same_stored(status.conditions, new["conditions"]):
         events.append(Event("Warning", "SettingsDiffer", "; ".join(o.diffs)))
     events += [a for a in judged.actions if isinstance(a, Event)]
-    before = typed.tuning_hold
+    before = status.tuning_hold
     if expiry and (before is None or before.released != inplace.EXPIRED):  # once, when the expiry is decided
         events.append(Event("Warning", inplace.EXPIRED, expiry))
     apply: ServerAction | None = hold_step.action or next(
         (a for a in reversed(judged.actions) if isinstance(a, Apply | PlaceCanary | PromoteCanary)), None)
-    return ObservationDecision(new, delta, events, apply, judged.state, o.diffs)
+    return ObservationDecision(new, events, apply, judged.state, o.diffs)

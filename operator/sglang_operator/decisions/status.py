@@ -1,8 +1,10 @@
 """Pure status decisions for an SGLangServer: what to write after an apply, after a refused spec, and
 after observing pods, SGLang's ``/server_info`` and ``/metrics``.
 
-All functions take the current ``status`` (a camelCase dict as stored) and return the *new* values of the
-keys they own; :func:`changed` reduces that to a minimal patch, so an unchanged world writes nothing.
+All functions take the current ``status`` typed (:class:`~sglang_operator.api.status.SGLangServerStatus`, parsed once
+per view) and return the *new* values of the keys they own (camelCase JSON: the patch); the status writer in
+``control/`` reduces that with :func:`changed` against the status as stored to a minimal patch
+(:func:`merge_patch`), so an unchanged world writes nothing.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from sglang_operator.api.base import truncate
 from sglang_operator.api.rollback import without_default_prompt
-from sglang_operator.api.status import SGLangServerStatus
-from sglang_operator.decisions.conditions import Condition, condition, merge, parse_time, rfc3339, same
+from sglang_operator.api.status import RevisionRecord, SGLangServerStatus
+from sglang_operator.decisions.conditions import Condition, condition, merge_stored, parse_time, rfc3339, same
 from sglang_operator.decisions.effective import NOT_SGLANG, active_tier
 from sglang_operator.decisions.pods import PodHealth
 from sglang_operator.decisions.sampling.model import Figures
@@ -53,16 +57,26 @@ def merge_patch(old: Mapping[str, Any], delta: Mapping[str, Any]) -> dict[str, A
     return {key: diff(old.get(key), value) for key, value in delta.items()}
 
 
-def invalid(status: Mapping[str, Any], errors: list[str], generation: int, now: dt.datetime) -> dict[str, Any]:
+def invalid(status: SGLangServerStatus, errors: list[str], generation: int, now: dt.datetime) -> dict[str, Any]:
     """Status after a refused spec: SpecValid=False with every error; nothing else changes, so the last
     applied revision (if any) keeps running and keeps being reported. Phase ``Invalid`` only when nothing
     was ever applied."""
     msg = truncate("; ".join(errors))
-    conds = merge(status.get("conditions") or [], [condition(SPEC_VALID, "False", "InvalidSpec", msg, generation, now)])
+    conds = merge_stored(status.conditions, [condition(SPEC_VALID, "False", "InvalidSpec", msg, generation, now)])
     out: dict[str, Any] = {"conditions": conds, "observedGeneration": generation}
-    if not status.get("revision"):
+    if not status.revision:
         out["phase"] = "Invalid"
     return out
+
+
+def ledger_of(status: SGLangServerStatus) -> list[dict[str, Any]]:
+    """``status.revisions`` as the JSON of a patch that rewrites the ledger: each record with the keys it was read
+    with (a new list of new dicts)."""
+    return [_as_read(r) for r in status.revisions]
+
+
+def _as_read(record: RevisionRecord) -> dict[str, Any]:
+    return record.model_dump(by_alias=True, exclude_unset=True, mode="json")
 
 
 def ledger_entry(
@@ -108,7 +122,7 @@ def judged(
 
 
 def applied(
-    status: Mapping[str, Any], rendered_status: Mapping[str, Any], warnings: list[str], entry: dict[str, Any],
+    status: SGLangServerStatus, rendered_status: Mapping[str, Any], warnings: list[str], entry: dict[str, Any],
     generation: int, history_limit: int, now: dt.datetime,
 ) -> dict[str, Any]:
     """Status after the children were applied for ``rendered_status['revision']``.
@@ -126,9 +140,9 @@ def applied(
         valid = condition(SPEC_VALID, "True", "Valid", "spec is valid for its SGLang release", generation, now)
     out: dict[str, Any] = dict(rendered_status)
     out["observedGeneration"] = generation
-    ledger = [dict(r) for r in status.get("revisions") or []]
+    ledger = ledger_of(status)
     revision = rendered_status["revision"]
-    new_revision = revision != status.get("revision")
+    new_revision = revision != status.revision
     known = next((r for r in ledger if r.get("revision") == revision), None)
     if known is None or (ledger[-1] is not known and new_revision):  # a new revision, or a return to an earlier one
         # (the revision that serves re-applied while a canary's record is newer is no return)
@@ -142,7 +156,7 @@ def applied(
         ledger.append(entry)
     else:
         known["spec"] = entry["spec"]  # same pod template (e.g. only replicas changed): keep the applied spec
-    out["revisions"] = bounded(ledger, history_limit, status.get("stableRevision"))
+    out["revisions"] = bounded(ledger, history_limit, status.stable_revision)
     conds: list[Condition] = [valid]
     if new_revision:
         out |= {"phase": "Progressing", "effective": None, "acceptLength": None, "acceptRate": None,
@@ -151,12 +165,12 @@ def applied(
                                generation, now))
         conds.append(condition(SETTINGS_DIFFER, "Unknown", "NotReadBack", f"revision {revision}: SGLang's "
                                "/server_info not read back yet", generation, now))  # no claim from the last one
-    out["conditions"] = merge(status.get("conditions") or [], conds)
+    out["conditions"] = merge_stored(status.conditions, conds)
     return out
 
 
 def observed(
-    status: Mapping[str, Any], health: PodHealth, generation: int, now: dt.datetime,
+    status: SGLangServerStatus, health: PodHealth, generation: int, now: dt.datetime,
     effective: Mapping[str, Any] | None = None, differences: list[str] | None = None,
     metrics: Mapping[str, float | None] | None = None, not_sglang: str | None = None,
 ) -> dict[str, Any]:
@@ -186,11 +200,27 @@ def observed(
     fresh = {k: v for k, v in (metrics or {}).items() if v is not None}
     if "metricsUpdatedAt" in fresh:  # decided by figures_patch
         out |= fresh
-    elif any(status.get(k) != v for k, v in fresh.items()):
+    elif any(_stored(status, k) != v for k, v in fresh.items()):
         out |= fresh
         out["metricsUpdatedAt"] = rfc3339(now)
-    out["conditions"] = merge(status.get("conditions") or [], conds)
+    out["conditions"] = merge_stored(status.conditions, conds)
     return out
+
+
+_FIELDS = {field.alias or name: name for name, field in SGLangServerStatus.model_fields.items()}
+"""A status key (camelCase) -> its field of :class:`SGLangServerStatus`."""
+
+
+def _stored(status: SGLangServerStatus, key: str) -> Any:
+    """The value of status key ``key`` in ``status`` (a model: as the JSON it was read as; None: unset or unknown)."""
+    name = _FIELDS.get(key)
+    return _read(getattr(status, name)) if name is not None else None
+
+
+def _read(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_read(v) for v in value]
+    return value.model_dump(by_alias=True, exclude_unset=True, mode="json") if isinstance(value, BaseModel) else value
 
 
 def summary(ready_replicas: int | None, analysis: Mapping[str, Any] | None, canary: Mapping[str, Any] | None,
@@ -252,10 +282,10 @@ def figures_patch(status: SGLangServerStatus, figures: Figures | None, measured_
     """
     if figures is None:
         return {}
-    stored = status.effective.dump() if status.effective is not None else None
-    tier = active_tier(stored, figures.num_steps, figures.num_draft_tokens)
+    tier = active_tier(status.effective, figures.num_steps, figures.num_draft_tokens)
     if tier:  # adaptive mode switched tiers: status.effective whole, with the tier SGLang runs now
-        return {**_figures(status, figures, measured_at, now), "effective": {**(stored or {}), **tier}}
+        stored = status.effective.dump() if status.effective is not None else {}
+        return {**_figures(status, figures, measured_at, now), "effective": {**stored, **tier}}
     return _figures(status, figures, measured_at, now)
 
 

@@ -13,6 +13,7 @@ import yaml
 from e2e.policies import BAD, LOCAL
 from sglang_operator.api.server import parse
 from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.api.status import Condition
 from sglang_operator.api.tuning_spec import SGLangTuningSpec, Workload
 from sglang_operator.api.tuning_status import SGLangTuningStatus
 from sglang_operator.api.view import ServerView
@@ -172,10 +173,10 @@ def test_levels_and_workloads_are_compared_apart_and_a_stale_false_condition_is_
     table = known(REGRESSED, other)
     assert len(table.tables) == 2 and {t.workload.prompts_hash for t in table.tables} == {
         kb.prompts_hash([]), kb.prompts_hash(["Hi."])}
-    stored = [{"type": "SpeculativeSettings", "status": "False", "reason": "BelowKnownBest"}]
+    stored = [Condition(type="SpeculativeSettings", status="False", reason="BelowKnownBest")]
     cleared = kb.condition(known(), server(1), 2, NOW, stored)
     assert cleared is not None and (cleared["status"], cleared["reason"]) == ("True", "NoKnownBest")
-    assert kb.condition(known(), server(1), 2, NOW, [cleared]) is None
+    assert kb.condition(known(), server(1), 2, NOW, [Condition.model_validate(cleared)]) is None
 
 
 def test_the_typed_figures_per_settings_pool_every_tuning_of_the_setup() -> None:

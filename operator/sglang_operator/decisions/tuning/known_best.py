@@ -53,6 +53,7 @@ from sglang_operator.api import tuning as api
 from sglang_operator.api.analysis import GPU_PRODUCT_LABEL as GPU_PRODUCT_LABEL
 from sglang_operator.api.analysis import Setup, setup_fields, simulated_acceptance
 from sglang_operator.api.spec import SGLangServerSpec
+from sglang_operator.api.status import Condition as StoredCondition
 from sglang_operator.api.status import ConditionType
 from sglang_operator.api.tuning_setup import TuningSetup
 from sglang_operator.api.tuning_spec import Workload
@@ -447,11 +448,11 @@ def message(s: Shortfall, mine: SettingsKey, others: int, name: str = "") -> str
 
 
 def condition(known: KnownBest, server: SGLangServerSpec, generation: int, now: dt.datetime,
-              stored: Iterable[Mapping[str, Any]] = (), name: str = "") -> Condition | None:
+              stored: Iterable[StoredCondition] = (), name: str = "") -> Condition | None:
     """``SpeculativeSettings`` of server ``name`` whose applied spec is ``server`` (module docstring); ``stored``:
-    the server's conditions as stored, so that a ``False`` one never outlives the tunings that made it. None:
-    nothing to say."""
-    previous = next((c for c in stored if c.get("type") == CONDITION), None)
+    the server's conditions (``SGLangServerStatus.conditions``), so that a ``False`` one never outlives the tunings
+    that made it. None: nothing to say."""
+    previous = next((c for c in stored if c.type == CONDITION), None)
     short, seen = compare(known, server)
     mine = server_settings(server)
     if short and mine is not None:
@@ -461,7 +462,7 @@ def condition(known: KnownBest, server: SGLangServerSpec, generation: int, now: 
         levels = ", ".join(str(c) for c in sorted({f.concurrency for f in seen}))
         return make_condition(CONDITION, "True", AT, f"{mine.summary()} is within the noise of the best the "
                               f"namespace's tunings measured on this setup (concurrency {levels})", generation, now)
-    if previous is not None and previous.get("reason") != NONE:
+    if previous is not None and previous.reason != NONE:
         return make_condition(CONDITION, "True", NONE, "no finished SGLangTuning of this setup measured the "
                               "spec's settings", generation, now)
     return None
