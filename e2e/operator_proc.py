@@ -1,10 +1,12 @@
 """Run ``sglang-operator run`` as a child process against a cluster (tests, demo).
 
 The process gets ``KUBECONFIG``, a free loopback liveness port, ``SGLANG_OPERATOR_STATUS_INTERVAL`` and, unless
-``args`` set them, ``--metrics-port`` (a free port: concurrent test runs never share 9808) and ``--sample-interval``;
-its log goes to a file. :meth:`OperatorProcess.readyz` and :meth:`OperatorProcess.wait_ready` read its ``/readyz``,
-over HTTPS when ``args`` hold ``--metrics-secure`` (:attr:`OperatorProcess.metrics_scheme`; the certificate is not
-verified, as the kubelet's probe does not).
+``args`` set them, ``--metrics-port`` (a free port: concurrent test runs never share 9808), ``--sample-interval`` and
+``--allowed-prometheus-address=*`` (the tests' Prometheus listen on free ports that their servers name; the
+allow-list itself is ``e2e/tests/test_admission.py``'s and the unit tests'); its log goes to a file.
+:meth:`OperatorProcess.readyz` and :meth:`OperatorProcess.wait_ready` read its ``/readyz``, over HTTPS when
+``args`` hold ``--metrics-secure`` (:attr:`OperatorProcess.metrics_scheme`; the certificate is not verified, as the
+kubelet's probe does not).
 :meth:`OperatorProcess.stop` ends it (SIGINT, then SIGKILL) and leaves no process behind.
 """
 
@@ -47,6 +49,8 @@ class OperatorProcess:
         self.env = dict(env or {})
         if sample_interval is not None and not any(a.split("=", 1)[0] == "--sample-interval" for a in self.args):
             self.args += ["--sample-interval", str(sample_interval)]
+        if not any(a.split("=", 1)[0] == "--allowed-prometheus-address" for a in self.args):
+            self.args += ["--allowed-prometheus-address=*"]
         self.log_path = log_path
         self.status_interval = status_interval
         self.proc: subprocess.Popen[bytes] | None = None

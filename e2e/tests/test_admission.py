@@ -11,7 +11,10 @@ the test's namespace (the other tests share the cluster); then:
 - at level restricted, a volume source outside the level and a server running as root are refused, a non-root one
   with an emptyDir passes;
 - a user with ``create`` on sglangservers but no ``get`` on the Secret of ``apiKeySecretRef`` is refused; one who
-  may get it passes (``kubectl --as``).
+  may get it passes (``kubectl --as``);
+- issue 47 items 1-2, as a tenant: the cloud metadata service as ``spec.autoscaling.prometheus.address``, an address
+  with a path (the CRD's rule) and ``metric: query`` without ``autoscaling.allowQueryMetric`` are refused with one
+  message each; with the switch, a query naming another namespace is refused and one of the tenant's own passes.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typer.testing import CliRunner
 
 from e2e.conftest import K8sCluster, wait_for
 from e2e.tools import helm_template, require_helm
+from sglang_operator.builders import autoscaling_tenancy as tenancy
 from sglang_operator.entry.cli import app
 
 pytestmark = [pytest.mark.cluster]
@@ -47,14 +51,16 @@ def server(name: str, **spec: Any) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def policy_installed(k8s: K8sCluster, namespace: str, level: str = "baseline") -> Iterator[str]:
-    """The chart's policy objects (``admissionPolicy.level`` ``level``) for a release in :data:`OPERATOR_NS`, the
-    binding limited to ``namespace``; yields the release fullname (the operator's ServiceAccount name); deletes both
-    afterwards."""
+def policy_installed(k8s: K8sCluster, namespace: str, level: str = "baseline",
+                     autoscaling: dict[str, Any] | None = None) -> Iterator[str]:
+    """The chart's policy objects (``admissionPolicy.level`` ``level``; the chart's ``autoscaling`` values) for a
+    release in :data:`OPERATOR_NS`, the binding limited to ``namespace``; yields the release fullname (the operator's
+    ServiceAccount name); deletes both afterwards."""
     k8s.install_crd(CHART / "files" / "crds" / "sglangservers.yaml")
     release = f"adm-{namespace[-5:]}"
     objs = helm_template(require_helm(), CHART, release, OPERATOR_NS,
-                         {"admissionPolicy": {"allowedHostPaths": [ALLOWED], "level": level}})
+                         {"admissionPolicy": {"allowedHostPaths": [ALLOWED], "level": level},
+                          "autoscaling": autoscaling or {}})
     vap = next(o for o in objs if o["kind"] == "ValidatingAdmissionPolicy")
     binding = next(o for o in objs if o["kind"] == "ValidatingAdmissionPolicyBinding")
     binding["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {
@@ -181,3 +187,45 @@ def test_a_secret_the_user_may_not_read_is_refused(k8s_cluster: K8sCluster, name
         labelled = k8s_cluster.run("label", "sglangserver", "keyed", "-n", namespace, "team=a", "--as=alice",
                                    check=False)
         assert labelled.returncode == 0, labelled.stderr
+
+
+def test_a_tenants_autoscaler_queries_only_what_the_admin_allows(k8s_cluster: K8sCluster, namespace: str) -> None:
+    """Issue 47 items 1-2 as a tenant (``--as=tenant``, who may write sglangservers in ``namespace`` and nothing
+    else): each refusal is one message, the words of ``builders/autoscaling_tenancy.py``."""
+    k8s_cluster.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "tenant"},
+                       "rules": [{"apiGroups": ["sglang-operator.io"], "resources": ["sglangservers"],
+                                  "verbs": ["create", "get", "patch", "update"]}]}, namespace)
+    k8s_cluster.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                       "metadata": {"name": "tenant"},
+                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+                       "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "tenant"}]},
+                      namespace)
+    own = "http://prometheus-operated.monitoring.svc:9090"
+    own_query = 'sum(rate(sglang:generation_tokens_total{namespace="$namespace", sglang_server="$server"}[1m]))'
+
+    def autoscaled(name: str, **auto: Any) -> dict[str, Any]:
+        return server(name, autoscaling={"maxReplicas": 3, "target": 4, **auto})
+
+    def refused(body: dict[str, Any], message: str) -> None:
+        proc = apply(k8s_cluster, namespace, body, "--as=tenant", "--dry-run=server")
+        assert proc.returncode != 0, f"{body['metadata']['name']} admitted"
+        # one cause: kubectl lists several as "* …" lines, and the policy reports its first denial only
+        assert proc.stderr.count(message) == 1 and len(proc.stderr.strip().splitlines()) == 1, (message, proc.stderr)
+
+    def admitted(body: dict[str, Any]) -> bool:
+        return apply(k8s_cluster, namespace, body, "--as=tenant", "--dry-run=server").returncode == 0
+
+    with policy_installed(k8s_cluster, namespace, autoscaling={"prometheusAddress": own}):
+        assert admitted(autoscaled("own", prometheus={"address": own}))
+        metadata = "http://169.254.169.254"
+        refused(autoscaled("imds", prometheus={"address": metadata}),
+                str(tenancy.address_refusal(metadata, (own,))))
+        path = "http://169.254.169.254/latest/meta-data/#"
+        refused(autoscaled("imds-path", prometheus={"address": path}),  # the CRD's rule: the policy never runs
+                f"spec.autoscaling.prometheus.address is {path}: name Prometheus by scheme, host and port only")
+        refused(autoscaled("query", metric="query", query=own_query), tenancy.QUERY_SWITCH)
+    with policy_installed(k8s_cluster, namespace, autoscaling={"allowQueryMetric": True}):
+        wait_for("the switch in force", lambda: admitted(autoscaled("query", metric="query", query=own_query)),
+                 timeout=30)
+        other = 'sum(rate(sglang:generation_tokens_total{namespace="kube-system"}[1m]))'
+        refused(autoscaled("other-ns", metric="query", query=other), tenancy.QUERY_TEXT)

@@ -535,6 +535,12 @@ AUTOSCALING_CASES: list[Case] = [
          setting(A, {**KEDA_AUTOSCALING, "metric": "gpuUtilization"}), value="gpuUtilization"),
     case("autoscaling-address-not-url", "should match", "should match",
          setting(A, {**KEDA_AUTOSCALING, "prometheus": {"address": "prometheus:9090"}}), value="prometheus:9090"),
+    cel("autoscaling-address-with-a-path", "spec.autoscaling.prometheus.address is "
+        "http://169.254.169.254/latest/meta-data/#: name Prometheus by scheme, host and port only (no path, query, "
+        "fragment or user info), e.g. http://prometheus-operated.monitoring.svc:9090: KEDA adds the path "
+        "/api/v1/query itself",
+        setting(A, {**KEDA_AUTOSCALING, "prometheus": {"address": "http://169.254.169.254/latest/meta-data/#"}}),
+        rule="autoscaling-prometheus-address-host-only", value="169.254.169.254/latest"),
 ]
 CASES += AUTOSCALING_CASES
 CASES += TUNING_CASES

@@ -80,6 +80,14 @@ FORBIDDEN: list[tuple[str, dict[str, Any], str]] = [
     ("a ServiceAccount not allowed", {"serviceAccountName": "cluster-admin-sa"},
      "spec.serviceAccountName is cluster-admin-sa: it is not one the admission policy allows "
      "(admissionPolicy.allowedServiceAccounts: none)"),
+    ("the metadata service as Prometheus", {"autoscaling": {"maxReplicas": 3, "target": 4, "prometheus": {
+        "address": "http://169.254.169.254"}}},
+     "spec.autoscaling.prometheus.address is http://169.254.169.254: KEDA's pod queries it with the cluster's network "
+     "reach, so only the Prometheus addresses the admin allows may be named (the chart's "
+     "autoscaling.allowedPrometheusAddresses and prometheusAddress: none); "),
+    ("metric query without the admin's switch", {"autoscaling": {"maxReplicas": 3, "target": 4, "metric": "query",
+                                                                 "query": 'sum(x{namespace="$namespace"})'}},
+     "spec.autoscaling.metric is query: a PromQL query of your own runs on the shared Prometheus"),
 ]
 
 
@@ -259,4 +267,38 @@ def test_allowed_host_paths_are_read_only_unless_the_admin_allows_writes() -> No
 def test_the_host_path_writes_variable_reaches_the_cel() -> None:
     text = json.dumps(adm.policy_rules()["validations"]["baseline"])
     assert "variables.hostPathWrites == 'Allowed'" in text and "object.metadata.namespace" in text
-    assert adm.PARAM_VARIABLES[-1] == "hostPathWrites"
+    assert "hostPathWrites" in adm.PARAM_VARIABLES
+
+
+def test_the_admins_prometheus_addresses_and_query_switch() -> None:
+    """Issue 47 items 1-2: an address is allowed when listed (the chart lists prometheusAddress too) or when ``*``
+    is; ``metric: query`` only with the switch, and then only a query passing the text rule."""
+    def autoscaled(**auto: Any) -> dict[str, Any]:
+        return server(autoscaling={"maxReplicas": 3, "target": 4, **auto})
+
+    prom = "http://prometheus-operated.monitoring.svc:9090"
+    listed = Params(allowed_prometheus_addresses=("http://thanos.monitoring.svc:9090", prom))
+    assert refusals(autoscaled(prometheus={"address": prom}), listed) == ()
+    assert refusals(autoscaled()) == ()  # no address named: the operator's own
+    [refusal] = refusals(autoscaled(prometheus={"address": "http://prom.other.svc:9090"}), listed)
+    assert refusal == ("spec.autoscaling.prometheus.address is http://prom.other.svc:9090: KEDA's pod queries it "
+                       "with the cluster's network reach, so only the Prometheus addresses the admin allows may be "
+                       "named (the chart's autoscaling.allowedPrometheusAddresses and prometheusAddress: "
+                       f"http://thanos.monitoring.svc:9090, {prom}); remove spec.autoscaling.prometheus to use the "
+                       "operator's own Prometheus, or ask an admin to allow it")
+    assert refusals(autoscaled(prometheus={"address": "http://anything:1"}),
+                    Params(allowed_prometheus_addresses=("*",))) == ()
+    on = Params(allow_query_metric=True)
+    own = 'sum(rate(sglang:generation_tokens_total{namespace="$namespace", sglang_server="$server"}[1m]))'
+    assert refusals(autoscaled(metric="query", query=own), on) == ()
+    for query in ('sum(x{namespace="team-b"})', 'sum(x{namespace="$namespace"}) + sum(y{namespace!="$namespace"})',
+                  'sum(up)', "sum(x{namespace='$namespace'})",
+                  'label_replace(x{namespace="$namespace"}, "namespace", "b", "", "")'):
+        [refusal] = refusals(autoscaled(metric="query", query=query), on)
+        assert refusal.startswith("spec.autoscaling.query reads beyond its own namespace: every selector must carry "
+                                  'namespace="$namespace"'), query
+    # the text rule only: a selector without the matcher is the operator's refusal (CEL cannot read PromQL)
+    assert refusals(autoscaled(metric="query", query='sum(kube_pod_info) + sum(x{namespace="$namespace"})'), on) == ()
+    rules = {v["expression"] for v in adm.policy_rules()["validations"]["baseline"]}
+    assert any("variables.allowQueryMetric" in r and ".replace(" in r for r in rules)
+    assert any('"*" in variables.allowedPrometheusAddresses' in r for r in rules)

@@ -202,11 +202,15 @@ def test_the_prometheus_address_reaches_the_operator(monkeypatch: pytest.MonkeyP
 
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr("sglang_operator.entry.runner.run", lambda **kw: calls.append(kw))
-    for values in ({}, {"autoscaling": {"prometheusAddress": "http://prom.monitoring:9090"}}):
+    for values in ({}, {"autoscaling": {"prometheusAddress": "http://prom.monitoring:9090",
+                                        "allowedPrometheusAddresses": ["http://thanos:9090", "*"],
+                                        "allowQueryMetric": True}}):
         container = only(render(helm, **values), "Deployment")["spec"]["template"]["spec"]["containers"][0]
         result = CliRunner().invoke(app, [*container["command"][1:], *container["args"]])
         assert result.exit_code == 0, result.output
     assert [c["prometheus_address"] for c in calls] == [None, "http://prom.monitoring:9090"]
+    assert [c["allowed_prometheus_addresses"] for c in calls] == [(), ("http://thanos:9090", "*")]
+    assert [c["allow_query_metric"] for c in calls] == [False, True]
 
 
 def test_pod_id_spares_kopf_the_passwd_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -438,6 +442,25 @@ def test_the_admins_values_reach_the_cel_only_as_literal_variables() -> None:
     assert all("/models" not in v["expression"] for v in vap["spec"]["validations"])
     defaults, _ = _policy(render(helm))
     assert {v["name"]: v["expression"] for v in defaults["spec"]["variables"]}["allowedHostPaths"] == "[]"
+
+
+def test_the_autoscaling_values_reach_the_policy() -> None:
+    """Issue 47: the policy's allowedPrometheusAddresses are autoscaling.allowedPrometheusAddresses then
+    prometheusAddress (once each; by default the operator's own only, none when it has none), allowQueryMetric a
+    CEL bool, false by default."""
+    helm = require_helm()
+
+    def variables(**autoscaling: Any) -> dict[str, Any]:
+        vap, _ = _policy(render(helm, autoscaling=autoscaling))
+        return {v["name"]: json.loads(v["expression"]) for v in vap["spec"]["variables"]
+                if v["name"] in ("allowedPrometheusAddresses", "allowQueryMetric")}
+
+    own = "http://prometheus-operated.monitoring.svc:9090"
+    assert variables() == {"allowedPrometheusAddresses": [], "allowQueryMetric": False}
+    assert variables(prometheusAddress=own) == {"allowedPrometheusAddresses": [own], "allowQueryMetric": False}
+    assert variables(prometheusAddress=own, allowedPrometheusAddresses=["http://thanos:9090", own],
+                     allowQueryMetric=True) == {"allowedPrometheusAddresses": ["http://thanos:9090", own],
+                                                "allowQueryMetric": True}
 
 
 def test_the_admission_policy_can_be_turned_off_and_refuses_an_unknown_level() -> None:

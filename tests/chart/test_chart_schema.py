@@ -75,6 +75,9 @@ def test_schema_names_every_value_and_no_other() -> None:
     (["--set", "metrics.port=70000"], "at '/metrics/port'"),
     (["--set", "prometheusRule.thresholds.forDuration=10 minutes"], "at '/prometheusRule/thresholds/forDuration'"),
     (["--set", "replicaCont=2"], "additional properties 'replicaCont' not allowed"),
+    (["--set", "autoscaling.allowedPrometheusAddresses={http://prom:9090/api}"],
+     "at '/autoscaling/allowedPrometheusAddresses/0'"),  # scheme://host[:port] only, as the CRD's rule
+    (["--set-string", "autoscaling.allowQueryMetric=yes"], "at '/autoscaling/allowQueryMetric': got string"),
 ])
 def test_a_wrong_value_fails_with_helms_message(args: list[str], message: str) -> None:
     err = helm_fails(*args)

@@ -220,17 +220,39 @@ async def test_without_kedas_crd_the_condition_says_so_and_installing_it_needs_n
 
 async def test_without_a_prometheus_address_the_condition_says_so(world: Scaled,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(keda, "SCALED_OBJECTS", keda.ScaledObjects(None))
+    monkeypatch.setattr(keda, "SCALED_OBJECTS", keda.ScaledObjects(None, allowed_addresses=(PROM,)))
     await world.create_server()
     await world.tick()
     cond = world.condition()
     assert cond is not None and (cond["status"], cond["reason"]) == ("False", scaling.NO_PROMETHEUS_ADDRESS)
     assert "--prometheus-address" in cond["message"] and world.writes() == []
     world.autoscaling = None
-    await world.update(autoscaling={**AUTO, "prometheus": {"address": PROM}})  # the spec names its own
+    await world.update(autoscaling={**AUTO, "prometheus": {"address": PROM}})  # the spec names an allowed one
     await world.tick()
     obj = world.scaled_object()
     assert obj is not None and obj["spec"]["triggers"][0]["metadata"]["serverAddress"] == PROM
+
+
+async def test_an_address_or_query_the_admin_does_not_allow_gets_no_scaled_object(world: Scaled) -> None:
+    """Issue 47 items 1-2 in the operator (a server admitted without the chart's policy, or before it narrowed):
+    ``Autoscaling=False`` reason ``NotAllowed`` naming the field and what is allowed, and the ScaledObject written
+    before is deleted, so KEDA queries nothing the admin did not allow."""
+    await world.create_server()
+    await world.tick()
+    assert world.scaled_object() is not None
+    await world.update(autoscaling={**AUTO, "prometheus": {"address": "http://169.254.169.254"}})
+    await world.tick()
+    cond = world.condition()
+    assert cond is not None and (cond["status"], cond["reason"]) == ("False", scaling.NOT_ALLOWED)
+    assert cond["message"].startswith("spec.autoscaling.prometheus.address is http://169.254.169.254: KEDA's pod ")
+    assert f"prometheusAddress: {PROM}); " in cond["message"]
+    assert world.scaled_object() is None and [w[0] for w in world.writes()] == ["apply", "delete"]
+    await world.update(autoscaling={**AUTO, "metric": "query", "query": 'sum(x{namespace="$namespace"})'})
+    await world.tick()
+    cond = world.condition()
+    assert cond is not None and cond["reason"] == scaling.NOT_ALLOWED
+    assert cond["message"].startswith("spec.autoscaling.metric is query: ")
+    assert world.scaled_object() is None
 
 
 async def test_a_restarted_operator_writes_no_scaled_object_that_stands(world: Scaled) -> None:

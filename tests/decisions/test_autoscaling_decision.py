@@ -98,7 +98,7 @@ def test_missing_keda_or_address_blocks_without_deleting() -> None:
     assert no_address.blocked is not None and no_address.blocked[0] == scaling.NO_PROMETHEUS_ADDRESS
     assert not no_address.delete
     own = scaling.want(server({**AUTO, "prometheus": {"address": PROM}}), status(), keda=True, prometheus_address=None,
-                       had=False)
+                       had=False, tenancy=scaling.PrometheusTenancy.of(None, [PROM]))  # an address the admin allows
     assert own.scaled_object is not None
 
 

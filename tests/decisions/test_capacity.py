@@ -28,6 +28,8 @@ T0 = dt.datetime(2026, 12, 4, tzinfo=dt.UTC)
 BRACKETED = CapacityBracket.BRACKETED
 AUTO = {"minReplicas": 1, "maxReplicas": 4, "metric": "measuredCapacity", "target": 4,
         "slo": {"minTokensPerSecondPerRequest": 20}, "prometheus": {"address": "http://prometheus:9090"}}
+PROM = "http://prometheus:9090"
+"""The operator's --prometheus-address, which the spec names (allowed: issue 47)."""
 PER_REQUEST = {1: {1: 32.7, 2: 29.1, 4: 23.8, 6: 20.2, 8: 17.5}, 3: {1: 43.5, 2: 37.3, 3: 24.9, 4: 18.7, 8: 9.3}}
 """tok/s per request of 1/1/2 and 3/1/4 on 2 × RTX A6000 by the simulator's noise-free model (32-token answers)."""
 
@@ -167,7 +169,7 @@ def test_the_scaled_object_threshold_and_status_follow_the_capacity() -> None:
     srv = autoscaled(1)
     measured = cap.capacity(known(measured_tuning()), srv, srv.spec, "r1")
     free = SGLangServerStatus(revision="r1")
-    wanted = scaling.want(srv, free, keda=True, prometheus_address=None, had=False, measured=measured)
+    wanted = scaling.want(srv, free, keda=True, prometheus_address=PROM, had=False, measured=measured)
     assert wanted.scaled_object is not None
     trigger = wanted.scaled_object["spec"]["triggers"][0]["metadata"]
     assert trigger["threshold"] == "6.15" and "sglang:num_running_reqs" in trigger["query"]
@@ -180,11 +182,11 @@ def test_the_scaled_object_threshold_and_status_follow_the_capacity() -> None:
         revision="r2", phase=AnalysisPhase.VERIFYING, since=T0, progress_started_at=T0))
     fast = autoscaled(3)
     other = cap.capacity(known(measured_tuning()), fast, fast.spec, "r2")
-    held = scaling.want(fast, verifying, keda=True, prometheus_address=None, had=True, measured=other,
+    held = scaling.want(fast, verifying, keda=True, prometheus_address=PROM, had=True, measured=other,
                         stored=stored)
     assert held.scaled_object is not None and held.target == 6.15
     assert held.scaled_object["spec"]["triggers"][0]["metadata"]["threshold"] == "6.15"
-    unmeasured = scaling.want(srv, free, keda=True, prometheus_address=None, had=False)
+    unmeasured = scaling.want(srv, free, keda=True, prometheus_address=PROM, had=False)
     _, cond = scaling.report(srv, free, unmeasured, True, None, 1, T0)
     assert unmeasured.target == 4 and cond is not None and "configured target" in cond["message"]
 
@@ -199,7 +201,7 @@ def one_level_tuning(per_request: float) -> dict[str, Any]:
 def applied(srv: Any, table: kb.KnownBest) -> tuple[scaling.Want, dict[str, Any], dict[str, Any]]:
     measured = cap.capacity(table, srv, srv.spec, "r1")
     free = SGLangServerStatus(revision="r1")
-    wanted = scaling.want(srv, free, keda=True, prometheus_address=None, had=False, measured=measured)
+    wanted = scaling.want(srv, free, keda=True, prometheus_address=PROM, had=False, measured=measured)
     body, cond = scaling.report(srv, free, wanted, True, None, 1, T0)
     assert body is not None and cond is not None and wanted.scaled_object is not None
     return wanted, body, dict(cond)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
-from matrix_loop import TUNING, World
+from matrix_loop import PROM, TUNING, World
 from matrix_world import NS, accept_length, accept_rate, decode_speed
 
 from sglang_operator import builders
@@ -77,13 +77,14 @@ def refused(body: Mapping[str, Any], fragments: Sequence[str]) -> None:
 
 
 def admitted(body: Mapping[str, Any], mode: str | None) -> None:
-    """The API, the tenant boundary (:func:`builders.admission.check` at level baseline) and, with ``mode``, the
-    SGLangTuning's own rules admit the combination."""
+    """The API, the tenant boundary (:func:`builders.admission.check` at level baseline, the chart's
+    ``autoscaling.prometheusAddress`` :data:`PROM`) and, with ``mode``, the SGLangTuning's own rules admit the
+    combination."""
     try:
         parse(body)
     except SpecError as err:
         pytest.fail(f"the API refuses the server: {err.messages}")
-    verdict = admission.check(body, Params())
+    verdict = admission.check(body, Params(allowed_prometheus_addresses=(PROM,)))
     assert verdict.refusals == (), f"the admission policy refuses the server: {verdict.refusals}"
     if mode is not None:
         try:

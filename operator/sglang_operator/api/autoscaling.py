@@ -9,6 +9,7 @@ fields are refused (nothing would use them). ``docs/autoscaling.md`` has the que
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -43,19 +44,42 @@ class AutoscalingMetric(StrEnum):
     """Used share of the KV-cache token pool, ``sglang:token_usage`` (0 … 1; the largest of a pod's data-parallel
     ranks), per replica."""
     QUERY = "query"
-    """The PromQL expression in ``query``, whose value is the server's total (divided by ``target`` per replica)."""
+    """The PromQL expression in ``query``, whose value is the server's total (divided by ``target`` per replica);
+    off unless the admin allows it (the chart's ``autoscaling.allowQueryMetric``), and then held to the server's own
+    namespace."""
     MEASURED_CAPACITY = "measuredCapacity"
     """Requests running, as ``runningRequests``, against a target measured per serving revision: the highest
     concurrency at which the revision's settings keep ``slo.minTokensPerSecondPerRequest``, from the namespace's
     finished SGLangTunings (``docs/autoscaling.md``, "A target from measured speed"); ``target`` until measured."""
 
 
+ADDRESS_BEYOND_HOST = r"^https?://[^/?#@]*[/?#@]"
+"""What ``spec.autoscaling.prometheus.address`` may not match: anything after the host and port (a path, a query, a
+fragment) or user info before it. KEDA GETs ``<address>/api/v1/query?…``: with a path and a ``#`` the spec would
+choose the whole URL KEDA's pod requests (``docs/security.md``, "Autoscaling")."""
+_ADDRESS_HOST_ONLY = ("name Prometheus by scheme, host and port only (no path, query, fragment or user info), e.g. "
+                      "http://prometheus-operated.monitoring.svc:9090: KEDA adds the path /api/v1/query itself")
+
+
 class PrometheusServer(ApiModel):
-    """The Prometheus KEDA queries."""
+    """The Prometheus KEDA queries: one of the addresses the cluster's admin allows (the chart's
+    ``autoscaling.allowedPrometheusAddresses`` and ``autoscaling.prometheusAddress``; ``docs/security.md``)."""
 
     address: Annotated[str, StringConstraints(pattern=r"^https?://\S+$", max_length=512)]
-    """Base URL of Prometheus' HTTP API, e.g. ``http://prometheus-operated.monitoring.svc:9090`` (KEDA's
-    ``serverAddress``)."""
+    """Base URL of Prometheus' HTTP API, scheme, host and port only, e.g.
+    ``http://prometheus-operated.monitoring.svc:9090`` (KEDA's ``serverAddress``)."""
+
+    cel_rules = (
+        CelRule(
+            f"!self.address.matches('{ADDRESS_BEYOND_HOST}')",
+            f"spec.autoscaling.prometheus.address: {_ADDRESS_HOST_ONLY}",
+            lambda m: re.match(ADDRESS_BEYOND_HOST, m.address) is None,
+            ".address",
+            message_expression=f"'spec.autoscaling.prometheus.address is ' + self.address + ': {_ADDRESS_HOST_ONLY}'",
+            explain=lambda m: f"spec.autoscaling.prometheus.address is {m.address}: {_ADDRESS_HOST_ONLY}",
+            name="autoscaling-prometheus-address-host-only",
+        ),
+    )
 
 
 class ServiceLevel(ApiModel):
@@ -179,8 +203,10 @@ class Autoscaling(ApiModel):
     = ⌈server total ÷ target⌉); required with mode KEDA; at most 1 for ``kvCacheUsage``; with
     ``measuredCapacity``, the running requests per replica until the serving revision's capacity is measured."""
     query: Annotated[str | None, Field(min_length=1, max_length=2048)] = None
-    """With ``metric: query``: a PromQL expression giving the server's total (one sample), in which ``$namespace``
-    and ``$server`` are replaced by the SGLangServer's namespace and name, e.g.
+    """With ``metric: query`` (where the admin allows it: the chart's ``autoscaling.allowQueryMetric``): a PromQL
+    expression giving the server's total (one sample), in which ``$namespace`` and ``$server`` are replaced by the
+    SGLangServer's namespace and name; every selector carries ``namespace="$namespace"`` and the word ``namespace``
+    appears nowhere else (``docs/autoscaling.md``), e.g.
     ``sum(rate(sglang:generation_tokens_total{namespace="$namespace", sglang_server="$server"}[1m]))``."""
     slo: ServiceLevel | None = None
     """With ``metric: measuredCapacity`` (and only then): what each request must get."""

@@ -6,10 +6,14 @@ No IO here; owner references are added by the caller (:func:`adopt` / :func:`own
 
 - :mod:`.admission`: the tenant boundary: which pod an SGLangServer may ask for, as a ValidatingAdmissionPolicy
   and the same rules in Python.
+- :mod:`.admission_autoscaling`: the admission rules on where KEDA's pod sends a tenant's queries (Prometheus address,
+  ``metric: query``).
 - :mod:`.admission_host`: the admission rules on what a pod reaches beyond its container (hostPath, volume sources).
 - :mod:`.admission_kinds`: the admission rules' common parts (levels, :class:`~.admission_kinds.Params`, CEL helpers).
 - :mod:`.admission_secrets`: the admission rules on the Secrets an SGLangServer names.
 - :mod:`.autoscaling`: ``spec.autoscaling`` → a KEDA ``ScaledObject`` and its pause annotations.
+- :mod:`.autoscaling_tenancy`: what a tenant's ``spec.autoscaling`` may make KEDA query (the admin's addresses, a
+  ``metric: query`` held to its namespace).
 - :mod:`.canary`: a canary's two workloads: which Deployment is which, and a revision rendered into either.
 - :mod:`.command`: the spec → the SGLang command line (entry point, flags, env) in the release's dialect.
 - :mod:`.dialect`: the SGLang facts the builders use, read from :mod:`sglang_operator.sglang`.

@@ -2,7 +2,8 @@
 
 Whoever may create an SGLangServer decides what pod the operator runs for it: any image, in that namespace, with
 the pod fields the spec allows (``spec.securityContext``, ``spec.volumes``, ``spec.model.cache.hostPath``,
-``spec.serviceAccountName``, the Secrets it names). The chart's ``ValidatingAdmissionPolicy``
+``spec.serviceAccountName``, the Secrets it names), and where KEDA's pod, with the cluster's network reach, sends
+its queries (``spec.autoscaling.prometheus.address``, ``metric: query``). The chart's ``ValidatingAdmissionPolicy``
 (``charts/sglang-operator/templates/admission-policy.yaml``) holds every SGLangServer to the rules of
 :data:`RULES` at the level an admin picks; ``sglang-operator render --admission-level`` runs the same rules in
 Python (:func:`check`) with the same messages.
@@ -10,14 +11,16 @@ Python (:func:`check`) with the same messages.
 One table, two outputs, so they cannot drift: every rule is a value of one of a few kinds (:class:`ValueRule`,
 :class:`SubsetRule`, :class:`ContainsRule` in :mod:`.admission_kinds`; :class:`HostPathRule`,
 :class:`HostPathWriteRule`, :class:`AppArmorAnnotationRule`, :class:`VolumeTypesRule`, :class:`ServiceAccountRule`
-in :mod:`.admission_host`; :class:`SecretSlot` in :mod:`.admission_secrets`) whose parameters give both its CEL
+in :mod:`.admission_host`; :class:`PrometheusAddressRule`, :class:`QueryMetricRule` in
+:mod:`.admission_autoscaling`; :class:`SecretSlot` in :mod:`.admission_secrets`) whose parameters give both its CEL
 (:meth:`cel`) and its Python predicate (:meth:`refusal`). This module holds the table and assembles the policy:
 :func:`policy_rules` renders the CEL side as JSON, committed as ``charts/sglang-operator/files/admission-policy.json``
 (regenerate with ``python -m sglang_operator.builders.admission > charts/sglang-operator/files/admission-policy.json``;
 ``tests/builders/test_admission.py`` fails when the copy is stale).
 
 What the admin chooses reaches the CEL only as the policy's ``variables`` (``allowedHostPaths``,
-``allowedServiceAccounts``, ``operatorServiceAccount``, ``operatorNamespace``, ``hostPathWrites``), which the chart
+``allowedServiceAccounts``, ``operatorServiceAccount``, ``operatorNamespace``, ``hostPathWrites``,
+``allowedPrometheusAddresses``, ``allowQueryMetric``), which the chart
 renders with Helm's ``toJson`` (a JSON string or string array is a CEL literal): no value of the chart is pasted into
 an expression.
 
@@ -40,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_operator.api.base import GROUP, PLURAL, VERSION
+from sglang_operator.builders.admission_autoscaling import PrometheusAddressRule, QueryMetricRule
 from sglang_operator.builders.admission_host import (
     AppArmorAnnotationRule,
     HostPathRule,
@@ -73,7 +77,8 @@ RESTRICTED_VOLUME_TYPES: tuple[str, ...] = (
 allowed prefixes instead (:class:`~.admission_host.HostPathRule`), at both levels."""
 
 PARAM_VARIABLES: tuple[str, ...] = ("allowedHostPaths", "allowedServiceAccounts", "operatorServiceAccount",
-                                    "operatorNamespace", "hostPathWrites")
+                                    "operatorNamespace", "hostPathWrites", "allowedPrometheusAddresses",
+                                    "allowQueryMetric")
 """The policy variables the chart renders from its values, in this order, before
 :data:`~.admission_secrets.VARIABLES`."""
 
@@ -119,6 +124,9 @@ RULES: tuple[Rule, ...] = (
     HostPathWriteRule("host-path-volumes-read-only", cache=False),
     ServiceAccountRule("service-account-not-the-operators", operator=True),
     ServiceAccountRule("service-account-allowed", operator=False),
+    PrometheusAddressRule("prometheus-address-allowed"),
+    QueryMetricRule("query-metric-allowed", text=False),
+    QueryMetricRule("query-own-namespace", text=True),
     SecretSlot("secrets-at-most", -1),
     *(SecretSlot(f"secret-{i}", i) for i in range(SECRET_SLOTS)),
     ValueRule("run-as-non-root", (_SC, "runAsNonRoot"),

@@ -48,7 +48,10 @@ class Params:
     ``allowed_host_paths``: absolute path prefixes, matched by whole path segments (``/models`` allows
     ``/models`` and ``/models/hf``, not ``/models2``). ``allowed_service_accounts``: ``name`` (any namespace) or
     ``namespace/name``. ``operator_service_account`` and ``operator_namespace``: the operator's own identity, never
-    allowed as ``spec.serviceAccountName``. ``host_path_writes``: :class:`HostPathWrites`."""
+    allowed as ``spec.serviceAccountName``. ``host_path_writes``: :class:`HostPathWrites`.
+    ``allowed_prometheus_addresses``: what ``spec.autoscaling.prometheus.address`` may be (the chart's
+    ``autoscaling.allowedPrometheusAddresses`` then ``prometheusAddress``; ``*``: any); ``allow_query_metric``:
+    whether ``metric: query`` is allowed (``autoscaling.allowQueryMetric``)."""
 
     level: Level = Level.BASELINE
     allowed_host_paths: tuple[str, ...] = ()
@@ -56,6 +59,8 @@ class Params:
     operator_service_account: str = "sglang-operator"
     operator_namespace: str = "sglang-operator"
     host_path_writes: HostPathWrites = HostPathWrites.FORBIDDEN
+    allowed_prometheus_addresses: tuple[str, ...] = ()
+    allow_query_metric: bool = False
 
 
 def lit(value: Any) -> str:

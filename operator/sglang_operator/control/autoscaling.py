@@ -78,7 +78,7 @@ async def follow(mem: ServerMemory, view: ServerView, server: SGLangServer, deci
     available = await keda.available()
     decided = scaling.verifying_status(decision.status_json)
     wanted = scaling.want(server, decided, keda=available, prometheus_address=keda.prometheus_address,
-                          had=had, measured=measured, stored=stored.autoscaling)
+                          had=had, measured=measured, stored=stored.autoscaling, tenancy=keda.tenancy)
     failure: str | None = None
     applied = False
     if wanted.scaled_object is not None:

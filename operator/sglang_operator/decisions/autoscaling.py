@@ -31,6 +31,7 @@ from sglang_operator.api.autoscaling import (
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.status import ConditionType, SGLangServerStatus
 from sglang_operator.builders import autoscaling as scaled_objects
+from sglang_operator.builders.autoscaling_tenancy import PrometheusTenancy
 from sglang_operator.decisions import capacity as measured_capacity
 from sglang_operator.decisions.conditions import Condition, condition, merge
 from sglang_operator.decisions.observation import ObservationDecision, verifying
@@ -43,6 +44,10 @@ KEDA_NOT_INSTALLED = "KEDANotInstalled"
 """Condition ``Autoscaling=False``: the ``scaledobjects.keda.sh`` CRD is not served."""
 NO_PROMETHEUS_ADDRESS = "NoPrometheusAddress"
 """Condition ``Autoscaling=False``: neither ``spec.autoscaling.prometheus.address`` nor ``--prometheus-address``."""
+NOT_ALLOWED = "NotAllowed"
+"""Condition ``Autoscaling=False``: ``spec.autoscaling`` names a Prometheus address, or a ``metric: query``, the admin
+does not allow (:mod:`sglang_operator.builders.autoscaling_tenancy`); no ScaledObject (the operator's one is
+deleted)."""
 APPLY_FAILED = "ApplyFailed"
 """Condition ``Autoscaling=False``: the API server refused the ScaledObject, or another owner holds its name."""
 SLO_NOT_MET = "SLONotMet"
@@ -83,8 +88,9 @@ def verifying_status(status_json: Mapping[str, Any]) -> SGLangServerStatus:
 @dataclass(frozen=True)
 class Want:
     """What the server's loop wants of its ScaledObject: ``scaled_object`` to apply (rendered, not adopted; None:
-    none), ``delete`` the operator's one (autoscaling removed or External; only when ``had``), ``blocked``: why
-    nothing can be applied (``(reason, message)``, an existing ScaledObject left as it is), ``pause`` in force,
+    none), ``delete`` the operator's one (autoscaling removed or External, or a spec the admin does not allow; only
+    when ``had``), ``blocked``: why nothing can be applied (``(reason, message)``, an existing ScaledObject left as it
+    is unless ``delete``), ``pause`` in force,
     ``target`` per replica in force and the ``capacity`` it comes from (``measuredCapacity``,
     :func:`sglang_operator.decisions.capacity.target`)."""
 
@@ -97,12 +103,15 @@ class Want:
 
 
 def want(server: SGLangServer, status: SGLangServerStatus, *, keda: bool, prometheus_address: str | None,
-         had: bool, measured: MeasuredCapacity | None = None, stored: AutoscalingStatus | None = None) -> Want:
+         had: bool, measured: MeasuredCapacity | None = None, stored: AutoscalingStatus | None = None,
+         tenancy: PrometheusTenancy | None = None) -> Want:
     """What to do with ``server``'s ScaledObject after a tick that decided ``status``. ``keda``: whether KEDA's CRD is
     served; ``prometheus_address``: the operator's ``--prometheus-address`` (None: none); ``had``: whether the
     operator may have applied one before (its memory, or ``status.autoscaling.scaledObject``); ``measured``: the
     serving revision's measured capacity (:func:`sglang_operator.decisions.capacity.capacity`); ``stored``:
-    ``status.autoscaling`` as stored (the target held while verifying)."""
+    ``status.autoscaling`` as stored (the target held while verifying); ``tenancy``: what the admin allows the spec
+    to make KEDA query (default: ``prometheus_address`` only, no ``metric: query``). A spec it refuses gets no
+    ScaledObject, and the operator's one is deleted (KEDA stops querying)."""
     auto = server.spec.autoscaling
     pause = pause_of(status, server.spec.replicas) if auto is not None else None
     if auto is None or auto.mode is AutoscalingMode.EXTERNAL:
@@ -110,6 +119,11 @@ def want(server: SGLangServer, status: SGLangServerStatus, *, keda: bool, promet
     target, capacity = measured_capacity.target(server, measured, stored.target if stored is not None else None,
                                   stored.capacity if stored is not None else None,
                                   verifying(status) or pause is not None)
+    refused = (tenancy or PrometheusTenancy.of(prometheus_address)).refusal(auto)
+    if refused is not None:
+        return Want(delete=had and keda, blocked=(NOT_ALLOWED, f"{refused}; no ScaledObject: the server keeps "
+                                                               f"spec.replicas ({server.spec.replicas}) and serves"),
+                    pause=pause, target=target, capacity=capacity)
     if not keda:
         return Want(blocked=(KEDA_NOT_INSTALLED, (
             f"spec.autoscaling.mode KEDA needs KEDA 2.18 or later: the {scaled_objects.CRD_NAME} CRD is not served; "

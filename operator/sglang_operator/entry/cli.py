@@ -115,13 +115,20 @@ def render(
     prometheus_address: Annotated[str | None, typer.Option(
         help="the operator's --prometheus-address (the chart's autoscaling.prometheusAddress): the Prometheus a "
              "ScaledObject queries when spec.autoscaling.prometheus is unset")] = None,
+    allowed_prometheus_address: Annotated[list[str] | None, typer.Option(
+        help="an address spec.autoscaling.prometheus.address may name besides --prometheus-address "
+             "(autoscaling.allowedPrometheusAddresses; repeatable; * allows any)")] = None,
+    allow_query_metric: Annotated[bool, typer.Option(
+        help="spec.autoscaling.metric query is allowed (autoscaling.allowQueryMetric)")] = False,
 ) -> None:
     """Print the SGLang command line, warnings, Deployment and Service of each SGLangServer, and its KEDA
     ScaledObject (spec.autoscaling, mode KEDA), offline.
 
     Each SGLangServer is first held to the chart's admission policy (docs/security.md) at --admission-level: a
     refusal is printed as the API server would give it. The policy's authorization checks cannot run offline:
-    a note names each Secret the creating user must be allowed to get.
+    a note names each Secret the creating user must be allowed to get. A ScaledObject the operator would not write
+    (spec.autoscaling naming a Prometheus or a query the admin does not allow: --prometheus-address,
+    --allowed-prometheus-address, --allow-query-metric) is a note, as is one without a Prometheus address.
 
     Exit status 1 when a spec is invalid or refused (the messages the SpecValid condition or the API server would
     carry go to stderr).
@@ -130,13 +137,17 @@ def render(
     from sglang_operator.builders import render as render_server
     from sglang_operator.builders.admission_kinds import HostPathWrites, Level, Params
     from sglang_operator.builders.autoscaling import MissingPrometheusAddress, scaled_object
+    from sglang_operator.builders.autoscaling_tenancy import PrometheusTenancy
 
+    tenancy = PrometheusTenancy.of(prometheus_address, allowed_prometheus_address or (), allow_query_metric)
     params: Params | None = None
     if admission_level != "off":
         op_ns, _, op_sa = operator_service_account.rpartition("/")
         try:
             params = Params(Level(admission_level), tuple(allowed_host_path or ()),
-                            tuple(allowed_service_account or ()), op_sa, op_ns)
+                            tuple(allowed_service_account or ()), op_sa, op_ns,
+                            allowed_prometheus_addresses=tenancy.allowed_addresses,
+                            allow_query_metric=tenancy.allow_query)
         except ValueError:
             typer.echo(f"render: --admission-level is baseline, restricted or off, not {admission_level!r}", err=True)
             raise typer.Exit(2) from None
@@ -191,7 +202,10 @@ def render(
         header += [f"# note: admission policy: {n}" for n in verdict.secrets]
         objs = [out.deployment, out.service]
         try:
-            scaler = scaled_object(server, prometheus_address)
+            refused = tenancy.refusal(server.spec.autoscaling)  # the operator's own check: Autoscaling=False
+            scaler = scaled_object(server, prometheus_address) if refused is None else None
+            if refused is not None:
+                header.append(f"# note: no ScaledObject: {refused}")
         except MissingPrometheusAddress as err:  # the operator reports it in a condition: not an invalid spec
             header.append(f"# note: no ScaledObject: {err}")
             scaler = None
@@ -287,6 +301,12 @@ def run(
     prometheus_address: Annotated[str | None, typer.Option(
         help="Prometheus' URL a server's KEDA ScaledObject queries when spec.autoscaling.prometheus is unset, e.g. "
              "http://prometheus-operated.monitoring.svc:9090")] = None,
+    allowed_prometheus_address: Annotated[list[str] | None, typer.Option(
+        help="an address spec.autoscaling.prometheus.address may name besides --prometheus-address (repeatable; "
+             "scheme://host[:port]; * allows any): KEDA's pod, with the cluster's network reach, queries it")] = None,
+    allow_query_metric: Annotated[bool, typer.Option(
+        help="allow spec.autoscaling.metric query (the user's PromQL on the shared Prometheus), each selector "
+             "held to namespace=\"$namespace\"")] = False,
     metrics_port: Annotated[int, typer.Option(min=0, max=65535,
                                               help="port of the operator's own /metrics (0: off)")] = 9808,
     readiness_port: Annotated[int, typer.Option(
@@ -383,6 +403,8 @@ def run(
     runner.run(leader_election=election, namespaces=namespace or (), liveness=liveness, peering=peering,
                verbose=verbose,
                pod_monitors=monitors, pod_monitor_labels=monitor_labels, prometheus_address=prometheus_address,
+               allowed_prometheus_addresses=tuple(allowed_prometheus_address or ()),
+               allow_query_metric=allow_query_metric,
                metrics_port=metrics_port, sample_interval=sample_interval, resync_seconds=resync_seconds,
                scrape_limits=sampling_limits.ScrapeLimits(scrape_body_limit, scrape_sample_limit, scrape_label_limit,
                                               scrape_label_value_length_limit, scrape_cache_bytes,

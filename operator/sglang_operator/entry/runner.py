@@ -156,6 +156,8 @@ def run(
     pod_monitors: str = "auto",
     pod_monitor_labels: Mapping[str, str] | None = None,
     prometheus_address: str | None = None,
+    allowed_prometheus_addresses: Sequence[str] = (),
+    allow_query_metric: bool = False,
     metrics_port: int = 9808,
     sample_interval: float | None = None,
     resync_seconds: float = 300.0,
@@ -175,7 +177,10 @@ def run(
     exits with status 1 if it loses the Lease.
     ``pod_monitors``: ``auto``/``always``/``never`` (:mod:`sglang_operator.io.discovery`);
     ``pod_monitor_labels``: put on every PodMonitor.
-    ``prometheus_address``: the Prometheus a KEDA ScaledObject queries by default (:mod:`sglang_operator.io.keda`).
+    ``prometheus_address``: the Prometheus a KEDA ScaledObject queries by default (:mod:`sglang_operator.io.keda`);
+    ``allowed_prometheus_addresses``: what ``spec.autoscaling.prometheus.address`` may be besides it (``*``: any);
+    ``allow_query_metric``: whether ``metric: query`` is allowed
+    (:mod:`sglang_operator.builders.autoscaling_tenancy`).
     ``metrics_port``: the operator's ``/metrics`` (0: not served; exits with a message when the port is taken or,
     with ``metrics_server.cert_dir``, a certificate file cannot serve, naming it);
     ``sample_interval``: seconds between two samples of every server, replacing ``spec.rollback.intervalSeconds``
@@ -198,7 +203,7 @@ def run(
     POD_MONITORS.configure(PodMonitorMode(pod_monitors), dict(pod_monitor_labels or {}))
     from sglang_operator.io.keda import SCALED_OBJECTS
 
-    SCALED_OBJECTS.configure(prometheus_address)
+    SCALED_OBJECTS.configure(prometheus_address, allowed_prometheus_addresses, allow_query_metric)
     for optional in (POD_MONITORS, SCALED_OBJECTS):  # an absent CRD is read again at every resync
         optional.recheck_every(resync_seconds)
     handlers = importlib.import_module("sglang_operator.control.handlers")  # registers the handlers
