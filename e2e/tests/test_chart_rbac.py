@@ -49,6 +49,10 @@ def token_kubeconfig(k8s: K8sCluster, token: str, path: Path) -> Path:
     return path
 
 
+PROMETHEUS = "http://prometheus.monitoring.svc:9090"
+CLUSTER_SCOPED = ("ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
+
 @contextlib.contextmanager
 def chart_installed(k8s_cluster: K8sCluster, namespace: str, helm: Path) -> Iterator[list[dict[str, Any]]]:
     """Apply the chart's CRD and its objects for a release in ``namespace`` watching ``namespace``, minus the
@@ -58,9 +62,13 @@ def chart_installed(k8s_cluster: K8sCluster, namespace: str, helm: Path) -> Iter
     k8s_cluster.install_crd(build_keda.require_crds() / build_keda.SCALED_OBJECT_CRD,  # and ScaledObjects
                             name="scaledobjects.keda.sh")
     release = f"chart-{namespace[-5:]}"  # unique: the ClusterRole and its binding are named after the release
-    objs = helm_template(helm, CHART, release, namespace, {"watchNamespaces": [namespace]})
+    # the server below names this Prometheus: allowed by the admin (issue 47: the chart's policy refuses any other)
+    objs = helm_template(helm, CHART, release, namespace, {
+        "watchNamespaces": [namespace], "autoscaling": {"allowedPrometheusAddresses": [PROMETHEUS]}})
     applied = [o for o in objs if o["kind"] != "Deployment"]
-    cluster_scoped = [o for o in applied if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    # every cluster-scoped object is deleted afterwards: the admission policy and its binding too, which would
+    # otherwise judge the later tests' servers on this session's cluster by this release's values
+    cluster_scoped = [o for o in applied if o["kind"] in CLUSTER_SCOPED]
     try:
         k8s_cluster.run("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": applied}))
         yield objs
@@ -97,7 +105,7 @@ def run_with_chart_rbac(k8s_cluster: K8sCluster, namespace: str, objs: list[dict
         body: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
         body["spec"].setdefault("env", []).append({"name": "SGLANG_SIM_LOAD_SECONDS", "value": "1"})
         body["spec"]["autoscaling"] = {"maxReplicas": 2, "target": 4,
-                                       "prometheus": {"address": "http://prometheus.monitoring.svc:9090"}}
+                                       "prometheus": {"address": PROMETHEUS}}
         name = body["metadata"]["name"]
         k8s_cluster.apply(copy.deepcopy(body), namespace=namespace)
 
