@@ -92,6 +92,18 @@ def capacity_of(k8s: K8sCluster, ns: str, settings: str) -> dict[str, Any] | Non
     return got if threshold(k8s, ns) == so.threshold(got["requestsPerReplica"]) else None
 
 
+def succeeded(k8s: K8sCluster, ns: str) -> dict[str, Any]:
+    """The finished tuning :data:`TUNING`, each trial printed (per-request tok/s per level, its reason); asserts it
+    Succeeded."""
+    tuning = k8s.get("sglangtuning", TUNING, "-n", ns)
+    for t in tuning["status"]["trials"]:
+        print(f"  {t['name']} {t['settings']} {t['verdict']} "
+              f"{[(f['concurrency'], round(f['outputTokensPerSecond'] / f['concurrency'], 1)) for f in t['levels']]}"
+              f" {(t.get('reason') or '')[-400:]}")
+    assert tuning["status"]["phase"] == "Succeeded", json.dumps(tuning["status"], indent=1)
+    return dict(tuning)
+
+
 def test_measured_capacity_gives_each_revision_its_own_target_near_the_noise_free_truth(
     k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess
 ) -> None:
@@ -117,12 +129,7 @@ def test_measured_capacity_gives_each_revision_its_own_target_near_the_noise_fre
     done = wait_for("the tuning finished", lambda: k8s_cluster.get("sglangtuning", TUNING, "-n", ns)
                     .get("status", {}).get("phase") in plan.TERMINAL_PHASES, timeout=300, interval=1)
     assert done
-    tuning = k8s_cluster.get("sglangtuning", TUNING, "-n", ns)
-    for t in tuning["status"]["trials"]:
-        print(f"  {t['name']} {t['settings']} {t['verdict']} "
-              f"{[(f['concurrency'], round(f['outputTokensPerSecond'] / f['concurrency'], 1)) for f in t['levels']]}"
-              f" {(t.get('reason') or '')[-400:]}")
-    assert tuning["status"]["phase"] == "Succeeded", json.dumps(tuning["status"], indent=1)
+    succeeded(k8s_cluster, ns)
 
     first = wait_for("1/1/2's capacity as the target", lambda: capacity_of(k8s_cluster, ns, "1/1/2"), timeout=60)
     print(f"1/1/2: {first['requestsPerReplica']} requests per replica ({first['basis']}); noise-free "
@@ -180,12 +187,7 @@ def test_an_in_place_tuning_of_two_replicas_gives_the_capacity_per_pod(
                               "concurrency": [{"level": c} for c in levels]}}}, ns)
     wait_for("the tuning finished", lambda: k8s_cluster.get("sglangtuning", TUNING, "-n", ns)
              .get("status", {}).get("phase") in plan.TERMINAL_PHASES, timeout=600, interval=1)
-    tuning = k8s_cluster.get("sglangtuning", TUNING, "-n", ns)
-    for t in tuning["status"]["trials"]:
-        print(f"  {t['name']} {t['settings']} {t['verdict']} "
-              f"{[(f['concurrency'], round(f['outputTokensPerSecond'] / f['concurrency'], 1)) for f in t['levels']]}"
-              f" {(t.get('reason') or '')[-400:]}")
-    assert tuning["status"]["phase"] == "Succeeded", json.dumps(tuning["status"], indent=1)
+    succeeded(k8s_cluster, ns)
     got = wait_for("3/1/4's capacity as the target", lambda: capacity_of(k8s_cluster, ns, "3/1/4"), timeout=120,
                    interval=1)
     print(f"InPlace on {IN_PLACE_REPLICAS} pods, 3/1/4: {got['requestsPerReplica']} requests per replica "
