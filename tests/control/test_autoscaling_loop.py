@@ -122,6 +122,62 @@ async def test_the_tick_applies_the_scaled_object_owned_by_the_server_once(world
     assert cond is not None and (cond["status"], cond["reason"]) == ("True", scaling.APPLIED)
 
 
+def tick_writes(world: Scaled, mark: int) -> list[tuple[str, str]]:
+    """(verb, kind) of the fake API's writes since ``mark`` of the SGLangServer's status and the ScaledObject."""
+    return [(w[0], w[1]) for w in world.fk.writes[mark:] if w[1] in ("SGLangServer", so.KIND)]
+
+
+async def test_the_scaled_object_is_written_after_the_ticks_status_patch(world: Scaled) -> None:
+    """Issue 39 item 4: the ScaledObject is a decision of the tick, written by the apply path after its one status
+    patch (the fake API's write log shows the order), its pause lifted the same way."""
+    await world.create_server()
+    mark = len(world.fk.writes)
+    await world.tick()
+    assert tick_writes(world, mark) == [("patch_status", "SGLangServer"), ("apply", so.KIND)]
+    assert world.fk.server("s")["status"]["autoscaling"]["pause"] == "ScaleIn"
+    promoted(world)
+    mark = len(world.fk.writes)
+    await world.tick()  # the pause lifted: status.autoscaling first, then the ScaledObject
+    assert tick_writes(world, mark) == [("patch_status", "SGLangServer"), ("apply", so.KIND)]
+    assert world.pauses() == {}
+
+
+async def test_no_scaled_object_goes_out_from_a_view_whose_status_patch_is_refused(world: Scaled) -> None:
+    """Issue 39 item 4: a status patch refused as stale (409) writes nothing else: no ScaledObject from that view; the
+    next tick, decided again, patches and then writes it."""
+    await world.create_server()
+    world.fk.refuse_next_status = 1
+    mark = len(world.fk.writes)
+    await world.tick()
+    assert tick_writes(world, mark) == [("patch_status", "SGLangServer")] and world.scaled_object() is None
+    mark = len(world.fk.writes)
+    await world.tick()
+    assert tick_writes(world, mark) == [("patch_status", "SGLangServer"), ("apply", so.KIND)]
+    assert world.scaled_object() is not None
+
+
+async def test_a_refused_scaled_object_is_reported_by_the_next_ticks_patch(world: Scaled,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The status says what the tick's write makes stand; a write the API server refuses is reported by the next
+    tick (``Autoscaling=False``, ``ApplyFailed``), as a job's apply is, and not tried again before the retry
+    period."""
+    from sglang_operator.control import apply
+
+    async def refused(manifest: dict[str, Any], owner: Any) -> bool:
+        raise apply.ChildApplyError(apply.apply_failure(so.KIND, ValueError("admission webhook said no")))
+
+    monkeypatch.setattr("sglang_operator.control.autoscaling.apply_scaled_object", refused)
+    await world.create_server()
+    await world.tick()
+    cond = world.condition()
+    assert cond is not None and cond["reason"] == scaling.APPLIED  # what the write after the patch was to make stand
+    await world.tick()
+    cond = world.condition()
+    assert cond is not None and (cond["status"], cond["reason"]) == ("False", scaling.APPLY_FAILED)
+    assert "admission webhook said no" in cond["message"]
+    assert "scaledObject" not in world.fk.server("s")["status"]["autoscaling"]
+
+
 async def test_scale_in_is_paused_while_the_revision_is_judged_and_lifted_after_promotion(world: Scaled) -> None:
     await world.create_server()
     await world.tick()
@@ -289,14 +345,12 @@ async def test_a_scale_starts_no_revision_and_the_operators_writes_keep_its_coun
 
 async def test_a_scaled_object_deleted_by_hand_is_applied_again_at_the_next_verification(
         world: Scaled, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sglang_operator.control import autoscaling
-
     await world.create_server()
     await world.tick()
     world.fk.delete(so.KIND, "ns", "s")
     await world.tick()
     assert world.scaled_object() is None  # within the verification period: not read again
-    monkeypatch.setattr(autoscaling, "VERIFY_SECONDS", 0.0)
+    monkeypatch.setattr(scaling, "VERIFY_SECONDS", 0.0)
     await world.tick()
     assert world.scaled_object() is not None and [w[0] for w in world.writes()] == ["apply", "apply"]
     await world.tick()  # read again, found standing: not written

@@ -134,6 +134,46 @@ def test_the_condition_keeps_its_transition_time_and_leaves_with_autoscaling() -
     assert failed[0] is not None and "scaledObject" not in failed[0]
 
 
+def test_the_write_follows_the_memorys_record_of_the_last_one() -> None:
+    """Item 4 of issue 39: the ScaledObject is a decision (:func:`scaling.write_of`): written when its rendering is
+    new to the memory, reported standing; not written again within the verification period; a failure reported until
+    a write succeeds, tried again after the retry period; a delete only outside a failed one's retry period."""
+    w = scaling.want(server(AUTO), status(AnalysisPhase.STABLE), keda=True, prometheus_address=PROM, had=False)
+    assert w.scaled_object is not None
+    key = scaling.digest(w.scaled_object)
+    first, stands, why = scaling.write_of(w, None, 100.0)
+    assert first is not None and first.manifest == w.scaled_object and first.digest == key and (stands, why) == (
+        True, None)
+    assert scaling.write_of(w, scaling.ScalerRecord(key, None, 100.0), 110.0) == (None, True, None)
+    verify = scaling.write_of(w, scaling.ScalerRecord(key, None, 100.0), 100.0 + scaling.VERIFY_SECONDS)
+    assert verify[0] == first and verify[1:] == (True, None)
+    assert scaling.write_of(w, scaling.ScalerRecord("other", None, 100.0), 110.0)[0] == first  # a new rendering
+    failed = scaling.ScalerRecord(key, "refused", 100.0)
+    assert scaling.write_of(w, failed, 110.0) == (None, False, "refused")
+    assert scaling.write_of(w, failed, 100.0 + scaling.RETRY_SECONDS) == (first, False, "refused")
+    gone = scaling.want(server(None), status(), keda=True, prometheus_address=PROM, had=True)
+    delete = scaling.write_of(gone, scaling.ScalerRecord(key), 110.0)[0]
+    assert delete is not None and delete.manifest is None and delete.digest == scaling.DELETE
+    held = scaling.ScalerRecord(scaling.DELETE, "timed out", 100.0)
+    assert scaling.write_of(gone, held, 110.0)[0] is None
+    assert scaling.write_of(gone, held, 100.0 + scaling.RETRY_SECONDS)[0] == delete
+    assert scaling.had_one(scaling.ScalerRecord(scaling.ABSENT), None) is False
+
+
+def test_the_decision_carries_the_write_and_the_status_it_makes_stand() -> None:
+    srv = server(AUTO)
+    base = decision([])
+    got = scaling.decided(base, srv, None, None, keda=True, prometheus_address=PROM, tenancy=None, measured=None,
+                          generation=1, now=T0, clock=0.0)
+    assert got.scaled_object is not None and got.scaled_object.manifest is not None
+    assert got.status_json["autoscaling"]["scaledObject"] == "s"
+    assert base.scaled_object is None and "autoscaling" not in base.status_json  # a new decision, the old one as it was
+    no_keda = scaling.decided(base, srv, None, None, keda=False, prometheus_address=PROM, tenancy=None,
+                              measured=None, generation=1, now=T0, clock=0.0)
+    assert no_keda.scaled_object is None
+    assert [c["reason"] for c in no_keda.status_json["conditions"]] == [scaling.KEDA_NOT_INSTALLED]
+
+
 def test_a_scale_is_no_new_revision_and_no_spec_change_for_a_tuning() -> None:
     two, three = server(AUTO, replicas=2), server(AUTO, replicas=3)
     assert builders.render(two).revision == builders.render(three).revision

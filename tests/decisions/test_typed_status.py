@@ -105,7 +105,8 @@ ALLOWED: dict[str, frozenset[str]] = {
         "pods:pod_health.cond(s)", "groups:serving_pods(spec)", "groups:pod_views(spec)", "groups:server_health(spec)",
         "groups:serving_health(spec)",
     }),
-    MANIFEST: frozenset({"autoscaling:Want.scaled_object"}),
+    MANIFEST: frozenset({"autoscaling:Want.scaled_object", "actions:WriteScaledObject.manifest",
+                          "autoscaling:digest(manifest)"}),
     VIEW: frozenset({"tuning.lifecycle:render_trial(server_view)"}),
     OTHER: frozenset({"sampling.cache:SeriesCache.put(value)", "tuning.space:SearchSpace._normalise(data)"}),
 }

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sglang_operator.api.view import ServerView
+from sglang_operator.decisions.autoscaling import ScalerRecord
 from sglang_operator.decisions.sampling.backoff import Backoff
 from sglang_operator.decisions.tuning import known_best
 from sglang_operator.decisions.tuning.inplace import TuningRequest, request_of
@@ -52,17 +53,6 @@ class ParseCache:
     applied: SGLangServerSpec
     unchanged: bool = False
     """Whether the object's spec is the one ``status.revision`` was applied from (replicas aside)."""
-
-
-@dataclass(frozen=True)
-class ScalerRecord:
-    """What the server's loop last did with its KEDA ScaledObject (:mod:`sglang_operator.control.autoscaling`):
-    ``digest`` of the rendering that stands (or :data:`~sglang_operator.control.autoscaling.ABSENT`: deleted, none);
-    ``failure``: why writing it failed; ``at``: when it was written, found standing or failed (monotonic seconds)."""
-
-    digest: str
-    failure: str | None = None
-    at: float = 0.0
 
 
 @dataclass(eq=False)
@@ -117,7 +107,8 @@ class ServerMemory:
     """The newest object typed (:meth:`view`), built once per object the watch (or a write's answer) delivered."""
     _typed_from: dict[str, Any] | None = field(default=None, repr=False)
     scaler: ScalerRecord | None = None
-    """The ScaledObject last written or deleted (None: not since this process started; the first tick compares)."""
+    """The ScaledObject last written or deleted, and how that went (None: not since this process started; the first
+    tick compares); written by :mod:`sglang_operator.control.autoscaling` only, after the tick's status patch."""
     spec_hash: tuple[int, str] | None = None
     """``(generation, hash)`` of the object's spec without ``replicas``
     (:func:`sglang_operator.decisions.tuning.hold.spec_hash`), computed once per generation."""

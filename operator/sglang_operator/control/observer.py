@@ -223,9 +223,10 @@ class Observer(Gathering, Ticking):
     async def observe(self, view: ServerView, now: dt.datetime) -> None:
         """Observe one SGLangServer (``view``: its newest object, :meth:`ServerMemory.view`) and persist what that
         decides (nothing when nothing changed): gather (:meth:`gather`: pods, ``/server_info``, the samples) → decide
-        (pure: :func:`~sglang_operator.decisions.observation.decide`) → the autoscaler
-        (:func:`sglang_operator.control.autoscaling.follow`: the ScaledObject) → persist (:meth:`persist`: one status
-        patch, the events, the job's apply). The caller holds the server's lock."""
+        (pure: :func:`~sglang_operator.decisions.observation.decide`) → the autoscaler's decision
+        (:func:`sglang_operator.control.autoscaling.follow`: ``status.autoscaling`` and the ScaledObject, written by
+        nothing yet) → persist (:meth:`persist`: one status patch, the events, the ScaledObject, the job's apply). The
+        caller holds the server's lock."""
         mem = self.memories.of(view.key, view.uid)
         merged = view.with_status(mem.applied)  # with what the server's job applied
         status = merged.status
@@ -272,7 +273,8 @@ class Observer(Gathering, Ticking):
         differs from the status as stored (:func:`~sglang_operator.control.server_status.write_changed`), with the
         view's resourceVersion (refused as stale: the view is marked and nothing else is written; the watch's newer
         object is decided again), then the events, then the apply as the server's job, only from a view known to be
-        current (the patch's answer, else one GET)."""
+        current (the patch's answer, else one GET): the KEDA ScaledObject the tick decided
+        (:func:`sglang_operator.control.autoscaling.write`, through the apply path), the job's apply."""
         patched, delta = await server_status.write_changed(view, decision.status_json)
         if delta:
             if patched is None:  # stale view: decide again on the watch's newer object, never on this one
@@ -285,8 +287,9 @@ class Observer(Gathering, Ticking):
             view = ServerView.of(patched)
         else:
             mem.applied = {}  # nothing differs: the stored status holds what the job applied already
-            if decision.apply is not None and not await self._current(mem, view):
-                return  # an apply is decided from the newest object only: the watch's next view is decided
+            writes = decision.apply is not None or decision.scaled_object is not None
+            if writes and not await self._current(mem, view):
+                return  # a write is decided from the newest object only: the watch's next view is decided
         self.series.export_analysis(mem.namespace, mem.name, decision.state)
         mem.diffs = decision.diffs
         for event in decision.events:
@@ -296,6 +299,8 @@ class Observer(Gathering, Ticking):
             testhooks.exit_at(str(phase))
         if decision.state.canary is not None:
             testhooks.exit_at(f"Canary{decision.state.canary.phase}")
+        if decision.scaled_object is not None:  # the child the tick decided, after its status patch
+            await autoscaling.write(mem, view.ref, decision.scaled_object)
         if decision.apply is not None:
             self._start_job(mem, view, decision.apply, now)
 

@@ -1,7 +1,9 @@
 """PURE: the actions the rollback and canary decisions ask the observer to carry out (no I/O here).
 
 :class:`Apply`, :class:`Event` and :class:`RecordVerdict` come from :func:`sglang_operator.decisions.rollback.step`;
-:class:`PlaceCanary` and :class:`PromoteCanary` from its canary companion, :mod:`sglang_operator.decisions.canary`.
+:class:`PlaceCanary` and :class:`PromoteCanary` from its canary companion, :mod:`sglang_operator.decisions.canary`;
+:class:`WriteScaledObject` from :mod:`sglang_operator.decisions.autoscaling` (the child the tick writes after its
+status patch).
 """
 
 from __future__ import annotations
@@ -69,6 +71,19 @@ class PromoteCanary:
     revision: str
     workload: str
     reason: str
+
+
+@dataclass(frozen=True)
+class WriteScaledObject:
+    """Write the server's KEDA ScaledObject after the tick's status patch (through the apply path,
+    :func:`sglang_operator.control.apply.apply_scaled_object`; decided by
+    :func:`sglang_operator.decisions.autoscaling.decided`): server-side apply ``manifest`` (rendered, not adopted:
+    the apply path adds the owner reference and checks the controller owner's uid), or, ``manifest`` None, delete the
+    operator's one. ``digest``: SHA-256 (hex) of the rendering (:func:`sglang_operator.decisions.autoscaling.digest`;
+    ``delete`` for a delete), what the server's memory records of the outcome."""
+
+    manifest: dict[str, Any] | None
+    digest: str
 
 
 Action = Apply | Event | RecordVerdict | PlaceCanary | PromoteCanary

@@ -1,12 +1,16 @@
 """PURE: what the server's loop says to its autoscaler after a tick (``spec.autoscaling``).
 
-Three steps, all without I/O: :func:`want` says what to do with the server's KEDA ScaledObject (apply this rendering,
-delete the operator's one, or nothing, and why not), from the object's spec, the status the tick decided (the pause
-follows :func:`sglang_operator.decisions.observation.verifying`), whether KEDA's CRD is served and the operator's
-default Prometheus address; the glue (:mod:`sglang_operator.control.autoscaling`) writes it through the apply path;
-:func:`report` turns the outcome into ``status.autoscaling`` and the ``Autoscaling`` condition, and
-:func:`with_autoscaling` puts both into the tick's
-:class:`~sglang_operator.decisions.observation.ObservationDecision` (its one status patch).
+All without I/O, put together by :func:`decided`: :func:`want` says what to do with the server's KEDA ScaledObject
+(apply this rendering, delete the operator's one, or nothing, and why not), from the object's spec, the status the
+tick decided (the pause follows :func:`sglang_operator.decisions.observation.verifying`), whether KEDA's CRD is served
+and the operator's default Prometheus address; :func:`write_of` says whether it is written this tick
+(:class:`~sglang_operator.decisions.actions.WriteScaledObject`) from what the server's memory recorded of the last
+write (:class:`ScalerRecord`); :func:`report` turns that into ``status.autoscaling`` and the ``Autoscaling``
+condition, and :func:`with_autoscaling` puts both into the tick's
+:class:`~sglang_operator.decisions.observation.ObservationDecision` (its one status patch). The write goes out after
+that patch, through the apply path (:mod:`sglang_operator.control.autoscaling`, :func:`sglang_operator.control.apply.
+apply_scaled_object`), and never when the patch was refused as stale; the status says what the write makes stand,
+and a refused write is reported by the next tick's patch (as a job's apply is).
 
 Pauses: an InPlace tuning's trial measured → ``paused-replicas`` at ``spec.replicas`` (the /scale count); else a
 revision warming up or verifying, or a canary running → ``paused-scale-in: "true"`` (scale-up stays allowed); else
@@ -16,6 +20,8 @@ none (the annotations leave the rendering, and a server-side apply by the same m
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,6 +39,7 @@ from sglang_operator.api.status import ConditionType, SGLangServerStatus
 from sglang_operator.builders import autoscaling as scaled_objects
 from sglang_operator.builders.autoscaling_tenancy import PrometheusTenancy
 from sglang_operator.decisions import capacity as measured_capacity
+from sglang_operator.decisions.actions import WriteScaledObject
 from sglang_operator.decisions.conditions import Condition, condition, merge
 from sglang_operator.decisions.observation import ObservationDecision, verifying
 
@@ -53,6 +60,50 @@ APPLY_FAILED = "ApplyFailed"
 SLO_NOT_MET = "SLONotMet"
 """Condition ``Autoscaling=True`` (the ScaledObject is applied, on the configured target): no level a tuning measured
 for the serving settings met ``spec.autoscaling.slo`` (``measuredCapacity``); the message warns."""
+
+ABSENT = "absent"
+""":attr:`ScalerRecord.digest` of a server whose ScaledObject was deleted (or found absent, or held by another
+owner: never the operator's to delete)."""
+DELETE = "delete"
+""":attr:`WriteScaledObject.digest` of a delete (and :attr:`ScalerRecord.digest` of a delete that failed)."""
+RETRY_SECONDS = 30.0
+"""Seconds before a failed ScaledObject write of an unchanged rendering (or a failed delete) is tried again."""
+VERIFY_SECONDS = 300.0
+"""Seconds after which a ScaledObject this process wrote is written again through the apply path (one GET; applied
+only when someone edited or deleted it)."""
+
+
+@dataclass(frozen=True)
+class ScalerRecord:
+    """What the server's loop last did with its KEDA ScaledObject (kept in the server's memory, written by
+    :mod:`sglang_operator.control.autoscaling` only): ``digest`` of the rendering that stands (:data:`ABSENT`:
+    deleted, none; :data:`DELETE`: a delete that failed); ``failure``: why the write failed; ``at``: when it was
+    written, found standing or failed (monotonic seconds)."""
+
+    digest: str
+    failure: str | None = None
+    at: float = 0.0
+
+
+def digest(manifest: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of a rendered ScaledObject (JSON, keys sorted)."""
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
+
+
+def had_one(record: ScalerRecord | None, stored: AutoscalingStatus | None) -> bool:
+    """Whether the operator may have a ScaledObject for the server: its memory's ``record`` says so (not
+    :data:`ABSENT`), else, with no record since the process started, ``status.autoscaling.scaledObject`` as stored."""
+    if record is not None:
+        return record.digest != ABSENT
+    return stored is not None and bool(stored.scaled_object)
+
+
+def idle(server: SGLangServer, stored: AutoscalingStatus | None, decision: ObservationDecision, had: bool) -> bool:
+    """Nothing to do (most servers, every tick): no ``spec.autoscaling``, no ScaledObject (``had``), no
+    ``status.autoscaling`` as stored (``stored``) and no ``Autoscaling`` condition in the tick's ``decision``."""
+    conditions = decision.status_json.get("conditions") or []
+    return (server.spec.autoscaling is None and not had and stored is None
+            and not any(c.get("type") == ConditionType.AUTOSCALING for c in conditions))
 
 
 @dataclass(frozen=True)
@@ -214,3 +265,45 @@ def with_autoscaling(decision: ObservationDecision, autoscaling: dict[str, Any] 
     new["conditions"] = conditions
     new["autoscaling"] = autoscaling
     return replace(decision, status_json=new)
+
+
+def write_of(wanted: Want, record: ScalerRecord | None, clock: float) -> tuple[WriteScaledObject | None, bool,
+                                                                                  str | None]:
+    """(the write to carry out after this tick's status patch, whether the wanted rendering stands as the status
+    reports it, why not) for ``wanted``, from ``record`` (the last write's outcome; None: none since the process
+    started) at ``clock`` (monotonic seconds). A rendering written without failure stands (written again every
+    :data:`VERIFY_SECONDS`: the apply path reads the live one and writes only when it was edited or deleted); one
+    that failed is reported failed until a write succeeds, tried again after :data:`RETRY_SECONDS`; a new rendering
+    (or none recorded) is written and reported standing (a refused write is reported by the next tick). A delete
+    goes out every tick the operator may have one, but within :data:`RETRY_SECONDS` of a failed one."""
+    age = clock - record.at if record is not None else 0.0
+    if wanted.scaled_object is not None:
+        key = digest(wanted.scaled_object)
+        write = WriteScaledObject(wanted.scaled_object, key)
+        if record is None or record.digest != key:
+            return write, True, None
+        if record.failure is None:
+            return (write if age >= VERIFY_SECONDS else None), True, None
+        return (write if age >= RETRY_SECONDS else None), False, record.failure
+    if wanted.delete and not (record is not None and record.failure is not None and age < RETRY_SECONDS):
+        return WriteScaledObject(None, DELETE), False, None
+    return None, False, None
+
+
+def decided(decision: ObservationDecision, server: SGLangServer, stored: AutoscalingStatus | None,
+            record: ScalerRecord | None, *, keda: bool, prometheus_address: str | None,
+            tenancy: PrometheusTenancy | None, measured: MeasuredCapacity | None, generation: int, now: dt.datetime,
+            clock: float) -> ObservationDecision:
+    """``decision`` (the tick's, decided for ``server``, whose ``status.autoscaling`` as stored is ``stored``) with
+    what its autoscaler needs: ``status.autoscaling`` and the ``Autoscaling`` condition in its one status patch, and
+    the ScaledObject to write after that patch (:attr:`~sglang_operator.decisions.observation.ObservationDecision.
+    scaled_object`). ``record``: the memory's last write (:class:`ScalerRecord`); ``keda``, ``prometheus_address``,
+    ``tenancy``, ``measured``: as :func:`want`; ``generation``: the object's, for the condition; ``now``: the
+    condition's time; ``clock``: monotonic seconds (:func:`write_of`). Raises ``pydantic.ValidationError`` when the
+    decided status broke the schema (:func:`verifying_status`)."""
+    status = verifying_status(decision.status_json)
+    wanted = want(server, status, keda=keda, prometheus_address=prometheus_address,
+                  had=had_one(record, stored), measured=measured, stored=stored, tenancy=tenancy)
+    write, applied, failure = write_of(wanted, record, clock)
+    autoscaling, cond = report(server, status, wanted, applied, failure, generation, now)
+    return replace(with_autoscaling(decision, autoscaling, cond), scaled_object=write)

@@ -29,7 +29,7 @@ from sglang_operator.api.rollback import RollbackPolicy
 from sglang_operator.api.status import ConditionType, SGLangServerStatus, TuningHold
 from sglang_operator.decisions import judging
 from sglang_operator.decisions import status as status_decisions
-from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary
+from sglang_operator.decisions.actions import PlaceCanary, PromoteCanary, WriteScaledObject
 from sglang_operator.decisions.conditions import Condition, condition, find, same_stored
 from sglang_operator.decisions.derive import derive
 from sglang_operator.decisions.pods import PodHealth
@@ -89,13 +89,16 @@ class ObservationDecision:
     in, as JSON: the observer writes what of it differs from the status as stored, one merge patch, nothing when
     nothing differs) and :attr:`status` (the same, typed), ``events`` in the order to post them, ``apply`` (at most
     one revision to apply, or the canary's placement or promotion, as the server's job), ``state`` (the analysis,
-    for the operator's series), ``diffs`` (the SettingsDiffer differences observed, for the server's memory)."""
+    for the operator's series), ``diffs`` (the SettingsDiffer differences observed, for the server's memory),
+    ``scaled_object``: the KEDA ScaledObject to write after the status patch (:func:`sglang_operator.decisions.
+    autoscaling.decided`; None: nothing to write this tick)."""
 
     status_json: dict[str, Any]
     events: list[Event]
     apply: ServerAction | None
     state: RollbackState
     diffs: list[str] | None = None
+    scaled_object: WriteScaledObject | None = None
 
     @property
     def verifying(self) -> bool:
