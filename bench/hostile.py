@@ -8,7 +8,9 @@ SSE line on the probe's stream, 5 000 000 tiny chunks, a 7 MiB label value, 100 
 string), 500 idle TCP connections to the operator's metrics port, or 600 small SGLangTunings naming an SGLangServer
 that does not exist (``missing-server-tunings``: then also how long creating them took and how long deleting them
 all took: one DELETE of the collection, then until none is left), or 20 SGLangServers whose lists and maps are at
-their bounds, without pods (``fat-specs``: then also the RSS they added). Per mode it prints:
+their bounds, without pods (``fat-specs``: then also the RSS they added). ``parse-cost`` (issue 42, offline, not in the
+default list) runs ``bench/hostile_parse.py`` for ``--seconds``: 8 pods at interval 1 with a body within every limit
+beside 4 healthy servers, the loop's lag and the healthy servers' gaps. Per mode it prints:
 
 - the operator's peak RSS over the mode (VmHWM, reset at the mode's start through ``/proc/<pid>/clear_refs``; where
   that is not allowed, the peak since the operator started) and its RSS at the end, MiB;
@@ -23,6 +25,7 @@ their bounds, without pods (``fat-specs``: then also the RSS they added). Per mo
     python bench/hostile.py --modes missing-server-tunings --healthy 4 --minutes 2
     python bench/hostile.py --modes baseline,fat-specs --healthy 4 --minutes 1
     python bench/hostile.py --retained-scrapes       # offline: 32 pods, an 8 MB /metrics (bench/hostile_scrapes.py)
+    python bench/hostile.py --modes parse-cost --seconds 60   # offline: 8 pods at interval 1 (bench/hostile_parse.py)
 
 Exit status 0 either way (a benchmark, not a test).
 """
@@ -70,6 +73,7 @@ BASELINE = "baseline"
 IDLE = 500
 FAT_MODE = "fat-specs"
 FAT_SERVERS = 20
+PARSE_MODE = "parse-cost"
 
 
 def _key(i: int) -> str:
@@ -206,6 +210,8 @@ def main() -> None:
     parser.add_argument("--healthy", type=int, default=20, help="healthy simulated SGLangServers")
     parser.add_argument("--modes", default=",".join([BASELINE, *MODES, IDLE_MODE, TUNINGS_MODE, FAT_MODE]),
                         help="comma-separated, in order (default: all, the baseline first)")
+    parser.add_argument("--seconds", type=float, default=60.0,
+                        help=f"seconds the offline {PARSE_MODE} mode is measured (bench/hostile_parse.py)")
     parser.add_argument("--retained-scrapes", action="store_true",
                         help="offline, no cluster: the sampler's RSS with 32 pods answering an 8 MB /metrics of 2 000 "
                              "series with 2 000-character labels, new each scrape (bench/hostile_scrapes.py)")
@@ -216,10 +222,19 @@ def main() -> None:
         retained_scrapes()
         return
     modes = [m for m in args.modes.split(",") if m]
-    unknown = set(modes) - {BASELINE, IDLE_MODE, TUNINGS_MODE, FAT_MODE, *MODES}
+    unknown = set(modes) - {BASELINE, IDLE_MODE, TUNINGS_MODE, FAT_MODE, PARSE_MODE, *MODES}
     if unknown:
         parser.error(f"unknown modes {sorted(unknown)}; known: {BASELINE}, {', '.join(MODES)}, {IDLE_MODE}, "
-                     f"{TUNINGS_MODE}, {FAT_MODE}")
+                     f"{TUNINGS_MODE}, {FAT_MODE}, {PARSE_MODE}")
+    if PARSE_MODE in modes:  # offline: no cluster
+        from bench.hostile_parse import add_options, parse_cost
+
+        offline = argparse.ArgumentParser()
+        add_options(offline)
+        parse_cost(offline.parse_args(["--seconds", str(args.seconds)]))
+        modes.remove(PARSE_MODE)
+        if not modes:
+            return
     work = Path(tempfile.mkdtemp(prefix="sglang-hostile-"))
     gpus = args.healthy + 8  # 2 GPUs a server (tensor 2), on 2 nodes, and room for one hostile server
     cluster = Cluster(build(), NodeOptions(count=2, gpus=gpus))

@@ -82,7 +82,8 @@ ALLOWED: dict[str, frozenset[str]] = {
         "derive:derive(pod_conditions)", "derive:derive(speculative)",
         "judging:Judged.conditions", "judging:judge(pod_conditions)", "judging:judge(speculative)",
         "observation:Observed.speculative", "observation:Observed.settings", "observation:held(pod_conditions)",
-        "observation:held(speculative)", "pods:PodHealth.conditions", "autoscaling:with_autoscaling(cond)",
+        "observation:Observed.sampling", "observation:held(speculative)", "pods:PodHealth.conditions",
+        "autoscaling:with_autoscaling(cond)",
         "tuning.lifecycle:status_body(conditions)",
     }),
     PATCH: frozenset({

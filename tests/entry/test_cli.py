@@ -258,20 +258,26 @@ def test_import_warns_when_render_would_refuse_the_result() -> None:
 
 
 def test_run_passes_every_read_limit_to_the_runner_with_its_default(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
+    from sglang_operator.decisions.sampling.limits import PARSE_WORKERS, ProbeLimits, ScrapeLimits
 
     calls: list[dict] = []
     monkeypatch.setattr("sglang_operator.entry.runner.run", lambda **kw: calls.append(kw))
     assert runner.invoke(app, ["run"]).exit_code == 0
-    assert calls[-1]["scrape_limits"] == ScrapeLimits() and calls[-1]["probe_limits"] == ProbeLimits()
+    assert calls[-1]["scrape_limits"] == ScrapeLimits(parse_workers=PARSE_WORKERS)  # the dataclass: on the loop
+    assert calls[-1]["probe_limits"] == ProbeLimits()
     result = runner.invoke(app, ["run", "--scrape-body-limit", "1000", "--scrape-sample-limit", "7",
                                  "--scrape-label-limit", "3", "--scrape-label-value-length-limit", "40",
                                  "--scrape-cache-bytes", "5000", "--probe-body-limit", "2000",
                                  "--probe-line-limit", "99", "--probe-chunk-limit", "12"])
     assert result.exit_code == 0, result.output
-    assert calls[-1]["scrape_limits"] == ScrapeLimits(1000, 7, 3, 40, 5000)
+    assert calls[-1]["scrape_limits"] == ScrapeLimits(1000, 7, 3, 40, 5000, parse_workers=PARSE_WORKERS)
     assert calls[-1]["probe_limits"] == ProbeLimits(2000, 99, 12)
     assert runner.invoke(app, ["run", "--probe-chunk-limit", "0"]).exit_code == 2
+    result = runner.invoke(app, ["run", "--scrape-parse-workers", "0", "--scrape-cpu-budget-seconds", "0.5",
+                                 "--min-sample-interval", "5"])  # issue 42
+    assert result.exit_code == 0, result.output
+    assert calls[-1]["scrape_limits"] == ScrapeLimits(cpu_budget_seconds=0.5, parse_workers=0, min_interval_seconds=5)
+    assert runner.invoke(app, ["run", "--min-sample-interval", "0.5"]).exit_code == 2
 
 
 def test_run_passes_the_metrics_server_settings_with_their_defaults(monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -3,7 +3,9 @@ retired revisions and deleted servers are removed, and the endpoint serves the P
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import time
 import urllib.request
 
 from prometheus_client import REGISTRY
@@ -130,3 +132,17 @@ def test_the_endpoint_serves_every_operator_family() -> None:
     [s] = [s for s in families["sglang_operator_server_accept_length"].samples if s.labels["namespace"] == "tns"]
     assert s.labels == {"namespace": "tns", "sglang_server": "qwen", "revision": "r1"} and s.value == 2.72
     series.forget("tns", "qwen")
+
+
+async def test_the_event_loop_lag_is_measured_and_exported() -> None:
+    """Issue 42: a callback that holds the loop shows as lag (sglang_operator_event_loop_lag_seconds)."""
+    seen: list[float] = []
+    watch = asyncio.get_running_loop().create_task(telemetry.watch_loop_lag(0.05, seen.append))
+    await asyncio.sleep(0.12)
+    time.sleep(0.3)  # the loop held for 0.3 s
+    await asyncio.sleep(0.12)
+    watch.cancel()
+    assert max(seen) >= 0.2 and min(seen) >= 0.0
+    before = REGISTRY.get_sample_value("sglang_operator_event_loop_lag_seconds_count") or 0.0
+    telemetry.EVENT_LOOP_LAG.observe(0.01)
+    assert REGISTRY.get_sample_value("sglang_operator_event_loop_lag_seconds_count") == before + 1

@@ -69,6 +69,11 @@ class ConditionType(StrEnum):
     """With ``spec.autoscaling``: True while the ScaledObject is applied (mode KEDA, reason ``ScaledObjectApplied``)
     or the user's scaler owns the count (reason ``External``); False when it cannot be (reasons
     ``KEDANotInstalled``, ``NoPrometheusAddress``, ``ApplyFailed``): the server keeps ``spec.replicas`` and serves."""
+    SAMPLING_BACKED_OFF = "SamplingBackedOff"
+    """True (reason ``ParseBudgetExceeded``) while the server is sampled less often because parsing its pods'
+    ``/metrics`` cost more CPU in one interval than ``--scrape-cpu-budget-seconds`` (message: the cost, the budget,
+    when it is sampled again); False (``WithinBudget``) once a sample fits again
+    (``decisions/sampling/budget.py``)."""
 
 
 class Phase(StrEnum):

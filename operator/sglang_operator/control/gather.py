@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from sglang_operator.api.base import ABORT_ANNOTATION
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.api.spec import SGLangServerSpec
-from sglang_operator.api.status import SGLangServerStatus
+from sglang_operator.api.status import ConditionType, SGLangServerStatus
 from sglang_operator.api.view import ServerView
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.revision import recorded_digest
@@ -44,7 +44,7 @@ from sglang_operator.decisions.derive import speculative_condition
 from sglang_operator.decisions.observation import Observed
 from sglang_operator.decisions.pods import trouble
 from sglang_operator.decisions.rollback_state import Observation, setup_of
-from sglang_operator.decisions.sampling import backoff
+from sglang_operator.decisions.sampling import backoff, budget
 from sglang_operator.decisions.sampling.model import Sample, SampleKind, Signal
 from sglang_operator.decisions.sampling.roles import roles_for
 from sglang_operator.decisions.tuning import hold as holds
@@ -124,6 +124,12 @@ async def read_effective(
 Reads = tuple[dict[str, Any] | None, list[str] | None, list[Sample] | None, dict[str, Any], float, str | None]
 """What the reads of one observation found: (effective settings, differences, samples, status figures, interval s,
 why the serving pod is not SGLang)."""
+
+
+def _backed_off(status: SGLangServerStatus) -> bool:
+    """Whether the stored status says the server's sampling is backed off (``SamplingBackedOff=True``)."""
+    c = status.condition(ConditionType.SAMPLING_BACKED_OFF)
+    return c is not None and c.status == "True"
 
 
 def _revision_of(pod: Mapping[str, Any]) -> str | None:
@@ -206,7 +212,9 @@ class Gathering:
             apply_failure=mem.apply_failure, apply_failure_reason=mem.apply_failure_reason, previous_diffs=mem.diffs,
             tunings=self.tunings.of(mem.key),
             spec_hash=self._spec_hash(mem, view), hold_max_seconds=self.hold_max_seconds,
-            settings=self.tunings.settings_condition(server.namespace, spec, generation, now, view)), policy
+            settings=self.tunings.settings_condition(server.namespace, spec, generation, now, view),
+            sampling=budget.condition(mem.sampling.cost, self.sampler.limits.cpu_budget_seconds, interval,
+                                      _backed_off(status), generation, now)), policy
 
     async def _read_pods(self, mem: ServerMemory, view: ServerView, spec: SGLangServerSpec, policy: Any, health: Any,
                          pods: list[dict[str, Any]], now: dt.datetime) -> Reads:

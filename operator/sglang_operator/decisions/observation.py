@@ -62,7 +62,9 @@ class Observed:
     without ``replicas`` (:func:`~sglang_operator.decisions.tuning.hold.spec_hash`); ``settings``: the
     ``SpeculativeSettings`` condition against the namespace's known best
     (:func:`~sglang_operator.decisions.tuning.known_best.condition`; None: nothing to say); ``hold_max_seconds``: how
-    long an InPlace tuning's hold may stand (``--in-place-hold-max-seconds``; None: no bound)."""
+    long an InPlace tuning's hold may stand (``--in-place-hold-max-seconds``; None: no bound); ``sampling``: the
+    ``SamplingBackedOff`` condition of a server over its parse CPU budget
+    (:func:`~sglang_operator.decisions.sampling.budget.condition`; None: nothing to say)."""
 
     now: dt.datetime
     generation: int
@@ -81,6 +83,7 @@ class Observed:
     spec_hash: str | None = None
     settings: Condition | None = None
     hold_max_seconds: float | None = holds.MAX_SECONDS
+    sampling: Condition | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,7 @@ def decide(status: SGLangServerStatus, observed: Observed, policy: RollbackPolic
                                o.promote_token)
     # the known best compares what the spec runs, never an InPlace tuning's trial (held: left as it was)
     conditions = judged.conditions if o.settings is None or hold is not None else [*judged.conditions, o.settings]
+    conditions = conditions if o.sampling is None else [*conditions, o.sampling]
     was_held = any(c.type == ConditionType.TUNING_HELD and c.status == "True" for c in status.conditions)
     expiry = _expiry(status.tuning_hold, hold, hold_step.ended, o.hold_max_seconds)
     if hold is None and was_held:

@@ -363,6 +363,16 @@ def run(
     scrape_retained_bytes: Annotated[int, typer.Option(
         min=1, help="bytes of scrapes kept between intervals, all pods together; a pod that does not fit keeps "
                     "nothing (its next interval is inconclusive) and is counted")] = sampling_limits.RETAINED_BYTES,
+    scrape_parse_workers: Annotated[int, typer.Option(
+        min=0, help="processes that parse the sample lines of the /metrics scrapes off the event loop (0: on the "
+                    "loop, which every server, the Lease and the watches share)")] = sampling_limits.PARSE_WORKERS,
+    scrape_cpu_budget_seconds: Annotated[float, typer.Option(
+        min=0.001, help="CPU seconds the parse of one server's scrapes may cost per interval, all its pods "
+                        "together; a server over it is sampled less often (interval x 2^n, at most 60 s) and told "
+                        "so in its condition SamplingBackedOff")] = sampling_limits.CPU_BUDGET_SECONDS,
+    min_sample_interval: Annotated[float, typer.Option(
+        min=1.0, help="the shortest sampling interval of any server, seconds, whatever spec.rollback.intervalSeconds "
+                      "or --sample-interval say")] = sampling_limits.MIN_INTERVAL_SECONDS,
     probe_body_limit: Annotated[int, typer.Option(
         min=1, help="bytes at most of one probe answer; more fails the probe (probe_body_too_large)")]
         = sampling_limits.PROBE_BODY_BYTES,
@@ -408,7 +418,10 @@ def run(
                metrics_port=metrics_port, sample_interval=sample_interval, resync_seconds=resync_seconds,
                scrape_limits=sampling_limits.ScrapeLimits(scrape_body_limit, scrape_sample_limit, scrape_label_limit,
                                               scrape_label_value_length_limit, scrape_cache_bytes,
-                                              scrape_retained_series, scrape_retained_bytes),
+                                              scrape_retained_series, scrape_retained_bytes,
+                                              cpu_budget_seconds=scrape_cpu_budget_seconds,
+                                              parse_workers=scrape_parse_workers,
+                                              min_interval_seconds=min_sample_interval),
                probe_limits=sampling_limits.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit),
                metrics_server=metrics_server, readiness_port=readiness_port, trial_streams=trial_streams,
                max_running_tunings=max_running_tunings, in_place_hold_max_seconds=in_place_hold_max_seconds)

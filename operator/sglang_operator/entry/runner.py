@@ -16,6 +16,7 @@ default, two replicas) only the process holding the Lease runs kopf at all: :mod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import importlib
 import logging
@@ -54,6 +55,26 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     from sglang_operator.control.handlers import watch_only_managed
 
     watch_only_managed(settings)  # pods, Deployments, Services: only the managed ones are listed and watched
+
+
+_LAG_WATCH: set[asyncio.Task[None]] = set()
+
+
+async def start_lag_watch(**_: Any) -> None:
+    """kopf startup hook: measure the event loop's lag into ``sglang_operator_event_loop_lag_seconds``
+    (:func:`sglang_operator.process.telemetry.watch_loop_lag`) until the cleanup hook :func:`stop_lag_watch`."""
+    from sglang_operator.process.telemetry import watch_loop_lag
+
+    _LAG_WATCH.add(asyncio.get_running_loop().create_task(watch_loop_lag(), name="event loop lag"))
+
+
+async def stop_lag_watch(**_: Any) -> None:
+    """kopf cleanup hook: stop the lag measurement of :func:`start_lag_watch`."""
+    for task in list(_LAG_WATCH):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    _LAG_WATCH.clear()
 
 
 class LeanDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
@@ -214,6 +235,8 @@ def run(
         max_running_tunings=max_running_tunings, in_place_hold_max_seconds=in_place_hold_max_seconds))
     handlers.READINESS.namespaces = list(namespaces)  # the startup LIST of /readyz (sglang_operator.process.readiness)
     kopf.on.startup()(configure)
+    kopf.on.startup()(start_lag_watch)
+    kopf.on.cleanup()(stop_lag_watch)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     quiet_request_logs(verbose)

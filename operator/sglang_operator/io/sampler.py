@@ -19,6 +19,13 @@ the previous and current scrapes into one :class:`~sglang_operator.decisions.sam
   ``{endpoint="probe", reason}`` with the limit's name, e.g. ``probe_line_too_long``).
 - A pod that was deleted or left Ready while it was scraped is "vanished": its failure is neither an Error
   sample nor a counted scrape error.
+- Off the loop (issue 42): the loop keeps only the wanted lines of a body
+  (:class:`~sglang_operator.decisions.sampling.parse.KeptFilter`, at C speed); their parse runs in a worker process
+  (:class:`~sglang_operator.io.parse_pool.ParsePool`, ``ScrapeLimits.parse_workers``), one pod of a server at a time,
+  so one server's pods never fill the pool while others wait. The parse CPU of a server's pods is summed per sample
+  (``sglang_operator_scrape_parse_cpu_seconds``); over ``ScrapeLimits.cpu_budget_seconds`` the server is backed off
+  (:mod:`sglang_operator.decisions.sampling.budget`, kept in :attr:`SamplerState.cost`: it is not due until then).
+  No server is sampled more often than ``ScrapeLimits.min_interval_seconds``.
 """
 
 from __future__ import annotations
@@ -29,24 +36,26 @@ import datetime as dt
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sglang_operator.decisions.sampling import budget
 from sglang_operator.decisions.sampling.cache import SeriesCache
 from sglang_operator.decisions.sampling.compute import ProbeOutcome, Scrape, ScrapeFailure, compute_sample, refreshed
 from sglang_operator.decisions.sampling.limits import LIMIT_REASONS, ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.sampling.model import PodView, Sample, Signal
-from sglang_operator.decisions.sampling.parse import LineFilter
+from sglang_operator.decisions.sampling.parse import KeptFilter, LineFilter
 from sglang_operator.decisions.sampling.probing import ProbeTurn, next_target
-from sglang_operator.decisions.sampling.retain import BUDGET, RetainError, compact, retained, retained_bytes
+from sglang_operator.decisions.sampling.retain import BUDGET, retained, retained_bytes
 from sglang_operator.decisions.sampling.roles import MetricRoles
 from sglang_operator.io import loadgen
 from sglang_operator.io import scrape_metrics as telemetry
+from sglang_operator.io.parse_pool import ParsePool
 from sglang_operator.io.pods import Target
 from sglang_operator.io.sglang_http import READ_TIMEOUT_SECONDS, ScrapeError, SGLangHTTP, base_url
 
 ANSWERED = frozenset({"http_status", "too_large", "truncated", "parse", "too_many_samples", "too_many_labels",
-                      "label_value_too_long", "too_many_series"})
+                      "label_value_too_long", "too_many_series", "worker_lost"})
 """Failure reasons of a read that nevertheless got an answer from the pod (it is alive)."""
 DEFAULT_INTERVAL = 30.0
 DUE_FRACTION = 0.95
@@ -92,8 +101,8 @@ class SamplerState:
     """What the sampler keeps about one SGLangServer between intervals (held by the server's
     :class:`~sglang_operator.control.memory.ServerMemory`, dropped with it): each pod's previous scrape (only what the
     figures need: :func:`~sglang_operator.decisions.sampling.retain.retained`) and the bytes it is charged
-    (``retained_bytes``), the end of the last interval, each revision's pending probe and whose turn it is to be
-    probed, each pod's :class:`SeriesCache` (``caches``, kept while the pod lives)."""
+    (``retained_bytes``), when the last sample started (``last``), each revision's pending probe and whose turn it is
+    to be probed, each pod's :class:`SeriesCache` (``caches``, kept while the pod lives)."""
 
     previous: dict[str, Scrape] = field(default_factory=dict)
     retained_bytes: dict[str, int] = field(default_factory=dict)
@@ -104,6 +113,9 @@ class SamplerState:
     refreshed: set[str] = field(default_factory=set)
     """The live pods whose speculative gauges SGLang has written at least once
     (:func:`~sglang_operator.decisions.sampling.compute.refreshed`)."""
+    cost: budget.CostBackoff = field(default_factory=budget.CostBackoff)
+    """The parse CPU of the last sample and the back-off of a server over its budget
+    (:mod:`sglang_operator.decisions.sampling.budget`)."""
     reads: tuple[int, int] | None = None
     """``(answered, timed out)``: the scrapes of the last :meth:`Sampler.sample` that got an answer (an error status,
     a breached limit included) and those that got none within their timeout (None: not sampled since the caller
@@ -169,14 +181,20 @@ class Sampler:
         self._draining = draining  # (namespace, name) -> whether its old pods are being drained: send no probe
         self._tasks: weakref.WeakSet[asyncio.Task[ProbeOutcome]] = weakref.WeakSet()
         self._states: weakref.WeakSet[SamplerState] = weakref.WeakSet()  # whose kept scrapes share the budget
+        self.parser = ParsePool(self.limits.parse_workers)
 
     def retained_total(self) -> int:
         """Bytes of the scrapes kept between intervals, every server's pods together (the live states')."""
         return sum(sum(s.retained_bytes.values()) for s in list(self._states))
 
     def due(self, state: SamplerState, interval: float, now: dt.datetime | None = None) -> bool:
-        """Whether the server whose state is ``state`` should be sampled now."""
+        """Whether the server whose state is ``state`` and interval ``interval`` seconds (no shorter than
+        ``limits.min_interval_seconds``) should be sampled now: its interval has passed and no CPU back-off holds
+        it."""
         now = now or self.clock()
+        if not budget.may_sample(state.cost, now):
+            return False
+        interval = max(interval, self.limits.min_interval_seconds)
         return state.last is None or (now - state.last).total_seconds() >= DUE_FRACTION * interval
 
     async def sample(self, server: ServerRef, pods: Callable[[], Sequence[Target]], params: SamplingParams,
@@ -188,11 +206,18 @@ class Sampler:
         """
         state = server.state
         self._states.add(state)
+        params = replace(params, interval_seconds=max(params.interval_seconds, self.limits.min_interval_seconds))
+        started = self.clock()
         before = list(pods())
         ready = [t for t in before if t.ready and t.ip]
         outcomes = {rev: await self._collect(state, rev) for rev in sorted({t.revision for t in before})}
-        results = await asyncio.gather(*(self._scrape(server, t, params) for t in ready))
+        turn, spent = asyncio.Lock(), [0.0]  # one parse of this server's at a time; their CPU seconds
+        results = await asyncio.gather(*(self._scrape(server, t, params, turn, spent) for t in ready))
         end = self.clock()
+        state.cost = budget.after_sample(state.cost, end, params.interval_seconds, spent[0], len(ready),
+                                         self.limits.cpu_budget_seconds)
+        if state.cost.over:
+            telemetry.CPU_BUDGET_BREACHES.inc()
         after = {t.name: t for t in pods()}
         vanished = frozenset(t.name for t in ready if t.name not in after or not after[t.name].ready)
         for r in results:  # a pod deleted while it was scraped is not a failed scrape
@@ -213,7 +238,7 @@ class Sampler:
         self._remember(state, results, {t.name for t in before})
         state.refreshed = {p for p in state.refreshed if p in after} | {
             r.pod for r in results if isinstance(r, Scrape) and refreshed(r.parsed)}
-        state.last = end
+        state.last = started  # the next is due an interval after this one started, however long its reads took
         if params.signal is Signal.PROBE:
             for rev in sorted({t.revision for t in ready if t.name not in vanished}):
                 self._launch(server, rev, [t for t in ready if t.revision == rev and t.name not in vanished],
@@ -238,7 +263,8 @@ class Sampler:
         state.last = None
 
     async def aclose(self) -> None:
-        """Cancel pending probes."""
+        """Cancel pending probes and stop the parse workers."""
+        self.parser.close()
         tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
@@ -267,24 +293,35 @@ class Sampler:
         for pod in set(state.caches) - live:
             del state.caches[pod]
 
-    async def _scrape(self, server: ServerRef, t: Target, params: SamplingParams) -> Scrape | ScrapeFailure:
+    async def _scrape(self, server: ServerRef, t: Target, params: SamplingParams, turn: asyncio.Lock,
+                      spent: list[float]) -> Scrape | ScrapeFailure:
+        """One pod's scrape: its lines read and kept on the loop, then parsed by :attr:`parser` once ``turn`` (the
+        server's) is free; its parse CPU seconds added to ``spent[0]``."""
         assert t.ip is not None
         cache = server.state.caches.get(t.name)
         if cache is None:
             cache = server.state.caches[t.name] = SeriesCache(self.limits.cache_bytes)
         started = time.perf_counter()
         try:
-            got = await scrape_pod(self.http, t.name, base_url(t.ip, server.port), server.roles, cache, self.limits,
-                                   timeout=params.scrape_timeout_seconds, clock=self.clock)
+            kept = await self.http.get(base_url(t.ip, server.port) + "/metrics", KeptFilter(server.roles, self.limits),
+                                       timeout=params.scrape_timeout_seconds, max_bytes=self.limits.body_bytes)
+        except ScrapeError as err:
+            return ScrapeFailure(t.name, err.reason, str(err))
         finally:
             telemetry.SCRAPE_DURATION.observe(time.perf_counter() - started)
-        if isinstance(got, ScrapeFailure):
-            return got
-        try:  # the label text goes here, right after the pod's own scrape: series keys hashed, series capped
-            return Scrape(got.pod, got.at, compact(got.parsed, self.limits.retained_series))
-        except RetainError as err:
-            telemetry.RETENTION_BREACHES.labels(err.reason).inc()
-            return ScrapeFailure(t.name, err.reason, str(err))
+        at = self.clock()
+        async with turn:
+            got = await self.parser.parse(kept, server.roles, self.limits, cache)
+        del kept
+        spent[0] += got.cpu_seconds
+        telemetry.PARSE_CPU.observe(got.cpu_seconds)
+        if got.parsed is None:  # the label text never left the worker: series keys hashed, series capped
+            if not got.retained:
+                telemetry.RETENTION_BREACHES.labels(got.reason).inc()
+            return ScrapeFailure(t.name, got.reason, got.message)
+        if got.parsed.duplicates:
+            telemetry.DUPLICATE_SAMPLES.inc(got.parsed.duplicates)
+        return Scrape(t.name, at, got.parsed)
 
     def _launch(self, server: ServerRef, revision: str, ready: list[Target], params: SamplingParams,
                 api_key: str | None) -> None:

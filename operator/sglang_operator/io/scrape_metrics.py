@@ -8,8 +8,8 @@ from prometheus_client import Counter, Histogram
 
 SCRAPE_ERRORS = Counter(
     "sglang_operator_scrape_errors", "Failed reads of SGLang endpoints, by endpoint (metrics, server_info, probe) "
-    "and reason (timeout, connection, transport, http_status, too_large, truncated, parse, bad_url; a breached "
-    "limit: too_many_samples, too_many_labels, label_value_too_long, too_many_series, probe_body_too_large, "
+    "and reason (timeout, connection, transport, http_status, too_large, truncated, parse, worker_lost, bad_url; a "
+    "breached limit: too_many_samples, too_many_labels, label_value_too_long, too_many_series, probe_body_too_large, "
     "probe_line_too_long, probe_too_many_chunks).",
     ["endpoint", "reason"],
 )
@@ -23,6 +23,15 @@ RETENTION_BREACHES = Counter(
     "retained_budget (--scrape-retained-bytes, all pods together, is spent: its next interval is inconclusive). "
     "One per pod and interval.",
     ["reason"],
+)
+PARSE_CPU = Histogram(
+    "sglang_operator_scrape_parse_cpu_seconds", "CPU seconds the parse of one pod's /metrics sample lines took in "
+    "the worker that parsed it (--scrape-parse-workers; on the event loop with 0).",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+)
+CPU_BUDGET_BREACHES = Counter(
+    "sglang_operator_scrape_cpu_budget_breaches", "Samples of a server whose pods' parses cost more CPU than "
+    "--scrape-cpu-budget-seconds: the server is sampled less often (condition SamplingBackedOff).",
 )
 DUPLICATE_SAMPLES = Counter(
     "sglang_operator_scrape_duplicate_samples", "Samples dropped from SGLang scrapes because their series appeared "

@@ -139,7 +139,7 @@ def test_a_7_mib_label_value_is_refused_in_memory_of_the_order_of_the_line(value
 def test_the_cache_is_bounded_by_bytes_not_entries() -> None:
     cache = SeriesCache(64 * 1024)
     body = "".join(f'sglang:num_running_reqs{{{SCHED},series="{i:06d}"}} 1\n' for i in range(5000))
-    parsed = parse_text(body.encode(), ROLES, cache=cache)
+    parsed = parse_text(body.encode(), ROLES, ScrapeLimits(samples=10_000), cache=cache)
     assert len(parsed.gauges[Role.RUNNING_REQUESTS]) == 5000  # every series parsed, cached or not
     assert 0 < cache.size <= 64 * 1024
     assert len(cache) * ENTRY_OVERHEAD <= cache.size

@@ -16,6 +16,10 @@ limit                      Prometheus                   operator flag           
                                                         ``series``
 ``retained_bytes``         (none)                       ``--scrape-retained-bytes`` (not an error: counted in
                                                                                     ``..._retention_breaches``)
+``cpu_budget_seconds``     (none)                       ``--scrape-cpu-budget-``    (not an error: the server is
+                                                        ``seconds``                 backed off, a condition)
+``parse_workers``          (none)                       ``--scrape-parse-workers``  (not a bound: processes)
+``min_interval_seconds``   (none)                       ``--min-sample-interval``   (not an error: the floor)
 =========================  ===========================  ==========================  ==========================
 
 A breach fails that pod's scrape (``sglang_operator_scrape_errors_total{endpoint="metrics", reason}``), as
@@ -26,7 +30,11 @@ only ones it keeps and parses; the other lines are dropped by the line filter at
 (:class:`~sglang_operator.decisions.sampling.cache.SeriesCache`). ``retained_series``: series of one role a scrape
 may have, as the sampler keeps it until the next interval (label text hashed away: :mod:`.retain`);
 ``retained_bytes``: what the sampler keeps between intervals for all pods of all servers together; a pod whose scrape
-does not fit is not kept (its next interval is inconclusive) and counted.
+does not fit is not kept (its next interval is inconclusive) and counted. ``parse_workers``: the processes that parse
+the kept lines off the event loop (:mod:`sglang_operator.io.parse_pool`; 0: on the loop); ``cpu_budget_seconds``: the
+parse CPU one server's pods may cost per interval, over which the server is sampled less often and told so in its
+``SamplingBackedOff`` condition (:mod:`.budget`); ``min_interval_seconds``: the floor on any server's sampling
+interval.
 
 A probe answer over ``body_bytes`` (``--probe-body-limit``), with a line over ``line_bytes``
 (``--probe-line-limit``; a line is never held beyond it) or more than ``chunks`` ``data:`` lines
@@ -44,9 +52,11 @@ from dataclasses import dataclass
 # 6 labels, label values of at most 16 characters (a real 0.5.23 server's is ~200 KiB). Defaults are >= 10 x that.
 BODY_BYTES = 8 * 1024 * 1024
 """Default ``body_bytes``: bytes of one decoded body."""
-SAMPLES = 10_000
-"""Default ``samples``: sample lines the sampler reads in one body (the simulator's: 79 of its 147; the kept lines
-are held until the body ends: 10 000 lines are ~2 MiB, 32 scrapes at once ~64 MiB at most)."""
+SAMPLES = 2_000
+"""Default ``samples``: sample lines the sampler reads in one body. What SGLang emits of them: 79 for one pod of the
+simulator's largest layout and of a real 0.5.23 server (``bench/scrape.py``'s body: 62 histogram buckets, the rest
+one per role); each scheduler gauge once more per DP rank, so a pod of 64 ranks ~700. 2 000 is 25 x the usual 79
+(it was 10 000 before issue 42: a body of 10 000 long-labelled lines cost 0.3-0.4 s of CPU to parse)."""
 LABELS = 64
 """Default ``labels``: labels of one sample (``le`` included)."""
 LABEL_VALUE_LENGTH = 2048
@@ -59,13 +69,27 @@ RETAINED_SERIES = 256
 RETAINED_BYTES = 64 * 1024 * 1024
 """Default ``retained_bytes``: bytes the sampler keeps between intervals, all pods together (a legitimate pod's
 kept scrape is ~10 KiB: 6 400 pods)."""
+CPU_BUDGET_SECONDS = 0.25
+"""Default ``cpu_budget_seconds``: CPU seconds the parse of one server's scrapes may cost per interval, all its pods
+together (measured in the worker that parses, :func:`time.thread_time`); a pod of a real 0.5.23 server costs ~2 ms
+(``bench/scrape.py``'s 200 KiB body), so ~100 pods fit. A server over it is backed off
+(:mod:`~sglang_operator.decisions.sampling.budget`)."""
+PARSE_WORKERS = 1
+"""Default of ``--scrape-parse-workers``: processes that parse the kept sample lines off the event loop (0: on the
+loop). :class:`ScrapeLimits` itself defaults to 0 (the offline tests parse on their loop; the operator's flag sets
+it)."""
+MIN_INTERVAL_SECONDS = 1.0
+"""Default ``min_interval_seconds``: the shortest sampling interval the sampler keeps to, whatever
+``spec.rollback.intervalSeconds`` or ``--sample-interval`` say (the CRD's own minimum is 1 s)."""
 REASONS = ("too_large", "too_many_samples", "too_many_labels", "label_value_too_long")
 """The scrape-error reasons of a breached limit (in the order of the table above)."""
 
 
 @dataclass(frozen=True)
 class ScrapeLimits:
-    """The limits of the module docstring; all positive. Raises ``ValueError`` when one is below 1."""
+    """The limits of the module docstring: the byte and count bounds at least 1, ``cpu_budget_seconds`` and
+    ``min_interval_seconds`` (seconds) above 0, ``parse_workers`` (processes) at least 0. Raises ``ValueError``
+    otherwise."""
 
     body_bytes: int = BODY_BYTES
     samples: int = SAMPLES
@@ -74,11 +98,16 @@ class ScrapeLimits:
     cache_bytes: int = CACHE_BYTES
     retained_series: int = RETAINED_SERIES
     retained_bytes: int = RETAINED_BYTES
+    cpu_budget_seconds: float = CPU_BUDGET_SECONDS
+    parse_workers: int = 0
+    min_interval_seconds: float = MIN_INTERVAL_SECONDS
 
     def __post_init__(self) -> None:
         if min(self.body_bytes, self.samples, self.labels, self.label_value_length, self.cache_bytes,
                self.retained_series, self.retained_bytes) < 1:
             raise ValueError(f"scrape limits must be positive: {self}")
+        if self.cpu_budget_seconds <= 0 or self.parse_workers < 0 or self.min_interval_seconds <= 0:
+            raise ValueError(f"the CPU budget and the interval floor must be positive, the workers at least 0: {self}")
 
 
 # The simulator's longest probe answer (DP 8 x TP 8, max_tokens 2048, speculative: ~1.75 tokens per chunk) is

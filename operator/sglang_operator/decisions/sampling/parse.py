@@ -195,16 +195,57 @@ class LineFilter:
                     _labels(_utf8(m[2] or b"", line), self.limits)
         self.kept.extend(found)
 
-    def finish(self) -> Parsed:
-        """The wanted series of everything fed. Raises :class:`ParseError` (see the module docstring)."""
+    def _check(self) -> None:
+        """Raise :class:`ParseError` when the body fed is truncated or not Prometheus text."""
         rest = b"".join(self._carry)
         if rest[1:].strip():
             raise ParseError("truncated", f"body ends inside a line: {rest[-60:]!r}")
         if self.first_sample is not None and not looks_like_sample(self.first_sample):
             raise ParseError("parse", f"not Prometheus text: {self.first_sample[:80]!r}")
+
+    def checked(self) -> Kept:
+        """The kept lines of everything fed, checked but not parsed (the cheap part: the parse may run elsewhere,
+        :mod:`sglang_operator.io.parse_pool`); the filter lets go of them. Raises :class:`ParseError` (``truncated``,
+        ``parse``: see the module docstring)."""
+        self._check()
+        kept, self.kept = self.kept, []
+        return Kept(b"\n".join(kept), len(kept), self.size)
+
+    def finish(self) -> Parsed:
+        """The wanted series of everything fed. Raises :class:`ParseError` (see the module docstring)."""
+        self._check()
         return parse_lines(self.kept, self.roles, self.size, self.cache, self.limits)
 
 
+@dataclass(frozen=True)
+class Kept:
+    """The sample lines a :class:`LineFilter` kept of one body, not parsed yet: ``lines`` joined by line feeds (one
+    bytes object: cheap to hand to another process), ``count`` of them, ``size`` (bytes of the whole body)."""
+
+    lines: bytes
+    count: int
+    size: int
+
+    def split(self) -> list[bytes]:
+        """The lines as :func:`parse_lines` takes them."""
+        return self.lines.split(b"\n") if self.count else []
+
+
+class KeptFilter:
+    """A body consumer (:class:`~sglang_operator.io.sglang_http.BodyConsumer`) whose :meth:`finish` gives the
+    :class:`Kept` lines of a :class:`LineFilter` of ``roles`` under ``limits`` (the same checks, the parse
+    left to the caller)."""
+
+    def __init__(self, roles: MetricRoles, limits: ScrapeLimits) -> None:
+        self.filter = LineFilter(roles, SeriesCache(1), limits)
+
+    def feed(self, chunk: bytes) -> None:
+        """:meth:`LineFilter.feed`."""
+        self.filter.feed(chunk)
+
+    def finish(self) -> Kept:
+        """:meth:`LineFilter.checked`."""
+        return self.filter.checked()
 
 
 def _first_sample(text: bytes) -> bytes | None:
