@@ -110,7 +110,7 @@ def test_clusterwide_objects() -> None:
     assert Counter(o["kind"] for o in objs) == Counter(
         {"ServiceAccount": 1, "ClusterRole": 3, "ClusterRoleBinding": 1, "Deployment": 1, "Service": 1,
          "Role": 1, "RoleBinding": 1, "PodDisruptionBudget": 1, "CustomResourceDefinition": 2,
-         "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1})
+         "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1, "NetworkPolicy": 1})
     args = only(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert not [a for a in args if a.startswith("--namespace")]
     assert missing(objs, [None]) == []
@@ -122,7 +122,7 @@ def test_namespaced_objects() -> None:
     assert Counter(o["kind"] for o in objs) == Counter(
         {"ServiceAccount": 1, "ClusterRole": 3, "ClusterRoleBinding": 1, "Role": 3, "RoleBinding": 3,
          "Deployment": 1, "Service": 1, "PodDisruptionBudget": 1, "CustomResourceDefinition": 2,
-         "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1})
+         "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1, "NetworkPolicy": 1})
     assert sorted(o["metadata"]["namespace"] for o in objs if o["kind"] in ("Role", "RoleBinding")) == \
         sorted([*WATCHED, RELEASE_NS] * 2)  # the release namespace: the Lease's Role
     for o in objs:
@@ -390,8 +390,12 @@ def test_secure_metrics_are_https_and_the_probe_and_service_monitor_follow(monke
 
 
 def test_the_network_policy_opens_only_the_metrics_port_to_the_given_peers() -> None:
+    """On by default (any source may scrape the metrics port, nothing reaches the other ports but the node's
+    kubelet); ``from`` narrows it; ``enabled: false`` renders none."""
     helm = require_helm()
-    assert not [o for o in render(helm) if o["kind"] == "NetworkPolicy"]
+    default = only(render(helm), "NetworkPolicy")
+    assert default["spec"]["ingress"] == [{"ports": [{"port": "metrics", "protocol": "TCP"}]}]
+    assert not [o for o in render(helm, metrics={"networkPolicy": {"enabled": False}}) if o["kind"] == "NetworkPolicy"]
     peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
     objs = render(helm, metrics={"networkPolicy": {"enabled": True, "from": peers}})
     policy = only(objs, "NetworkPolicy")
