@@ -16,6 +16,7 @@ LABELS = {
     series.OP_KV_CACHE_USAGE: SERVER, series.OP_SPEC_NUM_STEPS: SERVER, series.OP_SPEC_NUM_DRAFT_TOKENS: SERVER,
     series.OP_TTFT: (*SERVER, "quantile"), series.OP_ITL: (*SERVER, "quantile"),
     series.OP_SCRAPE_ERRORS: ("reason",), series.OP_SCRAPE_DURATION: (), series.OP_RECONCILE: ("result",),
+    series.OP_EVENT_LOOP_LAG: (),
     series.OP_SERVERS: ("phase",),
     series.OP_ANALYSIS_PHASE: ("namespace", "sglang_server", "phase"),
     series.OP_BASELINE_TPS: ("namespace", "sglang_server"),
@@ -50,6 +51,6 @@ def test_every_queried_operator_series_is_exported_with_its_labels() -> None:
             assert set(labels) <= set(got[name][1]), (name, got[name])
     if series.OP_ROLLBACKS in got:
         assert got[series.OP_ROLLBACKS][0] == "counter"
-    assert got[series.OP_SCRAPE_DURATION][0] == "histogram"
+    assert got[series.OP_SCRAPE_DURATION][0] == got[series.OP_EVENT_LOOP_LAG][0] == "histogram"
     assert got[series.OP_TUNING_TRIALS][0] == got[series.OP_TUNINGS][0] == "counter"
     assert "namespace" not in got[series.OP_TUNINGS][1]  # the dashboard does not filter it by the namespace

@@ -316,6 +316,12 @@ def build() -> db.Dashboard:
         "Operator scrape duration", f"p95 of {s.OP_SCRAPE_DURATION}.", "s",
         [Target(f"histogram_quantile(0.95, sum by (le) (rate({s.OP_SCRAPE_DURATION}_bucket[{RATE}])))", "p95")]))
     d = _add(d, ids, series_panel(
+        "Operator event loop lag", f"p50 and p99 of {s.OP_EVENT_LOOP_LAG}: how late the operator's one event loop "
+        "(every server's observation, the watches, the Lease renewal) ran a 0.25 s timer. Above ~0.1 s something "
+        "holds the loop (docs/bounds-and-sizing.md, \"Parsing off the event loop\").", "s",
+        [Target(f"histogram_quantile({q}, sum by (le) (rate({s.OP_EVENT_LOOP_LAG}_bucket[{RATE}])))", legend)
+         for q, legend in (("0.5", "p50"), ("0.99", "p99"))]))
+    d = _add(d, ids, series_panel(
         "SGLangServers by phase", f"{s.OP_SERVERS} (status.phase of every SGLangServer the operator watches).",
         "short", [Target(f"sum by (phase) ({s.OP_SERVERS})", "{{phase}}")]))
     return d.with_row(tuning_row(ids))

@@ -6,7 +6,7 @@ the label text. :func:`compact` turns a parsed scrape into that form, each serie
 (:func:`series_hash`, 16 hex characters, whatever the length of the labels), and refuses a scrape with more than
 ``retained_series`` series of one role (:class:`RetainError`, reason ``too_many_series``; a legitimate SGLang pod
 has one series per role and rank, 64 GPUs at most); :func:`retained` drops what the next interval does not need
-(the gauges) and :func:`retained_bytes` estimates what it holds, which the sampler charges against the process-wide
+(the gauges) and :func:`retained_bytes` measures what it holds, which the sampler charges against the process-wide
 budget ``ScrapeLimits.retained_bytes`` (a breach: that pod's scrape is not kept, its next interval is inconclusive,
 and it is counted; never memory taken).
 """
@@ -14,6 +14,7 @@ and it is counted; never memory taken).
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Mapping
 from typing import TypeVar
 
@@ -24,12 +25,6 @@ TOO_MANY_SERIES = "too_many_series"
 """Reason of a scrape with more series of one role than ``ScrapeLimits.retained_series``."""
 BUDGET = "retained_budget"
 """Reason of a scrape not kept because the process-wide budget (``ScrapeLimits.retained_bytes``) is spent."""
-SERIES_BYTES = 160
-"""Bytes :func:`retained_bytes` counts per counter series (the hash string, a float, the dict slot)."""
-BUCKET_BYTES = 120
-"""Bytes counted per histogram bucket (a tuple of two floats in a tuple)."""
-ROLE_BYTES = 240
-"""Bytes counted per role (its dict)."""
 
 
 class RetainError(ValueError):
@@ -75,12 +70,17 @@ def retained(parsed: Parsed) -> Parsed:
 
 
 def retained_bytes(parsed: Parsed) -> int:
-    """Estimated bytes a :func:`retained` scrape holds (:data:`SERIES_BYTES` per series, :data:`BUCKET_BYTES` per
-    histogram bucket, :data:`ROLE_BYTES` per role)."""
-    total = 0
+    """Bytes a :func:`retained` scrape holds, measured (``sys.getsizeof``, issue 42; was an estimate per series that
+    the RSS outgrew 2-3 times): the scrape and its mappings, every series key (a 16-character hash), value, histogram
+    (:class:`~sglang_operator.decisions.sampling.parse.HistogramSeries`, its bucket tuples and their floats). The
+    roles, shared by every scrape, are not counted."""
+    total = sys.getsizeof(parsed) + sys.getsizeof(parsed.counters) + sys.getsizeof(parsed.histograms)
     for counters in parsed.counters.values():
-        total += ROLE_BYTES + SERIES_BYTES * len(counters)
+        total += sys.getsizeof(counters) + sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in counters.items())
     for histograms in parsed.histograms.values():
-        total += ROLE_BYTES + sum(SERIES_BYTES + BUCKET_BYTES * len(h.buckets) for h in histograms.values())
+        total += sys.getsizeof(histograms)
+        for key, h in histograms.items():
+            total += sys.getsizeof(key) + sys.getsizeof(h) + sys.getsizeof(h.buckets) + sys.getsizeof(h.sum) + \
+                sys.getsizeof(h.count) + sum(sys.getsizeof(b) + sys.getsizeof(b[0]) + sys.getsizeof(b[1])
+                                             for b in h.buckets)
     return total
-
