@@ -1,8 +1,8 @@
 """The KEDA ScaledObject of ``spec.autoscaling`` (builders/autoscaling.py): its target is the SGLangServer's own
 ``/scale``, its trigger handles KEDA's traps (AverageValue, ignoreNullValues false, fallback never below the current
-count), its query selects the series the PodMonitor labels (leaders only multi-node) and is what Prometheus reads
-from those series, its HPA behaviour never removes more than one replica per window; the pause annotations follow
-the verifying and trial flags."""
+count) and names the server's namespace, its query reads the operator's own series of the server (never the pods',
+which any labelled pod feeds) and is what Prometheus reads from those series, its HPA behaviour never removes more
+than one replica per window; the pause annotations follow the verifying and trial flags."""
 
 from __future__ import annotations
 
@@ -17,9 +17,6 @@ from e2e.tests.test_invalid_specs import valid_server
 from sglang_operator.api import parse
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.builders import autoscaling as so
-from sglang_operator.builders import monitoring as mon
-from sglang_operator.builders import render
-from sglang_operator.builders.leaderworkerset import WORKER_INDEX_LABEL
 
 PROM = "http://prometheus-operated.monitoring.svc:9090"
 
@@ -59,42 +56,77 @@ def test_the_trigger_handles_kedas_traps() -> None:
     assert out["spec"]["fallback"] == {"failureThreshold": 3, "replicas": 1, "behavior": "currentReplicasIfHigher"}
 
 
-RUNNING = 'sglang:num_running_reqs{namespace="team-a", sglang_server="qwen36-27b"}'
+SEL = 'namespace="team-a", sglang_server="qwen36-27b"'
+RUNNING = f"max by (revision) (sglang_operator_server_running_requests{{{SEL}}})"
 
 
 @pytest.mark.parametrize(("metric", "signal", "expected"), [
-    ("runningRequests", "probe", f"clamp_min(sum({RUNNING}) - count(count by (revision) ({RUNNING})), 0)"),
-    ("measuredCapacity", "probe", f"clamp_min(sum({RUNNING}) - count(count by (revision) ({RUNNING})), 0)"),
+    ("runningRequests", "probe", f"sum(clamp_min({RUNNING} - 1, 0))"),
+    ("measuredCapacity", "probe", f"sum(clamp_min({RUNNING} - 1, 0))"),
     ("runningRequests", "traffic", f"sum({RUNNING})"),
-    ("queuedRequests", "probe", 'sum(sglang:num_queue_reqs{namespace="team-a", sglang_server="qwen36-27b"})'),
+    ("queuedRequests", "probe", f"sum(max by (revision) (sglang_operator_server_queued_requests{{{SEL}}}))"),
+    ("kvCacheUsage", "probe", f"sum(max by (revision) (sglang_operator_server_kv_cache_usage_summed{{{SEL}}}))"),
 ])
-def test_built_in_metrics_sum_the_servers_gauge(metric: str, signal: str, expected: str) -> None:
-    """The running requests less the operator's probe (one per revision) when it probes (signal ``probe``)."""
+def test_built_in_metrics_read_the_operators_own_series(metric: str, signal: str, expected: str) -> None:
+    """Issue 47: the operator's series of the server (written from the pods it owns), never the pods' own series,
+    which a hand-made pod with the server's labels feeds; the running requests less the operator's probe (one per
+    revision) when it probes (signal ``probe``)."""
     extra = {"slo": {"minTokensPerSecondPerRequest": 20}} if metric == "measuredCapacity" else {}
-    got = so.query(server({**BASIC, "metric": metric, **extra}, rollback={"signal": signal}))
+    target = {"target": 0.8} if metric == "kvCacheUsage" else {}
+    got = so.query(server({**BASIC, "metric": metric, **extra, **target}, rollback={"signal": signal}))
     assert got == expected
+    assert "sglang:" not in got
+
+
+def test_the_operator_exports_every_series_the_queries_read() -> None:
+    """Each gauge of :data:`OPERATOR_SERIES` is one of the operator's own (``process/telemetry.py``), labelled by
+    server and revision."""
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from sglang_operator.process import telemetry
+
+    exported = {m._name: m._labelnames for m in vars(telemetry).values() if isinstance(m, MetricWrapperBase)}
+    for name in set(so.OPERATOR_SERIES.values()):
+        assert exported.get(name) == telemetry.SERVER_LABELS, name
+    assert set(so.OPERATOR_SERIES_LABELS) < set(telemetry.SERVER_LABELS)
+
+
+def test_the_trigger_names_the_servers_namespace_for_a_tenancy_enforcing_front() -> None:
+    """KEDA adds ``&namespace=<ns>`` to the query URL (prom-label-proxy, Thanos Querier's tenancy port)."""
+    for spec in (BASIC, {**BASIC, "metric": "query", "target": 5,
+                         "query": 'sum(up{namespace="$namespace", sglang_server="$server"})'}):
+        out = so.scaled_object(server(spec), PROM)
+        assert out is not None and out["spec"]["triggers"][0]["metadata"]["namespace"] == "team-a"
 
 
 def test_an_idle_server_with_target_one_scales_in_despite_the_probe() -> None:
     """Issue 41: each idle pod's gauge keeps the 1 its last probe wrote (SGLang writes it on prefill and every 40
-    decode steps only), and a probe may be in flight on one pod per revision; ``target: 1`` must still let the HPA
-    (⌈total ÷ target⌉) go down one replica per window to 1, and a loaded server count its users' requests."""
-    one = server({**BASIC, "target": 1})
-    labels = render(one).workload["spec"]["template"]["metadata"]["labels"]
-    q = so.query(one)
-
-    def idle(pods: int) -> list[dict[str, str]]:
-        return [scraped(labels, f"qwen36-27b-abc-{i}", 1) for i in range(pods)]
-
-    assert [math.ceil(evaluate(q, idle(n)) / 1) for n in (3, 2, 1)] == [2, 1, 0]  # never held at n
-    busy = [scraped(labels, "qwen36-27b-abc-0", 5 + 1), scraped(labels, "qwen36-27b-abc-1", 3)]  # + the probe
-    assert evaluate(q, busy) == 8
-    assert evaluate(so.query(server({**BASIC, "target": 1}, rollback={"signal": "traffic"})), idle(3)) == 3
+    decode steps only), so the operator's sum over a revision's pods reads its pods' count, and a probe may be in
+    flight on one pod per revision; ``target: 1`` must still let the HPA (⌈total ÷ target⌉) go down one replica per
+    window to 1, and a loaded server count its users' requests."""
+    q = so.query(server({**BASIC, "target": 1}))
+    assert [math.ceil(evaluate(q, [exported("abc", n)]) / 1) for n in (3, 2, 1)] == [2, 1, 0]  # never held at n
+    assert evaluate(q, [exported("abc", 5 + 1 + 3)]) == 8  # 5 + the probe on one pod, 3 on the other
+    assert evaluate(so.query(server({**BASIC, "target": 1}, rollback={"signal": "traffic"})),
+                    [exported("abc", 3)]) == 3
 
 
-def test_kv_cache_usage_takes_each_pods_largest_rank() -> None:
-    q = so.query(server({**BASIC, "metric": "kvCacheUsage", "target": 0.8}))
-    assert q == 'sum(max by (pod) (sglang:token_usage{namespace="team-a", sglang_server="qwen36-27b"}))'
+def test_every_revision_counts_less_its_own_probe() -> None:
+    """A canary's revision beside the stable one: each less its probe, an idle one (its gauge refreshed to 0) never
+    below 0, so it takes nothing from the other's users."""
+    q = so.query(server(BASIC))
+    assert evaluate(q, [exported("stable", 4 + 2 + 1), exported("canary", 1)]) == 6
+    assert evaluate(q, [exported("stable", 5), exported("canary", 0)]) == 4
+    assert evaluate(q, [exported("stable", 5), exported("stable", 5, namespace="team-b"),
+                        exported("stable", 5, server_name="other")]) == 4  # another server's series: not read
+    assert math.isnan(evaluate(q, []))  # no series: no value (an error to KEDA, which holds the count)
+
+
+def test_multi_node_reads_the_same_series() -> None:
+    """The operator samples each group's leader only (a worker rank's ``/metrics`` is a dummy server's), so a
+    multi-node server's query is a single-node one's."""
+    two_node = server(BASIC, parallelism={"tensor": 16, "nodes": 2}, resources={"gpu": 8})
+    assert so.query(two_node) == so.query(server(BASIC))
 
 
 def test_a_users_query_gets_namespace_and_server_filled_in() -> None:
@@ -104,56 +136,29 @@ def test_a_users_query_gets_namespace_and_server_filled_in() -> None:
 
 
 def evaluate(query: str, series: list[dict[str, str]]) -> float:
-    """``sum(GAUGE{matchers})``, or ``clamp_min(sum(G) - count(count by (revision) (G)), 0)``, over ``series`` (each
-    a label set with ``__name__`` and ``value``), as Prometheus evaluates the built-in queries (equality matchers
-    only)."""
-    gauge = r"([a-z_:]+)\{([^}]*)\}"
+    """``sum(max by (revision) (G))`` or ``sum(clamp_min(max by (revision) (G) - 1, 0))`` over ``series`` (each a
+    label set with ``__name__`` and ``value``), as Prometheus evaluates the built-in queries (equality matchers
+    only); NaN for an empty result."""
+    gauge = r"max by \(revision\) \(([a-z_:]+)\{([^}]*)\}\)"
     m = re.fullmatch(rf"sum\({gauge}\)", query)
-    probed = re.fullmatch(rf"clamp_min\(sum\({gauge}\) - count\(count by \(revision\) \({gauge}\)\), 0\)", query)
+    probed = re.fullmatch(rf"sum\(clamp_min\({gauge} - 1, 0\)\)", query)
     assert m is not None or probed is not None, query
     name, selector = (m or probed).group(1, 2)  # type: ignore[union-attr]
-    if probed is not None:
-        assert probed.group(3, 4) == (name, selector)
     matchers = dict(re.findall(r'(\w+)="([^"]*)"', selector))
     chosen = [s for s in series if s["__name__"] == name and all(s.get(k) == v for k, v in matchers.items())]
-    total = sum(float(s["value"]) for s in chosen)
-    if probed is None:
-        return total
-    return max(total - len({s.get("revision") for s in chosen}), 0.0)
+    if not chosen:
+        return math.nan
+    per_revision: dict[str, float] = {}
+    for s in chosen:
+        per_revision[s["revision"]] = max(per_revision.get(s["revision"], -math.inf), float(s["value"]))
+    return sum(max(v - 1, 0.0) if probed is not None else v for v in per_revision.values())
 
 
-def scraped(pod_labels: dict[str, str], pod: str, value: float) -> dict[str, str]:
-    """One ``sglang:num_running_reqs`` series of a pod as the PodMonitor's relabelling labels it."""
-    from tests.builders.test_scrape_definition import discovered, relabel
-
-    meta = discovered(pod_labels, mon.SCRAPE.port) | {"__meta_kubernetes_pod_name": pod}
-    labels = relabel(meta, [r.prometheus() for r in mon.SCRAPE.labels])
-    assert labels is not None
-    return {**labels, "__name__": "sglang:num_running_reqs", "value": str(value)}
-
-
-def test_multi_node_counts_the_leaders_only() -> None:
-    two_node = server(BASIC, parallelism={"tensor": 16, "nodes": 2}, resources={"gpu": 8})
-    rendered = render(two_node)
-    leader = rendered.workload["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"]["labels"]
-    worker = rendered.workload["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"]
-    # LWS adds the worker index to every pod of a group; the workers' dummy /metrics may carry stale gauges
-    series = [scraped({**leader, WORKER_INDEX_LABEL: "0"}, "qwen36-27b-0", 5),
-              scraped({**worker, WORKER_INDEX_LABEL: "1"}, "qwen36-27b-0-1", 5),
-              scraped({**leader, WORKER_INDEX_LABEL: "0"}, "qwen36-27b-1", 3),
-              scraped({**worker, WORKER_INDEX_LABEL: "1"}, "qwen36-27b-1-1", 3)]
-    q = so.query(two_node)
-    assert 'worker_index="0"' in q
-    assert evaluate(q, series) == 8 - 1  # less the probe of its one revision
-
-
-def test_single_node_counts_every_pod_of_every_revision() -> None:
-    one = server(BASIC)
-    labels = render(one).workload["spec"]["template"]["metadata"]["labels"]
-    series = [scraped(labels, "qwen36-27b-abc-1", 4), scraped(labels, "qwen36-27b-abc-2", 2),
-              scraped({**labels, "sglang-operator.io/revision": "other"}, "qwen36-27b-canary-x", 1)]
-    assert "worker_index" not in series[0]  # a Deployment's pod gets no worker_index label
-    assert evaluate(so.query(one), series) == 7 - 2  # less one probe per revision
+def exported(revision: str, value: float, namespace: str = "team-a",
+             server_name: str = "qwen36-27b") -> dict[str, str]:
+    """The operator's running-requests series of one revision, as its scrape (``honor_labels``) keeps it."""
+    return {"__name__": "sglang_operator_server_running_requests", "namespace": namespace,
+            "sglang_server": server_name, "revision": revision, "job": "sglang-operator", "value": str(value)}
 
 
 def test_behaviour_defaults_respect_start_up_and_remove_one_replica_per_window() -> None:

@@ -46,6 +46,22 @@ def test_last_measured_value_survives_idle_intervals_and_load_follows() -> None:
     series.forget("tns", "qwen")
 
 
+def test_load_a_sample_did_not_read_is_removed_not_kept() -> None:
+    """Autoscaling's built-in queries read the load series (builders/autoscaling.py): a sample that scraped no pod
+    removes them, so KEDA finds no series (an error: its fallback holds the count) rather than a stale figure."""
+    series = telemetry.ServerSeries()
+    series.export("tns", "qwen", [sample("r1", running_requests=7, queued_requests=2, kv_cache_usage=0.6,
+                                         kv_cache_usage_summed=1.1)])
+    assert value("sglang_operator_server_kv_cache_usage_summed", revision="r1") == 1.1
+    series.export("tns", "qwen", [sample("r1", SampleKind.ERROR)])  # no pod answered its scrape
+    for name in ("running_requests", "queued_requests", "kv_cache_usage", "kv_cache_usage_summed"):
+        assert value(f"sglang_operator_server_{name}", revision="r1") is None, name
+    series.export("tns", "qwen", [sample("r1", SampleKind.INCONCLUSIVE, running_requests=1)])
+    assert value("sglang_operator_server_running_requests", revision="r1") == 1
+    series.forget("tns", "qwen")
+    assert value("sglang_operator_server_running_requests", revision="r1") is None
+
+
 def test_retired_revisions_and_deleted_servers_lose_their_series() -> None:
     series = telemetry.ServerSeries()
     series.export("tns", "qwen", [sample("old", accept_length=1.75, ttft_p50_seconds=0.1),

@@ -14,14 +14,20 @@ LeaderWorkerSet under it. One Prometheus trigger, with the traps of KEDA's defau
   below what runs, kedacore/keda#6659).
 - ``advanced.horizontalPodAutoscalerConfig.behavior``: scale-up at most ``replicas`` per ``periodSeconds``;
   scale-down 1 replica per stabilisation window, never faster.
-- The query selects the series by the labels the operator's PodMonitor gives them (``namespace``,
-  ``sglang_server``; :mod:`.monitoring`) and, multi-node, leaders only (``worker_index="0"``: a worker rank's
-  ``/metrics`` is a dummy server's).
+- The built-in metrics read the series the operator itself exports per server and revision
+  (:data:`OPERATOR_SERIES`, ``sglang_operator_server_*{namespace, sglang_server, revision}``), written from the
+  samples of the pods it owns (:mod:`sglang_operator.io.pods`: a hand-made pod carrying the server's labels is never
+  sampled), multi-node of the groups' leaders only; never the pods' own series, which any pod with the server's
+  labels feeds through the PodMonitor. Prometheus must scrape the operator (the chart's ServiceMonitor, or
+  ``sglang-operator prometheus-config``'s ``sglang-operator`` job; ``honor_labels`` keeps the server's namespace).
 - The operator's own probe is no load: with ``spec.rollback.signal: probe`` the sampler sends at most one probe
   request per revision at a time (:mod:`sglang_operator.io.sampler`), which SGLang counts in
-  ``sglang:num_running_reqs`` like any request. The running-requests queries subtract one per revision that has
-  series (:func:`query`), so ``target`` counts the users' requests only, and an idle server with ``target: 1``
-  scales in.
+  ``sglang:num_running_reqs`` like any request (and the operator's running gauge with it). The running-requests
+  queries subtract one per revision (:func:`query`), so ``target`` counts the users' requests only, and an idle
+  server with ``target: 1`` scales in.
+- The trigger's ``namespace`` is the server's: KEDA adds ``&namespace=<ns>`` to its query URL, which a
+  tenancy-enforcing front (prom-label-proxy, Thanos Querier's tenancy port) turns into a ``namespace`` matcher on
+  every selector; Prometheus itself ignores the parameter.
 
 :func:`pause_annotations` says which of KEDA's pause annotations hold the scaler still: ``paused-scale-in`` while
 a revision is verified (scale-up stays allowed), ``paused-replicas`` at the current count while an in-place trial
@@ -42,7 +48,6 @@ from sglang_operator.api.autoscaling import (
 from sglang_operator.api.rollback import Signal
 from sglang_operator.api.server import SGLangServer
 from sglang_operator.builders.labels import COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, selector_labels
-from sglang_operator.builders.monitoring import LEADERS_ONLY
 
 GROUP = "keda.sh"
 VERSION = "v1alpha1"
@@ -59,13 +64,17 @@ PAUSED = "autoscaling.keda.sh/paused"
 """KEDA's full pause; never set by the operator (removing it has left HPAs stuck, keda discussion #6800), but
 listed by :func:`pause_annotations` so that a merge patch clears it."""
 FALLBACK_BEHAVIOR = "currentReplicasIfHigher"
-SGLANG_GAUGES: dict[AutoscalingMetric, str] = {
-    AutoscalingMetric.RUNNING_REQUESTS: "sglang:num_running_reqs",
-    AutoscalingMetric.QUEUED_REQUESTS: "sglang:num_queue_reqs",
-    AutoscalingMetric.KV_CACHE_USAGE: "sglang:token_usage",
-    AutoscalingMetric.MEASURED_CAPACITY: "sglang:num_running_reqs",
+OPERATOR_SERIES: dict[AutoscalingMetric, str] = {
+    AutoscalingMetric.RUNNING_REQUESTS: "sglang_operator_server_running_requests",
+    AutoscalingMetric.QUEUED_REQUESTS: "sglang_operator_server_queued_requests",
+    AutoscalingMetric.KV_CACHE_USAGE: "sglang_operator_server_kv_cache_usage_summed",
+    AutoscalingMetric.MEASURED_CAPACITY: "sglang_operator_server_running_requests",
 }
-"""The SGLang gauge each built-in metric reads (SGLang's ``SchedulerMetricsCollector``)."""
+"""The operator's own gauge each built-in metric reads (:mod:`sglang_operator.process.telemetry`, one series per
+server and revision: ``sglang:num_running_reqs`` and ``sglang:num_queue_reqs`` summed over the revision's pods and
+data-parallel ranks, ``sglang:token_usage`` summed over its pods, each pod with its fullest rank)."""
+OPERATOR_SERIES_LABELS = ("namespace", "sglang_server")
+"""The labels of the operator's series naming the server (the third, ``revision``, is summed over)."""
 PROBED = frozenset({AutoscalingMetric.RUNNING_REQUESTS, AutoscalingMetric.MEASURED_CAPACITY})
 """The metrics whose gauge counts the operator's probe request (:func:`query` subtracts it)."""
 
@@ -74,36 +83,31 @@ class MissingPrometheusAddress(ValueError):
     """Neither ``spec.autoscaling.prometheus.address`` nor the operator's ``--prometheus-address`` is set."""
 
 
-def series_selector(namespace: str, name: str, multinode: bool) -> str:
-    """The PromQL label matchers of SGLangServer ``name``'s series, as the PodMonitor labels them:
-    ``namespace="ns", sglang_server="name"`` and, ``multinode``, ``worker_index="0"`` (leaders only)."""
-    matchers = [f'namespace="{namespace}"', f'sglang_server="{name}"']
-    if multinode:
-        matchers.append(LEADERS_ONLY)
-    return ", ".join(matchers)
+def series_selector(namespace: str, name: str) -> str:
+    """The PromQL label matchers of SGLangServer ``name``'s series among the operator's own:
+    ``namespace="ns", sglang_server="name"``."""
+    return ", ".join(f'{label}="{value}"' for label, value in zip(OPERATOR_SERIES_LABELS, (namespace, name),
+                                                                  strict=True))
 
 
 def query(server: SGLangServer) -> str:
-    """The PromQL whose value is the server's total of ``spec.autoscaling.metric`` (one sample).
+    """The PromQL whose value is the server's total of ``spec.autoscaling.metric`` (one sample; none, an error to
+    KEDA with ``ignoreNullValues: "false"``, while the operator has no series of the server).
 
-    ``runningRequests``/``queuedRequests``/``measuredCapacity`` (running requests): the gauge summed over the
-    serving pods (data-parallel ranks add up); for running requests with ``spec.rollback.signal: probe``, less the
-    operator's probe: one request per revision whose series exist (at most one probe per revision is in flight, and
-    an idle pod's gauge keeps the 1 its last probe wrote: SGLang writes it on prefill and every 40 decode steps
-    only), never below 0; ``kvCacheUsage``: per pod the largest rank's share, summed over pods; ``query``: the
-    user's expression with ``$namespace`` and ``$server`` replaced. Raises ``ValueError`` when ``spec.autoscaling``
-    is unset."""
+    Built-in metrics: the operator's gauge (:data:`OPERATOR_SERIES`) per revision (``max by (revision)``: one
+    operator's figure, should two be scraped while the Lease changes hands), summed over the revisions. For running
+    requests with ``spec.rollback.signal: probe``, each revision's figure less the operator's probe, never below 0
+    (at most one probe per revision is in flight, and an idle pod's gauge keeps the 1 its last probe wrote: SGLang
+    writes it on prefill and every 40 decode steps only). ``query``: the user's expression with ``$namespace`` and
+    ``$server`` replaced. Raises ``ValueError`` when ``spec.autoscaling`` is unset."""
     auto = _autoscaling(server)
     metric = auto.effective_metric
     if metric is AutoscalingMetric.QUERY:
         return str(auto.query).replace(QUERY_NAMESPACE, server.namespace).replace(QUERY_SERVER, server.name)
-    selector = series_selector(server.namespace, server.name, server.spec.parallelism.nodes > 1)
-    gauge = f"{SGLANG_GAUGES[metric]}{{{selector}}}"
-    if metric is AutoscalingMetric.KV_CACHE_USAGE:
-        return f"sum(max by (pod) ({gauge}))"
+    per_revision = f"max by (revision) ({OPERATOR_SERIES[metric]}{{{series_selector(server.namespace, server.name)}}})"
     if metric in PROBED and server.spec.rollback.signal is Signal.PROBE:
-        return f"clamp_min(sum({gauge}) - count(count by (revision) ({gauge})), 0)"
-    return f"sum({gauge})"
+        return f"sum(clamp_min({per_revision} - 1, 0))"
+    return f"sum({per_revision})"
 
 
 def scaled_object(server: SGLangServer, prometheus_address: str | None = None, *, verifying: bool = False,
@@ -151,6 +155,7 @@ def scaled_object(server: SGLangServer, prometheus_address: str | None = None, *
                     "query": query(server),
                     "threshold": threshold(target if target is not None else auto.target),
                     "ignoreNullValues": "false",
+                    "namespace": server.namespace,
                 },
             }],
             "fallback": {

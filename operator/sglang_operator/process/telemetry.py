@@ -4,7 +4,9 @@ Per server and revision (labels ``namespace``, ``sglang_server``, ``revision``) 
 (:class:`~sglang_operator.decisions.sampling.model.Sample`): speeds, accept length and rate and latency quantiles
 are set from Measured samples only, so they keep the last measured value through idle or failed intervals, with
 ``sglang_operator_server_sample_timestamp_seconds`` telling how old it is; request counts and KV-cache usage are
-set from every sample that read them. Series of a retired revision (no pod left) or a deleted server are removed.
+set from every sample, and removed by a sample that did not read them (no pod scraped: KEDA's built-in queries,
+:mod:`sglang_operator.builders.autoscaling`, read them, and an absent series holds the replica count where a stale
+one would move it). Series of a retired revision (no pod left) or a deleted server are removed.
 The speculative settings SGLang resolved for the serving revision (``status.effective``, its ``/server_info``):
 ``sglang_operator_server_speculative_num_steps`` and ``..._num_draft_tokens``, one revision per server (the one in
 ``status.revision``), for releases whose own ``/metrics`` has no ``sglang:spec_num_steps`` (0.5.10).
@@ -63,6 +65,9 @@ QUEUED = Gauge("sglang_operator_server_queued_requests", "Queued requests, summe
                SERVER_LABELS)
 KV_USAGE = Gauge("sglang_operator_server_kv_cache_usage", "KV-cache token pool usage, 0..1, max over pods.",
                  SERVER_LABELS)
+KV_USAGE_SUMMED = Gauge("sglang_operator_server_kv_cache_usage_summed", "KV-cache token pool usage of each pod "
+                        "(its fullest rank), summed over the revision's pods, 0..pods (autoscaling's kvCacheUsage).",
+                        SERVER_LABELS)
 TTFT = Gauge("sglang_operator_server_time_to_first_token_seconds", "Time to first token over the last measured "
              "interval, seconds, by quantile (0.5, 0.95).", [*SERVER_LABELS, "quantile"])
 ITL = Gauge("sglang_operator_server_inter_token_latency_seconds", "Inter-token latency over the last measured "
@@ -106,6 +111,7 @@ _LOAD: tuple[tuple[Gauge, _Getter], ...] = (
     (RUNNING, lambda f: f.running_requests),
     (QUEUED, lambda f: f.queued_requests),
     (KV_USAGE, lambda f: f.kv_cache_usage),
+    (KV_USAGE_SUMMED, lambda f: f.kv_cache_usage_summed),
 )
 _QUANTILED: tuple[tuple[Gauge, tuple[tuple[str, _Getter], ...]], ...] = (
     (TTFT, (("0.5", lambda f: f.ttft_p50_seconds), ("0.95", lambda f: f.ttft_p95_seconds))),
@@ -292,10 +298,12 @@ class ServerSeries:
         SAMPLES.labels(*labels, s.kind.value).inc()
         self._kinds.setdefault(labels, set()).add(s.kind.value)
         f = s.figures
-        for gauge, get in _LOAD:
+        for gauge, get in _LOAD:  # a figure the sample did not read is no load: its series goes (autoscaling)
             value = get(f)
             if value is not None:
                 gauge.labels(*labels).set(value)
+            else:
+                _discard(gauge, labels)
         if s.kind is not SampleKind.MEASURED:
             return
         for gauge, get in _MEASURED:

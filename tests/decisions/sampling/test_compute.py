@@ -160,6 +160,7 @@ def test_several_pods_sum_rates_and_pool_histograms() -> None:
     assert s.figures.generation_tokens_per_second == pytest.approx(900 / 30)
     assert s.figures.accept_length == pytest.approx(900 / 350)
     assert s.figures.running_requests == 3 and s.figures.kv_cache_usage == 0.5
+    assert s.figures.kv_cache_usage_summed == pytest.approx(0.7)  # each pod's usage, summed (autoscaling)
 
 
 def test_accept_rate_is_not_divided_by_idle_pods() -> None:

@@ -173,6 +173,14 @@ def _gauge_values(scrapes: Iterable[Scrape], role: Role) -> list[float]:
     return [v for s in scrapes for v in s.parsed.gauges.get(role, {}).values() if math.isfinite(v)]
 
 
+def _summed_max(scrapes: Iterable[Scrape], role: Role) -> float | None:
+    """Each pod's largest finite value of ``role`` (its fullest data-parallel rank), summed over the pods that have
+    one; None when none has."""
+    per_pod = [max(values) for s in scrapes
+               if (values := [v for v in s.parsed.gauges.get(role, {}).values() if math.isfinite(v)])]
+    return sum(per_pod) if per_pod else None
+
+
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -251,6 +259,7 @@ def figures(pairs: Sequence[tuple[Scrape, Scrape]], roles: MetricRoles, signal: 
         running_requests=sum(running) if running else None,
         queued_requests=sum(queued) if queued else None,
         kv_cache_usage=max(usage) if usage else None,
+        kv_cache_usage_summed=_summed_max(current, Role.TOKEN_USAGE),
         ttft_p50_seconds=bucket_quantile(0.5, ttft.buckets) if ttft else None,
         ttft_p95_seconds=bucket_quantile(0.95, ttft.buckets) if ttft else None,
         itl_p50_seconds=bucket_quantile(0.5, itl.buckets) if itl else None,

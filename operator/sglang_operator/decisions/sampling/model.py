@@ -50,6 +50,9 @@ class Figures:
     """``sglang:num_queue_reqs``, summed over pods."""
     kv_cache_usage: float | None = None
     """``sglang:token_usage`` (KV-cache token pool usage, 0..1), max over pods."""
+    kv_cache_usage_summed: float | None = None
+    """``sglang:token_usage`` of each pod (its fullest data-parallel rank), summed over pods (0..pods): the KV cache
+    the revision uses in replicas' worth, what autoscaling's ``kvCacheUsage`` divides by its target."""
     ttft_p50_seconds: float | None = None
     """Time to first token, median, from ``sglang:time_to_first_token_seconds`` bucket increases."""
     ttft_p95_seconds: float | None = None
