@@ -23,7 +23,7 @@ ENTRIES = {
     "handlers.reconcile", "handlers.track", "handlers.child_event", "handlers.pod_event", "tunings.tuning_event",
     "observer.Observer.track", "observer.Observer.pod_event", "observer.Observer.tuning_event",  # the watch's record
     "observer.Observer.memory", "memory.TuningRequests.apply",  # the memory of a delivered object, by its key
-    "memory.key_of", "memory.ServerMemory.__init__",  # the delivered object kept, read typed (ServerMemory.view)
+    "memory.key_of", "memory.Seen.__init__",  # the delivered object kept, read typed (ServerMemory.view)
 }
 """Where the kopf registrations hand the delivered object (and only there)."""
 

@@ -1,5 +1,7 @@
-"""What a failed apply of the analysis (a rollback's, a canary's placement, deletion or promotion, run as the
-server's job by :class:`~sglang_operator.control.observer.Observer`) leaves behind.
+"""What a failed apply leaves behind: of the analysis (a rollback's, a canary's placement, deletion or promotion, run
+as the server's job by :class:`~sglang_operator.control.observer.Observer`), or of the reconcile handler
+(:func:`handler_failed`). The one writer of the server memory's failure fields (``apply_failure``,
+``apply_failure_reason``, ``apply_error``: :data:`sglang_operator.control.memory.WRITERS`).
 
 A failure is a Warning event ``ApplyFailed`` once per distinct message, tried again next tick. A child whose name
 another controller owner holds (:class:`~sglang_operator.control.children.ChildConflict`: a server named like this
@@ -41,3 +43,18 @@ def job_succeeded(mem: ServerMemory) -> None:
     mem.apply_error = None
     if mem.apply_failure_reason == CHILD_CONFLICT:
         mem.apply_failure, mem.apply_failure_reason = None, "ApplyFailed"
+
+
+def handler_failed(mem: ServerMemory, message: str, reason: str) -> bool:
+    """The reconcile handler's apply failed with ``message`` (``reason``: ``ApplyFailed``, or ``ChildConflict`` when
+    another owner holds a child's name), not the spec's fault: recorded in ``mem`` (shown by every observation as
+    ``Degraded``) until an apply succeeds. Returns whether the failure is new for this server (one Warning event and
+    log line each)."""
+    new = mem.apply_failure != message
+    mem.apply_failure, mem.apply_failure_reason = message, reason
+    return new
+
+
+def handler_succeeded(mem: ServerMemory) -> None:
+    """The reconcile handler's apply succeeded: its failure (or a job's conflict) is forgotten."""
+    mem.apply_failure, mem.apply_failure_reason = None, "ApplyFailed"

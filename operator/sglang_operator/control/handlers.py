@@ -32,7 +32,6 @@ import contextlib
 import datetime as dt
 import gc
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +44,7 @@ from sglang_operator.api.rollback import same_spec
 from sglang_operator.api.server import SpecError
 from sglang_operator.api.view import ServerView
 from sglang_operator.builders.labels import MANAGED_BY
-from sglang_operator.control import restore, server_status, tunings  # tunings: registers the tuning watch
+from sglang_operator.control import failures, restore, server_status, tunings  # tunings: registers the tuning watch
 from sglang_operator.control.apply import ApplyOptions, apply_placement, placement
 from sglang_operator.control.children import ChildApplyError, LeaderWorkerSetMissing, up_to_date
 from sglang_operator.control.memory import ServerMemory
@@ -75,19 +74,19 @@ STALE_RETRY_SECONDS = 1.0
 """Seconds before kopf calls the reconcile handler again when its status patch was refused as stale (409)."""
 
 
-async def _write_status(view: ServerView, values: dict[str, Any], memory: ServerMemory) -> None:
+async def _write_status(view: ServerView, values: dict[str, Any], observer: Observer) -> None:
     """The handler's ONE status patch: what of ``values`` differs from the stored status, as a merge patch with the
     view's resourceVersion as precondition, written before the handler returns (inside the server's worker), not by
     kopf's patch after it. Refused as stale (the object changed since kopf read it: the observer's patch, another
     update): raises ``kopf.TemporaryError``, and kopf calls the handler again with the newer object; the stale
-    decision is never written. The answer becomes the server's newest view (``memory.body``)."""
+    decision is never written. The answer becomes the server's newest view (:meth:`Observer.answered`)."""
     patched, delta = await server_status.write_changed(view, values)
     if not delta:
         return
     if patched is None:
         raise kopf.TemporaryError("the object changed while it was reconciled: reconciled again from the newer one",
                                   delay=STALE_RETRY_SECONDS)
-    memory.body = patched
+    observer.answered(patched)
 
 
 async def _event(view: ServerView, type_: str, reason: str, message: str) -> None:
@@ -134,9 +133,7 @@ async def _apply_failed(view: ServerView, message: str, logger: Logger, memory: 
                   [condition("Degraded", "True", reason, truncate(message), view.generation, _now())])
     # with the view's resourceVersion: a stale view writes nothing (kopf retries the handler anyway)
     await server_status.patch(view, {"conditions": conds})
-    memory.apply_failure_reason = reason
-    if memory.apply_failure != message:
-        memory.apply_failure = message
+    if failures.handler_failed(memory, message, reason):
         await _event(view, "Warning", reason, message)
         logger.warning("%s", message)
 
@@ -160,7 +157,7 @@ async def reconcile(
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await job
         async with memory.lock:
-            memory.applied = {}  # the handler decides from the object itself: what a cancelled job applied is moot
+            observer.superseded(memory)  # the handler decides from the object: what a cancelled job applied is moot
             await _reconcile(ServerView.of(body), reason, logger, observer, memory)  # the one typed view
     finally:
         READINESS.seen(str(meta.get("uid")))
@@ -196,7 +193,7 @@ async def _reconcile(view: ServerView, reason: str, logger: Logger, observer: Ob
         rendered = builders.render(server)
     except (SpecError, builders.InvalidSpec) as err:
         errors = err.messages if isinstance(err, SpecError) else err.errors
-        await _write_status(view, status_decisions.invalid(status, errors, generation, now), memory)
+        await _write_status(view, status_decisions.invalid(status, errors, generation, now), observer)
         await _event(view, "Warning", "InvalidSpec", "; ".join(errors))
         logger.warning("invalid spec, nothing applied: %s", "; ".join(errors))
         telemetry.count_reconcile("invalid")
@@ -213,7 +210,7 @@ async def _reconcile(view: ServerView, reason: str, logger: Logger, observer: Ob
         telemetry.count_reconcile("applied")
         return
     noted = memory.spec_revision  # the spec's revision as last rendered (this process), before this change
-    memory.spec_revision = (generation, rendered.revision)  # the observer does not render this spec again
+    observer.rendered(memory, generation, rendered.revision)  # the observer does not render this spec again
     same_spec_revision = noted is not None and noted[1] == rendered.revision
     try:  # the spec's revision, unless the rollback rejected it: then the stable one (the spec is not edited)
         choice = await restore.target(view, rendered)
@@ -229,7 +226,7 @@ async def _reconcile(view: ServerView, reason: str, logger: Logger, observer: Ob
         new = await apply_placement(view, [placement(view, rendered, spec_dict)], now, memory,
                                     ApplyOptions(write_children=write, warnings=rendered.warnings))
     except LeaderWorkerSetMissing as err:  # nothing applied; the observer applies once the API is served
-        await _write_status(view, groups.lws_missing(status, rendered.warnings, generation, now), memory)
+        await _write_status(view, groups.lws_missing(status, rendered.warnings, generation, now), observer)
         await _event(view, "Warning", groups.LWS_MISSING, str(err))
         logger.warning("%s", err)
         telemetry.count_reconcile("refused")
@@ -241,15 +238,15 @@ async def _reconcile(view: ServerView, reason: str, logger: Logger, observer: Ob
             await _apply_failed(view, failure.describe(), logger, memory, failure.reason)
             raise kopf.TemporaryError(failure.describe(), delay=30) from None
         refusal = failure.describe()
-        await _write_status(view, status_decisions.invalid(status, [refusal], generation, now), memory)
+        await _write_status(view, status_decisions.invalid(status, [refusal], generation, now), observer)
         await _event(view, "Warning", "InvalidSpec", refusal)
         logger.warning("%s", refusal)
         telemetry.count_reconcile("refused")
         return
-    memory.apply_failure, memory.apply_failure_reason = None, "ApplyFailed"
-    memory.handled = (generation, rendered.revision, time.monotonic())  # until a watch view shows it
+    failures.handler_succeeded(memory)
+    observer.handled(memory, generation, rendered.revision)  # until a watch view shows it
     logger.debug("applied revision %s", rendered.revision)
-    await _write_status(view, new, memory)
+    await _write_status(view, new, observer)
     if held_back:
         logger.info("%s", held_back)
         if reason != kopf.Reason.RESUME and not (same_spec_revision and rendered.revision == before):

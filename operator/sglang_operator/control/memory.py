@@ -17,8 +17,9 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from sglang_operator.api.view import ServerView
@@ -55,14 +56,74 @@ class ParseCache:
     """Whether the object's spec is the one ``status.revision`` was applied from (replicas aside)."""
 
 
+WRITERS: Mapping[str, str] = MappingProxyType({
+    # identity: set when the memory is made (Memories.of adds a uid learnt later)
+    "namespace": "control.memory", "name": "control.memory", "uid": "control.memory", "lock": "control.memory",
+    # what the watch saw (Seen): the watch, a status patch's answer (Observer.answered), a view refused as stale
+    "seen.body": "control.observer", "seen.stale_rv": "control.observer",
+    "seen.typed": "control.memory", "seen._typed_from": "control.memory",  # Seen.view's cache
+    # what the job applied, and the reconcile handler's hand-off (Observer.superseded, rendered, handled)
+    "job": "control.observer", "applied": "control.observer", "handled": "control.observer",
+    # the tick's caches
+    "parsed": "control.observer", "spec_revision": "control.observer", "diffs": "control.observer",
+    "observation": "control.ticks",
+    # what a failed apply leaves behind (the handler's and the job's)
+    "apply_failure": "control.failures", "apply_failure_reason": "control.failures", "apply_error": "control.failures",
+    # what the sampler holds, the image digests read, the tuning's hold (spec hash without replicas)
+    "sampling": "control.gather", "read_backoff": "control.gather", "digests": "control.gather",
+    "spec_hash": "control.gather",
+    "draining": "control.memory",  # ServerMemory.draining_pods, the drain's block (control/drain.py)
+    # the autoscaler's last write
+    "scaler": "control.autoscaling",
+})
+"""Each field of :class:`ServerMemory` (``seen.`` fields: of :class:`Seen`) and the one module of
+:mod:`sglang_operator` that writes it (assigns it, an item of it or an attribute of it), by concern;
+``tests/control/test_memory_writers.py`` reads the package with ``ast`` and fails on a write from any other module
+(or a field missing here). Others write through the owner: the reconcile handler through
+:meth:`~sglang_operator.control.observer.Observer.answered`, ``superseded``, ``rendered``, ``handled`` and
+:func:`~sglang_operator.control.failures.handler_failed`."""
+
+
 @dataclass(eq=False)
-class ServerMemory:
-    """What the operator remembers about one SGLangServer between two events or ticks.
+class Seen:
+    """What the watch saw of one SGLangServer: written by :mod:`sglang_operator.control.observer` only (the watch's
+    :meth:`~sglang_operator.control.observer.Observer.track`, a status patch's answer through
+    :meth:`~sglang_operator.control.observer.Observer.answered`, a view found stale).
 
     - ``body``: the newest object from the watch (or a status patch's answer), as delivered: the server's loop reads
       it typed (:meth:`view`); the tuning queue reads it as is;
     - ``stale_rv``: the resourceVersion of a view whose status patch was refused (409): not observed again until a
-      newer view arrives;
+      newer view arrives (a resourceVersion once refused never names the newest object again);
+    - ``typed``: the newest object typed (:meth:`view`), built once per object delivered (this class's own cache).
+    """
+
+    body: dict[str, Any] | None = None
+    stale_rv: str | None = None
+    typed: ServerView | None = None
+    _typed_from: dict[str, Any] | None = field(default=None, repr=False)
+
+    def view(self) -> ServerView | None:
+        """The newest object (:attr:`body`) as a :class:`~sglang_operator.api.view.ServerView`: its status parsed
+        once per resourceVersion (a re-list delivers the same state again: not parsed again), then handed to every
+        function of the tick, the job and the apply path; None before the first sight."""
+        if self.body is None:
+            return None
+        rv = str((self.body.get("metadata") or {}).get("resourceVersion") or "")
+        same = self.typed is not None and (self._typed_from is self.body or (rv and self.typed.resource_version == rv))
+        if not same:  # a resourceVersion names one state of the object: the same one delivered again is not parsed
+            self.typed, self._typed_from = ServerView.of(self.body), self.body
+        assert self.typed is not None
+        return self.typed
+
+
+@dataclass(eq=False)
+class ServerMemory:
+    """What the operator remembers about one SGLangServer between two events or ticks.
+
+    Split by concern, each field written from one module (:data:`WRITERS`, checked by
+    ``tests/control/test_memory_writers.py``):
+
+    - ``seen``: what the watch saw (:class:`Seen`; :attr:`body` and :meth:`view` read it);
     - ``parsed``: the parse cache; ``spec_revision``: ``(generation, revision)`` the spec renders to (None: refused);
     - ``digests``: revision → image digest recorded on its ControllerRevision;
     - ``apply_failure``: the last failed apply that was not the spec's fault (reconcile handler), until one
@@ -81,8 +142,7 @@ class ServerMemory:
     name: str
     uid: str = ""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    body: dict[str, Any] | None = None
-    stale_rv: str | None = None
+    seen: Seen = field(default_factory=Seen)
     parsed: ParseCache | None = None
     spec_revision: tuple[int, str | None] | None = None
     digests: dict[str, str] = field(default_factory=dict)
@@ -103,9 +163,6 @@ class ServerMemory:
     sampling: SamplerState = field(default_factory=SamplerState)
     read_backoff: Backoff = field(default_factory=Backoff)
     """When its pods are read again after reads that all timed out (:mod:`sglang_operator.control.gather`)."""
-    typed: ServerView | None = None
-    """The newest object typed (:meth:`view`), built once per object the watch (or a write's answer) delivered."""
-    _typed_from: dict[str, Any] | None = field(default=None, repr=False)
     scaler: ScalerRecord | None = None
     """The ScaledObject last written or deleted, and how that went (None: not since this process started; the first
     tick compares); written by :mod:`sglang_operator.control.autoscaling` only, after the tick's status patch."""
@@ -113,18 +170,19 @@ class ServerMemory:
     """``(generation, hash)`` of the object's spec without ``replicas``
     (:func:`sglang_operator.decisions.tuning.hold.spec_hash`), computed once per generation."""
 
+    @property
+    def body(self) -> dict[str, Any] | None:
+        """The newest object the watch (or a write's answer) delivered (:attr:`Seen.body`; read-only here)."""
+        return self.seen.body
+
+    @property
+    def stale_rv(self) -> str | None:
+        """:attr:`Seen.stale_rv` (read-only here)."""
+        return self.seen.stale_rv
+
     def view(self) -> ServerView | None:
-        """The newest object (:attr:`body`) as a :class:`~sglang_operator.api.view.ServerView`: its status parsed
-        once per resourceVersion (a re-list delivers the same state again: not parsed again), then handed to every
-        function of the tick, the job and the apply path; None before the first sight."""
-        if self.body is None:
-            return None
-        rv = str((self.body.get("metadata") or {}).get("resourceVersion") or "")
-        same = self.typed is not None and (self._typed_from is self.body or (rv and self.typed.resource_version == rv))
-        if not same:  # a resourceVersion names one state of the object: the same one delivered again is not parsed
-            self.typed, self._typed_from = ServerView.of(self.body), self.body
-        assert self.typed is not None
-        return self.typed
+        """The newest object typed (:meth:`Seen.view`); None before the first sight."""
+        return self.seen.view()
 
     @property
     def key(self) -> Key:

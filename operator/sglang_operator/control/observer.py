@@ -168,7 +168,27 @@ class Observer(Gathering, Ticking):
         mem = self.memory(body)
         if event_type is None and mem.body is not None:
             self.relisted = True
-        mem.body = body
+        mem.seen.body = body
+
+    def superseded(self, mem: ServerMemory) -> None:
+        """The reconcile handler decides from the object itself (in the server's worker, its job cancelled): what a
+        cancelled job applied and had not written is moot (:attr:`ServerMemory.applied` emptied)."""
+        mem.applied = {}
+
+    def rendered(self, mem: ServerMemory, generation: int, revision: str) -> None:
+        """The reconcile handler rendered the spec of ``generation`` to ``revision``: the observer's converge does not
+        render it again (:attr:`ServerMemory.spec_revision`)."""
+        mem.spec_revision = (generation, revision)
+
+    def handled(self, mem: ServerMemory, generation: int, revision: str) -> None:
+        """The reconcile handler applied ``revision`` for ``generation``: no observation is made from a view older
+        than its status patch (:attr:`ServerMemory.handled`, for :data:`HANDLED_WAIT_SECONDS` at most)."""
+        mem.handled = (generation, revision, time.monotonic())
+
+    def answered(self, patched: dict[str, Any]) -> None:
+        """A status patch's answer (``patched``: the object as the API server stored it, the reconcile handler's
+        write): the server's newest view until the watch brings another (:attr:`ServerMemory.seen`)."""
+        self.memory(patched).seen.body = patched
 
     def forget(self, key: Key) -> None:
         """Drop everything kept about server ``key``: its memory, its series, the sampler's state, its pods."""
@@ -263,7 +283,7 @@ class Observer(Gathering, Ticking):
         patched, _ = await server_status.write_changed(view, new)
         if patched is None:
             return  # changed meanwhile: the next tick sees the new object (applying again is a no-op)
-        mem.body = patched
+        mem.seen.body = patched
         log.info("%s/%s: %s", mem.namespace, mem.name, message)
         await server_status.event(view.ref, "Normal", "Created", created)
 
@@ -278,12 +298,12 @@ class Observer(Gathering, Ticking):
         patched, delta = await server_status.write_changed(view, decision.status_json)
         if delta:
             if patched is None:  # stale view: decide again on the watch's newer object, never on this one
-                mem.stale_rv = view.resource_version
+                mem.seen.stale_rv = view.resource_version
                 return
             mem.applied = {}
             newest = mem.view()
             if newest is None or newest.resource_version == view.resource_version:  # the answer is the newest view
-                mem.body = patched  # until the watch brings another
+                mem.seen.body = patched  # until the watch brings another
             view = ServerView.of(patched)
         else:
             mem.applied = {}  # nothing differs: the stored status holds what the job applied already
@@ -313,7 +333,7 @@ class Observer(Gathering, Ticking):
             return False
         rv = view.resource_version
         if live is None or (live.get("metadata") or {}).get("resourceVersion") != rv:
-            mem.stale_rv = rv
+            mem.seen.stale_rv = rv
             return False
         return True
 

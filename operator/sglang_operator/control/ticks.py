@@ -140,8 +140,7 @@ class Ticking:
         if mem is None or view is None or mem.busy:
             return
         if mem.stale_rv is not None and mem.stale_rv == view.resource_version:
-            return
-        mem.stale_rv = None
+            return  # refused as stale: a newer view (another resourceVersion) is observed
         mem.observation = asyncio.current_task()
         async with Slot(sem) as slot, mem.lock:
             view = mem.view()  # the newest: the watch may have brought another while this waited
