@@ -8,10 +8,12 @@ speeds tok/s; acceptance lengths are tokens per verify step (accepted draft toke
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AwareDatetime, Field, WithJsonSchema
+from pydantic import AwareDatetime, BaseModel, Field, WithJsonSchema
+from pydantic.alias_generators import to_camel
 
 from sglang_operator.api.base import StatusModel
 from sglang_operator.api.spec import SGLangServerSpec
@@ -78,6 +80,42 @@ class Setup(StatusModel):
     are made up, so it is never judged (analysis Paused, reason ``SimulatedAcceptance``); unset otherwise."""
 
 
+EXTRA_FIGURES = "extra_figures"
+"""The field of the models holding a figure per rollback criterion (``decisions.criteria.CRITERIA``, by the
+criterion's key) where the model has no field of that key's name: the criteria added after tok/s and accept length
+need no field of their own."""
+
+
+def figure(model: BaseModel, key: str) -> float | None:
+    """The figure of the criterion ``key`` (camelCase, e.g. ``tokensPerSecond``) that ``model`` holds: its field of
+    that name (tok/s, accept length: the fields status had before the criteria table), else its
+    ``extraFigures[key]``; None where it holds none."""
+    for name in type(model).model_fields:
+        if to_camel(name) == key and name != EXTRA_FIGURES:
+            value = getattr(model, name)
+            return float(value) if isinstance(value, int | float) else None
+    extra = getattr(model, EXTRA_FIGURES, None)
+    return extra.get(key) if isinstance(extra, dict) else None
+
+
+def figure_fields(model: type[BaseModel], figures: Mapping[str, float | None]) -> dict[str, object]:
+    """``figures`` (criterion key → value; None: none) as keyword arguments of ``model``: a key with a field of its
+    name goes there, any other into ``extraFigures`` (left out when empty)."""
+    named = {to_camel(n): n for n in model.model_fields if n != EXTRA_FIGURES}
+    out: dict[str, object] = {}
+    extra: dict[str, float] = {}
+    for key, value in figures.items():
+        if value is None:
+            continue
+        if key in named:
+            out[named[key]] = value
+        else:
+            extra[key] = value
+    if extra:
+        out[EXTRA_FIGURES] = extra
+    return out
+
+
 class BaselineSource(StrEnum):
     """``status.baseline.source``: where the baseline's figures came from (``docs/rollback.md``, "The baseline")."""
 
@@ -118,6 +156,9 @@ class Baseline(StatusModel):
     """``canaryRatio``: the median canary ÷ stable decode-speed ratio of the judged intervals (unset otherwise)."""
     scaled_from: str | None = None
     """``canaryRatio``: the stable revision whose baseline was scaled by ``ratio`` (unset otherwise)."""
+    extra_figures: dict[str, float] = Field(default_factory=dict)
+    """Medians of the criteria with no field of their own (``decisions.criteria.CRITERIA``), by criterion key, e.g.
+    ``{"timeToFirstTokenSeconds": 0.31}`` (seconds)."""
 
 
 class SampleFigures(StatusModel):
@@ -130,6 +171,9 @@ class SampleFigures(StatusModel):
     accept_rate: float | None = None
     """Acceptance rate, 0..1 (SGLang's ``sglang:spec_accept_rate`` of the pods whose gauges were refreshed; its
     formula differs between releases); None where no pod had refreshed it yet."""
+    extra_figures: dict[str, float] = Field(default_factory=dict)
+    """Figures of the criteria with no field of their own (``decisions.criteria.CRITERIA``) that apply, by
+    criterion key, e.g. ``{"timeToFirstTokenSeconds": 0.31}`` (seconds)."""
 
 
 class LastSample(StatusModel):

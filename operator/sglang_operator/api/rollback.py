@@ -185,6 +185,13 @@ class RollbackPolicy(ApiModel):
     """Absolute floor of decode speed, tok/s (unset: none). Applies to every revision, the first one included."""
     min_accept_length: Annotated[float | None, Field(ge=1, le=64)] = None
     """Absolute floor of the mean acceptance length, tokens per verify step (unset: none)."""
+    max_time_to_first_token_seconds: Annotated[float | None, Field(gt=0, le=3600)] = None
+    """Absolute ceiling of the median time to first token, seconds, from the pods' histogram
+    ``sglang:time_to_first_token_seconds`` (unset: none; with maxRelativeTimeToFirstToken unset too, TTFT is no
+    criterion)."""
+    max_relative_time_to_first_token: Annotated[float | None, Field(ge=1, le=100)] = None
+    """A sample fails when its median time to first token is above this multiple of the baseline's (1.5 = more than
+    50 % slower to answer); same conditions as minRelativeTokensPerSecond. Unset: TTFT is not compared."""
     min_traffic: MinTraffic = Field(default_factory=MinTraffic, json_schema_extra={"default": {}})
     """Signal ``traffic``: least load for a sample to count."""
     max_rollbacks: Annotated[int, Field(ge=1, le=100)] = 3

@@ -8,7 +8,7 @@ status patch).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sglang_operator.api.status import Verdict
@@ -48,6 +48,9 @@ class RecordVerdict:
     accept_rate: float | None = None
     """The median acceptance rate (0..1) of the same samples; None: none of them had one (the ledger then takes
     the rate of the revision's own last sample, :func:`sglang_operator.decisions.judging.accept_rate`)."""
+    extra_figures: dict[str, float] = field(default_factory=dict)
+    """The medians of the criteria with no field of their own (``decisions.criteria.CRITERIA``), by criterion key
+    (``status.revisions[].extraFigures``)."""
 
 
 @dataclass(frozen=True)

@@ -79,14 +79,13 @@ PROBE = "probe"
 
 def measured(revision: str, figures: Sequence[SampleFigures], signal: str, setup: Setup | None,
              now: dt.datetime) -> Baseline | None:
-    """The ``measured`` baseline of ``revision``: the medians of ``figures`` (tok/s, accept length, accept rate);
-    None when there are none."""
+    """The ``measured`` baseline of ``revision``: the medians of ``figures`` (every criterion's, accept rate); None
+    when there are none."""
     med = criteria.medians(figures)
     if med is None:
         return None
-    return Baseline(revision=revision, tokens_per_second=med.tokens_per_second, accept_length=med.accept_length,
-                    accept_rate=med.accept_rate, samples=len(figures), signal=signal, setup=setup, at=now,
-                    source=BaselineSource.MEASURED)
+    return criteria.baseline_of(revision, med, len(figures), signal).model_copy(
+        update={"setup": setup, "at": now, "source": BaselineSource.MEASURED})
 
 
 def from_canary(stable: Baseline | None, stable_revision: str, revision: str, figures: Sequence[SampleFigures],

@@ -297,7 +297,7 @@ class _Canary:
             self.last(sample, SampleVerdict.FAIL, reason, None, stable_sample)
             self.failure(reason, "Unstable")
             return
-        mine, theirs = criteria.measured(sample), criteria.measured(stable_sample)
+        mine, theirs = criteria.measured(sample, self.policy), criteria.measured(stable_sample, self.policy)
         if mine is None or theirs is None or stable_sample is None or stable_sample.start < c.warmed_up_at:
             side = "the canary" if mine is None else f"the stable revision {c.stable_revision}"
             why = (sample.reason if mine is None else stable_sample.reason if stable_sample else "") \
@@ -312,8 +312,7 @@ class _Canary:
             return
         c.consecutive_inconclusive = 0
         c.speed_ratios = [*c.speed_ratios, mine.tokens_per_second / theirs.tokens_per_second][-FIGURES_KEPT:]
-        base = Baseline(revision=c.stable_revision, tokens_per_second=theirs.tokens_per_second,
-                        accept_length=theirs.accept_length, samples=1, signal=self.policy.signal.value)
+        base = criteria.baseline_of(c.stable_revision, theirs, 1, self.policy.signal.value)
         result = criteria.check(mine, self.policy, base, True)
         if result.passed:
             self.last(sample, SampleVerdict.PASS, result.reason, mine, stable_sample)
@@ -342,7 +341,7 @@ class _Canary:
 
     def last(self, sample: Sample, verdict: SampleVerdict, reason: str, mine: SampleFigures | None,
              stable_sample: Sample | None) -> None:
-        theirs = criteria.measured(stable_sample)
+        theirs = criteria.measured(stable_sample, self.policy)
         self.canary.last_sample = CanarySample(
             at=sample.end, verdict=verdict.value, reason=reason,
             tokens_per_second=mine.tokens_per_second if mine else None,
@@ -358,9 +357,8 @@ class _Canary:
         med, stable_med = criteria.medians(c.failing_figures), criteria.medians(c.stable_figures[-len(
             c.failing_figures):] if c.failing_figures else [])
         if med is not None and stable_med is not None:
-            base = Baseline(revision=c.stable_revision, tokens_per_second=stable_med.tokens_per_second,
-                            accept_length=stable_med.accept_length, samples=len(c.failing_figures),
-                            signal=self.policy.signal.value)
+            base = criteria.baseline_of(c.stable_revision, stable_med, len(c.failing_figures),
+                                        self.policy.signal.value)
             summary = criteria.check(med, self.policy, base, True)
             if not summary.passed:
                 reason = (f"{summary.reason} (medians of {plural(len(c.failing_figures), 'interval')}, the stable "
@@ -429,9 +427,7 @@ class _Canary:
         """The ledger verdict of the canary's revision: ``med``'s figures (medians of ``samples`` intervals) where
         given, and the canary's steps."""
         c = self.canary
-        return RecordVerdict(c.revision, verdict, message, med.tokens_per_second if med else None,
-                             med.accept_length if med else None, samples, tuple(h.dump() for h in c.history),
-                             accept_rate=med.accept_rate if med else None)
+        return criteria.record(c.revision, verdict, message, med, samples, c.history)
 
     def fail(self, cause: str, message: str, verdict: str = "Failed") -> None:
         c = self.canary

@@ -67,7 +67,8 @@ def judge(
         for v in verdicts:
             ledger = status_decisions.judged(ledger, v.revision, v.verdict.value, v.reason, now, v.tokens_per_second,
                                              v.accept_length, v.samples, v.accept_rate if v.accept_rate is not None
-                                             else accept_rate(v.revision, sample, before), v.canary_steps)
+                                             else accept_rate(v.revision, sample, before), v.canary_steps,
+                                             v.extra_figures)
         if state.baseline is not None and state.baseline != before.baseline:  # where it came from, on its record
             ledger = baseline.noted(ledger, state.baseline)
         out["revisions"] = ledger
@@ -137,8 +138,7 @@ def promote(state: RollbackState, token: str, policy: RollbackPolicy, now: dt.da
     state.baseline = new
     state.stable_revision = token
     state.rejected_revisions = [r for r in state.rejected_revisions if r.revision != token]
-    shown = criteria.tps(med.tokens_per_second) + (
-        "" if med.accept_length is None else f", accept length {criteria.length(med.accept_length)}")
+    shown = criteria.figures_text(med, policy)
     samples = len(a.valid_figures)
     early = (f"; only {plural(samples, 'sample')} of minSamples {policy.min_samples}: the baseline new revisions are "
              "compared with is less certain than a verified one" if samples < policy.min_samples else "")
@@ -148,8 +148,7 @@ def promote(state: RollbackState, token: str, policy: RollbackPolicy, now: dt.da
     a.valid_figures, a.failing_figures = [], []
     a.phase, a.since, a.reason, a.message = AnalysisPhase.STABLE, now, "Promoted", message
     a.consecutive_failures = 0
-    return state, [RecordVerdict(token, Verdict.PROMOTED, message, med.tokens_per_second, med.accept_length,
-                                 state.baseline.samples, accept_rate=med.accept_rate),
+    return state, [criteria.record(token, Verdict.PROMOTED, message, med, state.baseline.samples),
                    Event("Warning" if early else "Normal", "Promoted", message)]
 
 

@@ -49,6 +49,7 @@ from sglang_operator.api.analysis import (
     SampleFigures,
     SampleVerdict,
     StableRegression,
+    figure,
 )
 from sglang_operator.api.base import RETRY_ANNOTATION as RETRY_ANNOTATION
 from sglang_operator.api.base import clone, plural
@@ -298,12 +299,11 @@ class _RollbackDecision(Verdicts):
                     self.actions.append(RecordVerdict(a.revision, Verdict.UNVERIFIED, a.message or ""))
             return
         a.consecutive_errors = 0
-        speed = criteria.finite(sample.figures.decode_tokens_per_second)
-        if sample.kind == SampleKind.INCONCLUSIVE or speed is None or speed <= 0:
+        figures = criteria.measured(sample, self.policy)
+        if figures is None:
             why = sample.reason or "no decode speed measured"
             self.last(sample.kind.value, SampleVerdict.SKIPPED, f"inconclusive: {why}", sample)
             return
-        figures = criteria.figures_of(sample, speed)
         result = criteria.check(figures, self.policy, self.state.baseline, self.comparable())
         if a.phase == AnalysisPhase.VERIFYING:
             a.valid_samples += 1
@@ -372,9 +372,7 @@ class _RollbackDecision(Verdicts):
         """The analysed revision failed: reject and roll back, or report and leave it running."""
         a, p = self.analysis, self.policy
         med = criteria.medians(a.failing_figures)
-        verdict_figures: tuple[float | None, float | None, int | None] = (
-            (med.tokens_per_second, med.accept_length, len(a.failing_figures)) if med else (None, None, None))
-        rate = med.accept_rate if med else None
+        samples = len(a.failing_figures) if med else None
         if self.is_stable():
             self.track_regression(message, med)
             return
@@ -392,9 +390,9 @@ class _RollbackDecision(Verdicts):
         else:
             note = "" if len(recent) < p.max_rollbacks else (
                 f" although {used_up}: it serves nothing ({self.ready_pods()})")
-            self.reject(cause, message, stable, verdict_figures, note, accept_rate=rate)
+            self.reject(cause, message, stable, med, samples, note)
             return
-        self.actions.append(RecordVerdict(a.revision, Verdict.FAILED, message, *verdict_figures, accept_rate=rate))
+        self.actions.append(criteria.record(a.revision, Verdict.FAILED, message, med, samples))
         self.pause(reason, f"{message}; {why}")
 
     def track_regression(self, message: str, med: SampleFigures | None) -> None:
@@ -412,7 +410,7 @@ class _RollbackDecision(Verdicts):
         moved = _moved(reg.reported, med)
         reg.message, reg.updated_at, reg.tokens_per_second, reg.accept_length = message, self.now, tps, length
         if moved:
-            was = criteria.figures_text(reg.reported)
+            was = criteria.figures_text(reg.reported, self.policy)
             reg.reported = med
             self.event("Warning", "StableRegressed", f"stable revision {message} (was {was} at the last report; "
                                                      f"regressed since {reg.since.isoformat()}); not rolled back "
@@ -465,7 +463,7 @@ def _moved(old: SampleFigures | None, new: SampleFigures | None) -> bool:
     moved by more than :data:`REGRESSION_CHANGE` of its old value."""
     if old is None or new is None:
         return (old is None) != (new is None)
-    for was, now in ((old.tokens_per_second, new.tokens_per_second), (old.accept_length, new.accept_length)):
+    for was, now in ((figure(old, c.key), figure(new, c.key)) for c in criteria.CRITERIA):
         if (was is None) != (now is None):
             return True
         if was is not None and now is not None and abs(now - was) > REGRESSION_CHANGE * abs(was):

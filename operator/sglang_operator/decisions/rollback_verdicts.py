@@ -16,13 +16,14 @@ from sglang_operator.api.analysis import (
     LastSample,
     Rejection,
     RollbackRecord,
+    SampleFigures,
     SampleVerdict,
 )
 from sglang_operator.api.base import MESSAGE_LIMIT, RETRY_ANNOTATION, plural, truncate
 from sglang_operator.api.rollback import RollbackAction, RollbackPolicy
 from sglang_operator.api.status import Verdict
 from sglang_operator.decisions import baseline, canary, criteria
-from sglang_operator.decisions.actions import Action, Event, RecordVerdict
+from sglang_operator.decisions.actions import Action, Event
 from sglang_operator.decisions.rollback_state import (
     REJECTIONS_KEPT,
     ROLLBACKS_KEPT,
@@ -87,14 +88,13 @@ class Verdicts:
         assert med is not None and new is not None
         previous, self.state.baseline, self.state.stable_revision = self.state.stable_revision, new, a.revision
         self.state.rejected_revisions = [r for r in self.state.rejected_revisions if r.revision != a.revision]
-        message = (f"{a.revision}: {criteria.figures_text(med)} (median of {plural(len(a.valid_figures), 'sample')} "
-                   f"over {verified_for:.0f} s); "
+        message = (f"{a.revision}: {criteria.figures_text(med, self.policy)} "
+                   f"(median of {plural(len(a.valid_figures), 'sample')} over {verified_for:.0f} s); "
                    f"stable revision" + (f" in place of {previous}" if previous else ""))
         a.valid_figures, a.failing_figures = [], []
         self.enter(AnalysisPhase.STABLE, "Promoted", message)
-        self.actions.append(RecordVerdict(a.revision, Verdict.PROMOTED, message, med.tokens_per_second,
-                                          med.accept_length, self.state.baseline.samples,
-                                          accept_rate=med.accept_rate))
+        self.actions.append(criteria.record(a.revision, Verdict.PROMOTED, message, med,
+                                            self.state.baseline.samples))
         self.event("Normal", "Promoted", message)
 
     def serves_nothing(self) -> bool:
@@ -112,11 +112,12 @@ class Verdicts:
             return
         before = truncate(a.message or a.revision, MESSAGE_LIMIT // 2)
         message = f"{before}; then {self.ready_pods()}: it serves nothing"
-        self.reject("NotServing", message, stable, (None, None, None))
+        self.reject("NotServing", message, stable, None)
 
-    def reject(self, cause: str, message: str, stable: str,
-               figures: tuple[float | None, float | None, int | None], note: str = "",
-               accept_rate: float | None = None) -> None:
+    def reject(self, cause: str, message: str, stable: str, med: SampleFigures | None, samples: int | None = None,
+               note: str = "") -> None:
+        """Reject the analysed revision (``message``; ``med``: the medians of ``samples`` failing samples, for the
+        ledger) and apply ``stable``."""
         a = self.analysis
         others = [r for r in self.state.rejected_revisions if r.revision != a.revision]
         rejections = [*others, Rejection(revision=a.revision, reason=message, at=self.now,
@@ -131,7 +132,7 @@ class Verdicts:
         record = RollbackRecord(**{"from": a.revision, "to": stable, "reason": message, "at": self.now})
         self.state.rollbacks = [*self.state.rollbacks, record][-kept:]
         self.enter(AnalysisPhase.ROLLING_BACK, cause, message)
-        self.actions.append(RecordVerdict(a.revision, Verdict.REJECTED, message, *figures, accept_rate=accept_rate))
+        self.actions.append(criteria.record(a.revision, Verdict.REJECTED, message, med, samples))
         self.event("Warning", "RollingBack", f"{message}; applying the stable revision {stable}{note}")
 
     def reject_canary(self, r: canary.Rejected) -> None:

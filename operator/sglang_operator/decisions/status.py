@@ -101,13 +101,15 @@ def judged(
     ledger: list[dict[str, Any]], revision: str, verdict: str, reason: str, now: dt.datetime,
     tokens_per_second: float | None = None, accept_length: float | None = None, samples: int | None = None,
     accept_rate: float | None = None, canary_steps: Sequence[Mapping[str, Any]] | None = None,
+    extra_figures: Mapping[str, float] | None = None,
 ) -> list[dict[str, Any]]:
     """``status.revisions`` with ``revision``'s record given ``verdict`` (``api.status.Verdict``), ``reason``,
     ``judgedAt`` and the figures (tok/s, acceptance length, sample count, acceptance rate 0..1) where given;
     unchanged when the revision has no record. Figures of the rollback decision: ``decisions.rollback.RecordVerdict``;
     the acceptance rate: the median of the verdict's samples, else the release's own gauge in the revision's last
     sample (``decisions.judging.accept_rate``);
-    ``canary_steps``: the steps of its canary (``CanaryStepRecord`` dicts), when it ran as one."""
+    ``canary_steps``: the steps of its canary (``CanaryStepRecord`` dicts), when it ran as one; ``extra_figures``:
+    the figures of the criteria with no field of their own (``extraFigures``, by criterion key), when any."""
     out = []
     for r in ledger:
         if r.get("revision") == revision:
@@ -117,6 +119,8 @@ def judged(
                  **{k: v for k, v in figures.items() if v is not None}}
             if canary_steps:
                 r["canarySteps"] = [dict(c) for c in canary_steps]
+            if extra_figures:
+                r["extraFigures"] = dict(extra_figures)
         out.append(dict(r))
     return out
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 import datetime as dt
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic.alias_generators import to_snake
+
+from sglang_operator.api.analysis import figure
 from sglang_operator.api.base import plural
 from sglang_operator.api.status import SGLangServerStatus
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.revision import recorded_digest
+from sglang_operator.decisions import criteria
 from sglang_operator.decisions.baseline import origin
 from sglang_operator.decisions.conditions import parse_time, rfc3339
 
@@ -26,7 +30,8 @@ ABSENT = "—"
 
 @dataclass(frozen=True)
 class HistoryRow:
-    """One revision as ``history`` shows it; figures in tok/s and tokens per verify step."""
+    """One revision as ``history`` shows it; figures in tok/s and tokens per verify step; ``figures``: every
+    criterion's figure at the verdict by criterion key (``decisions.criteria.CRITERIA``, their units)."""
 
     revision: str
     number: int | None
@@ -42,14 +47,23 @@ class HistoryRow:
     reason: str
     baseline_source: str | None = None
     baseline_tokens_per_second: float | None = None
+    figures: dict[str, float] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        """camelCase dict for ``-o json``."""
-        return {"revision": self.revision, "number": self.number, "age": self.age, "verdict": self.verdict,
-                "tokensPerSecond": self.tokens_per_second, "acceptLength": self.accept_length,
-                "acceptRate": self.accept_rate, "samples": self.samples, "image": self.image,
-                "stable": self.stable, "serving": self.serving, "reason": self.reason,
-                "baselineSource": self.baseline_source, "baselineTokensPerSecond": self.baseline_tokens_per_second}
+        """camelCase dict for ``-o json``: every criterion's figure under its key (``tokensPerSecond``,
+        ``acceptLength``, ``timeToFirstTokenSeconds``…; null where none)."""
+        out = {"revision": self.revision, "number": self.number, "age": self.age, "verdict": self.verdict,
+               "tokensPerSecond": self.tokens_per_second, "acceptLength": self.accept_length,
+               "acceptRate": self.accept_rate, "samples": self.samples, "image": self.image,
+               "stable": self.stable, "serving": self.serving, "reason": self.reason,
+               "baselineSource": self.baseline_source, "baselineTokensPerSecond": self.baseline_tokens_per_second}
+        return {**out, **{k: v for k, v in self.figures.items() if k not in out}}
+
+    def figure(self, key: str) -> float | None:
+        """The figure of the criterion ``key``: :attr:`figures`, else the field of that name (tok/s, accept
+        length)."""
+        value = self.figures.get(key, getattr(self, to_snake(key), None))
+        return value if isinstance(value, float | int) and not isinstance(value, bool) else None
 
 
 def age(created: str | None, now: dt.datetime) -> str:
@@ -83,6 +97,7 @@ def history_rows(status: SGLangServerStatus, revisions: Sequence[Mapping[str, An
             accept_length=rec.accept_length, accept_rate=rec.accept_rate, samples=rec.samples,
             image=str(image), stable=rev == stable, serving=rev == serving, reason=rec.reason or "",
             baseline_source=rec.baseline_source, baseline_tokens_per_second=rec.baseline_tokens_per_second,
+            figures={c.key: v for c in criteria.CRITERIA if (v := figure(rec, c.key)) is not None},
         ))
     return rows
 
@@ -114,10 +129,26 @@ def canary_lines(status: SGLangServerStatus) -> list[str]:
     return out
 
 
-HISTORY_COLUMNS = ("", "REVISION", "AGE", "VERDICT", "TOK/S", "ACCEPT LEN", "ACCEPT RATE", "SAMPLES", "BASELINE",
-                   "IMAGE")
-"""The columns of ``history``'s table; figures at the verdict (tok/s, tokens per verify step, 0..1, count); BASELINE:
-the revision's baseline as the stable one, tok/s and where it came from (:func:`baseline_cell`)."""
+LEADING_COLUMNS = ("", "REVISION", "AGE", "VERDICT")
+TRAILING_COLUMNS = ("ACCEPT RATE", "SAMPLES", "BASELINE", "IMAGE")
+
+
+def shown_criteria(rows: Sequence[HistoryRow] = ()) -> tuple[criteria.Criterion, ...]:
+    """The criteria ``history`` has a column of: those a spec without ``spec.rollback`` judges (tok/s, accept
+    length), and any other with a figure in one of ``rows`` (TTFT once a policy turned it on), in table order."""
+    default = criteria.active(criteria.DEFAULT_POLICY)
+    return tuple(c for c in criteria.CRITERIA if c in default or any(c.key in r.figures for r in rows))
+
+
+def history_columns(rows: Sequence[HistoryRow] = ()) -> tuple[str, ...]:
+    """The columns of ``history``'s table for ``rows``: one per criterion of :func:`shown_criteria` (its
+    ``column``), figures at the verdict in its unit; ACCEPT RATE 0..1, SAMPLES a count; BASELINE: the revision's
+    baseline as the stable one, tok/s and where it came from (:func:`baseline_cell`)."""
+    return (*LEADING_COLUMNS, *(c.column for c in shown_criteria(rows)), *TRAILING_COLUMNS)
+
+
+HISTORY_COLUMNS = history_columns()
+"""The columns of ``history``'s table when no row has a figure of a criterion off by default."""
 GAP = 2
 """Spaces between two columns of ``history``'s table (kubectl prints 3)."""
 
@@ -134,9 +165,10 @@ def short_image(image: str) -> str:
 
 
 def history_cells(rows: Sequence[HistoryRow]) -> list[list[str]]:
-    """One list of cells per row in :data:`HISTORY_COLUMNS` order (the stable revision marked ★, the serving ▶)."""
+    """One list of cells per row in :func:`history_columns` order (the stable revision marked ★, the serving ▶)."""
+    shown = shown_criteria(rows)
     return [[("★" if r.stable else "") + ("▶" if r.serving else ""), r.revision, r.age, r.verdict,
-             _figure(r.tokens_per_second, 1), _figure(r.accept_length, 2), _figure(r.accept_rate, 2),
+             *(_figure(r.figure(c.key), c.digits) for c in shown), _figure(r.accept_rate, 2),
              ABSENT if r.samples is None else str(r.samples), baseline_cell(r), short_image(r.image)] for r in rows]
 
 
@@ -162,22 +194,22 @@ def history_table(rows: Sequence[HistoryRow], width: int) -> list[str]:
     """``history``'s table as lines of at most ``width`` characters where the figures fit: kubectl's layout (left
     aligned, no borders); when the IMAGE column (then also the BASELINE column) does not fit it leaves the table and
     each revision's value follows it on a line of its own (``REVISION image: …``, ``REVISION baseline: …``)."""
-    cells = history_cells(rows)
+    cells, headers = history_cells(rows), history_columns(rows)
 
     def widths(columns: int) -> list[int]:
-        return [max([len(HISTORY_COLUMNS[i]), *(len(c[i]) for c in cells)]) for i in range(columns)]  # no row yet
+        return [max([len(headers[i]), *(len(c[i]) for c in cells)]) for i in range(columns)]  # no row yet
 
-    columns = len(HISTORY_COLUMNS)
-    while columns > len(HISTORY_COLUMNS) - 2 and sum(widths(columns)) + GAP * (columns - 1) > width:
+    columns = len(headers)
+    while columns > len(headers) - 2 and sum(widths(columns)) + GAP * (columns - 1) > width:
         columns -= 1  # without IMAGE, then without BASELINE
     w = widths(columns)
 
     def line(values: Sequence[str]) -> str:
         return (" " * GAP).join(v.ljust(n) for v, n in zip(values, w, strict=False)).rstrip()
 
-    out = [line(HISTORY_COLUMNS[:columns]), *(line(c[:columns]) for c in cells)]
-    for i in range(columns, len(HISTORY_COLUMNS)):
-        out += [f"{c[1]} {HISTORY_COLUMNS[i].lower()}: {c[i]}" for c in cells]
+    out = [line(headers[:columns]), *(line(c[:columns]) for c in cells)]
+    for i in range(columns, len(headers)):
+        out += [f"{c[1]} {headers[i].lower()}: {c[i]}" for c in cells]
     return out
 
 
