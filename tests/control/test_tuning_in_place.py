@@ -73,7 +73,7 @@ class World:
         self.obs.tuning_event(event, self.tuning() if event != "DELETED" else TUNING)
         servers = {m.key for m in self.obs.memories.values() if m.body is not None}
         self.obs.tunings.admit(queue.admit(self.obs.tunings.candidates(), servers, queue.DEFAULT_LIMIT).run)
-        await asyncio.gather(*list(self.obs._woken))
+        await asyncio.gather(*list(self.obs.ticker._woken))
 
     async def tick(self, later: dt.timedelta = dt.timedelta()) -> None:
         """One observation of the server from its newest view (``later`` than now), then its job (if one was started)

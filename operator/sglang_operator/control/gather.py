@@ -1,7 +1,7 @@
 """The I/O of one observation (the observer's gather) and the reads of a server's pods in it.
 
-:class:`Gathering` is the part of :class:`~sglang_operator.control.observer.Observer` that reads: the pods from the
-watched cache, ``/server_info`` once per revision when Ready, the image digest, the interval's samples
+:class:`Gatherer` is the collaborator of :class:`~sglang_operator.control.observer.Observer` that reads: the pods
+from the watched cache, ``/server_info`` once per revision when Ready, the image digest, the interval's samples
 (:mod:`sglang_operator.io.sampler`). Reads of a server's pods are fair to every other server:
 
 - every read has a short deadline (:data:`~sglang_operator.io.sglang_http.READ_TIMEOUT_SECONDS`), and a server's
@@ -23,8 +23,8 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from sglang_operator.api.base import ABORT_ANNOTATION
 from sglang_operator.api.server import SGLangServer
@@ -34,7 +34,7 @@ from sglang_operator.api.view import ServerView
 from sglang_operator.builders.labels import REVISION_LABEL
 from sglang_operator.builders.revision import recorded_digest
 from sglang_operator.control import ledger, restore
-from sglang_operator.control.memory import Memories, ServerMemory, TuningRequests
+from sglang_operator.control.memory import ServerMemory, TuningRequests
 from sglang_operator.control.ticks import slot_released
 from sglang_operator.decisions import effective as effective_rules
 from sglang_operator.decisions import groups, judging
@@ -137,25 +137,33 @@ def _revision_of(pod: Mapping[str, Any]) -> str | None:
     return ((pod.get("metadata") or {}).get("labels") or {}).get(REVISION_LABEL)
 
 
-class Gathering:
-    """The gather of :class:`~sglang_operator.control.observer.Observer` (mixed into it; see the module
-    docstring). Uses the observer's pod cache, HTTP client, sampler, series, tuning requests and memories."""
+class Gatherer:
+    """The observer's reader (:attr:`Observer.gatherer <sglang_operator.control.observer.Observer.gatherer>`, a
+    collaborator; see the module docstring): reads the pods from ``pods`` (the watched cache), SGLang through the
+    client ``http()`` gives and the sampler ``sampler()`` gives (both made by the observer at first use: callables,
+    read at each use), exports to ``series``, asks ``tunings`` what each server's SGLangTunings want and
+    ``spec_revision`` (the observer's ``_spec_revision``, cached in the server's memory) what the
+    spec renders to. ``sample_interval``: the operator-wide sampling interval (s; None: each server's own);
+    ``hold_max_seconds``: how long an InPlace tuning may hold a server (None: no bound). Writes the sampler's
+    fields of the server's memory (:data:`sglang_operator.control.memory.WRITERS`)."""
 
-    pods: PodCache
-    series: telemetry.ServerSeries
-    tunings: TuningRequests
-    memories: Memories
-    sample_interval: float | None
-    hold_max_seconds: float | None
+    def __init__(self, pods: PodCache, series: telemetry.ServerSeries, tunings: TuningRequests,
+                 http: Callable[[], SGLangHTTP], sampler: Callable[[], Sampler],
+                 spec_revision: Callable[[ServerMemory, SGLangServer, ServerView], str | None],
+                 sample_interval: float | None, hold_max_seconds: float | None) -> None:
+        self.pods, self.series, self.tunings = pods, series, tunings
+        self._http, self._sampler, self._spec_revision = http, sampler, spec_revision
+        self.sample_interval, self.hold_max_seconds = sample_interval, hold_max_seconds
 
-    if TYPE_CHECKING:
-        @property
-        def http(self) -> SGLangHTTP: ...
+    @property
+    def http(self) -> SGLangHTTP:
+        """The observer's HTTP client for SGLang pods."""
+        return self._http()
 
-        @property
-        def sampler(self) -> Sampler: ...
-
-        def _spec_revision(self, mem: ServerMemory, server: SGLangServer, view: ServerView) -> str | None: ...
+    @property
+    def sampler(self) -> Sampler:
+        """The observer's sampler."""
+        return self._sampler()
 
     async def gather(self, mem: ServerMemory, view: ServerView, server: SGLangServer, spec: SGLangServerSpec,
                      now: dt.datetime) -> tuple[Observed, Any]:

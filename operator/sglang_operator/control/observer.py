@@ -44,14 +44,14 @@ from sglang_operator.builders.canary import serving_name
 from sglang_operator.builders.labels import APP_NAME, MANAGED_BY
 from sglang_operator.control import autoscaling, failures, restore, server_status, testhooks
 from sglang_operator.control.apply import ApplyOptions, apply_placement, placement
-from sglang_operator.control.gather import Gathering
+from sglang_operator.control.gather import Gatherer
 from sglang_operator.control.gather import read_effective as read_effective
 from sglang_operator.control.gather import requested_settings as requested_settings
 from sglang_operator.control.memory import Key, Memories, ParseCache, ServerMemory, TuningRequests, key_of
 from sglang_operator.control.multinode import apply_when_served
 from sglang_operator.control.ticks import CONCURRENCY as CONCURRENCY
 from sglang_operator.control.ticks import SPREAD as SPREAD
-from sglang_operator.control.ticks import Ticking
+from sglang_operator.control.ticks import Ticker
 from sglang_operator.control.ticks import offset_in_interval as offset_in_interval
 from sglang_operator.decisions import capacity, groups
 from sglang_operator.decisions import status as status_decisions
@@ -102,7 +102,7 @@ async def restore_children(namespace: str, name: str, owner_uid: str | None, mis
                               f"{rendered.revision}")
 
 
-class Observer(Gathering, Ticking):
+class Observer:
     """Tracks SGLangServers and their pods (fed by kopf event handlers) and observes every server each
     ``interval`` s; samples each server every ``spec.rollback.intervalSeconds``, or every ``sample_interval``
     s when that is set (``--sample-interval``: an operator-wide override for tests and demos). Every per-server
@@ -112,7 +112,8 @@ class Observer(Gathering, Ticking):
     :class:`ScrapeLimits`, :class:`ProbeLimits`; ``/server_info`` shares the scrape's body limit); ``trial_streams``:
     the HTTP client's cap on tuning trials' streams in flight (:mod:`sglang_operator.io.trialstreams`);
     ``hold_max_seconds``: how long an InPlace tuning may hold a server (``--in-place-hold-max-seconds``; None: no
-    bound)."""
+    bound). Its collaborators, by name: :attr:`ticker` (when each server is observed, :mod:`~sglang_operator.control.
+    ticks`), :attr:`gatherer` (an observation's reads, :mod:`~sglang_operator.control.gather`)."""
 
     def __init__(self, interval: float, sample_interval: float | None = None, resync_seconds: float = RESYNC_SECONDS,
                  namespaces: tuple[str, ...] = (), *, scrape_limits: ScrapeLimits | None = None,
@@ -128,17 +129,28 @@ class Observer(Gathering, Ticking):
         self.namespaces = namespaces
         self.memories = Memories()
         self.tunings = TuningRequests()
-        self._woken: set[asyncio.Task[None]] = set()  # observations started off the tick (kept referenced)
         self.pods = PodCache(lambda ns: kube.list_pods(ns, MANAGED))
         self.series = telemetry.ServerSeries()
         self._http: SGLangHTTP | None = None
         self._sampler: Sampler | None = None
         self._task: asyncio.Task[None] | None = None
-        self._slots: asyncio.Semaphore | None = None  # CONCURRENCY observations at a time, across ticks
         self._last_resync: float | None = None
         self.relisted = False
         """Set when a watch was re-listed (kopf restarts a watch after a 410 Gone or a lost connection with a LIST,
         whose events have type None and whose deletions come as no event): the loop resyncs after its tick."""
+        self.gatherer = Gatherer(self.pods, self.series, self.tunings, lambda: self.http, lambda: self.sampler,
+                                 self._spec_revision, sample_interval, hold_max_seconds)
+        """The reads of an observation (:mod:`sglang_operator.control.gather`)."""
+        self.ticker = Ticker(self.memories, interval, lambda view, now: self.observe(view, now))
+        """When each server is observed (:mod:`sglang_operator.control.ticks`)."""
+
+    async def tick(self) -> None:
+        """Observe every tracked server once (:meth:`~sglang_operator.control.ticks.Ticker.tick`)."""
+        await self.ticker.tick()
+
+    def wake(self, key: Key) -> None:
+        """Observe server ``key`` now, off the tick (:meth:`~sglang_operator.control.ticks.Ticker.wake`)."""
+        self.ticker.wake(key)
 
     @property
     def http(self) -> SGLangHTTP:
@@ -242,7 +254,7 @@ class Observer(Gathering, Ticking):
 
     async def observe(self, view: ServerView, now: dt.datetime) -> None:
         """Observe one SGLangServer (``view``: its newest object, :meth:`ServerMemory.view`) and persist what that
-        decides (nothing when nothing changed): gather (:meth:`gather`: pods, ``/server_info``, the samples) → decide
+        decides (nothing when nothing changed): gather (:attr:`gatherer`: pods, ``/server_info``, the samples) → decide
         (pure: :func:`~sglang_operator.decisions.observation.decide`) → the autoscaler's decision
         (:func:`sglang_operator.control.autoscaling.follow`: ``status.autoscaling`` and the ScaledObject, written by
         nothing yet) → persist (:meth:`persist`: one status patch, the events, the ScaledObject, the job's apply). The
@@ -266,7 +278,7 @@ class Observer(Gathering, Ticking):
             server, spec = self._parsed(mem, merged)
         except SpecError:
             return
-        observed, policy = await self.gather(mem, merged, server, spec, now)
+        observed, policy = await self.gatherer.gather(mem, merged, server, spec, now)
         decided = decide(status, observed, policy, merged.applied)
         measured = capacity.capacity(self.tunings.known_best(server.namespace), server, spec, status.revision) \
             if capacity.uses_measured_capacity(server) else None

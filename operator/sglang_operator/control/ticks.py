@@ -1,10 +1,10 @@
 """The observer's tick: when each server is observed, and the shared slots observations take turns in.
 
-:class:`Ticking` is the part of :class:`~sglang_operator.control.observer.Observer` that schedules: every interval
-one loop walks the servers in phase order and starts each observation at its own fixed point of the interval
-(:func:`offset_in_interval`), at most :data:`CONCURRENCY` observations at a time (the shared slots, across ticks).
-An observation that waits on its server's pods gives its slot back while it waits (:func:`slot_released`), so a
-server whose pods never answer never keeps another server from being observed.
+:class:`Ticker` is the collaborator of :class:`~sglang_operator.control.observer.Observer` that schedules: every
+interval one loop walks the servers in phase order and starts each observation at its own fixed point of the
+interval (:func:`offset_in_interval`), at most :data:`CONCURRENCY` observations at a time (the shared slots, across
+ticks). An observation that waits on its server's pods gives its slot back while it waits (:func:`slot_released`),
+so a server whose pods never answer never keeps another server from being observed.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import contextvars
 import datetime as dt
 import logging
 import zlib
-from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
 
 from sglang_operator.api.status import Phase
 from sglang_operator.api.view import ServerView
@@ -85,16 +85,18 @@ def offset_in_interval(meta: Mapping[str, Any]) -> float:
     return zlib.crc32(key.encode()) / 2**32
 
 
-class Ticking:
-    """The tick of :class:`~sglang_operator.control.observer.Observer` (mixed into it; see the module docstring)."""
+class Ticker:
+    """The observer's tick (:attr:`Observer.ticker <sglang_operator.control.observer.Observer.ticker>`, a
+    collaborator; see the module docstring): every ``interval`` s it walks the servers of ``memories`` and runs
+    ``observe`` (the observer's observation of one view, looked up at each call) for each in its worker, at most
+    :data:`CONCURRENCY` at a time. Writes :attr:`ServerMemory.observation <sglang_operator.control.memory.
+    ServerMemory.observation>` (the observation under way)."""
 
-    interval: float
-    memories: Memories
-    _slots: asyncio.Semaphore | None
-    _woken: set[asyncio.Task[None]]
-
-    if TYPE_CHECKING:
-        async def observe(self, view: ServerView, now: dt.datetime) -> None: ...
+    def __init__(self, memories: Memories, interval: float,
+                 observe: Callable[[ServerView, dt.datetime], Awaitable[None]]) -> None:
+        self.memories, self.interval, self.observe = memories, interval, observe
+        self._slots: asyncio.Semaphore | None = None  # CONCURRENCY observations at a time, across ticks
+        self._woken: set[asyncio.Task[None]] = set()  # observations started off the tick (kept referenced)
 
     def _shared_slots(self) -> asyncio.Semaphore:
         if self._slots is None:
