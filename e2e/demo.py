@@ -337,13 +337,15 @@ AUTOSCALED = "qwen3.6-27b-autoscaling.yaml"
 """The README's autoscaling example (``samples/local/``)."""
 
 
-def start_autoscaling(cluster: Cluster) -> autoscale.Autoscaling:
-    """KEDA and Prometheus, as ``python -m e2e.cluster up --keda`` starts them (built first when missing)."""
+def start_autoscaling(cluster: Cluster, operator_port: int) -> autoscale.Autoscaling:
+    """KEDA and Prometheus, as ``python -m e2e.cluster up --keda`` starts them (built first when missing), Prometheus
+    scraping the operator's ``--metrics-port`` ``operator_port`` too."""
     from e2e.build_keda import build as build_keda
     from e2e.tools import build_prometheus
 
     try:
-        scaling = autoscale.start(cluster, keda_home=build_keda(), prometheus_binary=build_prometheus() / "prometheus")
+        scaling = autoscale.start(cluster, keda_home=build_keda(), prometheus_binary=build_prometheus() / "prometheus",
+                                  operator_port=operator_port)
     except ClusterError as exc:
         raise SystemExit(f"demo: KEDA did not start: {exc}") from exc
     print("-- " + "\n-- ".join(line.removeprefix("# ") for line in scaling.describe()))
@@ -459,10 +461,10 @@ def main(argv: list[str] | None = None) -> None:
             # both Established before the operator starts: a watch begun before its CRD is served never recovers
             k8s.install_crd(ROOT / "crds" / crd, name)  # polls until Established
             print(f"-- CRD {name} installed (crds/{crd}), Established")
-        if args.autoscale:
-            scaling = start_autoscaling(cluster)
         workdir = Path(tempfile.mkdtemp(prefix="sglang-demo-"))
         op = OperatorProcess(cluster.kubeconfig, workdir / "operator.log", status_interval=1.0, sample_interval=None)
+        if args.autoscale:  # before the operator: it sees KEDA's CRDs at its start
+            scaling = start_autoscaling(cluster, op.metrics_port)
         op.start()
         print(f"-- operator running (log: {op.log_path}); samples every spec.rollback.intervalSeconds")
         if args.autoscale:

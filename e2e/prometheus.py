@@ -1,7 +1,9 @@
 """A real Prometheus 3 for tests: the binary from ``python -m e2e.tools prometheus``, started on a free loopback
 port (or a given one: ``python -m e2e.cluster up --keda``'s 9090) with a configuration the test composes (the
 ``sglang-operator prometheus-config`` output or the Prometheus Operator's, :mod:`e2e.prometheus_operator`, plus
-rule files), a throw-away TSDB, and its HTTP API as small helpers.
+rule files), a throw-away TSDB, and its HTTP API as small helpers. :func:`with_host_operator` points the printed
+configuration's ``sglang-operator`` job at an operator process on this host (autoscaling's built-in queries read its
+series).
 
 :class:`PrometheusProcess` ``start()`` waits for ``/-/ready``; ``stop()`` ends it (SIGTERM, then SIGKILL) and
 leaves no process behind. Queries raise :class:`PrometheusError` with Prometheus' own error message.
@@ -20,6 +22,30 @@ import yaml
 from e2e import background
 from e2e.cluster.procs import free_port
 from e2e.conftest import K8sCluster
+from e2e.prometheus_operator import pod_target, with_static_targets
+
+OPERATOR_JOB = "sglang-operator"
+"""The ``sglang-operator prometheus-config`` job scraping the operator (``honor_labels``)."""
+HOST_OPERATOR_POD: dict[str, Any] = {
+    "metadata": {"name": "sglang-operator-host", "namespace": "sglang-operator",
+                 "labels": {"app.kubernetes.io/name": "sglang-operator"}},
+    "spec": {"containers": [{"name": "operator", "ports": [{"name": "metrics", "containerPort": 9808}]}]},
+}
+"""The pod the job's discovery would find for the chart's operator (its name label, its container port
+``metrics``), standing for the operator process on this host."""
+
+
+def with_host_operator(config: dict[str, Any], address: str) -> dict[str, Any]:
+    """``config`` (the ``prometheus-config`` output, with its operator job) whose operator job scrapes ``address``
+    (``host:port``: an operator process's ``--metrics-port`` on this host) instead of discovering the chart's pods:
+    the target labels discovery would give the chart's operator pod, the job's relabelling and ``honor_labels`` as
+    printed (the operator's series keep their servers' namespace). Raises ``KeyError`` without the job."""
+    jobs = config["scrape_configs"]
+    if not any(j["job_name"] == OPERATOR_JOB for j in jobs):
+        raise KeyError(f"no {OPERATOR_JOB} job in the configuration (printed with --no-operator-job?)")
+    target = pod_target(HOST_OPERATOR_POD, "metrics", address)
+    return config | {"scrape_configs": [with_static_targets(j, [target]) if j["job_name"] == OPERATOR_JOB else j
+                                        for j in jobs]}
 
 
 def install_crds(k8s: K8sCluster, paths: list[Path]) -> None:

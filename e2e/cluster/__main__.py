@@ -4,8 +4,9 @@
 then tear everything down.
 
 ``up --keda`` also starts KEDA v2.21.0 (its operator and metrics API server, registered with the API server) and a
-Prometheus 3 on 127.0.0.1:9090 (``--prometheus-port``) scraping the SGLang pods (``sglang-operator
-prometheus-config``): :func:`e2e.cluster.autoscale.start`, so ``samples/local/qwen3.6-27b-autoscaling.yaml`` (the
+Prometheus 3 on 127.0.0.1:9090 (``--prometheus-port``) scraping the SGLang pods and the operator at 127.0.0.1:9808
+(``sglang-operator run``'s ``--metrics-port``; ``--operator-port``) (``sglang-operator prometheus-config``):
+:func:`e2e.cluster.autoscale.start`, so ``samples/local/qwen3.6-27b-autoscaling.yaml`` (the
 README's autoscaling example) scales for real. Both are built first when missing (``python -m e2e.build_keda``,
 ``python -m e2e.tools prometheus``).
 
@@ -124,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--prometheus-port", type=int, default=autoscale.PROMETHEUS_PORT,
                     help=f"with --keda: Prometheus on 127.0.0.1:PORT (default {autoscale.PROMETHEUS_PORT}, the "
                          "address samples/local/qwen3.6-27b-autoscaling.yaml names)")
+    up.add_argument("--operator-port", type=int, default=autoscale.OPERATOR_METRICS_PORT,
+                    help="with --keda: the operator's --metrics-port on 127.0.0.1 that Prometheus scrapes (default "
+                         f"{autoscale.OPERATOR_METRICS_PORT}; autoscaling reads the operator's series)")
     up.add_argument("--scrape-interval", default=autoscale.SCRAPE_INTERVAL,
                     help=f"with --keda: Prometheus' scrape interval (default {autoscale.SCRAPE_INTERVAL})")
     sub.add_parser("down", help="stop the running `up` (as Ctrl-C in its shell does)")
@@ -166,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             assert keda_home is not None and prometheus_dir is not None
             try:
                 scaling = autoscale.start(cluster, keda_home=keda_home, prometheus_binary=prometheus_dir / "prometheus",
-                                          prometheus_port=a.prometheus_port, scrape_interval=a.scrape_interval)
+                                          prometheus_port=a.prometheus_port, scrape_interval=a.scrape_interval,
+                                          operator_port=a.operator_port)
             except ClusterError as exc:
                 print(f"KEDA start failed: {exc}", file=sys.stderr)
                 return 1

@@ -102,7 +102,7 @@ def test_keda_started_after_the_operator_is_noticed_within_one_resync_and_the_re
         missing = wait_for("Autoscaling=False KEDANotInstalled", lambda: (
             c := condition(k8s, ns, name, "Autoscaling")).get("reason") == "KEDANotInstalled" and c, timeout=120)
         assert missing["status"] == "False", missing
-        scaling = autoscale.start(k8s.local, prometheus_port=port)
+        scaling = autoscale.start(k8s.local, prometheus_port=port, operator_port=op.metrics_port)
         t_crds = scaling.keda.crds_established_at
         applied = wait_for("the operator noticing KEDA (Autoscaling=True ScaledObjectApplied)", lambda: (
             c := condition(k8s, ns, name, "Autoscaling")).get("reason") == "ScaledObjectApplied" and c,

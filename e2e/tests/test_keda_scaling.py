@@ -1,6 +1,7 @@
 """Real scaling: KEDA v2.21.0's operator and metrics API server registered with the local API server through
 APIService aggregation (:mod:`e2e.cluster.keda`), the kube-controller-manager's HPA controller, Prometheus 3 scraping
-the simulated SGLang pods through the ``sglang-operator prometheus-config`` output, the operator running the server.
+the simulated SGLang pods and the operator (whose series the built-in queries read) through the ``sglang-operator
+prometheus-config`` output, the operator running the server.
 
 - ``autoscaling {minReplicas: 1, maxReplicas: 3, metric: runningRequests, target: 4}`` under 12 concurrent streams:
   KEDA's HPA scales the SGLangServer to 3 (``⌈12 ÷ 4⌉``) and, once the streams stop, back to 1, one replica per
@@ -10,6 +11,12 @@ the simulated SGLang pods through the ``sglang-operator prometheus-config`` outp
   count stays at 3 for more than two scale-down windows; never the minimum. Without a fallback the HPA would only
   stop (ScalingActive False); the control: the same fallback patched to ``behavior: static`` (its ``replicas``:
   ``minReplicas``) drops the count to 1, the trap the rendering avoids.
+- A labelled stranger (issue 47): beside the server (1 replica, 2 streams of load) runs a hand-made pod (no owner)
+  with every label of the server's pod, scraped by Prometheus as one of the server's pods, exporting
+  ``sglang:num_running_reqs 1e9`` and a fake ``sglang_operator_server_running_requests`` of the server at 1e9.
+  Prometheus holds the first (the pods' own series would read 1e9), drops the second (the pod job drops names
+  like the operator's); the built-in query reads the operator's series, written from the pods it owns only, so
+  for 5 HPA syncs the HPA's value stays at the 2 streams' and the count at 1.
 
 The ScaledObject is the one ``builders.autoscaling.scaled_object`` renders for the server (:func:`scaled_object_of`).
 """
@@ -33,11 +40,12 @@ from e2e.conftest import BackgroundPoll, K8sCluster, running_operator, wait_for
 from e2e.load import STREAMS, Load  # Load: also test_keda_judging's (imported from here)
 from e2e.operator_proc import OperatorProcess
 from e2e.policies import FAST_POLICY
-from e2e.prometheus import PrometheusProcess
+from e2e.prometheus import PrometheusProcess, with_host_operator
 from e2e.tests.test_invalid_specs import valid_server
 from e2e.tools import require_prometheus
 from sglang_operator.api import parse
 from sglang_operator.builders import autoscaling as so
+from sglang_operator.builders.workload import PORT_NAME
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_cluster]
 NAME = "scaled"
@@ -72,12 +80,15 @@ def operator(k8s_cluster: K8sCluster, keda: KedaStack,
 
 
 @pytest.fixture
-def prometheus(k8s_cluster: K8sCluster, tmp_path: Path) -> Iterator[PrometheusProcess]:
-    """Prometheus 3 with exactly the ``prometheus-config`` output (pod discovery through the local API server)."""
+def prometheus(k8s_cluster: K8sCluster, operator: OperatorProcess, tmp_path: Path) -> Iterator[PrometheusProcess]:
+    """Prometheus 3 with the ``prometheus-config`` output: the SGLang pods' job (pod discovery through the local API
+    server) and the operator's job (``honor_labels``) on the operator process' metrics port (it runs on this host):
+    the built-in queries read the operator's series."""
     printed = subprocess.run([sys.executable, "-m", "sglang_operator.entry.cli", "prometheus-config",
                               "--kubeconfig-file", str(k8s_cluster.kubeconfig), "--scrape-interval", SCRAPE],
                              capture_output=True, text=True, check=True).stdout
-    config = yaml.safe_load(printed) | {"global": {"scrape_interval": SCRAPE, "evaluation_interval": SCRAPE}}
+    config = with_host_operator(yaml.safe_load(printed), f"127.0.0.1:{operator.metrics_port}")
+    config |= {"global": {"scrape_interval": SCRAPE, "evaluation_interval": SCRAPE}}
     prom = PrometheusProcess(require_prometheus(), tmp_path / "prom", config)
     prom.start()
     try:
@@ -295,3 +306,79 @@ def test_prometheus_down_keeps_the_replicas_through_the_fallback(k8s_cluster: K8
           f"held at 3 for {hold} s more; the same fallback made static dropped them to 1 in {dropped:.1f} s "
           f"(counts seen {[r for _, r in replicas.seen]})")
     assert dropped <= hold  # the span held at 3 was long enough for a scale-down to show
+
+
+STRANGER = f"{NAME}-stranger"
+EXPORTER = """
+import http.server, os
+e = os.environ
+labels = 'namespace="%s",sglang_server="%s",revision="%s"' % (e["NS"], e["SERVER"], e["REVISION"])
+BODY = ("# TYPE sglang:num_running_reqs gauge\\n"
+        'sglang:num_running_reqs{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0"} 1e9\\n'
+        "# TYPE sglang_operator_server_running_requests gauge\\n"
+        "sglang_operator_server_running_requests{" + labels + "} 1e9\\n").encode()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer((os.environ["POD_IP"], int(os.environ["PORT"])), H).serve_forever()
+"""
+"""A hand-made exporter: SGLang's running-requests gauge at 1e9, and the operator's series of the server at 1e9."""
+HPA_SYNCS = 5
+"""HPA syncs (5 s each, ``--horizontal-pod-autoscaler-sync-period``) the count is watched for with the stranger."""
+
+
+def quantity(text: str) -> float:
+    """A Kubernetes quantity as the HPA writes metric values (``1500m``, ``2``, ``1k``, ``1G``)."""
+    suffixes = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+    return float(text[:-1]) * suffixes[text[-1]] if text[-1:] in suffixes else float(text)
+
+
+def hpa_value(k8s: K8sCluster, ns: str) -> float | None:
+    """The external metric's current average value on KEDA's HPA (the query's value ÷ 1), None while unread."""
+    current = ((hpa(k8s, ns) or {}).get("status") or {}).get("currentMetrics") or []
+    value = ((current[0].get("external") or {}).get("current") or {}).get("averageValue") if current else None
+    return quantity(value) if value else None
+
+
+def test_a_labelled_stranger_exporting_1e9_running_requests_does_not_move_the_replicas(
+        k8s_cluster: K8sCluster, namespace: str, operator: OperatorProcess, prometheus: PrometheusProcess) -> None:
+    k8s, ns = k8s_cluster, namespace
+    url = scaled_server(k8s, ns, prometheus)
+    own = next(p for p in k8s.get("pods", "-n", ns, "-l", f"app.kubernetes.io/instance={NAME}")["items"]
+               if f"http://{p['status'].get('podIP')}:30000" == url)
+    labels = {k: v for k, v in own["metadata"]["labels"].items() if k != "pod-template-hash"}
+    env = {"NS": ns, "SERVER": NAME, "REVISION": labels["sglang-operator.io/revision"], "PORT": "30000"}
+    k8s.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": STRANGER, "labels": labels},
+               "spec": {"containers": [{
+                   "name": "sglang", "image": "example.com/python:3", "command": ["-c", EXPORTER],
+                   "ports": [{"name": PORT_NAME, "containerPort": 30000}], "resources": {"requests": {"cpu": "10m"}},
+                   "env": [*({"name": k, "value": v} for k, v in env.items()),
+                           {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]}]}}, ns)
+    own_series = f'namespace="{ns}", sglang_server="{NAME}"'
+    wait_for("Prometheus scraping the stranger as one of the server's pods", lambda: prometheus.query(
+        f'sglang:num_running_reqs{{{own_series}, pod="{STRANGER}"}} == 1e9'), timeout=90, interval=1)
+    assert [r["value"][1] for r in prometheus.query(f'up{{pod="{STRANGER}"}}')] == ["1"]
+    raw = float(prometheus.query(f"sum(sglang:num_running_reqs{{{own_series}}})")[0]["value"][1])
+    assert raw >= 1e9  # what a query of the pods' own series would scale on
+    faked = prometheus.query(f"sglang_operator_server_running_requests{{{own_series}}} > 1000")
+    assert faked == [], faked  # the pod job drops a pod's series named like the operator's
+    with Replicas(k8s, ns) as replicas, Load(url, streams=2):
+        value = wait_for("the HPA reading the 2 streams (the operator's series)",
+                         lambda: (v := hpa_value(k8s, ns)) is not None and v >= 1 and v, timeout=60, interval=1)
+        t0, values = time.monotonic(), [value]
+        wait_for(f"{HPA_SYNCS} HPA syncs beside the stranger", lambda: (
+            values.append(hpa_value(k8s, ns) or 0.0) or time.monotonic() - t0 >= HPA_SYNCS * 5),
+            timeout=HPA_SYNCS * 5 + 30, interval=1)
+        last = hpa(k8s, ns)
+    print(f"a stranger exporting 1e9 running requests beside the server: the pods' series summed {raw:g}; the HPA's "
+          f"value over {HPA_SYNCS} syncs {sorted(set(values))}; counts seen {[r for _, r in replicas.seen]}")
+    assert [r for _, r in replicas.seen] == [1], replicas.seen
+    assert max(values) <= 3, values  # the 2 streams (and at most a stale probe), never the stranger's 1e9
+    assert last is not None and last["status"]["desiredReplicas"] == 1, last
+    assert condition(last, "ScalingActive").get("status") == "True", last["status"]

@@ -124,6 +124,19 @@ def test_port_path_and_labels_come_from_the_one_definition() -> None:
     assert [snake(r) for r in endpoint["relabelings"]] == job["relabel_configs"][len(mon.discovery_filters()):]
 
 
+def test_both_renderings_drop_a_pods_series_named_like_the_operators() -> None:
+    """Autoscaling's built-in queries read the operator's ``sglang_operator_server_*`` series of a server; a pod
+    scraped as an SGLang pod (a hand-made one carrying the server's labels too) never feeds them."""
+    monitor = mon.pod_monitor("s", "ns", "0.5.10")
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    job = mon.scrape_config()
+    assert [snake(r) for r in endpoint["metricRelabelings"]] == job["metric_relabel_configs"]
+    for name, kept in (("sglang_operator_server_running_requests", False), ("sglang:num_running_reqs", True),
+                       ("sglang_operator_anything", False), ("process_cpu_seconds_total", True)):
+        dropped = any(c["action"] == "drop" and re.fullmatch(c["regex"], name) for c in job["metric_relabel_configs"])
+        assert dropped is not kept, name
+
+
 def test_pod_monitor_shape(rendered: builders.Rendered) -> None:
     owner = {"apiVersion": "sglang-operator.io/v1alpha1", "kind": "SGLangServer",
              "metadata": {"name": "qwen36-27b", "namespace": "team-a", "uid": "u-1"}}

@@ -6,7 +6,8 @@
 ``sglang_server`` (from the pod label ``app.kubernetes.io/instance``) and ``revision`` (from the pod label
 ``sglang-operator.io/revision``); a LeaderWorkerSet's pods also get ``worker_index`` (from LWS' pod label
 ``leaderworkerset.sigs.k8s.io/worker-index``: ``"0"`` on the leaders, the only ranks serving real ``/metrics``).
-Prometheus' own ``instance`` (``IP:port``) is left untouched.
+Prometheus' own ``instance`` (``IP:port``) is left untouched. A pod's series named like the operator's
+(``sglang_operator_*``) are dropped (:data:`SCRAPE`'s ``metric_relabels``).
 
 - :func:`pod_monitor`: a ``monitoring.coreos.com/v1`` PodMonitor for one SGLangServer (the Prometheus Operator
   selects the pods by label and the port by name; the relabelings add the labels).
@@ -97,6 +98,12 @@ class ScrapeEndpoint:
     path: str
     scheme: str
     labels: tuple[Relabel, ...]
+    metric_relabels: tuple[Relabel, ...] = ()
+    """Steps on each scraped series (Prometheus ``metric_relabel_configs``; PodMonitor ``metricRelabelings``)."""
+
+
+OPERATOR_SERIES_PREFIX = "sglang_operator_"
+"""The name prefix of the operator's own series (:mod:`sglang_operator.process.telemetry`)."""
 
 
 SCRAPE = ScrapeEndpoint(
@@ -110,8 +117,12 @@ SCRAPE = ScrapeEndpoint(
         Relabel((meta_pod_label(REVISION_LABEL),), target_label="revision"),
         Relabel((meta_pod_label(WORKER_INDEX_LABEL),), target_label="worker_index"),
     ),
+    metric_relabels=(Relabel(("__name__",), action="drop", regex=f"{OPERATOR_SERIES_PREFIX}.*"),),
 )
-"""The one definition of how SGLang pods are scraped."""
+"""The one definition of how SGLang pods are scraped. A pod's series named like the operator's own
+(``sglang_operator_*``) are dropped: autoscaling's built-in queries read the operator's series of a server
+(:mod:`sglang_operator.builders.autoscaling`), and a hand-made pod carrying the server's labels, scraped by this job,
+would otherwise feed them under the server's ``namespace``, ``sglang_server`` and ``revision``."""
 
 WORKER_INDEX_TARGET = "worker_index"
 """The target label of a LeaderWorkerSet pod's worker index (absent on a Deployment's pods: Prometheus drops a label
@@ -136,7 +147,8 @@ def pod_monitor(name: str, namespace: str, sglang_version: str, labels: Mapping[
     Shape: ``monitoring.coreos.com/v1`` PodMonitor with one ``podMetricsEndpoints`` entry.
     """
     endpoint: dict[str, Any] = {"port": SCRAPE.port, "path": SCRAPE.path, "scheme": SCRAPE.scheme,
-                                "relabelings": [r.pod_monitor() for r in SCRAPE.labels]}
+                                "relabelings": [r.pod_monitor() for r in SCRAPE.labels],
+                                "metricRelabelings": [r.pod_monitor() for r in SCRAPE.metric_relabels]}
     if interval:
         endpoint["interval"] = interval
     return {
@@ -179,8 +191,10 @@ def scrape_config(job_name: str = DEFAULT_JOB_NAME, namespaces: tuple[str, ...] 
     ``interval``: ``scrape_interval`` (Prometheus duration); None keeps the global one.
     """
     job: dict[str, Any] = {"job_name": job_name, "metrics_path": SCRAPE.path, "scheme": SCRAPE.scheme}
-    return _pod_job(job, f"{MANAGED_BY_LABEL}={MANAGED_BY}", namespaces, kubeconfig_file, interval,
-                    (*discovery_filters(), *SCRAPE.labels))
+    job = _pod_job(job, f"{MANAGED_BY_LABEL}={MANAGED_BY}", namespaces, kubeconfig_file, interval,
+                   (*discovery_filters(), *SCRAPE.labels))
+    job["metric_relabel_configs"] = [r.prometheus() for r in SCRAPE.metric_relabels]
+    return job
 
 
 def _pod_job(job: dict[str, Any], label: str, namespaces: tuple[str, ...], kubeconfig_file: str | None,
