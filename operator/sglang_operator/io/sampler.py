@@ -59,7 +59,11 @@ ANSWERED = frozenset({"http_status", "too_large", "truncated", "parse", "too_man
 """Failure reasons of a read that nevertheless got an answer from the pod (it is alive)."""
 DEFAULT_INTERVAL = 30.0
 DUE_FRACTION = 0.95
-"""A server is due when this fraction of its interval has passed (the observer's ticks are not exact)."""
+"""A server is due when this fraction of its interval has passed since its last sample started (the observer's ticks
+are not exact)..."""
+DUE_SLACK_SECONDS = 0.5
+"""... or its interval less this many seconds, at most half of it, when that is earlier: a tick the loop ran late (by
+up to 0.5 s) does not make the next tick, on time, skip the server (at ``intervalSeconds: 1`` 5 % would be 50 ms)."""
 
 
 @dataclass(frozen=True)
@@ -195,7 +199,8 @@ class Sampler:
         if not budget.may_sample(state.cost, now):
             return False
         interval = max(interval, self.limits.min_interval_seconds)
-        return state.last is None or (now - state.last).total_seconds() >= DUE_FRACTION * interval
+        wait = min(DUE_FRACTION * interval, interval - min(DUE_SLACK_SECONDS, interval / 2))
+        return state.last is None or (now - state.last).total_seconds() >= wait
 
     async def sample(self, server: ServerRef, pods: Callable[[], Sequence[Target]], params: SamplingParams,
                      api_key: str | None = None) -> list[Sample]:

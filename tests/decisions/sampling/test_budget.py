@@ -92,5 +92,14 @@ def test_no_server_is_sampled_more_often_than_the_interval_floor() -> None:
     ref.state.last = T0
     now[0] = _at(2.0)
     assert not sampler.due(ref.state, 1.0)  # an interval of 1 s asked for: 5 s kept to
-    now[0] = _at(4.9)
-    assert sampler.due(ref.state, 1.0)  # 0.95 of the floor
+    now[0] = _at(4.5)
+    assert sampler.due(ref.state, 1.0)  # the floor less half a second (a late tick)
+    ref.state.last = T0
+    now[0] = _at(0.49)
+    assert not Sampler(sampler.http, clock=lambda: now[0]).due(ref.state, 1.0)  # at interval 1: half of it
+    now[0] = _at(0.5)
+    assert Sampler(sampler.http, clock=lambda: now[0]).due(ref.state, 1.0)
+    now[0] = _at(28.4)
+    assert not Sampler(sampler.http, clock=lambda: now[0]).due(ref.state, 30.0)  # at 30 s: 0.95 of it
+    now[0] = _at(28.5)
+    assert Sampler(sampler.http, clock=lambda: now[0]).due(ref.state, 30.0)
