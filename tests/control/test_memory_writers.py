@@ -3,11 +3,11 @@
 
 Reads every module of the operator with ``ast`` and finds each write of a memory field: an assignment (plain,
 augmented, annotated, in a tuple, or ``del``) whose target is reached from a memory — ``mem.<field>``,
-``memory.<field>``, ``<anything>.seen.<field>``, ``self.<field>`` in the classes of ``control/memory.py`` —, an item or
-an attribute of the field included (``mem.digests[r] = d``, ``mem.sampling.reads = None``). Each must come from the
-module :data:`WRITERS` names for that field, and every field of :class:`ServerMemory` and :class:`Seen` must be named
-there. Not seen: a mutation through a method of the field's own value (``mem.sampling.cancel()``, the sampler's own
-state) — the owner hands that value out.
+``memory.<field>``, ``<anything>.<concern>.<field>`` (``seen``, ``reads``, ``hold``), ``self.<field>`` in the classes
+of ``control/memory.py`` —, an item or an attribute of the field included (``mem.reads.digests[r] = d``,
+``mem.reads.sampling.reads = None``). Each must come from the module :data:`WRITERS` names for that field, and every
+field of :class:`ServerMemory` and of its concerns must be named there. Not seen: a mutation through a method of the
+field's own value (``mem.reads.sampling.cancel()``, the sampler's own state) — the owner hands that value out.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sglang_operator.control import memory
-from sglang_operator.control.memory import WRITERS, Seen, ServerMemory
+from sglang_operator.control.memory import WRITERS, Hold, Reads, Seen, ServerMemory
 
 PACKAGE = Path(memory.__file__).resolve().parents[1]
 MEMORY_NAMES = {"mem", "memory"}
 """The names the operator gives a :class:`ServerMemory` (a parameter, a local)."""
+CONCERNS = {"seen": Seen, "reads": Reads, "hold": Hold}
+"""The fields of :class:`ServerMemory` that hold a concern of their own, and its class."""
 
 
 def module_name(path: Path) -> str:
@@ -40,18 +42,18 @@ def chain(node: ast.expr) -> tuple[ast.expr, list[str]]:
 
 
 def field_of(target: ast.expr, self_is: str | None) -> str | None:
-    """The memory field a write to ``target`` changes (``seen.body`` for a :class:`Seen` field), None when it is no
-    memory's. ``self_is``: what ``self`` is in the class around it (``mem``, ``seen`` or None)."""
+    """The memory field a write to ``target`` changes (``seen.body`` for a field of the :class:`Seen` concern), None
+    when it is no memory's. ``self_is``: what ``self`` is in the class around it (``mem``, a concern, or None)."""
     root, names = chain(target)
-    if "seen" in names[:-1]:
-        at = names.index("seen")
-        return f"seen.{names[at + 1]}"
+    for at, name in enumerate(names[:-1]):
+        if name in CONCERNS:
+            return f"{name}.{names[at + 1]}"
     if not names:
         return None
     if isinstance(root, ast.Name) and (root.id in MEMORY_NAMES or (root.id == "self" and self_is == "mem")):
         return names[0]
-    if isinstance(root, ast.Name) and root.id == "self" and self_is == "seen":
-        return f"seen.{names[0]}"
+    if isinstance(root, ast.Name) and root.id == "self" and self_is in CONCERNS:
+        return f"{self_is}.{names[0]}"
     return None
 
 
@@ -79,7 +81,8 @@ def writes() -> Iterator[tuple[str, str, int]]:
     for path in sorted(PACKAGE.rglob("*.py")):
         module = module_name(path)
         tree = ast.parse(path.read_text(), str(path))
-        classes = {"ServerMemory": "mem", "Seen": "seen"} if module == "control.memory" else {}
+        classes = {"ServerMemory": "mem", **{c.__name__: n for n, c in CONCERNS.items()}} \
+            if module == "control.memory" else {}
         self_is: dict[int, str] = {}  # id of a node -> what ``self`` is there
         for cls_node in ast.walk(tree):
             if isinstance(cls_node, ast.ClassDef) and cls_node.name in classes:
@@ -92,9 +95,9 @@ def writes() -> Iterator[tuple[str, str, int]]:
 
 
 def test_every_memory_field_has_one_writing_module() -> None:
-    declared = {f.name for f in dataclasses.fields(ServerMemory)} - {"seen"}
-    declared |= {f"seen.{f.name}" for f in dataclasses.fields(Seen)}
-    assert declared == set(WRITERS), "WRITERS names every field of ServerMemory and Seen, and no other"
+    declared = {f.name for f in dataclasses.fields(ServerMemory)} - set(CONCERNS)
+    declared |= {f"{n}.{f.name}" for n, c in CONCERNS.items() for f in dataclasses.fields(c)}
+    assert declared == set(WRITERS), "WRITERS names every field of ServerMemory and its concerns, and no other"
     wrong = [f"{module}:{line} writes {field} (its writer: {WRITERS.get(field, 'none named')})"
              for field, module, line in writes() if WRITERS.get(field) != module]
     assert not wrong, "a memory field written outside its one module:\n" + "\n".join(wrong)
@@ -103,8 +106,8 @@ def test_every_memory_field_has_one_writing_module() -> None:
 def test_the_check_sees_the_writes_it_names() -> None:
     """The scan finds the owners' own writes (it would pass vacuously otherwise)."""
     found = {(field, module) for field, module, _ in writes()}
-    for field in ("seen.body", "seen.stale_rv", "applied", "job", "scaler", "apply_error", "read_backoff",
-                  "digests", "observation", "seen.typed", "uid"):
+    for field in ("seen.body", "seen.stale_rv", "applied", "job", "scaler", "apply_error", "reads.backoff",
+                  "reads.digests", "reads.sampling", "hold.spec_hash", "observation", "seen.typed", "uid"):
         assert (field, WRITERS[field]) in found, field
 
 
@@ -113,8 +116,9 @@ def test_the_field_reading_of_a_target() -> None:
         stmt = ast.parse(src).body[0]
         return field_of(next(targets(stmt)), self_is)
 
-    assert parsed("mem.digests['r'] = 'd'") == "digests"
-    assert parsed("mem.sampling.reads = None") == "sampling"
+    assert parsed("mem.reads.digests['r'] = 'd'") == "reads.digests"
+    assert parsed("mem.reads.sampling.reads = None") == "reads.sampling"
+    assert parsed("mem.diffs = []") == "diffs"
     assert parsed("self.memory(body).seen.body = body") == "seen.body"
     assert parsed("memory.apply_failure, memory.apply_failure_reason = None, 'x'") in (
         "apply_failure", "apply_failure_reason")

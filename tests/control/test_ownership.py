@@ -242,7 +242,7 @@ async def test_a_labelled_stranger_is_never_scraped_probed_nor_sent_the_key(monk
         for _ in range(2):
             mem = obs.memory(kube.server("a"))
             obs.track("MODIFIED", kube.server("a"))
-            mem.sampling.last = None  # sampled at every observation
+            mem.reads.sampling.last = None  # sampled at every observation
             async with mem.lock:
                 await obs.observe(mem.view() or ServerView.of(created), NOW)
     finally:

@@ -308,7 +308,7 @@ def test_a_thousand_servers_created_and_deleted_leave_no_memory() -> None:
         obs.track("ADDED", body)
         mem = obs.memory(body)
         obs._parsed(mem, ServerView.of(body))
-        mem.apply_failure, mem.diffs, mem.digests["r1"] = "failed", ["x"], "sha256:0"
+        mem.apply_failure, mem.diffs, mem.reads.digests["r1"] = "failed", ["x"], "sha256:0"
         refs.append(weakref.ref(mem))
     assert len(obs.memories) == 1000
     for i in range(1000):

@@ -13,7 +13,7 @@ from the watched cache, ``/server_info`` once per revision when Ready, the image
   read, :meth:`~sglang_operator.io.sglang_http.SGLangHTTP.get`);
 - a server whose reads all timed out is read less often: the back-off of
   :mod:`sglang_operator.decisions.sampling.backoff`, kept in its
-  :attr:`~sglang_operator.control.memory.ServerMemory.read_backoff` and reset by any answer. While it waits, the
+  :attr:`Reads.backoff <sglang_operator.control.memory.Reads.backoff>` and reset by any answer. While it waits, the
   observation goes on from the watch alone (pods' health, status), with no sample ("not due").
 """
 
@@ -181,7 +181,7 @@ class Gatherer:
         health = groups.serving_health(pods, spec, revision, running, generation, now)  # per group multi-node
         policy = server.spec.rollback
         if judging.warm_up_ends(status.analysis, policy.warmup_seconds, now):  # align the first judged interval
-            Sampler.restart_interval(mem.sampling)
+            Sampler.restart_interval(mem.reads.sampling)
         effective, diffs, samples, figures, interval, foreign = await self._read_pods(mem, view, spec, policy, health,
                                                                                      pods, now)
         known = effective_rules.read_back(effective or (status.effective.dump() if status.effective else None)) or None
@@ -221,7 +221,7 @@ class Gatherer:
             tunings=self.tunings.of(mem.key),
             spec_hash=self._spec_hash(mem, view), hold_max_seconds=self.hold_max_seconds,
             settings=self.tunings.settings_condition(server.namespace, spec, generation, now, view),
-            sampling=budget.condition(mem.sampling.cost, self.sampler.limits.cpu_budget_seconds, interval,
+            sampling=budget.condition(mem.reads.sampling.cost, self.sampler.limits.cpu_budget_seconds, interval,
                                       _backed_off(status), generation, now)), policy
 
     async def _read_pods(self, mem: ServerMemory, view: ServerView, spec: SGLangServerSpec, policy: Any, health: Any,
@@ -233,7 +233,7 @@ class Gatherer:
         ready = [t.name for t in targets(pods) if t.ready and t.ip]
         clock = time.monotonic()
         interval = float(self.sample_interval or policy.interval_seconds)
-        if not backoff.may_read(mem.read_backoff, clock, ready):  # no answer lately: the watch alone this time
+        if not backoff.may_read(mem.reads.backoff, clock, ready):  # no answer lately: the watch alone this time
             stored = status.effective.dump() if status.effective is not None else None
             stored = effective_rules.read_back(stored)
             diffs = effective_rules.differences(requested_settings(spec, status.num_draft_tokens), stored) \
@@ -245,7 +245,7 @@ class Gatherer:
             pod = next((t.name for t in targets(pods) if t.ip == health.pod_ips[0]), health.pod_ips[0])
             info = read_effective(self.http, base_url(health.pod_ips[0], spec.port), status.sglang_version or "",
                                   status, spec, mem.namespace, reads, pod)
-        mem.sampling.reads = None
+        mem.reads.sampling.reads = None
         async with slot_released():
             if info is not None:
                 (effective, diffs, foreign), (samples, figures, interval) = await asyncio.gather(
@@ -255,10 +255,10 @@ class Gatherer:
                 samples, figures, interval = await self.sample(view, spec, policy, now, mem)
         if info is not None:
             await self._note_digest(mem, str(status.revision), pods)
-        if mem.sampling.reads is not None:
-            answered, timed_out = mem.sampling.reads
+        if mem.reads.sampling.reads is not None:
+            answered, timed_out = mem.reads.sampling.reads
             reads += ["answered"] * answered + ["timeout"] * timed_out
-        mem.read_backoff = backoff.after_reads(mem.read_backoff, time.monotonic(), interval, ready,
+        mem.reads.backoff = backoff.after_reads(mem.reads.backoff, time.monotonic(), interval, ready,
                                                answered=reads.count("answered"), timed_out=reads.count("timeout"))
         return effective, diffs, samples, figures, interval, foreign
 
@@ -266,13 +266,13 @@ class Gatherer:
     def _spec_hash(mem: ServerMemory, view: ServerView) -> str:
         """The object's spec hashed without ``replicas`` (:func:`~sglang_operator.decisions.tuning.hold.spec_hash`),
         once per generation."""
-        if mem.spec_hash is None or mem.spec_hash[0] != view.generation:
-            mem.spec_hash = (view.generation, holds.spec_hash(view.spec_data))
-        return mem.spec_hash[1]
+        if mem.hold.spec_hash is None or mem.hold.spec_hash[0] != view.generation:
+            mem.hold.spec_hash = (view.generation, holds.spec_hash(view.spec_data))
+        return mem.hold.spec_hash[1]
 
     async def _note_digest(self, mem: ServerMemory, revision: str, pods: list[dict[str, Any]]) -> None:
         """Record, once per revision, the image digest its Ready pods run on its ControllerRevision."""
-        if revision in mem.digests:
+        if revision in mem.reads.digests:
             return
         ns, name = mem.key
         mine = [p for p in pods if _revision_of(p) == revision and not p.get("metadata", {}).get("deletionTimestamp")]
@@ -280,7 +280,7 @@ class Gatherer:
         known = recorded_digest(cr)
         digest = await ledger.note_digest(ns, name, revision, mine, known) if cr is not None else None
         if digest is not None:
-            mem.digests[revision] = digest
+            mem.reads.digests[revision] = digest
 
     async def sample(self, view: ServerView, spec: Any, policy: Any, now: dt.datetime,
                      mem: ServerMemory) -> tuple[list[Sample] | None, dict[str, Any], float]:
@@ -297,14 +297,14 @@ class Gatherer:
         except SGLangVersionError:
             return None, {}, float(self.sample_interval or policy.interval_seconds)
         params = sampling_params(policy, self.sample_interval)
-        if not self.sampler.due(mem.sampling, params.interval_seconds, now):
+        if not self.sampler.due(mem.reads.sampling, params.interval_seconds, now):
             return None, {}, params.interval_seconds
         api_key = None
         ref = spec.api_key_secret_ref
         if ref is not None and params.signal is Signal.PROBE:
             api_key = await kube.secret_value(ns, ref.name, ref.key)
-        server = ServerRef(ns, name, roles, spec.port, spec.model.served_model_name or spec.model.path, mem.sampling,
-                           speculative=spec.speculative is not None)
+        server = ServerRef(ns, name, roles, spec.port, spec.model.served_model_name or spec.model.path,
+                           mem.reads.sampling, speculative=spec.speculative is not None)
         samples = await self.sampler.sample(  # multi-node: one target per group, its leader
             server, lambda: targets(groups.serving_pods(self.pods.owned_now(ns, name, (mem.uid,)), spec)), params,
             api_key)

@@ -69,14 +69,15 @@ WRITERS: Mapping[str, str] = MappingProxyType({
     "observation": "control.ticks",
     # what a failed apply leaves behind (the handler's and the job's)
     "apply_failure": "control.failures", "apply_failure_reason": "control.failures", "apply_error": "control.failures",
-    # what the sampler holds, the image digests read, the tuning's hold (spec hash without replicas)
-    "sampling": "control.gather", "read_backoff": "control.gather", "digests": "control.gather",
-    "spec_hash": "control.gather",
+    # what the observer's reads hold (Reads) and the tuning's hold (Hold)
+    "reads.sampling": "control.gather", "reads.backoff": "control.gather", "reads.digests": "control.gather",
+    "hold.spec_hash": "control.gather",
     "draining": "control.memory",  # ServerMemory.draining_pods, the drain's block (control/drain.py)
     # the autoscaler's last write
     "scaler": "control.autoscaling",
 })
-"""Each field of :class:`ServerMemory` (``seen.`` fields: of :class:`Seen`) and the one module of
+"""Each field of :class:`ServerMemory` (``seen.``, ``reads.``, ``hold.`` fields: of its concern :class:`Seen`,
+:class:`Reads`, :class:`Hold`) and the one module of
 :mod:`sglang_operator` that writes it (assigns it, an item of it or an attribute of it), by concern;
 ``tests/control/test_memory_writers.py`` reads the package with ``ast`` and fails on a write from any other module
 (or a field missing here). Others write through the owner: the reconcile handler through
@@ -117,6 +118,32 @@ class Seen:
 
 
 @dataclass(eq=False)
+class Reads:
+    """What the observer's reads hold of one SGLangServer: written by :mod:`sglang_operator.control.gather` only.
+
+    - ``sampling``: the sampler's state (each pod's previous scrape, the last interval's end, pending probes, the
+      parse CPU spent; :class:`~sglang_operator.io.sampler.SamplerState`, changed by the sampler it is handed to);
+    - ``backoff``: when its pods are read again after reads that all timed out
+      (:mod:`sglang_operator.decisions.sampling.backoff`);
+    - ``digests``: revision → image digest recorded on its ControllerRevision (noted once per revision).
+    """
+
+    sampling: SamplerState = field(default_factory=SamplerState)
+    backoff: Backoff = field(default_factory=Backoff)
+    digests: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Hold:
+    """The tuning's hold, as the server's loop keeps it: written by :mod:`sglang_operator.control.gather` only.
+    ``spec_hash``: ``(generation, hash)`` of the object's spec without ``replicas``
+    (:func:`sglang_operator.decisions.tuning.hold.spec_hash`, computed once per generation: it tells a spec change,
+    which ends an InPlace hold, from a scale)."""
+
+    spec_hash: tuple[int, str] | None = None
+
+
+@dataclass(eq=False)
 class ServerMemory:
     """What the operator remembers about one SGLangServer between two events or ticks.
 
@@ -125,7 +152,6 @@ class ServerMemory:
 
     - ``seen``: what the watch saw (:class:`Seen`; :attr:`body` and :meth:`view` read it);
     - ``parsed``: the parse cache; ``spec_revision``: ``(generation, revision)`` the spec renders to (None: refused);
-    - ``digests``: revision → image digest recorded on its ControllerRevision;
     - ``apply_failure``: the last failed apply that was not the spec's fault (reconcile handler), until one
       succeeds: shown as ``Degraded`` reason ``apply_failure_reason`` (``ApplyFailed``; ``ChildConflict`` when
       another owner holds a child's name, the analysis' apply included), one Warning event per distinct failure;
@@ -133,7 +159,8 @@ class ServerMemory:
     - ``diffs``: the last SettingsDiffer differences (one event per change);
     - ``draining``: its old pods are being drained (the sampler sends them no probe);
     - ``job``: a long write of this server's worker in progress (a rollback's drain and apply);
-    - ``sampling``: the sampler's state (each pod's previous scrape, the last interval's end, pending probes);
+    - ``reads``: what the observer's reads hold (:class:`Reads`: the sampler's state, the read back-off, the image
+      digests); ``hold``: the tuning's hold (:class:`Hold`: the spec's hash without ``replicas``);
     - ``applied``: the status keys of what that job applied (``revision``, ``command``, the ledger …), written by
       the next observation's one status patch (then emptied); the reconcile handler's own apply clears them.
     """
@@ -145,7 +172,6 @@ class ServerMemory:
     seen: Seen = field(default_factory=Seen)
     parsed: ParseCache | None = None
     spec_revision: tuple[int, str | None] | None = None
-    digests: dict[str, str] = field(default_factory=dict)
     apply_failure: str | None = None
     apply_failure_reason: str = "ApplyFailed"
     apply_error: str | None = None
@@ -160,15 +186,11 @@ class ServerMemory:
     """``(generation, revision, monotonic time)`` the reconcile handler applied and has not seen in a view yet: until
     a view shows that revision (the watch may still bring views from before the handler's status patch), the view is
     older than what runs (an observation would take the handler's apply for a lost update and apply it again)."""
-    sampling: SamplerState = field(default_factory=SamplerState)
-    read_backoff: Backoff = field(default_factory=Backoff)
-    """When its pods are read again after reads that all timed out (:mod:`sglang_operator.control.gather`)."""
+    reads: Reads = field(default_factory=Reads)
+    hold: Hold = field(default_factory=Hold)
     scaler: ScalerRecord | None = None
     """The ScaledObject last written or deleted, and how that went (None: not since this process started; the first
     tick compares); written by :mod:`sglang_operator.control.autoscaling` only, after the tick's status patch."""
-    spec_hash: tuple[int, str] | None = None
-    """``(generation, hash)`` of the object's spec without ``replicas``
-    (:func:`sglang_operator.decisions.tuning.hold.spec_hash`), computed once per generation."""
 
     @property
     def body(self) -> dict[str, Any] | None:
@@ -231,7 +253,7 @@ class Memories:
         """Forget ``key`` (its job and observation, if any, are cancelled); returns what was dropped."""
         mem = self._by_key.pop(key, None)
         if mem is not None:
-            mem.sampling.cancel()
+            mem.reads.sampling.cancel()
             for task in (mem.job, mem.observation):
                 if task is not None and not task.done():
                     task.cancel()

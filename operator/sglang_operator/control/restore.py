@@ -241,7 +241,7 @@ async def apply_trial(view: ServerView, action: ApplyTrial, now: dt.datetime,
             raise ValueError(f"the server's spec renders trial {action.trial} as revision {rendered.revision}, not "
                              f"{action.revision}: it changed since the trial started")
         cr = await ledger.load(ns, name, hold.stable_revision, view.uid)
-        digest = memory.digests.get(hold.stable_revision) if memory is not None else None
+        digest = memory.reads.digests.get(hold.stable_revision) if memory is not None else None
         rendered = ledger.pinned(rendered, digest or recorded_digest(cr))
         new = await apply_placement(view, [placement(view, rendered, spec, role="trial")], now, memory,
                                     _analysis(server.spec.rollback.history_limit))
