@@ -13,6 +13,7 @@
 - :mod:`.kube_write`: Kubernetes writes (only the apply path, the ledger and the status writers import it).
 - :mod:`.loadgen`: the load generator and probe client for SGLang's OpenAI-compatible API.
 - :mod:`.owners`: the objects between a labelled pod and its owner, read once and kept.
+- :mod:`.parse_pool`: the parse of the sampler's scraped lines in worker processes, off the event loop.
 - :mod:`.pods`: the managed pods from a kopf watch, and the sampler's view of them.
 - :mod:`.reviews`: TokenReview and SubjectAccessReview for the authenticated ``/metrics``.
 - :mod:`.revisions`: the revision ledger's ControllerRevisions in the API.

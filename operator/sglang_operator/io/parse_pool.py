@@ -1,4 +1,4 @@
-"""The parse of scraped sample lines off the event loop (issue 42): a pool of worker processes.
+"""The parse of scraped sample lines off the event loop: a pool of worker processes.
 
 The sampler reads a pod's ``/metrics`` on the event loop and keeps only the lines it wants, at C speed
 (:class:`~sglang_operator.decisions.sampling.parse.KeptFilter`); parsing those lines (label sets, values) and hashing

@@ -19,7 +19,7 @@ the previous and current scrapes into one :class:`~sglang_operator.decisions.sam
   ``{endpoint="probe", reason}`` with the limit's name, e.g. ``probe_line_too_long``).
 - A pod that was deleted or left Ready while it was scraped is "vanished": its failure is neither an Error
   sample nor a counted scrape error.
-- Off the loop (issue 42): the loop keeps only the wanted lines of a body
+- Off the loop: the loop keeps only the wanted lines of a body
   (:class:`~sglang_operator.decisions.sampling.parse.KeptFilter`, at C speed); their parse runs in a worker process
   (:class:`~sglang_operator.io.parse_pool.ParsePool`, ``ScrapeLimits.parse_workers``), one pod of a server at a time,
   so one server's pods never fill the pool while others wait. The parse CPU of a server's pods is summed per sample

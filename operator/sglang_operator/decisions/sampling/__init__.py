@@ -3,6 +3,7 @@ The I/O that scrapes pods is :mod:`sglang_operator.io.sampler` (and, for a tunin
 :mod:`sglang_operator.io.trialbench`).
 
 - :mod:`.backoff`: when the observer reads a server's pods again after its reads timed out.
+- :mod:`.budget`: the per-server CPU budget of parsing its scrapes, and the back-off of a server over it.
 - :mod:`.cache`: the parser's memory of one pod's sample lines between scrapes, bounded by bytes.
 - :mod:`.compute`: one revision's :class:`~.model.Sample` from the previous and the current scrape of its pods.
 - :mod:`.limits`: the bounds on what the operator reads from a pod (:class:`~.limits.ScrapeLimits`,

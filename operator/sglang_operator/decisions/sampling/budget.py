@@ -1,4 +1,4 @@
-"""PURE: the per-server CPU budget of parsing its scrapes, and the back-off of a server over it (issue 42).
+"""PURE: the per-server CPU budget of parsing its scrapes, and the back-off of a server over it.
 
 Every ``/metrics`` body the sampler reads is parsed (the kept sample lines, :mod:`.parse`) in a worker process, where
 the parse of each pod's lines is timed in CPU seconds. A server whose pods' parses cost more than

@@ -56,7 +56,7 @@ SAMPLES = 2_000
 """Default ``samples``: sample lines the sampler reads in one body. What SGLang emits of them: 79 for one pod of the
 simulator's largest layout and of a real 0.5.23 server (``bench/scrape.py``'s body: 62 histogram buckets, the rest
 one per role); each scheduler gauge once more per DP rank, so a pod of 64 ranks ~700. 2 000 is 25 x the usual 79
-(it was 10 000 before issue 42: a body of 10 000 long-labelled lines cost 0.3-0.4 s of CPU to parse)."""
+(10 000 long-labelled lines cost 0.3-0.4 s of CPU to parse: docs/bounds-and-sizing.md, "Parsing off the event loop")."""
 LABELS = 64
 """Default ``labels``: labels of one sample (``le`` included)."""
 LABEL_VALUE_LENGTH = 2048

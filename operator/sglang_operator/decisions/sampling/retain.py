@@ -70,8 +70,8 @@ def retained(parsed: Parsed) -> Parsed:
 
 
 def retained_bytes(parsed: Parsed) -> int:
-    """Bytes a :func:`retained` scrape holds, measured (``sys.getsizeof``, issue 42; was an estimate per series that
-    the RSS outgrew 2-3 times): the scrape and its mappings, every series key (a 16-character hash), value, histogram
+    """Bytes a :func:`retained` scrape holds, measured (``sys.getsizeof``; the RSS outgrew an estimate
+    per series 2-3 times): the scrape and its mappings, every series key (a 16-character hash), value, histogram
     (:class:`~sglang_operator.decisions.sampling.parse.HistogramSeries`, its bucket tuples and their floats). The
     roles, shared by every scrape, are not counted."""
     total = sys.getsizeof(parsed) + sys.getsizeof(parsed.counters) + sys.getsizeof(parsed.histograms)
