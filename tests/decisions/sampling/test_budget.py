@@ -103,3 +103,36 @@ def test_no_server_is_sampled_more_often_than_the_interval_floor() -> None:
     assert not Sampler(sampler.http, clock=lambda: now[0]).due(ref.state, 30.0)  # at 30 s: 0.95 of it
     now[0] = _at(28.5)
     assert Sampler(sampler.http, clock=lambda: now[0]).due(ref.state, 30.0)
+
+
+def test_the_condition_reaches_the_status_through_decide() -> None:
+    from rollback_driver import FAST, GOOD, SETUP
+
+    from sglang_operator.api.view import ServerView
+    from sglang_operator.decisions.observation import Observed, decide
+    from sglang_operator.decisions.pods import pod_health
+    from sglang_operator.decisions.rollback_state import Observation
+    from sglang_operator.decisions.sampling.model import PodView
+
+    pod = {"metadata": {"name": "p0", "labels": {"sglang-operator.io/revision": GOOD}},
+           "status": {"podIP": "10.0.0.1", "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                      "containerStatuses": [{"name": "sglang", "ready": True, "restartCount": 0,
+                                             "state": {"running": {}}}]}}
+
+    def status_after(stored: dict[str, object], cond: dict[str, object] | None) -> dict[str, object]:
+        obs = Observation(revision=GOOD, desired_pods=1, setup=SETUP, pods=(PodView("p0", True, 0),),
+                          spec_revision=GOOD)
+        o = Observed(now=T0, generation=1, health=pod_health([pod], 1, GOOD, 1, T0), observation=obs, sampling=cond)
+        view = ServerView.of({"metadata": {"name": "s", "namespace": "ns"}, "status": stored})
+        return decide(view.status, o, FAST).status_json
+
+    over = after_sample(CostBackoff(), T0, 1.0, cpu_seconds=0.6, pods=8, budget=0.25)
+    first = status_after({"revision": GOOD}, budget.condition(over, 0.25, 1.0, False, 1, T0))
+    (c,) = [c for c in first["conditions"] if c["type"] == "SamplingBackedOff"]
+    assert (c["status"], c["reason"]) == ("True", budget.OVER)
+    within = after_sample(over, T0, 1.0, cpu_seconds=0.01, pods=8, budget=0.25)
+    later = status_after(first, budget.condition(within, 0.25, 1.0, True, 1, T0))
+    (c,) = [c for c in later["conditions"] if c["type"] == "SamplingBackedOff"]
+    assert (c["status"], c["reason"]) == ("False", budget.WITHIN)
+    never = status_after({"revision": GOOD}, budget.condition(CostBackoff(), 0.25, 1.0, False, 1, T0))
+    assert not [c for c in never["conditions"] if c["type"] == "SamplingBackedOff"]
