@@ -156,9 +156,9 @@ class Baseline(StatusModel):
     """``canaryRatio``: the median canary ÷ stable decode-speed ratio of the judged intervals (unset otherwise)."""
     scaled_from: str | None = None
     """``canaryRatio``: the stable revision whose baseline was scaled by ``ratio`` (unset otherwise)."""
-    extra_figures: dict[str, float] = Field(default_factory=dict)
+    extra_figures: dict[str, float] | None = None
     """Medians of the criteria with no field of their own (``decisions.criteria.CRITERIA``), by criterion key, e.g.
-    ``{"timeToFirstTokenSeconds": 0.31}`` (seconds)."""
+    ``{"timeToFirstTokenSeconds": 0.31}`` (seconds); unset: none."""
 
 
 class SampleFigures(StatusModel):
@@ -171,7 +171,7 @@ class SampleFigures(StatusModel):
     accept_rate: float | None = None
     """Acceptance rate, 0..1 (SGLang's ``sglang:spec_accept_rate`` of the pods whose gauges were refreshed; its
     formula differs between releases); None where no pod had refreshed it yet."""
-    extra_figures: dict[str, float] = Field(default_factory=dict)
+    extra_figures: dict[str, float] | None = None
     """Figures of the criteria with no field of their own (``decisions.criteria.CRITERIA``) that apply, by
     criterion key, e.g. ``{"timeToFirstTokenSeconds": 0.31}`` (seconds)."""
 

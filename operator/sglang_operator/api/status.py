@@ -194,9 +194,9 @@ class RevisionRecord(StatusModel):
     baseline_tokens_per_second: float | None = None
     """Its baseline decode speed, tok/s, last set (may differ from ``tokensPerSecond``, the median measured at
     the verdict: a ``canaryRatio`` or ``refreshed`` baseline)."""
-    extra_figures: dict[str, float] = Field(default_factory=dict)
+    extra_figures: dict[str, float] | None = None
     """Figures at the verdict of the criteria with no field of their own (``decisions.criteria.CRITERIA``), by
-    criterion key, medians as tokensPerSecond, e.g. ``{"timeToFirstTokenSeconds": 0.31}`` (seconds)."""
+    criterion key, medians as tokensPerSecond, e.g. ``{"timeToFirstTokenSeconds": 0.31}`` (seconds); unset: none."""
 
 
 class TuningHold(StatusModel):

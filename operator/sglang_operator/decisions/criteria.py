@@ -271,4 +271,4 @@ def record(revision: str, verdict: Verdict, reason: str, med: SampleFigures | No
     if med is None:
         return RecordVerdict(revision, verdict, reason, samples=samples, canary_steps=steps)
     return RecordVerdict(revision, verdict, reason, med.tokens_per_second, med.accept_length, samples, steps,
-                         accept_rate=med.accept_rate, extra_figures=dict(med.extra_figures))
+                         accept_rate=med.accept_rate, extra_figures=dict(med.extra_figures or {}))
