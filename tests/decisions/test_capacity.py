@@ -172,7 +172,7 @@ def test_the_scaled_object_threshold_and_status_follow_the_capacity() -> None:
     wanted = scaling.want(srv, free, keda=True, prometheus_address=PROM, had=False, measured=measured)
     assert wanted.scaled_object is not None
     trigger = wanted.scaled_object["spec"]["triggers"][0]["metadata"]
-    assert trigger["threshold"] == "6.15" and "sglang:num_running_reqs" in trigger["query"]
+    assert trigger["threshold"] == "6.15" and "sglang_operator_server_running_requests" in trigger["query"]
     body, cond = scaling.report(srv, free, wanted, True, None, 1, T0)
     assert body is not None and cond is not None
     assert body["target"] == 6.15 and body["capacity"]["settings"] == "1/1/2"
