@@ -51,3 +51,22 @@ async def test_a_parse_in_the_pool_is_the_parse_on_the_loop() -> None:
         pool.close()
     assert lost.parsed is None and lost.reason == WORKER_LOST
     assert again.parsed == inline.parsed
+
+
+async def test_a_worker_ignores_sigint_and_leaves_the_shutdown_to_the_operator() -> None:
+    """A Ctrl-C to the operator's process group reaches the workers too: they keep parsing (no ``KeyboardInterrupt``
+    traceback in the operator's log, no worker lost) until the operator closes the pool."""
+    limits = ScrapeLimits()
+    body = exposition(gen=1000.0, verify=400, running=2, accept_rate=0.6, itl=(0, 0, 1000, 0, 0, 0, 0, 0),
+                      itl_sum=20.0, ttft=(1, 1, 0, 0, 0, 0, 0, 0), ttft_sum=0.2).encode()
+    pool = ParsePool(1)
+    try:
+        kept = _kept(body, limits)
+        first = await pool.parse(kept, ROLES, limits)
+        (pid,) = pool.pids()
+        os.kill(pid, signal.SIGINT)
+        after = await pool.parse(kept, ROLES, limits)
+        assert pool.pids() == [pid]
+    finally:
+        pool.close()
+    assert after.reason == "" and after.parsed == first.parsed

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import signal
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -62,6 +63,13 @@ def parse_kept(kept: Kept, roles: MetricRoles, limits: ScrapeLimits, cache: Seri
     return ParseResult(parsed, time.thread_time() - started)
 
 
+def _worker_started() -> None:
+    """A worker ignores SIGINT: a Ctrl-C to the operator's process group (a terminal, the e2e harness) leaves the
+    shutdown to the operator, which stops its pool (:meth:`ParsePool.close`); the worker no longer dies first with a
+    ``KeyboardInterrupt`` traceback in the operator's log."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class ParsePool:
     """Parses kept lines in ``workers`` processes (0: on the loop), started at the first parse; :meth:`close` stops
     them."""
@@ -72,7 +80,8 @@ class ParsePool:
 
     def _executor(self) -> Executor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_worker_started)
         return self._pool
 
     async def parse(self, kept: Kept, roles: MetricRoles, limits: ScrapeLimits,
