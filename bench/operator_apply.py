@@ -67,6 +67,7 @@ from e2e.tests.test_chart_rbac import token_kubeconfig  # noqa: E402
 from sglang_operator import builders  # noqa: E402
 from sglang_operator.api import GROUP, PLURAL, VERSION  # noqa: E402
 from sglang_operator.api.server import parse  # noqa: E402
+from sglang_operator.api.status import SGLangServerStatus  # noqa: E402
 from sglang_operator.builders.revision import controller_revision  # noqa: E402
 from sglang_operator.decisions import status as st  # noqa: E402
 
@@ -223,7 +224,8 @@ async def floor_writes(namespace: str, count: int, rate: float) -> dict[str, flo
         entry = st.ledger_entry(rendered.revision, 1, rendered.command.command_line,
                                 builders.summary(server, rendered), spec, now)
         await kube_write.patch_status(namespace, name, None, st.applied(
-            {}, rendered.status, rendered.warnings, entry, 1, server.spec.rollback.history_limit, now))
+            SGLangServerStatus(), rendered.status, rendered.warnings, entry, 1, server.spec.rollback.history_limit,
+            now))
         await kube_write.post_event(created, "Normal", "Created", f"revision {rendered.revision}")
         await kopf.patch(res, name, {"metadata": {"annotations": {  # kopf's, after the handler
             "sglang-operator.io/last-handled-configuration": json.dumps({"spec": spec})}}},
