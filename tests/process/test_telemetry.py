@@ -162,3 +162,15 @@ async def test_the_event_loop_lag_is_measured_and_exported() -> None:
     before = REGISTRY.get_sample_value("sglang_operator_event_loop_lag_seconds_count") or 0.0
     telemetry.EVENT_LOOP_LAG.observe(0.01)
     assert REGISTRY.get_sample_value("sglang_operator_event_loop_lag_seconds_count") == before + 1
+
+
+def test_every_criterion_names_a_series_the_operator_exports() -> None:
+    """Each row of the criteria table (``decisions/criteria.py``) names the operator's series that shows its figure
+    (``Criterion.series``, what the dashboard plots): a series this process registers, never a made-up name."""
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from sglang_operator.decisions.criteria import CRITERIA
+
+    exported = {m._name for m in vars(telemetry).values() if isinstance(m, MetricWrapperBase)}
+    assert "sglang_operator_server_decode_tokens_per_second" in exported
+    assert [c.series for c in CRITERIA if c.series not in exported] == []
