@@ -208,7 +208,10 @@ def test_a_shadow_tuning_recommends_the_best_point_per_level_and_leaves_nothing_
             "events", "-n", ns, "--field-selector", f"involvedObject.name={TUNING}")["items"]}
 
     # the final Event is written after the status patch that ends the tuning: wait for it, do not race it
-    wait_for("the tuning's Events", lambda: wanted <= reasons(), timeout=30, interval=1)
+    try:
+        wait_for("the tuning's Events", lambda: wanted <= reasons(), timeout=30, interval=1)
+    except AssertionError as err:
+        raise AssertionError(f"{err}: missing {sorted(wanted - reasons())}") from err
 
 
 # --- a Canary server: its trials are single workloads (issue 38 item 1) -------------------------------------------

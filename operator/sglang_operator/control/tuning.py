@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sglang_operator import builders
 from sglang_operator.api import GROUP, VERSION
@@ -63,6 +64,9 @@ GONE_SECONDS = 120.0
 """Seconds at most a finished trial's pods may take to go before the next trial starts anyway."""
 
 
+T = TypeVar("T")
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
@@ -71,6 +75,15 @@ def _why(err: Exception) -> str:
     if isinstance(err, SpecError):
         return "; ".join(err.messages)
     return "; ".join(err.errors) if isinstance(err, builders.InvalidSpec) else str(err)
+
+
+async def _whole(act: Coroutine[Any, Any, T]) -> T:
+    """Run ``act`` (a status patch and what follows it: its Event, its counter) to its end even if the runner is
+    cancelled meanwhile: the queue cancels the runner of a tuning it no longer runs (:class:`~sglang_operator.control.
+    tunings.TuningWorker`), and the patch that ends a tuning is what makes it so; cancelled between the patch and its
+    Event, the Event was lost (the e2e tuning test saw no ``TuningSucceeded``). A cancelled caller still gets its
+    :class:`asyncio.CancelledError`, once ``act`` is done or as it goes on in the background."""
+    return await asyncio.shield(act)
 
 
 class TuningRunner:
@@ -162,10 +175,14 @@ class TuningRunner:
                      reason: str = "", message: str = "", event: str = "") -> dict[str, Any] | None:
         generation = tuning.generation
         conds = [lifecycle.condition(kind, state, reason, message, generation, _now())] if kind else None
-        patched = await tuning_status.write(tuning, status, conds)
-        if patched is not None and event:
-            await tuning_status.event(tuning.ref, "Warning" if "Failed" in event else "Normal", event, message)
-        return patched
+
+        async def act() -> dict[str, Any] | None:
+            patched = await tuning_status.write(tuning, status, conds)
+            if patched is not None and event:
+                await tuning_status.event(tuning.ref, "Warning" if "Failed" in event else "Normal", event, message)
+            return patched
+
+        return await _whole(act())
 
     async def _wait(self, tuning: TuningView, status: SGLangTuningStatus, reason: str, message: str) -> bool:
         """Not able to go on: ``Running=False`` written once per distinct reason (never every few seconds)."""
@@ -188,9 +205,13 @@ class TuningRunner:
         generation = tuning.generation
         new, conds = lifecycle.ended(status, phase, reason, message, generation, now)
         await self._delete_workloads(tuning, new)  # first: an operator stopped in between finds the tuning unended
-        if await tuning_status.write(tuning, new, conds):
-            await tuning_status.event(tuning.ref, *lifecycle.end_event(phase, message))
-            telemetry.count_tuning(phase.value)
+
+        async def act() -> None:
+            if await tuning_status.write(tuning, new, conds):
+                await tuning_status.event(tuning.ref, *lifecycle.end_event(phase, message))
+                telemetry.count_tuning(phase.value)
+
+        await _whole(act())
         return False
 
     # --- act ----------------------------------------------------------------------------------------------------
@@ -248,10 +269,14 @@ class TuningRunner:
         pending = ("TrialPending", "False", "TrialFinished", f"trial {trial.name} {done.verdict}") if self._pending \
             else ("", "", "", "")
         self._pending = None
-        if await self._write(fresh, new, *pending):
-            telemetry.count_tuning_trial(self.namespace, self.name, str(done.verdict), trial.name,
-                                         trial.settings.summary(), done.objective)
-            await tuning_status.event(fresh.ref, *lifecycle.trial_event(done))
+
+        async def act() -> None:
+            if await self._write(fresh, new, *pending):
+                telemetry.count_tuning_trial(self.namespace, self.name, str(done.verdict), trial.name,
+                                             trial.settings.summary(), done.objective)
+                await tuning_status.event(fresh.ref, *lifecycle.trial_event(done))
+
+        await _whole(act())
 
     async def _pods_of(self, instance: str, owner: ObjectRef, revision: str | None = None
                        ) -> list[dict[str, Any]]:

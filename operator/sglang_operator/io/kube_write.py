@@ -136,6 +136,7 @@ async def post_event(obj: Mapping[str, Any], type_: str, reason: str, message: s
     import logging
     import uuid
 
+    import httpx
     from lightkube import ApiError
     from lightkube.resources.core_v1 import Event
 
@@ -153,5 +154,5 @@ async def post_event(obj: Mapping[str, Any], type_: str, reason: str, message: s
     try:
         ev: Any = Event.from_dict(event)
         await _client.client().create(ev)
-    except ApiError as exc:
+    except (ApiError, httpx.HTTPError) as exc:  # refused, or the API server not answering in time
         logging.getLogger(__name__).warning("event %s not posted: %s", reason, exc)
