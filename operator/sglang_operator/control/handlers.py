@@ -55,6 +55,7 @@ from sglang_operator.decisions.conditions import condition, merge
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.decisions.tuning.queue import DEFAULT_LIMIT as DEFAULT_RUNNING_TUNINGS
+from sglang_operator.decisions.tuning.trialload import TRIAL_REQUEST_RATE
 from sglang_operator.io import kube
 from sglang_operator.io.discovery import POD_MONITORS
 from sglang_operator.io.trialstreams import TRIAL_STREAMS
@@ -110,6 +111,8 @@ class Config:
     probe_limits: ProbeLimits = field(default_factory=ProbeLimits)
     trial_streams: int = TRIAL_STREAMS
     """Tuning trials' streamed requests in flight at most, all trials together (``--trial-streams``)."""
+    trial_request_rate: float = TRIAL_REQUEST_RATE
+    """Requests per second one tuning trial may start at most, all its streams together (``--trial-request-rate``)."""
     max_running_tunings: int = DEFAULT_RUNNING_TUNINGS
     """SGLangTunings running at once, at most one per server (``--max-running-tunings``)."""
     in_place_hold_max_seconds: float = holds.MAX_SECONDS
@@ -344,6 +347,7 @@ async def start_observer(memo: Any, **_: Any) -> None:
     memo.observer = Observer(config.status_interval, config.sample_interval, config.resync_seconds,
                              config.namespaces, scrape_limits=config.scrape_limits,
                              probe_limits=config.probe_limits, trial_streams=config.trial_streams,
+                             trial_request_rate=getattr(config, "trial_request_rate", TRIAL_REQUEST_RATE),
                              hold_max_seconds=getattr(config, "in_place_hold_max_seconds", holds.MAX_SECONDS))
     freeze_heap()
     READINESS.start(kube.sglangserver_uids)

@@ -60,6 +60,7 @@ from sglang_operator.decisions.rollback import Apply
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.decisions.tuning.inplace import ApplyTrial
+from sglang_operator.decisions.tuning.trialload import TRIAL_REQUEST_RATE
 from sglang_operator.io import kube
 from sglang_operator.io.pods import PodCache
 from sglang_operator.io.sampler import Sampler
@@ -110,7 +111,8 @@ class Observer:
     ``namespaces``: the watched namespaces (empty: clusterwide), for the resync's LIST. ``scrape_limits`` and
     ``probe_limits``: the bounds on what the HTTP client and the sampler read from a pod (defaults
     :class:`ScrapeLimits`, :class:`ProbeLimits`; ``/server_info`` shares the scrape's body limit); ``trial_streams``:
-    the HTTP client's cap on tuning trials' streams in flight (:mod:`sglang_operator.io.trialstreams`);
+    the HTTP client's cap on tuning trials' streams in flight, ``trial_request_rate`` the requests per second one
+    trial may start (:mod:`sglang_operator.io.trialstreams`);
     ``hold_max_seconds``: how long an InPlace tuning may hold a server (``--in-place-hold-max-seconds``; None: no
     bound). Its collaborators, by name: :attr:`ticker` (when each server is observed, :mod:`~sglang_operator.control.
     ticks`), :attr:`gatherer` (an observation's reads, :mod:`~sglang_operator.control.gather`)."""
@@ -118,10 +120,12 @@ class Observer:
     def __init__(self, interval: float, sample_interval: float | None = None, resync_seconds: float = RESYNC_SECONDS,
                  namespaces: tuple[str, ...] = (), *, scrape_limits: ScrapeLimits | None = None,
                  probe_limits: ProbeLimits | None = None, trial_streams: int = TRIAL_STREAMS,
+                 trial_request_rate: float = TRIAL_REQUEST_RATE,
                  hold_max_seconds: float | None = holds.MAX_SECONDS) -> None:
         self.interval = interval
         self.hold_max_seconds = hold_max_seconds
         self.trial_streams = trial_streams
+        self.trial_request_rate = trial_request_rate
         self.scrape_limits = scrape_limits or ScrapeLimits()
         self.probe_limits = probe_limits or ProbeLimits()
         self.sample_interval = sample_interval
@@ -156,7 +160,8 @@ class Observer:
     def http(self) -> SGLangHTTP:
         """The one HTTP client for SGLang pods (created on the running loop at first use)."""
         if self._http is None:
-            self._http = SGLangHTTP(max_body_bytes=self.scrape_limits.body_bytes, trial_streams=self.trial_streams)
+            self._http = SGLangHTTP(max_body_bytes=self.scrape_limits.body_bytes, trial_streams=self.trial_streams,
+                                    trial_request_rate=self.trial_request_rate)
         return self._http
 
     @property

@@ -23,6 +23,7 @@ from sglang_operator.api import crd as crds
 from sglang_operator.api.server import SpecError, parse
 from sglang_operator.decisions.sampling import limits as sampling_limits
 from sglang_operator.decisions.tuning.hold import MAX_SECONDS as HOLD_MAX_SECONDS
+from sglang_operator.decisions.tuning.trialload import TRIAL_REQUEST_RATE
 from sglang_operator.io.trialstreams import TRIAL_STREAMS
 from sglang_operator.process.leader import LeaderElectionConfig
 
@@ -386,6 +387,10 @@ def run(
         min=1, help="streamed requests of tuning trials in flight at most, all trials together (the load runs in "
                     "the operator); a level waits until its concurrency is free, one over the cap fails its trial")]
         = TRIAL_STREAMS,
+    trial_request_rate: Annotated[float, typer.Option(
+        min=0.001, help="requests per second one tuning trial may start at most, all its streams together (a pod "
+                        "answering at once is sent no more); a level whose streams this kept idle over 5 % of the "
+                        "measured time fails its trial")] = TRIAL_REQUEST_RATE,
 ) -> None:
     """Run the operator (kopf) until SIGINT/SIGTERM."""
     from sglang_operator.io.discovery import PodMonitorMode, parse_labels
@@ -424,6 +429,7 @@ def run(
                                               min_interval_seconds=min_sample_interval),
                probe_limits=sampling_limits.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit),
                metrics_server=metrics_server, readiness_port=readiness_port, trial_streams=trial_streams,
+               trial_request_rate=trial_request_rate,
                max_running_tunings=max_running_tunings, in_place_hold_max_seconds=in_place_hold_max_seconds)
 
 

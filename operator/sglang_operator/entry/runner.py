@@ -30,6 +30,7 @@ import kopf
 
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.tuning.hold import MAX_SECONDS as HOLD_MAX_SECONDS
+from sglang_operator.decisions.tuning.trialload import TRIAL_REQUEST_RATE
 from sglang_operator.io.trialstreams import TRIAL_STREAMS
 from sglang_operator.process.leader import LeaderElectionConfig
 from sglang_operator.process.metrics_http import MetricsServerConfig
@@ -187,6 +188,7 @@ def run(
     metrics_server: MetricsServerConfig | None = None,
     readiness_port: int = 0,
     trial_streams: int = TRIAL_STREAMS,
+    trial_request_rate: float = TRIAL_REQUEST_RATE,
     max_running_tunings: int = 2,
     in_place_hold_max_seconds: float = HOLD_MAX_SECONDS,
 ) -> None:
@@ -213,7 +215,9 @@ def run(
     authentication and TLS (default :class:`sglang_operator.process.metrics_http.MetricsServerConfig`).
     ``readiness_port``: ``/readyz`` alone on a port of its own, apart from the metrics port's connection cap
     (:func:`sglang_operator.process.metrics_http.serve_readiness`; 0: not served apart). ``trial_streams``: the cap
-    on tuning trials' streamed requests in flight, all trials together (:mod:`sglang_operator.io.trialstreams`).
+    on tuning trials' streamed requests in flight, all trials together (:mod:`sglang_operator.io.trialstreams`);
+    ``trial_request_rate``: the requests per second one trial may start at most, all its streams together
+    (:class:`sglang_operator.decisions.tuning.trialload.RequestPacer`).
     ``max_running_tunings``: SGLangTunings running at once, at most one per server
     (:mod:`sglang_operator.decisions.tuning.queue`). ``in_place_hold_max_seconds``: how long an InPlace SGLangTuning
     may hold its server (:func:`sglang_operator.decisions.tuning.hold.expired`).
@@ -232,6 +236,7 @@ def run(
         status_interval=float(os.environ.get("SGLANG_OPERATOR_STATUS_INTERVAL", "5")), sample_interval=sample_interval,
         resync_seconds=resync_seconds, namespaces=tuple(namespaces), scrape_limits=scrape_limits or ScrapeLimits(),
         probe_limits=probe_limits or ProbeLimits(), trial_streams=trial_streams,
+        trial_request_rate=trial_request_rate,
         max_running_tunings=max_running_tunings, in_place_hold_max_seconds=in_place_hold_max_seconds))
     handlers.READINESS.namespaces = list(namespaces)  # the startup LIST of /readyz (sglang_operator.process.readiness)
     kopf.on.startup()(configure)

@@ -33,6 +33,7 @@ import aiohttp
 import httpx
 
 from sglang_operator.decisions.sampling.limits import BODY_BYTES
+from sglang_operator.decisions.tuning.trialload import TRIAL_REQUEST_RATE
 from sglang_operator.io.trialstreams import TRIAL_STREAMS, TrialStreams
 
 T = TypeVar("T", covariant=True)
@@ -79,18 +80,18 @@ class SGLangHTTP:
     scrapes and ``/server_info``, :attr:`http` (httpx) for probe streams.
 
     ``concurrency``: bodies read at once; ``max_connections``: sockets open at once; ``trial_streams``: the
-    process-wide cap on tuning trials' streamed requests in flight (:attr:`trial_streams`,
-    :class:`~sglang_operator.io.trialstreams.TrialStreams`). Idle connections are kept
-    ``keepalive_seconds`` (5 s, as long as SGLang's uvicorn keeps them: with samples 30 s apart a connection is
-    reused within an interval, not across intervals). Create it on the event loop that uses it (inside a
-    coroutine); :meth:`aclose` at shutdown.
+    process-wide cap on tuning trials' streamed requests in flight and ``trial_request_rate`` the requests per second
+    one trial may start (:attr:`trial_streams`, :class:`~sglang_operator.io.trialstreams.TrialStreams`). Idle
+    connections are kept ``keepalive_seconds`` (5 s, as long as SGLang's uvicorn keeps them: with samples 30 s
+    apart a connection is reused within an interval, not across intervals). Create it on the event loop that uses
+    it (inside a coroutine); :meth:`aclose` at shutdown.
     """
 
     def __init__(self, *, concurrency: int = CONCURRENCY, max_body_bytes: int = MAX_BODY_BYTES,
                  max_connections: int = 1024, keepalive_seconds: float = 5.0,
-                 trial_streams: int = TRIAL_STREAMS) -> None:
+                 trial_streams: int = TRIAL_STREAMS, trial_request_rate: float = TRIAL_REQUEST_RATE) -> None:
         self.max_body_bytes = max_body_bytes
-        self.trial_streams = TrialStreams(trial_streams)
+        self.trial_streams = TrialStreams(trial_streams, trial_request_rate)
         connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=8, keepalive_timeout=keepalive_seconds,
                                          use_dns_cache=False)
         self.session = aiohttp.ClientSession(connector=connector, trust_env=False, raise_for_status=False,

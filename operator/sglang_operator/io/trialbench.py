@@ -7,8 +7,15 @@ How a level is measured (:func:`measure_trial`):
 - ``level`` workers (spread over the pods in turn) each send streamed chat completions back to back
   (:func:`sglang_operator.io.loadgen.stream_once`, read under the operator's
   :class:`~sglang_operator.decisions.sampling.limits.ProbeLimits`), the prompts of the workload in turn (default
-  :data:`DEFAULT_PROMPTS`), ``max_tokens`` = ``workload.maxOutputTokens``, greedy. A worker whose request failed
-  waits :data:`FAILURE_PAUSE_SECONDS` before the next one, so a pod answering errors is not hammered.
+  :data:`DEFAULT_PROMPTS`), ``max_tokens`` = ``workload.maxOutputTokens``, greedy (no ``ignore_eos``: an answer
+  may end early at an end-of-sequence token). A worker whose request failed waits :data:`FAILURE_PAUSE_SECONDS`
+  before the next one, so a pod answering errors is not hammered.
+- The requests a trial starts, all its workers together, are capped in rate (``--trial-request-rate``, default
+  :data:`~sglang_operator.decisions.tuning.trialload.TRIAL_REQUEST_RATE` per second,
+  :attr:`~sglang_operator.io.trialstreams.TrialStreams.request_rate`): before each request a worker takes a token
+  of the level's :class:`~sglang_operator.decisions.tuning.trialload.RequestPacer` (one second of the rate at once,
+  then the rate) and sleeps until it is due (no polling; the stop of the load wakes it). An honest pod never reaches
+  the cap; a pod answering at once is sent the cap's rate, not what the event loop can make.
 - Workers start :data:`RAMP_SECONDS` apart (a level of 256 within half a second).
 - Settling: the first level starts with ``workload.warmupSeconds`` of load that is not measured; a later level
   settles until every worker has finished its first request at that level (the ramp is over), at most
@@ -59,7 +66,16 @@ the search scores a trial (``decisions/tuning``).
 
 Every pod is untrusted: bodies are bounded as above, numbers that are not finite are ignored, and nothing the pod
 answers raises out of :func:`measure_trial` — a level whose requests or scrapes failed records it (``failedRequests``,
-figures ``None``).
+figures ``None``) — but :class:`InvalidMeasurement`, after a level whose load was no measurement
+(:mod:`sglang_operator.decisions.tuning.trialload`; :func:`measure_pods` fails the trial with its reason):
+
+- its successful answers' median completion tokens (counted in the windows) are below
+  :data:`~sglang_operator.decisions.tuning.trialload.SHORT_ANSWER_FRACTION` (¼) of ``maxOutputTokens``: the level
+  measured prefill and HTTP, not decoding ("answers of N tokens median ..., maxOutputTokens M: not a measurement of
+  decoding"). A median, never one answer: an honest server may stop some answers early at an end-of-sequence token;
+- its workers waited for the rate cap more than
+  :data:`~sglang_operator.decisions.tuning.trialload.HELD_BACK_LIMIT` (5 %) of its measured stream-seconds
+  (concurrency × the windows' seconds): it did not run at its concurrency.
 """
 
 from __future__ import annotations
@@ -84,6 +100,7 @@ from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.sampling.roles import MetricRoles, roles_for
 from sglang_operator.decisions.tuning import trials as trials_plan
 from sglang_operator.decisions.tuning.tally import LevelTally
+from sglang_operator.decisions.tuning.trialload import RequestPacer, held_back, short_answers
 from sglang_operator.decisions.tuning.windows import (
     STEP_TIME_QUANTILE as STEP_TIME_QUANTILE,
 )
@@ -140,6 +157,14 @@ RAMP_SECONDS = 0.002
 """Seconds between the starts of two workers of a level (256 workers start within half a second, in the warm-up)."""
 
 
+class InvalidMeasurement(Exception):
+    """A level's load was no measurement (the module docstring): ``reason`` says which rule and its figures."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class TrialPod:
     """One pod of a trial: its name and base URL (``http://IP:port``)."""
@@ -192,8 +217,11 @@ class _PodState:
 class _Level:
     concurrency: int
     tally: LevelTally
+    pacer: RequestPacer
     first_done: set[int] = field(default_factory=set)
     ramped: asyncio.Event = field(default_factory=asyncio.Event)
+    waited: float = 0.0
+    """Seconds the workers waited for the rate cap inside the windows, all together."""
 
 
 class TrialBench:
@@ -202,7 +230,8 @@ class TrialBench:
     ``level`` + 4 connections (:func:`~sglang_operator.io.loadgen.stream_once_aiohttp`: httpx's pool walks every
     connection at each request, quadratic in the level, 10 s of event-loop lag at 256): 60 s at most between two
     chunks, ``plan.request_timeout_seconds`` per request); ``roles``: the metric roles
-    of the pods' SGLang release; ``model``: the served model name; ``api_key``: the server's, when it has one."""
+    of the pods' SGLang release; ``model``: the served model name; ``api_key``: the server's, when it has one. The
+    requests of a level start at most at ``http.trial_streams.request_rate`` per second (``--trial-request-rate``)."""
 
     def __init__(self, http: SGLangHTTP, pods: Sequence[TrialPod], model: str, roles: MetricRoles, plan: BenchPlan,
                  *, api_key: str | None = None, probe_limits: ProbeLimits | None = None,
@@ -217,13 +246,34 @@ class TrialBench:
         self._prompt = 0
 
     async def measure(self, score: Callable[[LevelFigures], float | None] | None = None) -> list[LevelFigures]:
-        """Every level of the plan in order, each as one :class:`LevelFigures` (see the module docstring). Never
-        raises for what a pod answers; cancellation propagates."""
+        """Every level of the plan in order, each as one :class:`LevelFigures` (see the module docstring). Raises
+        :class:`InvalidMeasurement` after a level whose load was no measurement, never for what a pod answers
+        otherwise; cancellation propagates."""
         score = score or default_score()
         out = []
         for i, level in enumerate(self.plan.levels):
             out.append(combine(await self._level(level, first=i == 0), score))
         return out
+
+    def _verdict(self, state: _Level) -> str | None:
+        """Why the level just measured is no measurement (:mod:`~sglang_operator.decisions.tuning.trialload`), or
+        None."""
+        bounds = state.tally.bounds
+        return short_answers(state.concurrency, state.tally.answers.median(), self.plan.max_output_tokens) \
+            or held_back(state.concurrency, state.waited, bounds[-1] - bounds[0], state.pacer.rate)
+
+    async def _paced(self, state: _Level, delay: float, stop: asyncio.Event) -> None:
+        """Wait ``delay`` s for the rate cap (or until the load stops), counting the part inside the windows."""
+        t0 = self.clock()
+        try:
+            async with asyncio.timeout(delay):
+                await stop.wait()
+        except TimeoutError:
+            pass
+        bounds, t1 = state.tally.bounds, self.clock()
+        if bounds:
+            hi = min(t1, bounds[-1]) if len(bounds) > self.plan.repetitions else t1
+            state.waited += max(0.0, hi - max(t0, bounds[0]))
 
     def _next_prompt(self) -> str:
         prompt = self.plan.prompts[self._prompt % len(self.plan.prompts)]
@@ -236,7 +286,8 @@ class TrialBench:
 
     async def _load(self, concurrency: int, *, first: bool) -> list[LevelFigures]:
         plan = self.plan
-        state = _Level(concurrency, LevelTally(concurrency, plan.repetitions))
+        state = _Level(concurrency, LevelTally(concurrency, plan.repetitions, plan.max_output_tokens),
+                       RequestPacer(self.http.trial_streams.request_rate))
         stop = asyncio.Event()
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=concurrency + 4, limit_per_host=0, use_dns_cache=False),
@@ -247,6 +298,10 @@ class TrialBench:
             pod = self.pods[index % len(self.pods)].pod
             await asyncio.sleep(index * RAMP_SECONDS)  # 256 connections opened at once would stall the loop
             while not stop.is_set():
+                if (delay := state.pacer.reserve(self.clock())) > 0:
+                    await self._paced(state, delay, stop)
+                    if stop.is_set():
+                        break
                 start = self.clock()
                 try:
                     async with asyncio.timeout(plan.request_timeout_seconds):
@@ -293,6 +348,8 @@ class TrialBench:
         for k in range(plan.repetitions):
             pairs, steps = self._window_server(marks[k], marks[k + 1])
             windows.append(state.tally.figures(k, pairs, self.roles, steps))
+        if (reason := self._verdict(state)) is not None:
+            raise InvalidMeasurement(reason)
         return windows
 
     def _marks(self) -> list[tuple[Scrape | ScrapeFailure | None, list[dict[str, list[float]]] | None]]:
@@ -336,7 +393,8 @@ async def measure_trial(http: SGLangHTTP, pods: Sequence[TrialPod], model: str, 
                         probe_limits: ProbeLimits | None = None,
                         scrape_limits: ScrapeLimits | None = None) -> list[LevelFigures]:
     """Measure a trial's ``pods`` under ``plan``: one :class:`LevelFigures` per level (see the module docstring).
-    Raises ``ValueError`` for an empty pod list; never for what a pod answers."""
+    Raises ``ValueError`` for an empty pod list, :class:`InvalidMeasurement` after a level whose load was no
+    measurement; never for what a pod answers otherwise."""
     bench = TrialBench(http, pods, model, roles, plan, api_key=api_key, probe_limits=probe_limits,
                        scrape_limits=scrape_limits)
     return await bench.measure(score)
@@ -345,8 +403,8 @@ async def measure_trial(http: SGLangHTTP, pods: Sequence[TrialPod], model: str, 
 @dataclass(frozen=True)
 class TrialMeasurement:
     """What :func:`measure_pods` found: ``levels`` measured, ``pruned`` (the rule's reason when the trial stopped
-    after its first level: verdict Pruned), ``failure`` (every request failed, or no request finished even in the
-    longest window)."""
+    after its first level: verdict Pruned), ``failure`` (every request failed, no request finished even in the
+    longest window, or a level's load was no measurement: :class:`InvalidMeasurement`)."""
 
     levels: list[LevelFigures]
     pruned: str | None = None
@@ -363,7 +421,8 @@ async def measure_pods(http: SGLangHTTP, tuning: TuningSpec, server_object: SGLa
     (:func:`sglang_operator.decisions.tuning.trials.prune_verdict`) says whether the trial stops there, then the
     other levels. A measurement in which no request finished is no data, not a failure: it is measured again with a
     longer window (:func:`~sglang_operator.decisions.tuning.trials.longer_window`) until one finishes or the
-    longest window passed (:func:`~sglang_operator.decisions.tuning.trials.measurement`)."""
+    longest window passed (:func:`~sglang_operator.decisions.tuning.trials.measurement`). A level whose load was no
+    measurement (:class:`InvalidMeasurement`) fails the trial with its reason."""
     server = server_object.spec
     ref = server.api_key_secret_ref  # SGLang's --api-key guards the chat API: the trial's requests carry it
     api_key = await kube.secret_value(server_object.namespace, ref.name, ref.key) if ref is not None else None
@@ -380,9 +439,12 @@ async def measure_pods(http: SGLangHTTP, tuning: TuningSpec, server_object: SGLa
         todo = plan.levels[len(levels):]
         first = dataclasses.replace(plan, levels=todo[:1] if prune is not None and not levels else todo,
                                     seconds_per_level=float(window))
-        got = await measure_trial(http, targets, model, roles, first, api_key=api_key,
-                                  score=default_score(tuning.objective), probe_limits=probe_limits,
-                                  scrape_limits=scrape_limits)
+        try:
+            got = await measure_trial(http, targets, model, roles, first, api_key=api_key,
+                                      score=default_score(tuning.objective), probe_limits=probe_limits,
+                                      scrape_limits=scrape_limits)
+        except InvalidMeasurement as invalid:
+            return TrialMeasurement(levels, failure=invalid.reason)
         outcome, message = trials_plan.measurement(got)
         if outcome is trials_plan.Measured.FAILED:
             return TrialMeasurement([*levels, *got], failure=message)

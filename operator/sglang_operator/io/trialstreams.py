@@ -1,6 +1,8 @@
 """The process-wide cap on the streamed requests of tuning trials in flight (``sglang-operator run
 --trial-streams``): every trial's load runs inside the operator, on its event loop, so the streams of all trials
-together are bounded.
+together are bounded; with it, the rate each trial's requests may start at (``--trial-request-rate``,
+:attr:`TrialStreams.request_rate`, paced by :class:`sglang_operator.decisions.tuning.trialload.RequestPacer` in
+:mod:`sglang_operator.io.trialbench`), so a pod answering at once costs the operator no more than that rate.
 
 A level of ``n`` streams takes ``n`` at once before its load starts (:meth:`TrialStreams.hold`) and gives them back
 when its requests have ended, so its concurrency is exactly what the spec asks while it is measured; levels wait
@@ -13,7 +15,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import math
 from collections.abc import AsyncIterator
+
+from sglang_operator.decisions.tuning.trialload import TRIAL_REQUEST_RATE
 
 TRIAL_STREAMS = 256
 """Default cap: streamed trial requests in flight at once, all trials together."""
@@ -24,12 +29,16 @@ class OverCap(ValueError):
 
 
 class TrialStreams:
-    """``limit`` streams shared by every trial of the process (FIFO). Create it on the event loop that uses it."""
+    """``limit`` streams shared by every trial of the process (FIFO); ``request_rate``: requests per second each
+    trial may start at most, all its streams together. Create it on the event loop that uses it."""
 
-    def __init__(self, limit: int = TRIAL_STREAMS) -> None:
+    def __init__(self, limit: int = TRIAL_STREAMS, request_rate: float = TRIAL_REQUEST_RATE) -> None:
         if limit < 1:
             raise ValueError(f"the trial stream cap must be positive: {limit}")
+        if not math.isfinite(request_rate) or request_rate <= 0:
+            raise ValueError(f"the trial request rate must be positive: {request_rate}")
         self.limit = limit
+        self.request_rate = request_rate
         self.in_use = 0
         self._waiting: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
 

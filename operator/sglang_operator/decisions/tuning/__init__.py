@@ -14,6 +14,7 @@ results back.
 - :mod:`.space`: the search space: which points exist and which are valid.
 - :mod:`.tally`: a trial level's figures aggregated online, in bounded memory.
 - :mod:`.tpe`: ``algorithmName: TPE``, Optuna's Tree-structured Parzen Estimator.
+- :mod:`.trialload`: the bound on a trial's request rate and the rules of an invalid measurement.
 - :mod:`.trialspec`: a trial's server spec (one workload, never canaried nor scaled) and whether it may run.
 - :mod:`.trials`: the tuning controller's pure decisions (the spec as the search's inputs, the next step).
 - :mod:`.windows`: the figures of a trial's measurement windows."""

@@ -14,6 +14,9 @@ counts exact and the quantiles from bounded histograms:
   :class:`SpeedHistogram` (buckets 1 % wide: within 0.5 % of the exact median);
 - inter-token latency and time to first token: :class:`~sglang_operator.decisions.sampling.loghist.LogHistogram`
   as before (each request's gaps merged in when it ends).
+
+Beside the figures, :attr:`LevelTally.answers` counts the completion tokens of the successful requests that ended in
+the windows (:class:`~sglang_operator.decisions.tuning.trialload.AnswerLengths`, for the short-answer rule).
 """
 
 from __future__ import annotations
@@ -27,8 +30,11 @@ from sglang_operator.decisions.sampling.compute import Scrape, figures
 from sglang_operator.decisions.sampling.loghist import LogHistogram
 from sglang_operator.decisions.sampling.model import Signal
 from sglang_operator.decisions.sampling.roles import MetricRoles
+from sglang_operator.decisions.tuning.trialload import AnswerLengths
 from sglang_operator.decisions.tuning.windows import STEP_TIME_QUANTILE, Finished, percentile, tokens_within
 
+MAX_ANSWER_TOKENS = 16384
+"""The largest ``maxOutputTokens`` the API allows: what an answer's completion tokens are clamped to by default."""
 SPEED_STEP = 0.01
 """Relative width of a :class:`SpeedHistogram` bucket (1 %)."""
 SPEED_LOW, SPEED_HIGH = 1e-3, 1e7
@@ -89,12 +95,15 @@ class WindowTally:
 
 
 class LevelTally:
-    """One level's windows, filled online (see the module docstring). ``repetitions``: its windows. Memory: the
-    windows' tallies, whatever the number of requests."""
+    """One level's windows, filled online (see the module docstring). ``repetitions``: its windows; ``max_tokens``:
+    the requests' ``max_tokens`` (answers claiming more are counted at it). Memory: the windows' tallies and at most
+    ``max_tokens`` + 1 answer lengths, whatever the number of requests."""
 
-    def __init__(self, concurrency: int, repetitions: int) -> None:
+    def __init__(self, concurrency: int, repetitions: int, max_tokens: int = MAX_ANSWER_TOKENS) -> None:
         self.concurrency = concurrency
         self.windows = [WindowTally() for _ in range(repetitions)]
+        self.answers = AnswerLengths(max_tokens)
+        """Completion tokens of the successful requests that ended in a window."""
         self.bounds: list[float] = []
         self.requests = 0
         """Requests added (ended), windows or not."""
@@ -118,6 +127,7 @@ class LevelTally:
         if r.result.error is not None:
             w.failed += 1
             return
+        self.answers.add(r.result.completion_tokens)
         if (speed := r.result.decode_tok_s) > 0:
             w.decode.add(speed)
         w.gaps.merge(r.result.chunk_gaps)
