@@ -56,6 +56,7 @@ from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.tuning import hold as holds
 from sglang_operator.decisions.tuning.queue import DEFAULT_LIMIT as DEFAULT_RUNNING_TUNINGS
 from sglang_operator.decisions.tuning.trialload import TRIAL_REQUEST_RATE
+from sglang_operator.decisions.tuning.trials import DURATION_CAP_SECONDS
 from sglang_operator.io import kube
 from sglang_operator.io.discovery import POD_MONITORS
 from sglang_operator.io.trialstreams import TRIAL_STREAMS
@@ -117,6 +118,9 @@ class Config:
     """SGLangTunings running at once, at most one per server (``--max-running-tunings``)."""
     in_place_hold_max_seconds: float = holds.MAX_SECONDS
     """Seconds an InPlace SGLangTuning may hold its server (``--in-place-hold-max-seconds``)."""
+    max_tuning_duration_seconds: float = DURATION_CAP_SECONDS
+    """Seconds a SGLangTuning may run at most, from its first trial, whatever its ``budget.maxDurationSeconds``
+    (``--max-tuning-duration-seconds``)."""
 
 
 def observer_of(memo: Any) -> Observer:

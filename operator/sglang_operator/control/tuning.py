@@ -39,6 +39,7 @@ from sglang_operator.decisions import groups
 from sglang_operator.decisions import pods as pod_rules
 from sglang_operator.decisions.conditions import parse_time
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
+from sglang_operator.decisions.tuning import deadline as deadlines
 from sglang_operator.decisions.tuning import known_best, lifecycle
 from sglang_operator.decisions.tuning import trials as plan
 from sglang_operator.decisions.tuning.lifecycle import TrialFailure
@@ -88,17 +89,23 @@ async def _whole(act: Coroutine[Any, Any, T]) -> T:
 
 class TuningRunner:
     """Runs SGLangTuning ``namespace/name`` (see the module docstring) over ``views``: the operator's watched caches
-    (:class:`~sglang_operator.control.observer.Observer`: ``server_view``, ``instance_pods``, its ``http`` client)."""
+    (:class:`~sglang_operator.control.observer.Observer`: ``server_view``, ``instance_pods``, its ``http`` client);
+    ``duration_cap``: the operator's cap on its wall time, seconds (``--max-tuning-duration-seconds``; None: its
+    ``budget.maxDurationSeconds`` alone)."""
 
     def __init__(self, namespace: str, name: str, views: Observer, *, probe_limits: ProbeLimits | None = None,
-                 scrape_limits: ScrapeLimits | None = None) -> None:
+                 scrape_limits: ScrapeLimits | None = None, duration_cap: float | None = None) -> None:
         self.namespace, self.name, self.views = namespace, name, views
+        self.duration_cap = duration_cap
         self.probe_limits = probe_limits or ProbeLimits()
         self.scrape_limits = scrape_limits or ScrapeLimits()
         self._said: tuple[str, str] | None = None  # the waiting condition last written (written again only if new)
         self._pending: str | None = None
         self._woken = asyncio.Event()
         self._backoff = WAIT_SECONDS
+        self.yielding = False
+        """Set by the tuning queue: stop at the next trial boundary (no trial running), the slot is another
+        namespace's (:func:`~sglang_operator.decisions.tuning.queue.admit`)."""
 
     def wake(self) -> None:
         """Look again now if waiting (its server missing, the hold not given yet): something it waits for may have
@@ -121,6 +128,9 @@ class TuningRunner:
         status, now = tuning.status, _now()
         if status.phase in plan.TERMINAL_PHASES:
             await self._delete_workloads(tuning, status)
+            return False
+        if self.yielding and plan.running(status.trials) is None:  # a trial boundary: the slot goes to another
+            log.info("SGLangTuning %s/%s yields its slot at a trial boundary", self.namespace, self.name)
             return False
         try:
             spec = tuning.tuning.spec
@@ -157,7 +167,8 @@ class TuningRunner:
             new, message = lifecycle.begin(status, spec, self.name, valid, invalid, now, stable, setup)
             await self._write(tuning, new, "Running", "True", "Searching", message, "TuningStarted")
             return True
-        step = plan.next_step(spec, status, valid, (now - (parse_time(status.started_at) or now)).total_seconds())
+        step = plan.next_step(spec, status, valid, (now - (parse_time(status.started_at) or now)).total_seconds(),
+                              self.duration_cap)
         if step.kind == "finish":
             ending = lifecycle.finish(spec, status, step.reason)
             telemetry.set_tuning_speedups(self.namespace, self.name, lifecycle.speedups(ending.status))
@@ -239,22 +250,29 @@ class TuningRunner:
         failure = pruned = None
         levels: list[LevelFigures] | None = None
         in_place = spec.mode is TuningMode.IN_PLACE
+        cutoff = deadlines.trial_cutoff(spec, parse_time(status.started_at) or _now(), self.duration_cap)
+        timer = asyncio.timeout((cutoff - _now()).total_seconds())  # every state of the trial, a restart's too
         try:
-            if in_place:
-                pods, version = await self._in_place_pods(tuning, server, trial, deadline)
-            else:
-                pods, version = await self._shadow_pods(tuning, server_view, server, trial, deadline)
-            got = await measure_pods(self.views.http, spec, server, pods, version, self.probe_limits,
-                                     self.scrape_limits, lambda first: plan.prune_verdict(
-                                         spec, status.trials, trial.settings, first))
-            levels, failure, pruned = got.levels, got.failure, got.pruned
-            crash = pod_rules.first_crash(await self._pods_of(
-                server.name if in_place else trial.name, server_view.ref if in_place else tuning.ref,
-                trial.revision if in_place else None), REASON_LIMIT)
-            if crash is not None:
-                raise TrialFailure(crash)
+            async with timer:
+                if in_place:
+                    pods, version = await self._in_place_pods(tuning, server, trial, deadline)
+                else:
+                    pods, version = await self._shadow_pods(tuning, server_view, server, trial, deadline)
+                got = await measure_pods(self.views.http, spec, server, pods, version, self.probe_limits,
+                                         self.scrape_limits, lambda first: plan.prune_verdict(
+                                             spec, status.trials, trial.settings, first))
+                levels, failure, pruned = got.levels, got.failure, got.pruned
+                crash = pod_rules.first_crash(await self._pods_of(
+                    server.name if in_place else trial.name, server_view.ref if in_place else tuning.ref,
+                    trial.revision if in_place else None), REASON_LIMIT)
+                if crash is not None:
+                    raise TrialFailure(crash)
         except TrialFailure as err:
             failure = err.reason
+        except TimeoutError:
+            if not timer.expired():
+                raise
+            failure = deadlines.cut_reason(cutoff)
         finally:
             if not in_place:
                 await self._delete_trial(tuning, trial.name)

@@ -4,10 +4,12 @@ The SGLangTuning watch (:func:`tuning_event`) keeps the index of what every tuni
 (:class:`~sglang_operator.control.memory.TuningRequests`, no body kept) and wakes the worker. The worker
 (:class:`TuningWorker`) decides, from that index and the SGLangServers the observer tracks, who may run
 (:func:`sglang_operator.decisions.tuning.queue.admit`: a tuning whose server is missing waits, one tuning per
-server, at most ``--max-running-tunings`` in the operator) and then:
+server, at most ``--max-running-tunings`` in the operator, shared across namespaces) and then:
 
 - starts a runner (:class:`~sglang_operator.control.tuning.TuningRunner`, one asyncio task) for each admitted
-  tuning and cancels the runner of a tuning no longer admitted (ended, deleted, its server deleted);
+  tuning and cancels the runner of a tuning no longer admitted (ended, deleted, its server deleted); a runner the
+  queue says is ``yielding`` (over its namespace's share while another namespace waits) is told so and stops by
+  itself at its next trial boundary, then decides again;
 - writes the ``Running=False`` condition (reason ``ServerNotFound`` or ``Queued``, phase ``Pending`` when it had
   none) of each waiting tuning whose stored condition says otherwise — once, when it starts waiting or why it waits
   changes, never while nothing changes: a waiting tuning costs one small request in the index and no task, no
@@ -57,12 +59,15 @@ class TuningWorker:
     """Runs the admitted SGLangTunings (see the module docstring) over ``views``, the operator's observer (its
     tracked servers, its tuning index ``tunings``, its pod cache and HTTP client); ``limit``: tunings running at
     once (``--max-running-tunings``); ``probe_limits``, ``scrape_limits``: the bounds on what a trial reads from a
-    pod."""
+    pod; ``duration_cap``: seconds a tuning may run at most (``--max-tuning-duration-seconds``; None: its budget
+    alone)."""
 
     def __init__(self, views: Observer, limit: int = tuning_queue.DEFAULT_LIMIT, *,
-                 probe_limits: ProbeLimits | None = None, scrape_limits: ScrapeLimits | None = None) -> None:
+                 probe_limits: ProbeLimits | None = None, scrape_limits: ScrapeLimits | None = None,
+                 duration_cap: float | None = None) -> None:
         self.views, self.limit = views, limit
         self.probe_limits, self.scrape_limits = probe_limits, scrape_limits
+        self.duration_cap = duration_cap
         self.runners: dict[Key, tuple[TuningRunner, asyncio.Task[None]]] = {}
         self._wanted = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -109,13 +114,17 @@ class TuningWorker:
         """Decide who runs now and act on it (see the module docstring); returns the decision."""
         candidates = self.views.tunings.candidates()
         servers = {view.key: view for view in (m.view() for m in self.views.memories.values()) if view is not None}
-        admission = tuning_queue.admit(candidates, servers, self.limit)
+        running = {key for key, (_, task) in self.runners.items() if not task.done()}
+        admission = tuning_queue.admit(candidates, servers, self.limit, running)
         for server in self.views.tunings.admit(admission.run):
             self.views.wake(server)
-        for key, (_, task) in list(self.runners.items()):
+        for key, (runner, task) in list(self.runners.items()):
             if key not in admission.run or task.done():
                 task.cancel()
                 del self.runners[key]
+            elif runner.yielding != (key in admission.yielding):
+                runner.yielding = key in admission.yielding
+                runner.wake()
         for c in candidates:
             if c.key in admission.run:
                 self._run_admitted(c, servers)
@@ -144,7 +153,7 @@ class TuningWorker:
         got = self.runners.get(c.key)
         if got is None:
             runner = TuningRunner(c.namespace, c.request.name, self.views, probe_limits=self.probe_limits,
-                                  scrape_limits=self.scrape_limits)
+                                  scrape_limits=self.scrape_limits, duration_cap=self.duration_cap)
             task = asyncio.get_running_loop().create_task(self._drive(runner),
                                                           name=f"tuning {c.namespace}/{c.request.name}")
             self.runners[c.key] = (runner, task)
@@ -158,6 +167,7 @@ class TuningWorker:
         while True:
             try:
                 await runner.run()
+                self._wanted.set()  # it ended or yielded its slot: decide again now
                 return
             except asyncio.CancelledError:
                 raise
@@ -216,7 +226,8 @@ def start_tunings(memo: Any, observer: Observer) -> TuningWorker:
     config = getattr(memo, "config", None)
     worker = TuningWorker(observer, getattr(config, "max_running_tunings", tuning_queue.DEFAULT_LIMIT),
                           probe_limits=getattr(config, "probe_limits", None),
-                          scrape_limits=getattr(config, "scrape_limits", None))
+                          scrape_limits=getattr(config, "scrape_limits", None),
+                          duration_cap=getattr(config, "max_tuning_duration_seconds", None))
     memo.tunings = worker
     worker.start()
     return worker

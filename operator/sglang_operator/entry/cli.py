@@ -24,6 +24,7 @@ from sglang_operator.api.server import SpecError, parse
 from sglang_operator.decisions.sampling import limits as sampling_limits
 from sglang_operator.decisions.tuning.hold import MAX_SECONDS as HOLD_MAX_SECONDS
 from sglang_operator.decisions.tuning.trialload import TRIAL_REQUEST_RATE
+from sglang_operator.decisions.tuning.trials import DURATION_CAP_SECONDS
 from sglang_operator.io.trialstreams import TRIAL_STREAMS
 from sglang_operator.process.leader import LeaderElectionConfig
 
@@ -343,6 +344,10 @@ def run(
         help="seconds an InPlace SGLangTuning may hold its server at most; an older hold is released (Warning "
              "event and TuningHeld=False reason HoldExpired), the stable revision applied again and the tuning "
              "cancelled")] = HOLD_MAX_SECONDS,
+    max_tuning_duration_seconds: Annotated[float, typer.Option(
+        min=60.0, envvar="SGLANG_OPERATOR_MAX_TUNING_DURATION_SECONDS",
+        help="seconds an SGLangTuning may run at most, from its first trial, whatever its budget.maxDurationSeconds "
+             "(up to 7 days): then it ends as that budget ends it (its best so far)")] = DURATION_CAP_SECONDS,
     scrape_body_limit: Annotated[int, typer.Option(
         min=1, help="bytes at most of one /metrics or /server_info body of an SGLang pod (Prometheus' "
                     "body_size_limit); a larger one is a scrape error too_large")] = sampling_limits.BODY_BYTES,
@@ -430,7 +435,8 @@ def run(
                probe_limits=sampling_limits.ProbeLimits(probe_body_limit, probe_line_limit, probe_chunk_limit),
                metrics_server=metrics_server, readiness_port=readiness_port, trial_streams=trial_streams,
                trial_request_rate=trial_request_rate,
-               max_running_tunings=max_running_tunings, in_place_hold_max_seconds=in_place_hold_max_seconds)
+               max_running_tunings=max_running_tunings, in_place_hold_max_seconds=in_place_hold_max_seconds,
+               max_tuning_duration_seconds=max_tuning_duration_seconds)
 
 
 @app.command("prometheus-config")

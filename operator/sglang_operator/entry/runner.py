@@ -31,6 +31,7 @@ import kopf
 from sglang_operator.decisions.sampling.limits import ProbeLimits, ScrapeLimits
 from sglang_operator.decisions.tuning.hold import MAX_SECONDS as HOLD_MAX_SECONDS
 from sglang_operator.decisions.tuning.trialload import TRIAL_REQUEST_RATE
+from sglang_operator.decisions.tuning.trials import DURATION_CAP_SECONDS
 from sglang_operator.io.trialstreams import TRIAL_STREAMS
 from sglang_operator.process.leader import LeaderElectionConfig
 from sglang_operator.process.metrics_http import MetricsServerConfig
@@ -191,6 +192,7 @@ def run(
     trial_request_rate: float = TRIAL_REQUEST_RATE,
     max_running_tunings: int = 2,
     in_place_hold_max_seconds: float = HOLD_MAX_SECONDS,
+    max_tuning_duration_seconds: float = DURATION_CAP_SECONDS,
 ) -> None:
     """Block running the operator until SIGINT/SIGTERM.
 
@@ -220,7 +222,8 @@ def run(
     (:class:`sglang_operator.decisions.tuning.trialload.RequestPacer`).
     ``max_running_tunings``: SGLangTunings running at once, at most one per server
     (:mod:`sglang_operator.decisions.tuning.queue`). ``in_place_hold_max_seconds``: how long an InPlace SGLangTuning
-    may hold its server (:func:`sglang_operator.decisions.tuning.hold.expired`).
+    may hold its server (:func:`sglang_operator.decisions.tuning.hold.expired`). ``max_tuning_duration_seconds``: the
+    cap on every SGLangTuning's wall time (:func:`sglang_operator.decisions.tuning.trials.next_step`).
     These reach the handlers as kopf's ``memo.config`` (:class:`sglang_operator.control.handlers.Config`).
     """
     from sglang_operator.io.discovery import POD_MONITORS, PodMonitorMode
@@ -237,7 +240,8 @@ def run(
         resync_seconds=resync_seconds, namespaces=tuple(namespaces), scrape_limits=scrape_limits or ScrapeLimits(),
         probe_limits=probe_limits or ProbeLimits(), trial_streams=trial_streams,
         trial_request_rate=trial_request_rate,
-        max_running_tunings=max_running_tunings, in_place_hold_max_seconds=in_place_hold_max_seconds))
+        max_running_tunings=max_running_tunings, in_place_hold_max_seconds=in_place_hold_max_seconds,
+        max_tuning_duration_seconds=max_tuning_duration_seconds))
     handlers.READINESS.namespaces = list(namespaces)  # the startup LIST of /readyz (sglang_operator.process.readiness)
     kopf.on.startup()(configure)
     kopf.on.startup()(start_lag_watch)

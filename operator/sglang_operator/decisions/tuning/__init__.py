@@ -1,6 +1,7 @@
 """Speculative-decoding tuning, pure. No I/O, no clock: the control loop runs the trials and hands their
 results back.
 
+- :mod:`.deadline`: how long a running trial may go on (its cutoff, in every state).
 - :mod:`.decide`: the recommendation from the finished trials, and the noise rule it follows.
 - :mod:`.hold`: an InPlace tuning's hold on its server (``status.tuningHold``).
 - :mod:`.inplace`: what the server's loop does about the InPlace tunings that name it.

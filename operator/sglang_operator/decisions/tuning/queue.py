@@ -7,12 +7,18 @@ and what it asks, :class:`~sglang_operator.decisions.tuning.inplace.TuningReques
   request, one status write when it starts waiting;
 - at most ONE tuning runs per server: a tuning that has begun (``status.startedAt`` set) first, then the oldest
   (``metadata.creationTimestamp``, then the name); the others wait, reason :data:`QUEUED`;
-- at most ``limit`` tunings run in the whole operator (the operator's ``--max-running-tunings``): of the servers'
-  first tunings, those that have begun first, then the oldest; the others wait, reason :data:`QUEUED`.
+- at most ``limit`` tunings run in the whole operator (the operator's ``--max-running-tunings``), shared across
+  namespaces: of the servers' first tunings, each namespace gets at most ⌈``limit`` ÷ namespaces with a tuning that
+  may run⌉ (:func:`share`), picked round robin among the namespaces (one each in turn, the namespace whose first
+  tuning is oldest first; within a namespace: the running one, then those that have begun, then the oldest);
+  the others wait, reason :data:`QUEUED`.
 
-A waiting tuning's reason and message (:class:`Waiting`) depend only on why it waits, never on its place in the
-queue, so the queue moving on rewrites no waiting tuning's status. Nothing here preempts: the decision is taken again
-at every change, and a tuning that runs keeps its place while it stays active (it has begun).
+A tuning that runs keeps its slot while it stays within that fair pick. One that falls outside it (another namespace
+came to want a slot) is ``yielding``: it goes on to its next trial boundary (its running trial is measured and
+recorded, never cut), then stops and waits; its slot goes to the tuning the pick chose. So a tenant's long tunings
+never hold another tenant's for longer than one trial. A waiting tuning's reason and message (:class:`Waiting`)
+depend only on why it waits, never on its place in the queue nor on another namespace's tunings (never another
+tenant's names), so the queue moving on rewrites no waiting tuning's status.
 """
 
 from __future__ import annotations
@@ -66,10 +72,13 @@ class Waiting:
 
 @dataclass(frozen=True)
 class Admission:
-    """:func:`admit`'s answer: ``run``, the tunings that may run now; ``waiting``, the others and why, by key."""
+    """:func:`admit`'s answer: ``run``, the tunings that may run now (the ``yielding`` ones among them);
+    ``waiting``, the others and why, by key; ``yielding``: running tunings outside the fair pick, to stop at their
+    next trial boundary."""
 
     run: frozenset[Key] = frozenset()
     waiting: dict[Key, Waiting] = field(default_factory=dict)
+    yielding: frozenset[Key] = frozenset()
 
 
 def server_missing(candidate: Candidate) -> Waiting:
@@ -85,18 +94,32 @@ def behind_server(candidate: Candidate) -> Waiting:
 
 
 def behind_operator(limit: int) -> Waiting:
-    """The :data:`QUEUED` wait of a tuning beyond the operator's ``limit``."""
-    return Waiting(QUEUED, f"the operator runs at most {limit} SGLangTunings at once (--max-running-tunings); "
-                           "this one starts when one ends, oldest first")
+    """The :data:`QUEUED` wait of a tuning beyond the operator's ``limit`` (or its namespace's share of it)."""
+    return Waiting(QUEUED, f"the operator runs at most {limit} SGLangTunings at once (--max-running-tunings), "
+                           "shared across namespaces; this one starts when a slot is free for its namespace (a "
+                           "tuning ends, or one over its namespace's share stops at its next trial boundary)")
 
 
-def admit(candidates: Iterable[Candidate], servers: Container[Key], limit: int) -> Admission:
+def share(limit: int, namespaces: int) -> int:
+    """Slots one namespace may hold: ⌈``limit`` ÷ ``namespaces``⌉ (``namespaces`` with a tuning that may run; at
+    least 1 each, ``limit`` at most)."""
+    limit = max(1, limit)
+    return min(limit, -(-limit // max(1, namespaces)))
+
+
+def admit(candidates: Iterable[Candidate], servers: Container[Key], limit: int,
+          running: Container[Key] = frozenset()) -> Admission:
     """Which of ``candidates`` run (see the module docstring), given the ``(namespace, name)`` of every SGLangServer
-    that exists (``servers``) and the operator's ``limit`` (≥ 1; a smaller value counts as 1). Inactive candidates
-    (ended, being deleted) neither run nor wait. Pure; O(n log n) in the candidates."""
+    that exists (``servers``), the operator's ``limit`` (≥ 1; a smaller value counts as 1) and the tunings whose
+    runner runs now (``running``). Inactive candidates (ended, being deleted) neither run nor wait. Pure;
+    O(n log n) in the candidates."""
     waiting: dict[Key, Waiting] = {}
     firsts: dict[Key, Candidate] = {}
-    for c in sorted((c for c in candidates if c.request.active), key=Candidate.order):
+
+    def order(c: Candidate) -> tuple[bool, bool, str, str, str]:
+        return c.key not in running, *c.order()
+
+    for c in sorted((c for c in candidates if c.request.active), key=order):
         if c.server_key not in servers:
             waiting[c.key] = server_missing(c)
         elif c.server_key in firsts:
@@ -104,7 +127,21 @@ def admit(candidates: Iterable[Candidate], servers: Container[Key], limit: int) 
         else:
             firsts[c.server_key] = c
     limit = max(1, limit)
-    ordered = sorted(firsts.values(), key=Candidate.order)
-    for c in ordered[limit:]:
-        waiting[c.key] = behind_operator(limit)
-    return Admission(frozenset(c.key for c in ordered[:limit]), waiting)
+    by_namespace: dict[str, list[Candidate]] = {}
+    for c in sorted(firsts.values(), key=order):  # the namespace of the first in order comes first
+        by_namespace.setdefault(c.namespace, []).append(c)
+    cap = share(limit, len(by_namespace))
+    fair: list[Candidate] = []
+    for turn in range(cap):  # round robin: one of each namespace per turn
+        fair.extend(queue[turn] for queue in by_namespace.values() if turn < len(queue))
+    fair = fair[:limit]
+    chosen = {c.key for c in fair}
+    holding = [c for c in firsts.values() if c.key in running]
+    yielding = frozenset(c.key for c in holding if c.key not in chosen)
+    free = max(0, limit - len(holding))
+    starting = [c for c in fair if c.key not in running][:free]
+    run = frozenset(c.key for c in holding) | {c.key for c in starting}
+    for c in firsts.values():
+        if c.key not in run:
+            waiting[c.key] = behind_operator(limit)
+    return Admission(run, waiting, yielding)

@@ -223,11 +223,19 @@ class Step:
     reason: str = ""
 
 
+DURATION_CAP_SECONDS = 86400
+"""The operator's cap on every SGLangTuning's wall time by default (``--max-tuning-duration-seconds``, chart value
+``maxTuningDurationSeconds``): one day, well under the 7 days ``budget.maxDurationSeconds`` allows, so no tenant's
+tuning keeps a slot of the operator's queue (and its server's hold) for days."""
+
+
 def next_step(spec: SGLangTuningSpec, status: SGLangTuningStatus, valid: Sequence[Point],
-              elapsed_seconds: float) -> Step:
+              elapsed_seconds: float, cap_seconds: float | None = None) -> Step:
     """The next step from the status alone: the running trial first (an operator restart measures it again from
     the start: its result was never written), else the search's suggestion (:func:`~.search.suggest`), else
-    finish — also when ``budget.maxDurationSeconds`` has passed (``elapsed_seconds`` since ``status.startedAt``) or
+    finish — also when ``budget.maxDurationSeconds`` has passed (``elapsed_seconds`` since ``status.startedAt``), or
+    the operator's cap on every tuning's duration ``cap_seconds`` (``--max-tuning-duration-seconds``; None: none) if
+    it is shorter, or
     a completed trial's objective reached ``objective.goal`` (Katib's early stop; the recommendation still follows
     the noise rule over the trials measured so far), or when ``status.trials`` has no room for one more record
     (:data:`~sglang_operator.api.tuning_status.MAX_TRIAL_RECORDS`, the CRD's cap). A point recorded ``Invalid`` (refused
@@ -238,6 +246,10 @@ def next_step(spec: SGLangTuningSpec, status: SGLangTuningStatus, valid: Sequenc
     if len(status.trials) >= MAX_TRIAL_RECORDS:
         return Step("finish", reason=f"status.trials holds {len(status.trials)} records, the most the API stores "
                                      f"({MAX_TRIAL_RECORDS}): no room for another trial")
+    if cap_seconds is not None and cap_seconds < spec.budget.max_duration_seconds and elapsed_seconds >= cap_seconds:
+        return Step("finish", reason=f"the operator's cap on a tuning's duration reached ({cap_seconds:.0f} s, "
+                                     f"--max-tuning-duration-seconds; budget.maxDurationSeconds "
+                                     f"{spec.budget.max_duration_seconds})")
     if elapsed_seconds >= spec.budget.max_duration_seconds:
         return Step("finish", reason=f"maxDurationSeconds {spec.budget.max_duration_seconds} reached")
     goal = spec.objective.goal
