@@ -18,7 +18,10 @@ Fields:
 - ``probe_mode`` (the streamed answers of ``/v1/chat/completions`` and ``/v1/completions``, what the operator's probe
   calls; the request never reaches the engine): ``ok`` | ``endless_line`` (HTTP 200, then one ``data:`` line of
   ``probe_line_mb`` MiB that ends only after that) | ``tiny_chunks`` (``probe_chunks`` valid chunks of one
-  character each, then the usage chunk and ``[DONE]``)
+  character each, then the usage chunk and ``[DONE]``) | ``instant`` (HTTP 200 at once: one content chunk of one
+  token, the usage chunk with ``completion_tokens`` 1 and ``[DONE]``, no engine time; counted in
+  ``sglang:num_requests_total`` as a finished request, so a client can tell the rate it was sent: the trial pod
+  answering at once of issue 42, whose trial must fail as an invalid measurement, ``bench/hostile.py fast-trial``)
 - ``server_info_string_mb`` (MiB or null): ``/server_info`` reports ``speculative_algorithm`` as a string of
   that size (``NEXTN``, then ``x`` repeated; the operator puts it in ``status.effective.algorithm``)
 - ``http_500_rate`` (0..1): fraction of API requests (all but ``/sim/admin/*``) answered with HTTP 500
@@ -34,7 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 MetricsMode = Literal["ok", "hang", "slow", "garbage", "huge", "long_label", "many_series"]
-ProbeMode = Literal["ok", "endless_line", "tiny_chunks"]
+ProbeMode = Literal["ok", "endless_line", "tiny_chunks", "instant"]
 BLOCK_BYTES = 64 * 1024
 """Bytes of one write of a hostile body (the most a hostile mode holds per request)."""
 

@@ -91,6 +91,15 @@ def tiny_chunks(count: int, chat: bool) -> Iterator[bytes]:
     yield b"data: [DONE]\n\n"
 
 
+def instant(chat: bool) -> Iterator[bytes]:
+    """A streamed answer given at once: one content chunk of one token, a usage chunk (``completion_tokens`` 1) and
+    ``[DONE]``, as one block (no engine time: what a pod answering at once sends)."""
+    one = (b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"x"}}]}\n\n' if chat
+           else b'data: {"choices":[{"index":0,"text":"x"}]}\n\n')
+    yield (one + b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}\n\n'
+           + b"data: [DONE]\n\n")
+
+
 async def write_blocks(request: web.Request, blocks: Iterable[bytes], content_type: str) -> web.StreamResponse:
     """Write ``blocks`` as one chunked HTTP 200 answer of ``content_type``; a client that goes away ends it."""
     resp = web.StreamResponse(headers={"Content-Type": content_type, "Cache-Control": "no-cache"})

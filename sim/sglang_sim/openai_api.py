@@ -172,8 +172,14 @@ async def _openai(request: web.Request, chat: bool) -> web.StreamResponse:
     stream = bool(body.get("stream"))
     mode = sim.faults.probe_mode
     if stream and mode != "ok":  # hostile (sglang_sim.faults): never reaches the engine
+        if mode == "instant":  # counted as a finished streamed request of one token, no engine time
+            st = sim.engine.stats
+            st.num_requests["true"] += 1
+            st.prompt_tokens["true"] += prompt
+            st.generation_tokens["true"] += 1
         blocks = hostile.endless_line(sim.faults.probe_line_mb, chat) if mode == "endless_line" \
-            else hostile.tiny_chunks(sim.faults.probe_chunks, chat)
+            else hostile.tiny_chunks(sim.faults.probe_chunks, chat) if mode == "tiny_chunks" \
+            else hostile.instant(chat)
         return await hostile.write_blocks(request, blocks, "text/event-stream")
     req = _new_request(sim, prompt, max_tokens, stream, bool(body.get("ignore_eos")))
     rid = ("chatcmpl-" if chat else "cmpl-") + req.rid

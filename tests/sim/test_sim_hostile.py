@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,6 +113,39 @@ def test_millions_of_tiny_chunks_are_valid_and_trip_the_probe_s_chunk_cap(sim: R
     assert non_stream.json()["object"] == "chat.completion"  # only streamed answers are hostile
 
 
+def _streamed_requests(sim: RunningSim) -> float:
+    body = httpx.get(sim.base_url + "/metrics", timeout=30).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+               if line.startswith("sglang:num_requests_total{") and 'is_streaming="true"' in line)
+
+
+def test_an_instant_answer_is_one_token_at_once_and_counted(sim: RunningSim) -> None:
+    """``instant``: the trial pod answering at once of issue 42 (``bench/hostile.py fast-trial``): HTTP 200, one
+    content chunk of one token, usage 1, ``[DONE]``; each answer counted as a finished streamed request."""
+    before = _streamed_requests(sim)
+    _faults(sim, probe_mode="instant")
+    try:
+        t0 = time.monotonic()
+        resp = httpx.post(sim.base_url + "/v1/chat/completions", json=_chat(), timeout=30)
+        res = asyncio.run(_stream_once(sim))
+        took = time.monotonic() - t0
+        plain = httpx.post(sim.base_url + "/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 8,
+                                                                   "stream": True}, timeout=30).content
+        counted = _streamed_requests(sim) - before
+    finally:
+        _faults(sim, probe_mode="ok")
+    assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/event-stream")
+    events = [e.removeprefix(b"data: ") for e in resp.content.split(b"\n\n") if e]
+    assert events[-1] == b"[DONE]" and len(events) == 3
+    first, usage = json.loads(events[0]), json.loads(events[1])
+    assert first["choices"][0]["delta"]["content"] == "x" and usage["usage"]["completion_tokens"] == 1
+    assert res.error is None and res.completion_tokens == 1
+    assert json.loads(plain.split(b"\n\n")[0].removeprefix(b"data: "))["choices"][0]["text"] == "x"
+    assert counted == 3 and took < 5  # regressed sim at real speed would take seconds for 8 tokens each
+    non_stream = httpx.post(sim.base_url + "/v1/chat/completions", json=_chat(stream=False), timeout=30)
+    assert non_stream.json()["usage"]["completion_tokens"] == 8  # only streamed answers are instant
+
+
 def test_a_1_mib_server_info_string_is_cut_by_the_operator(sim: RunningSim) -> None:
     _faults(sim, server_info_string_mb=1)
     try:
@@ -160,6 +194,7 @@ def test_hostile_faults_from_flags_and_env() -> None:
     faults = faults_from(cmd.faults, {"SGLANG_SIM_FAULT_METRICS_MODE": "many_series",
                                       "SGLANG_SIM_FAULT_METRICS_SERIES": "7", "SGLANG_SIM_FAULT_PROBE_MODE": "ok",
                                       "SGLANG_SIM_FAULT_PROBE_LINE_MB": "2"})
+    assert faults_from({}, {"SGLANG_SIM_FAULT_PROBE_MODE": "instant"}).probe_mode == "instant"
     assert (faults.probe_mode, faults.probe_chunks, faults.metrics_label_mb) == ("tiny_chunks", 42, 0.5)
     assert (faults.metrics_mode, faults.metrics_series, faults.probe_line_mb) == ("many_series", 7, 2.0)
     assert faults.server_info_string_mb == 1.0 and cmd.argv == ["--model-path", "m"]
