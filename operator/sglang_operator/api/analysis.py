@@ -8,6 +8,7 @@ speeds tok/s; acceptance lengths are tokens per verify step (accepted draft toke
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any
@@ -86,14 +87,21 @@ criterion's key) where the model has no field of that key's name: the criteria a
 need no field of their own."""
 
 
+@functools.cache
+def _named(model: type[BaseModel]) -> dict[str, str]:
+    """camelCase name → field name of ``model``'s fields but :data:`EXTRA_FIGURES`, once per class (pydantic's
+    ``to_camel`` runs regular expressions: per field per figure per sample it was most of a judged sample's CPU)."""
+    return {to_camel(n): n for n in model.model_fields if n != EXTRA_FIGURES}
+
+
 def figure(model: BaseModel, key: str) -> float | None:
     """The figure of the criterion ``key`` (camelCase, e.g. ``tokensPerSecond``) that ``model`` holds: its field of
     that name (tok/s, accept length: the fields status had before the criteria table), else its
     ``extraFigures[key]``; None where it holds none."""
-    for name in type(model).model_fields:
-        if to_camel(name) == key and name != EXTRA_FIGURES:
-            value = getattr(model, name)
-            return float(value) if isinstance(value, int | float) else None
+    name = _named(type(model)).get(key)
+    if name is not None:
+        value = getattr(model, name)
+        return float(value) if isinstance(value, int | float) else None
     extra = getattr(model, EXTRA_FIGURES, None)
     return extra.get(key) if isinstance(extra, dict) else None
 
@@ -101,7 +109,7 @@ def figure(model: BaseModel, key: str) -> float | None:
 def figure_fields(model: type[BaseModel], figures: Mapping[str, float | None]) -> dict[str, object]:
     """``figures`` (criterion key → value; None: none) as keyword arguments of ``model``: a key with a field of its
     name goes there, any other into ``extraFigures`` (left out when empty)."""
-    named = {to_camel(n): n for n in model.model_fields if n != EXTRA_FIGURES}
+    named = _named(model)
     out: dict[str, object] = {}
     extra: dict[str, float] = {}
     for key, value in figures.items():
