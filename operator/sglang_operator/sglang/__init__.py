@@ -7,7 +7,8 @@ Modules:
   a newer release), ``dialect(v) -> Dialect`` (entry point, probe/info endpoints, argparse prog, spec-v2 meaning,
   flag renames, all read from the release's wheel), ``SGLangVersionError``.
 - :mod:`.catalog`: the known releases (``data/releases.json``: wheel, sha256, dialect facts) and their records.
-- :mod:`.flags`: ``load_table(v) -> FlagTable`` (``get``, ``match`` with argparse abbreviation semantics).
+- :mod:`.flags`: ``load_table(v) -> FlagTable`` (``get``, ``match`` with argparse abbreviation semantics);
+  ``load_router_table()``: the pinned router's (``smg``, :data:`.versions.ROUTER_VERSION`) flags, the same type.
 - :mod:`.history`: every flag's releases, deprecations, removals and successors, derived from the tables.
 - :mod:`.guidance`: ``advise(v, flag)`` — successors, closest flags and SGLang's wording for a refused flag.
 - :mod:`.args`: ``resolve_server_args(argv, version, env) -> ResolvedArgs``; ``SGLangArgError``; ``warm_up()``.
@@ -21,5 +22,6 @@ Modules:
 - :mod:`._parser`: an ``argparse`` parser rebuilt from a flag table (used by :mod:`.args`).
 - :mod:`._store`: the compact on-disk form of the per-release data.
 - :mod:`._version`: release numbers and image tags (no data).
-- ``data/{releases,flags,metrics}.json``: written by ``scripts/extract_sglang.py`` (format: ``_store.py``).
+- ``data/{releases,flags,metrics}.json``: written by ``scripts/extract_sglang.py`` (format: ``_store.py``);
+  ``data/router-flags.json``: written by ``scripts/extract_router.py`` from the pinned ``smg`` wheel.
 """

@@ -10,15 +10,17 @@ SGLang's parser (``server_args.py:prepare_server_args``) is a plain ``argparse.A
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
+from importlib import resources
 from typing import Any
 
 from sglang_operator.sglang import catalog
-from sglang_operator.sglang._version import SGLangVersion
+from sglang_operator.sglang._version import SGLangVersion, parse_version
 
-__all__ = ["FlagSpec", "FlagTable", "Match", "MatchKind", "load_table"]
+__all__ = ["FlagSpec", "FlagTable", "Match", "MatchKind", "load_router_table", "load_table"]
 
 
 @dataclass(frozen=True)
@@ -141,3 +143,28 @@ def load_table(version: SGLangVersion) -> FlagTable:
     Raises ``SGLangVersionError`` for unsupported releases.
     """
     return _load(catalog.resolve(version).release.flags_table)
+
+
+ROUTER_FLAGS_FILE = "router-flags.json"
+
+
+@cache
+def load_router_table() -> FlagTable:
+    """The flag table of the pinned router (``smg`` :data:`~.versions.ROUTER_VERSION`, ``data/router-flags.json``).
+
+    Written by ``scripts/extract_router.py`` from the wheel's ``smg/router_args.py:RouterArgs.add_cli_args``.
+
+    Its parser (``smg/launch_router.py:parse_router_args``) is a plain ``argparse.ArgumentParser`` too, so
+    :meth:`FlagTable.match` applies unchanged. ``version`` holds smg's release number; ``prog`` is
+    ``None`` (argparse names the program after ``sys.argv[0]``: ``smg`` for ``smg launch``, ``launch_router.py``
+    for ``python3 -m smg.launch_router``).
+    """
+    raw = json.loads((resources.files("sglang_operator.sglang") / "data" / ROUTER_FLAGS_FILE).read_text("utf-8"))
+    flags = tuple(_spec(f) for f in raw["flags"])
+    return FlagTable(
+        version=parse_version(raw["version"]),
+        prog=raw["prog"],
+        flags=flags,
+        by_option={o: f for f in flags for o in f.options},
+        by_dest={f.dest: f for f in flags},
+    )

@@ -17,6 +17,10 @@ from sglang_operator.sglang import catalog, history
 from sglang_operator.sglang._version import SGLangVersion, SGLangVersionError, parse_image_tag, parse_version
 
 __all__ = [
+    "ROUTER_IMAGE",
+    "ROUTER_IMAGE_REPOSITORY",
+    "ROUTER_PACKAGE",
+    "ROUTER_VERSION",
     "SUPPORTED",
     "Dialect",
     "SGLangVersion",
@@ -36,6 +40,16 @@ SUPPORTED: tuple[SGLangVersion, ...] = tuple(r.version for r in catalog.releases
 """Every release with extracted data (``data/releases.json``), oldest first."""
 
 resolve = catalog.resolve
+
+# SGLang's router, the Shepherd Model Gateway (successor of ``sglang-router`` 0.3.2 on PyPI), pinned at one release
+# (issue 44; facts and the reasons for this version in docs/design/router-facts.md). ``smg==ROUTER_VERSION`` is in
+# the dev extra (the e2e's real binary); ``data/router-flags.json`` is its flag table (scripts/extract_router.py).
+ROUTER_PACKAGE = "smg"
+ROUTER_VERSION = "1.13.0"
+ROUTER_IMAGE_REPOSITORY = "lightseekorg/smg"
+"""The image the smg project publishes for each release (its ``.github/workflows/release-docker.yml``: tag = the
+``bindings/python/pyproject.toml`` version, no ``v``; entry point ``python3 -m smg.launch_router``, user 65532)."""
+ROUTER_IMAGE = f"{ROUTER_IMAGE_REPOSITORY}:{ROUTER_VERSION}"
 
 
 def nearest_supported(version: SGLangVersion) -> SGLangVersion:
