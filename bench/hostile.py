@@ -10,11 +10,18 @@ that does not exist (``missing-server-tunings``: then also how long creating the
 all took: one DELETE of the collection, then until none is left), or 20 SGLangServers whose lists and maps are at
 their bounds, without pods (``fat-specs``: then also the RSS they added). ``parse-cost`` (issue 42, offline, not in the
 default list) runs ``bench/hostile_parse.py`` for ``--seconds``: 8 pods at interval 1 with a body within every limit
-beside 4 healthy servers, the loop's lag and the healthy servers' gaps. Per mode it prints:
+beside 4 healthy servers, the loop's lag and the healthy servers' gaps. ``tuning-starvation`` (two namespaces, alice's
+two long tunings holding both running slots, then bob's one: how long bob's waited, and how long after the trial
+boundary of alice's yielding tuning it started) and ``fast-trial`` (tunings one after another of a server whose pods
+answer at once: the requests per second its trial pods received and the trials' verdicts) are issue 42's
+(``bench/hostile_tunings.py``); not in the default list: each needs servers and tunings of its own, and
+``tuning-starvation`` is measured for at least two of alice's trials (~5 min) whatever ``--minutes``. Per mode it
+prints:
 
 - the operator's peak RSS over the mode (VmHWM, reset at the mode's start through ``/proc/<pid>/clear_refs``; where
   that is not allowed, the peak since the operator started) and its RSS at the end, MiB;
-- its CPU share (of one core) over the mode;
+- its CPU share (of one core) over the mode; the 99th percentile of its event loop's lag over the mode (its own
+  histogram ``sglang_operator_event_loop_lag_seconds``, read at the mode's start and end);
 - the scrape errors it counted during the mode, by endpoint and reason, and the hostile server's Error samples;
 - whether every healthy server kept being sampled every interval (its sample count grew with no gap over 1.6
   intervals), with the fewest samples of one and the longest gap.
@@ -26,6 +33,7 @@ beside 4 healthy servers, the loop's lag and the healthy servers' gaps. Per mode
     python bench/hostile.py --modes baseline,fat-specs --healthy 4 --minutes 1
     python bench/hostile.py --retained-scrapes       # offline: 32 pods, an 8 MB /metrics (bench/hostile_scrapes.py)
     python bench/hostile.py --modes parse-cost --seconds 60   # offline: 8 pods at interval 1 (bench/hostile_parse.py)
+    python bench/hostile.py --modes tuning-starvation,fast-trial --healthy 4 --minutes 10   # issue 42's tuning modes
 
 Exit status 0 either way (a benchmark, not a test).
 """
@@ -44,6 +52,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.common import tear_down  # noqa: E402
+from bench.hostile_tunings import (  # noqa: E402
+    FAST_MODE,
+    STARVATION_MODE,
+    fast_trial_mode,
+    lag_buckets,
+    lag_p99,
+    starvation_mode,
+)
 from e2e.build_k8s import build  # noqa: E402
 from e2e.cluster import Cluster, NodeOptions  # noqa: E402
 from e2e.conftest import K8sCluster, wait_for  # noqa: E402
@@ -146,12 +162,13 @@ def wait_gone(k8s: K8sCluster, name: str) -> None:
         "pods", "-n", NS, "-l", f"app.kubernetes.io/instance={name}")["items"], timeout=120, interval=1)
 
 
-def measure(op: OperatorProcess, seconds: float) -> tuple[list[Reading], float, float, float, bool]:
+def measure(op: OperatorProcess, seconds: float) -> tuple[list[Reading], float, float, float, bool, float | None]:
     """Read the operator's ``/metrics`` every second for ``seconds``: (readings, CPU share of one core, peak RSS
-    MiB, end RSS MiB, whether the peak is the mode's own)."""
+    MiB, end RSS MiB, whether the peak is the mode's own, the event loop's lag p99 over them, seconds)."""
     assert op.proc is not None
     pid = op.proc.pid
     own_peak = reset_peak(pid)
+    lag0 = lag_buckets(op.metrics_port)
     first = read_metrics(op.metrics_port, NS)
     cpu0 = cpu_seconds(pid)
     readings = [first]
@@ -160,11 +177,11 @@ def measure(op: OperatorProcess, seconds: float) -> tuple[list[Reading], float, 
         readings.append(read_metrics(op.metrics_port, NS))
     cpu = (cpu_seconds(pid) - cpu0) / (readings[-1].at - first.at)
     rss, peak, _ = rss_mib(pid)
-    return readings, cpu, peak, rss, own_peak
+    return readings, cpu, peak, rss, own_peak, lag_p99(lag0, lag_buckets(op.metrics_port))
 
 
 def report(mode: str, healthy: list[str], hostile: str | None, readings: list[Reading], cpu: float, peak: float,
-           rss: float, own_peak: bool, extra: str = "") -> None:
+           rss: float, own_peak: bool, lag: float | None = None, extra: str = "") -> None:
     first, last = readings[0], readings[-1]
     window = last.at - first.at
     gaps = {n: longest_gap(readings, n) for n in healthy}
@@ -174,7 +191,8 @@ def report(mode: str, healthy: list[str], hostile: str | None, readings: list[Re
         1.6 * INTERVAL)
     errors = error_deltas(first, last)
     line = (f"{mode:<17} peak RSS {peak:5.0f} MiB{'' if own_peak else ' (since start)'}, end {rss:5.0f} MiB, "
-            f"CPU {100 * cpu:5.1f} % of one core; errors "
+            f"CPU {100 * cpu:5.1f} % of one core; loop lag p99 "
+            f"{'n/a' if lag is None else f'{1e3 * lag:.0f} ms'}; errors "
             f"{', '.join(f'{e}/{r} {v:.0f}' for (e, r), v in sorted(errors.items())) or 'none'}")
     if hostile is not None:
         line += (f"; {hostile}: {last.count(hostile, error=True) - first.count(hostile, error=True):.0f} Error, "
@@ -222,10 +240,11 @@ def main() -> None:
         retained_scrapes()
         return
     modes = [m for m in args.modes.split(",") if m]
-    unknown = set(modes) - {BASELINE, IDLE_MODE, TUNINGS_MODE, FAT_MODE, PARSE_MODE, *MODES}
+    unknown = set(modes) - {BASELINE, IDLE_MODE, TUNINGS_MODE, FAT_MODE, PARSE_MODE, STARVATION_MODE, FAST_MODE,
+                            *MODES}
     if unknown:
         parser.error(f"unknown modes {sorted(unknown)}; known: {BASELINE}, {', '.join(MODES)}, {IDLE_MODE}, "
-                     f"{TUNINGS_MODE}, {FAT_MODE}, {PARSE_MODE}")
+                     f"{TUNINGS_MODE}, {FAT_MODE}, {PARSE_MODE}, {STARVATION_MODE}, {FAST_MODE}")
     if PARSE_MODE in modes:  # offline: no cluster
         from bench.hostile_parse import add_options, parse_cost
 
@@ -261,6 +280,9 @@ def main() -> None:
                 tunings_mode(k8s, op, healthy, args.minutes)
             elif mode == FAT_MODE:
                 fat_mode(k8s, op, healthy, args.minutes)
+            elif mode in (STARVATION_MODE, FAST_MODE):
+                run = starvation_mode if mode == STARVATION_MODE else fast_trial_mode
+                run(k8s, lambda seconds: measure(op, seconds), report, healthy, args.minutes)
             elif mode == IDLE_MODE:
                 idle = IdleClients(op.metrics_port, IDLE)
                 thread = idle.start()
