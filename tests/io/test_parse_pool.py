@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 from expo import SCHED, exposition
 
@@ -70,3 +74,41 @@ async def test_a_worker_ignores_sigint_and_leaves_the_shutdown_to_the_operator()
     finally:
         pool.close()
     assert after.reason == "" and after.parsed == first.parsed
+
+
+def test_workers_start_at_once_and_never_import_the_operators_main(tmp_path: Path) -> None:
+    """A process run as ``python -m heavy_main`` (as the operator runs, its ``__main__`` the whole CLI) starts a pool
+    of 2: both workers start at its first parse, and neither imports ``heavy_main`` (each import of it writes its
+    process id to a file: only the parent's is there)."""
+    marks = tmp_path / "imports"
+    (tmp_path / "heavy_main.py").write_text(textwrap.dedent(f"""
+        import asyncio, os, pathlib
+        with pathlib.Path({str(marks)!r}).open("a") as f:
+            f.write(f"{{os.getpid()}}\\n")
+
+        async def main():
+            from sglang_operator.decisions.sampling.limits import ScrapeLimits
+            from sglang_operator.decisions.sampling.parse import KeptFilter
+            from sglang_operator.decisions.sampling.roles import roles_for
+            from sglang_operator.io.parse_pool import ParsePool
+            from sglang_operator.sglang.versions import parse_version
+            roles, limits = roles_for(parse_version("0.5.23")), ScrapeLimits()
+            f = KeptFilter(roles, limits)
+            f.feed(b"sglang:num_running_reqs 1\\n")
+            pool = ParsePool(2)
+            try:
+                await pool.parse(f.finish(), roles, limits)
+                print(" ".join(map(str, pool.pids())))
+            finally:
+                pool.close()
+
+        if __name__ == "__main__":
+            asyncio.run(main())
+        """))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    out = subprocess.run([sys.executable, "-m", "heavy_main"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120, check=True)
+    workers = out.stdout.split()
+    assert len(workers) == 2, out
+    imported = marks.read_text().split()
+    assert len(imported) == 1 and imported[0] not in workers, (imported, workers)  # the parent's import alone

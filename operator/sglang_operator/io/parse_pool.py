@@ -18,9 +18,13 @@ the next parse.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import signal
+import sys
 import time
+import types
+from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -70,6 +74,22 @@ def _worker_started() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+@contextlib.contextmanager
+def _light_main() -> Iterator[None]:
+    """While the pool's workers are spawned, ``sys.modules["__main__"]`` is an empty module (no ``__spec__``, no
+    ``__file__``). A spawned process first imports its parent's ``__main__`` (``multiprocessing.spawn.prepare``): the
+    operator's, its console script or ``python -m sglang_operator.entry.cli``, imports every module of the operator,
+    about a second of CPU per worker at every operator start; a worker needs only this module (its function is
+    pickled by name). The swap lasts the synchronous ``submit`` calls that spawn (Python ≥ 3.9 spawns on demand, in
+    the caller's thread), on the event loop's thread."""
+    real = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = real
+
+
 class ParsePool:
     """Parses kept lines in ``workers`` processes (0: on the loop), started at the first parse; :meth:`close` stops
     them."""
@@ -82,6 +102,9 @@ class ParsePool:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_worker_started)
+            with _light_main():  # start them all now, none importing the operator's __main__
+                for _ in range(self.workers):
+                    self._pool.submit(_worker_started)
         return self._pool
 
     async def parse(self, kept: Kept, roles: MetricRoles, limits: ScrapeLimits,
