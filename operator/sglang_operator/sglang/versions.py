@@ -42,7 +42,7 @@ SUPPORTED: tuple[SGLangVersion, ...] = tuple(r.version for r in catalog.releases
 resolve = catalog.resolve
 
 # SGLang's router, the Shepherd Model Gateway (successor of ``sglang-router`` 0.3.2 on PyPI), pinned at one release
-# (issue 44; facts and the reasons for this version in docs/design/router-facts.md). ``smg==ROUTER_VERSION`` is in
+# (facts and the reasons for this version: docs/design/router-facts.md). ``smg==ROUTER_VERSION`` is in
 # the dev extra (the e2e's real binary); ``data/router-flags.json`` is its flag table (scripts/extract_router.py).
 ROUTER_PACKAGE = "smg"
 ROUTER_VERSION = "1.13.0"
